@@ -1,0 +1,19 @@
+"""Layer 2: fairseq dataset wrappers and the per-token side-information store."""
+
+from .blocking import load_blocked_split
+from .policy_masked_dataset import PolicyMaskedDataset
+from .side_info import (
+    SIDE_INFO_DTYPES,
+    SideInfoDataset,
+    SideInfoMismatchError,
+    check_aligned,
+    load_side_info,
+    side_info_prefix,
+    write_side_info,
+)
+
+__all__ = [
+    "load_blocked_split", "PolicyMaskedDataset", "SIDE_INFO_DTYPES", "SideInfoDataset",
+    "SideInfoMismatchError", "check_aligned", "load_side_info", "side_info_prefix",
+    "write_side_info",
+]

@@ -1,0 +1,97 @@
+"""Apply a mask policy to every item, seeded by (seed, epoch, index)."""
+
+from functools import cached_property
+from typing import Dict, Mapping, Sequence
+
+import numpy as np
+import torch
+from fairseq.data import BaseWrapperDataset
+
+from ..masking import Corruption, MaskPolicy, corrupt, maskable_positions
+
+
+class PolicyMaskedDataset(BaseWrapperDataset):
+    """Items become ``{"source": corrupted tokens, "target": originals at chosen positions, pad elsewhere}``.
+
+    Each item draws from ``numpy.random.default_rng((seed, epoch, index))``: the same
+    seed gives the same masks in every run and after a resume, and masks change
+    from epoch to epoch. The policy chooses positions first, then the shared
+    80/10/10 :func:`~fairseq_maskplug.masking.corrupt` replaces them.
+
+    Args:
+        dataset: blocked token dataset (with ``<s>`` prepended).
+        side_info: blocked side-information datasets by name, aligned with ``dataset``.
+        policy: the :class:`~fairseq_maskplug.masking.MaskPolicy`.
+        corruption: replacement rule for the chosen positions.
+        special_ids: token ids never chosen (``<s>``, ``</s>``, ``<pad>``).
+        pad_idx: id written into ``target`` at positions not chosen.
+        seed: base seed.
+    """
+
+    def __init__(self, dataset, side_info: Mapping[str, object], policy: MaskPolicy,
+                 corruption: Corruption, special_ids: Sequence[int], pad_idx: int, seed: int):
+        super().__init__(dataset)
+        self.side_info = dict(side_info)
+        self.policy = policy
+        self.corruption = corruption
+        self.special_ids = tuple(special_ids)
+        self.pad_idx = pad_idx
+        self.seed = seed
+        self.epoch = 1
+        self._last = None  # (epoch, index, item): source and target views ask in turn
+
+    @property
+    def can_reuse_epoch_itr_across_epochs(self):
+        return False  # masks change every epoch
+
+    def set_epoch(self, epoch):
+        super().set_epoch(epoch)
+        for side in self.side_info.values():
+            if hasattr(side, "set_epoch"):
+                side.set_epoch(epoch)
+        self.epoch = epoch
+
+    def __getitem__(self, index) -> Dict[str, torch.Tensor]:
+        if self._last is not None and self._last[:2] == (self.epoch, index):
+            return self._last[2]
+        tokens = self.dataset[index].numpy()
+        side = {name: ds[index].numpy() for name, ds in self.side_info.items()}
+        rng = np.random.default_rng((self.seed, self.epoch, index))
+        maskable = maskable_positions(tokens, self.special_ids)
+        mask = np.asarray(self.policy.choose(tokens, maskable, side, rng))
+        if mask.shape != tokens.shape or mask.dtype != bool:
+            raise ValueError(f"{type(self.policy).__name__}.choose returned {mask.dtype} {mask.shape}, "
+                             f"expected a boolean array of shape {tokens.shape}")
+        if (mask & ~maskable).any():
+            raise ValueError(f"{type(self.policy).__name__} chose a special token at item {index}")
+        target = np.full_like(tokens, self.pad_idx)
+        target[mask] = tokens[mask]
+        item = {
+            "source": torch.from_numpy(corrupt(tokens, mask, rng, self.corruption)),
+            "target": torch.from_numpy(target),
+        }
+        self._last = (self.epoch, index, item)
+        return item
+
+    @cached_property
+    def source(self):
+        """Dataset view of the corrupted inputs."""
+        return _FieldView(self, "source")
+
+    @cached_property
+    def target(self):
+        """Dataset view of the prediction targets (pad where nothing is predicted)."""
+        return _FieldView(self, "target")
+
+
+class _FieldView(BaseWrapperDataset):
+    def __init__(self, dataset: PolicyMaskedDataset, field: str):
+        super().__init__(dataset)
+        self.field = field
+
+    @property
+    def can_reuse_epoch_itr_across_epochs(self):
+        return False
+
+    def __getitem__(self, index):
+        return self.dataset[index][self.field]

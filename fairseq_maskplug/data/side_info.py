@@ -1,0 +1,99 @@
+"""Per-token side information stored parallel to the binarized token data.
+
+A side-information track named ``NAME`` for the split ``data-bin/train`` lives in
+``data-bin/train.NAME.bin`` / ``.idx`` (fairseq's mmap indexed format): one row per
+line of the token data and one value per token, ``</s>`` included (its value is 0).
+At load time :func:`load_side_info` checks the line count and every line's length
+against the token data and stops at the first mismatch.
+"""
+
+import os
+from typing import Iterable
+
+import numpy as np
+import torch
+from fairseq.data.indexed_dataset import MMapIndexedDataset, MMapIndexedDatasetBuilder
+
+SIDE_INFO_DTYPES = {"float64": np.float64, "int64": np.int64, "int32": np.int32, "uint8": np.uint8}
+
+
+class SideInfoMismatchError(ValueError):
+    """Side information does not line up with the token data it annotates."""
+
+
+def side_info_prefix(split_prefix: str, name: str) -> str:
+    """``data-bin/train`` + ``importance`` -> ``data-bin/train.importance``."""
+    return f"{split_prefix}.{name}"
+
+
+class SideInfoDataset(MMapIndexedDataset):
+    """fairseq's mmap reader, keeping the stored values.
+
+    ``MMapIndexedDataset.__getitem__`` casts every dtype to int64, which would
+    truncate scores; here floating data comes back as float64, integers as int64.
+    """
+
+    def __getitem__(self, i):
+        ptr, size = self._index[i]
+        stored = np.frombuffer(self._bin_buffer, dtype=self._index.dtype, count=size, offset=ptr)
+        wanted = np.float64 if np.issubdtype(self._index.dtype, np.floating) else np.int64
+        return torch.from_numpy(stored.astype(wanted))
+
+
+def write_side_info(prefix: str, rows: Iterable, dtype: str = "float64") -> int:
+    """Write ``rows`` (one 1-D array per token line, ``</s>`` included) atomically.
+
+    Both files are written under temporary names first; the old index is removed
+    before the new files are renamed into place, the index last, so an interrupted
+    write never leaves a pair of files that looks complete. Returns the row count.
+    """
+    if dtype not in SIDE_INFO_DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(SIDE_INFO_DTYPES)}, got {dtype!r}")
+    tmp = f"{prefix}.tmp-{os.getpid()}"
+    builder = MMapIndexedDatasetBuilder(tmp + ".bin", dtype=SIDE_INFO_DTYPES[dtype])
+    count = 0
+    try:
+        for row in rows:
+            builder.add_item(torch.as_tensor(np.asarray(row)))
+            count += 1
+        builder.finalize(tmp + ".idx")
+        if os.path.exists(prefix + ".idx"):
+            os.remove(prefix + ".idx")
+        os.replace(tmp + ".bin", prefix + ".bin")
+        os.replace(tmp + ".idx", prefix + ".idx")
+    finally:
+        for leftover in (tmp + ".bin", tmp + ".idx"):
+            if os.path.exists(leftover):
+                os.remove(leftover)
+    return count
+
+
+def check_aligned(tokens, side, *, split: str, name: str, path: str) -> None:
+    """Raise :class:`SideInfoMismatchError` naming the first line where ``side`` and
+    ``tokens`` differ in length (lines are counted from 1, as in the text files)."""
+    if len(side) != len(tokens):
+        raise SideInfoMismatchError(
+            f"side information {name!r} of split {split!r} ({path}) has {len(side)} lines, "
+            f"but the token data has {len(tokens)}"
+        )
+    differ = np.flatnonzero(np.asarray(side.sizes) != np.asarray(tokens.sizes))
+    if differ.size:
+        i = int(differ[0])
+        raise SideInfoMismatchError(
+            f"side information {name!r} of split {split!r} ({path}) does not match the token "
+            f"data at line {i + 1}: {side.sizes[i]} values for {tokens.sizes[i]} tokens "
+            f"(</s> included); {differ.size} lines differ in all"
+        )
+
+
+def load_side_info(split_prefix: str, name: str, tokens, split: str) -> SideInfoDataset:
+    """Load track ``name`` of ``split_prefix`` and verify it against ``tokens``."""
+    prefix = side_info_prefix(split_prefix, name)
+    if not SideInfoDataset.exists(prefix):
+        raise FileNotFoundError(
+            f"side information {name!r} for split {split!r} not found: expected "
+            f"{prefix}.bin and {prefix}.idx"
+        )
+    side = SideInfoDataset(prefix)
+    check_aligned(tokens, side, split=split, name=name, path=prefix)
+    return side

@@ -1,0 +1,26 @@
+"""Layer 1: pure-NumPy masking policies (no torch, no fairseq).
+
+In: a token array, the maskable positions, optional per-token side information and a
+``numpy.random.Generator``. Out: a boolean mask. :func:`corrupt` applies the one
+shared 80/10/10 replacement.
+"""
+
+from .corruption import Corruption, corrupt
+from .random_masks import matched_random_mask, maskable_positions, probabilistic_count, random_mask
+from .registry import (
+    MASK_POLICY_DATACLASS_REGISTRY,
+    MASK_POLICY_REGISTRY,
+    MaskPolicy,
+    build_mask_policy,
+    on_policy_registered,
+    policy_option_dataclasses,
+    register_mask_policy,
+)
+from . import builtin_policies  # noqa: F401  (registers random, matched_random)
+
+__all__ = [
+    "Corruption", "corrupt", "matched_random_mask", "maskable_positions",
+    "probabilistic_count", "random_mask", "MASK_POLICY_DATACLASS_REGISTRY",
+    "MASK_POLICY_REGISTRY", "MaskPolicy", "build_mask_policy", "on_policy_registered",
+    "policy_option_dataclasses", "register_mask_policy",
+]

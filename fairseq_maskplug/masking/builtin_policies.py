@@ -1,0 +1,56 @@
+"""Built-in policies: ``random`` (RoBERTa) and ``matched_random`` (the fair baseline)."""
+
+from dataclasses import dataclass, field
+
+from .random_masks import matched_random_mask, random_mask
+from .registry import MaskPolicy, build_mask_policy, register_mask_policy
+
+
+@dataclass
+class RandomPolicyOptions:
+    mask_prob: float = field(
+        default=0.15,
+        metadata={"help": "random policy: probability that a maskable token is chosen "
+                          "(count per sequence = floor(p*n + U[0,1)), as in fairseq masked_lm)"},
+    )
+
+
+@register_mask_policy("random", dataclass=RandomPolicyOptions)
+class RandomPolicy(MaskPolicy):
+    """Uniform random masking at rate ``--mask-prob`` (Devlin et al. 2019; fairseq ``masked_lm``)."""
+
+    def choose(self, tokens, maskable, side_info, rng):
+        return random_mask(maskable, self.cfg.mask_prob, rng)
+
+
+@dataclass
+class MatchedRandomOptions:
+    matched_policy: str = field(
+        default="random",
+        metadata={"help": "matched_random policy: the policy whose number of masks per "
+                          "sequence is matched; positions are then chosen uniformly at random"},
+    )
+
+
+@register_mask_policy("matched_random", dataclass=MatchedRandomOptions)
+class MatchedRandomPolicy(MaskPolicy):
+    """Mask as many uniformly random tokens as ``--matched-policy`` would (Gu et al. 2020, §3.3).
+
+    The reference policy runs first on the very same generator, so for every
+    (seed, epoch, index) the count is exactly the count the guided run masks for that
+    sequence at that visit; only the positions differ.
+    """
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        if cfg.matched_policy == "matched_random":
+            raise ValueError("--matched-policy must name another policy than matched_random")
+        self.reference = build_mask_policy(cfg.matched_policy, cfg)
+
+    @property
+    def side_info_names(self):
+        return self.reference.side_info_names
+
+    def choose(self, tokens, maskable, side_info, rng):
+        count = int(self.reference.choose(tokens, maskable, side_info, rng).sum())
+        return matched_random_mask(maskable, count, rng)

@@ -1,0 +1,111 @@
+"""The mask-policy registry: ``@register_mask_policy("name", dataclass=Options)``.
+
+A policy chooses which positions of one sequence are predicted. Its options are a
+plain dataclass whose fields carry ``metadata={"help": ...}``; every task that
+accepts ``--mask-policy`` exposes the options of every registered policy as its own
+command-line flags (``my_rate`` becomes ``--my-rate``), so a policy registered by a
+user's ``--user-dir`` module works with every task. Option names are global: two
+policies may not declare the same field.
+"""
+
+import dataclasses
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Type
+
+import numpy as np
+
+
+class MaskPolicy:
+    """Base class of all policies.
+
+    Args:
+        cfg: the task configuration; the policy reads its own option fields from it
+            by name (``cfg.mask_prob`` for ``random``, ...).
+    """
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+
+    @property
+    def side_info_names(self) -> Sequence[str]:
+        """Names of the per-token side-information tracks ``choose`` reads."""
+        return ()
+
+    def choose(self, tokens: np.ndarray, maskable: np.ndarray,
+               side_info: Mapping[str, np.ndarray], rng: np.random.Generator) -> np.ndarray:
+        """Return a boolean array, True at the positions to predict.
+
+        Args:
+            tokens: token ids of one sequence (1-D).
+            maskable: True where a token may be chosen (False at special tokens);
+                the result must be False wherever this is False.
+            side_info: one array per name in ``side_info_names``, aligned with ``tokens``.
+            rng: the generator for this (seed, epoch, index); the only source of
+                randomness a policy may use.
+        """
+        raise NotImplementedError
+
+
+MASK_POLICY_REGISTRY: Dict[str, Type[MaskPolicy]] = {}
+MASK_POLICY_DATACLASS_REGISTRY: Dict[str, Optional[type]] = {}
+_REGISTRATION_CALLBACKS: List[Callable[[], None]] = []
+
+
+def _check_options(name: str, options: type) -> None:
+    if not dataclasses.is_dataclass(options):
+        raise TypeError(f"options of mask policy {name!r} must be a dataclass, got {options!r}")
+    taken = {
+        f.name: other
+        for other, dc in MASK_POLICY_DATACLASS_REGISTRY.items() if dc is not None
+        for f in dataclasses.fields(dc)
+    }
+    for f in dataclasses.fields(options):
+        if f.name in taken:
+            raise ValueError(
+                f"option {f.name!r} of mask policy {name!r} is already declared by "
+                f"mask policy {taken[f.name]!r}; prefix option names with the policy name"
+            )
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise ValueError(f"option {f.name!r} of mask policy {name!r} needs a default")
+        if not f.metadata.get("help"):
+            raise ValueError(f"option {f.name!r} of mask policy {name!r} needs help text "
+                             "(field(..., metadata={'help': ...}))")
+        if isinstance(f.type, str):
+            raise TypeError(f"option {f.name!r} of mask policy {name!r} has a string annotation; "
+                            "fairseq needs real types (drop 'from __future__ import annotations')")
+
+
+def register_mask_policy(name: str, dataclass: Optional[type] = None):
+    """Class decorator registering a :class:`MaskPolicy` under ``name``."""
+
+    def register(cls):
+        if name in MASK_POLICY_REGISTRY:
+            raise ValueError(f"mask policy {name!r} is already registered "
+                             f"({MASK_POLICY_REGISTRY[name].__qualname__})")
+        if not (isinstance(cls, type) and issubclass(cls, MaskPolicy)):
+            raise TypeError(f"mask policy {name!r} must subclass MaskPolicy")
+        if dataclass is not None:
+            _check_options(name, dataclass)
+        MASK_POLICY_REGISTRY[name] = cls
+        MASK_POLICY_DATACLASS_REGISTRY[name] = dataclass
+        for callback in _REGISTRATION_CALLBACKS:
+            callback()
+        return cls
+
+    return register
+
+
+def policy_option_dataclasses() -> List[type]:
+    """Option dataclasses of all registered policies, in registration order."""
+    return [dc for dc in MASK_POLICY_DATACLASS_REGISTRY.values() if dc is not None]
+
+
+def on_policy_registered(callback: Callable[[], None]) -> None:
+    """Call ``callback()`` after every later registration (tasks refresh their options)."""
+    _REGISTRATION_CALLBACKS.append(callback)
+
+
+def build_mask_policy(name: str, cfg) -> MaskPolicy:
+    """Instantiate the policy registered as ``name`` with the task configuration ``cfg``."""
+    if name not in MASK_POLICY_REGISTRY:
+        raise ValueError(f"unknown mask policy {name!r}; registered: {sorted(MASK_POLICY_REGISTRY)}")
+    return MASK_POLICY_REGISTRY[name](cfg)

@@ -1,0 +1,35 @@
+"""What a policy did: realised mask rate, masks per sequence, share of sequences with none."""
+
+from fairseq.logging import metrics
+
+
+def mask_statistics(sample, dictionary) -> dict:
+    """Summable counts for one batch: masked tokens, maskable tokens, unmasked sequences.
+
+    Chosen positions are those with a non-pad target; maskable positions are the
+    non-special tokens of the input (corruption never writes a special token).
+    """
+    target = sample["target"]
+    tokens = sample["net_input"]["src_tokens"]
+    chosen = target.ne(dictionary.pad())
+    maskable = tokens.ne(dictionary.pad()) & tokens.ne(dictionary.bos()) & tokens.ne(dictionary.eos())
+    return {
+        "mask_chosen": int(chosen.sum()),
+        "mask_maskable": int(maskable.sum()),
+        "mask_seq_none": int((chosen.sum(dim=1) == 0).sum()),
+        "mask_seqs": int(tokens.size(0)),
+    }
+
+
+def log_mask_statistics(logging_outputs) -> None:
+    """Log ``mask_rate``, ``masks_per_seq`` and ``seq_unmasked`` from :func:`mask_statistics` counts."""
+    total = {key: sum(log.get(key, 0) for log in logging_outputs)
+             for key in ("mask_chosen", "mask_maskable", "mask_seq_none", "mask_seqs")}
+    if total["mask_maskable"] > 0:
+        metrics.log_scalar("mask_rate", total["mask_chosen"] / total["mask_maskable"],
+                           total["mask_maskable"], round=4)
+    if total["mask_seqs"] > 0:
+        metrics.log_scalar("masks_per_seq", total["mask_chosen"] / total["mask_seqs"],
+                           total["mask_seqs"], round=2)
+        metrics.log_scalar("seq_unmasked", total["mask_seq_none"] / total["mask_seqs"],
+                           total["mask_seqs"], round=4)

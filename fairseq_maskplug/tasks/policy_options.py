@@ -1,0 +1,60 @@
+"""Expose every registered mask policy's options on every policy-consuming task.
+
+fairseq reads a task's options from its dataclass in three places: the class
+attribute ``__dataclass`` (argparse flags), ``TASK_DATACLASS_REGISTRY`` (flags ->
+config) and hydra's ConfigStore (``fairseq-hydra-train``). A task registered with
+:func:`register_policy_task` gets a dataclass that extends its own with the options of
+every policy registered so far, and all three places are updated whenever another
+policy registers (for instance from a user's ``--user-dir`` module).
+"""
+
+import dataclasses
+from typing import Dict, Tuple
+
+from fairseq.tasks import TASK_DATACLASS_REGISTRY, register_task
+from hydra.core.config_store import ConfigStore
+
+from ..masking import on_policy_registered, policy_option_dataclasses
+
+_POLICY_TASKS: Dict[str, Tuple[type, type]] = {}
+
+
+def with_policy_options(base: type) -> type:
+    """``base`` extended with the option fields of all registered policies."""
+    own = {f.name for f in dataclasses.fields(base)}
+    options = policy_option_dataclasses()
+    for dc in options:
+        clash = own & {f.name for f in dataclasses.fields(dc)}
+        if clash:
+            raise ValueError(f"mask policy options {sorted(clash)} ({dc.__name__}) clash with "
+                             f"options of {base.__name__}")
+    merged = dataclasses.make_dataclass(base.__name__, [], bases=(base, *options))
+    merged.__module__, merged.__qualname__, merged.__doc__ = base.__module__, base.__qualname__, base.__doc__
+    return merged
+
+
+def _install(name: str, task_cls: type, dataclass: type) -> None:
+    setattr(task_cls, "__dataclass", dataclass)  # what FairseqTask.add_args reads
+    TASK_DATACLASS_REGISTRY[name] = dataclass
+    node = dataclass()
+    node._name = name
+    ConfigStore.instance().store(name=name, group="task", node=node, provider="fairseq")
+
+
+def register_policy_task(name: str, dataclass: type):
+    """``register_task(name, dataclass)`` whose options also include all policies' options."""
+
+    def register(cls):
+        register_task(name, dataclass=with_policy_options(dataclass))(cls)
+        _POLICY_TASKS[name] = (cls, dataclass)
+        return cls
+
+    return register
+
+
+def _refresh_policy_tasks() -> None:
+    for name, (task_cls, base) in _POLICY_TASKS.items():
+        _install(name, task_cls, with_policy_options(base))
+
+
+on_policy_registered(_refresh_policy_tasks)
