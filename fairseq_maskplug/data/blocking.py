@@ -3,11 +3,36 @@
 import os
 from typing import Dict, Sequence, Tuple
 
+import numpy as np
 from fairseq import utils
 from fairseq.data import PrependTokenDataset, TokenBlockDataset, data_utils
+from fairseq.data.indexed_dataset import best_fitting_int_dtype
 from fairseq.data.shorten_dataset import maybe_shorten_dataset
 
 from .side_info import load_side_info
+
+
+class TokenBlocks(TokenBlockDataset):
+    """fairseq's ``TokenBlockDataset`` with a working ``break_mode="eos"`` under numpy 2.
+
+    fairseq builds the eos index with ``np.compat.long``, which numpy 2 removed; every
+    other mode is fairseq's own code. In eos mode each line is one block.
+    """
+
+    @staticmethod
+    def _build_slice_indices(sizes, break_mode, document_sep_len, block_size):
+        if break_mode != "eos":
+            return TokenBlockDataset._build_slice_indices(sizes, break_mode, document_sep_len, block_size)
+        from fairseq.data.token_block_utils_fast import _get_slice_indices_fast
+
+        sizes = np.asarray(sizes, dtype=np.int64)
+        block_size = block_size or 0
+        slice_indices = _get_slice_indices_fast(sizes, "eos", block_size, document_sep_len)
+        lines = np.arange(len(sizes))
+        block_to_dataset_index = np.stack([lines, np.zeros_like(lines), lines], 1)
+        index_dtype = best_fitting_int_dtype(slice_indices[-1].max())
+        return ((slice_indices[:, 1] - slice_indices[:, 0]).astype(np.uint16 if block_size < 65535 else np.uint32),
+                block_to_dataset_index.astype(index_dtype), slice_indices.astype(index_dtype))
 
 
 def load_blocked_split(cfg, split: str, dictionary, side_info_names: Sequence[str] = (),
@@ -15,7 +40,8 @@ def load_blocked_split(cfg, split: str, dictionary, side_info_names: Sequence[st
     """Return ``(tokens, {name: side_info})``, both shortened, blocked and prefixed alike.
 
     The pipeline is fairseq ``masked_lm``'s: ``load_indexed_dataset`` ->
-    ``maybe_shorten_dataset`` -> ``TokenBlockDataset(tokens_per_sample - 1)`` ->
+    ``maybe_shorten_dataset`` -> ``TokenBlockDataset(tokens_per_sample - 1)`` (see
+    :class:`TokenBlocks`) ->
     ``PrependTokenDataset(<s>)``. Side information is verified line by line against the
     token data and then passed through the same function with the same ``cfg``, so a
     block of side information always covers exactly the tokens of its block (its
@@ -33,7 +59,7 @@ def load_blocked_split(cfg, split: str, dictionary, side_info_names: Sequence[st
     def block(dataset, prepend):
         dataset = maybe_shorten_dataset(dataset, split, cfg.shorten_data_split_list,
                                         cfg.shorten_method, cfg.tokens_per_sample, cfg.seed)
-        dataset = TokenBlockDataset(dataset, dataset.sizes, cfg.tokens_per_sample - 1,  # room for <s>
+        dataset = TokenBlocks(dataset, dataset.sizes, cfg.tokens_per_sample - 1,  # room for <s>
                                     pad=dictionary.pad(), eos=dictionary.eos(),
                                     break_mode=cfg.sample_break_mode)
         return PrependTokenDataset(dataset, prepend)

@@ -68,20 +68,21 @@ def write_side_info(prefix: str, rows: Iterable, dtype: str = "float64") -> int:
     return count
 
 
-def check_aligned(tokens, side, *, split: str, name: str, path: str) -> None:
-    """Raise :class:`SideInfoMismatchError` naming the first line where ``side`` and
-    ``tokens`` differ in length (lines are counted from 1, as in the text files)."""
-    if len(side) != len(tokens):
+def check_aligned(token_sizes, side_sizes, *, split: str, name: str, path: str) -> None:
+    """Raise :class:`SideInfoMismatchError` naming the first line whose side information
+    and tokens differ in length (lines are counted from 1, as in the text files)."""
+    token_sizes, side_sizes = np.asarray(token_sizes), np.asarray(side_sizes)
+    if len(side_sizes) != len(token_sizes):
         raise SideInfoMismatchError(
-            f"side information {name!r} of split {split!r} ({path}) has {len(side)} lines, "
-            f"but the token data has {len(tokens)}"
+            f"side information {name!r} of split {split!r} ({path}) has {len(side_sizes)} lines, "
+            f"but the token data has {len(token_sizes)}"
         )
-    differ = np.flatnonzero(np.asarray(side.sizes) != np.asarray(tokens.sizes))
+    differ = np.flatnonzero(side_sizes != token_sizes)
     if differ.size:
         i = int(differ[0])
         raise SideInfoMismatchError(
             f"side information {name!r} of split {split!r} ({path}) does not match the token "
-            f"data at line {i + 1}: {side.sizes[i]} values for {tokens.sizes[i]} tokens "
+            f"data at line {i + 1}: {side_sizes[i]} values for {token_sizes[i]} tokens "
             f"(</s> included); {differ.size} lines differ in all"
         )
 
@@ -95,5 +96,5 @@ def load_side_info(split_prefix: str, name: str, tokens, split: str) -> SideInfo
             f"{prefix}.bin and {prefix}.idx"
         )
     side = SideInfoDataset(prefix)
-    check_aligned(tokens, side, split=split, name=name, path=prefix)
+    check_aligned(tokens.sizes, side.sizes, split=split, name=name, path=prefix)
     return side
