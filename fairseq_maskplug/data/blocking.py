@@ -49,11 +49,12 @@ def load_blocked_split(cfg, split: str, dictionary, side_info_names: Sequence[st
     """
     paths = utils.split_paths(cfg.data)
     split_prefix = os.path.join(paths[(epoch - 1) % len(paths)], split)
+    if os.path.exists(split_prefix + ".bin") and os.path.getsize(split_prefix + ".bin") == 0:
+        # fairseq-preprocess writes an empty .bin for an empty text file; mmap then fails obscurely
+        raise ValueError(f"split {split!r} ({split_prefix}.bin) has no lines: was its text file empty?")
     tokens = data_utils.load_indexed_dataset(split_prefix, dictionary, combine=combine)
     if tokens is None:
         raise FileNotFoundError(f"dataset not found: split {split!r} ({split_prefix}.bin/.idx)")
-    if len(tokens) == 0:
-        raise ValueError(f"split {split!r} ({split_prefix}) has no lines")
     side = {name: load_side_info(split_prefix, name, tokens, split) for name in side_info_names}
 
     def block(dataset, prepend):

@@ -1,0 +1,73 @@
+"""The guided_mlm task's datasets, built through fairseq's own flag parsing."""
+
+import numpy as np
+import pytest
+import torch
+
+import fairseq_maskplug  # noqa: F401  (registers guided_mlm)
+from fairseq import options, tasks
+from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+from fairseq_maskplug.data import load_blocked_split
+from stats_helpers import assert_proportion
+
+SOURCE = "net_input.src_tokens"
+
+
+def make_task(data, *flags):
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(parser, [str(data), "--task", "guided_mlm", "--arch", "roberta_base",
+                                                "--tokens-per-sample", "32", *map(str, flags)])
+    return tasks.setup_task(convert_namespace_to_omegaconf(args).task)
+
+
+def items(task, split="train", epoch=1):
+    task.load_dataset(split)
+    ds = task.dataset(split)
+    ds.set_epoch(epoch)
+    return [ds[i] for i in range(len(ds))]
+
+
+def test_policy_options_become_task_flags(tiny_data):
+    task = make_task(tiny_data / "bin", "--mask-prob", "0.3", "--seed", "4")
+    assert task.cfg.mask_prob == 0.3 and task.cfg.mask_policy == "random" and task.cfg.seed == 4
+
+
+def test_unknown_policy_is_rejected(tiny_data):
+    with pytest.raises(ValueError, match="unknown --mask-policy 'nope'"):
+        make_task(tiny_data / "bin", "--mask-policy", "nope")
+
+
+def test_same_seed_same_masks_new_epoch_new_masks(tiny_data):
+    first = items(make_task(tiny_data / "bin", "--seed", "7"))
+    again = items(make_task(tiny_data / "bin", "--seed", "7"))
+    for a, b in zip(first, again):
+        assert torch.equal(a[SOURCE], b[SOURCE])
+        assert torch.equal(a["target"], b["target"])
+    epoch2 = items(make_task(tiny_data / "bin", "--seed", "7"), epoch=2)
+    other_seed = items(make_task(tiny_data / "bin", "--seed", "8"))
+    changed = [not torch.equal(a["target"], b["target"]) for a, b in zip(first, epoch2)]
+    assert np.mean(changed) > 0.9, "masks should be redrawn every epoch"
+    assert np.mean([not torch.equal(a["target"], b["target"]) for a, b in zip(first, other_seed)]) > 0.9
+
+
+def test_items_agree_with_the_original_blocks_and_rates_hold(tiny_data):
+    task = make_task(tiny_data / "bin", "--mask-prob", "0.2")
+    d = task.source_dictionary
+    originals, _ = load_blocked_split(task.cfg, "train", d)
+    chosen = maskable = as_mask = 0
+    for epoch in range(1, 6):
+        for i, item in enumerate(items(task, epoch=epoch)):
+            source, target, original = item[SOURCE], item["target"], originals[i]
+            picked = target.ne(d.pad())
+            special = (original == d.bos()) | (original == d.eos())
+            assert not (picked & special).any()
+            assert torch.equal(source[~picked], original[~picked]), "unchosen positions changed"
+            assert torch.equal(target[picked], original[picked]), "targets are not the originals"
+            assert (source[picked] >= d.nspecial).all(), "a chosen position became a special token"
+            chosen += int(picked.sum())
+            maskable += int((~special).sum())
+            as_mask += int((source[picked] == task.mask_idx).sum())
+    # Positions are drawn count-wise per block (a sum of hypergeometric draws), whose
+    # variance is below the binomial one this tolerance assumes.
+    assert_proportion(chosen, maskable, 0.2, "realised mask rate over 5 epochs")
+    assert_proportion(as_mask, chosen, 0.8, "share of chosen positions shown as <mask>")
