@@ -1,5 +1,6 @@
 """Small command-line helpers installed with the package."""
 
+import logging
 import os
 import sys
 
@@ -29,5 +30,10 @@ def train() -> None:
     """
     from fairseq_cli.train import cli_main
 
+    # Importing fairseq (as this package does) runs a logging.basicConfig in
+    # fairseq.tasks.text_to_speech first; restore fairseq-train's own log format.
+    logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
+                        datefmt="%Y-%m-%d %H:%M:%S", level=os.environ.get("LOGLEVEL", "INFO").upper(),
+                        stream=sys.stdout, force=True)
     sys.argv = [sys.argv[0], *_with_user_dir(sys.argv[1:])]
     cli_main()

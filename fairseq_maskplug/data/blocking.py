@@ -58,8 +58,10 @@ def load_blocked_split(cfg, split: str, dictionary, side_info_names: Sequence[st
     side = {name: load_side_info(split_prefix, name, tokens, split) for name in side_info_names}
 
     def block(dataset, prepend):
+        # shorten to tokens_per_sample - 1 (fairseq masked_lm uses tokens_per_sample, so a
+        # full-length line plus <s> exceeds the model's positions in "complete"/"eos" modes)
         dataset = maybe_shorten_dataset(dataset, split, cfg.shorten_data_split_list,
-                                        cfg.shorten_method, cfg.tokens_per_sample, cfg.seed)
+                                        cfg.shorten_method, cfg.tokens_per_sample - 1, cfg.seed)
         dataset = TokenBlocks(dataset, dataset.sizes, cfg.tokens_per_sample - 1,  # room for <s>
                                     pad=dictionary.pad(), eos=dictionary.eos(),
                                     break_mode=cfg.sample_break_mode)

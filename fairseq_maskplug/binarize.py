@@ -1,0 +1,90 @@
+"""Sentencepiece + fairseq-preprocess helpers shared by the data-preparation commands."""
+
+import os
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterable, List, Sequence
+
+from tqdm import tqdm
+
+
+@contextmanager
+def atomic_directory(final: Path):
+    """Build a directory under a temporary name; rename it to ``final`` only on success.
+
+    An interrupted run leaves ``final`` as it was (absent or the previous complete
+    version) and no half-written directory under the final name.
+    """
+    final = Path(final)
+    tmp = final.with_name(f"{final.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    old = final.with_name(f"{final.name}.old-{os.getpid()}")
+    if final.exists():
+        final.rename(old)
+    tmp.rename(final)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def write_lines(path: Path, lines: Iterable[str]) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        for line in lines:
+            f.write(line + "\n")
+
+
+def train_sentencepiece(texts: Sequence[str], model_prefix: Path, vocab_size: int, seed_file: Path) -> Path:
+    """Train a unigram sentencepiece model on ``texts``; returns the ``.model`` path."""
+    import sentencepiece as spm
+
+    write_lines(seed_file, texts)
+    spm.SentencePieceTrainer.train(
+        input=str(seed_file), model_prefix=str(model_prefix), vocab_size=vocab_size,
+        model_type="unigram", character_coverage=1.0, bos_id=-1, eos_id=-1, pad_id=-1, unk_id=0,
+        input_sentence_size=2_000_000, shuffle_input_sentence=True, num_threads=os.cpu_count() or 1,
+        minloglevel=2)
+    return Path(f"{model_prefix}.model")
+
+
+def encode(model: Path, texts: Sequence[str], desc: str, chunk: int = 2000) -> List[str]:
+    """Encode ``texts`` into space-separated sentencepiece pieces (fairseq's token format)."""
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=str(model))
+    out: List[str] = []
+    for start in tqdm(range(0, len(texts), chunk), desc=f"encode {desc}", unit="chunk", disable=None):
+        out.extend(" ".join(pieces) for pieces in sp.encode(list(texts[start:start + chunk]), out_type=str))
+    return out
+
+
+def write_fairseq_dict(model: Path, encoded_train: Iterable[str], path: Path) -> None:
+    """``dict.txt`` with every sentencepiece piece (``<unk>`` excluded: fairseq has its own),
+    counted over ``encoded_train`` (counts drive ``--freq-weighted-replacement``)."""
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=str(model))
+    counts = Counter(piece for line in encoded_train for piece in line.split())
+    pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())
+              if not (sp.is_unknown(i) or sp.is_control(i))]
+    write_lines(path, (f"{p} {counts.get(p, 0)}" for p in pieces))
+
+
+def fairseq_preprocess(destdir: Path, splits: dict, srcdict: Path = None, workers: int = 2) -> None:
+    """Run ``fairseq-preprocess --only-source`` on ``{"train": file, "valid": file, ...}``."""
+    args = [str(Path(sys.executable).parent / "fairseq-preprocess"), "--only-source",
+            "--destdir", str(destdir), "--workers", str(workers)]
+    for split, path in splits.items():
+        args += [f"--{split}pref", str(path)]
+    if srcdict is not None:
+        args += ["--srcdict", str(srcdict)]
+    result = subprocess.run(args, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"fairseq-preprocess failed for {destdir}:\n{result.stderr[-3000:]}")

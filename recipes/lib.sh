@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Shared pieces of the recipes. Source after recipes/setup_env.sh.
+#
+# Model size and device follow the environment:
+#   MASKPLUG_LAYERS / MASKPLUG_DIM / MASKPLUG_FFN / MASKPLUG_HEADS  model shape (default: tiny)
+#   MASKPLUG_TOKENS   tokens per block / max positions (default 128)
+#   MASKPLUG_BATCH    sentences per batch per device (default 32)
+# On GPUs, fairseq-train uses every visible GPU and --fp16; on CPU it runs --cpu.
+
+MASKPLUG_LAYERS="${MASKPLUG_LAYERS:-4}"
+MASKPLUG_DIM="${MASKPLUG_DIM:-128}"
+MASKPLUG_FFN="${MASKPLUG_FFN:-512}"
+MASKPLUG_HEADS="${MASKPLUG_HEADS:-4}"
+MASKPLUG_TOKENS="${MASKPLUG_TOKENS:-128}"
+MASKPLUG_BATCH="${MASKPLUG_BATCH:-32}"
+
+n_gpus=$(python -c "import torch; print(torch.cuda.device_count())")
+if [ "$n_gpus" -gt 0 ]; then
+    DEVICE_ARGS=(--fp16 --num-workers 2)
+else
+    DEVICE_ARGS=(--cpu --num-workers 0 --distributed-world-size 1)
+fi
+
+MODEL_ARGS=(--arch roberta_base --encoder-layers "$MASKPLUG_LAYERS" --encoder-embed-dim "$MASKPLUG_DIM"
+            --encoder-ffn-embed-dim "$MASKPLUG_FFN" --encoder-attention-heads "$MASKPLUG_HEADS"
+            --max-positions "$MASKPLUG_TOKENS" --dropout 0.1 --attention-dropout 0.1)
+COMMON_ARGS=(--required-batch-size-multiple 1 --no-progress-bar --log-format json --log-interval 50
+             --batch-size "$MASKPLUG_BATCH" --optimizer adam --adam-betas '(0.9,0.98)' --adam-eps 1e-6
+             --weight-decay 0.01 --clip-norm 0.0 "${DEVICE_ARGS[@]}")
+
+# pretrain DATA SAVE_DIR UPDATES [extra fairseq-train args...]: masked-LM training with --task guided_mlm
+# (continue from a checkpoint with: --finetune-from-model PATH; a re-run resumes SAVE_DIR)
+pretrain() {
+    local data=$1 save=$2 updates=$3; shift 3
+    fairseq-maskplug-train "$data" --task guided_mlm --criterion masked_lm "${MODEL_ARGS[@]}" "${COMMON_ARGS[@]}" \
+        --tokens-per-sample "$MASKPLUG_TOKENS" --sample-break-mode complete --shorten-method truncate \
+        --lr-scheduler polynomial_decay --lr "${MASKPLUG_PRETRAIN_LR:-1e-3}" --warmup-updates $((updates / 10 + 1)) \
+        --total-num-update "$updates" --max-update "$updates" --save-dir "$save" \
+        --no-epoch-checkpoints --save-interval-updates "$updates" --keep-interval-updates 1 "$@"
+}
+
+# number of lines of a binarized split (read from its .idx header, no fairseq import)
+num_lines() {
+    python -c 'import struct,sys; f=open(sys.argv[1]+".idx","rb"); f.seek(18); print(struct.unpack("<Q",f.read(8))[0])' "$1"
+}
+
+# finetune DATA INIT_CHECKPOINT SAVE_DIR EPOCHS SEED: sentence_prediction, best checkpoint by valid accuracy
+finetune() {
+    local data=$1 init=$2 save=$3 epochs=$4 seed=$5
+    local steps=$(( epochs * ( $(num_lines "$data/input0/train") / MASKPLUG_BATCH + 1 ) ))
+    fairseq-maskplug-train "$data" --task sentence_prediction --criterion sentence_prediction \
+        --num-classes 2 --init-token 0 --separator-token 2 --shorten-method truncate \
+        "${MODEL_ARGS[@]}" "${COMMON_ARGS[@]}" --finetune-from-model "$init" \
+        --lr-scheduler polynomial_decay --lr "${MASKPLUG_FINETUNE_LR:-2e-4}" --warmup-updates $((steps / 10 + 1)) \
+        --max-epoch "$epochs" --total-num-update "$steps" --seed "$seed" \
+        --best-checkpoint-metric accuracy --maximize-best-checkpoint-metric \
+        --save-dir "$save" --no-epoch-checkpoints --no-last-checkpoints
+}
+
+# stage NAME LOG COMMAND...: run COMMAND unless it finished before (marker $WORK/.done/NAME),
+# output to LOG; on failure show the end of LOG. An interrupted stage resumes from its
+# checkpoint_last.pt when run again; a finished one is not run again.
+stage() {
+    local name=$1 log=$2; shift 2
+    if [ -f "$WORK/.done/$name" ]; then echo "    done before: $name"; return 0; fi
+    if "$@" > "$log" 2>&1; then
+        mkdir -p "$WORK/.done" && touch "$WORK/.done/$name"
+    else
+        tail -30 "$log"; echo "stage $name failed; full log: $log" >&2; return 1
+    fi
+}
+
+# last JSON record logged under TAG ("train", "valid", ...) in LOG
+last_record() { grep "| $2 |" "$1" | tail -1 | sed "s/.*| $2 | //"; }

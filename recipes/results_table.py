@@ -1,0 +1,54 @@
+"""Print a results table from evaluation JSON files named ``<row>__seed<k>.<split>.json``.
+
+    python recipes/results_table.py RESULTS_DIR [--rows row1,row2,...]
+
+Each row shows mean ± standard deviation over seeds of accuracy and macro-F1 for
+the valid and test splits (in %).
+"""
+
+import argparse
+import json
+import re
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+NAME = re.compile(r"(?P<row>.+)__seed(?P<seed>\d+)\.(?P<split>\w+)\.json$")
+
+
+def fmt(values):
+    values = [100 * v for v in values]
+    if len(values) == 1:
+        return f"{values[0]:.1f}"
+    return f"{statistics.mean(values):.1f} ± {statistics.stdev(values):.1f}"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("results", type=Path)
+    parser.add_argument("--rows", default=None, help="comma-separated row order (default: sorted)")
+    args = parser.parse_args()
+    scores = defaultdict(lambda: defaultdict(list))
+    seeds = defaultdict(set)
+    for path in sorted(args.results.glob("*.json")):
+        match = NAME.match(path.name)
+        if match:
+            record = json.loads(path.read_text())
+            scores[match["row"]][(match["split"], "accuracy")].append(record["accuracy"])
+            scores[match["row"]][(match["split"], "macro_f1")].append(record["macro_f1"])
+            seeds[match["row"]].add(match["seed"])
+    rows = args.rows.split(",") if args.rows else sorted(scores)
+    header = ["model", "seeds", "valid acc", "test acc", "test macro-F1"]
+    lines = [header, ["---"] * len(header)]
+    for row in rows:
+        if row not in scores:
+            raise SystemExit(f"no results for row {row!r} in {args.results}")
+        s = scores[row]
+        lines.append([row, str(len(seeds[row])), fmt(s[("valid", "accuracy")]), fmt(s[("test", "accuracy")]),
+                      fmt(s[("test", "macro_f1")])])
+    for line in lines:
+        print("| " + " | ".join(line) + " |")
+
+
+if __name__ == "__main__":
+    main()
