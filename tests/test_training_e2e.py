@@ -9,8 +9,8 @@ import pytest
 from fairseq.data import Dictionary
 
 from fairseq_maskplug.data import load_blocked_split
-from fairseq_helpers import (BIN, EXAMPLE_PLUGIN, REPO, assert_same_params, check, json_logs,
-                             preprocess, run, train)
+from fairseq_helpers import (BIN, CPU_RUN, EXAMPLE_PLUGIN, REPO, TINY_ROBERTA, assert_same_params, check,
+                             json_logs, run, train)
 from preprocess import binarize_side_info
 
 pytestmark = pytest.mark.e2e
@@ -52,7 +52,7 @@ def test_same_seed_gives_identical_training_with_either_entry_point(tiny_data, t
     check(run([BIN / "fairseq-maskplug-train", tiny_data / "bin", "--task", "guided_mlm",
                "--criterion", "masked_lm", "--tokens-per-sample", "32", "--save-dir", tmp_path / "b",
                "--max-epoch", "1", "--seed", "11",
-               *__import__("fairseq_helpers").TINY_ROBERTA, *__import__("fairseq_helpers").CPU_RUN]))
+               *TINY_ROBERTA, *CPU_RUN]))
     assert_same_params(tmp_path / "a" / "checkpoint_last.pt", tmp_path / "b" / "checkpoint_last.pt")
 
 

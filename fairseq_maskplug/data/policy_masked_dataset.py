@@ -89,9 +89,5 @@ class _FieldView(BaseWrapperDataset):
         super().__init__(dataset)
         self.field = field
 
-    @property
-    def can_reuse_epoch_itr_across_epochs(self):
-        return False
-
     def __getitem__(self, index):
         return self.dataset[index][self.field]

@@ -107,5 +107,6 @@ def on_policy_registered(callback: Callable[[], None]) -> None:
 def build_mask_policy(name: str, cfg) -> MaskPolicy:
     """Instantiate the policy registered as ``name`` with the task configuration ``cfg``."""
     if name not in MASK_POLICY_REGISTRY:
-        raise ValueError(f"unknown mask policy {name!r}; registered: {sorted(MASK_POLICY_REGISTRY)}")
+        raise ValueError(f"unknown mask policy {name!r}; registered: {sorted(MASK_POLICY_REGISTRY)} "
+                         "(a plugin's policies need its module loaded, e.g. with --user-dir)")
     return MASK_POLICY_REGISTRY[name](cfg)

@@ -22,7 +22,7 @@ from fairseq.tasks.language_modeling import SAMPLE_BREAK_MODE_CHOICES, SHORTEN_M
 from omegaconf import II, MISSING
 
 from ..data import PolicyMaskedDataset, load_blocked_split
-from ..masking import MASK_POLICY_REGISTRY, Corruption, build_mask_policy
+from ..masking import Corruption, build_mask_policy
 from .mask_stats import log_mask_statistics, mask_statistics
 from .policy_options import register_policy_task
 
@@ -62,6 +62,8 @@ def replacement_vocabulary(dictionary: Dictionary, mask_idx: int, freq_weighted:
     if not freq_weighted:
         return ids, None
     counts = np.array([dictionary.count[i] for i in ids], dtype=np.float64)
+    if counts.sum() <= 0:
+        raise ValueError("--freq-weighted-replacement needs token counts in dict.txt, but all are 0")
     return ids, counts / counts.sum()
 
 
@@ -82,9 +84,6 @@ class GuidedMLMTask(FairseqTask):
         super().__init__(cfg)
         self.dictionary = dictionary
         self.mask_idx = dictionary.add_symbol("<mask>")
-        if cfg.mask_policy not in MASK_POLICY_REGISTRY:
-            raise ValueError(f"unknown --mask-policy {cfg.mask_policy!r}; registered: "
-                             f"{sorted(MASK_POLICY_REGISTRY)} (load plugins with --user-dir)")
         self.policy = build_mask_policy(cfg.mask_policy, cfg)
         ids, probs = replacement_vocabulary(dictionary, self.mask_idx, cfg.freq_weighted_replacement)
         self.corruption = Corruption(self.mask_idx, ids, probs, cfg.leave_unmasked_prob,
