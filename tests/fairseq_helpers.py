@@ -54,10 +54,11 @@ def preprocess(destdir: Path, trainpref: Path, validpref: Path = None) -> Path:
     return destdir
 
 
-def train(data: Path, save_dir: Path, *extra, user_dir: Path = None) -> subprocess.CompletedProcess:
-    """``fairseq-train --task guided_mlm`` on a tiny roberta; returns the finished process."""
+def train(data: Path, save_dir: Path, *extra, user_dir: Path = None,
+          task: str = "guided_mlm") -> subprocess.CompletedProcess:
+    """``fairseq-train --task TASK`` on a tiny roberta; returns the finished process."""
     user_dir = user_dir or REPO / "fairseq_maskplug"
-    return run([BIN / "fairseq-train", data, "--user-dir", user_dir, "--task", "guided_mlm",
+    return run([BIN / "fairseq-train", data, "--user-dir", user_dir, "--task", task,
                 "--criterion", "masked_lm", "--tokens-per-sample", "32", "--save-dir", save_dir,
                 *TINY_ROBERTA, *CPU_RUN, *extra])
 

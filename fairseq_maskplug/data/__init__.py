@@ -1,7 +1,8 @@
 """Layer 2: fairseq dataset wrappers and the per-token side-information store."""
 
 from .blocking import load_blocked_split
-from .policy_masked_dataset import PolicyMaskedDataset
+from .policy_masked_dataset import (FlatViewsDataset, FullyExploredDataset, PolicyMaskedDataset,
+                                    SeededMaskingDataset, ViewCountedDataset)
 from .side_info import (
     SIDE_INFO_DTYPES,
     SideInfoDataset,
@@ -13,7 +14,8 @@ from .side_info import (
 )
 
 __all__ = [
-    "load_blocked_split", "PolicyMaskedDataset", "SIDE_INFO_DTYPES", "SideInfoDataset",
+    "load_blocked_split", "FlatViewsDataset", "FullyExploredDataset", "PolicyMaskedDataset",
+    "SeededMaskingDataset", "ViewCountedDataset", "SIDE_INFO_DTYPES", "SideInfoDataset",
     "SideInfoMismatchError", "check_aligned", "load_side_info", "side_info_prefix",
     "write_side_info",
 ]

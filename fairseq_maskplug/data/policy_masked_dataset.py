@@ -1,38 +1,37 @@
-"""Apply a mask policy to every item, seeded by (seed, epoch, index)."""
+"""Masking datasets seeded by (seed, epoch, index): one policy mask, or K fully-explored views."""
 
 from functools import cached_property
-from typing import Dict, Mapping, Sequence
+from typing import Dict, Mapping, Optional, Sequence
 
 import numpy as np
 import torch
-from fairseq.data import BaseWrapperDataset
+from fairseq.data import BaseWrapperDataset, FairseqDataset, data_utils
 
 from ..masking import Corruption, MaskPolicy, corrupt, maskable_positions
+from ..masking.fully_explored import GeometricSpans, fully_explored_masks
 
 
-class PolicyMaskedDataset(BaseWrapperDataset):
-    """Items become ``{"source": corrupted tokens, "target": originals at chosen positions, pad elsewhere}``.
+class SeededMaskingDataset(BaseWrapperDataset):
+    """Base: items become ``{"source": corrupted tokens, "target": originals where chosen, pad elsewhere}``.
 
     Each item draws from ``numpy.random.default_rng((seed, epoch, index))``: the same
     seed gives the same masks in every run and after a resume, and masks change
-    from epoch to epoch. The policy chooses positions first, then the shared
+    from epoch to epoch. Subclasses choose positions in :meth:`choose`; the shared
     80/10/10 :func:`~fairseq_maskplug.masking.corrupt` replaces them.
 
     Args:
         dataset: blocked token dataset (with ``<s>`` prepended).
         side_info: blocked side-information datasets by name, aligned with ``dataset``.
-        policy: the :class:`~fairseq_maskplug.masking.MaskPolicy`.
         corruption: replacement rule for the chosen positions.
         special_ids: token ids never chosen (``<s>``, ``</s>``, ``<pad>``).
         pad_idx: id written into ``target`` at positions not chosen.
         seed: base seed.
     """
 
-    def __init__(self, dataset, side_info: Mapping[str, object], policy: MaskPolicy,
-                 corruption: Corruption, special_ids: Sequence[int], pad_idx: int, seed: int):
+    def __init__(self, dataset, side_info: Mapping[str, object], corruption: Corruption,
+                 special_ids: Sequence[int], pad_idx: int, seed: int):
         super().__init__(dataset)
         self.side_info = dict(side_info)
-        self.policy = policy
         self.corruption = corruption
         self.special_ids = tuple(special_ids)
         self.pad_idx = pad_idx
@@ -51,6 +50,10 @@ class PolicyMaskedDataset(BaseWrapperDataset):
                 side.set_epoch(epoch)
         self.epoch = epoch
 
+    def choose(self, tokens, maskable, side, rng, index) -> np.ndarray:
+        """Boolean mask (1-D, or ``K x len`` for K views) of the positions to predict."""
+        raise NotImplementedError
+
     def __getitem__(self, index) -> Dict[str, torch.Tensor]:
         if self._last is not None and self._last[:2] == (self.epoch, index):
             return self._last[2]
@@ -58,18 +61,17 @@ class PolicyMaskedDataset(BaseWrapperDataset):
         side = {name: ds[index].numpy() for name, ds in self.side_info.items()}
         rng = np.random.default_rng((self.seed, self.epoch, index))
         maskable = maskable_positions(tokens, self.special_ids)
-        mask = np.asarray(self.policy.choose(tokens, maskable, side, rng))
-        if mask.shape != tokens.shape or mask.dtype != bool:
-            raise ValueError(f"{type(self.policy).__name__}.choose returned {mask.dtype} {mask.shape}, "
-                             f"expected a boolean array of shape {tokens.shape}")
-        if (mask & ~maskable).any():
-            raise ValueError(f"{type(self.policy).__name__} chose a special token at item {index}")
-        target = np.full_like(tokens, self.pad_idx)
-        target[mask] = tokens[mask]
-        item = {
-            "source": torch.from_numpy(corrupt(tokens, mask, rng, self.corruption)),
-            "target": torch.from_numpy(target),
-        }
+        masks = self.choose(tokens, maskable, side, rng, index)
+        sources, targets = [], []
+        for mask in np.atleast_2d(masks):
+            target = np.full_like(tokens, self.pad_idx)
+            target[mask] = tokens[mask]
+            sources.append(corrupt(tokens, mask, rng, self.corruption))
+            targets.append(target)
+        if masks.ndim == 1:
+            item = {"source": torch.from_numpy(sources[0]), "target": torch.from_numpy(targets[0])}
+        else:
+            item = {"source": torch.from_numpy(np.stack(sources)), "target": torch.from_numpy(np.stack(targets))}
         self._last = (self.epoch, index, item)
         return item
 
@@ -84,10 +86,71 @@ class PolicyMaskedDataset(BaseWrapperDataset):
         return _FieldView(self, "target")
 
 
+class PolicyMaskedDataset(SeededMaskingDataset):
+    """One mask per item, chosen by a :class:`~fairseq_maskplug.masking.MaskPolicy`."""
+
+    def __init__(self, dataset, side_info, policy: MaskPolicy, corruption, special_ids, pad_idx, seed):
+        super().__init__(dataset, side_info, corruption, special_ids, pad_idx, seed)
+        self.policy = policy
+
+    def choose(self, tokens, maskable, side, rng, index):
+        mask = np.asarray(self.policy.choose(tokens, maskable, side, rng))
+        if mask.shape != tokens.shape or mask.dtype != bool:
+            raise ValueError(f"{type(self.policy).__name__}.choose returned {mask.dtype} {mask.shape}, "
+                             f"expected a boolean array of shape {tokens.shape}")
+        if (mask & ~maskable).any():
+            raise ValueError(f"{type(self.policy).__name__} chose a special token at item {index}")
+        return mask
+
+
+class FullyExploredDataset(SeededMaskingDataset):
+    """K views per item (Zheng et al., Eq. 10): items are ``K x len`` sources and targets."""
+
+    def __init__(self, dataset, views: int, ratio: float, span: Optional[GeometricSpans],
+                 corruption, special_ids, pad_idx, seed):
+        super().__init__(dataset, {}, corruption, special_ids, pad_idx, seed)
+        self.views, self.ratio, self.span = views, ratio, span
+
+    def choose(self, tokens, maskable, side, rng, index):
+        return fully_explored_masks(len(tokens), self.views, self.ratio, rng, maskable, self.span)
+
+
 class _FieldView(BaseWrapperDataset):
-    def __init__(self, dataset: PolicyMaskedDataset, field: str):
+    def __init__(self, dataset: SeededMaskingDataset, field: str):
         super().__init__(dataset)
         self.field = field
 
     def __getitem__(self, index):
         return self.dataset[index][self.field]
+
+
+class FlatViewsDataset(BaseWrapperDataset):
+    """Collates ``K x len`` items into ``B*K`` right-padded rows, the K views of a sequence adjacent."""
+
+    def __init__(self, dataset, pad_idx: int):
+        super().__init__(dataset)
+        self.pad_idx = pad_idx
+
+    def collater(self, samples):
+        return data_utils.collate_tokens([row for views in samples for row in views], self.pad_idx)
+
+
+class ViewCountedDataset(BaseWrapperDataset):
+    """Counts ``views * size`` tokens per item for ``--max-tokens`` batching (the compute
+    an item costs), while ``size`` stays the per-view length for the positions limit."""
+
+    def __init__(self, dataset, sizes: np.ndarray, views: int):
+        super().__init__(dataset)
+        self._sizes, self.views = np.asarray(sizes), views
+
+    def num_tokens(self, index):
+        return self.views * int(self._sizes[index])
+
+    def num_tokens_vec(self, indices):
+        return self.views * self._sizes[indices]
+
+    def batch_by_size(self, indices, max_tokens=None, max_sentences=None, required_batch_size_multiple=1):
+        # FairseqDataset's implementation, on this dataset's token counts (the wrapped
+        # dataset would count one view per item)
+        return FairseqDataset.batch_by_size(self, indices, max_tokens, max_sentences,
+                                            required_batch_size_multiple)

@@ -1,0 +1,130 @@
+"""What every masked-LM task of this package shares: data, blocking, corruption, statistics."""
+
+import logging
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+from fairseq import utils
+from fairseq.data import Dictionary, SortDataset, data_utils
+from fairseq.dataclass import FairseqDataclass
+from fairseq.tasks import FairseqTask
+from fairseq.tasks.language_modeling import SAMPLE_BREAK_MODE_CHOICES, SHORTEN_METHOD_CHOICES
+from omegaconf import II, MISSING
+
+from ..data import load_blocked_split
+from ..masking import Corruption
+from .mask_stats import log_mask_statistics, mask_statistics
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class MaskedLMDataConfig(FairseqDataclass):
+    data: str = field(default=MISSING, metadata={
+        "help": "colon-separated binarized data directories (iterated round-robin over epochs); "
+                "the first holds dict.txt"})
+    sample_break_mode: SAMPLE_BREAK_MODE_CHOICES = field(default="none", metadata={
+        "help": "none: fill each block with tokens_per_sample tokens across sentences; complete: "
+                "whole sentences up to tokens_per_sample; complete_doc: never cross a document "
+                "boundary (empty line); eos: one sentence per block"})
+    tokens_per_sample: int = field(default=512, metadata={"help": "block length including <s>"})
+    leave_unmasked_prob: float = field(default=0.1, metadata={
+        "help": "share of chosen positions left unchanged (80/10/10 rule)"})
+    random_token_prob: float = field(default=0.1, metadata={
+        "help": "share of chosen positions replaced by a random token (80/10/10 rule)"})
+    freq_weighted_replacement: bool = field(default=False, metadata={
+        "help": "draw random replacements by corpus frequency instead of uniformly"})
+    shorten_method: SHORTEN_METHOD_CHOICES = field(default="none", metadata={
+        "help": "shorten lines longer than tokens_per_sample - 1: truncate or random_crop "
+                "(side information is shortened identically)"})
+    shorten_data_split_list: str = field(default="", metadata={
+        "help": "comma-separated splits to shorten (default: all)"})
+    seed: int = II("common.seed")
+
+
+def replacement_vocabulary(dictionary: Dictionary, mask_idx: int, freq_weighted: bool):
+    """Ids a random replacement may draw (no special token, no ``<mask>``) and their probabilities."""
+    ids = np.array([i for i in range(dictionary.nspecial, len(dictionary)) if i != mask_idx])
+    if not freq_weighted:
+        return ids, None
+    counts = np.array([dictionary.count[i] for i in ids], dtype=np.float64)
+    if counts.sum() <= 0:
+        raise ValueError("--freq-weighted-replacement needs token counts in dict.txt, but all are 0")
+    return ids, counts / counts.sum()
+
+
+class MaskedLMBaseTask(FairseqTask):
+    """Base of the package's masked-LM tasks.
+
+    Subclasses implement :meth:`build_inputs` (blocked tokens and side information ->
+    a ``NestedDictionaryDataset`` with ``net_input.src_tokens`` and ``target``) and may
+    name side-information tracks in :attr:`side_info_names`. Train and valid logs get
+    ``mask_rate``, ``masks_per_seq`` and ``seq_unmasked`` (rows of the batch).
+    """
+
+    def __init__(self, cfg, dictionary):
+        super().__init__(cfg)
+        self.dictionary = dictionary
+        self.mask_idx = dictionary.add_symbol("<mask>")
+        ids, probs = replacement_vocabulary(dictionary, self.mask_idx, cfg.freq_weighted_replacement)
+        self.corruption = Corruption(self.mask_idx, ids, probs, cfg.leave_unmasked_prob,
+                                     cfg.random_token_prob)
+
+    @classmethod
+    def setup_task(cls, cfg, **kwargs):
+        paths = utils.split_paths(cfg.data)
+        if not paths:
+            raise ValueError("--data (the binarized data directory) is required")
+        dict_path = os.path.join(paths[0], "dict.txt")
+        if not os.path.exists(dict_path):
+            raise FileNotFoundError(f"dictionary not found: {dict_path}")
+        dictionary = Dictionary.load(dict_path)
+        logger.info("dictionary: %d types", len(dictionary))
+        return cls(cfg, dictionary)
+
+    @property
+    def side_info_names(self):
+        return ()
+
+    @property
+    def special_ids(self):
+        return self.dictionary.bos(), self.dictionary.eos(), self.dictionary.pad()
+
+    def build_inputs(self, tokens, side_info):
+        raise NotImplementedError
+
+    def load_dataset(self, split, epoch=1, combine=False, **kwargs):
+        tokens, side_info = load_blocked_split(self.cfg, split, self.dictionary, self.side_info_names,
+                                               epoch, combine)
+        dataset = self.build_inputs(tokens, side_info)
+        with data_utils.numpy_seed(self.cfg.seed):
+            shuffle = np.random.permutation(len(tokens))
+        self.datasets[split] = SortDataset(dataset, sort_order=[shuffle, tokens.sizes])
+        logger.info("%s: %d blocks", split, len(tokens))
+
+    def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
+        loss, sample_size, logging_output = super().train_step(
+            sample, model, criterion, optimizer, update_num, ignore_grad)
+        logging_output.update(mask_statistics(sample, self.dictionary))
+        return loss, sample_size, logging_output
+
+    def valid_step(self, sample, model, criterion):
+        loss, sample_size, logging_output = super().valid_step(sample, model, criterion)
+        logging_output.update(mask_statistics(sample, self.dictionary))
+        return loss, sample_size, logging_output
+
+    def reduce_metrics(self, logging_outputs, criterion):
+        super().reduce_metrics(logging_outputs, criterion)
+        log_mask_statistics(logging_outputs)
+
+    @property
+    def source_dictionary(self):
+        return self.dictionary
+
+    @property
+    def target_dictionary(self):
+        return self.dictionary
+
+    def max_positions(self):
+        return self.cfg.tokens_per_sample
