@@ -19,7 +19,7 @@ setup(
         'fairseq==0.12.2; python_version < "3.11"',
         'fairseq-fixed>=0.12.3.1; python_version >= "3.11"',
     ],
-    extras_require={"test": ["pytest>=7", "scipy"]},
+    extras_require={"test": ["pytest>=7", "scipy"], "bench": ["matplotlib"]},
     entry_points={
         "console_scripts": [
             "fairseq-maskplug-dir = fairseq_maskplug.cli:print_user_dir",

@@ -28,11 +28,11 @@ COMMON_ARGS=(--required-batch-size-multiple 1 --no-progress-bar --log-format jso
              --batch-size "$MASKPLUG_BATCH" --optimizer adam --adam-betas '(0.9,0.98)' --adam-eps 1e-6
              --weight-decay 0.01 --clip-norm 0.0 "${DEVICE_ARGS[@]}")
 
-# pretrain DATA SAVE_DIR UPDATES [extra fairseq-train args...]: masked-LM training with --task guided_mlm
-# (continue from a checkpoint with: --finetune-from-model PATH; a re-run resumes SAVE_DIR)
+# pretrain TASK DATA SAVE_DIR UPDATES [extra fairseq-train args...]: masked-LM training
+# (guided_mlm or fe_mlm; continue from a checkpoint with --finetune-from-model PATH)
 pretrain() {
-    local data=$1 save=$2 updates=$3; shift 3
-    fairseq-maskplug-train "$data" --task guided_mlm --criterion masked_lm "${MODEL_ARGS[@]}" "${COMMON_ARGS[@]}" \
+    local task=$1 data=$2 save=$3 updates=$4; shift 4
+    fairseq-maskplug-train "$data" --task "$task" --criterion masked_lm "${MODEL_ARGS[@]}" "${COMMON_ARGS[@]}" \
         --tokens-per-sample "$MASKPLUG_TOKENS" --sample-break-mode complete --shorten-method truncate \
         --lr-scheduler polynomial_decay --lr "${MASKPLUG_PRETRAIN_LR:-1e-3}" --warmup-updates $((updates / 10 + 1)) \
         --total-num-update "$updates" --max-update "$updates" --save-dir "$save" \
@@ -68,6 +68,31 @@ stage() {
     else
         tail -30 "$log"; echo "stage $name failed; full log: $log" >&2; return 1
     fi
+}
+
+# general_model: the demo data ($WORK/data) and the general MLM checkpoint
+# ($WORK/general/checkpoint_last.pt), shared by all recipes. Knobs:
+#   MASKPLUG_GENERAL_SENTENCES (40000) news sentences, MASKPLUG_INDOMAIN_SENTENCES (20000)
+#   review lines, MASKPLUG_GENERAL_UPDATES (1000) general MLM updates.
+general_model() {
+    mkdir -p "$WORK/logs"
+    python -m preprocess.prepare_demo --out "$WORK/data" --cache "$WORK/downloads" \
+        --general-sentences "${MASKPLUG_GENERAL_SENTENCES:-40000}" \
+        --indomain-sentences "${MASKPLUG_INDOMAIN_SENTENCES:-20000}" || return 1
+    stage general "$WORK/logs/general.log" \
+        pretrain guided_mlm "$WORK/data/general" "$WORK/general" "${MASKPLUG_GENERAL_UPDATES:-1000}"
+}
+
+# finetune_and_score ROW INIT SEED EPOCHS RESULTS_DIR SAVE_ROOT: fine-tune on MR, write
+# RESULTS_DIR/ROW__seedSEED.{valid,test}.json (inside `if`, set -e is off: each step checks itself)
+finetune_and_score() {
+    local row=$1 init=$2 seed=$3 epochs=$4 results=$5 save="$6/$1__seed$3"
+    mkdir -p "$results"
+    finetune "$WORK/data/mr" "$init" "$save" "$epochs" "$seed" || return 1
+    for split in valid test; do
+        python -m fairseq_maskplug.evaluate --checkpoint "$save/checkpoint_best.pt" --data "$WORK/data/mr" \
+            --split "$split" --output "$results/${row}__seed$seed.$split.json" || return 1
+    done
 }
 
 # last JSON record logged under TAG ("train", "valid", ...) in LOG

@@ -1,0 +1,183 @@
+"""Gradient-variance probe for fully-explored masking (Zheng et al., §3, Fig. 3, Eq. 11).
+
+For a fixed minibatch (the first ``--batch`` blocks of a split) and a roberta MLM
+checkpoint, with dropout off and every chosen position replaced by ``<mask>`` (so
+that the only randomness is which positions are masked):
+
+(a) covariance vs Hamming distance: pairs of masks ``(m1, m2)`` of ``tau`` tokens per
+    sequence sharing ``o`` positions, ``H = 2 (tau - o)``; the covariance is
+    ``E[(g(m1) - g_bar) . (g(m2) - g_bar)] / P`` over the ``P`` probed parameters, with
+    ``g_bar`` the mean gradient over independent uniform masks. Saved as CSV and PNG.
+(b) variance of the K-mask gradient ``(1/K) sum_k g(m_k)`` (Eq. 6) under FE masks
+    (K disjoint) vs K independent uniform masks of the same size, each estimated as
+    the sum over parameters of the sample variance over ``--sets`` draws.
+
+Last line: ``ratio=<var_fe / var_random>`` (expected below 1).
+
+    python benchmarks/fe_variance.py --checkpoint ck/checkpoint_last.pt --data data-bin \\
+        --split valid --out results/fe_variance
+"""
+
+import argparse
+import csv
+import re
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+
+def load(checkpoint: str, data: str, split: str, batch: int, tokens_per_sample: int):
+    import fairseq_maskplug  # noqa: F401
+    from fairseq import checkpoint_utils
+    from fairseq_maskplug.data import load_blocked_split
+
+    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], arg_overrides={"data": data})
+    model = models[0].eval()  # dropout off; gradients still flow
+    cfg.task.tokens_per_sample = tokens_per_sample
+    cfg.task.sample_break_mode, cfg.task.shorten_method = "complete", "truncate"
+    blocks, _ = load_blocked_split(cfg.task, split, task.source_dictionary)
+    d = task.source_dictionary
+    rows = [blocks[i] for i in range(min(batch, len(blocks)))]
+    tokens = torch.full((len(rows), max(len(r) for r in rows)), d.pad(), dtype=torch.long)
+    for i, r in enumerate(rows):
+        tokens[i, :len(r)] = r
+    maskable = (tokens != d.pad()) & (tokens != d.bos()) & (tokens != d.eos())
+    return model, task, tokens, maskable
+
+
+class GradientProbe:
+    """``g(masks)``: flattened gradient of the summed MLM loss / #masked over the probed parameters."""
+
+    def __init__(self, model, task, tokens, params_regex: str):
+        self.model, self.tokens = model, tokens
+        self.mask_idx, self.pad = task.mask_idx, task.source_dictionary.pad()
+        self.params = [p for name, p in model.named_parameters() if re.search(params_regex, name)]
+        if not self.params:
+            raise ValueError(f"no parameter matches {params_regex!r}")
+        self.size = sum(p.numel() for p in self.params)
+        self.calls = 0
+
+    def __call__(self, masks: np.ndarray) -> np.ndarray:
+        mask = torch.from_numpy(masks)
+        source = self.tokens.masked_fill(mask, self.mask_idx)
+        target = self.tokens.masked_fill(~mask, self.pad)
+        self.model.zero_grad()
+        logits = self.model(source, masked_tokens=mask)[0]
+        loss = torch.nn.functional.cross_entropy(logits.float(), target[mask], reduction="mean")
+        loss.backward()
+        self.calls += 1
+        return torch.cat([p.grad.reshape(-1) for p in self.params]).double().numpy()
+
+
+def uniform_masks(maskable: np.ndarray, tau: np.ndarray, rng) -> np.ndarray:
+    out = np.zeros_like(maskable)
+    for i, row in enumerate(maskable):
+        out[i, rng.choice(np.flatnonzero(row), tau[i], replace=False)] = True
+    return out
+
+
+def pair_with_overlap(maskable, tau, overlap_share, rng):
+    """Masks m1 (uniform) and m2 sharing round(share * tau) positions with m1 per sequence."""
+    m1, m2 = np.zeros_like(maskable), np.zeros_like(maskable)
+    for i, row in enumerate(maskable):
+        positions = rng.permutation(np.flatnonzero(row))
+        o = int(round(overlap_share * tau[i]))
+        m1[i, positions[:tau[i]]] = True
+        m2[i, np.concatenate([positions[:o], positions[tau[i]:2 * tau[i] - o]])] = True
+    return m1, m2
+
+
+def fe_sets(maskable, k, tau, rng):
+    """K disjoint masks per sequence (a permutation cut into K chunks of tau)."""
+    views = np.zeros((k,) + maskable.shape, dtype=bool)
+    for i, row in enumerate(maskable):
+        order = rng.permutation(np.flatnonzero(row))
+        for j in range(k):
+            views[j, i, order[j * tau[i]:(j + 1) * tau[i]]] = True
+    return views
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--checkpoint", required=True)
+    parser.add_argument("--data", required=True, help="binarized masked-LM data directory")
+    parser.add_argument("--split", default="valid")
+    parser.add_argument("--out", type=Path, required=True, help="output prefix for .csv and .png")
+    parser.add_argument("--batch", type=int, default=8, help="sequences in the fixed minibatch")
+    parser.add_argument("--tokens-per-sample", type=int, default=128)
+    parser.add_argument("--ratio", type=float, default=0.15, help="tau / n per mask")
+    parser.add_argument("--views", type=int, default=4, help="K")
+    parser.add_argument("--pairs", type=int, default=24, help="mask pairs per Hamming distance")
+    parser.add_argument("--levels", type=int, default=6, help="Hamming distances from 0 to 2 tau")
+    parser.add_argument("--sets", type=int, default=48, help="K-mask draws per method for (b)")
+    parser.add_argument("--params", default=r"layers\.\d+\.fc2\.weight$|lm_head\.dense\.weight$",
+                        help="regex of the probed parameter names")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    if args.views * args.ratio > 1:
+        parser.error("--views * --ratio must be <= 1")
+    rng = np.random.default_rng(args.seed)
+    model, task, tokens, maskable_t = load(args.checkpoint, args.data, args.split, args.batch,
+                                           args.tokens_per_sample)
+    maskable = maskable_t.numpy()
+    tau = np.minimum(np.round(args.ratio * maskable.sum(1)).astype(int), maskable.sum(1) // args.views)
+    g = GradientProbe(model, task, tokens, args.params)
+    print(f"minibatch {tokens.shape[0]} x {tokens.shape[1]}, tau per sequence {tau.tolist()}, "
+          f"{g.size} probed parameters")
+
+    # (b) first: its independent uniform masks also give g_bar for (a)
+    random_est, fe_est, singles = [], [], []
+    for _ in tqdm(range(args.sets), desc="K-mask estimates", disable=None):
+        grads = [g(uniform_masks(maskable, tau, rng)) for _ in range(args.views)]
+        singles.extend(grads)
+        random_est.append(np.mean(grads, axis=0))
+        fe_est.append(np.mean([g(m) for m in fe_sets(maskable, args.views, tau, rng)], axis=0))
+    var_random = float(np.var(random_est, axis=0, ddof=1).sum()) / g.size
+    var_fe = float(np.var(fe_est, axis=0, ddof=1).sum()) / g.size
+    g_bar = np.mean(singles, axis=0)
+
+    rows = []
+    for level in tqdm(range(args.levels), desc="covariance vs distance", disable=None):
+        share = 1 - level / (args.levels - 1)  # overlap share: 1 (H = 0) .. 0 (H = 2 tau)
+        products = []
+        for _ in range(args.pairs):
+            m1, m2 = pair_with_overlap(maskable, tau, share, rng)
+            products.append(float((g(m1) - g_bar) @ (g(m2) - g_bar)) / g.size)
+        hamming = 2 * np.mean(tau - np.round(share * tau))
+        se = np.std(products, ddof=1) / np.sqrt(len(products))
+        rows.append({"hamming_per_sequence": hamming, "hamming_over_tau": hamming / tau.mean(),
+                     "covariance": np.mean(products), "stderr": se})
+
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with open(args.out.with_suffix(".csv"), "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(5, 3.5))
+        ax.errorbar([r["hamming_per_sequence"] for r in rows], [r["covariance"] for r in rows],
+                    yerr=[2 * r["stderr"] for r in rows], marker="o", capsize=3)
+        ax.set_xlabel("Hamming distance H(m1, m2) per sequence")
+        ax.set_ylabel("Cov(g(m1), g(m2)) per parameter")
+        ax.set_title(f"gradient covariance vs mask distance (tau = {tau.mean():.0f})")
+        fig.tight_layout()
+        fig.savefig(args.out.with_suffix(".png"), dpi=120)
+        print(f"plot: {args.out.with_suffix('.png')}")
+    except ImportError:
+        print("matplotlib not installed (pip install -e .[bench]): no PNG, CSV only")
+    print("hamming  covariance  (+- stderr)")
+    for r in rows:
+        print(f"{r['hamming_per_sequence']:7.1f}  {r['covariance']:.4e}  (+- {r['stderr']:.1e})")
+    print(f"gradients computed: {g.calls}")
+    print(f"variance of the {args.views}-mask gradient: FE {var_fe:.4e}, independent random {var_random:.4e}")
+    print(f"ratio={var_fe / var_random:.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# FE-MLM (Zheng et al.): continued pre-training of the general checkpoint on the in-domain
+# reviews with MLM vs FE-MLM (subword, span) at equal compute, validation MLM loss against
+# updates (PNG), MR fine-tuning table, and the gradient-variance probe.
+#
+# Equal compute: MLM uses --batch-size B*K sequences, FE-MLM --batch-size B sequences of K
+# views each: the same rows and tokens per update, the same number of updates.
+# Knobs: FE_UPDATES (400), FE_VIEWS K (4), FE_BATCH B (8), FE_VALID_EVERY (50),
+# FE_FINETUNE_EPOCHS (5), FE_SEEDS ("1"), and those of recipes/lib.sh.
+set -euo pipefail
+MASKPLUG_EXTRAS=bench source "$(dirname "${BASH_SOURCE[0]}")/setup_env.sh"
+source "$MASKPLUG_ROOT/recipes/lib.sh"
+cd "$MASKPLUG_ROOT"
+
+WORK="${MASKPLUG_WORK:-$MASKPLUG_ROOT/work}"
+UPDATES="${FE_UPDATES:-400}"
+K="${FE_VIEWS:-4}"
+B="${FE_BATCH:-8}"
+EVERY="${FE_VALID_EVERY:-50}"
+EPOCHS="${FE_FINETUNE_EPOCHS:-5}"
+SEEDS="${FE_SEEDS:-1}"
+OUT="$WORK/fe_mlm"
+mkdir -p "$OUT"
+started=$SECONDS
+
+echo "[1/4] demo data and general MLM pre-training"
+general_model
+GENERAL="$WORK/general/checkpoint_last.pt"
+
+echo "[2/4] continued pre-training, $UPDATES updates each: MLM batch $((B * K)) vs FE-MLM batch $B x $K views"
+common=(--finetune-from-model "$GENERAL" --validate-interval-updates "$EVERY")
+stage fe_mlm_mlm "$WORK/logs/fe_mlm_mlm.log" \
+    pretrain guided_mlm "$WORK/data/indomain" "$OUT/mlm" "$UPDATES" --batch-size $((B * K)) "${common[@]}"
+for granularity in subword span; do
+    stage "fe_mlm_fe_$granularity" "$WORK/logs/fe_mlm_fe_$granularity.log" \
+        pretrain fe_mlm "$WORK/data/indomain" "$OUT/fe_$granularity" "$UPDATES" --batch-size "$B" \
+        --fe-views "$K" --fe-granularity "$granularity" "${common[@]}"
+done
+python recipes/plot_valid_loss.py --out "$OUT/valid_loss.png" \
+    mlm="$WORK/logs/fe_mlm_mlm.log" fe_subword="$WORK/logs/fe_mlm_fe_subword.log" \
+    fe_span="$WORK/logs/fe_mlm_fe_span.log"
+
+echo "[3/4] MR fine-tuning ($EPOCHS epochs, seeds: $SEEDS)"
+for row in mlm fe_subword fe_span; do
+    for seed in $SEEDS; do
+        stage "fe_mlm_ft_${row}__seed$seed" "$WORK/logs/fe_mlm_ft_${row}__seed$seed.log" \
+            finetune_and_score "$row" "$OUT/$row/checkpoint_last.pt" "$seed" "$EPOCHS" "$OUT/results" "$OUT/finetune"
+    done
+done
+
+echo "[4/4] gradient-variance probe on the general checkpoint (in-domain valid minibatch)"
+stage fe_mlm_probe "$WORK/logs/fe_mlm_probe.log" \
+    python benchmarks/fe_variance.py --checkpoint "$GENERAL" --data "$WORK/data/indomain" \
+    --views "$K" --out "$OUT/fe_variance"
+tail -12 "$WORK/logs/fe_mlm_probe.log"
+
+echo
+echo "MR sentence polarity after $UPDATES continued updates at equal compute, accuracy and macro-F1 in %:"
+python recipes/results_table.py "$OUT/results" --rows mlm,fe_subword,fe_span
+echo "finished in $(( (SECONDS - started) / 60 )) min $(( (SECONDS - started) % 60 )) s"
