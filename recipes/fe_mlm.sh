@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # FE-MLM (Zheng et al.): continued pre-training of the general checkpoint on the in-domain
 # reviews with MLM vs FE-MLM (subword, span) at equal compute, validation MLM loss against
-# updates (PNG), MR fine-tuning table, and the gradient-variance probe.
+# updates (PNG; every run's checkpoints scored under the same random masks), MR fine-tuning
+# table, and the gradient-variance probe.
 #
 # Equal compute: MLM uses --batch-size B*K sequences, FE-MLM --batch-size B sequences of K
 # views each: the same rows and tokens per update, the same number of updates.
-# Knobs: FE_UPDATES (400), FE_VIEWS K (4), FE_BATCH B (8), FE_VALID_EVERY (50),
+# Knobs: FE_UPDATES (400), FE_VIEWS K (4), FE_BATCH B (8), FE_VALID_EVERY (50: checkpoint interval),
 # FE_FINETUNE_EPOCHS (5), FE_SEEDS ("1"), and those of recipes/lib.sh.
 set -euo pipefail
 MASKPLUG_EXTRAS=bench source "$(dirname "${BASH_SOURCE[0]}")/setup_env.sh"
@@ -16,7 +17,7 @@ WORK="${MASKPLUG_WORK:-$MASKPLUG_ROOT/work}"
 UPDATES="${FE_UPDATES:-400}"
 K="${FE_VIEWS:-4}"
 B="${FE_BATCH:-8}"
-EVERY="${FE_VALID_EVERY:-50}"
+EVERY="${FE_VALID_EVERY:-50}"  # checkpoint (and scoring) interval
 EPOCHS="${FE_FINETUNE_EPOCHS:-5}"
 SEEDS="${FE_SEEDS:-1}"
 OUT="$WORK/fe_mlm"
@@ -28,7 +29,7 @@ general_model
 GENERAL="$WORK/general/checkpoint_last.pt"
 
 echo "[2/4] continued pre-training, $UPDATES updates each: MLM batch $((B * K)) vs FE-MLM batch $B x $K views"
-common=(--finetune-from-model "$GENERAL" --validate-interval-updates "$EVERY")
+common=(--finetune-from-model "$GENERAL" --save-interval-updates "$EVERY" --keep-interval-updates -1)
 stage fe_mlm_mlm "$WORK/logs/fe_mlm_mlm.log" \
     pretrain guided_mlm "$WORK/data/indomain" "$OUT/mlm" "$UPDATES" --batch-size $((B * K)) "${common[@]}"
 for granularity in subword span; do
@@ -36,9 +37,18 @@ for granularity in subword span; do
         pretrain fe_mlm "$WORK/data/indomain" "$OUT/fe_$granularity" "$UPDATES" --batch-size "$B" \
         --fe-views "$K" --fe-granularity "$granularity" "${common[@]}"
 done
+# each run's validation during training uses its own masking (span targets are harder):
+# score every checkpoint of every run under the same random 15% masks instead
+score_checkpoints() {
+    python -m fairseq_maskplug.evaluate_mlm --data "$WORK/data/indomain" --split valid \
+        "$OUT/$1"/checkpoint_*_*.pt > "$OUT/valid_loss_$1.jsonl"
+}
+for run in mlm fe_subword fe_span; do
+    stage "fe_mlm_score_$run" "$WORK/logs/fe_mlm_score_$run.log" score_checkpoints "$run"
+done
 python recipes/plot_valid_loss.py --out "$OUT/valid_loss.png" \
-    mlm="$WORK/logs/fe_mlm_mlm.log" fe_subword="$WORK/logs/fe_mlm_fe_subword.log" \
-    fe_span="$WORK/logs/fe_mlm_fe_span.log"
+    mlm="$OUT/valid_loss_mlm.jsonl" fe_subword="$OUT/valid_loss_fe_subword.jsonl" \
+    fe_span="$OUT/valid_loss_fe_span.jsonl"
 
 echo "[3/4] MR fine-tuning ($EPOCHS epochs, seeds: $SEEDS)"
 for row in mlm fe_subword fe_span; do

@@ -1,39 +1,34 @@
-"""Validation loss against updates from fairseq-train logs: a table, and a PNG if matplotlib is installed.
+"""Validation MLM loss against updates: a table, and a PNG if matplotlib is installed.
 
-    python recipes/plot_valid_loss.py --out valid_loss.png NAME=LOG [NAME=LOG ...]
+    python recipes/plot_valid_loss.py --out valid_loss.png NAME=SCORES.jsonl [NAME=SCORES.jsonl ...]
+
+Each JSONL file holds ``python -m fairseq_maskplug.evaluate_mlm`` lines
+(``{"checkpoint", "updates", "loss"}``) for the checkpoints of one run.
 """
 
 import argparse
 import json
+import math
 
 
-def valid_curve(log_path):
-    points = []
-    with open(log_path, encoding="utf-8") as f:
-        for line in f:
-            if "| valid | " in line:
-                record = json.loads(line.split("| valid | ", 1)[1])
-                points.append((int(record["valid_num_updates"]), float(record["valid_loss"])))
-    return sorted(set(points))
+def read_curve(path):
+    with open(path, encoding="utf-8") as f:
+        points = sorted((r["updates"], r["loss"]) for r in map(json.loads, filter(str.strip, f)))
+    if not points:
+        raise SystemExit(f"{path}: no scores")
+    return points
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True, help="PNG path")
-    parser.add_argument("runs", nargs="+", help="NAME=LOG")
+    parser.add_argument("runs", nargs="+", help="NAME=SCORES.jsonl")
     args = parser.parse_args()
-    curves = {}
-    for run in args.runs:
-        name, path = run.split("=", 1)
-        curves[name] = valid_curve(path)
-        if not curves[name]:
-            raise SystemExit(f"{path}: no validation records")
-    updates = sorted({u for c in curves.values() for u, _ in c})
+    curves = {name: read_curve(path) for name, path in (run.split("=", 1) for run in args.runs)}
     print("| updates | " + " | ".join(curves) + " |")
     print("| --- " * (len(curves) + 1) + "|")
-    for u in updates:
-        cells = [f"{dict(c).get(u, float('nan')):.3f}" for c in curves.values()]
-        print(f"| {u} | " + " | ".join(cells) + " |")
+    for u in sorted({u for c in curves.values() for u, _ in c}):
+        print(f"| {u} | " + " | ".join(f"{dict(c).get(u, math.nan):.3f}" for c in curves.values()) + " |")
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -45,7 +40,7 @@ def main():
     for name, curve in curves.items():
         ax.plot(*zip(*curve), marker="o", label=name)
     ax.set_xlabel("updates")
-    ax.set_ylabel("validation MLM loss (base 2)")
+    ax.set_ylabel("validation MLM loss, same random masks (bits)")
     ax.legend()
     fig.tight_layout()
     fig.savefig(args.out, dpi=120)

@@ -1,5 +1,6 @@
 """Real fairseq-train runs of --task guided_mlm on tiny data (CPU, a few seconds each)."""
 
+import json
 import math
 import shutil
 from types import SimpleNamespace
@@ -41,7 +42,13 @@ def test_training_logs_what_the_policy_did(tiny_data, tmp_path):
             float(record[f"{split}_mask_rate"]) * maskable / n_blocks, rel=0.01)
         # a block gets no mask only if 0.15 n < 1
         assert float(record[f"{split}_seq_unmasked"]) <= short / n_blocks + 5e-5
-    assert (tmp_path / "ck" / "checkpoint_last.pt").exists()
+    # the fixed-mask scorer used to compare runs reproduces fairseq's own validation loss
+    scored = check(run([BIN / "python", "-m", "fairseq_maskplug.evaluate_mlm", "--data", tiny_data / "bin",
+                        "--mask-prob", "0.15", tmp_path / "ck" / "checkpoint_last.pt"]))
+    score = json.loads(scored.stdout.strip().splitlines()[-1])
+    last_valid = json_logs(result, "valid")[-1]
+    assert score["updates"] == int(last_valid["valid_num_updates"])
+    assert round(score["loss"], 3) == float(last_valid["valid_loss"])
 
 
 def test_same_seed_gives_identical_training_with_either_entry_point(tiny_data, tmp_path):
