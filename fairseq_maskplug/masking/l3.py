@@ -1,0 +1,112 @@
+"""L3Masking mask probabilities (Kimura et al., §3.2, Eq. 4) and the ``l3`` policy.
+
+From token pseudo-likelihoods ``PLT_i`` of the frozen vanilla model: ``p_i = 1 - PLT_i``
+(``PLT^c``), scaled by ``alpha = n p_bar / sum_i p_i`` so that the mean is ``p_bar``; a value
+above 1 is clipped and "the exceeded value is equally distributed to all the other
+tokens in the sentence", repeated until no value exceeds 1. The authors' code uses
+``p_i = surprisal_i / max surprisal`` and clips without redistributing (its realised
+mean falls below ``p_bar``); the surprisal transform is offered here as an option,
+always with the redistribution, so the mean is exact either way.
+"""
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+from .registry import MaskPolicy, register_mask_policy
+
+TRANSFORMS = ("complement", "surprisal")
+REDISTRIBUTIONS = ("equal", "proportional")
+
+
+def mask_probabilities(plt: np.ndarray, mean: float = 0.15, maskable: Optional[np.ndarray] = None,
+                       transform: str = "complement", redistribute: str = "equal") -> np.ndarray:
+    """Per-token mask probabilities whose mean over the maskable tokens is exactly ``mean``.
+
+    Args:
+        plt: token pseudo-likelihoods in [0, 1].
+        mean: ``p_bar``, the mean probability over the maskable tokens (0 <= mean <= 1).
+        maskable: tokens that may be masked (default: all); the others get 0.
+        transform: ``complement`` (paper): ``1 - PLT``; ``surprisal`` (authors' code):
+            ``-log PLT / max(-log PLT)``.
+        redistribute: how the excess of clipped values (> 1) is spread over the maskable
+            tokens still below 1: ``equal`` shares (paper) or ``proportional`` to their values.
+
+    Edge cases: with no maskable token the result is all 0. If every transformed value
+    is 0 (all PLT = 1), nothing distinguishes the tokens and each maskable token gets
+    ``mean``. With ``proportional``, if every token still below 1 has value 0, the
+    excess is shared equally. ``mean * (number of maskable tokens)`` can never exceed
+    that number since ``mean <= 1``, so the mean is always reached exactly.
+    """
+    plt = np.asarray(plt, dtype=np.float64)
+    if not 0.0 <= mean <= 1.0:
+        raise ValueError(f"mean must lie in [0, 1], got {mean}")
+    if np.any((plt < 0) | (plt > 1)) or not np.all(np.isfinite(plt)):
+        raise ValueError("pseudo-likelihoods must lie in [0, 1]")
+    if transform not in TRANSFORMS or redistribute not in REDISTRIBUTIONS:
+        raise ValueError(f"transform must be one of {TRANSFORMS}, redistribute one of {REDISTRIBUTIONS}")
+    maskable = np.ones(plt.shape, bool) if maskable is None else np.asarray(maskable, dtype=bool)
+    p = np.zeros_like(plt)
+    m = int(maskable.sum())
+    if m == 0:
+        return p
+    if transform == "complement":
+        base = 1.0 - plt[maskable]
+    else:
+        surprisal = -np.log(np.clip(plt[maskable], np.finfo(np.float64).tiny, 1.0))
+        base = surprisal / surprisal.max() if surprisal.max() > 0 else surprisal
+    total = mean * m
+    if base.sum() <= 0:
+        p[maskable] = mean
+        return p
+    q = base * (total / base.sum())  # alpha * p_i
+    for _ in range(m):  # each round fixes at least one more value at 1
+        over = q > 1.0
+        if not over.any():
+            break
+        excess = float((q[over] - 1.0).sum())
+        q[over] = 1.0
+        free = q < 1.0
+        if redistribute == "proportional" and q[free].sum() > 0:
+            q[free] += excess * q[free] / q[free].sum()
+        else:
+            q[free] += excess / free.sum()
+    p[maskable] = np.minimum(q, 1.0)
+    return p
+
+
+@dataclass
+class L3PolicyOptions:
+    l3_track: str = field(default="plt", metadata={
+        "help": "l3 policy: side-information track with the token pseudo-likelihoods (PLT)"})
+    l3_mean: float = field(default=0.15, metadata={
+        "help": "l3 policy: mean mask probability p_bar over the maskable tokens of a block"})
+    l3_transform: str = field(default="complement", metadata={
+        "help": "l3 policy: complement (paper, 1 - PLT) or surprisal (authors' code, -log PLT / max)"})
+    l3_redistribute: str = field(default="equal", metadata={
+        "help": "l3 policy: spread the excess of probabilities clipped at 1 equally (paper) or proportional"})
+
+
+@register_mask_policy("l3", dataclass=L3PolicyOptions)
+class L3Policy(MaskPolicy):
+    """Mask token i with probability ``p_i`` from :func:`mask_probabilities`, redrawn every visit.
+
+    The mean ``p_bar`` holds per block: with ``--sample-break-mode eos`` a block is one
+    sentence, as in the paper.
+    """
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        if cfg.l3_transform not in TRANSFORMS or cfg.l3_redistribute not in REDISTRIBUTIONS:
+            raise ValueError(f"--l3-transform must be one of {TRANSFORMS}, --l3-redistribute one of "
+                             f"{REDISTRIBUTIONS}")
+
+    @property
+    def side_info_names(self):
+        return (self.cfg.l3_track,)
+
+    def choose(self, tokens, maskable, side_info, rng):
+        probs = mask_probabilities(side_info[self.cfg.l3_track], self.cfg.l3_mean, maskable,
+                                   self.cfg.l3_transform, self.cfg.l3_redistribute)
+        return rng.random(len(tokens)) < probs
