@@ -1,0 +1,1 @@
+"""Layer 4: model-driven producers of per-token side information."""

@@ -1,0 +1,142 @@
+"""Token pseudo-likelihoods (PLT) with a frozen fairseq roberta model (Kimura et al., §3.1).
+
+PLL-word-l2r (Kimura et al., after Kauf & Ivanova 2023): to score subword ``t`` of word
+``w``, mask ``t`` and every later subword of ``w``; earlier subwords of ``w`` and all
+other words stay visible; ``PLT_t = P(x_t | masked copy)``. ``original`` (Salazar et
+al. 2020) masks only ``t``. One masked copy per scored token; the batched scorer packs
+copies of many sentences into each forward under a token budget, sorted by length.
+Exactly the token ids of the binarized data are scored (no re-tokenisation).
+"""
+
+import math
+import time
+from typing import Iterable, List, Sequence, Tuple
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+METRICS = ("word_l2r", "original")
+
+
+def word_starts_sentencepiece(dictionary) -> np.ndarray:
+    """Vocabulary mask: True for symbols that begin a word (sentencepiece ``▁`` prefix) and specials."""
+    starts = np.array([sym.startswith("\u2581") for sym in dictionary.symbols])
+    starts[:dictionary.nspecial] = True
+    return starts
+
+
+def masked_copies(tokens: np.ndarray, scored: np.ndarray, word_start: np.ndarray,
+                  metric: str = "word_l2r") -> List[Tuple[int, np.ndarray]]:
+    """``(target position, positions to mask)`` for every scored position of one sequence.
+
+    Args:
+        tokens: the sequence as the model sees it.
+        scored: True at the positions to score (not at special tokens).
+        word_start: True where a token begins a word (per position).
+        metric: ``word_l2r`` or ``original``.
+    """
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
+    copies = []
+    n = len(tokens)
+    for j in np.flatnonzero(scored):
+        end = j + 1
+        if metric == "word_l2r":
+            while end < n and scored[end] and not word_start[end]:
+                end += 1
+        copies.append((int(j), np.arange(j, end)))
+    return copies
+
+
+def _log_probs(model, batch: torch.Tensor, targets_mask: torch.Tensor, target_ids: torch.Tensor):
+    logits = model(batch, masked_tokens=targets_mask)[0]
+    return torch.log_softmax(logits, dim=-1, dtype=torch.float32).gather(1, target_ids[:, None])[:, 0]
+
+
+class PLTScorer:
+    """Scores sequences with a frozen masked-LM ``model`` (fairseq roberta).
+
+    Args:
+        model: the model (put in eval mode, gradients off).
+        mask_idx, pad_idx: ``<mask>`` and ``<pad>`` ids of its dictionary.
+        word_start_vocab: vocabulary mask of word-initial symbols (for ``word_l2r``).
+        metric: ``word_l2r`` (default, the paper) or ``original``.
+    """
+
+    def __init__(self, model, mask_idx: int, pad_idx: int, word_start_vocab: np.ndarray,
+                 metric: str = "word_l2r"):
+        self.model = model.eval()
+        self.mask_idx, self.pad_idx = mask_idx, pad_idx
+        self.word_start_vocab = word_start_vocab
+        self.metric = metric
+        self.device = next(model.parameters()).device
+
+    def _copies(self, tokens: np.ndarray, special_ids: Sequence[int]):
+        scored = ~np.isin(tokens, list(special_ids))
+        return masked_copies(tokens, scored, self.word_start_vocab[tokens], self.metric)
+
+    @torch.no_grad()
+    def score_naive(self, sequences: Sequence[np.ndarray], special_ids) -> List[np.ndarray]:
+        """Reference: one masked copy per forward. Special tokens get PLT 1."""
+        out = []
+        for tokens in sequences:
+            plt = np.ones(len(tokens))
+            for j, masked in self._copies(tokens, special_ids):
+                copy = torch.as_tensor(tokens, device=self.device).clone()
+                copy[masked] = self.mask_idx
+                target = torch.zeros(1, len(tokens), dtype=torch.bool, device=self.device)
+                target[0, j] = True
+                lp = _log_probs(self.model, copy[None], target, torch.as_tensor([tokens[j]], device=self.device))
+                plt[j] = math.exp(float(lp[0]))
+            out.append(plt)
+        return out
+
+    @torch.no_grad()
+    def score(self, sequences: Sequence[np.ndarray], special_ids, max_tokens: int = 8192,
+              progress: bool = True) -> List[np.ndarray]:
+        """Batched: copies of many sequences per forward, at most ``max_tokens`` (padded) tokens each.
+
+        Copies are sorted by length so that batches hold similar lengths; returns one
+        PLT array per sequence (special tokens 1), identical to :meth:`score_naive`
+        up to float rounding.
+        """
+        jobs = []  # (length, sequence index, target position, masked positions)
+        for s, tokens in enumerate(sequences):
+            if len(tokens) > max_tokens:
+                raise ValueError(f"sequence {s} has {len(tokens)} tokens, more than --max-tokens {max_tokens}")
+            jobs.extend((len(tokens), s, j, masked) for j, masked in self._copies(tokens, special_ids))
+        jobs.sort(key=lambda job: job[0])
+        out = [np.ones(len(t)) for t in sequences]
+        start_time = time.perf_counter()
+        bar = tqdm(total=len(jobs), desc="PLT", unit="copy", disable=None if progress else True)
+        i = 0
+        while i < len(jobs):
+            width = jobs[i][0]
+            k = i
+            while k < len(jobs) and max(width, jobs[k][0]) * (k - i + 1) <= max_tokens:
+                width = max(width, jobs[k][0])
+                k += 1
+            chunk = jobs[i:k]
+            batch = torch.full((len(chunk), width), self.pad_idx, dtype=torch.long)
+            target = torch.zeros((len(chunk), width), dtype=torch.bool)
+            ids = torch.empty(len(chunk), dtype=torch.long)
+            for r, (length, s, j, masked) in enumerate(chunk):
+                batch[r, :length] = torch.as_tensor(sequences[s])
+                ids[r] = int(sequences[s][j])
+                batch[r, masked] = self.mask_idx
+                target[r, j] = True
+            lp = _log_probs(self.model, batch.to(self.device), target.to(self.device), ids.to(self.device))
+            for (length, s, j, masked), value in zip(chunk, lp.exp().tolist()):
+                out[s][j] = value
+            bar.update(len(chunk))
+            i = k
+        bar.close()
+        self.last_seconds = time.perf_counter() - start_time
+        return out
+
+
+def iterate_lines(dataset, bos: int) -> Iterable[np.ndarray]:
+    """Lines of a binarized token dataset with ``<s>`` prepended, as the model sees them."""
+    for i in range(len(dataset)):
+        yield np.concatenate([[bos], dataset[i].numpy()])

@@ -1,0 +1,66 @@
+"""Score token pseudo-likelihoods (PLT) of a binarized split with a frozen roberta checkpoint.
+
+    python -m preprocess.score_pll --checkpoint general/checkpoint_last.pt \\
+        --data data-bin/mr/input0 --split train --name plt
+
+writes ``DATA/SPLIT.NAME.bin/.idx`` (one PLT per token, ``</s>`` = 1) atomically, the
+side information read by ``--mask-policy l3 --l3-track NAME``. The model must use the
+data's dictionary (its ``dict.txt``).
+"""
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--checkpoint", required=True, help="roberta masked-LM checkpoint (frozen)")
+    parser.add_argument("--data", required=True, help="binarized data directory with dict.txt")
+    parser.add_argument("--split", default="train")
+    parser.add_argument("--name", default="plt", help="side-information track name")
+    parser.add_argument("--metric", default="word_l2r", choices=["word_l2r", "original"],
+                        help="word_l2r: mask the token and the later subwords of its word (paper); "
+                             "original: mask the token only (Salazar et al.)")
+    parser.add_argument("--word-starts", default="sentencepiece", choices=["sentencepiece", "token"],
+                        help="how word starts are known: sentencepiece '\u2581' prefix, or every token a word")
+    parser.add_argument("--max-tokens", type=int, default=8192, help="padded tokens per forward")
+    args = parser.parse_args(argv)
+
+    import torch
+    import fairseq_maskplug  # noqa: F401
+    from fairseq import checkpoint_utils, data as fdata
+    from fairseq_maskplug.data import side_info_prefix, write_side_info
+    from fairseq_maskplug.scoring.pll import PLTScorer, iterate_lines, word_starts_sentencepiece
+
+    split_prefix = os.path.join(args.data, args.split)
+    if not fdata.indexed_dataset.MMapIndexedDataset.exists(split_prefix):
+        print(f"error: binarized split not found: {split_prefix}.bin/.idx", file=sys.stderr)
+        return 2
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task([args.checkpoint],
+                                                                    arg_overrides={"data": args.data})
+    model = models[0].cuda() if torch.cuda.is_available() else models[0]
+    d = task.source_dictionary
+    tokens = fdata.data_utils.load_indexed_dataset(split_prefix, d)
+    if args.word_starts == "sentencepiece":
+        word_starts = word_starts_sentencepiece(d)
+    else:
+        word_starts = np.ones(len(d), dtype=bool)
+    scorer = PLTScorer(model, task.mask_idx, d.pad(), word_starts, args.metric)
+    lines = list(iterate_lines(tokens, d.bos()))
+    start = time.perf_counter()
+    plts = scorer.score(lines, special_ids=(d.bos(), d.eos(), d.pad()), max_tokens=args.max_tokens)
+    seconds = time.perf_counter() - start
+    prefix = side_info_prefix(split_prefix, args.name)
+    write_side_info(prefix, (plt[1:] for plt in plts), "float64")  # drop <s>: rows align with the data
+    scored = np.concatenate([plt[1:-1] for plt in plts])
+    print(f"scored {len(lines)} sentences ({scored.size} tokens) in {seconds:.1f} s "
+          f"({len(lines) / seconds:.1f} sentences/s); mean PLT {scored.mean():.3f}; wrote {prefix}.bin/.idx")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

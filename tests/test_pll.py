@@ -1,0 +1,66 @@
+"""PLT scoring: the word-l2r pattern, batched = naive on a real model, the CLI's aligned output."""
+
+import numpy as np
+import pytest
+import torch
+
+from fairseq_helpers import BIN, check, run, train
+from fairseq_maskplug.scoring.pll import PLTScorer, iterate_lines, masked_copies
+
+
+def test_word_l2r_masks_the_token_and_the_rest_of_its_word():
+    tokens = np.array([0, 11, 12, 13, 14, 15, 2])  # <s> [11 12 13] [14 15] </s>
+    word_start = np.array([True, True, False, False, True, False, True])
+    scored = np.array([False, True, True, True, True, True, False])
+    assert [(j, m.tolist()) for j, m in masked_copies(tokens, scored, word_start)] == [
+        (1, [1, 2, 3]), (2, [2, 3]), (3, [3]), (4, [4, 5]), (5, [5])]
+    assert [(j, m.tolist()) for j, m in masked_copies(tokens, scored, word_start, "original")] == [
+        (j, [j]) for j in range(1, 6)]
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_data, tmp_path_factory):
+    """A tiny roberta trained for 2 epochs with guided_mlm, and its task."""
+    from fairseq import checkpoint_utils
+    save = tmp_path_factory.mktemp("pll") / "ck"
+    check(train(tiny_data / "bin", save, "--max-epoch", "2"))
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task(
+        [str(save / "checkpoint_last.pt")], arg_overrides={"data": str(tiny_data / "bin")})
+    return save / "checkpoint_last.pt", models[0], task
+
+
+def test_batched_scorer_equals_the_naive_loop(tiny_data, trained):
+    from fairseq.data import data_utils
+    _, model, task = trained
+    d = task.source_dictionary
+    # pretend words: a token starts a word unless its id is odd (multi-subword words occur)
+    word_starts = np.array([i < d.nspecial or i % 2 == 0 for i in range(len(d))])
+    scorer = PLTScorer(model, task.mask_idx, d.pad(), word_starts)
+    lines = list(iterate_lines(data_utils.load_indexed_dataset(str(tiny_data / "bin" / "valid"), d), d.bos()))[:12]
+    special = (d.bos(), d.eos(), d.pad())
+    naive = scorer.score_naive(lines, special)
+    batched = scorer.score(lines, special, max_tokens=100, progress=False)
+    for a, b, line in zip(naive, batched, lines):
+        np.testing.assert_allclose(a, b, atol=1e-4)
+        assert a[0] == 1 and a[-1] == 1 and ((a[1:-1] > 0) & (a[1:-1] < 1)).all()
+    # word_l2r differs from original wherever a word has later subwords
+    original = PLTScorer(model, task.mask_idx, d.pad(), word_starts, "original").score(lines, special, progress=False)
+    assert any(not np.allclose(a, b) for a, b in zip(original, batched))
+
+
+def test_cli_writes_aligned_plt(tiny_data, trained, tmp_path):
+    import shutil
+    from fairseq.data import Dictionary, data_utils
+    from fairseq_maskplug.data import SideInfoDataset
+    checkpoint, _, _ = trained
+    data = tmp_path / "bin"
+    shutil.copytree(tiny_data / "bin", data)
+    result = check(run([BIN / "python", "-m", "preprocess.score_pll", "--checkpoint", checkpoint,
+                        "--data", data, "--split", "valid", "--word-starts", "token"]))
+    assert "sentences/s" in result.stdout
+    plt = SideInfoDataset(str(data / "valid.plt"))
+    tokens = data_utils.load_indexed_dataset(str(data / "valid"), Dictionary.load(str(data / "dict.txt")))
+    assert len(plt) == len(tokens)
+    for i in range(len(tokens)):
+        assert len(plt[i]) == len(tokens[i]) and plt[i][-1] == 1.0
+        assert ((plt[i][:-1] > 0) & (plt[i][:-1] < 1)).all()
