@@ -34,6 +34,8 @@ def evaluate(checkpoint: str, data: str, split: str, batch_size: int = 64) -> di
 
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], arg_overrides={"data": data})
     model = models[0].eval()
+    head = (getattr(cfg.criterion, "classification_head_name", None)
+            or getattr(cfg.task, "classification_head_name", "sentence_classification_head"))
     if torch.cuda.is_available():
         model = model.cuda()
     task.load_dataset(split)
@@ -43,8 +45,7 @@ def evaluate(checkpoint: str, data: str, split: str, batch_size: int = 64) -> di
     for sample in batches:
         if torch.cuda.is_available():
             sample = utils.move_to_cuda(sample)
-        logits, _ = model(**sample["net_input"], features_only=True,
-                          classification_head_name=cfg.criterion.classification_head_name)
+        logits, _ = model(**sample["net_input"], features_only=True, classification_head_name=head)
         predictions.append(logits.argmax(dim=-1).cpu().numpy())
         targets.append(sample["target"].view(-1).cpu().numpy())
     predictions, targets = np.concatenate(predictions), np.concatenate(targets)

@@ -3,14 +3,13 @@
 from fairseq.logging import metrics
 
 
-def mask_statistics(sample, dictionary) -> dict:
-    """Summable counts for one batch: masked tokens, maskable tokens, unmasked sequences.
+def mask_statistics(tokens, target, dictionary) -> dict:
+    """Summable counts for one batch of masked inputs ``tokens`` and their ``target``:
+    masked tokens, maskable tokens, unmasked sequences.
 
     Chosen positions are those with a non-pad target; maskable positions are the
     non-special tokens of the input (corruption never writes a special token).
     """
-    target = sample["target"]
-    tokens = sample["net_input"]["src_tokens"]
     chosen = target.ne(dictionary.pad())
     maskable = tokens.ne(dictionary.pad()) & tokens.ne(dictionary.bos()) & tokens.ne(dictionary.eos())
     return {

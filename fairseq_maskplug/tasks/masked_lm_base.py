@@ -94,6 +94,10 @@ class MaskedLMBaseTask(FairseqTask):
     def build_inputs(self, tokens, side_info):
         raise NotImplementedError
 
+    def mlm_batch(self, sample):
+        """``(masked inputs, targets)`` of a batch: what the mask statistics are computed on."""
+        return sample["net_input"]["src_tokens"], sample["target"]
+
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
         tokens, side_info = load_blocked_split(self.cfg, split, self.dictionary, self.side_info_names,
                                                epoch, combine)
@@ -106,12 +110,12 @@ class MaskedLMBaseTask(FairseqTask):
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
         loss, sample_size, logging_output = super().train_step(
             sample, model, criterion, optimizer, update_num, ignore_grad)
-        logging_output.update(mask_statistics(sample, self.dictionary))
+        logging_output.update(mask_statistics(*self.mlm_batch(sample), self.dictionary))
         return loss, sample_size, logging_output
 
     def valid_step(self, sample, model, criterion):
         loss, sample_size, logging_output = super().valid_step(sample, model, criterion)
-        logging_output.update(mask_statistics(sample, self.dictionary))
+        logging_output.update(mask_statistics(*self.mlm_batch(sample), self.dictionary))
         return loss, sample_size, logging_output
 
     def reduce_metrics(self, logging_outputs, criterion):

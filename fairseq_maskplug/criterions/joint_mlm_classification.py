@@ -1,0 +1,77 @@
+"""``--criterion joint_mlm_classification``: classification loss + weighted auxiliary MLM loss."""
+
+import math
+
+import torch
+import torch.nn.functional as F
+from fairseq.criterions import FairseqCriterion, register_criterion
+from fairseq.logging import metrics
+
+
+@register_criterion("joint_mlm_classification")
+class JointMLMClassificationCriterion(FairseqCriterion):
+    """``CE_cls / sentences + mlm_weight * CE_mlm / masked tokens`` (``--mlm-weight`` of the task).
+
+    Each term is normalised by its own sample size, and the returned sample size is 1:
+    fairseq divides gradients by the summed sample size, which then averages over
+    micro-batches (``--update-freq``) and workers. Logs ``cls_loss`` (per sentence),
+    ``mlm_loss`` (per masked token), ``accuracy`` and ``macro_f1`` (in %).
+    """
+
+    def __init__(self, task):
+        super().__init__(task)
+        self.head = task.cfg.classification_head_name
+        self.mlm_weight = task.cfg.mlm_weight
+        self.num_classes = task.cfg.num_classes
+        self.pad = task.source_dictionary.pad()
+
+    def forward(self, model, sample, reduce=True):
+        logits, _ = model(**sample["net_input"], features_only=True, classification_head_name=self.head)
+        labels = sample["target"].view(-1)
+        cls_loss = F.cross_entropy(logits.float(), labels, reduction="sum")
+        mlm_tokens, mlm_target = sample["mlm"]["src_tokens"], sample["mlm"]["target"]
+        masked = mlm_target.ne(self.pad)
+        n_masked = int(masked.sum())
+        if self.mlm_weight > 0 and n_masked > 0:
+            mlm_logits = model(mlm_tokens, masked_tokens=masked)[0]
+            mlm_loss = F.cross_entropy(mlm_logits.float(), mlm_target[masked], reduction="sum")
+        else:
+            mlm_loss = cls_loss.new_zeros(())
+        loss = cls_loss / labels.numel() + self.mlm_weight * mlm_loss / max(n_masked, 1)
+        predictions = logits.argmax(dim=-1)
+        logging_output = {
+            "loss": float(loss), "cls_loss": float(cls_loss), "mlm_loss": float(mlm_loss),
+            "n_masked": n_masked, "nsentences": labels.numel(), "ntokens": sample["ntokens"],
+            "sample_size": 1, "ncorrect": int((predictions == labels).sum()),
+        }
+        for c in range(self.num_classes):
+            logging_output[f"tp{c}"] = int(((predictions == c) & (labels == c)).sum())
+            logging_output[f"fp{c}"] = int(((predictions == c) & (labels != c)).sum())
+            logging_output[f"fn{c}"] = int(((predictions != c) & (labels == c)).sum())
+        return loss, 1, logging_output
+
+    @staticmethod
+    def reduce_metrics(logging_outputs) -> None:
+        total = lambda key: sum(log.get(key, 0) for log in logging_outputs)  # noqa: E731
+        batches, sentences, masked = total("sample_size"), total("nsentences"), total("n_masked")
+        metrics.log_scalar("loss", total("loss") / batches / math.log(2), batches, round=3)
+        metrics.log_scalar("cls_loss", total("cls_loss") / sentences / math.log(2), sentences, round=3)
+        if masked:
+            metrics.log_scalar("mlm_loss", total("mlm_loss") / masked / math.log(2), masked, round=3)
+        metrics.log_scalar("accuracy", 100.0 * total("ncorrect") / sentences, sentences, round=1)
+        classes = sorted(int(k[2:]) for k in logging_outputs[0] if k.startswith("tp")) if logging_outputs else []
+        for c in classes:
+            for kind in ("tp", "fp", "fn"):
+                metrics.log_scalar_sum(f"_{kind}{c}", total(f"{kind}{c}"))
+        if classes:
+            metrics.log_derived("macro_f1", lambda meters: round(100.0 * sum(
+                _f1(meters[f"_tp{c}"].sum, meters[f"_fp{c}"].sum, meters[f"_fn{c}"].sum) for c in classes)
+                / len(classes), 2))
+
+    @staticmethod
+    def logging_outputs_can_be_summed() -> bool:
+        return True
+
+
+def _f1(tp, fp, fn) -> float:
+    return 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0
