@@ -43,7 +43,7 @@ def main():
     parser.add_argument("--data", type=Path)
     parser.add_argument("--split", default="train")
     parser.add_argument("--sentences", type=int, default=150)
-    parser.add_argument("--max-tokens", type=int, default=8192)
+    parser.add_argument("--max-tokens", type=int, default=2048)
     args = parser.parse_args()
     import torch
     from fairseq.data import data_utils
