@@ -19,14 +19,14 @@ from omegaconf import OmegaConf, open_dict
 
 from ..data import PolicyMaskedDataset, load_blocked_split
 from ..masking import build_mask_policy
-from .masked_lm_base import MaskedLMBaseTask, MaskedLMDataConfig
+from .masked_lm_base import MaskedLMBaseTask, MaskingConfig
 from .policy_options import register_policy_task
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
-class JointConfig(MaskedLMDataConfig):
+class JointConfig(MaskingConfig):
     num_classes: int = field(default=2, metadata={"help": "number of classes"})
     mask_policy: str = field(default="random", metadata={
         "help": "policy of the auxiliary MLM (random = RTM; l3 needs a PLT track from preprocess.score_pll)"})
@@ -121,7 +121,7 @@ class JointMLMClassificationTask(MaskedLMBaseTask):
 
 
 def _one_item_per_line(cfg, data):
-    """The blocking options for one sentence per item."""
+    """The blocking options for one sentence per item, shortened to ``tokens_per_sample``."""
     from types import SimpleNamespace
     return SimpleNamespace(data=data, sample_break_mode="eos", tokens_per_sample=cfg.tokens_per_sample,
                            shorten_method="truncate", shorten_data_split_list="", seed=cfg.seed)

@@ -20,27 +20,35 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass
-class MaskedLMDataConfig(FairseqDataclass):
+class MaskingConfig(FairseqDataclass):
+    """Options every masked-LM task of the package has: data, length, corruption, seed."""
+
     data: str = field(default=MISSING, metadata={
         "help": "colon-separated binarized data directories (iterated round-robin over epochs); "
                 "the first holds dict.txt"})
-    sample_break_mode: SAMPLE_BREAK_MODE_CHOICES = field(default="none", metadata={
-        "help": "none: fill each block with tokens_per_sample tokens across sentences; complete: "
-                "whole sentences up to tokens_per_sample; complete_doc: never cross a document "
-                "boundary (empty line); eos: one sentence per block"})
-    tokens_per_sample: int = field(default=512, metadata={"help": "block length including <s>"})
+    tokens_per_sample: int = field(default=512, metadata={"help": "longest item including <s>"})
     leave_unmasked_prob: float = field(default=0.1, metadata={
         "help": "share of chosen positions left unchanged (80/10/10 rule)"})
     random_token_prob: float = field(default=0.1, metadata={
         "help": "share of chosen positions replaced by a random token (80/10/10 rule)"})
     freq_weighted_replacement: bool = field(default=False, metadata={
         "help": "draw random replacements by corpus frequency instead of uniformly"})
+    seed: int = II("common.seed")
+
+
+@dataclass
+class MaskedLMDataConfig(MaskingConfig):
+    """Plus fairseq masked_lm's blocking options."""
+
+    sample_break_mode: SAMPLE_BREAK_MODE_CHOICES = field(default="none", metadata={
+        "help": "none: fill each block with tokens_per_sample tokens across sentences; complete: "
+                "whole sentences up to tokens_per_sample; complete_doc: never cross a document "
+                "boundary (empty line); eos: one sentence per block"})
     shorten_method: SHORTEN_METHOD_CHOICES = field(default="none", metadata={
         "help": "shorten lines longer than tokens_per_sample - 1: truncate or random_crop "
                 "(side information is shortened identically)"})
     shorten_data_split_list: str = field(default="", metadata={
         "help": "comma-separated splits to shorten (default: all)"})
-    seed: int = II("common.seed")
 
 
 def replacement_vocabulary(dictionary: Dictionary, mask_idx: int, freq_weighted: bool):
