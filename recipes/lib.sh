@@ -5,6 +5,7 @@
 #   MASKPLUG_LAYERS / MASKPLUG_DIM / MASKPLUG_FFN / MASKPLUG_HEADS  model shape (default: tiny)
 #   MASKPLUG_TOKENS   tokens per block / max positions (default 128)
 #   MASKPLUG_BATCH    sentences per batch per device (default 32)
+#   MASKPLUG_PRETRAIN_LR / MASKPLUG_FINETUNE_LR  peak learning rates (1e-3 / 2e-4)
 # On GPUs, fairseq-train uses every visible GPU and --fp16; on CPU it runs --cpu.
 
 MASKPLUG_LAYERS="${MASKPLUG_LAYERS:-4}"
