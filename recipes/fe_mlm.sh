@@ -10,10 +10,8 @@
 # FE_FINETUNE_EPOCHS (5), FE_SEEDS ("1"), and those of recipes/lib.sh.
 set -euo pipefail
 MASKPLUG_EXTRAS=bench source "$(dirname "${BASH_SOURCE[0]}")/setup_env.sh"
-source "$MASKPLUG_ROOT/recipes/lib.sh"
-cd "$MASKPLUG_ROOT"
+source "$MASKPLUG_ROOT/recipes/lib.sh"  # cd to the repository root, WORK
 
-WORK="${MASKPLUG_WORK:-$MASKPLUG_ROOT/work}"
 UPDATES="${FE_UPDATES:-400}"
 K="${FE_VIEWS:-4}"
 B="${FE_BATCH:-8}"

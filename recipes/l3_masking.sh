@@ -8,10 +8,8 @@
 # L3_SEEDS ("1"), and those of recipes/lib.sh.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup_env.sh"
-source "$MASKPLUG_ROOT/recipes/lib.sh"
-cd "$MASKPLUG_ROOT"
+source "$MASKPLUG_ROOT/recipes/lib.sh"  # cd to the repository root, WORK
 
-WORK="${MASKPLUG_WORK:-$MASKPLUG_ROOT/work}"
 MEAN="${L3_MEAN:-0.15}"
 WEIGHT="${L3_MLM_WEIGHT:-1.0}"
 EPOCHS="${L3_EPOCHS:-10}"

@@ -8,6 +8,10 @@
 #   MASKPLUG_PRETRAIN_LR / MASKPLUG_FINETUNE_LR  peak learning rates (1e-3 / 2e-4)
 # On GPUs, fairseq-train uses every visible GPU and --fp16; on CPU it runs --cpu.
 
+# every recipe works in the repository root and writes under $WORK (shared by the recipes)
+cd "$MASKPLUG_ROOT"
+WORK="${MASKPLUG_WORK:-$MASKPLUG_ROOT/work}"
+
 MASKPLUG_LAYERS="${MASKPLUG_LAYERS:-4}"
 MASKPLUG_DIM="${MASKPLUG_DIM:-128}"
 MASKPLUG_FFN="${MASKPLUG_FFN:-512}"

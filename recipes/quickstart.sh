@@ -13,10 +13,8 @@
 # Re-running skips finished stages and resumes interrupted ones from their checkpoints.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup_env.sh"
-source "$MASKPLUG_ROOT/recipes/lib.sh"
-cd "$MASKPLUG_ROOT"
+source "$MASKPLUG_ROOT/recipes/lib.sh"  # cd to the repository root, WORK
 
-WORK="${MASKPLUG_WORK:-$MASKPLUG_ROOT/work}"
 CONTINUED_UPDATES="${QS_CONTINUED_UPDATES:-400}"
 POLICY="${QS_POLICY:-random}"
 EPOCHS="${QS_FINETUNE_EPOCHS:-5}"
