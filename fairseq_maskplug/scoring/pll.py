@@ -9,7 +9,6 @@ Exactly the token ids of the binarized data are scored (no re-tokenisation).
 """
 
 import math
-import time
 from typing import Iterable, List, Sequence, Tuple
 
 import numpy as np
@@ -93,7 +92,7 @@ class PLTScorer:
         return out
 
     @torch.no_grad()
-    def score(self, sequences: Sequence[np.ndarray], special_ids, max_tokens: int = 8192,
+    def score(self, sequences: Sequence[np.ndarray], special_ids, max_tokens: int = 2048,
               progress: bool = True) -> List[np.ndarray]:
         """Batched: copies of many sequences per forward, at most ``max_tokens`` (padded) tokens each.
 
@@ -108,7 +107,6 @@ class PLTScorer:
             jobs.extend((len(tokens), s, j, masked) for j, masked in self._copies(tokens, special_ids))
         jobs.sort(key=lambda job: job[0])
         out = [np.ones(len(t)) for t in sequences]
-        start_time = time.perf_counter()
         bar = tqdm(total=len(jobs), desc="PLT", unit="copy", disable=None if progress else True)
         i = 0
         while i < len(jobs):
@@ -132,7 +130,6 @@ class PLTScorer:
             bar.update(len(chunk))
             i = k
         bar.close()
-        self.last_seconds = time.perf_counter() - start_time
         return out
 
 
