@@ -17,37 +17,59 @@ import sys
 import torch
 
 
-@torch.no_grad()
-def mlm_loss(checkpoint: str, data: str, split: str = "valid", mask_prob: float = 0.15,
-             seed: int = 1, batch_size: int = 32) -> dict:
-    import fairseq_maskplug  # noqa: F401
-    from fairseq import checkpoint_utils, options, tasks, utils
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+class FixedMaskScorer:
+    """Scores checkpoints on ``split`` of ``data`` under ``guided_mlm`` random masks at a fixed seed.
 
-    state = checkpoint_utils.load_checkpoint_to_cpu(checkpoint)
-    models, saved, _ = checkpoint_utils.load_model_ensemble_and_task([checkpoint], arg_overrides={"data": data})
-    model = models[0].eval()
-    args = options.parse_args_and_arch(options.get_training_parser(), [
-        data, "--task", "guided_mlm", "--mask-policy", "random", "--mask-prob", str(mask_prob),
-        "--seed", str(seed), "--arch", "roberta_base",
-        "--tokens-per-sample", str(saved.task.tokens_per_sample),
-        "--sample-break-mode", str(saved.task.sample_break_mode),
-        "--shorten-method", str(saved.task.shorten_method)])
-    task = tasks.setup_task(convert_namespace_to_omegaconf(args).task)
-    task.load_dataset(split)
-    batches = task.get_batch_iterator(task.dataset(split), max_sentences=batch_size, seed=seed,
-                                      epoch=1).next_epoch_itr(shuffle=False)
-    total, count = 0.0, 0
-    for sample in batches:
+    The masked dataset is built once per blocking configuration (all checkpoints of a
+    run share one) and every checkpoint is read from disk once.
+    """
+
+    def __init__(self, data: str, split: str = "valid", mask_prob: float = 0.15, seed: int = 1,
+                 batch_size: int = 32):
+        import fairseq_maskplug  # noqa: F401
+
+        self.data, self.split, self.mask_prob, self.seed, self.batch_size = data, split, mask_prob, seed, batch_size
+        self._tasks = {}
+
+    def _task(self, tokens_per_sample, sample_break_mode, shorten_method):
+        key = (tokens_per_sample, sample_break_mode, shorten_method)
+        if key not in self._tasks:
+            from fairseq import options, tasks
+            from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+            args = options.parse_args_and_arch(options.get_training_parser(), [
+                self.data, "--task", "guided_mlm", "--mask-policy", "random", "--mask-prob", str(self.mask_prob),
+                "--seed", str(self.seed), "--arch", "roberta_base", "--tokens-per-sample", str(tokens_per_sample),
+                "--sample-break-mode", str(sample_break_mode), "--shorten-method", str(shorten_method)])
+            task = tasks.setup_task(convert_namespace_to_omegaconf(args).task)
+            task.load_dataset(self.split)
+            self._tasks[key] = task
+        return self._tasks[key]
+
+    @torch.no_grad()
+    def score(self, checkpoint: str) -> dict:
+        from fairseq import checkpoint_utils, utils
+
+        overrides = {"data": self.data}
+        state = checkpoint_utils.load_checkpoint_to_cpu(checkpoint, overrides)
+        models, saved, _ = checkpoint_utils.load_model_ensemble_and_task([checkpoint], overrides, state=state)
+        model = models[0].eval()
         if torch.cuda.is_available():
-            model, sample = model.cuda(), utils.move_to_cuda(sample)
-        masked = sample["target"].ne(task.source_dictionary.pad())
-        logits = model(**sample["net_input"], masked_tokens=masked)[0]
-        total += float(torch.nn.functional.cross_entropy(logits.float(), sample["target"][masked],
-                                                         reduction="sum"))
-        count += int(masked.sum())
-    return {"checkpoint": checkpoint, "updates": int(state["optimizer_history"][-1]["num_updates"]),
-            "loss": total / count / math.log(2)}
+            model = model.cuda()
+        task = self._task(saved.task.tokens_per_sample, saved.task.sample_break_mode, saved.task.shorten_method)
+        batches = task.get_batch_iterator(task.dataset(self.split), max_sentences=self.batch_size, seed=self.seed,
+                                          epoch=1).next_epoch_itr(shuffle=False)
+        total, count = 0.0, 0
+        for sample in batches:
+            if torch.cuda.is_available():
+                sample = utils.move_to_cuda(sample)
+            masked = sample["target"].ne(task.source_dictionary.pad())
+            logits = model(**sample["net_input"], masked_tokens=masked)[0]
+            total += float(torch.nn.functional.cross_entropy(logits.float(), sample["target"][masked],
+                                                             reduction="sum"))
+            count += int(masked.sum())
+        return {"checkpoint": checkpoint, "updates": int(state["optimizer_history"][-1]["num_updates"]),
+                "loss": total / count / math.log(2)}
 
 
 def main(argv=None) -> int:
@@ -58,8 +80,9 @@ def main(argv=None) -> int:
     parser.add_argument("--mask-prob", type=float, default=0.15)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
+    scorer = FixedMaskScorer(args.data, args.split, args.mask_prob, args.seed)
     for checkpoint in args.checkpoints:
-        print(json.dumps(mlm_loss(checkpoint, args.data, args.split, args.mask_prob, args.seed)), flush=True)
+        print(json.dumps(scorer.score(checkpoint)), flush=True)
     return 0
 
 
