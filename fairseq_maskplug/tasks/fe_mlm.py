@@ -49,7 +49,7 @@ class FullyExploredMLMTask(MaskedLMBaseTask):
                              f"{cfg.fe_views} * {cfg.fe_mask_prob}")
         self.span = GeometricSpans(cfg.fe_span_p, cfg.fe_span_max) if cfg.fe_granularity == "span" else None
 
-    def build_inputs(self, tokens, side_info):
+    def build_inputs(self, split, tokens, side_info):
         views = FullyExploredDataset(tokens, self.cfg.fe_views, self.cfg.fe_mask_prob, self.span,
                                      self.corruption, self.special_ids, pad_idx=self.dictionary.pad(),
                                      seed=self.cfg.seed)

@@ -37,7 +37,7 @@ class GuidedMLMTask(MaskedLMBaseTask):
     def side_info_names(self):
         return self.policy.side_info_names
 
-    def build_inputs(self, tokens, side_info):
+    def build_inputs(self, split, tokens, side_info):
         masked = PolicyMaskedDataset(tokens, side_info, self.policy, self.corruption, self.special_ids,
                                      pad_idx=self.dictionary.pad(), seed=self.cfg.seed)
         pad = self.dictionary.pad()

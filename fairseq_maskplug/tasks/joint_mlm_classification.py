@@ -6,23 +6,19 @@ whose masks come from any registered policy (``random`` = the paper's RTM, ``l3`
 """
 
 import contextlib
-import logging
 import os
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
-import numpy as np
 import torch
 from fairseq.data import (BaseWrapperDataset, Dictionary, IdDataset, NestedDictionaryDataset, NumelDataset,
-                          NumSamplesDataset, OffsetTokensDataset, RightPadDataset, SortDataset, StripTokenDataset,
-                          data_utils)
+                          NumSamplesDataset, OffsetTokensDataset, RightPadDataset, StripTokenDataset, data_utils)
 from omegaconf import OmegaConf, open_dict
 
-from ..data import PolicyMaskedDataset, load_blocked_split
+from ..data import PolicyMaskedDataset
 from ..masking import build_mask_policy
 from .masked_lm_base import MaskedLMBaseTask, MaskingConfig
 from .policy_options import register_policy_task
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -75,10 +71,15 @@ class JointMLMClassificationTask(MaskedLMBaseTask):
     def side_info_names(self):
         return self.policy.side_info_names
 
-    def load_dataset(self, split, epoch=1, combine=False, **kwargs):
-        text_cfg = _one_item_per_line(self.cfg, os.path.join(self.cfg.data, "input0"))
-        tokens, side_info = load_blocked_split(text_cfg, split, self.dictionary, self.side_info_names,
-                                               epoch, combine)
+    sort_by_length = False  # as fairseq sentence_prediction
+
+    def blocking_cfg(self):
+        """One sentence per item from ``DATA/input0``, shortened to ``tokens_per_sample``."""
+        return SimpleNamespace(data=os.path.join(self.cfg.data, "input0"), sample_break_mode="eos",
+                               tokens_per_sample=self.cfg.tokens_per_sample, shorten_method="truncate",
+                               shorten_data_split_list="", seed=self.cfg.seed)
+
+    def build_inputs(self, split, tokens, side_info):
         labels = data_utils.load_indexed_dataset(os.path.join(self.cfg.data, "label", split),
                                                  self.label_dictionary)
         if labels is None or len(labels) != len(tokens):
@@ -89,7 +90,7 @@ class JointMLMClassificationTask(MaskedLMBaseTask):
         masked = PolicyMaskedDataset(tokens, side_info, self.policy, self.corruption, self.special_ids,
                                      pad_idx=self.dictionary.pad(), seed=self.cfg.seed)
         pad = self.dictionary.pad()
-        dataset = NestedDictionaryDataset(
+        return NestedDictionaryDataset(
             {
                 "id": IdDataset(),
                 "net_input": {"src_tokens": RightPadDataset(tokens, pad_idx=pad),
@@ -102,10 +103,6 @@ class JointMLMClassificationTask(MaskedLMBaseTask):
             },
             sizes=[tokens.sizes],
         )
-        with data_utils.numpy_seed(self.cfg.seed):
-            shuffle = np.random.permutation(len(tokens))
-        self.datasets[split] = SortDataset(dataset, sort_order=[shuffle])
-        logger.info("%s: %d sentences, mask policy %s", split, len(tokens), self.cfg.mask_policy)
 
     def build_model(self, cfg, from_checkpoint=False):
         from fairseq import models
@@ -118,13 +115,6 @@ class JointMLMClassificationTask(MaskedLMBaseTask):
 
     def mlm_batch(self, sample):
         return sample["mlm"]["src_tokens"], sample["mlm"]["target"]
-
-
-def _one_item_per_line(cfg, data):
-    """The blocking options for one sentence per item, shortened to ``tokens_per_sample``."""
-    from types import SimpleNamespace
-    return SimpleNamespace(data=data, sample_break_mode="eos", tokens_per_sample=cfg.tokens_per_sample,
-                           shorten_method="truncate", shorten_data_split_list="", seed=cfg.seed)
 
 
 class _Labels(BaseWrapperDataset):

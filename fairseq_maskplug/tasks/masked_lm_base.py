@@ -65,9 +65,10 @@ def replacement_vocabulary(dictionary: Dictionary, mask_idx: int, freq_weighted:
 class MaskedLMBaseTask(FairseqTask):
     """Base of the package's masked-LM tasks.
 
-    Subclasses implement :meth:`build_inputs` (blocked tokens and side information ->
-    a ``NestedDictionaryDataset`` with ``net_input.src_tokens`` and ``target``) and may
-    name side-information tracks in :attr:`side_info_names`. Train and valid logs get
+    Subclasses implement :meth:`build_inputs` (split, blocked tokens and side
+    information -> a ``NestedDictionaryDataset`` with ``net_input.src_tokens`` and
+    ``target``), may name side-information tracks in :attr:`side_info_names` and may
+    change :meth:`blocking_cfg` and :attr:`sort_by_length`. Train and valid logs get
     ``mask_rate``, ``masks_per_seq`` and ``seq_unmasked`` (rows of the batch).
     """
 
@@ -99,21 +100,29 @@ class MaskedLMBaseTask(FairseqTask):
     def special_ids(self):
         return self.dictionary.bos(), self.dictionary.eos(), self.dictionary.pad()
 
-    def build_inputs(self, tokens, side_info):
+    def build_inputs(self, split, tokens, side_info):
         raise NotImplementedError
 
     def mlm_batch(self, sample):
         """``(masked inputs, targets)`` of a batch: what the mask statistics are computed on."""
         return sample["net_input"]["src_tokens"], sample["target"]
 
+    #: batches group items of similar length (fairseq masked_lm); False: shuffle only
+    sort_by_length = True
+
+    def blocking_cfg(self):
+        """Options :func:`load_blocked_split` blocks the text with (the task config by default)."""
+        return self.cfg
+
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
-        tokens, side_info = load_blocked_split(self.cfg, split, self.dictionary, self.side_info_names,
+        tokens, side_info = load_blocked_split(self.blocking_cfg(), split, self.dictionary, self.side_info_names,
                                                epoch, combine)
-        dataset = self.build_inputs(tokens, side_info)
+        dataset = self.build_inputs(split, tokens, side_info)
         with data_utils.numpy_seed(self.cfg.seed):
             shuffle = np.random.permutation(len(tokens))
-        self.datasets[split] = SortDataset(dataset, sort_order=[shuffle, tokens.sizes])
-        logger.info("%s: %d blocks", split, len(tokens))
+        sort_order = [shuffle, tokens.sizes] if self.sort_by_length else [shuffle]
+        self.datasets[split] = SortDataset(dataset, sort_order=sort_order)
+        logger.info("%s: %d items", split, len(tokens))
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
         loss, sample_size, logging_output = super().train_step(
