@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-import torch
 
 from fairseq_helpers import BIN, check, run, train
 from fairseq_maskplug.scoring.pll import PLTScorer, iterate_lines, masked_copies

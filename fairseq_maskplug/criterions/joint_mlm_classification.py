@@ -2,7 +2,6 @@
 
 import math
 
-import torch
 import torch.nn.functional as F
 from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.logging import metrics
