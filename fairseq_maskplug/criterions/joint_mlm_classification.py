@@ -6,6 +6,8 @@ import torch.nn.functional as F
 from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.logging import metrics
 
+from ..evaluate import f1_from_counts
+
 
 @register_criterion("joint_mlm_classification")
 class JointMLMClassificationCriterion(FairseqCriterion):
@@ -64,13 +66,10 @@ class JointMLMClassificationCriterion(FairseqCriterion):
                 metrics.log_scalar_sum(f"_{kind}{c}", total(f"{kind}{c}"))
         if classes:
             metrics.log_derived("macro_f1", lambda meters: round(100.0 * sum(
-                _f1(meters[f"_tp{c}"].sum, meters[f"_fp{c}"].sum, meters[f"_fn{c}"].sum) for c in classes)
+                f1_from_counts(meters[f"_tp{c}"].sum, meters[f"_fp{c}"].sum, meters[f"_fn{c}"].sum)
+                for c in classes)
                 / len(classes), 2))
 
     @staticmethod
     def logging_outputs_can_be_summed() -> bool:
         return True
-
-
-def _f1(tp, fp, fn) -> float:
-    return 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0
