@@ -44,7 +44,7 @@ def main(argv=None) -> int:
         tokens = MMapIndexedDataset(split_prefix)  # keep it alive: .sizes is a view of its mmap
         check_aligned(tokens.sizes, [len(row) for row in rows],
                       split=args.split, name=args.name, path=f"{args.values} vs {split_prefix}")
-        write_side_info(prefix, rows, args.dtype)
+        write_side_info(prefix, rows, args.dtype, tokens_prefix=split_prefix)
     except (ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -56,7 +56,7 @@ def main(argv=None) -> int:
     plts = scorer.score(lines, special_ids=(d.bos(), d.eos(), d.pad()), max_tokens=args.max_tokens)
     seconds = time.perf_counter() - start
     prefix = side_info_prefix(split_prefix, args.name)
-    write_side_info(prefix, (plt[1:] for plt in plts), "float64")  # drop <s>: rows align with the data
+    write_side_info(prefix, (plt[1:] for plt in plts), "float64", tokens_prefix=split_prefix)  # drop <s>
     scored = np.concatenate([plt[1:-1] for plt in plts])
     print(f"scored {len(lines)} sentences ({scored.size} tokens) in {seconds:.1f} s "
           f"({len(lines) / seconds:.1f} sentences/s); mean PLT {scored.mean():.3f}; wrote {prefix}.bin/.idx")

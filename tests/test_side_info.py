@@ -130,3 +130,29 @@ def test_cli_rejects_values_for_another_corpus(tiny_data, tmp_path, capsys):
     values = flags_for(other, tmp_path / "other.flags")
     assert binarize(tiny_data, values, tokens=other, name="other") == 2
     assert "does not match the token data at line" in capsys.readouterr().err
+
+
+def test_track_of_the_same_text_under_another_dictionary_is_refused(tiny_data, tmp_path):
+    """Same lines and lengths, other token ids: only the recorded fingerprint can tell."""
+    import shutil
+
+    from fairseq_helpers import BIN, check, run
+    own = tiny_data / "bin"
+    symbols = [line.split()[0] for line in open(own / "dict.txt", encoding="utf-8")]
+    with open(tmp_path / "reversed.txt", "w", encoding="utf-8") as f:
+        f.writelines(f"{s} 1\n" for s in reversed(symbols))
+    other = tmp_path / "other-bin"
+    check(run([BIN / "fairseq-preprocess", "--only-source", "--trainpref", tiny_data / "valid.txt",
+               "--srcdict", tmp_path / "reversed.txt", "--destdir", other, "--workers", "1"]))
+    os.replace(other / "train.bin", other / "valid.bin")
+    os.replace(other / "train.idx", other / "valid.idx")
+    tokens = token_valued_side_info(tiny_data, "valid")
+    rows = [tokens[i].numpy() for i in range(len(tokens))]
+    write_side_info(str(own / "valid.fp"), rows, "int64", tokens_prefix=str(own / "valid"))
+    assert load_side_info(str(own / "valid"), "fp", tokens, "valid")[3].tolist() == rows[3].tolist()
+    for suffix in (".bin", ".idx", ".json"):
+        shutil.copy(own / f"valid.fp{suffix}", other / f"valid.fp{suffix}")
+    other_tokens = data_utils.load_indexed_dataset(str(other / "valid"), Dictionary.load(str(other / "dict.txt")))
+    assert np.array_equal(other_tokens.sizes, tokens.sizes)  # lengths alone cannot tell
+    with pytest.raises(SideInfoMismatchError, match="other token data .*another dictionary"):
+        load_side_info(str(other / "valid"), "fp", other_tokens, "valid")

@@ -8,14 +8,16 @@ from .side_info import (
     SideInfoDataset,
     SideInfoMismatchError,
     check_aligned,
+    check_fingerprint,
     load_side_info,
     side_info_prefix,
+    token_fingerprint,
     write_side_info,
 )
 
 __all__ = [
     "load_blocked_split", "FlatViewsDataset", "FullyExploredDataset", "PolicyMaskedDataset",
     "SeededMaskingDataset", "ViewCountedDataset", "SIDE_INFO_DTYPES", "SideInfoDataset",
-    "SideInfoMismatchError", "check_aligned", "load_side_info", "side_info_prefix",
-    "write_side_info",
+    "SideInfoMismatchError", "check_aligned", "check_fingerprint", "load_side_info", "side_info_prefix",
+    "token_fingerprint", "write_side_info",
 ]

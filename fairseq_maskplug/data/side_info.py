@@ -4,11 +4,16 @@ A side-information track named ``NAME`` for the split ``data-bin/train`` lives i
 ``data-bin/train.NAME.bin`` / ``.idx`` (fairseq's mmap indexed format): one row per
 line of the token data and one value per token, ``</s>`` included (its value is 0).
 At load time :func:`load_side_info` checks the line count and every line's length
-against the token data and stops at the first mismatch.
+against the token data and stops at the first mismatch. Writers that know the token
+data (every producer in this package) also record its fingerprint in
+``data-bin/train.NAME.json``; then a track computed for another corpus or another
+dictionary is refused even when every line happens to have the right length.
 """
 
+import hashlib
+import json
 import os
-from typing import Iterable
+from typing import Iterable, Optional
 
 import numpy as np
 import torch
@@ -40,12 +45,37 @@ class SideInfoDataset(MMapIndexedDataset):
         return torch.from_numpy(stored.astype(wanted))
 
 
-def write_side_info(prefix: str, rows: Iterable, dtype: str = "float64") -> int:
+def token_fingerprint(split_prefix: str, chunks: int = 256, chunk_bytes: int = 4096) -> str:
+    """A cheap fingerprint of the binarized tokens ``split_prefix.bin/.idx``.
+
+    SHA-256 of the whole index (line lengths) and of the token file: all of it up to
+    ``chunks * chunk_bytes`` bytes, otherwise ``chunks`` evenly spaced pieces. Token ids
+    change everywhere when the dictionary changes, so another dictionary or corpus gives
+    another fingerprint while a large corpus is still read only in part.
+    """
+    digest = hashlib.sha256()
+    with open(split_prefix + ".idx", "rb") as f:
+        digest.update(f.read())
+    size = os.path.getsize(split_prefix + ".bin")
+    with open(split_prefix + ".bin", "rb") as f:
+        if size <= chunks * chunk_bytes:
+            digest.update(f.read())
+        else:
+            for k in range(chunks):
+                f.seek((size - chunk_bytes) * k // (chunks - 1))
+                digest.update(f.read(chunk_bytes))
+    return digest.hexdigest()
+
+
+def write_side_info(prefix: str, rows: Iterable, dtype: str = "float64",
+                    tokens_prefix: Optional[str] = None) -> int:
     """Write ``rows`` (one 1-D array per token line, ``</s>`` included) atomically.
 
-    Both files are written under temporary names first; the old index is removed
+    With ``tokens_prefix`` (the binarized split the rows annotate) the token data's
+    :func:`token_fingerprint` is recorded in ``prefix.json`` and checked at load time.
+    All files are written under temporary names first; the old index is removed
     before the new files are renamed into place, the index last, so an interrupted
-    write never leaves a pair of files that looks complete. Returns the row count.
+    write never leaves a set of files that looks complete. Returns the row count.
     """
     if dtype not in SIDE_INFO_DTYPES:
         raise ValueError(f"dtype must be one of {sorted(SIDE_INFO_DTYPES)}, got {dtype!r}")
@@ -57,12 +87,19 @@ def write_side_info(prefix: str, rows: Iterable, dtype: str = "float64") -> int:
             builder.add_item(torch.as_tensor(np.asarray(row)))
             count += 1
         builder.finalize(tmp + ".idx")
-        if os.path.exists(prefix + ".idx"):
-            os.remove(prefix + ".idx")
+        if tokens_prefix is not None:
+            with open(tmp + ".json", "w") as f:
+                json.dump({"tokens": os.path.basename(tokens_prefix), "lines": count,
+                           "token_fingerprint": token_fingerprint(tokens_prefix)}, f, indent=1)
+        for suffix in (".idx", ".json"):
+            if os.path.exists(prefix + suffix):
+                os.remove(prefix + suffix)
         os.replace(tmp + ".bin", prefix + ".bin")
+        if tokens_prefix is not None:
+            os.replace(tmp + ".json", prefix + ".json")
         os.replace(tmp + ".idx", prefix + ".idx")
     finally:
-        for leftover in (tmp + ".bin", tmp + ".idx"):
+        for leftover in (tmp + ".bin", tmp + ".idx", tmp + ".json"):
             if os.path.exists(leftover):
                 os.remove(leftover)
     return count
@@ -97,4 +134,19 @@ def load_side_info(split_prefix: str, name: str, tokens, split: str) -> SideInfo
         )
     side = SideInfoDataset(prefix)
     check_aligned(tokens.sizes, side.sizes, split=split, name=name, path=prefix)
+    check_fingerprint(prefix, split_prefix, name=name, split=split)
     return side
+
+
+def check_fingerprint(prefix: str, split_prefix: str, *, name: str, split: str) -> None:
+    """Refuse a track whose recorded token fingerprint (``prefix.json``) is not that of
+    ``split_prefix``; tracks written without one are checked by length only."""
+    if not os.path.exists(prefix + ".json"):
+        return
+    with open(prefix + ".json") as f:
+        recorded = json.load(f).get("token_fingerprint")
+    if recorded is not None and recorded != token_fingerprint(split_prefix):
+        raise SideInfoMismatchError(
+            f"side information {name!r} of split {split!r} ({prefix}) was computed for other token "
+            f"data than {split_prefix}.bin (another corpus or another dictionary): recompute it for "
+            "this data")
