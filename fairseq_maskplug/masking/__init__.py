@@ -16,12 +16,14 @@ from .registry import (
     policy_option_dataclasses,
     register_mask_policy,
 )
-from . import builtin_policies, l3  # noqa: F401  (registers random, matched_random, l3)
+from . import builtin_policies, l3, selective  # noqa: F401  (registers random, matched_random, l3, selective)
 from .l3 import mask_probabilities
+from .selective import selective_count, selective_mask
 
 __all__ = [
     "Corruption", "corrupt", "matched_random_mask", "maskable_positions",
     "probabilistic_count", "random_mask", "MASK_POLICY_DATACLASS_REGISTRY",
     "MASK_POLICY_REGISTRY", "MaskPolicy", "build_mask_policy", "on_policy_registered",
-    "policy_option_dataclasses", "register_mask_policy", "mask_probabilities",
+    "policy_option_dataclasses", "register_mask_policy", "mask_probabilities", "selective_count",
+    "selective_mask",
 ]

@@ -1,0 +1,96 @@
+"""Selective masking (Gu et al. 2020, §2.2-2.3 and Appendix A, "In-domain Mask") and its policy.
+
+The tagger scores every token of the in-domain corpus (probability of "important");
+tokens scored at or above a threshold are *selected*; per sequence at most
+``max(1, floor(cap * n))`` of them are masked (``n`` maskable tokens, cap 15%): the cap
+is a ceiling, never a target, and nothing is filled in at random (a sequence with no
+selected token has no mask). The authors keep the highest-scoring selected tokens and
+write the masks once (static); the ``per_epoch`` mode instead draws the kept tokens
+uniformly among the selected ones at every visit.
+"""
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .registry import MaskPolicy, register_mask_policy
+
+MODES = ("fixed", "per_epoch")
+
+
+def selective_count(n_selected: int, n_maskable: int, cap: float) -> int:
+    """How many selected tokens are masked: ``min(n_selected, max(1, floor(cap * n_maskable)))``."""
+    if n_selected == 0 or n_maskable == 0:
+        return 0
+    return min(n_selected, max(1, math.floor(cap * n_maskable + 1e-9)))
+
+
+def selective_mask(scores: np.ndarray, maskable: np.ndarray, threshold: float = 0.5, cap: float = 0.15,
+                   rng: np.random.Generator = None) -> np.ndarray:
+    """Positions to mask in one sequence.
+
+    Args:
+        scores: per-token importance (tagger probabilities, or 0/1 labels).
+        maskable: True where a token may be masked (not at special tokens).
+        threshold: tokens with ``score >= threshold`` are selected.
+        cap: at most ``max(1, floor(cap * n_maskable))`` tokens are masked.
+        rng: ``None``: keep the highest scores (ties: the earlier position), the same at
+            every visit (the paper's static masks); a generator: keep a uniformly
+            random subset of the selected tokens of that size (re-drawn per visit).
+    """
+    if not 0.0 < cap <= 1.0:
+        raise ValueError(f"cap must lie in (0, 1], got {cap}")
+    scores = np.asarray(scores, dtype=np.float64)
+    selected = np.flatnonzero(maskable & (scores >= threshold))
+    count = selective_count(len(selected), int(np.count_nonzero(maskable)), cap)
+    mask = np.zeros(len(scores), dtype=bool)
+    if count == 0:
+        return mask
+    if rng is None:
+        keep = selected[np.argsort(-scores[selected], kind="stable")[:count]]
+    else:
+        keep = rng.choice(selected, size=count, replace=False)
+    mask[keep] = True
+    return mask
+
+
+@dataclass
+class SelectivePolicyOptions:
+    selective_track: str = field(default="importance", metadata={
+        "help": "selective policy: side-information track with per-token importance scores "
+                "(preprocess.annotate_importance) or 0/1 labels (preprocess.score_importance)"})
+    selective_threshold: float = field(default=0.5, metadata={
+        "help": "selective policy: tokens whose score is at least this are selected"})
+    selective_cap: float = field(default=0.15, metadata={
+        "help": "selective policy: at most max(1, floor(cap * n)) selected tokens are masked per "
+                "sequence of n maskable tokens (a cap, not a target: there is no random fill)"})
+    selective_masks: str = field(default="fixed", metadata={
+        "help": "selective policy: fixed = the highest-scoring selected tokens at every epoch (paper's "
+                "static masks); per_epoch = a random subset of the selected tokens, re-drawn per visit"})
+
+
+@register_mask_policy("selective", dataclass=SelectivePolicyOptions)
+class SelectivePolicy(MaskPolicy):
+    """Mask the tokens the tagger selected, highest score first, capped (Gu et al. 2020).
+
+    With ``fixed`` masks the positions never change; the 80/10/10 replacement of those
+    positions is still drawn per visit like every policy's. The fair baseline is
+    ``--mask-policy matched_random --matched-policy selective``: as many random tokens
+    per sequence.
+    """
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        if cfg.selective_masks not in MODES:
+            raise ValueError(f"--selective-masks must be one of {MODES}, got {cfg.selective_masks!r}")
+        if not 0.0 < cfg.selective_cap <= 1.0:
+            raise ValueError(f"--selective-cap must lie in (0, 1], got {cfg.selective_cap}")
+
+    @property
+    def side_info_names(self):
+        return (self.cfg.selective_track,)
+
+    def choose(self, tokens, maskable, side_info, rng):
+        return selective_mask(side_info[self.cfg.selective_track], maskable, self.cfg.selective_threshold,
+                              self.cfg.selective_cap, rng if self.cfg.selective_masks == "per_epoch" else None)
