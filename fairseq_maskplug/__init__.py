@@ -13,4 +13,4 @@ from . import compat
 compat.allow_fairseq_checkpoint_globals()
 
 from . import masking  # noqa: E402,F401  (built-in policies)
-from . import criterions, tasks  # noqa: E402,F401  (fairseq registrations)
+from . import criterions, models, tasks  # noqa: E402,F401  (fairseq registrations)

@@ -1,0 +1,63 @@
+"""In-domain Mask (Gu et al. 2020, §2.3): per-token importance scores from the trained tagger.
+
+Every token of every line gets the tagger's probability of class 1 ("important");
+``<s>``/``</s>`` get 0. Lines longer than the model's positions are scored in
+consecutive windows, each framed by ``<s> ... </s>`` as the tagger saw sentences in
+training. Windows of many lines share a forward under a token budget, sorted by length.
+"""
+
+from typing import List, Sequence
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+
+class TokenTagger:
+    """Scores token lines with a roberta model carrying a ``TokenTaggingHead`` named ``head_name``."""
+
+    def __init__(self, model, head_name: str, bos: int, eos: int, pad: int):
+        if head_name not in getattr(model, "classification_heads", {}):
+            raise ValueError(f"the checkpoint has no tagging head {head_name!r} "
+                             f"(heads: {sorted(getattr(model, 'classification_heads', {}))})")
+        self.model = model.eval()
+        self.head_name = head_name
+        self.bos, self.eos, self.pad = bos, eos, pad
+        self.device = next(model.parameters()).device
+        self.window = model.max_positions() - 2
+
+    @torch.no_grad()
+    def score(self, lines: Sequence[np.ndarray], max_tokens: int = 4096, progress: bool = True) -> List[np.ndarray]:
+        """One float64 array per line (same length, ``</s>`` included): P(important) per token."""
+        if max_tokens < self.window + 2:
+            raise ValueError(f"max_tokens {max_tokens} is below one window ({self.window + 2} tokens)")
+        out = [np.zeros(len(line)) for line in lines]
+        jobs = []  # (window length, line, start)
+        for i, line in enumerate(lines):
+            words = len(line) - 1 if len(line) and line[-1] == self.eos else len(line)
+            jobs.extend((min(self.window, words - s), i, s) for s in range(0, words, self.window))
+        jobs.sort(key=lambda job: job[0])
+        bar = tqdm(total=len(lines), desc="tagging", unit="line", disable=None if progress else True)
+        done = np.array([len(line) <= 1 for line in lines])  # lines with no word need no window
+        remaining = np.bincount([i for _, i, _ in jobs], minlength=len(lines))
+        bar.update(int(done.sum()))
+        k = 0
+        while k < len(jobs):
+            end = k
+            while end < len(jobs) and (jobs[end][0] + 2) * (end - k + 1) <= max_tokens:
+                end += 1
+            chunk = jobs[k:end]
+            width = chunk[-1][0] + 2
+            batch = torch.full((len(chunk), width), self.pad, dtype=torch.long)
+            for r, (n, i, s) in enumerate(chunk):
+                batch[r, :n + 2] = torch.as_tensor(np.concatenate([[self.bos], lines[i][s:s + n], [self.eos]]))
+            logits = self.model(batch.to(self.device), features_only=True, classification_head_name=self.head_name)[0]
+            probs = torch.softmax(logits.float(), dim=-1)[..., 1].double().cpu().numpy()
+            for r, (n, i, s) in enumerate(chunk):
+                out[i][s:s + n] = probs[r, 1:n + 1]
+                remaining[i] -= 1
+                if remaining[i] == 0:
+                    bar.update(1)
+            k = end
+        bar.close()
+        return out

@@ -1,0 +1,125 @@
+"""``--task token_importance``: train the token-importance tagger (Gu et al. 2020, "Train NN").
+
+Input: a binarized text directory (``dict.txt``, ``SPLIT.bin/.idx``) with a 0/1 label
+per token in the side-information track ``--label-track`` (written by
+``preprocess.score_importance``). One sentence per item (``<s>`` + line, shortened to
+``--tokens-per-sample``); ``<s>`` and ``</s>`` carry no label. The model is a roberta
+encoder (start from the GenePT checkpoint with ``--finetune-from-model``) with a
+:class:`~fairseq_maskplug.models.TokenTaggingHead`; train with
+``--criterion token_importance`` and keep the best checkpoint by class-1 F1
+(``--best-checkpoint-metric f1 --maximize-best-checkpoint-metric``).
+"""
+
+import contextlib
+import logging
+import os
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+from fairseq.data import (BaseWrapperDataset, Dictionary, IdDataset, NestedDictionaryDataset, NumelDataset,
+                          NumSamplesDataset, RightPadDataset, SortDataset, data_utils)
+from fairseq.dataclass import FairseqDataclass
+from fairseq.tasks import FairseqTask, register_task
+from omegaconf import II, MISSING, OmegaConf, open_dict
+
+from ..data import load_blocked_split
+from ..models import register_token_tagging_head
+
+logger = logging.getLogger(__name__)
+
+IGNORE = -1  # target value of positions without a label (<s>, </s>, padding)
+
+
+@dataclass
+class TokenImportanceConfig(FairseqDataclass):
+    data: str = field(default=MISSING, metadata={"help": "binarized text directory with dict.txt and the label track"})
+    label_track: str = field(default="importance", metadata={
+        "help": "side-information track with one 0/1 label per token (preprocess.score_importance)"})
+    tokens_per_sample: int = field(default=128, metadata={"help": "longest item including <s> (longer lines are "
+                                                                  "truncated)"})
+    tagger_head_name: str = field(default="token_importance_head", metadata={"help": "name of the tagging head"})
+    seed: int = II("common.seed")
+
+
+class TaggingTargets(BaseWrapperDataset):
+    """Per-position class (0/1) from the label track; ``IGNORE`` at special tokens."""
+
+    def __init__(self, tokens, labels, special_ids, split):
+        super().__init__(labels)
+        self.tokens, self.special_ids, self.split = tokens, list(special_ids), split
+
+    def __getitem__(self, index):
+        labels = self.dataset[index].numpy()
+        if not np.isin(labels, (0, 1)).all():
+            raise ValueError(f"label track of split {self.split!r}, item {index}: labels must be 0 or 1, got "
+                             f"{sorted(set(labels.tolist()) - {0, 1})[:5]}")
+        target = labels.astype(np.int64)
+        target[np.isin(self.tokens[index].numpy(), self.special_ids)] = IGNORE
+        return torch.from_numpy(target)
+
+    def set_epoch(self, epoch):
+        super().set_epoch(epoch)
+        self.tokens.set_epoch(epoch)
+
+
+@register_task("token_importance", dataclass=TokenImportanceConfig)
+class TokenImportanceTask(FairseqTask):
+    """Token-level binary tagging of task-important tokens."""
+
+    cfg: TokenImportanceConfig
+
+    def __init__(self, cfg, dictionary):
+        super().__init__(cfg)
+        self.dictionary = dictionary
+        self.mask_idx = dictionary.add_symbol("<mask>")  # as the masked-LM tasks: same embedding size
+
+    @classmethod
+    def setup_task(cls, cfg, **kwargs):
+        path = os.path.join(cfg.data, "dict.txt")
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"dictionary not found: {path}")
+        return cls(cfg, Dictionary.load(path))
+
+    def load_dataset(self, split, epoch=1, combine=False, **kwargs):
+        blocking = SimpleNamespace(data=self.cfg.data, sample_break_mode="eos", tokens_per_sample=self.cfg.tokens_per_sample,
+                                   shorten_method="truncate", shorten_data_split_list="", seed=self.cfg.seed)
+        tokens, side = load_blocked_split(blocking, split, self.dictionary, [self.cfg.label_track], epoch, combine)
+        d = self.dictionary
+        targets = TaggingTargets(tokens, side[self.cfg.label_track], (d.bos(), d.eos(), d.pad()), split)
+        dataset = NestedDictionaryDataset(
+            {
+                "id": IdDataset(),
+                "net_input": {"src_tokens": RightPadDataset(tokens, pad_idx=d.pad()),
+                              "src_lengths": NumelDataset(tokens, reduce=False)},
+                "target": RightPadDataset(targets, pad_idx=IGNORE),
+                "nsentences": NumSamplesDataset(),
+                "ntokens": NumelDataset(tokens, reduce=True),
+            },
+            sizes=[tokens.sizes],
+        )
+        with data_utils.numpy_seed(self.cfg.seed):
+            shuffle = np.random.permutation(len(tokens))
+        self.datasets[split] = SortDataset(dataset, sort_order=[shuffle])
+        logger.info("%s: %d sentences", split, len(tokens))
+
+    def build_model(self, cfg, from_checkpoint=False):
+        from fairseq import models
+
+        with open_dict(cfg) if OmegaConf.is_config(cfg) else contextlib.ExitStack():
+            cfg.max_positions = self.cfg.tokens_per_sample
+        model = models.build_model(cfg, self, from_checkpoint)
+        register_token_tagging_head(model, self.cfg.tagger_head_name)
+        return model
+
+    @property
+    def source_dictionary(self):
+        return self.dictionary
+
+    @property
+    def target_dictionary(self):
+        return self.dictionary
+
+    def max_positions(self):
+        return self.cfg.tokens_per_sample

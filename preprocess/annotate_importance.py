@@ -1,0 +1,97 @@
+"""In-domain Mask (Gu et al. 2020, §2.3): write the tagger's importance scores for a corpus.
+
+    python -m preprocess.annotate_importance --checkpoint tagger/checkpoint_best.pt \\
+        --data data-bin/indomain --splits train valid --name importance
+
+For each split writes atomically ``DATA/SPLIT.NAME.bin/.idx/.json`` (one float per token:
+P(important); ``</s>`` = 0), the track ``--task selective_mlm`` masks from, and a
+preview ``DATA/SPLIT.NAME.preview.txt`` of the first lines with the tokens the
+selective policy would select (score >= 0.5) in ``[...]``. The corpus must use the
+tagger's dictionary.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--checkpoint", required=True, help="token_importance checkpoint (the tagger)")
+    parser.add_argument("--data", required=True, help="binarized corpus directory (dict.txt, SPLIT.bin/.idx)")
+    parser.add_argument("--splits", nargs="+", default=["train", "valid"], help="splits to annotate")
+    parser.add_argument("--name", default="importance", help="side-information track name")
+    parser.add_argument("--max-tokens", type=int, default=4096, help="padded tokens per forward")
+    parser.add_argument("--preview-lines", type=int, default=200, help="lines shown in the preview file")
+    return parser.parse_args(argv)
+
+
+def load_tagger(checkpoint: str, data: str):
+    """The tagger model, its head name and the corpus dictionary (which must be the tagger's)."""
+    import torch
+    import fairseq_maskplug  # noqa: F401  (safe globals, registrations)
+    from fairseq import checkpoint_utils
+    from fairseq.data import Dictionary
+
+    state = checkpoint_utils.load_checkpoint_to_cpu(checkpoint)
+    task_cfg = state["cfg"]["task"]
+    if task_cfg._name != "token_importance":
+        raise ValueError(f"{checkpoint} is a {task_cfg._name} checkpoint; the tagger is a token_importance one")
+    own = os.path.join(task_cfg.data, "dict.txt")
+    target = os.path.join(data, "dict.txt")
+    if not os.path.exists(target):
+        raise FileNotFoundError(f"dictionary not found: {target}")
+    if os.path.exists(own) and Dictionary.load(own).symbols != Dictionary.load(target).symbols:
+        raise ValueError(f"{target} is not the dictionary the tagger was trained with ({own}): binarize the "
+                         "corpus with the task's dict.txt (fairseq-preprocess --srcdict)")
+    try:
+        models, _, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], arg_overrides={"data": data})
+    except RuntimeError as error:  # embedding sizes differ
+        raise ValueError(f"{target} does not fit the tagger's embeddings: another dictionary? ({error})") from None
+    model = models[0].cuda() if torch.cuda.is_available() else models[0]
+    return model, task.cfg.tagger_head_name, task.source_dictionary
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    from fairseq.data import data_utils
+    from fairseq_maskplug.data import side_info_prefix, write_side_info
+    from fairseq_maskplug.scoring.preview import render_marked
+    from fairseq_maskplug.scoring.tagger import TokenTagger
+
+    try:
+        model, head, d = load_tagger(args.checkpoint, args.data)
+        tagger = TokenTagger(model, head, d.bos(), d.eos(), d.pad())
+    except (FileNotFoundError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    for split in args.splits:
+        split_prefix = os.path.join(args.data, split)
+        tokens = data_utils.load_indexed_dataset(split_prefix, d)
+        if tokens is None:
+            print(f"error: binarized split not found: {split_prefix}.bin/.idx", file=sys.stderr)
+            return 2
+        lines = [tokens[i].numpy() for i in range(len(tokens))]
+        start = time.perf_counter()
+        scores = tagger.score(lines, args.max_tokens)
+        seconds = time.perf_counter() - start
+        prefix = side_info_prefix(split_prefix, args.name)
+        write_side_info(prefix, scores, "float64", tokens_prefix=split_prefix)
+        preview = prefix + ".preview.txt"
+        tmp = f"{preview}.tmp-{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as f:
+            for line, score in zip(lines[:args.preview_lines], scores):
+                f.write(render_marked([d[t] for t in line[:-1]], score[:-1] >= 0.5) + "\n")
+        os.replace(tmp, preview)
+        words = np.concatenate([s[:-1] for s in scores]) if scores else np.zeros(0)
+        print(f"{split}: tagged {len(lines)} lines ({words.size} tokens) in {seconds:.1f} s "
+              f"({words.size / max(seconds, 1e-9):.0f} tokens/s); {np.mean(words >= 0.5):.1%} of the tokens "
+              f"scored >= 0.5; wrote {prefix}.bin/.idx and {preview}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+"""Downstream Mask (Gu et al. 2020, §2.2): label task-important tokens with a fine-tuned classifier.
+
+    python -m preprocess.score_importance --checkpoint mr-finetuned/checkpoint_best.pt \\
+        --data data-bin/mr --split train --name importance
+
+reads the sentence_prediction layout (``DATA/input0``, ``DATA/label``), runs the buffer
+algorithm (``S(w_i) = P(y|s) - P(y|s'_{i-1} w_i) < delta``) on every sentence the
+classifier gets right, and writes atomically
+
+- ``DATA/input0/SPLIT.NAME.bin/.idx/.json``: one 0/1 label per token (``</s>`` = 0),
+  the training data of ``--task token_importance``;
+- ``DATA/input0/SPLIT.NAME.preview.txt``: each sentence with its important subwords in
+  ``[...]`` (misclassified sentences are shown as not scored).
+"""
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--checkpoint", required=True, help="sentence_prediction checkpoint fine-tuned on the task")
+    parser.add_argument("--data", required=True, help="sentence_prediction data directory (input0/, label/)")
+    parser.add_argument("--split", default="train", help="split to label")
+    parser.add_argument("--name", default="importance", help="side-information track name")
+    parser.add_argument("--delta", type=float, default=0.05,
+                        help="a token is important when S(w_i) < delta (paper: 0.05; authors' scripts: 0.01)")
+    parser.add_argument("--batch-size", type=int, default=32,
+                        help="sentences scored together, one forward per buffer position (1: one at a time)")
+    parser.add_argument("--classification-head-name", default="sentence_classification_head")
+    parser.add_argument("--preview", default=None, help="preview file (default DATA/input0/SPLIT.NAME.preview.txt)")
+    return parser.parse_args(argv)
+
+
+def load_task_split(checkpoint, data, split, head):
+    """Model, dictionary, token lines and class indices of ``split`` (fails clearly on bad input)."""
+    import torch
+    import fairseq_maskplug  # noqa: F401  (safe globals)
+    from fairseq import checkpoint_utils
+    from fairseq.data import data_utils
+
+    for sub in ("input0", "label"):
+        if not os.path.exists(os.path.join(data, sub, f"{split}.idx")):
+            raise FileNotFoundError(f"{os.path.join(data, sub, split)}.bin/.idx not found: --data needs the "
+                                    "sentence_prediction layout (input0/, label/)")
+    state = checkpoint_utils.load_checkpoint_to_cpu(checkpoint)
+    if not any(k.startswith(f"classification_heads.{head}.") for k in state["model"]):
+        raise ValueError(f"{checkpoint} is a {state['cfg']['task']['_name']} checkpoint without a classification "
+                         f"head {head!r}; the classifier fine-tuned on the task (sentence_prediction) is needed")
+    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], arg_overrides={"data": data},
+                                                                    state=state)
+    model = models[0].cuda() if torch.cuda.is_available() else models[0]
+    d, labels_dict = task.source_dictionary, task.label_dictionary
+    tokens = data_utils.load_indexed_dataset(os.path.join(data, "input0", split), d)
+    labels = data_utils.load_indexed_dataset(os.path.join(data, "label", split), labels_dict)
+    if len(tokens) != len(labels):
+        raise ValueError(f"split {split!r}: {len(tokens)} sentences but {len(labels)} labels")
+    classes = np.array([int(labels[i][0]) - labels_dict.nspecial for i in range(len(labels))])
+    return model, cfg, d, tokens, classes
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        model, cfg, d, tokens, classes = load_task_split(args.checkpoint, args.data, args.split,
+                                                         args.classification_head_name)
+    except (FileNotFoundError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    from fairseq_maskplug.data import side_info_prefix, write_side_info
+    from fairseq_maskplug.scoring.buffer import SentenceClassifier, buffer_importance
+    from fairseq_maskplug.scoring.preview import render_marked
+
+    try:
+        classifier = SentenceClassifier(model, args.classification_head_name, d.bos(), d.eos(), d.pad())
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    longest = model.max_positions() - 2  # room for <s> and </s>
+    lines = [tokens[i].numpy() for i in range(len(tokens))]
+    sentences = [line[:-1][:longest] for line in lines]  # drop </s>; longer lines: the rest stays 0
+    start = time.perf_counter()
+    importance, scored = buffer_importance(sentences, classes, classifier, args.delta, args.batch_size)
+    seconds = time.perf_counter() - start
+    rows = []
+    for line, marks in zip(lines, importance):
+        row = np.zeros(len(line), dtype=np.uint8)
+        row[:len(marks)] = marks
+        rows.append(row)
+    split_prefix = os.path.join(args.data, "input0", args.split)
+    prefix = side_info_prefix(split_prefix, args.name)
+    write_side_info(prefix, rows, "uint8", tokens_prefix=split_prefix)
+    preview = args.preview or prefix + ".preview.txt"
+    tmp = f"{preview}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        for line, row, ok, label in zip(lines, rows, scored, classes):
+            text = render_marked([d[t] for t in line[:-1]], row[:-1])
+            f.write(f"{label}\t{text}\n" if ok else f"{label}\t(misclassified, not scored)\t{text}\n")
+    os.replace(tmp, preview)
+    n_tokens = sum(len(s) for s, ok in zip(sentences, scored) if ok)
+    n_important = sum(int(m.sum()) for m in importance)
+    truncated = sum(len(line) - 1 > longest for line in lines)
+    print(f"scored {len(lines)} sentences in {seconds:.1f} s ({len(lines) / seconds:.1f} sentences/s, "
+          f"{classifier.calls} forwards); {scored.mean():.1%} classified correctly and scored; "
+          f"{n_important} of their {n_tokens} tokens important ({n_important / max(n_tokens, 1):.1%})"
+          + (f"; {truncated} sentences longer than {longest} tokens scored in part" if truncated else ""))
+    print(f"wrote {prefix}.bin/.idx and {preview}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

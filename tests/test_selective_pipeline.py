@@ -1,0 +1,159 @@
+"""Selective masking end to end on real fairseq models: GenePT -> classifier -> Downstream Mask ->
+tagger -> In-domain Mask -> TaskPT."""
+
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from fairseq_helpers import BIN, CPU_RUN, REPO, TINY_ROBERTA, check, json_logs, run, train
+from test_finetune_e2e import write_task
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def pipeline(tiny_data, tmp_path_factory):
+    root = tmp_path_factory.mktemp("pipeline")
+    check(train(tiny_data / "bin", root / "genept", "--max-epoch", "2"))
+    genept = root / "genept" / "checkpoint_last.pt"
+    task = write_task(tiny_data, root)
+    check(run([BIN / "fairseq-maskplug-train", task, "--task", "sentence_prediction",
+               "--criterion", "sentence_prediction", "--num-classes", "2", "--init-token", "0",
+               "--separator-token", "2", *TINY_ROBERTA, *CPU_RUN, "--max-epoch", "4",
+               "--finetune-from-model", genept, "--best-checkpoint-metric", "accuracy",
+               "--maximize-best-checkpoint-metric", "--save-dir", root / "cls", "--no-epoch-checkpoints"]))
+    scoring = {}
+    for split in ("train", "valid"):
+        scoring[split] = check(run([BIN / "python", "-m", "preprocess.score_importance", "--checkpoint",
+                                    root / "cls" / "checkpoint_best.pt", "--data", task, "--split", split,
+                                    "--batch-size", "16"]))
+    return SimpleNamespace(root=root, genept=genept, task=task, classifier=root / "cls" / "checkpoint_best.pt",
+                           scoring=scoring)
+
+
+def side_rows(prefix):
+    from fairseq_maskplug.data import SideInfoDataset
+    ds = SideInfoDataset(str(prefix))
+    return [ds[i].numpy() for i in range(len(ds))]
+
+
+def test_downstream_mask_labels_are_aligned_and_batching_does_not_change_them(pipeline):
+    from fairseq.data import Dictionary, data_utils
+    input0 = pipeline.task / "input0"
+    d = Dictionary.load(str(input0 / "dict.txt"))
+    tokens = data_utils.load_indexed_dataset(str(input0 / "train"), d)
+    labels = side_rows(input0 / "train.importance")
+    assert len(labels) == len(tokens) == 300
+    assert all(len(row) == len(tokens[i]) and row[-1] == 0 for i, row in enumerate(labels))
+    assert set(np.concatenate(labels).tolist()) <= {0, 1} and sum(row.sum() for row in labels) > 0
+    out = pipeline.scoring["train"].stdout
+    assert "sentences/s" in out and "classified correctly and scored" in out
+    preview = (input0 / "train.importance.preview.txt").read_text().splitlines()
+    assert len(preview) == 300 and any("[" in line for line in preview)
+    for line, row in zip(preview, labels):  # misclassified sentences are not scored
+        assert ("not scored" in line) <= (row.sum() == 0)
+        assert line.count("[") == row.sum()
+    # one sentence at a time (one forward per token) gives the very same labels
+    check(run([BIN / "python", "-m", "preprocess.score_importance", "--checkpoint", pipeline.classifier,
+               "--data", pipeline.task, "--split", "train", "--batch-size", "1", "--name", "single"]))
+    assert all(np.array_equal(a, b) for a, b in zip(labels, side_rows(input0 / "train.single")))
+
+
+def test_scoring_needs_a_sentence_classifier(pipeline, tmp_path):
+    result = run([BIN / "python", "-m", "preprocess.score_importance", "--checkpoint", pipeline.genept,
+                  "--data", pipeline.task, "--split", "train"])
+    assert result.returncode == 2 and "guided_mlm checkpoint without a classification head" in result.stderr, result.stderr[-1500:]
+
+
+@pytest.fixture(scope="module")
+def tagger(pipeline):
+    result = check(run([BIN / "fairseq-maskplug-train", pipeline.task / "input0", "--task", "token_importance",
+                        "--criterion", "token_importance", "--label-track", "importance", "--tokens-per-sample", "64",
+                        *TINY_ROBERTA, *CPU_RUN, "--max-epoch", "3", "--finetune-from-model", pipeline.genept,
+                        "--best-checkpoint-metric", "f1", "--maximize-best-checkpoint-metric",
+                        "--save-dir", pipeline.root / "tagger", "--no-epoch-checkpoints"]))
+    return SimpleNamespace(result=result, checkpoint=pipeline.root / "tagger" / "checkpoint_best.pt")
+
+
+def test_tagger_trains_and_reports_class_1_scores(tagger):
+    valid = json_logs(tagger.result, "valid")
+    assert len(valid) == 3
+    for record in valid:
+        for key in ("valid_loss", "valid_precision", "valid_recall", "valid_f1"):
+            assert key in record, record
+        p, r, f1 = (float(record[f"valid_{k}"]) for k in ("precision", "recall", "f1"))
+        assert f1 == pytest.approx(2 * p * r / (p + r) if p + r else 0.0, abs=0.02)
+    assert float(json_logs(tagger.result, "train")[-1]["train_loss"]) < float(json_logs(tagger.result, "train")[0]["train_loss"])
+    assert tagger.checkpoint.exists()
+
+
+@pytest.fixture(scope="module")
+def annotated(tiny_data, tmp_path_factory, tagger):
+    import shutil
+    corpus = tmp_path_factory.mktemp("annotated") / "bin"
+    shutil.copytree(tiny_data / "bin", corpus)
+    result = check(run([BIN / "python", "-m", "preprocess.annotate_importance", "--checkpoint", tagger.checkpoint,
+                        "--data", corpus, "--splits", "train", "valid", "--max-tokens", "256"]))
+    return SimpleNamespace(corpus=corpus, result=result)
+
+
+def load_tagger(checkpoint, corpus):
+    from preprocess.annotate_importance import load_tagger as load
+    from fairseq_maskplug.scoring.tagger import TokenTagger
+    model, head, d = load(str(checkpoint), str(corpus))
+    return TokenTagger(model, head, d.bos(), d.eos(), d.pad()), d
+
+
+@pytest.mark.parametrize("break_mode", ["none", "complete"])
+def test_annotation_is_aligned_through_token_blocks(annotated, tagger, break_mode):
+    import torch
+    from fairseq.data import data_utils
+    from fairseq_maskplug.data import load_blocked_split
+    scorer, d = load_tagger(tagger.checkpoint, annotated.corpus)
+    lines = data_utils.load_indexed_dataset(str(annotated.corpus / "train"), d)
+    lines = [lines[i].numpy() for i in range(len(lines))]
+    with torch.no_grad():  # each line alone, in process: what the file must hold, token for token
+        expected = [scorer.score([line], progress=False)[0] for line in lines]
+    assert all(e[-1] == 0 and ((e[:-1] > 0) & (e[:-1] < 1)).all() for e in expected)
+    cfg = SimpleNamespace(data=str(annotated.corpus), tokens_per_sample=32, sample_break_mode=break_mode,
+                          shorten_method="none", shorten_data_split_list="", seed=1)
+    blocks, side = load_blocked_split(cfg, "train", d, ["importance"])
+    got_tokens = np.concatenate([blocks[i].numpy()[1:] for i in range(len(blocks))])
+    got_scores = np.concatenate([side["importance"][i].numpy()[1:] for i in range(len(blocks))])
+    assert np.array_equal(got_tokens, np.concatenate(lines))
+    np.testing.assert_allclose(got_scores, np.concatenate(expected), atol=1e-6)
+    meta = json.loads((annotated.corpus / "train.importance.json").read_text())
+    assert meta["lines"] == len(lines) and "token_fingerprint" in meta
+
+
+def test_long_lines_are_tagged_in_windows(annotated, tagger):
+    import torch
+    scorer, d = load_tagger(tagger.checkpoint, annotated.corpus)
+    rng = np.random.default_rng(0)
+    line = np.append(rng.integers(d.nspecial, len(d) - 1, 150), d.eos())  # 150 words, window 62
+    scores = scorer.score([line, line[-10:]], max_tokens=128, progress=False)
+    with torch.no_grad():
+        for start in (0, 62, 124):
+            window = line[start:min(start + 62, 150)]
+            alone = scorer.score([np.append(window, d.eos())], progress=False)[0][:-1]
+            np.testing.assert_allclose(scores[0][start:start + len(window)], alone, atol=1e-6)
+    assert scores[0][-1] == 0 and len(scores[1]) == 10
+
+
+def test_taskpt_on_the_annotated_corpus(annotated, tmp_path):
+    result = check(train(annotated.corpus, tmp_path / "taskpt", "--max-epoch", "1", task="selective_mlm"))
+    (epoch,) = json_logs(result, "train")
+    assert 0 < float(epoch["train_mask_rate"]) <= 0.15 + 1e-4 + 1 / 32  # the cap, with max(1, .) per block
+
+
+def test_annotation_refuses_a_corpus_with_another_dictionary(tiny_data, tagger, tmp_path):
+    symbols = [line.split()[0] for line in open(tiny_data / "bin" / "dict.txt", encoding="utf-8")]
+    (tmp_path / "reversed.txt").write_text("".join(f"{s} 1\n" for s in reversed(symbols)))
+    check(run([BIN / "fairseq-preprocess", "--only-source", "--trainpref", tiny_data / "valid.txt",
+               "--srcdict", tmp_path / "reversed.txt", "--destdir", tmp_path / "other", "--workers", "1"]))
+    result = run([BIN / "python", "-m", "preprocess.annotate_importance", "--checkpoint", tagger.checkpoint,
+                  "--data", tmp_path / "other", "--splits", "train"])
+    assert result.returncode == 2 and "is not the dictionary the tagger was trained with" in result.stderr
+    assert not (tmp_path / "other" / "train.importance.idx").exists()
