@@ -70,7 +70,8 @@ def test_scoring_needs_a_sentence_classifier(pipeline, tmp_path):
 @pytest.fixture(scope="module")
 def tagger(pipeline):
     result = check(run([BIN / "fairseq-maskplug-train", pipeline.task / "input0", "--task", "token_importance",
-                        "--criterion", "token_importance", "--label-track", "importance", "--tokens-per-sample", "64",
+                        "--criterion", "token_importance", "--label-track", "importance",
+                        "--tokens-per-sample", "64",
                         *TINY_ROBERTA, *CPU_RUN, "--max-epoch", "3", "--finetune-from-model", pipeline.genept,
                         "--best-checkpoint-metric", "f1", "--maximize-best-checkpoint-metric",
                         "--save-dir", pipeline.root / "tagger", "--no-epoch-checkpoints"]))
@@ -85,7 +86,8 @@ def test_tagger_trains_and_reports_class_1_scores(tagger):
             assert key in record, record
         p, r, f1 = (float(record[f"valid_{k}"]) for k in ("precision", "recall", "f1"))
         assert f1 == pytest.approx(2 * p * r / (p + r) if p + r else 0.0, abs=0.02)
-    assert float(json_logs(tagger.result, "train")[-1]["train_loss"]) < float(json_logs(tagger.result, "train")[0]["train_loss"])
+    train_losses = [float(r["train_loss"]) for r in json_logs(tagger.result, "train")]
+    assert train_losses[-1] < train_losses[0]
     assert tagger.checkpoint.exists()
 
 

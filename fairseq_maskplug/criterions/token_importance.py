@@ -56,9 +56,10 @@ class TokenImportanceCriterion(FairseqCriterion):
             metrics.log_scalar("loss", total("loss") / n / math.log(2), n, round=3)
         for kind in ("tp", "fp", "fn"):
             metrics.log_scalar_sum(f"_{kind}", total(kind))
-        metrics.log_derived("precision", lambda m: round(100.0 * m["_tp"].sum / max(m["_tp"].sum + m["_fp"].sum, 1), 2))
-        metrics.log_derived("recall", lambda m: round(100.0 * m["_tp"].sum / max(m["_tp"].sum + m["_fn"].sum, 1), 2))
-        metrics.log_derived("f1", lambda m: round(100.0 * f1_from_counts(m["_tp"].sum, m["_fp"].sum, m["_fn"].sum), 2))
+        tp, fp, fn = (lambda m, k=k: m[f"_{k}"].sum for k in ("tp", "fp", "fn"))
+        metrics.log_derived("precision", lambda m: round(100.0 * tp(m) / max(tp(m) + fp(m), 1), 2))
+        metrics.log_derived("recall", lambda m: round(100.0 * tp(m) / max(tp(m) + fn(m), 1), 2))
+        metrics.log_derived("f1", lambda m: round(100.0 * f1_from_counts(tp(m), fp(m), fn(m)), 2))
 
     @staticmethod
     def logging_outputs_can_be_summed() -> bool:

@@ -34,7 +34,8 @@ IGNORE = -1  # target value of positions without a label (<s>, </s>, padding)
 
 @dataclass
 class TokenImportanceConfig(FairseqDataclass):
-    data: str = field(default=MISSING, metadata={"help": "binarized text directory with dict.txt and the label track"})
+    data: str = field(default=MISSING, metadata={
+        "help": "binarized text directory with dict.txt and the label track"})
     label_track: str = field(default="importance", metadata={
         "help": "side-information track with one 0/1 label per token (preprocess.score_importance)"})
     tokens_per_sample: int = field(default=128, metadata={"help": "longest item including <s> (longer lines are "
@@ -83,8 +84,9 @@ class TokenImportanceTask(FairseqTask):
         return cls(cfg, Dictionary.load(path))
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
-        blocking = SimpleNamespace(data=self.cfg.data, sample_break_mode="eos", tokens_per_sample=self.cfg.tokens_per_sample,
-                                   shorten_method="truncate", shorten_data_split_list="", seed=self.cfg.seed)
+        blocking = SimpleNamespace(data=self.cfg.data, sample_break_mode="eos",
+                                   tokens_per_sample=self.cfg.tokens_per_sample, shorten_method="truncate",
+                                   shorten_data_split_list="", seed=self.cfg.seed)
         tokens, side = load_blocked_split(blocking, split, self.dictionary, [self.cfg.label_track], epoch, combine)
         d = self.dictionary
         targets = TaggingTargets(tokens, side[self.cfg.label_track], (d.bos(), d.eos(), d.pad()), split)

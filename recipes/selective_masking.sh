@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Selective masking (Gu et al. 2020) end to end: GenePT (general MLM) -> fine-tune on MR ->
+# Downstream Mask (buffer scorer) -> token-importance tagger -> In-domain Mask of the reviews ->
+# TaskPT with selective masks and with matched random masks (same number per sequence) ->
+# fine-tune -> table of no-TaskPT / matched-random / selective (mean +- std over seeds).
+#
+# Knobs (environment variables; defaults take about 15 minutes on 2 CPU cores):
+#   SM_TASKPT_UPDATES   TaskPT updates per run                      (400)
+#   SM_FINETUNE_EPOCHS  MR fine-tuning epochs                       (5)
+#   SM_SEEDS            fine-tuning seeds, space-separated          (1)
+#   SM_DELTA            Downstream Mask threshold delta             (0.05; authors' scripts 0.01)
+#   SM_TAGGER_EPOCHS    tagger training epochs                      (5)
+#   SM_CLASS_WEIGHT     tagger class-1 weight                       (1.5; authors' scripts 3)
+#   SM_CAP              --selective-cap                             (0.15)
+#   SM_MASKS            --selective-masks fixed|per_epoch           (fixed)
+# plus those of recipes/lib.sh (data size, general updates, model shape, MASKPLUG_WORK).
+# On GPUs every fairseq-train uses all visible GPUs with --fp16. Re-running skips finished
+# stages and resumes interrupted ones.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/setup_env.sh"
+source "$MASKPLUG_ROOT/recipes/lib.sh"  # cd to the repository root, WORK
+
+UPDATES="${SM_TASKPT_UPDATES:-400}"
+EPOCHS="${SM_FINETUNE_EPOCHS:-5}"
+SEEDS="${SM_SEEDS:-1}"
+DELTA="${SM_DELTA:-0.05}"
+TAGGER_EPOCHS="${SM_TAGGER_EPOCHS:-5}"
+CLASS_WEIGHT="${SM_CLASS_WEIGHT:-1.5}"
+CAP="${SM_CAP:-0.15}"
+MASKS="${SM_MASKS:-fixed}"
+OUT="$WORK/selective"
+MR="$WORK/data/mr"
+started=$SECONDS
+mkdir -p "$OUT/results"
+
+echo "[1/6] demo data ($WORK/data) and GenePT, the general MLM model ($WORK/general)"
+general_model
+GENEPT="$WORK/general/checkpoint_last.pt"
+
+echo "[2/6] fine-tune GenePT on MR (also the no-TaskPT row; seeds: $SEEDS)"
+for seed in $SEEDS; do
+    stage "sm_ft_no-TaskPT__seed$seed" "$WORK/logs/sm_ft_no-TaskPT__seed$seed.log" \
+        finetune_and_score no-TaskPT "$GENEPT" "$seed" "$EPOCHS" "$OUT/results" "$OUT/finetune"
+done
+CLASSIFIER="$OUT/finetune/no-TaskPT__seed${SEEDS%% *}/checkpoint_best.pt"
+
+echo "[3/6] Downstream Mask: buffer scoring of the MR texts (delta $DELTA)"
+for split in train valid; do
+    stage "sm_score_$split" "$WORK/logs/sm_score_$split.log" python -m preprocess.score_importance \
+        --checkpoint "$CLASSIFIER" --data "$MR" --split "$split" --name importance --delta "$DELTA"
+    grep "sentences/s" "$WORK/logs/sm_score_$split.log"
+done
+echo "    examples (important subwords in [...]; label 0 = negative, 1 = positive):"
+head -4 "$MR/input0/train.importance.preview.txt" | cut -c1-150 | sed 's/^/      /'
+
+echo "[4/6] token-importance tagger on the labelled MR texts ($TAGGER_EPOCHS epochs, class-1 weight $CLASS_WEIGHT)"
+tagger_steps=$(( TAGGER_EPOCHS * ( $(num_lines "$MR/input0/train") / MASKPLUG_BATCH + 1 ) ))
+stage sm_tagger "$WORK/logs/sm_tagger.log" \
+    fairseq-maskplug-train "$MR/input0" --task token_importance --criterion token_importance \
+    --label-track importance --tokens-per-sample "$MASKPLUG_TOKENS" --positive-class-weight "$CLASS_WEIGHT" \
+    "${MODEL_ARGS[@]}" "${COMMON_ARGS[@]}" --finetune-from-model "$GENEPT" \
+    --lr-scheduler polynomial_decay --lr "${MASKPLUG_FINETUNE_LR:-2e-4}" --warmup-updates $((tagger_steps / 10 + 1)) \
+    --total-num-update "$tagger_steps" --max-epoch "$TAGGER_EPOCHS" \
+    --best-checkpoint-metric f1 --maximize-best-checkpoint-metric \
+    --save-dir "$OUT/tagger" --no-epoch-checkpoints --no-last-checkpoints
+python - "$WORK/logs/sm_tagger.log" <<'PY'
+import json, sys
+records = [json.loads(l.split("| valid | ", 1)[1]) for l in open(sys.argv[1]) if "| valid | " in l]
+best = max(records, key=lambda r: float(r["valid_f1"]))
+print(f"    tagger, best epoch {best['epoch']}: class-1 precision {best['valid_precision']}, "
+      f"recall {best['valid_recall']}, F1 {best['valid_f1']} (valid)")
+PY
+
+echo "[5/6] In-domain Mask: tag the reviews"
+stage sm_annotate "$WORK/logs/sm_annotate.log" python -m preprocess.annotate_importance \
+    --checkpoint "$OUT/tagger/checkpoint_best.pt" --data "$WORK/data/indomain" --splits train valid --name importance
+grep "tagged" "$WORK/logs/sm_annotate.log" | sed 's/^/    /'
+
+echo "[6/6] TaskPT from GenePT: selective and matched-random masks ($UPDATES updates each)"
+stage sm_taskpt_selective "$WORK/logs/sm_taskpt_selective.log" \
+    pretrain selective_mlm "$WORK/data/indomain" "$OUT/taskpt_selective" "$UPDATES" \
+    --selective-cap "$CAP" --selective-masks "$MASKS" --finetune-from-model "$GENEPT"
+stage sm_taskpt_matched "$WORK/logs/sm_taskpt_matched.log" \
+    pretrain selective_mlm "$WORK/data/indomain" "$OUT/taskpt_matched" "$UPDATES" \
+    --mask-policy matched_random --matched-policy selective --selective-cap "$CAP" --selective-masks "$MASKS" \
+    --finetune-from-model "$GENEPT"
+for run in selective matched; do
+    last_record "$WORK/logs/sm_taskpt_$run.log" valid | python -c "import json,sys; r=json.load(sys.stdin); \
+print(f'    $run: valid mask rate {r[\"valid_mask_rate\"]}, masks/seq {r[\"valid_masks_per_seq\"]}, ' \
+      f'unmasked seqs {r[\"valid_seq_unmasked\"]}, valid MLM loss {r[\"valid_loss\"]}')"
+done
+
+echo "    fine-tuning the TaskPT models on MR"
+declare -A INIT=([matched-random]="$OUT/taskpt_matched/checkpoint_last.pt"
+                 [selective]="$OUT/taskpt_selective/checkpoint_last.pt")
+for row in matched-random selective; do
+    for seed in $SEEDS; do
+        stage "sm_ft_${row}__seed$seed" "$WORK/logs/sm_ft_${row}__seed$seed.log" \
+            finetune_and_score "$row" "${INIT[$row]}" "$seed" "$EPOCHS" "$OUT/results" "$OUT/finetune"
+    done
+done
+
+echo
+echo "MR sentence polarity ($EPOCHS fine-tuning epochs; GenePT = ${MASKPLUG_GENERAL_UPDATES:-1000} general MLM updates;"
+echo "TaskPT = $UPDATES in-domain updates, masks capped at $CAP, $MASKS), accuracy and macro-F1 in %:"
+python recipes/results_table.py "$OUT/results" --rows "no-TaskPT,matched-random,selective"
+echo "finished in $(( (SECONDS - started) / 60 )) min $(( (SECONDS - started) % 60 )) s"
