@@ -25,17 +25,22 @@ def main(argv=None) -> int:
     parser.add_argument("--metric", default="word_l2r", choices=["word_l2r", "original"],
                         help="word_l2r: mask the token and the later subwords of its word (paper); "
                              "original: mask the token only (Salazar et al.)")
-    parser.add_argument("--word-starts", default="sentencepiece", choices=["sentencepiece", "token"],
-                        help="how word starts are known: sentencepiece '\u2581' prefix, or every token a word")
+    parser.add_argument("--word-starts", default="sentencepiece", choices=["sentencepiece", "gpt2", "token"],
+                        help="how word starts are known: sentencepiece '\u2581' prefix, GPT-2 BPE (needs "
+                             "--gpt2-encoder-json and --gpt2-vocab-bpe), or every token a word")
+    parser.add_argument("--gpt2-encoder-json", help="GPT-2 BPE encoder.json the data was encoded with")
+    parser.add_argument("--gpt2-vocab-bpe", help="GPT-2 BPE vocab.bpe the data was encoded with")
     parser.add_argument("--max-tokens", type=int, default=2048,
                         help="padded tokens per forward (2048 was fastest on 2 CPU cores; raise it on GPUs)")
     args = parser.parse_args(argv)
+    if args.word_starts == "gpt2" and not (args.gpt2_encoder_json and args.gpt2_vocab_bpe):
+        parser.error("--word-starts gpt2 needs --gpt2-encoder-json and --gpt2-vocab-bpe")
 
     import torch
     import fairseq_maskplug  # noqa: F401
     from fairseq import checkpoint_utils, data as fdata
     from fairseq_maskplug.data import side_info_prefix, write_side_info
-    from fairseq_maskplug.scoring.pll import PLTScorer, iterate_lines, word_starts_sentencepiece
+    from fairseq_maskplug.scoring.pll import PLTScorer, iterate_lines, word_starts_gpt2, word_starts_sentencepiece
 
     split_prefix = os.path.join(args.data, args.split)
     if not fdata.indexed_dataset.MMapIndexedDataset.exists(split_prefix):
@@ -48,6 +53,8 @@ def main(argv=None) -> int:
     tokens = fdata.data_utils.load_indexed_dataset(split_prefix, d)
     if args.word_starts == "sentencepiece":
         word_starts = word_starts_sentencepiece(d)
+    elif args.word_starts == "gpt2":
+        word_starts = word_starts_gpt2(d, args.gpt2_encoder_json, args.gpt2_vocab_bpe)
     else:
         word_starts = np.ones(len(d), dtype=bool)
     scorer = PLTScorer(model, task.mask_idx, d.pad(), word_starts, args.metric)

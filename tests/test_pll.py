@@ -63,3 +63,20 @@ def test_cli_writes_aligned_plt(tiny_data, trained, tmp_path):
     for i in range(len(tokens)):
         assert len(plt[i]) == len(tokens[i]) and plt[i][-1] == 1.0
         assert ((plt[i][:-1] > 0) & (plt[i][:-1] < 1)).all()
+
+
+def test_gpt2_word_starts_from_fairseq_whole_word_helper(tmp_path):
+    """A GPT-2 BPE dictionary holds BPE ids; 'Ġ' (a space byte) begins a word."""
+    import json
+
+    from fairseq.data import Dictionary
+    from fairseq_maskplug.scoring.pll import word_starts_gpt2
+    encoder = {"\u0120the": 0, "\u0120cat": 1, "s": 2, "\u0120sat": 3, "ting": 4}
+    (tmp_path / "encoder.json").write_text(json.dumps(encoder))
+    (tmp_path / "vocab.bpe").write_text("#version: 0.2\n\n")
+    d = Dictionary()
+    for symbol in ("2", "0", "4", "1", "3"):
+        d.add_symbol(symbol)
+    starts = word_starts_gpt2(d, str(tmp_path / "encoder.json"), str(tmp_path / "vocab.bpe"))
+    assert starts[:d.nspecial].all()
+    assert [bool(starts[d.index(s)]) for s in ("0", "1", "2", "3", "4")] == [True, True, False, True, False]

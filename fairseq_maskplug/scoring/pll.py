@@ -1,7 +1,8 @@
 """Token pseudo-likelihoods (PLT) with a frozen fairseq roberta model (Kimura et al., §3.1).
 
 PLL-word-l2r (Kimura et al., after Kauf & Ivanova 2023): to score subword ``t`` of word
-``w``, mask ``t`` and every later subword of ``w``; earlier subwords of ``w`` and all
+``w``, mask ``t`` and every later subword of ``w`` (word starts: sentencepiece ``▁`` or
+GPT-2 BPE through fairseq's whole-word helper); earlier subwords of ``w`` and all
 other words stay visible; ``PLT_t = P(x_t | masked copy)``. ``original`` (Salazar et
 al. 2020) masks only ``t``. One masked copy per scored token; the batched scorer packs
 copies of many sentences into each forward under a token budget, sorted by length.
@@ -23,6 +24,21 @@ def word_starts_sentencepiece(dictionary) -> np.ndarray:
     starts = np.array([sym.startswith("\u2581") for sym in dictionary.symbols])
     starts[:dictionary.nspecial] = True
     return starts
+
+
+def word_starts_gpt2(dictionary, encoder_json: str, vocab_bpe: str) -> np.ndarray:
+    """Vocabulary mask for a GPT-2 BPE dictionary (symbols are BPE ids), from fairseq's whole-word helper.
+
+    A symbol begins a word when its decoded text starts with a space; special symbols
+    and fairseq's ``madeupword`` padding count as word starts. Needs the ``encoder.json``
+    and ``vocab.bpe`` the data was encoded with (local paths).
+    """
+    from argparse import Namespace
+
+    from fairseq.data.encoders.utils import get_whole_word_mask
+
+    args = Namespace(bpe="gpt2", gpt2_encoder_json=encoder_json, gpt2_vocab_bpe=vocab_bpe)
+    return get_whole_word_mask(args, dictionary).numpy().astype(bool)
 
 
 def masked_copies(tokens: np.ndarray, scored: np.ndarray, word_start: np.ndarray,
