@@ -68,6 +68,8 @@ def mask_probabilities(plt: np.ndarray, mean: float = 0.15, maskable: Optional[n
         excess = float((q[over] - 1.0).sum())
         q[over] = 1.0
         free = q < 1.0
+        if not free.any():  # every token at 1 (mean 1, or rounding): nothing left to spread onto
+            break
         if redistribute == "proportional" and q[free].sum() > 0:
             q[free] += excess * q[free] / q[free].sum()
         else:
