@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # preprocess/
 from bench_masking import make_data  # noqa: E402
 from bench_pll import load_model  # noqa: E402
 
@@ -51,7 +52,7 @@ def main():
 
     if args.checkpoint:
         from preprocess.score_importance import load_task_split
-        model, _, d, tokens, classes = load_task_split(args.checkpoint, args.data, args.split,
+        model, d, tokens, classes = load_task_split(args.checkpoint, args.data, args.split,
                                                        "sentence_classification_head")
         n = min(args.sentences, len(tokens))
         sentences, labels = [tokens[i].numpy()[:-1][:model.max_positions() - 2] for i in range(n)], classes[:n]

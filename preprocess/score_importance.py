@@ -37,7 +37,8 @@ def parse_args(argv=None):
 
 
 def load_task_split(checkpoint, data, split, head):
-    """Model, dictionary, token lines and class indices of ``split`` (fails clearly on bad input)."""
+    """Classifier model, dictionary, token lines and class indices of ``split``; bad input raises
+    ``FileNotFoundError``/``ValueError`` with a message naming the file."""
     import torch
     import fairseq_maskplug  # noqa: F401  (safe globals)
     from fairseq import checkpoint_utils
@@ -51,8 +52,8 @@ def load_task_split(checkpoint, data, split, head):
     if not any(k.startswith(f"classification_heads.{head}.") for k in state["model"]):
         raise ValueError(f"{checkpoint} is a {state['cfg']['task']['_name']} checkpoint without a classification "
                          f"head {head!r}; the classifier fine-tuned on the task (sentence_prediction) is needed")
-    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], arg_overrides={"data": data},
-                                                                    state=state)
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], arg_overrides={"data": data},
+                                                                  state=state)
     model = models[0].cuda() if torch.cuda.is_available() else models[0]
     d, labels_dict = task.source_dictionary, task.label_dictionary
     tokens = data_utils.load_indexed_dataset(os.path.join(data, "input0", split), d)
@@ -60,14 +61,14 @@ def load_task_split(checkpoint, data, split, head):
     if len(tokens) != len(labels):
         raise ValueError(f"split {split!r}: {len(tokens)} sentences but {len(labels)} labels")
     classes = np.array([int(labels[i][0]) - labels_dict.nspecial for i in range(len(labels))])
-    return model, cfg, d, tokens, classes
+    return model, d, tokens, classes
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     try:
-        model, cfg, d, tokens, classes = load_task_split(args.checkpoint, args.data, args.split,
-                                                         args.classification_head_name)
+        model, d, tokens, classes = load_task_split(args.checkpoint, args.data, args.split,
+                                                   args.classification_head_name)
     except (FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
