@@ -1,7 +1,7 @@
 """Downstream Mask speed: the batched buffer scorer vs one sentence at a time, same model and sentences.
 
 Default: a randomly initialised roberta of the quickstart's shape (4 layers, dim 128) with
-a sentence classification head, on a synthetic Zipf corpus (5-40 tokens per sentence) with
+a sentence classification head (seeded), on a synthetic Zipf corpus (5-40 tokens per sentence) with
 random labels (speed does not depend on the weights; both runs must give identical
 labels). ``--checkpoint CK --data DIR`` scores real data with a fine-tuned classifier
 (sentence_prediction layout). Prints both speeds and last
@@ -26,7 +26,9 @@ from bench_pll import load_model  # noqa: E402
 
 def synthetic(n):
     """Random-weight classifier, synthetic sentences and random labels."""
+    import torch
     from fairseq.data import data_utils
+    torch.manual_seed(0)  # the same random weights in every run
     with tempfile.TemporaryDirectory() as tmp:
         data = make_data(Path(tmp), lines=n)
         model, task = load_model(None, str(data))
@@ -44,7 +46,8 @@ def main():
     parser.add_argument("--data", help="its sentence_prediction data directory")
     parser.add_argument("--split", default="valid")
     parser.add_argument("--sentences", type=int, default=200)
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, default=256, help="sentences in flight")
+    parser.add_argument("--max-tokens", type=int, default=2048, help="padded tokens per forward")
     parser.add_argument("--delta", type=float, default=0.05)
     args = parser.parse_args()
     import torch
@@ -63,7 +66,8 @@ def main():
     for name, batch_size in (("one at a time", 1), ("batched", args.batch_size)):
         classifier = SentenceClassifier(model, "sentence_classification_head", d.bos(), d.eos(), d.pad())
         start = time.perf_counter()
-        importance, scored = buffer_importance(sentences, labels, classifier, args.delta, batch_size, progress=False)
+        importance, scored = buffer_importance(sentences, labels, classifier, args.delta, batch_size,
+                                               args.max_tokens, progress=False)
         runs[name] = (time.perf_counter() - start, importance, scored, classifier.calls)
     (t_single, imp_single, sc_single, calls_single) = runs["one at a time"]
     (t_batched, imp_batched, sc_batched, calls_batched) = runs["batched"]
@@ -73,7 +77,7 @@ def main():
     print(f"{len(sentences)} sentences, {n_tokens} tokens, {sc_batched.sum()} classified correctly and scored, "
           f"{sum(int(m.sum()) for m in imp_batched)} tokens important, {torch.get_num_threads()} threads")
     print(f"one at a time: {t_single:7.2f} s  {len(sentences) / t_single:8.1f} sentences/s  {calls_single} forwards")
-    print(f"batched ({args.batch_size}):  {t_batched:7.2f} s  {len(sentences) / t_batched:8.1f} sentences/s  "
+    print(f"batched ({args.batch_size}, max {args.max_tokens} tokens):  {t_batched:7.2f} s  {len(sentences) / t_batched:8.1f} sentences/s  "
           f"{calls_batched} forwards")
     print(f"identical labels: {identical}")
     if not identical:

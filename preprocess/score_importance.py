@@ -29,8 +29,10 @@ def parse_args(argv=None):
     parser.add_argument("--name", default="importance", help="side-information track name")
     parser.add_argument("--delta", type=float, default=0.05,
                         help="a token is important when S(w_i) < delta (paper: 0.05; authors' scripts: 0.01)")
-    parser.add_argument("--batch-size", type=int, default=32,
-                        help="sentences scored together, one forward per buffer position (1: one at a time)")
+    parser.add_argument("--batch-size", type=int, default=256,
+                        help="sentences scored together, advanced one buffer position at a time (1: one at a time)")
+    parser.add_argument("--max-tokens", type=int, default=2048,
+                        help="padded tokens per forward (inputs of the batch sorted by length; raise it on GPUs)")
     parser.add_argument("--classification-head-name", default="sentence_classification_head")
     parser.add_argument("--preview", default=None, help="preview file (default DATA/input0/SPLIT.NAME.preview.txt)")
     return parser.parse_args(argv)
@@ -85,7 +87,8 @@ def main(argv=None) -> int:
     lines = [tokens[i].numpy() for i in range(len(tokens))]
     sentences = [line[:-1][:longest] for line in lines]  # drop </s>; longer lines: the rest stays 0
     start = time.perf_counter()
-    importance, scored = buffer_importance(sentences, classes, classifier, args.delta, args.batch_size)
+    importance, scored = buffer_importance(sentences, classes, classifier, args.delta, args.batch_size,
+                                          args.max_tokens)
     seconds = time.perf_counter() - start
     rows = []
     for line, marks in zip(lines, importance):

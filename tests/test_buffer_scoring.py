@@ -54,6 +54,11 @@ def test_one_sentence_at_a_time_gives_the_same_labels():
     b, sb = buffer_importance(sentences, labels, single, batch_size=1, progress=False)
     assert all(np.array_equal(x, y) for x, y in zip(a, b)) and np.array_equal(sa, sb)
     assert batched.calls < single.calls / 4
+    small = HandClassifier()  # forwards of at most 20 padded tokens: more calls, same labels
+    c, sc = buffer_importance(sentences, labels, small, batch_size=16, max_tokens=20, progress=False)
+    assert all(np.array_equal(x, y) for x, y in zip(a, c)) and np.array_equal(sa, sc)
+    assert batched.calls < small.calls
+    assert all(len(inputs) * (max(map(len, inputs)) + 2) <= 20 or len(inputs) == 1 for inputs in small.inputs)
 
 
 def test_labels_and_sentences_must_pair_up():

@@ -12,9 +12,11 @@ later scores are not driven by earlier important tokens; the others stay. Senten
 the classifier gets wrong are not scored (all labels 0). Scoring is at the subword
 level, on exactly the token ids the classifier was trained on.
 
-The batched scorer advances a batch of sentences together: one classifier call per
-buffer position for the whole batch (sentences sorted by length so batches end
-together); ``batch_size=1`` is the one-sentence-at-a-time reference.
+The batched scorer advances a pool of ``batch_size`` sentences together (sentences
+sorted by length so a pool ends together): at each buffer position the pending inputs
+of the whole pool are sorted by length and classified in forwards of at most
+``max_tokens`` padded tokens (buffers shrink where tokens were important, so sorting
+keeps padding low). ``batch_size=1`` is the one-sentence-at-a-time reference.
 """
 
 from typing import Callable, List, Sequence, Tuple
@@ -28,7 +30,7 @@ ClassProbs = Callable[[List[np.ndarray]], np.ndarray]
 
 
 def buffer_importance(sentences: Sequence[np.ndarray], labels: Sequence[int], class_probs: ClassProbs,
-                      delta: float = 0.05, batch_size: int = 32,
+                      delta: float = 0.05, batch_size: int = 256, max_tokens: int = 2048,
                       progress: bool = True) -> Tuple[List[np.ndarray], np.ndarray]:
     """Importance labels of every token of every sentence.
 
@@ -38,6 +40,7 @@ def buffer_importance(sentences: Sequence[np.ndarray], labels: Sequence[int], cl
         class_probs: the fine-tuned classifier.
         delta: importance threshold on ``S(w_i)`` (paper 0.05; the authors' scripts 0.01).
         batch_size: sentences advanced together (1: one sentence at a time).
+        max_tokens: padded tokens per classifier call (``<s>``/``</s>`` included).
 
     Returns:
         ``(importance, scored)``: one uint8 array per sentence (1 = important) and a bool
@@ -53,31 +56,43 @@ def buffer_importance(sentences: Sequence[np.ndarray], labels: Sequence[int], cl
     scored = np.zeros(n, dtype=bool)
     bar = tqdm(total=n, desc="buffer scoring", unit="sent", disable=None if progress else True)
     for start in range(0, n, batch_size):
-        batch = order[start:start + batch_size]
-        probs = class_probs([np.asarray(sentences[i]) for i in batch])
-        confidence[batch] = probs[np.arange(len(batch)), labels[batch]]
-        scored[batch] = probs.argmax(axis=1) == labels[batch]
-        _score_batch([i for i in batch if scored[i]], sentences, labels, confidence, importance,
-                     class_probs, delta)
-        bar.update(len(batch))
+        pool = order[start:start + batch_size]
+        for chunk in _chunks(pool, lambda i: len(sentences[i]), max_tokens):
+            probs = class_probs([np.asarray(sentences[i]) for i in chunk])
+            confidence[chunk] = probs[np.arange(len(chunk)), labels[chunk]]
+            scored[chunk] = probs.argmax(axis=1) == labels[chunk]
+        _score_pool([i for i in pool if scored[i]], sentences, labels, confidence, importance,
+                    class_probs, delta, max_tokens)
+        bar.update(len(pool))
     bar.close()
     return importance, scored
 
 
-def _score_batch(batch, sentences, labels, confidence, importance, class_probs, delta):
-    """Run the buffer loop for the correctly classified sentences ``batch`` in lock step."""
-    buffers = {i: [] for i in batch}
-    longest = max((len(sentences[i]) for i in batch), default=0)
+def _chunks(items, length, max_tokens):
+    """Split ``items`` (sorted by ``length``) into runs of at most ``max_tokens`` padded tokens (+2 each)."""
+    k = 0
+    while k < len(items):
+        end = k + 1  # at least one item per call
+        while end < len(items) and (max(length(items[k]), length(items[end])) + 2) * (end - k + 1) <= max_tokens:
+            end += 1
+        yield items[k:end]
+        k = end
+
+
+def _score_pool(pool, sentences, labels, confidence, importance, class_probs, delta, max_tokens):
+    """Run the buffer loop for the correctly classified sentences ``pool`` in lock step."""
+    buffers = {i: [] for i in pool}
+    longest = max((len(sentences[i]) for i in pool), default=0)
     for position in range(longest):
-        active = [i for i in batch if len(sentences[i]) > position]
-        inputs = [np.asarray(buffers[i] + [int(sentences[i][position])]) for i in active]
-        probs = class_probs(inputs)
-        for row, i in enumerate(active):
-            score = confidence[i] - probs[row, labels[i]]  # S(w_i), Eq. 1
-            if score < delta:
-                importance[i][position] = 1  # important: left out of the buffer
-            else:
-                buffers[i].append(int(sentences[i][position]))
+        active = sorted((i for i in pool if len(sentences[i]) > position), key=lambda i: len(buffers[i]))
+        for chunk in list(_chunks(active, lambda i: len(buffers[i]) + 1, max_tokens)):  # before updates
+            probs = class_probs([np.asarray(buffers[i] + [int(sentences[i][position])]) for i in chunk])
+            for row, i in enumerate(chunk):
+                score = confidence[i] - probs[row, labels[i]]  # S(w_i), Eq. 1
+                if score < delta:
+                    importance[i][position] = 1  # important: left out of the buffer
+                else:
+                    buffers[i].append(int(sentences[i][position]))
 
 
 class SentenceClassifier:
