@@ -35,6 +35,7 @@ def load_tagger(checkpoint: str, data: str):
     import fairseq_maskplug  # noqa: F401  (safe globals, registrations)
     from fairseq import checkpoint_utils
     from fairseq.data import Dictionary
+    from fairseq.dataclass.utils import overwrite_args_by_name
 
     state = checkpoint_utils.load_checkpoint_to_cpu(checkpoint)
     task_cfg = state["cfg"]["task"]
@@ -47,8 +48,9 @@ def load_tagger(checkpoint: str, data: str):
     if os.path.exists(own) and Dictionary.load(own).symbols != Dictionary.load(target).symbols:
         raise ValueError(f"{target} is not the dictionary the tagger was trained with ({own}): binarize the "
                          "corpus with the task's dict.txt (fairseq-preprocess --srcdict)")
+    overwrite_args_by_name(state["cfg"], {"data": data})  # read once: the state above, now pointing at DATA
     try:
-        models, _, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], arg_overrides={"data": data})
+        models, _, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], state=state)
     except RuntimeError as error:  # embedding sizes differ
         raise ValueError(f"{target} does not fit the tagger's embeddings: another dictionary? ({error})") from None
     model = models[0].cuda() if torch.cuda.is_available() else models[0]

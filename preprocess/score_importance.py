@@ -50,12 +50,12 @@ def load_task_split(checkpoint, data, split, head):
         if not os.path.exists(os.path.join(data, sub, f"{split}.idx")):
             raise FileNotFoundError(f"{os.path.join(data, sub, split)}.bin/.idx not found: --data needs the "
                                     "sentence_prediction layout (input0/, label/)")
-    state = checkpoint_utils.load_checkpoint_to_cpu(checkpoint)
+    # overrides here: fairseq ignores arg_overrides when it is given a state
+    state = checkpoint_utils.load_checkpoint_to_cpu(checkpoint, arg_overrides={"data": data})
     if not any(k.startswith(f"classification_heads.{head}.") for k in state["model"]):
         raise ValueError(f"{checkpoint} is a {state['cfg']['task']['_name']} checkpoint without a classification "
                          f"head {head!r}; the classifier fine-tuned on the task (sentence_prediction) is needed")
-    models, _, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], arg_overrides={"data": data},
-                                                                  state=state)
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], state=state)
     model = models[0].cuda() if torch.cuda.is_available() else models[0]
     d, labels_dict = task.source_dictionary, task.label_dictionary
     tokens = data_utils.load_indexed_dataset(os.path.join(data, "input0", split), d)

@@ -159,3 +159,20 @@ def test_annotation_refuses_a_corpus_with_another_dictionary(tiny_data, tagger, 
                   "--data", tmp_path / "other", "--splits", "train"])
     assert result.returncode == 2 and "is not the dictionary the tagger was trained with" in result.stderr
     assert not (tmp_path / "other" / "train.importance.idx").exists()
+
+
+def test_checkpoints_whose_training_data_moved_still_score(pipeline, tagger, annotated, tmp_path):
+    """--data replaces the data path stored in the checkpoint (it may not exist on this machine)."""
+    import torch
+    for name, path in (("cls", pipeline.classifier), ("tagger", tagger.checkpoint)):
+        state = torch.load(path, map_location="cpu", weights_only=False)
+        state["cfg"]["task"]["data"] = str(tmp_path / "gone")
+        torch.save(state, tmp_path / f"{name}.pt")
+    check(run([BIN / "python", "-m", "preprocess.score_importance", "--checkpoint", tmp_path / "cls.pt",
+               "--data", pipeline.task, "--split", "valid", "--name", "moved"]))
+    assert np.array_equal(np.concatenate(side_rows(pipeline.task / "input0" / "valid.moved")),
+                          np.concatenate(side_rows(pipeline.task / "input0" / "valid.importance")))
+    check(run([BIN / "python", "-m", "preprocess.annotate_importance", "--checkpoint", tmp_path / "tagger.pt",
+               "--data", annotated.corpus, "--splits", "valid", "--name", "moved", "--max-tokens", "256"]))
+    np.testing.assert_array_equal(np.concatenate(side_rows(annotated.corpus / "valid.moved")),
+                                  np.concatenate(side_rows(annotated.corpus / "valid.importance")))
