@@ -25,6 +25,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from .heads import FramedHeadModel
+
 #: ``class_probs(inputs) -> (len(inputs), num_classes)`` class probabilities of token sequences
 ClassProbs = Callable[[List[np.ndarray]], np.ndarray]
 
@@ -95,29 +97,16 @@ def _score_pool(pool, sentences, labels, confidence, importance, class_probs, de
                     buffers[i].append(int(sentences[i][position]))
 
 
-class SentenceClassifier:
-    """``class_probs`` of a fairseq roberta model with a sentence classification head.
+class SentenceClassifier(FramedHeadModel):
+    """``class_probs`` of a fairseq roberta model with a sentence classification head:
+    a float32 softmax of the head's logits for ``<s> tokens </s>`` inputs; counts its calls."""
 
-    Each input becomes ``<s> tokens </s>``; inputs are right-padded into one batch;
-    probabilities are a float32 softmax of the head's logits.
-    """
+    head_kind = "classification head"
 
     def __init__(self, model, head_name: str, bos: int, eos: int, pad: int):
-        if head_name not in getattr(model, "classification_heads", {}):
-            raise ValueError(f"the checkpoint has no classification head {head_name!r} "
-                             f"(heads: {sorted(getattr(model, 'classification_heads', {}))})")
-        self.model = model.eval()
-        self.head_name = head_name
-        self.bos, self.eos, self.pad = bos, eos, pad
-        self.device = next(model.parameters()).device
+        super().__init__(model, head_name, bos, eos, pad)
         self.calls = 0
 
-    @torch.no_grad()
     def __call__(self, inputs: List[np.ndarray]) -> np.ndarray:
-        width = max(len(x) for x in inputs) + 2
-        batch = torch.full((len(inputs), width), self.pad, dtype=torch.long)
-        for row, x in enumerate(inputs):
-            batch[row, :len(x) + 2] = torch.as_tensor(np.concatenate([[self.bos], x, [self.eos]]))
-        logits = self.model(batch.to(self.device), features_only=True, classification_head_name=self.head_name)[0]
         self.calls += 1
-        return torch.softmax(logits.float(), dim=-1).double().cpu().numpy()
+        return torch.softmax(self.logits(inputs).float(), dim=-1).double().cpu().numpy()

@@ -12,18 +12,16 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from .heads import FramedHeadModel
 
-class TokenTagger:
+
+class TokenTagger(FramedHeadModel):
     """Scores token lines with a roberta model carrying a ``TokenTaggingHead`` named ``head_name``."""
 
+    head_kind = "tagging head"
+
     def __init__(self, model, head_name: str, bos: int, eos: int, pad: int):
-        if head_name not in getattr(model, "classification_heads", {}):
-            raise ValueError(f"the checkpoint has no tagging head {head_name!r} "
-                             f"(heads: {sorted(getattr(model, 'classification_heads', {}))})")
-        self.model = model.eval()
-        self.head_name = head_name
-        self.bos, self.eos, self.pad = bos, eos, pad
-        self.device = next(model.parameters()).device
+        super().__init__(model, head_name, bos, eos, pad)
         self.window = model.max_positions() - 2
 
     @torch.no_grad()
@@ -47,11 +45,7 @@ class TokenTagger:
             while end < len(jobs) and (jobs[end][0] + 2) * (end - k + 1) <= max_tokens:
                 end += 1
             chunk = jobs[k:end]
-            width = chunk[-1][0] + 2
-            batch = torch.full((len(chunk), width), self.pad, dtype=torch.long)
-            for r, (n, i, s) in enumerate(chunk):
-                batch[r, :n + 2] = torch.as_tensor(np.concatenate([[self.bos], lines[i][s:s + n], [self.eos]]))
-            logits = self.model(batch.to(self.device), features_only=True, classification_head_name=self.head_name)[0]
+            logits = self.logits([lines[i][s:s + n] for n, i, s in chunk])
             probs = torch.softmax(logits.float(), dim=-1)[..., 1].double().cpu().numpy()
             for r, (n, i, s) in enumerate(chunk):
                 out[i][s:s + n] = probs[r, 1:n + 1]

@@ -60,10 +60,6 @@ class TaggingTargets(BaseWrapperDataset):
         target[np.isin(self.tokens[index].numpy(), self.special_ids)] = IGNORE
         return torch.from_numpy(target)
 
-    def set_epoch(self, epoch):
-        super().set_epoch(epoch)
-        self.tokens.set_epoch(epoch)
-
 
 @register_task("token_importance", dataclass=TokenImportanceConfig)
 class TokenImportanceTask(FairseqTask):
