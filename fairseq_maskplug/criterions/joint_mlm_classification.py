@@ -11,37 +11,43 @@ from ..evaluate import f1_from_counts
 
 @register_criterion("joint_mlm_classification")
 class JointMLMClassificationCriterion(FairseqCriterion):
-    """``CE_cls / sentences + mlm_weight * CE_mlm / masked tokens`` (``--mlm-weight`` of the task).
+    """``w_cls · CE_cls / sentences + w_mlm · CE_mlm / masked tokens``.
 
-    Each term is normalised by its own sample size, and the returned sample size is 1:
-    fairseq divides gradients by the summed sample size, which then averages over
-    micro-batches (``--update-freq``) and workers. Logs ``cls_loss`` (per sentence),
-    ``mlm_loss`` (per masked token), ``accuracy`` and ``macro_f1`` (in %).
+    The weights come from the task: ``(1, --mlm-weight)``, or META-TARTAN's softmax
+    weights with ``--loss-weighting tartan``. Each term is normalised by its own sample
+    size, and the returned sample size is 1: fairseq divides gradients by the summed
+    sample size, which then averages over micro-batches (``--update-freq``) and workers.
+    Logs ``cls_loss`` (per sentence), ``mlm_loss`` (per masked token), ``accuracy`` and
+    ``macro_f1`` (in %), ``w_mlm``, and with META-TARTAN the mean cosines ``cos_cls`` and
+    ``cos_mlm`` between each objective's encoder gradient and the dev gradient.
     """
 
     def __init__(self, task):
         super().__init__(task)
         self.head = task.cfg.classification_head_name
-        self.mlm_weight = task.cfg.mlm_weight
         self.num_classes = task.cfg.num_classes
         self.pad = task.source_dictionary.pad()
 
-    def forward(self, model, sample, reduce=True):
+    def objective_losses(self, model, sample, with_mlm=True):
+        """``({"cls": CE_cls / sentences, "mlm": CE_mlm / masked tokens}, logging output)``.
+
+        Without ``with_mlm`` (or without masked tokens) the MLM loss is a constant 0 and
+        the masked copy is not run through the model.
+        """
         logits, _ = model(**sample["net_input"], features_only=True, classification_head_name=self.head)
         labels = sample["target"].view(-1)
         cls_loss = F.cross_entropy(logits.float(), labels, reduction="sum")
         mlm_tokens, mlm_target = sample["mlm"]["src_tokens"], sample["mlm"]["target"]
         masked = mlm_target.ne(self.pad)
         n_masked = int(masked.sum())
-        if self.mlm_weight > 0 and n_masked > 0:
+        if with_mlm and n_masked > 0:
             mlm_logits = model(mlm_tokens, masked_tokens=masked)[0]
             mlm_loss = F.cross_entropy(mlm_logits.float(), mlm_target[masked], reduction="sum")
         else:
             mlm_loss = cls_loss.new_zeros(())
-        loss = cls_loss / labels.numel() + self.mlm_weight * mlm_loss / max(n_masked, 1)
         predictions = logits.argmax(dim=-1)
         logging_output = {
-            "loss": float(loss), "cls_loss": float(cls_loss), "mlm_loss": float(mlm_loss),
+            "cls_loss": float(cls_loss.detach()), "mlm_loss": float(mlm_loss.detach()),
             "n_masked": n_masked, "nsentences": labels.numel(), "ntokens": sample["ntokens"],
             "sample_size": 1, "ncorrect": int((predictions == labels).sum()),
         }
@@ -49,6 +55,18 @@ class JointMLMClassificationCriterion(FairseqCriterion):
             logging_output[f"tp{c}"] = int(((predictions == c) & (labels == c)).sum())
             logging_output[f"fp{c}"] = int(((predictions == c) & (labels != c)).sum())
             logging_output[f"fn{c}"] = int(((predictions != c) & (labels == c)).sum())
+        return {"cls": cls_loss / labels.numel(), "mlm": mlm_loss / max(n_masked, 1)}, logging_output
+
+    @staticmethod
+    def weighted_logging(loss, weights):
+        """Logging entries of the weighted loss and of the MLM weight in force."""
+        return {"loss": float(loss.detach()), "w_mlm": weights["mlm"], "weighted_batches": 1}
+
+    def forward(self, model, sample, reduce=True):
+        weights = self.task.objective_weights(model)
+        losses, logging_output = self.objective_losses(model, sample, with_mlm=weights["mlm"] > 0)
+        loss = weights["cls"] * losses["cls"] + weights["mlm"] * losses["mlm"]
+        logging_output.update(self.weighted_logging(loss, weights))
         return loss, 1, logging_output
 
     @staticmethod
@@ -60,6 +78,13 @@ class JointMLMClassificationCriterion(FairseqCriterion):
         if masked:
             metrics.log_scalar("mlm_loss", total("mlm_loss") / masked / math.log(2), masked, round=3)
         metrics.log_scalar("accuracy", 100.0 * total("ncorrect") / sentences, sentences, round=1)
+        if total("weighted_batches"):
+            metrics.log_scalar("w_mlm", total("w_mlm") / total("weighted_batches"), total("weighted_batches"),
+                               round=4)
+        for objective in ("cls", "mlm"):
+            n = total(f"tartan_cos_{objective}_n")
+            if n:
+                metrics.log_scalar(f"cos_{objective}", total(f"tartan_cos_{objective}") / n, n, round=4)
         classes = sorted(int(k[2:]) for k in logging_outputs[0] if k.startswith("tp")) if logging_outputs else []
         for c in classes:
             for kind in ("tp", "fp", "fn"):

@@ -3,6 +3,8 @@
 L3Masking (Kimura et al.) and TARTAN (Dery et al.): while a roberta encoder is
 fine-tuned on a classification task, the same task texts also feed a masked-LM loss
 whose masks come from any registered policy (``random`` = the paper's RTM, ``l3``, ...).
+The two losses are weighted either by fixed weights or the META-TARTAN way
+(``--loss-weighting tartan``, see :mod:`fairseq_maskplug.weighting.meta_tartan`).
 """
 
 import contextlib
@@ -10,15 +12,23 @@ import os
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
+import numpy as np
 import torch
+from fairseq import utils
 from fairseq.data import (BaseWrapperDataset, Dictionary, IdDataset, NestedDictionaryDataset, NumelDataset,
                           NumSamplesDataset, OffsetTokensDataset, RightPadDataset, StripTokenDataset, data_utils)
+from fairseq.dataclass import ChoiceEnum
+from fairseq.optim.amp_optimizer import AMPOptimizer
 from omegaconf import OmegaConf, open_dict
 
 from ..data import PolicyMaskedDataset
 from ..masking import build_mask_policy
+from ..weighting import meta_tartan
+from .mask_stats import mask_statistics
 from .masked_lm_base import MaskedLMBaseTask, MaskingConfig
 from .policy_options import register_policy_task
+
+OBJECTIVES = ("cls", "mlm")
 
 
 @dataclass
@@ -31,6 +41,25 @@ class JointConfig(MaskingConfig):
                 "loss has weight 1; each loss is first normalised by its own sample size"})
     classification_head_name: str = field(default="sentence_classification_head", metadata={
         "help": "name of the classification head (as fairseq sentence_prediction)"})
+    loss_weighting: ChoiceEnum(["fixed", "tartan"]) = field(default="fixed", metadata={
+        "help": "fixed: loss = L_cls + mlm_weight * L_mlm; tartan: META-TARTAN, loss = w_cls L_cls + "
+                "w_mlm L_mlm with w = softmax(lambda), lambda_k += tartan_meta_lr * cos(g_dev, g_k) after "
+                "every update (g: gradients over the encoder; g_dev from a dev head fitted on dev data)"})
+    tartan_meta_lr: float = field(default=0.01, metadata={
+        "help": "META-TARTAN: learning rate of the weight logits (authors: --meta-lr-weight 1e-2)"})
+    tartan_dev_subset: str = field(default="valid", metadata={
+        "help": "META-TARTAN: labelled split the dev head and dev gradient are drawn from (the authors "
+                "use the validation set, which then also selects checkpoints)"})
+    tartan_dev_fit_size: int = field(default=32, metadata={
+        "help": "META-TARTAN: dev sentences the dev head is fitted on, per step (authors: --dev_batch_sz 32)"})
+    tartan_dev_batch_size: int = field(default=64, metadata={
+        "help": "META-TARTAN: further dev sentences the dev gradient is computed on (authors: 64)"})
+    tartan_dev_head_steps: int = field(default=10, metadata={
+        "help": "META-TARTAN: AdamW steps fitting the fresh dev head (authors: --classf_ft_iters 10)"})
+    tartan_dev_head_lr: float = field(default=1e-3, metadata={
+        "help": "META-TARTAN: dev head learning rate (authors: --classf_dev_lr 1e-3)"})
+    tartan_dev_head_weight_decay: float = field(default=0.1, metadata={
+        "help": "META-TARTAN: dev head weight decay (authors: --classf_dev_wd 0.1)"})
 
 
 @register_policy_task("joint_mlm_classification", dataclass=JointConfig)
@@ -50,6 +79,7 @@ class JointMLMClassificationTask(MaskedLMBaseTask):
         super().__init__(cfg, dictionary)
         self.label_dictionary = label_dictionary
         self.policy = build_mask_policy(cfg.mask_policy, cfg)
+        self._tartan_cosines = []  # per micro-batch of the current update attempt
 
     @classmethod
     def setup_task(cls, cfg, **kwargs):
@@ -111,10 +141,117 @@ class JointMLMClassificationTask(MaskedLMBaseTask):
             cfg.max_positions = self.cfg.tokens_per_sample
         model = models.build_model(cfg, self, from_checkpoint)
         model.register_classification_head(self.cfg.classification_head_name, num_classes=self.cfg.num_classes)
+        if self.cfg.loss_weighting == "tartan":
+            model.meta_tartan = meta_tartan.MetaTartanWeights(OBJECTIVES)
         return model
+
+    def objective_weights(self, model):
+        """``{"cls": w_cls, "mlm": w_mlm}``: ``(1, --mlm-weight)``, or META-TARTAN's softmax weights."""
+        if self.cfg.loss_weighting == "tartan":
+            return _unwrap(model).meta_tartan.weights()
+        return {"cls": 1.0, "mlm": self.cfg.mlm_weight}
+
+    def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
+        if self.cfg.loss_weighting != "tartan":
+            return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
+        return self._tartan_train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
+
+    def _tartan_train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad):
+        """One micro-batch of META-TARTAN: per-objective gradients, the dev gradient, their
+        cosines (kept until the update ends), and the weighted objective's gradient."""
+        model.train()
+        model.set_num_updates(update_num)
+        bare = _unwrap(model)
+        params = [p for p in model.parameters() if p.requires_grad]
+        if all(p.grad is None for p in params):  # fairseq clears gradients when an update attempt starts
+            self._tartan_cosines = []
+        weights = self.objective_weights(model)
+        with torch.cuda.amp.autocast(enabled=isinstance(optimizer, AMPOptimizer)):
+            losses, logging_output = criterion.objective_losses(model, sample, with_mlm=True)
+        loss = sum(weights[k] * losses[k] for k in OBJECTIVES)
+        logging_output.update(criterion.weighted_logging(loss, weights))
+        logging_output.update(mask_statistics(*self.mlm_batch(sample), self.dictionary))
+        if ignore_grad:
+            optimizer.backward(loss * 0)
+            return loss, 1, logging_output
+        scale = meta_tartan.loss_scale(optimizer)
+        grads = {k: _gradients(losses[k] * scale, params) for k in OBJECTIVES}
+        in_body = {id(p) for p in bare.encoder.sentence_encoder.parameters()}
+        body = [i for i, p in enumerate(params) if id(p) in in_body]
+        fit, probe = self._dev_batches(update_num, len(self._tartan_cosines), params[0].device)
+        g_dev = meta_tartan.dev_gradient(
+            bare, bare.classification_heads[self.cfg.classification_head_name], [params[i] for i in body], fit,
+            probe, seed=int(self._tartan_seed(update_num, len(self._tartan_cosines))[0]),
+            steps=self.cfg.tartan_dev_head_steps,
+            lr=self.cfg.tartan_dev_head_lr, weight_decay=self.cfg.tartan_dev_head_weight_decay, scale=scale)
+        cosines = [meta_tartan.cosine(g_dev, [grads[k][i] for i in body]) for k in OBJECTIVES]
+        self._tartan_cosines.append(cosines)
+        meta_tartan.backward_combination(optimizer, params, grads, weights, scale)
+        for k, c in zip(OBJECTIVES, cosines):
+            logging_output[f"tartan_cos_{k}"] = 0.0 if c is None else c
+            logging_output[f"tartan_cos_{k}_n"] = int(c is not None)
+        return loss, 1, logging_output
+
+    def _tartan_seed(self, update_num, micro_batch):
+        """Seeds of one micro-batch's dev draws: fixed by (seed, update, worker, micro-batch), so a
+        resumed run draws what the uninterrupted one drew."""
+        rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
+        return np.random.SeedSequence([self.cfg.seed, update_num, rank, micro_batch]).generate_state(2)
+
+    def _dev_batches(self, update_num, micro_batch, device):
+        """Two disjoint random batches of the dev subset: the dev head's fit batch and the probe batch."""
+        split = self.cfg.tartan_dev_subset
+        if split not in self.datasets:
+            self.load_dataset(split)
+        dataset = self.datasets[split]
+        sizes = (self.cfg.tartan_dev_fit_size, self.cfg.tartan_dev_batch_size)
+        if len(dataset) < sum(sizes):
+            raise ValueError(f"--tartan-dev-subset {split} has {len(dataset)} items, fewer than "
+                             f"--tartan-dev-fit-size + --tartan-dev-batch-size = {sum(sizes)}")
+        rng = np.random.default_rng(self._tartan_seed(update_num, micro_batch)[1])
+        order = rng.choice(len(dataset), size=sum(sizes), replace=False)
+        batches = []
+        for chosen in (order[:sizes[0]], order[sizes[0]:]):
+            batch = dataset.collater([dataset[int(i)] for i in chosen])
+            batches.append(utils.apply_to_sample(lambda t: t.to(device), batch))
+        return batches
+
+    def optimizer_step(self, optimizer, model, update_num):
+        """The parameter update, then META-TARTAN's weight update from the update's mean cosines
+        (averaged over micro-batches and workers)."""
+        super().optimizer_step(optimizer, model, update_num)
+        if self.cfg.loss_weighting != "tartan":
+            return
+        weights = _unwrap(model).meta_tartan
+        sums = torch.zeros(2, len(OBJECTIVES), dtype=torch.float64, device=weights.logits.device)
+        for cosines in self._tartan_cosines:
+            for k, c in enumerate(cosines):
+                if c is not None:
+                    sums[0, k] += c
+                    sums[1, k] += 1
+        if torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1:
+            from fairseq.distributed import utils as distributed_utils
+            distributed_utils.all_reduce(sums, group=distributed_utils.get_data_parallel_group())
+        means = [float(s / n) if n > 0 else None for s, n in sums.T.tolist()]
+        weights.step(means, self.cfg.tartan_meta_lr)
+        self._tartan_cosines = []
 
     def mlm_batch(self, sample):
         return sample["mlm"]["src_tokens"], sample["mlm"]["target"]
+
+
+def _unwrap(model):
+    """The model inside fairseq's distributed wrappers."""
+    while hasattr(model, "module"):
+        model = model.module
+    return model
+
+
+def _gradients(loss, params):
+    """``d loss / d params`` (None where a parameter is not reached; all None without a graph)."""
+    if not loss.requires_grad:
+        return [None] * len(params)
+    return list(torch.autograd.grad(loss, params, allow_unused=True))
 
 
 class _Labels(BaseWrapperDataset):

@@ -1,0 +1,3 @@
+"""How the objectives of a multi-task run are weighted (META-TARTAN)."""
+
+from .meta_tartan import MetaTartanWeights, cosine  # noqa: F401
