@@ -3,15 +3,24 @@
 # pseudo-likelihoods (PLL-word-l2r) of the MR texts; then joint classification + auxiliary
 # MLM fine-tuning with STL (no MLM), RTM (random masks) and L3 (masks from 1 - PLT) ->
 # table of accuracy and macro-F1 (mean +- std over seeds), like the paper's Table 3.
+# As in the paper, RTM and L3 weight the two losses the META-TARTAN way.
 #
-# Knobs: L3_MEAN p_bar (0.15), L3_MLM_WEIGHT (1.0), L3_EPOCHS (10), L3_PATIENCE (3),
-# L3_SEEDS ("1"), and those of recipes/lib.sh.
+# Knobs: L3_MEAN p_bar (0.15), L3_WEIGHTING (tartan, or fixed: loss = cls + L3_MLM_WEIGHT * mlm),
+# L3_MLM_WEIGHT (1.0), L3_META_LR (0.01), L3_EPOCHS (10), L3_PATIENCE (3), L3_SEEDS ("1"),
+# and those of recipes/lib.sh.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup_env.sh"
 source "$MASKPLUG_ROOT/recipes/lib.sh"  # cd to the repository root, WORK
 
 MEAN="${L3_MEAN:-0.15}"
-WEIGHT="${L3_MLM_WEIGHT:-1.0}"
+WEIGHTING="${L3_WEIGHTING:-tartan}"
+if [ "$WEIGHTING" = tartan ]; then
+    AUX_ARGS=(--loss-weighting tartan --tartan-meta-lr "${L3_META_LR:-0.01}")
+elif [ "$WEIGHTING" = fixed ]; then
+    AUX_ARGS=(--loss-weighting fixed --mlm-weight "${L3_MLM_WEIGHT:-1.0}")
+else
+    echo "L3_WEIGHTING must be tartan or fixed, not '$WEIGHTING'" >&2; exit 2
+fi
 EPOCHS="${L3_EPOCHS:-10}"
 PATIENCE="${L3_PATIENCE:-3}"
 SEEDS="${L3_SEEDS:-1}"
@@ -47,21 +56,28 @@ joint_finetune() {
     done
 }
 
-echo "[3/3] joint fine-tuning: STL, RTM, L3 (up to $EPOCHS epochs, patience $PATIENCE, seeds: $SEEDS)"
+echo "[3/3] joint fine-tuning: STL, RTM, L3 ($WEIGHTING weights; up to $EPOCHS epochs, patience $PATIENCE, seeds: $SEEDS)"
 mkdir -p "$OUT/results"
 for seed in $SEEDS; do
     stage "l3_stl__seed$seed" "$WORK/logs/l3_stl__seed$seed.log" joint_finetune STL "$seed" --mlm-weight 0
-    stage "l3_rtm__seed$seed" "$WORK/logs/l3_rtm__seed$seed.log" joint_finetune RTM "$seed" \
-        --mlm-weight "$WEIGHT" --mask-policy random --mask-prob "$MEAN"
-    stage "l3_l3__seed$seed" "$WORK/logs/l3_l3__seed$seed.log" joint_finetune L3 "$seed" \
-        --mlm-weight "$WEIGHT" --mask-policy l3 --l3-track plt --l3-mean "$MEAN"
+    stage "l3_rtm_${WEIGHTING}__seed$seed" "$WORK/logs/l3_rtm_${WEIGHTING}__seed$seed.log" \
+        joint_finetune "RTM-$WEIGHTING" "$seed" "${AUX_ARGS[@]}" --mask-policy random --mask-prob "$MEAN"
+    stage "l3_l3_${WEIGHTING}__seed$seed" "$WORK/logs/l3_l3_${WEIGHTING}__seed$seed.log" \
+        joint_finetune "L3-$WEIGHTING" "$seed" "${AUX_ARGS[@]}" --mask-policy l3 --l3-track plt --l3-mean "$MEAN"
 done
 
 echo
 echo "L3 run, realised mask rate (last training epoch):"
-last_record "$WORK/logs/l3_l3__seed${SEEDS%% *}.log" train | python -c \
+last_record "$WORK/logs/l3_l3_${WEIGHTING}__seed${SEEDS%% *}.log" train | python -c \
     "import json,sys; r=json.load(sys.stdin); print('train_mask_rate', r['train_mask_rate'], 'masks_per_seq', r['train_masks_per_seq'])"
+if [ "$WEIGHTING" = tartan ]; then
+    echo "META-TARTAN, last training epoch (mean MLM weight, mean cosines with the dev gradient):"
+    for row in rtm l3; do
+        last_record "$WORK/logs/l3_${row}_tartan__seed${SEEDS%% *}.log" train | python -c \
+            "import json,sys; r=json.load(sys.stdin); print('$row', 'w_mlm', r['train_w_mlm'], 'cos_cls', r['train_cos_cls'], 'cos_mlm', r['train_cos_mlm'])"
+    done
+fi
 echo
 echo "MR sentence polarity, joint fine-tuning from the vanilla model (accuracy and macro-F1 in %):"
-python recipes/results_table.py "$OUT/results" --rows STL,RTM,L3
+python recipes/results_table.py "$OUT/results" --rows "STL,RTM-$WEIGHTING,L3-$WEIGHTING"
 echo "finished in $(( (SECONDS - started) / 60 )) min $(( (SECONDS - started) % 60 )) s"
