@@ -224,7 +224,9 @@ def test_tartan_finetunes_a_vanilla_checkpoint_and_the_result_evaluates(tiny_dat
     assert '"n": 40' in scored.stdout
 
 
-def test_dev_subset_smaller_than_the_draws_is_rejected(task_dir, tmp_path):
+def test_dev_subset_smaller_than_the_draws_and_a_fixed_mlm_weight_are_rejected(task_dir, tmp_path):
     result = tartan_train(task_dir, tmp_path / "x", "--tartan-dev-batch-size", "40", "--max-epoch", "1")
     assert result.returncode != 0
     assert "--tartan-dev-subset valid has 40 items, fewer than" in result.stderr
+    result = tartan_train(task_dir, tmp_path / "y", "--mlm-weight", "0.5", "--max-epoch", "1")
+    assert result.returncode != 0 and "--mlm-weight applies to --loss-weighting fixed" in result.stderr

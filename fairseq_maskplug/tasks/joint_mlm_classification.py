@@ -37,8 +37,9 @@ class JointConfig(MaskingConfig):
     mask_policy: str = field(default="random", metadata={
         "help": "policy of the auxiliary MLM (random = RTM; l3 needs a PLT track from preprocess.score_pll)"})
     mlm_weight: float = field(default=1.0, metadata={
-        "help": "weight of the auxiliary MLM loss (0: classification only, STL); the classification "
-                "loss has weight 1; each loss is first normalised by its own sample size"})
+        "help": "with --loss-weighting fixed: weight of the auxiliary MLM loss (0: classification only, "
+                "STL); the classification loss has weight 1; each loss is first normalised by its own "
+                "sample size"})
     classification_head_name: str = field(default="sentence_classification_head", metadata={
         "help": "name of the classification head (as fairseq sentence_prediction)"})
     loss_weighting: ChoiceEnum(["fixed", "tartan"]) = field(default="fixed", metadata={
@@ -77,6 +78,8 @@ class JointMLMClassificationTask(MaskedLMBaseTask):
 
     def __init__(self, cfg, dictionary, label_dictionary):
         super().__init__(cfg, dictionary)
+        if cfg.loss_weighting == "tartan" and cfg.mlm_weight != 1.0:
+            raise ValueError("--mlm-weight applies to --loss-weighting fixed; with tartan the weights are learned")
         self.label_dictionary = label_dictionary
         self.policy = build_mask_policy(cfg.mask_policy, cfg)
         self._tartan_cosines = []  # per micro-batch of the current update attempt
@@ -157,16 +160,15 @@ class JointMLMClassificationTask(MaskedLMBaseTask):
         return self._tartan_train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
 
     def _tartan_train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad):
-        """One micro-batch of META-TARTAN: per-objective gradients, the dev gradient, their
-        cosines (kept until the update ends), and the weighted objective's gradient."""
+        """One micro-batch of META-TARTAN: per-objective gradients, their cosines with the dev
+        gradient (kept until the update ends), and the weighted objective's gradient."""
         model.train()
         model.set_num_updates(update_num)
-        bare = _unwrap(model)
         params = [p for p in model.parameters() if p.requires_grad]
         if all(p.grad is None for p in params):  # fairseq clears gradients when an update attempt starts
             self._tartan_cosines = []
         weights = self.objective_weights(model)
-        with torch.cuda.amp.autocast(enabled=isinstance(optimizer, AMPOptimizer)):
+        with torch.autocast("cuda", enabled=isinstance(optimizer, AMPOptimizer)):
             losses, logging_output = criterion.objective_losses(model, sample, with_mlm=True)
         loss = sum(weights[k] * losses[k] for k in OBJECTIVES)
         logging_output.update(criterion.weighted_logging(loss, weights))
@@ -176,21 +178,27 @@ class JointMLMClassificationTask(MaskedLMBaseTask):
             return loss, 1, logging_output
         scale = meta_tartan.loss_scale(optimizer)
         grads = {k: _gradients(losses[k] * scale, params) for k in OBJECTIVES}
-        in_body = {id(p) for p in bare.encoder.sentence_encoder.parameters()}
-        body = [i for i, p in enumerate(params) if id(p) in in_body]
-        fit, probe = self._dev_batches(update_num, len(self._tartan_cosines), params[0].device)
-        g_dev = meta_tartan.dev_gradient(
-            bare, bare.classification_heads[self.cfg.classification_head_name], [params[i] for i in body], fit,
-            probe, seed=int(self._tartan_seed(update_num, len(self._tartan_cosines))[0]),
-            steps=self.cfg.tartan_dev_head_steps,
-            lr=self.cfg.tartan_dev_head_lr, weight_decay=self.cfg.tartan_dev_head_weight_decay, scale=scale)
-        cosines = [meta_tartan.cosine(g_dev, [grads[k][i] for i in body]) for k in OBJECTIVES]
+        cosines = self._dev_cosines(_unwrap(model), params, grads, update_num, scale)
         self._tartan_cosines.append(cosines)
         meta_tartan.backward_combination(optimizer, params, grads, weights, scale)
         for k, c in zip(OBJECTIVES, cosines):
             logging_output[f"tartan_cos_{k}"] = 0.0 if c is None else c
             logging_output[f"tartan_cos_{k}_n"] = int(c is not None)
         return loss, 1, logging_output
+
+    def _dev_cosines(self, model, params, grads, update_num, scale):
+        """``[cos(g_dev, g_k) for k in OBJECTIVES]`` over the encoder's parameters, with a dev
+        head and dev batches drawn for this update and micro-batch."""
+        in_body = {id(p) for p in model.encoder.sentence_encoder.parameters()}
+        body = [i for i, p in enumerate(params) if id(p) in in_body]
+        micro_batch = len(self._tartan_cosines)
+        fit, probe = self._dev_batches(update_num, micro_batch, params[0].device)
+        cfg = self.cfg
+        g_dev = meta_tartan.dev_gradient(
+            model, model.classification_heads[cfg.classification_head_name], [params[i] for i in body], fit, probe,
+            seed=int(self._tartan_seed(update_num, micro_batch)[0]), steps=cfg.tartan_dev_head_steps,
+            lr=cfg.tartan_dev_head_lr, weight_decay=cfg.tartan_dev_head_weight_decay, scale=scale)
+        return [meta_tartan.cosine(g_dev, [grads[k][i] for i in body]) for k in OBJECTIVES]
 
     def _tartan_seed(self, update_num, micro_batch):
         """Seeds of one micro-batch's dev draws: fixed by (seed, update, worker, micro-batch), so a
