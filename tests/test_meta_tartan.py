@@ -2,12 +2,15 @@
 gradients in process on a real fairseq task and model, then real fairseq-train runs."""
 
 import math
+import socket
+import subprocess
 
 import numpy as np
 import pytest
 import torch
 
-from fairseq_helpers import BIN, CPU_RUN, TINY_ROBERTA, assert_same_params, check, json_logs, model_params, run
+from fairseq_helpers import (BIN, CPU_RUN, REPO, TINY_ROBERTA, assert_same_params, check, json_logs, model_params,
+                             run)
 from fairseq_maskplug.weighting import meta_tartan
 from fairseq_maskplug.weighting.meta_tartan import MetaTartanWeights, cosine
 from test_finetune_e2e import write_task
@@ -204,9 +207,39 @@ def test_tartan_training_follows_the_logged_cosines_and_resumes_exactly(task_dir
                                    + 0.5 * (float(last["cos_mlm"]) - float(last["cos_cls"])))))
     assert final == pytest.approx(expected, abs=1e-3)
 
+    # each logit is eta times the sum of its objective's logged mean cosines
+    logits_from_log = [0.5 * sum(float(r[f"cos_{k}"]) for r in steps) for k in ("cls", "mlm")]
+    assert logits.tolist() == pytest.approx(logits_from_log, abs=30 * 0.5 * 5e-5)
+
     check(tartan_train(task_dir, tmp_path / "parts", *common, "--max-update", "13"))
     check(tartan_train(task_dir, tmp_path / "parts", *common, "--max-update", "30"))
     assert_same_params(tmp_path / "whole" / "checkpoint_last.pt", tmp_path / "parts" / "checkpoint_last.pt")
+
+
+def test_two_workers_update_the_weights_with_the_cosines_averaged_over_both(task_dir, tmp_path):
+    """Two CPU processes (gloo, legacy_ddp): each worker's cosines differ, the weight update
+    uses their mean, so every logit is eta x the sum of the logged (all-worker) mean cosines."""
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        port = s.getsockname()[1]
+    at = CPU_RUN.index("--distributed-world-size")
+    cpu_run = CPU_RUN[:at] + CPU_RUN[at + 2:]
+    common = [BIN / "fairseq-train", task_dir, "--user-dir", REPO / "fairseq_maskplug", "--task",
+              "joint_mlm_classification", "--criterion", "joint_mlm_classification", "--num-classes", "2",
+              "--tokens-per-sample", "32", "--save-dir", tmp_path / "ck", "--no-epoch-checkpoints", *TINY_ROBERTA,
+              *cpu_run, *TARTAN, "--tartan-meta-lr", "0.5", "--max-update", "12", "--distributed-world-size", "2",
+              "--distributed-init-method", f"tcp://localhost:{port}", "--distributed-no-spawn",
+              "--distributed-backend", "gloo", "--ddp-backend", "legacy_ddp", "--device-id", "0"]
+    workers = [subprocess.Popen([str(a) for a in common + ["--distributed-rank", str(r)]], cwd=REPO, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for r in (0, 1)]
+    outputs = [w.communicate(timeout=300)[0] for w in workers]
+    assert [w.returncode for w in workers] == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
+    result = subprocess.CompletedProcess([], 0, outputs[0], "")
+    steps = json_logs(result, "train_inner")
+    assert len(steps) == 12 and int(steps[0]["bsz"]) == 16  # 8 sentences on each of 2 workers
+    logits = model_params(tmp_path / "ck" / "checkpoint_last.pt")["meta_tartan.logits"]
+    expected = [0.5 * sum(float(r[f"cos_{k}"]) for r in steps) for k in ("cls", "mlm")]
+    assert logits.tolist() == pytest.approx(expected, abs=12 * 0.5 * 5e-5)
 
 
 def test_tartan_finetunes_a_vanilla_checkpoint_and_the_result_evaluates(tiny_data, task_dir, tmp_path):

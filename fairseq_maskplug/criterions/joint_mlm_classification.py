@@ -89,9 +89,9 @@ class JointMLMClassificationCriterion(FairseqCriterion):
         for c in classes:
             for kind in ("tp", "fp", "fn"):
                 metrics.log_scalar_sum(f"_{kind}{c}", total(f"{kind}{c}"))
-        if classes:
+        if classes:  # float(): summed across workers, the counts are tensors
             metrics.log_derived("macro_f1", lambda meters: round(100.0 * sum(
-                f1_from_counts(meters[f"_tp{c}"].sum, meters[f"_fp{c}"].sum, meters[f"_fn{c}"].sum)
+                f1_from_counts(*(float(meters[f"_{kind}{c}"].sum) for kind in ("tp", "fp", "fn")))
                 for c in classes)
                 / len(classes), 2))
 

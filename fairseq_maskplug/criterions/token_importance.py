@@ -56,7 +56,8 @@ class TokenImportanceCriterion(FairseqCriterion):
             metrics.log_scalar("loss", total("loss") / n / math.log(2), n, round=3)
         for kind in ("tp", "fp", "fn"):
             metrics.log_scalar_sum(f"_{kind}", total(kind))
-        tp, fp, fn = (lambda m, k=k: m[f"_{k}"].sum for k in ("tp", "fp", "fn"))
+        # float(): summed across workers, the counts are tensors
+        tp, fp, fn = (lambda m, k=k: float(m[f"_{k}"].sum) for k in ("tp", "fp", "fn"))
         metrics.log_derived("precision", lambda m: round(100.0 * tp(m) / max(tp(m) + fp(m), 1), 2))
         metrics.log_derived("recall", lambda m: round(100.0 * tp(m) / max(tp(m) + fn(m), 1), 2))
         metrics.log_derived("f1", lambda m: round(100.0 * f1_from_counts(tp(m), fp(m), fn(m)), 2))

@@ -112,7 +112,7 @@ def fit_dev_head(head: nn.Module, features: torch.Tensor, labels: torch.Tensor, 
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
     return losses
 
 
