@@ -1,4 +1,6 @@
-"""META-TARTAN loss weighting (Dery et al. 2022, "Should we be pre-training?", §3.2, Alg. 1).
+"""META-TARTAN loss weighting (Dery et al. 2022, "Should We Be Pre-training? An Argument for
+End-task Aware Training as an Alternative"), the multi-task framework L3Masking trains in
+(Kimura et al., §4.1).
 
 The end task and its auxiliary objectives are weighted by ``w = softmax(λ)``. At every
 update, each objective's gradient ``g_k`` over the shared body (the encoder) is compared
@@ -161,7 +163,7 @@ def backward_combination(optimizer, params: Sequence[nn.Parameter], grads: Dict[
     ``grads[k]`` were computed on the loss multiplied by ``scale``. A linear surrogate
     ``Σ_p <p, Σ_k w_k g_k,p / scale>`` is back-propagated, so fairseq's loss scaling,
     gradient accumulation and all-reduce see an ordinary backward whose gradients equal the
-    weighted objective's, without a third backward through the network. Parameters no
+    weighted objective's, without another backward through the network. Parameters no
     objective reaches keep no gradient.
     """
     surrogate = None
