@@ -83,7 +83,7 @@ def task_dir(tiny_data, tmp_path_factory):
 
 
 def build(task_dir, *extra):
-    """task, model, criterion and optimizer as fairseq-train builds them (dropout off)."""
+    """task, model, criterion, optimizer and config as fairseq-train builds them (dropout off)."""
     from fairseq import optim, options, tasks
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
@@ -99,7 +99,7 @@ def build(task_dir, *extra):
     for split in ("train", "valid"):
         task.load_dataset(split)
     optimizer = optim.build_optimizer(cfg.optimizer, [p for p in model.parameters() if p.requires_grad])
-    return task, model, criterion, optimizer
+    return task, model, criterion, optimizer, cfg
 
 
 def first_batch(task, n=8):
@@ -108,7 +108,7 @@ def first_batch(task, n=8):
 
 
 def test_train_step_gradient_is_the_weighted_objectives_and_cosines_match(task_dir):
-    task, model, criterion, optimizer = build(task_dir)
+    task, model, criterion, optimizer, _ = build(task_dir)
     model.meta_tartan.logits.copy_(torch.tensor([0.3, -0.2], dtype=torch.float64))
     sample = first_batch(task)
     optimizer.zero_grad()
@@ -151,8 +151,34 @@ def test_train_step_gradient_is_the_weighted_objectives_and_cosines_match(task_d
     assert -1 <= cos_cls <= 1 and -1 <= cos_mlm <= 1
 
 
+def test_half_precision_step_scales_like_fairseq_and_keeps_float64_weights(task_dir):
+    """--memory-efficient-fp16 (runs on CPU): gradients arrive multiplied by the loss scale,
+    as fairseq's own backward leaves them, and equal the weighted objective's."""
+    from fairseq.optim.fp16_optimizer import MemoryEfficientFP16Optimizer
+
+    task, model, criterion, _, cfg = build(task_dir, "--memory-efficient-fp16")
+    model.half()
+    assert model.meta_tartan.logits.dtype == torch.float64
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = MemoryEfficientFP16Optimizer.build_optimizer(cfg, params)
+    scale = meta_tartan.loss_scale(optimizer)
+    assert scale == optimizer.scaler.loss_scale > 1
+    sample = first_batch(task)
+    optimizer.zero_grad()
+    task.train_step(sample, model, criterion, optimizer, update_num=0)
+    stepped = [p.grad.float() / scale for p in params]
+    assert all(g.dtype == torch.float32 for g in stepped) and all(p.grad.dtype == torch.float16 for p in params)
+    w = model.meta_tartan.weights()
+    for p in params:
+        p.grad = None
+    losses, _ = criterion.objective_losses(model, sample)
+    ((w["cls"] * losses["cls"] + w["mlm"] * losses["mlm"]) * scale).backward()
+    for got, p in zip(stepped, params):
+        torch.testing.assert_close(got, p.grad.float() / scale, rtol=2e-2, atol=1e-4)
+
+
 def test_update_moves_logits_by_meta_lr_times_the_mean_cosine_over_micro_batches(task_dir):
-    task, model, criterion, optimizer = build(task_dir, "--tartan-meta-lr", "0.3")
+    task, model, criterion, optimizer, _ = build(task_dir, "--tartan-meta-lr", "0.3")
     optimizer.zero_grad()
     for sample in (first_batch(task), first_batch(task, 6)):  # two micro-batches of one update
         task.train_step(sample, model, criterion, optimizer, update_num=0)
