@@ -7,10 +7,8 @@ The two losses are weighted either by fixed weights or the META-TARTAN way
 (``--loss-weighting tartan``, see :mod:`fairseq_maskplug.weighting.meta_tartan`).
 """
 
-import contextlib
 import os
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -19,7 +17,6 @@ from fairseq.data import (BaseWrapperDataset, Dictionary, IdDataset, NestedDicti
                           NumSamplesDataset, OffsetTokensDataset, RightPadDataset, StripTokenDataset, data_utils)
 from fairseq.dataclass import ChoiceEnum
 from fairseq.optim.amp_optimizer import AMPOptimizer
-from omegaconf import OmegaConf, open_dict
 
 from ..data import PolicyMaskedDataset
 from ..masking import build_mask_policy
@@ -27,6 +24,7 @@ from ..weighting import meta_tartan
 from .mask_stats import mask_statistics
 from .masked_lm_base import MaskedLMBaseTask, MaskingConfig
 from .policy_options import register_policy_task
+from .sentence_items import build_model_for_items, sentence_blocking
 
 OBJECTIVES = ("cls", "mlm")
 
@@ -108,9 +106,7 @@ class JointMLMClassificationTask(MaskedLMBaseTask):
 
     def blocking_cfg(self):
         """One sentence per item from ``DATA/input0``, shortened to ``tokens_per_sample``."""
-        return SimpleNamespace(data=os.path.join(self.cfg.data, "input0"), sample_break_mode="eos",
-                               tokens_per_sample=self.cfg.tokens_per_sample, shorten_method="truncate",
-                               shorten_data_split_list="", seed=self.cfg.seed)
+        return sentence_blocking(os.path.join(self.cfg.data, "input0"), self.cfg.tokens_per_sample, self.cfg.seed)
 
     def build_inputs(self, split, tokens, side_info):
         labels = data_utils.load_indexed_dataset(os.path.join(self.cfg.data, "label", split),
@@ -138,11 +134,7 @@ class JointMLMClassificationTask(MaskedLMBaseTask):
         )
 
     def build_model(self, cfg, from_checkpoint=False):
-        from fairseq import models
-
-        with open_dict(cfg) if OmegaConf.is_config(cfg) else contextlib.ExitStack():
-            cfg.max_positions = self.cfg.tokens_per_sample
-        model = models.build_model(cfg, self, from_checkpoint)
+        model = build_model_for_items(self, cfg, from_checkpoint)
         model.register_classification_head(self.cfg.classification_head_name, num_classes=self.cfg.num_classes)
         if self.cfg.loss_weighting == "tartan":
             model.meta_tartan = meta_tartan.MetaTartanWeights(OBJECTIVES)

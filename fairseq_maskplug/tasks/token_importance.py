@@ -10,11 +10,9 @@ encoder (start from the GenePT checkpoint with ``--finetune-from-model``) with a
 (``--best-checkpoint-metric f1 --maximize-best-checkpoint-metric``).
 """
 
-import contextlib
 import logging
 import os
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -22,10 +20,11 @@ from fairseq.data import (BaseWrapperDataset, Dictionary, IdDataset, NestedDicti
                           NumSamplesDataset, RightPadDataset, SortDataset, data_utils)
 from fairseq.dataclass import FairseqDataclass
 from fairseq.tasks import FairseqTask, register_task
-from omegaconf import II, MISSING, OmegaConf, open_dict
+from omegaconf import II, MISSING
 
 from ..data import load_blocked_split
 from ..models import register_token_tagging_head
+from .sentence_items import build_model_for_items, sentence_blocking
 
 logger = logging.getLogger(__name__)
 
@@ -80,9 +79,7 @@ class TokenImportanceTask(FairseqTask):
         return cls(cfg, Dictionary.load(path))
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
-        blocking = SimpleNamespace(data=self.cfg.data, sample_break_mode="eos",
-                                   tokens_per_sample=self.cfg.tokens_per_sample, shorten_method="truncate",
-                                   shorten_data_split_list="", seed=self.cfg.seed)
+        blocking = sentence_blocking(self.cfg.data, self.cfg.tokens_per_sample, self.cfg.seed)
         tokens, side = load_blocked_split(blocking, split, self.dictionary, [self.cfg.label_track], epoch, combine)
         d = self.dictionary
         targets = TaggingTargets(tokens, side[self.cfg.label_track], (d.bos(), d.eos(), d.pad()), split)
@@ -103,11 +100,7 @@ class TokenImportanceTask(FairseqTask):
         logger.info("%s: %d sentences", split, len(tokens))
 
     def build_model(self, cfg, from_checkpoint=False):
-        from fairseq import models
-
-        with open_dict(cfg) if OmegaConf.is_config(cfg) else contextlib.ExitStack():
-            cfg.max_positions = self.cfg.tokens_per_sample
-        model = models.build_model(cfg, self, from_checkpoint)
+        model = build_model_for_items(self, cfg, from_checkpoint)
         register_token_tagging_head(model, self.cfg.tagger_head_name)
         return model
 

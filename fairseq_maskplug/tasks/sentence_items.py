@@ -1,0 +1,22 @@
+"""What tasks with one sentence per item share (``joint_mlm_classification``, ``token_importance``)."""
+
+import contextlib
+from types import SimpleNamespace
+
+from omegaconf import OmegaConf, open_dict
+
+
+def sentence_blocking(data: str, tokens_per_sample: int, seed: int) -> SimpleNamespace:
+    """Blocking options for :func:`~fairseq_maskplug.data.load_blocked_split`: one line of
+    ``data`` per item (``<s>`` + line), lines longer than the item truncated."""
+    return SimpleNamespace(data=data, sample_break_mode="eos", tokens_per_sample=tokens_per_sample,
+                           shorten_method="truncate", shorten_data_split_list="", seed=seed)
+
+
+def build_model_for_items(task, cfg, from_checkpoint=False):
+    """fairseq's model for ``task``, its positions set to the task's ``tokens_per_sample``."""
+    from fairseq import models
+
+    with open_dict(cfg) if OmegaConf.is_config(cfg) else contextlib.ExitStack():
+        cfg.max_positions = task.cfg.tokens_per_sample
+    return models.build_model(cfg, task, from_checkpoint)
