@@ -23,7 +23,7 @@ setup(
     entry_points={
         "console_scripts": [
             "fairseq-maskplug-dir = fairseq_maskplug.cli:print_user_dir",
-            "fairseq-maskplug-train = fairseq_maskplug.cli:train",
+            "fairseq-maskplug-train = fairseq_maskplug.train_cli:console_main",
         ],
     },
 )

@@ -47,7 +47,7 @@ def make_data(root: Path, lines: int = 6000) -> Path:
 
 
 def build_dataset(data: Path, task_name: str):
-    import fairseq_maskplug  # noqa: F401
+    import fairseq_maskplug.plugin  # noqa: F401  (registers the tasks with fairseq)
     from fairseq import options, tasks
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 

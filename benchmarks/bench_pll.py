@@ -21,7 +21,7 @@ from bench_masking import make_data  # noqa: E402
 
 
 def load_model(checkpoint, data):
-    import fairseq_maskplug  # noqa: F401
+    import fairseq_maskplug.plugin  # noqa: F401  (registers the tasks with fairseq)
     from fairseq import checkpoint_utils, options, tasks
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 

@@ -39,7 +39,7 @@ def make_task_data(root: Path, train: int = 2000, valid: int = 400) -> Path:
 
 
 def build(data: Path, batch_size: int, weighting: list):
-    import fairseq_maskplug  # noqa: F401
+    import fairseq_maskplug.plugin  # noqa: F401  (registers the tasks with fairseq)
     import torch
     from fairseq import optim, options, tasks
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf

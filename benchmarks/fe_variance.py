@@ -29,7 +29,7 @@ from tqdm import tqdm
 
 
 def load(checkpoint: str, data: str, split: str, batch: int, tokens_per_sample: int):
-    import fairseq_maskplug  # noqa: F401
+    import fairseq_maskplug.plugin  # noqa: F401  (registers the tasks with fairseq)
     from fairseq import checkpoint_utils
     from fairseq_maskplug.data import load_blocked_split
 

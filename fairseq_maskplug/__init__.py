@@ -1,16 +1,16 @@
 """fairseq-maskplug: task-guided masking for fairseq masked-language-model training.
 
-Importing the package allow-lists fairseq's checkpoint classes for torch's safe
-loader and registers the built-in mask policies and fairseq tasks. Load it into
-``fairseq-train`` with ``--user-dir "$(fairseq-maskplug-dir)"`` or use
-``fairseq-maskplug-train``, which adds that flag.
+The package itself imports nothing heavy: ``fairseq_maskplug.masking`` (the policies,
+pure NumPy) imports without torch or fairseq. Loading the plugin into fairseq is
+:mod:`fairseq_maskplug.plugin`: ``fairseq-train --user-dir "$(fairseq-maskplug-dir)"``
+and ``fairseq-maskplug-train`` do it. When fairseq is already imported (fairseq loading
+``--user-dir``, or a user's plugin module), importing the package loads the plugin too,
+so ``import fairseq_maskplug`` in a ``--user-dir`` module keeps working.
 """
+
+import sys
 
 __version__ = "0.1.0"
 
-from . import compat
-
-compat.allow_fairseq_checkpoint_globals()
-
-from . import masking  # noqa: E402,F401  (built-in policies)
-from . import criterions, models, tasks  # noqa: E402,F401  (fairseq registrations)
+if "fairseq" in sys.modules:
+    from . import plugin  # noqa: F401

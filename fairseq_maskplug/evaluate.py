@@ -15,45 +15,46 @@ import sys
 import numpy as np
 import torch
 
-
-def f1_from_counts(tp, fp, fn) -> float:
-    """F1 = 2PR/(P+R) = 2 tp / (2 tp + fp + fn); 0 for a class never predicted nor present."""
-    return 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0
-
-
-def macro_f1(predictions: np.ndarray, targets: np.ndarray, num_classes: int) -> float:
-    """Unweighted mean over classes of :func:`f1_from_counts`."""
-    return float(np.mean([f1_from_counts(np.sum((predictions == c) & (targets == c)),
-                                         np.sum((predictions == c) & (targets != c)),
-                                         np.sum((predictions != c) & (targets == c)))
-                          for c in range(num_classes)]))
+from .metrics import macro_f1
 
 
 @torch.no_grad()
 def evaluate(checkpoint: str, data: str, split: str, batch_size: int = 64) -> dict:
-    import fairseq_maskplug  # noqa: F401  (safe globals, registrations)
-    from fairseq import checkpoint_utils, utils
+    """Accuracy and macro-F1 of a classifier checkpoint on ``DATA/{input0,label}/SPLIT``.
+
+    Works for ``sentence_prediction`` and ``joint_mlm_classification`` checkpoints: only
+    the texts and labels are read (not the training task's datasets, so a joint model's
+    MLM side information is not needed). Each input is ``<s>`` + line, cut to the model's
+    positions as ``--shorten-method truncate`` does.
+    """
+    import fairseq_maskplug.plugin  # noqa: F401  (registers the tasks with fairseq)
+    from fairseq import checkpoint_utils
+    from fairseq.data import data_utils
+
+    from .data.classification import load_classification_split
 
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], arg_overrides={"data": data})
     model = models[0].eval()
     head = (getattr(cfg.criterion, "classification_head_name", None)
             or getattr(cfg.task, "classification_head_name", "sentence_classification_head"))
-    if torch.cuda.is_available():
-        model = model.cuda()
-    task.load_dataset(split)
-    batches = task.get_batch_iterator(dataset=task.dataset(split), max_sentences=batch_size,
-                                      ignore_invalid_inputs=False).next_epoch_itr(shuffle=False)
-    predictions, targets = [], []
-    for sample in batches:
-        if torch.cuda.is_available():
-            sample = utils.move_to_cuda(sample)
-        logits, _ = model(**sample["net_input"], features_only=True, classification_head_name=head)
+    if head not in getattr(model, "classification_heads", {}):
+        raise ValueError(f"{checkpoint} has no classification head {head!r}: not a classifier checkpoint")
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model.to(device)
+    d = task.source_dictionary
+    tokens, classes = load_classification_split(data, split, d, task.label_dictionary, cfg.task.num_classes)
+    longest = model.max_positions()
+    predictions = []
+    for start in range(0, len(tokens), batch_size):
+        rows = [torch.cat([torch.tensor([d.bos()]), tokens[i]])[:longest]
+                for i in range(start, min(start + batch_size, len(tokens)))]
+        batch = data_utils.collate_tokens(rows, d.pad()).to(device)
+        logits, _ = model(batch, features_only=True, classification_head_name=head)
         predictions.append(logits.argmax(dim=-1).cpu().numpy())
-        targets.append(sample["target"].view(-1).cpu().numpy())
-    predictions, targets = np.concatenate(predictions), np.concatenate(targets)
-    return {"split": split, "n": int(targets.size),
-            "accuracy": float((predictions == targets).mean()),
-            "macro_f1": macro_f1(predictions, targets, cfg.task.num_classes)}
+    predictions = np.concatenate(predictions)
+    return {"split": split, "n": int(classes.size),
+            "accuracy": float((predictions == classes).mean()),
+            "macro_f1": macro_f1(predictions, classes, cfg.task.num_classes)}
 
 
 def main(argv=None) -> int:

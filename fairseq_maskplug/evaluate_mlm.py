@@ -26,7 +26,7 @@ class FixedMaskScorer:
 
     def __init__(self, data: str, split: str = "valid", mask_prob: float = 0.15, seed: int = 1,
                  batch_size: int = 32):
-        import fairseq_maskplug  # noqa: F401
+        import fairseq_maskplug.plugin  # noqa: F401  (registers the tasks with fairseq)
 
         self.data, self.split, self.mask_prob, self.seed, self.batch_size = data, split, mask_prob, seed, batch_size
         self._tasks = {}

@@ -32,7 +32,7 @@ def parse_args(argv=None):
 def load_tagger(checkpoint: str, data: str):
     """The tagger model, its head name and the corpus dictionary (which must be the tagger's)."""
     import torch
-    import fairseq_maskplug  # noqa: F401  (safe globals, registrations)
+    import fairseq_maskplug.plugin  # noqa: F401  (registers the tasks with fairseq)
     from fairseq import checkpoint_utils
     from fairseq.data import Dictionary
     from fairseq.dataclass.utils import overwrite_args_by_name

@@ -42,9 +42,9 @@ def load_task_split(checkpoint, data, split, head):
     """Classifier model, dictionary, token lines and class indices of ``split``; bad input raises
     ``FileNotFoundError``/``ValueError`` with a message naming the file."""
     import torch
-    import fairseq_maskplug  # noqa: F401  (safe globals)
+    import fairseq_maskplug.plugin  # noqa: F401  (registers the tasks with fairseq)
     from fairseq import checkpoint_utils
-    from fairseq.data import data_utils
+    from fairseq_maskplug.data.classification import load_classification_split
 
     for sub in ("input0", "label"):
         if not os.path.exists(os.path.join(data, sub, f"{split}.idx")):
@@ -57,12 +57,8 @@ def load_task_split(checkpoint, data, split, head):
                          f"head {head!r}; the classifier fine-tuned on the task (sentence_prediction) is needed")
     models, _, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], state=state)
     model = models[0].cuda() if torch.cuda.is_available() else models[0]
-    d, labels_dict = task.source_dictionary, task.label_dictionary
-    tokens = data_utils.load_indexed_dataset(os.path.join(data, "input0", split), d)
-    labels = data_utils.load_indexed_dataset(os.path.join(data, "label", split), labels_dict)
-    if len(tokens) != len(labels):
-        raise ValueError(f"split {split!r}: {len(tokens)} sentences but {len(labels)} labels")
-    classes = np.array([int(labels[i][0]) - labels_dict.nspecial for i in range(len(labels))])
+    d = task.source_dictionary
+    tokens, classes = load_classification_split(data, split, d, task.label_dictionary, state["cfg"]["task"]["num_classes"])
     return model, d, tokens, classes
 
 

@@ -37,7 +37,7 @@ def main(argv=None) -> int:
         parser.error("--word-starts gpt2 needs --gpt2-encoder-json and --gpt2-vocab-bpe")
 
     import torch
-    import fairseq_maskplug  # noqa: F401
+    import fairseq_maskplug.plugin  # noqa: F401  (registers the tasks with fairseq)
     from fairseq import checkpoint_utils, data as fdata
     from fairseq_maskplug.data import side_info_prefix, write_side_info
     from fairseq_maskplug.scoring.pll import PLTScorer, iterate_lines, word_starts_gpt2, word_starts_sentencepiece

@@ -7,6 +7,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/ helpers
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # preprocess/, examples/
 
 from fairseq_helpers import preprocess, write_corpus  # noqa: E402
+import fairseq_maskplug.plugin  # noqa: E402,F401  (tests build tasks in process)
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-import fairseq_maskplug  # noqa: F401
+import fairseq_maskplug.plugin  # noqa: F401  (registers the tasks with fairseq)
 from fairseq import options, tasks
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq_helpers import TINY_ROBERTA, assert_same_params, check, json_logs, train

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-import fairseq_maskplug  # noqa: F401  (registers guided_mlm)
+import fairseq_maskplug.plugin  # noqa: F401  (registers the tasks with fairseq)
 from fairseq import options, tasks
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq_maskplug.data import load_blocked_split

@@ -5,7 +5,7 @@ import pytest
 from sklearn.metrics import f1_score
 
 from fairseq_maskplug.binarize import atomic_directory
-from fairseq_maskplug.evaluate import macro_f1
+from fairseq_maskplug.metrics import macro_f1
 from preprocess.prepare_demo import dedupe, read_polarity_csv, split_fixed
 
 BOM = "\ufeff"

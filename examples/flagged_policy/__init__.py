@@ -14,7 +14,7 @@ and the fair random baseline with the same number of masks per sequence is::
 
 from dataclasses import dataclass, field
 
-import fairseq_maskplug  # noqa: F401  (registers the tasks this policy plugs into)
+import fairseq_maskplug.plugin  # noqa: F401  (registers the tasks this policy plugs into)
 from fairseq_maskplug.masking import MaskPolicy, register_mask_policy
 
 

@@ -2,11 +2,13 @@
 
 import math
 
+import torch
 import torch.nn.functional as F
 from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.logging import metrics
 
-from ..evaluate import f1_from_counts
+from ..metrics import f1_from_counts
+from ..models import unwrap_model, zero_gradient_term
 
 
 @register_criterion("joint_mlm_classification")
@@ -31,20 +33,29 @@ class JointMLMClassificationCriterion(FairseqCriterion):
     def objective_losses(self, model, sample, with_mlm=True):
         """``({"cls": CE_cls / sentences, "mlm": CE_mlm / masked tokens}, logging output)``.
 
-        Without ``with_mlm`` (or without masked tokens) the MLM loss is a constant 0 and
-        the masked copy is not run through the model.
+        One forward through ``model`` (the data-parallel wrapper, if any) encodes the clean
+        and the masked copy together; the classification head reads the clean half, the LM
+        head the masked positions of the other. Without ``with_mlm`` (or without masked
+        tokens) only the clean text is encoded and the MLM loss is 0, with a zero-valued
+        gradient for the LM head (:func:`~fairseq_maskplug.models.zero_gradient_term`), so
+        that every parameter has a gradient, as ``--ddp-backend pytorch_ddp`` needs.
         """
-        logits, _ = model(**sample["net_input"], features_only=True, classification_head_name=self.head)
-        labels = sample["target"].view(-1)
-        cls_loss = F.cross_entropy(logits.float(), labels, reduction="sum")
+        inner = unwrap_model(model)
+        tokens = sample["net_input"]["src_tokens"]
         mlm_tokens, mlm_target = sample["mlm"]["src_tokens"], sample["mlm"]["target"]
         masked = mlm_target.ne(self.pad)
         n_masked = int(masked.sum())
+        labels = sample["target"].view(-1)
         if with_mlm and n_masked > 0:
-            mlm_logits = model(mlm_tokens, masked_tokens=masked)[0]
+            features = model(torch.cat([tokens, mlm_tokens]), features_only=True)[0]
+            cls_features, mlm_features = features[:len(tokens)], features[len(tokens):]
+            mlm_logits = inner.encoder.output_layer(mlm_features, masked_tokens=masked)
             mlm_loss = F.cross_entropy(mlm_logits.float(), mlm_target[masked], reduction="sum")
         else:
-            mlm_loss = cls_loss.new_zeros(())
+            cls_features = model(tokens, features_only=True)[0]
+            mlm_loss = zero_gradient_term(inner.encoder.lm_head)
+        logits = inner.classification_heads[self.head](cls_features)
+        cls_loss = F.cross_entropy(logits.float(), labels, reduction="sum")
         predictions = logits.argmax(dim=-1)
         logging_output = {
             "cls_loss": float(cls_loss.detach()), "mlm_loss": float(mlm_loss.detach()),

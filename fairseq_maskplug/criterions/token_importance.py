@@ -9,7 +9,8 @@ from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import FairseqDataclass
 from fairseq.logging import metrics
 
-from ..evaluate import f1_from_counts
+from ..metrics import f1_from_counts
+from ..models import unwrap_model, zero_gradient_term
 
 
 @dataclass
@@ -37,6 +38,7 @@ class TokenImportanceCriterion(FairseqCriterion):
         labelled = target.ge(0)
         logits, target = logits[labelled].float(), target[labelled]
         loss = F.cross_entropy(logits, target, weight=self.weight.to(logits.device), reduction="sum")
+        loss = loss + zero_gradient_term(unwrap_model(model).encoder.lm_head)  # unused: see models.data_parallel
         n = int(labelled.sum())
         predicted = logits.argmax(dim=-1)
         logging_output = {

@@ -1,3 +1,5 @@
-"""Layer 3: heads registered on fairseq's own models (no forked architectures)."""
+"""Layer 3: heads registered on fairseq's own models (no forked architectures), and the
+helpers every training step needs under data parallelism."""
 
+from .data_parallel import unwrap_model, zero_gradient_term  # noqa: F401
 from .token_tagging_head import TokenTaggingHead, register_token_tagging_head  # noqa: F401

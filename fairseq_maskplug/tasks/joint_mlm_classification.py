@@ -13,13 +13,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from fairseq import utils
-from fairseq.data import (BaseWrapperDataset, Dictionary, IdDataset, NestedDictionaryDataset, NumelDataset,
-                          NumSamplesDataset, OffsetTokensDataset, RightPadDataset, StripTokenDataset, data_utils)
+from fairseq.data import (Dictionary, FairseqDataset, IdDataset, NestedDictionaryDataset, NumelDataset,
+                          NumSamplesDataset, RightPadDataset)
 from fairseq.dataclass import ChoiceEnum
 from fairseq.optim.amp_optimizer import AMPOptimizer
 
 from ..data import PolicyMaskedDataset
+from ..data.classification import label_names, load_class_indices
 from ..masking import build_mask_policy
+from ..models import unwrap_model
 from ..weighting import meta_tartan
 from .mask_stats import mask_statistics
 from .masked_lm_base import MaskedLMBaseTask, MaskingConfig
@@ -91,8 +93,7 @@ class JointMLMClassificationTask(MaskedLMBaseTask):
                 raise FileNotFoundError(f"{path} not found: --data needs the sentence_prediction layout "
                                         "(input0/ and label/)")
             dicts.append(Dictionary.load(path))
-        # fairseq-preprocess pads dictionaries to a multiple of 8 with "madeupword" symbols
-        n_labels = sum(not s.startswith("madeupword") for s in dicts[1].symbols[dicts[1].nspecial:])
+        n_labels = len(label_names(dicts[1]))
         if n_labels != cfg.num_classes:
             raise ValueError(f"{cfg.data}/label/dict.txt has {n_labels} labels but --num-classes is "
                              f"{cfg.num_classes}")
@@ -109,13 +110,7 @@ class JointMLMClassificationTask(MaskedLMBaseTask):
         return sentence_blocking(os.path.join(self.cfg.data, "input0"), self.cfg.tokens_per_sample, self.cfg.seed)
 
     def build_inputs(self, split, tokens, side_info):
-        labels = data_utils.load_indexed_dataset(os.path.join(self.cfg.data, "label", split),
-                                                 self.label_dictionary)
-        if labels is None or len(labels) != len(tokens):
-            raise ValueError(f"labels of split {split!r} missing or not one per line "
-                             f"({0 if labels is None else len(labels)} labels, {len(tokens)} lines)")
-        labels = OffsetTokensDataset(StripTokenDataset(labels, self.label_dictionary.eos()),
-                                     offset=-self.label_dictionary.nspecial)
+        classes = load_class_indices(self.cfg.data, split, self.label_dictionary, self.cfg.num_classes, len(tokens))
         masked = PolicyMaskedDataset(tokens, side_info, self.policy, self.corruption, self.special_ids,
                                      pad_idx=self.dictionary.pad(), seed=self.cfg.seed)
         pad = self.dictionary.pad()
@@ -126,7 +121,7 @@ class JointMLMClassificationTask(MaskedLMBaseTask):
                               "src_lengths": NumelDataset(tokens, reduce=False)},
                 "mlm": {"src_tokens": RightPadDataset(masked.source, pad_idx=pad),
                         "target": RightPadDataset(masked.target, pad_idx=pad)},
-                "target": _Labels(labels),
+                "target": _Labels(classes),
                 "nsentences": NumSamplesDataset(),
                 "ntokens": NumelDataset(tokens, reduce=True),
             },
@@ -143,7 +138,7 @@ class JointMLMClassificationTask(MaskedLMBaseTask):
     def objective_weights(self, model):
         """``{"cls": w_cls, "mlm": w_mlm}``: ``(1, --mlm-weight)``, or META-TARTAN's softmax weights."""
         if self.cfg.loss_weighting == "tartan":
-            return _unwrap(model).meta_tartan.weights()
+            return unwrap_model(model).meta_tartan.weights()
         return {"cls": 1.0, "mlm": self.cfg.mlm_weight}
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
@@ -169,8 +164,9 @@ class JointMLMClassificationTask(MaskedLMBaseTask):
             optimizer.backward(loss * 0)
             return loss, 1, logging_output
         scale = meta_tartan.loss_scale(optimizer)
-        grads = {k: _gradients(losses[k] * scale, params) for k in OBJECTIVES}
-        cosines = self._dev_cosines(_unwrap(model), params, grads, update_num, scale)
+        # the objectives share one forward: keep its graph until the last objective's gradient
+        grads = {k: _gradients(losses[k] * scale, params, retain_graph=k != OBJECTIVES[-1]) for k in OBJECTIVES}
+        cosines = self._dev_cosines(unwrap_model(model), params, grads, update_num, scale)
         self._tartan_cosines.append(cosines)
         meta_tartan.backward_combination(optimizer, params, grads, weights, scale)
         for k, c in zip(OBJECTIVES, cosines):
@@ -222,7 +218,7 @@ class JointMLMClassificationTask(MaskedLMBaseTask):
         super().optimizer_step(optimizer, model, update_num)
         if self.cfg.loss_weighting != "tartan":
             return
-        weights = _unwrap(model).meta_tartan
+        weights = unwrap_model(model).meta_tartan
         sums = torch.zeros(2, len(OBJECTIVES), dtype=torch.float64, device=weights.logits.device)
         for cosines in self._tartan_cosines:
             for k, c in enumerate(cosines):
@@ -240,25 +236,24 @@ class JointMLMClassificationTask(MaskedLMBaseTask):
         return sample["mlm"]["src_tokens"], sample["mlm"]["target"]
 
 
-def _unwrap(model):
-    """The model inside fairseq's distributed wrappers."""
-    while hasattr(model, "module"):
-        model = model.module
-    return model
-
-
-def _gradients(loss, params):
+def _gradients(loss, params, retain_graph=False):
     """``d loss / d params`` (None where a parameter is not reached; all None without a graph)."""
     if not loss.requires_grad:
         return [None] * len(params)
-    return list(torch.autograd.grad(loss, params, allow_unused=True))
+    return list(torch.autograd.grad(loss, params, allow_unused=True, retain_graph=retain_graph))
 
 
-class _Labels(BaseWrapperDataset):
+class _Labels(FairseqDataset):
     """One class index per item (collated into a 1-D tensor)."""
 
+    def __init__(self, classes: np.ndarray):
+        self.classes = torch.from_numpy(np.asarray(classes, dtype=np.int64))
+
     def __getitem__(self, index):
-        return self.dataset[index][0]
+        return self.classes[index]
+
+    def __len__(self):
+        return len(self.classes)
 
     def collater(self, samples):
         return torch.stack(samples)

@@ -1,0 +1,83 @@
+"""``fairseq-maskplug-train``: ``fairseq-train`` with the plugin loaded and bad input caught early.
+
+- adds ``--user-dir <package>`` unless the user gave one (their module then imports the
+  plugin): the flag, not only this process's import, is what worker processes load;
+- forms one data-parallel run under ``torchrun`` and ``srun`` on CPUs and GPUs
+  (:mod:`.launch`), with ``gloo`` on CPUs;
+- before fairseq prints its configuration, checks what can be checked without data:
+  the task's options (a package task's ``setup_task``: policy options, dictionaries,
+  data layout) and that ``--save-dir`` is writable;
+- stops on bad input with one line ``fairseq-maskplug-train: error: ...`` and exit status 2
+  (``MASKPLUG_TRACEBACK=1`` shows the traceback instead).
+"""
+
+import logging
+import os
+import sys
+
+from . import plugin  # noqa: F401  (registrations in this process and in the workers that re-import it)
+from .cli import package_dir
+from .launch import configure_launch
+
+
+def with_user_dir(argv):
+    """Add ``--user-dir <package>`` unless the user gave one (their module then imports us)."""
+    if any(a == "--user-dir" or a.startswith("--user-dir=") for a in argv):
+        return list(argv)
+    return ["--user-dir", package_dir(), *argv]
+
+
+def check_save_dir(cfg) -> None:
+    """``--save-dir`` exists or can be made, and a file can be written in it (before any training)."""
+    if cfg.checkpoint.no_save:
+        return
+    save_dir = cfg.checkpoint.save_dir
+    try:
+        os.makedirs(save_dir, exist_ok=True)
+        probe = os.path.join(save_dir, f".maskplug-write-test-{os.getpid()}")
+        with open(probe, "w"):
+            pass
+        os.remove(probe)
+    except OSError as error:
+        raise PermissionError(f"--save-dir {save_dir} is not writable: {error.strerror or error}") from None
+
+
+def check_task(cfg) -> None:
+    """Run a package task's ``setup_task`` (options, dictionaries, layout) before fairseq's main."""
+    from fairseq.tasks import TASK_REGISTRY
+
+    task_cls = TASK_REGISTRY.get(cfg.task._name)
+    if task_cls is not None and task_cls.__module__.startswith(__package__ + "."):
+        task_cls.setup_task(cfg.task)
+
+
+def main(argv=None) -> int:
+    from fairseq import options
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from fairseq.distributed import utils as distributed_utils
+    from fairseq_cli.train import main as fairseq_main
+    import torch
+
+    # Importing fairseq runs a logging.basicConfig in fairseq.tasks.text_to_speech first;
+    # restore fairseq-train's own log format.
+    logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
+                        datefmt="%Y-%m-%d %H:%M:%S", level=os.environ.get("LOGLEVEL", "INFO").upper(),
+                        stream=sys.stdout, force=True)
+    argv = with_user_dir(sys.argv[1:] if argv is None else argv)
+    try:
+        args = options.parse_args_and_arch(options.get_training_parser(), argv)
+        cfg = convert_namespace_to_omegaconf(args)
+        configure_launch(cfg.distributed_training, os.environ, cpu=cfg.common.cpu or not torch.cuda.is_available())
+        check_task(cfg)
+        check_save_dir(cfg)
+        distributed_utils.call_main(cfg, fairseq_main)
+    except (ValueError, OSError) as error:
+        if os.environ.get("MASKPLUG_TRACEBACK"):
+            raise
+        print(f"fairseq-maskplug-train: error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def console_main() -> None:
+    sys.exit(main())
