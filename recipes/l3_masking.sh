@@ -43,8 +43,8 @@ python recipes/l3_summary.py "$WORK/data/mr/input0/train.plt" --mean "$MEAN"
 # joint_finetune ROW SEED ARGS...: joint classification + MLM fine-tuning, then score valid and test
 joint_finetune() {
     local row=$1 seed=$2 save="$OUT/finetune/$1__seed$2"; shift 2
-    local steps=$(( EPOCHS * ( $(num_lines "$WORK/data/mr/input0/train") / MASKPLUG_BATCH + 1 ) ))
-    fairseq-maskplug-train "$WORK/data/mr" --task joint_mlm_classification --criterion joint_mlm_classification \
+    local steps=$(( EPOCHS * ( $(num_lines "$WORK/data/mr/input0/train") / (MASKPLUG_BATCH * MASKPLUG_CPU_WORKERS) + 1 ) ))
+    maskplug_train "$WORK/data/mr" --task joint_mlm_classification --criterion joint_mlm_classification \
         --num-classes 2 --tokens-per-sample "$MASKPLUG_TOKENS" "${MODEL_ARGS[@]}" "${COMMON_ARGS[@]}" \
         --finetune-from-model "$VANILLA" --lr-scheduler polynomial_decay --lr "${MASKPLUG_FINETUNE_LR:-2e-4}" \
         --warmup-updates $((steps / 10 + 1)) --total-num-update "$steps" --max-epoch "$EPOCHS" \

@@ -4,9 +4,12 @@
 # Model size and device follow the environment:
 #   MASKPLUG_LAYERS / MASKPLUG_DIM / MASKPLUG_FFN / MASKPLUG_HEADS  model shape (default: tiny)
 #   MASKPLUG_TOKENS   tokens per block / max positions (default 128)
-#   MASKPLUG_BATCH    sentences per batch per device (default 32)
+#   MASKPLUG_BATCH    sentences per batch per worker (default 32)
 #   MASKPLUG_PRETRAIN_LR / MASKPLUG_FINETUNE_LR  peak learning rates (1e-3 / 2e-4)
+#   MASKPLUG_CPU_WORKERS  data-parallel worker processes on CPUs (default 1), started with
+#                     torchrun: the multi-GPU code path (pytorch_ddp, gloo) without GPUs
 # On GPUs, fairseq-train uses every visible GPU and --fp16; on CPU it runs --cpu.
+# MASKPLUG_BATCH is per worker (GPU or CPU process): a batch holds workers x MASKPLUG_BATCH.
 
 # every recipe works in the repository root and writes under $WORK (shared by the recipes)
 cd "$MASKPLUG_ROOT"
@@ -23,8 +26,19 @@ n_gpus=$(python -c "import torch; print(torch.cuda.device_count())")
 if [ "$n_gpus" -gt 0 ]; then
     DEVICE_ARGS=(--fp16 --num-workers 2)
 else
-    DEVICE_ARGS=(--cpu --num-workers 0 --distributed-world-size 1)
+    DEVICE_ARGS=(--cpu --num-workers 0)
 fi
+MASKPLUG_CPU_WORKERS="${MASKPLUG_CPU_WORKERS:-1}"
+
+# maskplug_train ARGS...: fairseq-maskplug-train, under torchrun with MASKPLUG_CPU_WORKERS
+# processes on CPUs (one run: fairseq's default pytorch_ddp backend over gloo)
+maskplug_train() {
+    if [ "$n_gpus" -eq 0 ] && [ "$MASKPLUG_CPU_WORKERS" -gt 1 ]; then
+        torchrun --standalone --nproc-per-node "$MASKPLUG_CPU_WORKERS" "$(command -v fairseq-maskplug-train)" "$@"
+    else
+        fairseq-maskplug-train "$@"
+    fi
+}
 
 MODEL_ARGS=(--arch roberta_base --encoder-layers "$MASKPLUG_LAYERS" --encoder-embed-dim "$MASKPLUG_DIM"
             --encoder-ffn-embed-dim "$MASKPLUG_FFN" --encoder-attention-heads "$MASKPLUG_HEADS"
@@ -37,7 +51,7 @@ COMMON_ARGS=(--required-batch-size-multiple 1 --no-progress-bar --log-format jso
 # (guided_mlm or fe_mlm; continue from a checkpoint with --finetune-from-model PATH)
 pretrain() {
     local task=$1 data=$2 save=$3 updates=$4; shift 4
-    fairseq-maskplug-train "$data" --task "$task" --criterion masked_lm "${MODEL_ARGS[@]}" "${COMMON_ARGS[@]}" \
+    maskplug_train "$data" --task "$task" --criterion masked_lm "${MODEL_ARGS[@]}" "${COMMON_ARGS[@]}" \
         --tokens-per-sample "$MASKPLUG_TOKENS" --sample-break-mode complete --shorten-method truncate \
         --lr-scheduler polynomial_decay --lr "${MASKPLUG_PRETRAIN_LR:-1e-3}" --warmup-updates $((updates / 10 + 1)) \
         --total-num-update "$updates" --max-update "$updates" --save-dir "$save" \
@@ -50,10 +64,12 @@ num_lines() {
 }
 
 # finetune DATA INIT_CHECKPOINT SAVE_DIR EPOCHS SEED: sentence_prediction, best checkpoint by valid accuracy
+# (fairseq's task leaves roberta's LM head unused: --find-unused-parameters, as fairseq's own
+# RoBERTa fine-tuning configs, so that it trains data-parallel)
 finetune() {
     local data=$1 init=$2 save=$3 epochs=$4 seed=$5
-    local steps=$(( epochs * ( $(num_lines "$data/input0/train") / MASKPLUG_BATCH + 1 ) ))
-    fairseq-maskplug-train "$data" --task sentence_prediction --criterion sentence_prediction \
+    local steps=$(( epochs * ( $(num_lines "$data/input0/train") / (MASKPLUG_BATCH * MASKPLUG_CPU_WORKERS) + 1 ) ))
+    maskplug_train "$data" --task sentence_prediction --criterion sentence_prediction --find-unused-parameters \
         --num-classes 2 --init-token 0 --separator-token 2 --shorten-method truncate \
         "${MODEL_ARGS[@]}" "${COMMON_ARGS[@]}" --finetune-from-model "$init" \
         --lr-scheduler polynomial_decay --lr "${MASKPLUG_FINETUNE_LR:-2e-4}" --warmup-updates $((steps / 10 + 1)) \

@@ -54,9 +54,9 @@ echo "    examples (important subwords in [...]; label 0 = negative, 1 = positiv
 head -4 "$MR/input0/train.importance.preview.txt" | cut -c1-150 | sed 's/^/      /'
 
 echo "[4/6] token-importance tagger on the labelled MR texts ($TAGGER_EPOCHS epochs, class-1 weight $CLASS_WEIGHT)"
-tagger_steps=$(( TAGGER_EPOCHS * ( $(num_lines "$MR/input0/train") / MASKPLUG_BATCH + 1 ) ))
+tagger_steps=$(( TAGGER_EPOCHS * ( $(num_lines "$MR/input0/train") / (MASKPLUG_BATCH * MASKPLUG_CPU_WORKERS) + 1 ) ))
 stage sm_tagger "$WORK/logs/sm_tagger.log" \
-    fairseq-maskplug-train "$MR/input0" --task token_importance --criterion token_importance \
+    maskplug_train "$MR/input0" --task token_importance --criterion token_importance \
     --label-track importance --tokens-per-sample "$MASKPLUG_TOKENS" --positive-class-weight "$CLASS_WEIGHT" \
     "${MODEL_ARGS[@]}" "${COMMON_ARGS[@]}" --finetune-from-model "$GENEPT" \
     --lr-scheduler polynomial_decay --lr "${MASKPLUG_FINETUNE_LR:-2e-4}" --warmup-updates $((tagger_steps / 10 + 1)) \
