@@ -8,6 +8,7 @@ import fairseq_maskplug.plugin  # noqa: F401  (registers the tasks with fairseq)
 from fairseq import options, tasks
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq_helpers import TINY_ROBERTA, assert_same_params, check, json_logs, train
+from fairseq_maskplug.data import ViewCountedDataset
 from fairseq_maskplug.masking.fully_explored import GeometricSpans, fully_explored_masks, view_size
 from stats_helpers import assert_uniform
 
@@ -21,22 +22,56 @@ def runs(mask_row):
 
 
 @pytest.mark.parametrize("span", [None, GeometricSpans()], ids=["subword", "span"])
-def test_views_are_disjoint_exact_and_uniform(span):
+def test_views_are_disjoint_equal_sized_and_uniform(span):
     length, k, ratio = 40, 4, 0.15
     maskable = np.ones(length, bool)
     maskable[[0, 17, 39]] = False  # <s>, an inner </s>, the last </s>
-    n = int(maskable.sum())
-    tau = view_size(n, k, ratio)
     per_view_counts = np.zeros((k, length))
     for s in range(SEEDS):
         masks = fully_explored_masks(length, k, ratio, np.random.default_rng(s), maskable, span)
         assert masks.shape == (k, length)
-        assert (masks.sum(axis=1) == tau).all(), "every view masks exactly tau tokens"
+        assert (masks.sum(axis=1) == masks[0].sum()).all(), "every view masks the same tau tokens"
         assert masks.sum(axis=0).max() <= 1, "views overlap"
         assert not masks[:, ~maskable].any()
         per_view_counts += masks
-    for j in range(k):  # Lemma 2: each view on its own is uniform over positions
+    for j in range(k):  # each view on its own is uniform over positions
         assert_uniform(per_view_counts[j, maskable], f"view {j} position frequency")
+
+
+@pytest.mark.parametrize("n", [4, 5, 9, 10, 17, 40])
+def test_view_size_has_the_random_policys_distribution(n):
+    """tau = floor(p n + U): tau is ceil(p n) with probability frac(p n), else floor(p n), so its
+    mean is p n exactly (the old round(p n) gave 0 for n <= 3 and 1 instead of 1.35 at n = 9).
+    The share of ceil draws is binomial: 5 standard errors. (At n = 3 four disjoint views
+    cannot hold one token each: the cap n // k = 0 binds there.)"""
+    k, ratio, draws = 4, 0.15, 4000
+    assert k * np.ceil(ratio * n) <= n  # the cap n // k does not bind at these n
+    taus = np.array([fully_explored_masks(n, k, ratio, np.random.default_rng(s))[0].sum() for s in range(draws)])
+    low, frac = np.floor(ratio * n), ratio * n - np.floor(ratio * n)
+    assert set(np.unique(taus)) <= {low, low + 1}
+    share = np.mean(taus == low + 1)
+    assert abs(share - frac) <= 5 * np.sqrt(max(frac * (1 - frac), 1e-12) / draws) + 1e-12
+
+
+def test_subword_views_have_the_random_policys_mask_distribution():
+    """Each subword view is a uniform tau-subset with tau drawn as --mask-policy random draws its
+    count, so view 0 and the random policy agree in count distribution and position frequency."""
+    from fairseq_maskplug.masking import random_mask
+
+    n, draws = 9, 6000
+    view = np.array([fully_explored_masks(n, 4, 0.15, np.random.default_rng(s))[0] for s in range(draws)])
+    rand = np.array([random_mask(np.ones(n, bool), 0.15, np.random.default_rng(10**6 + s)) for s in range(draws)])
+    share_view, share_rand = (view.sum(1) == 2).mean(), (rand.sum(1) == 2).mean()  # 0.15 * 9 = 1.35: 1 or 2
+    p = (share_view + share_rand) / 2
+    assert abs(share_view - share_rand) <= 5 * np.sqrt(2 * p * (1 - p) / draws)  # two binomial shares
+    assert_uniform(view.sum(0), "view 0 position frequency")
+
+
+def test_view_counted_tokens_do_not_wrap_around_uint16():
+    sizes = np.array([20001, 7], dtype=np.uint16)
+    counted = ViewCountedDataset(None, sizes, views=4)
+    assert counted.num_tokens_vec(np.array([0, 1])).tolist() == [80004, 28]
+    assert counted.num_tokens(0) == 80004
 
 
 def test_span_views_are_made_of_spans():
@@ -51,7 +86,9 @@ def test_span_views_are_made_of_spans():
 
 
 def test_view_size_and_limits():
-    assert view_size(20, 4, 0.15) == 3 and view_size(6, 4, 0.25) == 1  # round(1.5) = 2 > 6 // 4
+    rng = np.random.default_rng(0)
+    assert view_size(20, 4, 0.15, rng) == 3  # 0.15 * 20 = 3 exactly
+    assert view_size(6, 4, 0.25, rng) == 1  # floor(1.5 + U) is 1 or 2, capped at 6 // 4
     with pytest.raises(ValueError, match="k \\* ratio must be <= 1"):
         fully_explored_masks(10, 5, 0.25, np.random.default_rng(0))
 

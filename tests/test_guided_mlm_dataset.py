@@ -71,3 +71,22 @@ def test_items_agree_with_the_original_blocks_and_rates_hold(tiny_data):
     # variance is below the binomial one this tolerance assumes.
     assert_proportion(chosen, maskable, 0.2, "realised mask rate over 5 epochs")
     assert_proportion(as_mask, chosen, 0.8, "share of chosen positions shown as <mask>")
+
+
+def test_epoch_iterator_is_reused_and_masks_still_change(tiny_data):
+    """Batch shapes do not change between epochs, so fairseq keeps one epoch iterator (as
+    for its MaskTokensDataset); set_epoch still gives every epoch new masks."""
+    task = make_task(tiny_data / "bin", "--seed", "3")
+    task.load_dataset("train")
+    dataset = task.dataset("train")
+    assert dataset.can_reuse_epoch_itr_across_epochs
+
+    def epoch_targets(epoch):
+        itr = task.get_batch_iterator(dataset, max_sentences=16, seed=3, epoch=epoch)
+        return itr, [b["target"] for b in itr.next_epoch_itr(shuffle=False)]
+
+    first_itr, first = epoch_targets(1)
+    second_itr, second = epoch_targets(2)
+    assert second_itr is first_itr
+    assert [t.shape for t in first] == [t.shape for t in second]
+    assert np.mean([not torch.equal(a, b) for a, b in zip(first, second)]) > 0.9

@@ -1,8 +1,8 @@
 """Layer 2: fairseq dataset wrappers and the per-token side-information store."""
 
 from .blocking import load_blocked_split
-from .policy_masked_dataset import (FlatViewsDataset, FullyExploredDataset, PolicyMaskedDataset,
-                                    SeededMaskingDataset, ViewCountedDataset)
+from .fully_explored_dataset import FlatViewsDataset, FullyExploredDataset, ViewCountedDataset
+from .policy_masked_dataset import PolicyMaskedDataset, SeededMaskingDataset
 from .side_info import (
     SIDE_INFO_DTYPES,
     SideInfoDataset,

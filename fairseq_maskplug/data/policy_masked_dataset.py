@@ -1,14 +1,17 @@
-"""Masking datasets seeded by (seed, epoch, index): one policy mask, or K fully-explored views."""
+"""Masking datasets seeded by (seed, epoch, index): one policy mask per item (K views: :mod:`.fully_explored_dataset`).
+
+Masks change every epoch through ``set_epoch``; batch shapes do not, so fairseq may reuse
+its epoch iterator (``can_reuse_epoch_itr_across_epochs``, as for ``MaskTokensDataset``).
+"""
 
 from functools import cached_property
-from typing import Dict, Mapping, Optional, Sequence
+from typing import Dict, Mapping, Sequence
 
 import numpy as np
 import torch
-from fairseq.data import BaseWrapperDataset, FairseqDataset, data_utils
+from fairseq.data import BaseWrapperDataset
 
 from ..masking import Corruption, MaskPolicy, corrupt, maskable_positions
-from ..masking.fully_explored import GeometricSpans, fully_explored_masks
 
 
 class SeededMaskingDataset(BaseWrapperDataset):
@@ -38,10 +41,6 @@ class SeededMaskingDataset(BaseWrapperDataset):
         self.seed = seed
         self.epoch = 1
         self._last = None  # (epoch, index, item): source and target views ask in turn
-
-    @property
-    def can_reuse_epoch_itr_across_epochs(self):
-        return False  # masks change every epoch
 
     def set_epoch(self, epoch):
         super().set_epoch(epoch)
@@ -103,18 +102,6 @@ class PolicyMaskedDataset(SeededMaskingDataset):
         return mask
 
 
-class FullyExploredDataset(SeededMaskingDataset):
-    """K views per item (Zheng et al., Eq. 10): items are ``K x len`` sources and targets."""
-
-    def __init__(self, dataset, views: int, ratio: float, span: Optional[GeometricSpans],
-                 corruption, special_ids, pad_idx, seed):
-        super().__init__(dataset, {}, corruption, special_ids, pad_idx, seed)
-        self.views, self.ratio, self.span = views, ratio, span
-
-    def choose(self, tokens, maskable, side, rng, index):
-        return fully_explored_masks(len(tokens), self.views, self.ratio, rng, maskable, self.span)
-
-
 class _FieldView(BaseWrapperDataset):
     def __init__(self, dataset: SeededMaskingDataset, field: str):
         super().__init__(dataset)
@@ -122,35 +109,3 @@ class _FieldView(BaseWrapperDataset):
 
     def __getitem__(self, index):
         return self.dataset[index][self.field]
-
-
-class FlatViewsDataset(BaseWrapperDataset):
-    """Collates ``K x len`` items into ``B*K`` right-padded rows, the K views of a sequence adjacent."""
-
-    def __init__(self, dataset, pad_idx: int):
-        super().__init__(dataset)
-        self.pad_idx = pad_idx
-
-    def collater(self, samples):
-        return data_utils.collate_tokens([row for views in samples for row in views], self.pad_idx)
-
-
-class ViewCountedDataset(BaseWrapperDataset):
-    """Counts ``views * size`` tokens per item for ``--max-tokens`` batching (the compute
-    an item costs), while ``size`` stays the per-view length for the positions limit."""
-
-    def __init__(self, dataset, sizes: np.ndarray, views: int):
-        super().__init__(dataset)
-        self._sizes, self.views = np.asarray(sizes), views
-
-    def num_tokens(self, index):
-        return self.views * int(self._sizes[index])
-
-    def num_tokens_vec(self, indices):
-        return self.views * self._sizes[indices]
-
-    def batch_by_size(self, indices, max_tokens=None, max_sentences=None, required_batch_size_multiple=1):
-        # FairseqDataset's implementation, on this dataset's token counts (the wrapped
-        # dataset would count one view per item)
-        return FairseqDataset.batch_by_size(self, indices, max_tokens, max_sentences,
-                                            required_batch_size_multiple)

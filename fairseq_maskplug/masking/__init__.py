@@ -16,14 +16,15 @@ from .registry import (
     policy_option_dataclasses,
     register_mask_policy,
 )
-from . import builtin_policies, l3, selective  # noqa: F401  (registers random, matched_random, l3, selective)
+from . import builtin_policies, l3, selective, spans  # noqa: F401  (registers random, matched_random, l3, selective, span)
 from .l3 import mask_probabilities
 from .selective import selective_count, selective_mask
+from .spans import GeometricSpans, span_mask
 
 __all__ = [
     "Corruption", "corrupt", "matched_random_mask", "maskable_positions",
     "probabilistic_count", "random_mask", "MASK_POLICY_DATACLASS_REGISTRY",
     "MASK_POLICY_REGISTRY", "MaskPolicy", "build_mask_policy", "on_policy_registered",
     "policy_option_dataclasses", "register_mask_policy", "mask_probabilities", "selective_count",
-    "selective_mask",
+    "selective_mask", "GeometricSpans", "span_mask",
 ]

@@ -1,35 +1,34 @@
 """Fully-explored masks (Zheng et al., FE-MLM): K non-overlapping masks of one sequence.
 
 Eq. 10 of the paper: masks ``m_1 .. m_K`` of equal size ``tau`` with
-``H(m_i, m_j) = 2 tau`` for ``i != j`` (pairwise disjoint), ``K tau / n <= 1``; each
-``m_k`` on its own is uniform over the masks of size ``tau`` (Lemma 2: the K-view
-gradient, Eq. 6, stays unbiased), only the joint distribution differs.
+``H(m_i, m_j) = 2 tau`` for ``i != j`` (pairwise disjoint), ``K tau / n <= 1``. Lemma 2
+(the K-view gradient of Eq. 6 is unbiased) needs each ``m_k`` on its own to have the
+baseline's mask distribution; only the joint distribution may differ.
+
+What holds here (``tests/test_fully_explored.py``):
+
+- subword granularity: ``tau`` is drawn as the ``random`` policy draws its count and each
+  view is then a uniform ``tau``-subset: every view has exactly the mask distribution of
+  ``--mask-policy random`` (same ``--mask-prob``), wherever ``K * ceil(p n) <= n``;
+- span granularity: every position lies in view ``j`` with probability ``tau / n``, but a
+  view's whole distribution is *not* that of the ``span`` policy (a view starts or ends
+  inside a span cut at a view boundary; spans wrap around the sequence end), so no
+  unbiasedness with respect to MLM+span is claimed.
 """
 
-from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
 
-
-@dataclass(frozen=True)
-class GeometricSpans:
-    """SpanBERT span lengths (Joshi et al. 2019): ``Geometric(p)`` clipped at ``max_length``."""
-
-    p: float = 0.2
-    max_length: int = 10
-
-    def __post_init__(self):
-        if not 0 < self.p <= 1 or self.max_length < 1:
-            raise ValueError(f"need 0 < p <= 1 and max_length >= 1, got {self}")
-
-    def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
-        return np.minimum(rng.geometric(self.p, size=size), self.max_length)
+from .random_masks import probabilistic_count
+from .spans import GeometricSpans
 
 
-def view_size(n: int, k: int, ratio: float) -> int:
-    """``tau = round(ratio * n)``, capped at ``n // k`` so that K disjoint views fit."""
-    return min(int(round(ratio * n)), n // k)
+def view_size(n: int, k: int, ratio: float, rng: np.random.Generator) -> int:
+    """``tau = floor(ratio * n + U)``, the random policy's count (mean exactly ``ratio * n``),
+    drawn once per sequence and shared by its K views; capped at ``n // k`` so that K
+    disjoint views fit (the cap only binds, and lowers the mean, where ``K * ceil(ratio * n) > n``)."""
+    return min(probabilistic_count(ratio, n, rng), n // k)
 
 
 def fully_explored_masks(length: int, k: int, ratio: float, rng: np.random.Generator,
@@ -66,7 +65,7 @@ def fully_explored_masks(length: int, k: int, ratio: float, rng: np.random.Gener
         raise ValueError(f"maskable has shape {maskable.shape}, expected ({length},)")
     positions = np.flatnonzero(maskable)
     n = positions.size
-    tau = view_size(n, k, ratio)
+    tau = view_size(n, k, ratio, rng)
     masks = np.zeros((k, length), dtype=bool)
     if tau == 0:
         return masks

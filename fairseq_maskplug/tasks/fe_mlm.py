@@ -7,7 +7,7 @@ from fairseq.dataclass import ChoiceEnum
 from fairseq.tasks import register_task
 
 from ..data import FlatViewsDataset, FullyExploredDataset, ViewCountedDataset
-from ..masking.fully_explored import GeometricSpans
+from ..masking.spans import GeometricSpans
 from .masked_lm_base import MaskedLMBaseTask, MaskedLMDataConfig
 
 
