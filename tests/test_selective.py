@@ -8,12 +8,13 @@ import pytest
 
 from fairseq_helpers import check, json_logs, train
 from fairseq_maskplug.masking import build_mask_policy, selective_count, selective_mask
+from fairseq_maskplug.masking.selective import selective_mask_per_sentence
 from stats_helpers import assert_uniform
 
 
 def options(**kw):
     base = dict(selective_track="importance", selective_threshold=0.5, selective_cap=0.15,
-                selective_masks="fixed", matched_policy="selective")
+                selective_masks="fixed", selective_cap_scope="sentence", matched_policy="selective")
     return SimpleNamespace(**{**base, **kw})
 
 
@@ -30,6 +31,27 @@ def test_hand_checked_example():
     assert np.flatnonzero(selective_mask(np.ones(7), maskable, 0.5, 1.0)).tolist() == [1, 2, 3, 4, 5]
     # ties in the fixed mode: the earlier position first
     assert np.flatnonzero(selective_mask(np.ones(7), maskable, 0.5, 0.4)).tolist() == [1, 2]
+
+
+def test_cap_holds_per_sentence_by_default_and_per_block_on_request():
+    """A block of two sentences (``complete`` mode): the first one's tokens all score higher.
+    Capped per block, only the first sentence is masked; per sentence, both are."""
+    maskable = np.array([False] + [True] * 10 + [False] + [True] * 10 + [False])
+    scores = np.concatenate([[0], np.linspace(0.99, 0.9, 10), [0], np.linspace(0.8, 0.6, 10), [0]])
+    tokens = np.arange(len(scores))
+    by_sentence = build_mask_policy("selective", options(selective_cap=0.2)).choose(
+        tokens, maskable, {"importance": scores}, None)
+    by_block = build_mask_policy("selective", options(selective_cap=0.2, selective_cap_scope="block")).choose(
+        tokens, maskable, {"importance": scores}, None)
+    assert np.flatnonzero(by_sentence).tolist() == [1, 2, 12, 13]  # 2 of 10 in each sentence
+    assert np.flatnonzero(by_block).tolist() == [1, 2, 3, 4]  # 4 of 20, all from the first sentence
+
+
+def test_out_of_range_options_are_refused():
+    with pytest.raises(ValueError, match="--selective-threshold must lie in"):
+        build_mask_policy("selective", options(selective_threshold=2.0))
+    with pytest.raises(ValueError, match="--selective-cap-scope must be one of"):
+        build_mask_policy("selective", options(selective_cap_scope="doc"))
 
 
 def test_count_formula():
@@ -115,7 +137,8 @@ def importance_data(tiny_data, tmp_path_factory):
 
 
 def expected_fixed_rate(data, split, cap):
-    """Realised rate of fixed selective masks on the blocks guided_mlm builds (tokens_per_sample 32)."""
+    """Realised rate of fixed selective masks, capped per sentence, on the blocks guided_mlm builds
+    (tokens_per_sample 32)."""
     from fairseq.data import Dictionary
     from fairseq_maskplug.data import load_blocked_split
     dictionary = Dictionary.load(str(data / "dict.txt"))
@@ -126,7 +149,7 @@ def expected_fixed_rate(data, split, cap):
     for i in range(len(tokens)):
         t = tokens[i].numpy()
         m = ~np.isin(t, [dictionary.bos(), dictionary.eos(), dictionary.pad()])
-        chosen += selective_mask(side["importance"][i].numpy(), m, 0.5, cap).sum()
+        chosen += selective_mask_per_sentence(side["importance"][i].numpy(), m, 0.5, cap).sum()
         maskable += m.sum()
     return chosen / maskable
 

@@ -12,6 +12,13 @@ def maskable_positions(tokens: np.ndarray, special_ids) -> np.ndarray:
     return ~np.isin(tokens, np.asarray(list(special_ids), dtype=tokens.dtype))
 
 
+def maskable_runs(maskable: np.ndarray):
+    """``(starts, ends)`` of the runs of consecutive maskable positions: the sentences of a
+    block, which special tokens (``<s>``, ``</s>``, padding) separate."""
+    edges = np.diff(np.concatenate([[0], np.asarray(maskable, dtype=np.int8), [0]]))
+    return np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+
+
 def probabilistic_count(rate: float, n: int, rng: np.random.Generator) -> int:
     """``floor(rate * n + u)``, ``u ~ U[0, 1)``: an integer whose mean is exactly ``rate * n``.
 

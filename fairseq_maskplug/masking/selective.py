@@ -1,12 +1,18 @@
 """Selective masking (Gu et al. 2020, §2.2-2.3 and Appendix A, "In-domain Mask") and its policy.
 
 The tagger scores every token of the in-domain corpus (probability of "important");
-tokens scored at or above a threshold are *selected*; per sequence at most
+tokens scored at or above a threshold are *selected*; per sentence at most
 ``max(1, floor(cap * n))`` of them are masked (``n`` maskable tokens, cap 15%): the cap
-is a ceiling, never a target, and nothing is filled in at random (a sequence with no
+is a ceiling, never a target, and nothing is filled in at random (a sentence with no
 selected token has no mask). The authors keep the highest-scoring selected tokens and
 write the masks once (static); the ``per_epoch`` mode instead draws the kept tokens
 uniformly among the selected ones at every visit.
+
+Sources of the defaults: the paper (§2.3) masks every selected token and states no cap;
+the cap, its 15%, the per-sentence scope, the 0.5 threshold and the static masks follow
+the authors' code, which masks sentence by sentence. ``--selective-cap-scope block``
+caps over a whole block instead (where, with ``--sample-break-mode complete``, the
+highest-scoring tokens of any of its sentences win).
 """
 
 import math
@@ -14,9 +20,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .random_masks import maskable_runs
 from .registry import MaskPolicy, register_mask_policy
 
 MODES = ("fixed", "per_epoch")
+SCOPES = ("sentence", "block")
 
 
 def selective_count(n_selected: int, n_maskable: int, cap: float) -> int:
@@ -55,6 +63,17 @@ def selective_mask(scores: np.ndarray, maskable: np.ndarray, threshold: float = 
     return mask
 
 
+def selective_mask_per_sentence(scores: np.ndarray, maskable: np.ndarray, threshold: float = 0.5,
+                                cap: float = 0.15, rng: np.random.Generator = None) -> np.ndarray:
+    """:func:`selective_mask` applied to every sentence of a block on its own (the runs of
+    maskable positions between special tokens), so each sentence has its own cap."""
+    scores = np.asarray(scores, dtype=np.float64)
+    mask = np.zeros(len(scores), dtype=bool)
+    for start, end in zip(*maskable_runs(maskable)):
+        mask[start:end] = selective_mask(scores[start:end], maskable[start:end], threshold, cap, rng)
+    return mask
+
+
 @dataclass
 class SelectivePolicyOptions:
     selective_track: str = field(default="importance", metadata={
@@ -64,7 +83,11 @@ class SelectivePolicyOptions:
         "help": "selective policy: tokens whose score is at least this are selected"})
     selective_cap: float = field(default=0.15, metadata={
         "help": "selective policy: at most max(1, floor(cap * n)) selected tokens are masked per "
-                "sequence of n maskable tokens (a cap, not a target: there is no random fill)"})
+                "sentence (or block) of n maskable tokens (a cap, not a target: there is no random fill; "
+                "the paper states no cap, the authors' code caps at 15%)"})
+    selective_cap_scope: str = field(default="sentence", metadata={
+        "help": "selective policy: sentence = the cap holds for every sentence of a block on its own "
+                "(authors' code); block = for the whole block"})
     selective_masks: str = field(default="fixed", metadata={
         "help": "selective policy: fixed = the highest-scoring selected tokens at every epoch (paper's "
                 "static masks); per_epoch = a random subset of the selected tokens, re-drawn per visit"})
@@ -72,7 +95,7 @@ class SelectivePolicyOptions:
 
 @register_mask_policy("selective", dataclass=SelectivePolicyOptions)
 class SelectivePolicy(MaskPolicy):
-    """Mask the tokens the tagger selected, highest score first, capped (Gu et al. 2020).
+    """Mask the tokens the tagger selected, highest score first, capped per sentence (Gu et al. 2020).
 
     With ``fixed`` masks the positions never change; the 80/10/10 replacement of those
     positions is still drawn per visit like every policy's. The fair baseline is
@@ -86,11 +109,17 @@ class SelectivePolicy(MaskPolicy):
             raise ValueError(f"--selective-masks must be one of {MODES}, got {cfg.selective_masks!r}")
         if not 0.0 < cfg.selective_cap <= 1.0:
             raise ValueError(f"--selective-cap must lie in (0, 1], got {cfg.selective_cap}")
+        if cfg.selective_cap_scope not in SCOPES:
+            raise ValueError(f"--selective-cap-scope must be one of {SCOPES}, got {cfg.selective_cap_scope!r}")
+        if not 0.0 < cfg.selective_threshold <= 1.0:
+            raise ValueError(f"--selective-threshold must lie in (0, 1] (scores are probabilities or 0/1 labels; "
+                             f"above 1 nothing is selected), got {cfg.selective_threshold}")
+        self.mask_fn = selective_mask_per_sentence if cfg.selective_cap_scope == "sentence" else selective_mask
 
     @property
     def side_info_names(self):
         return (self.cfg.selective_track,)
 
     def choose(self, tokens, maskable, side_info, rng):
-        return selective_mask(side_info[self.cfg.selective_track], maskable, self.cfg.selective_threshold,
-                              self.cfg.selective_cap, rng if self.cfg.selective_masks == "per_epoch" else None)
+        return self.mask_fn(side_info[self.cfg.selective_track], maskable, self.cfg.selective_threshold,
+                            self.cfg.selective_cap, rng if self.cfg.selective_masks == "per_epoch" else None)

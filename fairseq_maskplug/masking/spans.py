@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .random_masks import probabilistic_count
+from .random_masks import maskable_runs, probabilistic_count
 from .registry import MaskPolicy, register_mask_policy
 
 
@@ -34,14 +34,10 @@ class GeometricSpans:
 
 
 def segment_ends(maskable: np.ndarray) -> np.ndarray:
-    """For each position, one past the end of its run of consecutive maskable positions."""
-    maskable = np.asarray(maskable, dtype=bool)
-    ends = np.empty(len(maskable), dtype=np.int64)
-    end = len(maskable)
-    for i in range(len(maskable) - 1, -1, -1):
-        if not maskable[i]:
-            end = i
-        ends[i] = end
+    """For each maskable position, one past the end of its sentence (its run of maskable positions)."""
+    ends = np.arange(len(maskable))
+    for start, end in zip(*maskable_runs(maskable)):
+        ends[start:end] = end
     return ends
 
 
