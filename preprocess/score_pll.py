@@ -40,7 +40,8 @@ def main(argv=None) -> int:
     import fairseq_maskplug.plugin  # noqa: F401  (registers the tasks with fairseq)
     from fairseq import checkpoint_utils, data as fdata
     from fairseq_maskplug.data import side_info_prefix, write_side_info
-    from fairseq_maskplug.scoring.pll import PLTScorer, iterate_lines, word_starts_gpt2, word_starts_sentencepiece
+    from fairseq_maskplug.scoring.pll import (PLTScorer, iterate_lines, score_in_windows, word_starts_gpt2,
+                                              word_starts_sentencepiece)
 
     split_prefix = os.path.join(args.data, args.split)
     if not fdata.indexed_dataset.MMapIndexedDataset.exists(split_prefix):
@@ -60,7 +61,7 @@ def main(argv=None) -> int:
     scorer = PLTScorer(model, task.mask_idx, d.pad(), word_starts, args.metric)
     lines = list(iterate_lines(tokens, d.bos()))
     start = time.perf_counter()
-    plts = scorer.score(lines, special_ids=(d.bos(), d.eos(), d.pad()), max_tokens=args.max_tokens)
+    plts = score_in_windows(scorer, lines, (d.bos(), d.eos(), d.pad()), model.max_positions(), args.max_tokens)
     seconds = time.perf_counter() - start
     prefix = side_info_prefix(split_prefix, args.name)
     write_side_info(prefix, (plt[1:] for plt in plts), "float64", tokens_prefix=split_prefix)  # drop <s>

@@ -80,3 +80,28 @@ def test_gpt2_word_starts_from_fairseq_whole_word_helper(tmp_path):
     starts = word_starts_gpt2(d, str(tmp_path / "encoder.json"), str(tmp_path / "vocab.bpe"))
     assert starts[:d.nspecial].all()
     assert [bool(starts[d.index(s)]) for s in ("0", "1", "2", "3", "4")] == [True, True, False, True, False]
+
+
+def test_lines_longer_than_the_model_are_scored_in_framed_windows(trained):
+    """A 150-token line on a 64-position model: three windows of at most 62 tokens, each scored
+    as <s> window </s>; short lines are scored whole. Before, the position embedding overflowed."""
+    from fairseq_maskplug.scoring.pll import score_in_windows
+    _, model, task = trained
+    d = task.source_dictionary
+    scorer = PLTScorer(model, task.mask_idx, d.pad(), np.ones(len(d), dtype=bool))
+    rng = np.random.default_rng(0)
+    special = (d.bos(), d.eos(), d.pad())
+    long = np.concatenate([[d.bos()], rng.integers(d.nspecial, len(d) - 1, 150), [d.eos()]])
+    short = long[:20].copy()
+    short[-1] = d.eos()
+    assert model.max_positions() == 64
+    with pytest.raises(Exception):  # what happened before: the whole line reaches the embedding
+        scorer.score([long], special, max_tokens=4096, progress=False)
+    plt_long, plt_short = score_in_windows(scorer, [long, short], special, 64, 4096, progress=False)
+    assert len(plt_long) == 152 and plt_long[0] == 1 and plt_long[-1] == 1
+    assert ((plt_long[1:-1] > 0) & (plt_long[1:-1] < 1)).all()
+    for start in (1, 63, 125):  # each window equals that window scored on its own
+        inner = long[start:min(start + 62, 151)]
+        alone = scorer.score([np.concatenate([[d.bos()], inner, [d.eos()]])], special, progress=False)[0]
+        np.testing.assert_allclose(plt_long[start:start + len(inner)], alone[1:-1], atol=1e-6)
+    np.testing.assert_allclose(plt_short, scorer.score([short], special, progress=False)[0], atol=1e-6)

@@ -149,6 +149,38 @@ class PLTScorer:
         return out
 
 
+def score_in_windows(scorer: "PLTScorer", lines: Sequence[np.ndarray], special_ids, max_positions: int,
+                     max_tokens: int = 2048, progress: bool = True) -> List[np.ndarray]:
+    """:meth:`PLTScorer.score` for lines (``<s> ... </s>``) of any length.
+
+    A line longer than ``max_positions`` (which would overflow the position embedding) is
+    cut between its ``<s>`` and ``</s>`` into consecutive pieces of ``max_positions - 2``
+    tokens, each scored framed as ``<s> piece </s>``, the way the tagger reads long lines:
+    a token then sees only the context of its own window, and a word cut at a window
+    boundary is scored as two words.
+    """
+    if max_positions < 3:
+        raise ValueError(f"max_positions must be at least 3 (<s>, a token, </s>), got {max_positions}")
+    width = max_positions - 2
+    windows, origins = [], []  # origins: (line, where the window's inner tokens start; None: whole line)
+    for i, line in enumerate(lines):
+        if len(line) <= max_positions:
+            windows.append(line)
+            origins.append((i, None))
+            continue
+        for start in range(1, len(line) - 1, width):
+            windows.append(np.concatenate([line[:1], line[start:min(start + width, len(line) - 1)], line[-1:]]))
+            origins.append((i, start))
+    scored = scorer.score(windows, special_ids, max_tokens, progress)
+    out = [np.ones(len(line)) for line in lines]
+    for (i, start), plt in zip(origins, scored):
+        if start is None:
+            out[i] = plt
+        else:
+            out[i][start:start + len(plt) - 2] = plt[1:-1]
+    return out
+
+
 def iterate_lines(dataset, bos: int) -> Iterable[np.ndarray]:
     """Lines of a binarized token dataset with ``<s>`` prepended, as the model sees them."""
     for i in range(len(dataset)):
