@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # FE-MLM (Zheng et al.): continued pre-training of the general checkpoint on the in-domain
-# reviews with MLM vs FE-MLM (subword, span) at equal compute, validation MLM loss against
+# reviews with MLM vs FE-MLM at equal compute, each granularity against its own baseline as
+# in the paper (MLM subword vs FE subword, MLM+span vs FE+span), validation MLM loss against
 # updates (PNG; every run's checkpoints scored under the same random masks), MR fine-tuning
 # table, and the gradient-variance probe.
 #
@@ -26,10 +27,13 @@ echo "[1/4] demo data and general MLM pre-training"
 general_model
 GENERAL="$WORK/general/checkpoint_last.pt"
 
-echo "[2/4] continued pre-training, $UPDATES updates each: MLM batch $((B * K)) vs FE-MLM batch $B x $K views"
+echo "[2/4] continued pre-training, $UPDATES updates each: MLM (subword, span) batch $((B * K)) vs FE-MLM batch $B x $K views"
 common=(--finetune-from-model "$GENERAL" --save-interval-updates "$EVERY" --keep-interval-updates -1)
 stage fe_mlm_mlm "$WORK/logs/fe_mlm_mlm.log" \
     pretrain guided_mlm "$WORK/data/indomain" "$OUT/mlm" "$UPDATES" --batch-size $((B * K)) "${common[@]}"
+stage fe_mlm_mlm_span "$WORK/logs/fe_mlm_mlm_span.log" \
+    pretrain guided_mlm "$WORK/data/indomain" "$OUT/mlm_span" "$UPDATES" --batch-size $((B * K)) "${common[@]}" \
+    --mask-policy span
 for granularity in subword span; do
     stage "fe_mlm_fe_$granularity" "$WORK/logs/fe_mlm_fe_$granularity.log" \
         pretrain fe_mlm "$WORK/data/indomain" "$OUT/fe_$granularity" "$UPDATES" --batch-size "$B" \
@@ -41,15 +45,15 @@ score_checkpoints() {
     python -m fairseq_maskplug.evaluate_mlm --data "$WORK/data/indomain" --split valid \
         "$OUT/$1"/checkpoint_*_*.pt > "$OUT/valid_loss_$1.jsonl"
 }
-for run in mlm fe_subword fe_span; do
+for run in mlm fe_subword mlm_span fe_span; do
     stage "fe_mlm_score_$run" "$WORK/logs/fe_mlm_score_$run.log" score_checkpoints "$run"
 done
 python recipes/plot_valid_loss.py --out "$OUT/valid_loss.png" \
     mlm="$OUT/valid_loss_mlm.jsonl" fe_subword="$OUT/valid_loss_fe_subword.jsonl" \
-    fe_span="$OUT/valid_loss_fe_span.jsonl"
+    mlm_span="$OUT/valid_loss_mlm_span.jsonl" fe_span="$OUT/valid_loss_fe_span.jsonl"
 
 echo "[3/4] MR fine-tuning ($EPOCHS epochs, seeds: $SEEDS)"
-for row in mlm fe_subword fe_span; do
+for row in mlm fe_subword mlm_span fe_span; do
     for seed in $SEEDS; do
         stage "fe_mlm_ft_${row}__seed$seed" "$WORK/logs/fe_mlm_ft_${row}__seed$seed.log" \
             finetune_and_score "$row" "$OUT/$row/checkpoint_last.pt" "$seed" "$EPOCHS" "$OUT/results" "$OUT/finetune"
@@ -64,5 +68,5 @@ tail -12 "$WORK/logs/fe_mlm_probe.log"
 
 echo
 echo "MR sentence polarity after $UPDATES continued updates at equal compute, accuracy and macro-F1 in %:"
-python recipes/results_table.py "$OUT/results" --rows mlm,fe_subword,fe_span
+python recipes/results_table.py "$OUT/results" --rows mlm,fe_subword,mlm_span,fe_span
 echo "finished in $(( (SECONDS - started) / 60 )) min $(( (SECONDS - started) % 60 )) s"
