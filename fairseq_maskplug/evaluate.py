@@ -15,11 +15,12 @@ import sys
 import numpy as np
 import torch
 
+from .checkpoints import check_writable
 from .metrics import macro_f1
 
 
 @torch.no_grad()
-def evaluate(checkpoint: str, data: str, split: str, batch_size: int = 64) -> dict:
+def evaluate(checkpoint: str, data: str, split: str, batch_size: int = 64, trust_dictionary: bool = False) -> dict:
     """Accuracy and macro-F1 of a classifier checkpoint on ``DATA/{input0,label}/SPLIT``.
 
     Works for ``sentence_prediction`` and ``joint_mlm_classification`` checkpoints: only
@@ -27,13 +28,15 @@ def evaluate(checkpoint: str, data: str, split: str, batch_size: int = 64) -> di
     MLM side information is not needed). Each input is ``<s>`` + line, cut to the model's
     positions as ``--shorten-method truncate`` does.
     """
-    import fairseq_maskplug.plugin  # noqa: F401  (registers the tasks with fairseq)
     from fairseq import checkpoint_utils
     from fairseq.data import data_utils
 
+    from .checkpoints import CLASSIFIER_TASKS, load_checked_state
     from .data.classification import load_classification_split
 
-    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], arg_overrides={"data": data})
+    state = load_checked_state(checkpoint, data, trust_dictionary, tasks=CLASSIFIER_TASKS,
+                               wanted="a classifier (sentence_prediction or joint_mlm_classification)")
+    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], state=state)
     model = models[0].eval()
     head = (getattr(cfg.criterion, "classification_head_name", None)
             or getattr(cfg.task, "classification_head_name", "sentence_classification_head"))
@@ -64,8 +67,17 @@ def main(argv=None) -> int:
     parser.add_argument("--split", default="test", help="split to score")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--output", help="also write the JSON object to this file")
+    parser.add_argument("--trust-dictionary", action="store_true",
+                        help="skip the dictionary check where the checkpoint records no dictionary and its "
+                             "training data is not found")
     args = parser.parse_args(argv)
-    line = json.dumps(evaluate(args.checkpoint, args.data, args.split, args.batch_size))
+    try:
+        if args.output:
+            check_writable(args.output)
+        line = json.dumps(evaluate(args.checkpoint, args.data, args.split, args.batch_size, args.trust_dictionary))
+    except (FileNotFoundError, ValueError, PermissionError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     if args.output:
         tmp = f"{args.output}.tmp-{os.getpid()}"
         with open(tmp, "w") as f:

@@ -1,1 +1,7 @@
-"""Command-line entry points (run from the repository root: ``python -m preprocess.NAME --help``)."""
+"""Command-line entry points (``python -m preprocess.NAME --help`` from the repository root)."""
+
+import argparse
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """The module docstring as written, and every option's default in ``--help``."""

@@ -17,42 +17,32 @@ import time
 
 import numpy as np
 
+from . import HelpFormatter
+
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--checkpoint", required=True, help="token_importance checkpoint (the tagger)")
     parser.add_argument("--data", required=True, help="binarized corpus directory (dict.txt, SPLIT.bin/.idx)")
     parser.add_argument("--splits", nargs="+", default=["train", "valid"], help="splits to annotate")
     parser.add_argument("--name", default="importance", help="side-information track name")
     parser.add_argument("--max-tokens", type=int, default=4096, help="padded tokens per forward")
     parser.add_argument("--preview-lines", type=int, default=200, help="lines shown in the preview file")
+    parser.add_argument("--trust-dictionary", action="store_true",
+                        help="skip the dictionary check where the checkpoint records no dictionary and its "
+                             "training data is not found")
     return parser.parse_args(argv)
 
 
-def load_tagger(checkpoint: str, data: str):
+def load_tagger(checkpoint: str, data: str, trust_dictionary: bool = False):
     """The tagger model, its head name and the corpus dictionary (which must be the tagger's)."""
     import torch
-    import fairseq_maskplug.plugin  # noqa: F401  (registers the tasks with fairseq)
     from fairseq import checkpoint_utils
-    from fairseq.data import Dictionary
-    from fairseq.dataclass.utils import overwrite_args_by_name
+    from fairseq_maskplug.checkpoints import load_checked_state
 
-    state = checkpoint_utils.load_checkpoint_to_cpu(checkpoint)
-    task_cfg = state["cfg"]["task"]
-    if task_cfg._name != "token_importance":
-        raise ValueError(f"{checkpoint} is a {task_cfg._name} checkpoint; the tagger is a token_importance one")
-    own = os.path.join(task_cfg.data, "dict.txt")
-    target = os.path.join(data, "dict.txt")
-    if not os.path.exists(target):
-        raise FileNotFoundError(f"dictionary not found: {target}")
-    if os.path.exists(own) and Dictionary.load(own).symbols != Dictionary.load(target).symbols:
-        raise ValueError(f"{target} is not the dictionary the tagger was trained with ({own}): binarize the "
-                         "corpus with the task's dict.txt (fairseq-preprocess --srcdict)")
-    overwrite_args_by_name(state["cfg"], {"data": data})  # read once: the state above, now pointing at DATA
-    try:
-        models, _, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], state=state)
-    except RuntimeError as error:  # embedding sizes differ
-        raise ValueError(f"{target} does not fit the tagger's embeddings: another dictionary? ({error})") from None
+    state = load_checked_state(checkpoint, data, trust_dictionary, tasks=("token_importance",),
+                               wanted="the tagger (a token_importance checkpoint)")
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], state=state)
     model = models[0].cuda() if torch.cuda.is_available() else models[0]
     return model, task.cfg.tagger_head_name, task.source_dictionary
 
@@ -60,14 +50,20 @@ def load_tagger(checkpoint: str, data: str):
 def main(argv=None) -> int:
     args = parse_args(argv)
     from fairseq.data import data_utils
+    from fairseq_maskplug.checkpoints import check_writable
     from fairseq_maskplug.data import side_info_prefix, write_side_info
     from fairseq_maskplug.scoring.preview import render_marked
     from fairseq_maskplug.scoring.tagger import TokenTagger
 
     try:
-        model, head, d = load_tagger(args.checkpoint, args.data)
+        for split in args.splits:  # every output checked before any work
+            split_prefix = os.path.join(args.data, split)
+            if not os.path.exists(split_prefix + ".idx"):
+                raise FileNotFoundError(f"binarized split not found: {split_prefix}.bin/.idx")
+            check_writable(side_info_prefix(split_prefix, args.name) + ".bin")
+        model, head, d = load_tagger(args.checkpoint, args.data, args.trust_dictionary)
         tagger = TokenTagger(model, head, d.bos(), d.eos(), d.pad())
-    except (FileNotFoundError, ValueError) as error:
+    except (FileNotFoundError, ValueError, PermissionError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     for split in args.splits:

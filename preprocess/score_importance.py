@@ -20,9 +20,11 @@ import time
 
 import numpy as np
 
+from . import HelpFormatter
+
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--checkpoint", required=True, help="sentence_prediction checkpoint fine-tuned on the task")
     parser.add_argument("--data", required=True, help="sentence_prediction data directory (input0/, label/)")
     parser.add_argument("--split", default="train", help="split to label")
@@ -35,23 +37,25 @@ def parse_args(argv=None):
                         help="padded tokens per forward (inputs of the batch sorted by length; raise it on GPUs)")
     parser.add_argument("--classification-head-name", default="sentence_classification_head")
     parser.add_argument("--preview", default=None, help="preview file (default DATA/input0/SPLIT.NAME.preview.txt)")
+    parser.add_argument("--trust-dictionary", action="store_true",
+                        help="skip the dictionary check where the checkpoint records no dictionary and its "
+                             "training data is not found")
     return parser.parse_args(argv)
 
 
-def load_task_split(checkpoint, data, split, head):
+def load_task_split(checkpoint, data, split, head, trust_dictionary=False):
     """Classifier model, dictionary, token lines and class indices of ``split``; bad input raises
     ``FileNotFoundError``/``ValueError`` with a message naming the file."""
     import torch
-    import fairseq_maskplug.plugin  # noqa: F401  (registers the tasks with fairseq)
     from fairseq import checkpoint_utils
+    from fairseq_maskplug.checkpoints import load_checked_state
     from fairseq_maskplug.data.classification import load_classification_split
 
     for sub in ("input0", "label"):
         if not os.path.exists(os.path.join(data, sub, f"{split}.idx")):
             raise FileNotFoundError(f"{os.path.join(data, sub, split)}.bin/.idx not found: --data needs the "
                                     "sentence_prediction layout (input0/, label/)")
-    # overrides here: fairseq ignores arg_overrides when it is given a state
-    state = checkpoint_utils.load_checkpoint_to_cpu(checkpoint, arg_overrides={"data": data})
+    state = load_checked_state(checkpoint, data, trust_dictionary)
     if not any(k.startswith(f"classification_heads.{head}.") for k in state["model"]):
         raise ValueError(f"{checkpoint} is a {state['cfg']['task']['_name']} checkpoint without a classification "
                          f"head {head!r}; the classifier fine-tuned on the task (sentence_prediction) is needed")
@@ -64,13 +68,20 @@ def load_task_split(checkpoint, data, split, head):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    from fairseq_maskplug.checkpoints import check_writable
+    from fairseq_maskplug.data import side_info_prefix, write_side_info
+
+    split_prefix = os.path.join(args.data, "input0", args.split)
+    prefix = side_info_prefix(split_prefix, args.name)
+    preview = args.preview or prefix + ".preview.txt"
     try:
+        for path in (prefix + ".bin", preview):  # outputs checked before any work
+            check_writable(path)
         model, d, tokens, classes = load_task_split(args.checkpoint, args.data, args.split,
-                                                   args.classification_head_name)
-    except (FileNotFoundError, ValueError) as error:
+                                                   args.classification_head_name, args.trust_dictionary)
+    except (FileNotFoundError, ValueError, PermissionError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    from fairseq_maskplug.data import side_info_prefix, write_side_info
     from fairseq_maskplug.scoring.buffer import SentenceClassifier, buffer_importance
     from fairseq_maskplug.scoring.preview import render_marked
 
@@ -91,10 +102,7 @@ def main(argv=None) -> int:
         row = np.zeros(len(line), dtype=np.uint8)
         row[:len(marks)] = marks
         rows.append(row)
-    split_prefix = os.path.join(args.data, "input0", args.split)
-    prefix = side_info_prefix(split_prefix, args.name)
     write_side_info(prefix, rows, "uint8", tokens_prefix=split_prefix)
-    preview = args.preview or prefix + ".preview.txt"
     tmp = f"{preview}.tmp-{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as f:
         for line, row, ok, label in zip(lines, rows, scored, classes):

@@ -15,9 +15,11 @@ import time
 
 import numpy as np
 
+from . import HelpFormatter
+
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--checkpoint", required=True, help="roberta masked-LM checkpoint (frozen)")
     parser.add_argument("--data", required=True, help="binarized data directory with dict.txt")
     parser.add_argument("--split", default="train")
@@ -32,44 +34,63 @@ def main(argv=None) -> int:
     parser.add_argument("--gpt2-vocab-bpe", help="GPT-2 BPE vocab.bpe the data was encoded with")
     parser.add_argument("--max-tokens", type=int, default=2048,
                         help="padded tokens per forward (2048 was fastest on 2 CPU cores; raise it on GPUs)")
+    parser.add_argument("--trust-dictionary", action="store_true",
+                        help="skip the dictionary check where the checkpoint records no dictionary and its "
+                             "training data is not found")
     args = parser.parse_args(argv)
     if args.word_starts == "gpt2" and not (args.gpt2_encoder_json and args.gpt2_vocab_bpe):
         parser.error("--word-starts gpt2 needs --gpt2-encoder-json and --gpt2-vocab-bpe")
 
+    try:
+        return score(args)
+    except (FileNotFoundError, ValueError, PermissionError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+def score(args) -> int:
     import torch
-    import fairseq_maskplug.plugin  # noqa: F401  (registers the tasks with fairseq)
     from fairseq import checkpoint_utils, data as fdata
+    from fairseq_maskplug.checkpoints import CLASSIFIER_TASKS, check_writable, load_checked_state
     from fairseq_maskplug.data import side_info_prefix, write_side_info
     from fairseq_maskplug.scoring.pll import (PLTScorer, iterate_lines, score_in_windows, word_starts_gpt2,
                                               word_starts_sentencepiece)
 
-    split_prefix = os.path.join(args.data, args.split)
+    data = args.data
+    if (not fdata.indexed_dataset.MMapIndexedDataset.exists(os.path.join(data, args.split))
+            and fdata.indexed_dataset.MMapIndexedDataset.exists(os.path.join(data, "input0", args.split))):
+        data = os.path.join(data, "input0")  # a sentence_prediction root: its texts
+        print(f"--data {args.data} is a sentence_prediction directory: scoring its texts in {data}")
+    split_prefix = os.path.join(data, args.split)
     if not fdata.indexed_dataset.MMapIndexedDataset.exists(split_prefix):
-        print(f"error: binarized split not found: {split_prefix}.bin/.idx", file=sys.stderr)
-        return 2
-    models, _, task = checkpoint_utils.load_model_ensemble_and_task([args.checkpoint],
-                                                                    arg_overrides={"data": args.data})
+        raise FileNotFoundError(f"binarized split not found: {split_prefix}.bin/.idx")
+    prefix = side_info_prefix(split_prefix, args.name)
+    check_writable(prefix + ".bin")
+    state = load_checked_state(args.checkpoint, data, args.trust_dictionary, refuse=CLASSIFIER_TASKS + ("token_importance",),
+                               wanted="a masked-LM checkpoint (guided_mlm, masked_lm, ...)")
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task([args.checkpoint], state=state)
     model = models[0].cuda() if torch.cuda.is_available() else models[0]
     d = task.source_dictionary
-    tokens = fdata.data_utils.load_indexed_dataset(split_prefix, d)
     if args.word_starts == "sentencepiece":
         word_starts = word_starts_sentencepiece(d)
+        if not word_starts[d.nspecial:].any():
+            raise ValueError(f"{data}/dict.txt has no sentencepiece word starts ('\u2581'): each line would be one "
+                             "word; use --word-starts token (every token a word) or --word-starts gpt2")
     elif args.word_starts == "gpt2":
         word_starts = word_starts_gpt2(d, args.gpt2_encoder_json, args.gpt2_vocab_bpe)
     else:
         word_starts = np.ones(len(d), dtype=bool)
+    tokens = fdata.data_utils.load_indexed_dataset(split_prefix, d)
     scorer = PLTScorer(model, task.mask_idx, d.pad(), word_starts, args.metric)
     lines = list(iterate_lines(tokens, d.bos()))
     start = time.perf_counter()
     plts = score_in_windows(scorer, lines, (d.bos(), d.eos(), d.pad()), model.max_positions(), args.max_tokens)
     seconds = time.perf_counter() - start
-    prefix = side_info_prefix(split_prefix, args.name)
     write_side_info(prefix, (plt[1:] for plt in plts), "float64", tokens_prefix=split_prefix)  # drop <s>
     scored = np.concatenate([plt[1:-1] for plt in plts])
     print(f"scored {len(lines)} sentences ({scored.size} tokens) in {seconds:.1f} s "
           f"({len(lines) / seconds:.1f} sentences/s); mean PLT {scored.mean():.3f}; wrote {prefix}.bin/.idx")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -13,13 +13,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from fairseq import utils
-from fairseq.data import (Dictionary, FairseqDataset, IdDataset, NestedDictionaryDataset, NumelDataset,
+from fairseq.data import (FairseqDataset, IdDataset, NestedDictionaryDataset, NumelDataset,
                           NumSamplesDataset, RightPadDataset)
 from fairseq.dataclass import ChoiceEnum
 from fairseq.optim.amp_optimizer import AMPOptimizer
 
 from ..data import PolicyMaskedDataset
 from ..data.classification import label_names, load_class_indices
+from ..data.dictionaries import load_dictionary
 from ..masking import build_mask_policy
 from ..models import unwrap_model
 from ..weighting import meta_tartan
@@ -86,13 +87,9 @@ class JointMLMClassificationTask(MaskedLMBaseTask):
 
     @classmethod
     def setup_task(cls, cfg, **kwargs):
-        dicts = []
-        for sub in ("input0", "label"):
-            path = os.path.join(cfg.data, sub, "dict.txt")
-            if not os.path.exists(path):
-                raise FileNotFoundError(f"{path} not found: --data needs the sentence_prediction layout "
-                                        "(input0/ and label/)")
-            dicts.append(Dictionary.load(path))
+        dicts = [load_dictionary(os.path.join(cfg.data, sub), "--data with the sentence_prediction layout "
+                                 "(input0/, label/): input0/ and label/")
+                 for sub in ("input0", "label")]
         n_labels = len(label_names(dicts[1]))
         if n_labels != cfg.num_classes:
             raise ValueError(f"{cfg.data}/label/dict.txt has {n_labels} labels but --num-classes is "

@@ -1,7 +1,6 @@
 """What every masked-LM task of this package shares: data, blocking, corruption, statistics."""
 
 import logging
-import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -13,6 +12,7 @@ from fairseq.tasks.language_modeling import SAMPLE_BREAK_MODE_CHOICES, SHORTEN_M
 from omegaconf import II, MISSING
 
 from ..data import load_blocked_split
+from ..data.dictionaries import STATE_KEY, dictionary_sha256, load_dictionary
 from ..masking import Corruption
 from .mask_stats import log_mask_statistics, mask_statistics
 
@@ -74,6 +74,7 @@ class MaskedLMBaseTask(FairseqTask):
 
     def __init__(self, cfg, dictionary):
         super().__init__(cfg)
+        self.state.merge_state_dict({STATE_KEY: dictionary_sha256(dictionary)})  # saved in checkpoints
         self.dictionary = dictionary
         self.mask_idx = dictionary.add_symbol("<mask>")
         ids, probs = replacement_vocabulary(dictionary, self.mask_idx, cfg.freq_weighted_replacement)
@@ -85,10 +86,7 @@ class MaskedLMBaseTask(FairseqTask):
         paths = utils.split_paths(cfg.data)
         if not paths:
             raise ValueError("--data (the binarized data directory) is required")
-        dict_path = os.path.join(paths[0], "dict.txt")
-        if not os.path.exists(dict_path):
-            raise FileNotFoundError(f"dictionary not found: {dict_path}")
-        dictionary = Dictionary.load(dict_path)
+        dictionary = load_dictionary(paths[0])
         logger.info("dictionary: %d types", len(dictionary))
         return cls(cfg, dictionary)
 

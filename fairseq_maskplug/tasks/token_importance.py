@@ -11,18 +11,18 @@ encoder (start from the GenePT checkpoint with ``--finetune-from-model``) with a
 """
 
 import logging
-import os
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from fairseq.data import (BaseWrapperDataset, Dictionary, IdDataset, NestedDictionaryDataset, NumelDataset,
+from fairseq.data import (BaseWrapperDataset, IdDataset, NestedDictionaryDataset, NumelDataset,
                           NumSamplesDataset, RightPadDataset, SortDataset, data_utils)
 from fairseq.dataclass import FairseqDataclass
 from fairseq.tasks import FairseqTask, register_task
 from omegaconf import II, MISSING
 
 from ..data import load_blocked_split
+from ..data.dictionaries import STATE_KEY, dictionary_sha256, load_dictionary
 from ..models import register_token_tagging_head
 from .sentence_items import build_model_for_items, sentence_blocking
 
@@ -68,15 +68,13 @@ class TokenImportanceTask(FairseqTask):
 
     def __init__(self, cfg, dictionary):
         super().__init__(cfg)
+        self.state.merge_state_dict({STATE_KEY: dictionary_sha256(dictionary)})  # saved in checkpoints
         self.dictionary = dictionary
         self.mask_idx = dictionary.add_symbol("<mask>")  # as the masked-LM tasks: same embedding size
 
     @classmethod
     def setup_task(cls, cfg, **kwargs):
-        path = os.path.join(cfg.data, "dict.txt")
-        if not os.path.exists(path):
-            raise FileNotFoundError(f"dictionary not found: {path}")
-        return cls(cfg, Dictionary.load(path))
+        return cls(cfg, load_dictionary(cfg.data))
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
         blocking = sentence_blocking(self.cfg.data, self.cfg.tokens_per_sample, self.cfg.seed)
