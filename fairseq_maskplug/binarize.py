@@ -11,6 +11,8 @@ from typing import Iterable, List, Sequence
 
 from tqdm import tqdm
 
+from .atomic import temporary_name
+
 
 @contextmanager
 def atomic_directory(final: Path):
@@ -20,7 +22,7 @@ def atomic_directory(final: Path):
     version) and no half-written directory under the final name.
     """
     final = Path(final)
-    tmp = final.with_name(f"{final.name}.tmp-{os.getpid()}")
+    tmp = Path(temporary_name(str(final)))
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:

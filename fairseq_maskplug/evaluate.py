@@ -15,6 +15,7 @@ import sys
 import numpy as np
 import torch
 
+from .atomic import temporary_name
 from .checkpoints import check_writable
 from .metrics import macro_f1
 
@@ -79,7 +80,7 @@ def main(argv=None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     if args.output:
-        tmp = f"{args.output}.tmp-{os.getpid()}"
+        tmp = temporary_name(args.output)
         with open(tmp, "w") as f:
             f.write(line + "\n")
         os.replace(tmp, args.output)

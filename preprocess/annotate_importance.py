@@ -50,6 +50,7 @@ def load_tagger(checkpoint: str, data: str, trust_dictionary: bool = False):
 def main(argv=None) -> int:
     args = parse_args(argv)
     from fairseq.data import data_utils
+    from fairseq_maskplug.atomic import temporary_name
     from fairseq_maskplug.checkpoints import check_writable
     from fairseq_maskplug.data import side_info_prefix, write_side_info
     from fairseq_maskplug.scoring.preview import render_marked
@@ -79,7 +80,7 @@ def main(argv=None) -> int:
         prefix = side_info_prefix(split_prefix, args.name)
         write_side_info(prefix, scores, "float64", tokens_prefix=split_prefix)
         preview = prefix + ".preview.txt"
-        tmp = f"{preview}.tmp-{os.getpid()}"
+        tmp = temporary_name(preview)
         with open(tmp, "w", encoding="utf-8") as f:
             for line, score in zip(lines[:args.preview_lines], scores):
                 f.write(render_marked([d[t] for t in line[:-1]], score[:-1] >= 0.5) + "\n")

@@ -68,6 +68,7 @@ def load_task_split(checkpoint, data, split, head, trust_dictionary=False):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    from fairseq_maskplug.atomic import temporary_name
     from fairseq_maskplug.checkpoints import check_writable
     from fairseq_maskplug.data import side_info_prefix, write_side_info
 
@@ -103,7 +104,7 @@ def main(argv=None) -> int:
         row[:len(marks)] = marks
         rows.append(row)
     write_side_info(prefix, rows, "uint8", tokens_prefix=split_prefix)
-    tmp = f"{preview}.tmp-{os.getpid()}"
+    tmp = temporary_name(preview)
     with open(tmp, "w", encoding="utf-8") as f:
         for line, row, ok, label in zip(lines, rows, scored, classes):
             text = render_marked([d[t] for t in line[:-1]], row[:-1])

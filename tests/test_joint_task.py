@@ -24,7 +24,8 @@ def task_data(tiny_data, tmp_path_factory):
     for split in ("train", "valid"):
         tokens = data_utils.load_indexed_dataset(str(data / "input0" / split), d)
         write_side_info(str(data / "input0" / f"{split}.plt"),
-                        (rng.beta(2, 1, len(tokens[i])) for i in range(len(tokens))))
+                        (rng.beta(2, 1, len(tokens[i])) for i in range(len(tokens))),
+                        tokens_prefix=str(data / "input0" / split))
     return data
 
 

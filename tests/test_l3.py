@@ -84,7 +84,8 @@ def test_l3_policy_trains_in_guided_mlm(tiny_data, tmp_path):
     rng = np.random.default_rng(0)
     for split in ("train", "valid"):
         tokens = data_utils.load_indexed_dataset(str(data / split), Dictionary.load(str(data / "dict.txt")))
-        write_side_info(str(data / f"{split}.plt"), (rng.beta(2, 1, len(tokens[i])) for i in range(len(tokens))))
+        write_side_info(str(data / f"{split}.plt"), (rng.beta(2, 1, len(tokens[i])) for i in range(len(tokens))),
+                        tokens_prefix=str(data / split))
     result = check(train(data, tmp_path / "ck", "--max-epoch", "1", "--mask-policy", "l3", "--l3-mean", "0.2"))
     (epoch,) = json_logs(result, "train")
     # every word token is maskable; a sum of N Bernoulli draws has variance <= N / 4

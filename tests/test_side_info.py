@@ -40,7 +40,7 @@ def token_valued_side_info(tiny_data, split="train"):
     """Side information whose value at every position is that position's token id."""
     prefix = str(tiny_data / "bin" / split)
     tokens = data_utils.load_indexed_dataset(prefix, Dictionary.load(str(tiny_data / "bin" / "dict.txt")))
-    write_side_info(prefix + ".tokid", (tokens[i].numpy() for i in range(len(tokens))), "int64")
+    write_side_info(prefix + ".tokid", (tokens[i].numpy() for i in range(len(tokens))), "int64", tokens_prefix=prefix)
     return tokens
 
 

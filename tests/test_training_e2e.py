@@ -119,7 +119,7 @@ def test_misaligned_side_information_stops_before_training(flagged_data, tmp_pat
     rows = [flags[i].numpy() for i in range(len(flags))]
     rows[41] = np.append(rows[41], 0)
     write_side_info(str(data / "train.shifted"), rows, "uint8")
-    for suffix in (".bin", ".idx"):  # the valid split stays aligned
+    for suffix in (".bin", ".idx", ".json"):  # the valid split stays aligned
         shutil.copy(data / f"valid.flags{suffix}", data / f"valid.shifted{suffix}")
     result = train(data, tmp_path / "x", "--max-epoch", "1", "--mask-policy", "flagged",
                    "--flagged-track", "shifted", user_dir=EXAMPLE_PLUGIN)

@@ -1,7 +1,7 @@
 """Load a split and block it for MLM; side information goes through the very same steps."""
 
 import os
-from typing import Dict, Sequence, Tuple
+from typing import Dict, Mapping, Sequence, Tuple, Union
 
 import numpy as np
 from fairseq import utils
@@ -9,6 +9,7 @@ from fairseq.data import PrependTokenDataset, TokenBlockDataset, data_utils
 from fairseq.data.indexed_dataset import best_fitting_int_dtype
 from fairseq.data.shorten_dataset import maybe_shorten_dataset
 
+from ..masking.values import FINITE, ValueRule
 from .side_info import load_side_info
 
 
@@ -35,9 +36,13 @@ class TokenBlocks(TokenBlockDataset):
                 block_to_dataset_index.astype(index_dtype), slice_indices.astype(index_dtype))
 
 
-def load_blocked_split(cfg, split: str, dictionary, side_info_names: Sequence[str] = (),
+def load_blocked_split(cfg, split: str, dictionary, side_info_names: Union[Sequence[str], Mapping[str, ValueRule]] = (),
                        epoch: int = 1, combine: bool = False) -> Tuple[object, Dict[str, object]]:
     """Return ``(tokens, {name: side_info})``, both shortened, blocked and prefixed alike.
+
+    ``side_info_names`` names the tracks, or maps each to the :class:`ValueRule` its values
+    must follow (default: finite); ``cfg.side_info_without_fingerprint`` (if present)
+    accepts tracks without their fingerprint file.
 
     The pipeline is fairseq ``masked_lm``'s: ``load_indexed_dataset`` ->
     ``maybe_shorten_dataset`` -> ``TokenBlockDataset(tokens_per_sample - 1)`` (see
@@ -55,7 +60,9 @@ def load_blocked_split(cfg, split: str, dictionary, side_info_names: Sequence[st
     tokens = data_utils.load_indexed_dataset(split_prefix, dictionary, combine=combine)
     if tokens is None:
         raise FileNotFoundError(f"dataset not found: split {split!r} ({split_prefix}.bin/.idx)")
-    side = {name: load_side_info(split_prefix, name, tokens, split) for name in side_info_names}
+    rules = side_info_names if isinstance(side_info_names, Mapping) else {n: FINITE for n in side_info_names}
+    unchecked = bool(getattr(cfg, "side_info_without_fingerprint", False))
+    side = {name: load_side_info(split_prefix, name, tokens, split, rule, unchecked) for name, rule in rules.items()}
 
     def block(dataset, prepend):
         # shorten to tokens_per_sample - 1 (fairseq masked_lm uses tokens_per_sample, so a

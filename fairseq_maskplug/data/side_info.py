@@ -19,6 +19,9 @@ import numpy as np
 import torch
 from fairseq.data.indexed_dataset import MMapIndexedDataset, MMapIndexedDatasetBuilder
 
+from ..atomic import temporary_name
+from ..masking.values import FINITE, ValueRule
+
 SIDE_INFO_DTYPES = {"float64": np.float64, "int64": np.int64, "int32": np.int32, "uint8": np.uint8}
 
 
@@ -75,16 +78,32 @@ def write_side_info(prefix: str, rows: Iterable, dtype: str = "float64",
     :func:`token_fingerprint` is recorded in ``prefix.json`` and checked at load time.
     All files are written under temporary names first; the old index is removed
     before the new files are renamed into place, the index last, so an interrupted
-    write never leaves a set of files that looks complete. Returns the row count.
+    write never leaves a set of files that looks complete. Every value must fit ``dtype``
+    (finite; whole numbers in range for integer types), or nothing is written. ``dtype`` is
+    a name or a NumPy type (``"uint8"`` or ``np.uint8``). Returns the row count.
     """
+    try:
+        dtype = np.dtype(dtype).name
+    except TypeError:
+        pass
     if dtype not in SIDE_INFO_DTYPES:
         raise ValueError(f"dtype must be one of {sorted(SIDE_INFO_DTYPES)}, got {dtype!r}")
-    tmp = f"{prefix}.tmp-{os.getpid()}"
+    tmp = temporary_name(prefix)
     builder = MMapIndexedDatasetBuilder(tmp + ".bin", dtype=SIDE_INFO_DTYPES[dtype])
     count = 0
+    stored = SIDE_INFO_DTYPES[dtype]
+    rule = FINITE
+    if np.issubdtype(stored, np.integer):
+        info = np.iinfo(stored)
+        rule = ValueRule(f"a whole number in [{info.min}, {info.max}] ({dtype})", info.min, info.max, integral=True)
     try:
         for row in rows:
-            builder.add_item(torch.as_tensor(np.asarray(row)))
+            row = np.asarray(row)
+            bad = np.flatnonzero(rule.invalid(row))
+            if bad.size:
+                raise ValueError(f"line {count + 1}, value {int(bad[0]) + 1}: {row[bad[0]].item()!r} is not "
+                                 f"{rule.description}; nothing was written")
+            builder.add_item(torch.as_tensor(row.astype(stored)))
             count += 1
         builder.finalize(tmp + ".idx")
         if tokens_prefix is not None:
@@ -124,8 +143,10 @@ def check_aligned(token_sizes, side_sizes, *, split: str, name: str, path: str) 
         )
 
 
-def load_side_info(split_prefix: str, name: str, tokens, split: str) -> SideInfoDataset:
-    """Load track ``name`` of ``split_prefix`` and verify it against ``tokens``."""
+def load_side_info(split_prefix: str, name: str, tokens, split: str, rule: ValueRule = FINITE,
+                   without_fingerprint: bool = False) -> SideInfoDataset:
+    """Load track ``name`` of ``split_prefix`` and verify it against ``tokens``: line count and
+    lengths, the recorded token fingerprint, and every value against ``rule``."""
     prefix = side_info_prefix(split_prefix, name)
     if not SideInfoDataset.exists(prefix):
         raise FileNotFoundError(
@@ -134,15 +155,38 @@ def load_side_info(split_prefix: str, name: str, tokens, split: str) -> SideInfo
         )
     side = SideInfoDataset(prefix)
     check_aligned(tokens.sizes, side.sizes, split=split, name=name, path=prefix)
-    check_fingerprint(prefix, split_prefix, name=name, split=split)
+    check_fingerprint(prefix, split_prefix, name=name, split=split, without_fingerprint=without_fingerprint)
+    check_values(side, rule, prefix)
     return side
 
 
-def check_fingerprint(prefix: str, split_prefix: str, *, name: str, split: str) -> None:
+def check_values(side: SideInfoDataset, rule: ValueRule, prefix: str, chunk: int = 1 << 24) -> None:
+    """Every value of the track against ``rule``, in chunks of the memory map; the first bad
+    value is named with its line (from 1) and position in the line."""
+    stored = np.frombuffer(side._bin_buffer, dtype=side._index.dtype)
+    for start in range(0, len(stored), chunk):
+        bad = np.flatnonzero(rule.invalid(stored[start:start + chunk]))
+        if bad.size:
+            at = start + int(bad[0])
+            ends = np.cumsum(side.sizes)
+            line = int(np.searchsorted(ends, at, side="right"))
+            column = at - (int(ends[line - 1]) if line else 0)
+            raise ValueError(f"side information {prefix}.bin, line {line + 1}, value {column + 1}: "
+                             f"{stored[at].item()!r} is not {rule.description}")
+
+
+def check_fingerprint(prefix: str, split_prefix: str, *, name: str, split: str,
+                      without_fingerprint: bool = False) -> None:
     """Refuse a track whose recorded token fingerprint (``prefix.json``) is not that of
-    ``split_prefix``; tracks written without one are checked by length only."""
+    ``split_prefix``, and a track without one unless ``without_fingerprint`` (then it is
+    checked by line lengths only)."""
     if not os.path.exists(prefix + ".json"):
-        return
+        if without_fingerprint:
+            return
+        raise SideInfoMismatchError(
+            f"side information {name!r} of split {split!r} ({prefix}) has no {prefix}.json fingerprint, so it "
+            "cannot be checked against the token data (copied without it?); write it with "
+            "preprocess.binarize_side_info, or pass --side-info-without-fingerprint to check line lengths only")
     with open(prefix + ".json") as f:
         recorded = json.load(f).get("token_fingerprint")
     if recorded is not None and recorded != token_fingerprint(split_prefix):

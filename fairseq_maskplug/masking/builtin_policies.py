@@ -19,6 +19,12 @@ class RandomPolicyOptions:
 class RandomPolicy(MaskPolicy):
     """Uniform random masking at rate ``--mask-prob`` (Devlin et al. 2019; fairseq ``masked_lm``)."""
 
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        if not 0.0 < cfg.mask_prob <= 1.0:
+            raise ValueError(f"--mask-prob must lie in (0, 1] (0 masks nothing: every loss would be nan), "
+                             f"got {cfg.mask_prob}")
+
     def choose(self, tokens, maskable, side_info, rng):
         return random_mask(maskable, self.cfg.mask_prob, rng)
 
@@ -50,6 +56,10 @@ class MatchedRandomPolicy(MaskPolicy):
     @property
     def side_info_names(self):
         return self.reference.side_info_names
+
+    @property
+    def side_info_rules(self):
+        return self.reference.side_info_rules
 
     def choose(self, tokens, maskable, side_info, rng):
         count = int(self.reference.choose(tokens, maskable, side_info, rng).sum())

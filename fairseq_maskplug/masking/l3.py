@@ -15,6 +15,7 @@ from typing import Optional
 import numpy as np
 
 from .registry import MaskPolicy, register_mask_policy
+from .values import PROBABILITY
 
 TRANSFORMS = ("complement", "surprisal")
 REDISTRIBUTIONS = ("equal", "proportional")
@@ -100,6 +101,8 @@ class L3Policy(MaskPolicy):
 
     def __init__(self, cfg):
         super().__init__(cfg)
+        if not 0.0 < cfg.l3_mean <= 1.0:
+            raise ValueError(f"--l3-mean must lie in (0, 1] (0 masks nothing), got {cfg.l3_mean}")
         if cfg.l3_transform not in TRANSFORMS or cfg.l3_redistribute not in REDISTRIBUTIONS:
             raise ValueError(f"--l3-transform must be one of {TRANSFORMS}, --l3-redistribute one of "
                              f"{REDISTRIBUTIONS}")
@@ -107,6 +110,10 @@ class L3Policy(MaskPolicy):
     @property
     def side_info_names(self):
         return (self.cfg.l3_track,)
+
+    @property
+    def side_info_rules(self):
+        return {self.cfg.l3_track: PROBABILITY}
 
     def choose(self, tokens, maskable, side_info, rng):
         probs = mask_probabilities(side_info[self.cfg.l3_track], self.cfg.l3_mean, maskable,

@@ -13,6 +13,8 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Type
 
 import numpy as np
 
+from .values import FINITE, ValueRule
+
 
 class MaskPolicy:
     """Base class of all policies.
@@ -29,6 +31,11 @@ class MaskPolicy:
     def side_info_names(self) -> Sequence[str]:
         """Names of the per-token side-information tracks ``choose`` reads."""
         return ()
+
+    @property
+    def side_info_rules(self) -> Mapping[str, ValueRule]:
+        """What each track may hold, checked over the whole split when it is loaded (default: finite)."""
+        return {name: FINITE for name in self.side_info_names}
 
     def choose(self, tokens: np.ndarray, maskable: np.ndarray,
                side_info: Mapping[str, np.ndarray], rng: np.random.Generator) -> np.ndarray:

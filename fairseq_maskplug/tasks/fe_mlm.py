@@ -44,7 +44,11 @@ class FullyExploredMLMTask(MaskedLMBaseTask):
 
     def __init__(self, cfg, dictionary):
         super().__init__(cfg, dictionary)
-        if cfg.fe_views < 1 or cfg.fe_views * cfg.fe_mask_prob > 1:
+        if cfg.fe_views < 1:
+            raise ValueError(f"--fe-views must be at least 1 (K masked views of every sequence), got {cfg.fe_views}")
+        if not 0.0 < cfg.fe_mask_prob <= 1.0:
+            raise ValueError(f"--fe-mask-prob must lie in (0, 1], got {cfg.fe_mask_prob}")
+        if cfg.fe_views * cfg.fe_mask_prob > 1:
             raise ValueError(f"--fe-views * --fe-mask-prob must be <= 1 (K disjoint masks), got "
                              f"{cfg.fe_views} * {cfg.fe_mask_prob}")
         self.span = GeometricSpans(cfg.fe_span_p, cfg.fe_span_max) if cfg.fe_granularity == "span" else None

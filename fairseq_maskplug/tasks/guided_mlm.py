@@ -35,7 +35,7 @@ class GuidedMLMTask(MaskedLMBaseTask):
 
     @property
     def side_info_names(self):
-        return self.policy.side_info_names
+        return self.policy.side_info_rules
 
     def build_inputs(self, split, tokens, side_info):
         masked = PolicyMaskedDataset(tokens, side_info, self.policy, self.corruption, self.special_ids,

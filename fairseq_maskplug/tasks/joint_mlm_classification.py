@@ -24,7 +24,6 @@ from ..data.dictionaries import load_dictionary
 from ..masking import build_mask_policy
 from ..models import unwrap_model
 from ..weighting import meta_tartan
-from .mask_stats import mask_statistics
 from .masked_lm_base import MaskedLMBaseTask, MaskingConfig
 from .policy_options import register_policy_task
 from .sentence_items import build_model_for_items, sentence_blocking
@@ -98,13 +97,14 @@ class JointMLMClassificationTask(MaskedLMBaseTask):
 
     @property
     def side_info_names(self):
-        return self.policy.side_info_names
+        return self.policy.side_info_rules
 
     sort_by_length = False  # as fairseq sentence_prediction
 
     def blocking_cfg(self):
         """One sentence per item from ``DATA/input0``, shortened to ``tokens_per_sample``."""
-        return sentence_blocking(os.path.join(self.cfg.data, "input0"), self.cfg.tokens_per_sample, self.cfg.seed)
+        return sentence_blocking(os.path.join(self.cfg.data, "input0"), self.cfg.tokens_per_sample, self.cfg.seed,
+                                 self.cfg.side_info_without_fingerprint)
 
     def build_inputs(self, split, tokens, side_info):
         classes = load_class_indices(self.cfg.data, split, self.label_dictionary, self.cfg.num_classes, len(tokens))
@@ -156,7 +156,7 @@ class JointMLMClassificationTask(MaskedLMBaseTask):
             losses, logging_output = criterion.objective_losses(model, sample, with_mlm=True)
         loss = sum(weights[k] * losses[k] for k in OBJECTIVES)
         logging_output.update(criterion.weighted_logging(loss, weights))
-        logging_output.update(mask_statistics(*self.mlm_batch(sample), self.dictionary))
+        logging_output.update(self.count_masks(sample, ignore_grad))
         if ignore_grad:
             optimizer.backward(loss * 0)
             return loss, 1, logging_output

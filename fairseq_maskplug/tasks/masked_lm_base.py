@@ -4,6 +4,7 @@ import logging
 from dataclasses import dataclass, field
 
 import numpy as np
+import torch
 from fairseq import utils
 from fairseq.data import Dictionary, SortDataset, data_utils
 from fairseq.dataclass import FairseqDataclass
@@ -33,6 +34,9 @@ class MaskingConfig(FairseqDataclass):
         "help": "share of chosen positions replaced by a random token (80/10/10 rule)"})
     freq_weighted_replacement: bool = field(default=False, metadata={
         "help": "draw random replacements by corpus frequency instead of uniformly"})
+    side_info_without_fingerprint: bool = field(default=False, metadata={
+        "help": "accept side-information tracks that lack their .json fingerprint (then checked against the "
+                "token data by line lengths only)"})
     seed: int = II("common.seed")
 
 
@@ -76,6 +80,7 @@ class MaskedLMBaseTask(FairseqTask):
         super().__init__(cfg)
         self.state.merge_state_dict({STATE_KEY: dictionary_sha256(dictionary)})  # saved in checkpoints
         self.dictionary = dictionary
+        self._epoch_masks = [0, 0]  # positions chosen and sequences seen in this training epoch
         self.mask_idx = dictionary.add_symbol("<mask>")
         ids, probs = replacement_vocabulary(dictionary, self.mask_idx, cfg.freq_weighted_replacement)
         self.corruption = Corruption(self.mask_idx, ids, probs, cfg.leave_unmasked_prob,
@@ -92,7 +97,8 @@ class MaskedLMBaseTask(FairseqTask):
 
     @property
     def side_info_names(self):
-        return ()
+        """The side-information tracks to load, each mapped to the ValueRule its values must follow."""
+        return {}
 
     @property
     def special_ids(self):
@@ -125,8 +131,35 @@ class MaskedLMBaseTask(FairseqTask):
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
         loss, sample_size, logging_output = super().train_step(
             sample, model, criterion, optimizer, update_num, ignore_grad)
-        logging_output.update(mask_statistics(*self.mlm_batch(sample), self.dictionary))
+        logging_output.update(self.count_masks(sample, ignore_grad))
         return loss, sample_size, logging_output
+
+    def count_masks(self, sample, ignore_grad=False) -> dict:
+        """:func:`mask_statistics` of a training batch, also added to the epoch's count."""
+        stats = mask_statistics(*self.mlm_batch(sample), self.dictionary)
+        if not ignore_grad:  # fairseq's dummy batches (ignore_grad) are not training data
+            self._epoch_masks[0] += stats["mask_chosen"]
+            self._epoch_masks[1] += stats["mask_seqs"]
+        return stats
+
+    def begin_epoch(self, epoch, model):
+        super().begin_epoch(epoch, model)
+        self._epoch_masks = [0, 0]  # chosen positions, sequences
+
+    def begin_valid_epoch(self, epoch, model):
+        """Stop when the training epoch just ended masked nothing (summed over all workers):
+        every MLM loss was nan and nothing was learnt from the MLM objective."""
+        super().begin_valid_epoch(epoch, model)
+        counts = torch.tensor(self._epoch_masks, dtype=torch.float64)
+        if torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1:
+            from fairseq.distributed import utils as distributed_utils
+            counts = distributed_utils.all_reduce(counts.to(next(model.parameters()).device),
+                                                  group=distributed_utils.get_data_parallel_group()).cpu()
+        chosen, sequences = counts.tolist()
+        if sequences > 0 and chosen == 0:
+            raise ValueError(f"epoch {epoch}: the mask policy chose no position in {int(sequences)} training "
+                             f"sequences, so the masked-LM loss is nan; check the policy's options "
+                             f"(e.g. its rate or threshold) and its side information")
 
     def valid_step(self, sample, model, criterion):
         loss, sample_size, logging_output = super().valid_step(sample, model, criterion)

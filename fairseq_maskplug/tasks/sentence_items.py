@@ -6,11 +6,13 @@ from types import SimpleNamespace
 from omegaconf import OmegaConf, open_dict
 
 
-def sentence_blocking(data: str, tokens_per_sample: int, seed: int) -> SimpleNamespace:
+def sentence_blocking(data: str, tokens_per_sample: int, seed: int,
+                      side_info_without_fingerprint: bool = False) -> SimpleNamespace:
     """Blocking options for :func:`~fairseq_maskplug.data.load_blocked_split`: one line of
     ``data`` per item (``<s>`` + line), lines longer than the item truncated."""
     return SimpleNamespace(data=data, sample_break_mode="eos", tokens_per_sample=tokens_per_sample,
-                           shorten_method="truncate", shorten_data_split_list="", seed=seed)
+                           shorten_method="truncate", shorten_data_split_list="", seed=seed,
+                           side_info_without_fingerprint=side_info_without_fingerprint)
 
 
 def build_model_for_items(task, cfg, from_checkpoint=False):

@@ -23,6 +23,7 @@ from omegaconf import II, MISSING
 
 from ..data import load_blocked_split
 from ..data.dictionaries import STATE_KEY, dictionary_sha256, load_dictionary
+from ..masking.values import BINARY_LABEL
 from ..models import register_token_tagging_head
 from .sentence_items import build_model_for_items, sentence_blocking
 
@@ -40,22 +41,20 @@ class TokenImportanceConfig(FairseqDataclass):
     tokens_per_sample: int = field(default=128, metadata={"help": "longest item including <s> (longer lines are "
                                                                   "truncated)"})
     tagger_head_name: str = field(default="token_importance_head", metadata={"help": "name of the tagging head"})
+    side_info_without_fingerprint: bool = field(default=False, metadata={
+        "help": "accept a label track that lacks its .json fingerprint (then checked by line lengths only)"})
     seed: int = II("common.seed")
 
 
 class TaggingTargets(BaseWrapperDataset):
     """Per-position class (0/1) from the label track; ``IGNORE`` at special tokens."""
 
-    def __init__(self, tokens, labels, special_ids, split):
+    def __init__(self, tokens, labels, special_ids):
         super().__init__(labels)
-        self.tokens, self.special_ids, self.split = tokens, list(special_ids), split
+        self.tokens, self.special_ids = tokens, list(special_ids)
 
     def __getitem__(self, index):
-        labels = self.dataset[index].numpy()
-        if not np.isin(labels, (0, 1)).all():
-            raise ValueError(f"label track of split {self.split!r}, item {index}: labels must be 0 or 1, got "
-                             f"{sorted(set(labels.tolist()) - {0, 1})[:5]}")
-        target = labels.astype(np.int64)
+        target = self.dataset[index].numpy().astype(np.int64)  # 0/1, checked over the whole split at load
         target[np.isin(self.tokens[index].numpy(), self.special_ids)] = IGNORE
         return torch.from_numpy(target)
 
@@ -77,10 +76,12 @@ class TokenImportanceTask(FairseqTask):
         return cls(cfg, load_dictionary(cfg.data))
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
-        blocking = sentence_blocking(self.cfg.data, self.cfg.tokens_per_sample, self.cfg.seed)
-        tokens, side = load_blocked_split(blocking, split, self.dictionary, [self.cfg.label_track], epoch, combine)
+        blocking = sentence_blocking(self.cfg.data, self.cfg.tokens_per_sample, self.cfg.seed,
+                                     self.cfg.side_info_without_fingerprint)
+        tokens, side = load_blocked_split(blocking, split, self.dictionary, {self.cfg.label_track: BINARY_LABEL},
+                                          epoch, combine)
         d = self.dictionary
-        targets = TaggingTargets(tokens, side[self.cfg.label_track], (d.bos(), d.eos(), d.pad()), split)
+        targets = TaggingTargets(tokens, side[self.cfg.label_track], (d.bos(), d.eos(), d.pad()))
         dataset = NestedDictionaryDataset(
             {
                 "id": IdDataset(),

@@ -1,0 +1,31 @@
+"""What values a side-information track may hold (pure NumPy): policies declare a rule per
+track, and the loader checks the whole split against it before training starts."""
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ValueRule:
+    """Values must be finite, lie in ``[low, high]`` and, if ``integral``, be whole numbers."""
+
+    description: str
+    low: float = -math.inf
+    high: float = math.inf
+    integral: bool = False
+
+    def invalid(self, values: np.ndarray) -> np.ndarray:
+        """Boolean array: True where a value breaks the rule."""
+        values = np.asarray(values, dtype=np.float64)
+        with np.errstate(invalid="ignore"):
+            bad = ~np.isfinite(values) | (values < self.low) | (values > self.high)
+            if self.integral:
+                bad |= values != np.round(values)
+        return bad
+
+
+FINITE = ValueRule("a finite number")
+PROBABILITY = ValueRule("a probability in [0, 1]", 0.0, 1.0)
+BINARY_LABEL = ValueRule("a label 0 or 1", 0.0, 1.0, integral=True)

@@ -1,0 +1,290 @@
+"""Bad input stops with one line naming the file, line or option, before any training or
+scoring work, and leaves nothing half-written."""
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from fairseq_helpers import BIN, CPU_RUN, REPO, TINY_ROBERTA, check, run, train, write_corpus
+from test_finetune_e2e import write_task
+
+pytestmark = pytest.mark.e2e
+
+
+def maskplug_train(data, save, *extra, task="guided_mlm", criterion="masked_lm"):
+    return run([BIN / "fairseq-maskplug-train", data, "--task", task, "--criterion", criterion,
+                "--tokens-per-sample", "32", "--save-dir", save, *TINY_ROBERTA, *CPU_RUN, "--max-epoch", "1", *extra])
+
+
+def one_line_error(result, *fragments):
+    """Exit status 2, one error line on stderr holding every fragment, no traceback."""
+    assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-3000:]
+    errors = [line for line in result.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    for fragment in fragments:
+        assert fragment in errors[0], errors[0]
+    return errors[0]
+
+
+def no_checkpoint(save):
+    return not save.exists() or not any(save.glob("*.pt"))
+
+
+def write_track(split_prefix, name, values_for_line, dtype="float64"):
+    from fairseq.data.indexed_dataset import MMapIndexedDataset
+    from fairseq_maskplug.data import write_side_info
+
+    tokens = MMapIndexedDataset(str(split_prefix))
+    rows = [values_for_line(i, n) for i, n in enumerate(tokens.sizes)]
+    write_side_info(f"{split_prefix}.{name}", rows, dtype, tokens_prefix=str(split_prefix))
+
+
+@pytest.fixture(scope="module")
+def task_dir(tiny_data, tmp_path_factory):
+    return write_task(tiny_data, tmp_path_factory.mktemp("bad"))
+
+
+@pytest.fixture(scope="module")
+def mlm_checkpoint(tiny_data, tmp_path_factory):
+    save = tmp_path_factory.mktemp("bad_ck")
+    check(train(tiny_data / "bin", save, "--max-epoch", "1"))
+    return save / "checkpoint_last.pt"
+
+
+# ---- settings that mask nothing -----------------------------------------------------------
+
+@pytest.mark.parametrize("flags, message", [
+    (["--mask-prob", "0"], "--mask-prob must lie in (0, 1]"),
+    (["--mask-policy", "l3", "--l3-mean", "0"], "--l3-mean must lie in (0, 1]"),
+    (["--mask-policy", "selective", "--selective-threshold", "2"], "--selective-threshold must lie in (0, 1]"),
+    (["--mask-policy", "nope"], "unknown mask policy 'nope'"),
+])
+def test_options_that_mask_nothing_are_refused_before_fairseq_starts(tiny_data, tmp_path, flags, message):
+    result = maskplug_train(tiny_data / "bin", tmp_path / "ck", *flags)
+    one_line_error(result, message)
+    assert "distributed_world_size" not in result.stdout  # refused before fairseq printed its configuration
+    assert no_checkpoint(tmp_path / "ck")
+
+
+def test_an_epoch_that_masks_nothing_is_an_error_not_a_nan(tiny_data, tmp_path):
+    data = tmp_path / "bin"
+    shutil.copytree(tiny_data / "bin", data)
+    for split in ("train", "valid"):  # scores below the threshold everywhere: nothing is selected
+        write_track(data / split, "importance", lambda i, n: np.full(n, 0.2))
+    result = maskplug_train(data, tmp_path / "ck", "--mask-policy", "selective", "--selective-threshold", "0.9")
+    one_line_error(result, "epoch 1: the mask policy chose no position in 97 training sequences")  # 32-token blocks
+    assert not (tmp_path / "ck" / "checkpoint_best.pt").exists()
+
+
+# ---- per-item problems, found when the split is loaded ---------------------------------------
+
+def test_out_of_range_likelihood_names_the_file_and_line(tiny_data, tmp_path):
+    data = tmp_path / "bin"
+    shutil.copytree(tiny_data / "bin", data)
+    write_track(data / "valid", "plt", lambda i, n: np.full(n, 0.5))
+    write_track(data / "train", "plt", lambda i, n: np.full(n, 1.5 if i == 30 else 0.5))
+    result = maskplug_train(data, tmp_path / "ck", "--mask-policy", "l3")
+    one_line_error(result, f"{data / 'train.plt'}.bin, line 31, value 1: 1.5 is not a probability in [0, 1]")
+    assert no_checkpoint(tmp_path / "ck")
+
+
+def test_nan_in_a_track_is_refused_at_write_and_at_load(tiny_data, tmp_path):
+    from fairseq.data.indexed_dataset import MMapIndexedDatasetBuilder
+    from fairseq_maskplug.data import load_side_info, write_side_info
+    from fairseq_maskplug.data.side_info import token_fingerprint
+
+    prefix = tmp_path / "valid"
+    for suffix in (".bin", ".idx"):
+        shutil.copy(tiny_data / "bin" / f"valid{suffix}", str(prefix) + suffix)
+    from fairseq.data.indexed_dataset import MMapIndexedDataset
+    tokens = MMapIndexedDataset(str(prefix))
+    rows = [np.full(n, 0.5) for n in tokens.sizes]
+    rows[3][2] = np.nan
+    with pytest.raises(ValueError, match="line 4, value 3: nan is not a finite number; nothing was written"):
+        write_side_info(str(prefix) + ".plt", rows, tokens_prefix=str(prefix))
+    assert not list(tmp_path.glob("valid.plt*"))
+    builder = MMapIndexedDatasetBuilder(str(prefix) + ".plt.bin", dtype=np.float64)  # written by other tools
+    for row in rows:
+        builder.add_item(torch.from_numpy(row))
+    builder.finalize(str(prefix) + ".plt.idx")
+    (tmp_path / "valid.plt.json").write_text('{"token_fingerprint": "%s"}' % token_fingerprint(str(prefix)))
+    with pytest.raises(ValueError, match=r"valid.plt.bin, line 4, value 3: nan is not a finite number"):
+        load_side_info(str(prefix), "plt", tokens, "valid")
+
+
+def test_unknown_class_label_stops_training_and_evaluation(tiny_data, task_dir, tmp_path):
+    data = tmp_path / "task"
+    shutil.copytree(task_dir, data)
+    labels = (tiny_data / "valid.txt").read_text().splitlines()
+    (tmp_path / "valid.label").write_text("".join("maybe\n" if i == 6 else ("yes\n" if "w0" in l.split() else "no\n")
+                                                  for i, l in enumerate(labels)))
+    for f in (data / "label").glob("valid.*"):
+        f.unlink()
+    check(run([BIN / "fairseq-preprocess", "--only-source", "--validpref", tmp_path / "valid.label", "--srcdict",
+               data / "label" / "dict.txt", "--destdir", data / "label", "--workers", "1"]))
+    result = maskplug_train(data, tmp_path / "ck", "--num-classes", "2", task="joint_mlm_classification",
+                            criterion="joint_mlm_classification")
+    one_line_error(result, f"{data / 'label' / 'valid'}: line 7 has label '<unk>', not one of the 2 classes")
+    assert no_checkpoint(tmp_path / "ck")
+    check(maskplug_train(task_dir, tmp_path / "good", "--num-classes", "2", task="joint_mlm_classification",
+                         criterion="joint_mlm_classification"))
+    scored = run([BIN / "python", "-m", "fairseq_maskplug.evaluate", "--checkpoint",
+                  tmp_path / "good" / "checkpoint_last.pt", "--data", data, "--split", "valid"])
+    one_line_error(scored, "line 7 has label '<unk>'")
+
+
+def test_token_importance_label_2_names_the_line(task_dir, tmp_path):
+    data = tmp_path / "input0"
+    shutil.copytree(task_dir / "input0", data)
+    write_track(data / "valid", "importance", lambda i, n: np.zeros(n), "uint8")
+    write_track(data / "train", "importance",
+                lambda i, n: np.concatenate([[2 if i == 249 else 1], np.zeros(n - 1)]), "uint8")
+    result = maskplug_train(data, tmp_path / "ck", task="token_importance", criterion="token_importance")
+    one_line_error(result, f"{data / 'train.importance'}.bin, line 250, value 1: 2 is not a label 0 or 1")
+
+
+def test_binarize_refuses_values_the_dtype_cannot_hold(tiny_data, tmp_path):
+    text = (tiny_data / "valid.txt").read_text().splitlines()
+    for bad, shown in (("0.7", "0.7"), ("300", "300.0")):
+        values = [" ".join(bad if (i, j) == (2, 1) else "1" for j in range(len(l.split()))) for i, l in enumerate(text)]
+        (tmp_path / "valid.flags").write_text("\n".join(values) + "\n")
+        result = run([BIN / "python", "-m", "preprocess.binarize_side_info", "--tokens", tiny_data / "valid.txt",
+                      "--values", tmp_path / "valid.flags", "--destdir", tiny_data / "bin", "--split", "valid",
+                      "--name", "flags_bad", "--dtype", "uint8"])
+        line = one_line_error(result, f"line 3, value 2: {shown} is not a whole number in [0, 255] (uint8)")
+        assert "nothing was written" in line
+    assert not list((tiny_data / "bin").glob("valid.flags_bad*"))
+
+
+def test_non_utf8_values_file_is_named(tiny_data, tmp_path):
+    (tmp_path / "valid.flags").write_bytes(b"1 1\n\xff\xfe 1\n")
+    result = run([BIN / "python", "-m", "preprocess.binarize_side_info", "--tokens", tiny_data / "valid.txt",
+                  "--values", tmp_path / "valid.flags", "--destdir", tiny_data / "bin", "--split", "valid",
+                  "--name", "flags_bad", "--dtype", "uint8"])
+    one_line_error(result, f"{tmp_path / 'valid.flags'}:2: not UTF-8 text")
+
+
+def test_a_track_without_its_fingerprint_needs_an_explicit_flag(tiny_data, tmp_path):
+    data = tmp_path / "bin"
+    shutil.copytree(tiny_data / "bin", data)
+    for split in ("train", "valid"):
+        write_track(data / split, "plt", lambda i, n: np.full(n, 0.5))
+    (data / "train.plt.json").unlink()  # copied without it
+    result = maskplug_train(data, tmp_path / "ck", "--mask-policy", "l3")
+    one_line_error(result, "has no", "train.plt.json fingerprint", "--side-info-without-fingerprint")
+    check(maskplug_train(data, tmp_path / "ck", "--mask-policy", "l3", "--side-info-without-fingerprint"))
+
+
+# ---- dictionaries --------------------------------------------------------------------------------
+
+def reordered_copy(tiny_data, tmp_path):
+    """The valid split binarized with the same dictionary, two symbols swapped (same size)."""
+    lines = (tiny_data / "bin" / "dict.txt").read_text().splitlines()
+    lines[0], lines[1] = lines[1], lines[0]
+    (tmp_path / "dict.txt").write_text("\n".join(lines) + "\n")
+    check(run([BIN / "fairseq-preprocess", "--only-source", "--trainpref", tiny_data / "valid.txt", "--srcdict",
+               tmp_path / "dict.txt", "--destdir", tmp_path / "other", "--workers", "1"]))
+    return tmp_path / "other"
+
+
+def test_score_pll_refuses_a_reordered_dictionary_and_words_without_word_starts(tiny_data, mlm_checkpoint, tmp_path):
+    other = reordered_copy(tiny_data, tmp_path)
+    result = run([BIN / "python", "-m", "preprocess.score_pll", "--checkpoint", mlm_checkpoint, "--data", other,
+                  "--split", "train", "--word-starts", "token"])
+    one_line_error(result, f"{other / 'dict.txt'} is not the dictionary {mlm_checkpoint} was trained with")
+    assert not list(other.glob("train.plt*"))
+    data = tmp_path / "same"
+    shutil.copytree(tiny_data / "bin", data)
+    result = run([BIN / "python", "-m", "preprocess.score_pll", "--checkpoint", mlm_checkpoint, "--data", data,
+                  "--split", "valid"])  # default --word-starts sentencepiece on data without '▁'
+    one_line_error(result, "has no sentencepiece word starts", "--word-starts token")
+
+
+def test_the_dictionary_is_checked_from_the_recorded_fingerprint_when_the_training_data_is_gone(
+        tiny_data, mlm_checkpoint, tmp_path):
+    from fairseq import checkpoint_utils
+    from fairseq_maskplug.data.dictionaries import check_checkpoint_dictionary
+
+    state = checkpoint_utils.load_checkpoint_to_cpu(str(mlm_checkpoint))
+    assert "dictionary_sha256" in state["task_state"]
+    state["cfg"]["task"]["data"] = "relative/path/that/does/not/exist"
+    other = reordered_copy(tiny_data, tmp_path)
+    with pytest.raises(ValueError, match="is not the dictionary"):
+        check_checkpoint_dictionary(state, str(mlm_checkpoint), str(other))
+    check_checkpoint_dictionary(state, str(mlm_checkpoint), str(tiny_data / "bin"))  # the same: accepted
+    del state["task_state"]["dictionary_sha256"]  # e.g. fairseq's own sentence_prediction checkpoints
+    with pytest.raises(ValueError, match="--trust-dictionary"):
+        check_checkpoint_dictionary(state, str(mlm_checkpoint), str(tiny_data / "bin"))
+    check_checkpoint_dictionary(state, str(mlm_checkpoint), str(tiny_data / "bin"), trust=True)
+
+
+# ---- tools and paths -----------------------------------------------------------------------------
+
+def test_score_pll_missing_or_classifier_checkpoint_and_unwritable_output(tiny_data, task_dir, mlm_checkpoint,
+                                                                          tmp_path):
+    pll = [BIN / "python", "-m", "preprocess.score_pll", "--split", "valid", "--word-starts", "token"]
+    one_line_error(run(pll + ["--checkpoint", tmp_path / "nope.pt", "--data", tiny_data / "bin"]),
+                   f"checkpoint not found: {tmp_path / 'nope.pt'}")
+    check(maskplug_train(task_dir, tmp_path / "cls", "--num-classes", "2", task="joint_mlm_classification",
+                         criterion="joint_mlm_classification"))
+    one_line_error(run(pll + ["--checkpoint", tmp_path / "cls" / "checkpoint_last.pt", "--data", task_dir]),
+                   "is a joint_mlm_classification checkpoint; a masked-LM checkpoint")
+    if os.geteuid() == 0:
+        pytest.skip("root writes into read-only directories")
+    data = tmp_path / "ro"
+    shutil.copytree(tiny_data / "bin", data)
+    data.chmod(0o555)
+    try:
+        one_line_error(run(pll + ["--checkpoint", mlm_checkpoint, "--data", data]), "cannot write")
+    finally:
+        data.chmod(0o755)
+
+
+def test_read_only_save_dir_and_empty_train_file(tiny_data, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    one_line_error(maskplug_train(tiny_data / "bin", blocker / "ck"), f"--save-dir {blocker / 'ck'} is not writable")
+    (tmp_path / "empty.txt").write_text("")
+    write_corpus(tmp_path / "valid.txt", 5, seed=3)
+    check(run([BIN / "fairseq-preprocess", "--only-source", "--trainpref", tmp_path / "empty.txt", "--validpref",
+               tmp_path / "valid.txt", "--srcdict", tiny_data / "bin" / "dict.txt", "--destdir", tmp_path / "e",
+               "--workers", "1"]))
+    one_line_error(maskplug_train(tmp_path / "e", tmp_path / "ck"), "has no lines: was its text file empty?")
+
+
+def test_fe_views_zero_says_what_is_wrong(tiny_data, tmp_path):
+    one_line_error(maskplug_train(tiny_data / "bin", tmp_path / "ck", "--fe-views", "0", task="fe_mlm"),
+                   "--fe-views must be at least 1")
+
+
+# ---- faults ---------------------------------------------------------------------------------------
+
+def test_a_killed_writer_leaves_no_output_and_its_temporaries_are_removed_by_the_next(tiny_data, tmp_path):
+    from fairseq_maskplug.data import write_side_info
+
+    data = tmp_path / "bin"
+    shutil.copytree(tiny_data / "bin", data)
+    script = ("import sys, time, numpy as np\n"
+              "import fairseq_maskplug.plugin\n"
+              "from fairseq_maskplug.data import write_side_info\n"
+              "def rows():\n"
+              "    for i in range(40):\n"
+              "        if i == 20:\n"
+              "            print('half', flush=True); time.sleep(60)\n"
+              "        yield np.zeros(3)\n"
+              f"write_side_info({str(data / 'valid.x')!r}, rows())\n")
+    proc = subprocess.Popen([str(BIN / "python"), "-c", script], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "half"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    leftovers = list(data.glob("valid.x.tmp-*"))
+    assert leftovers and not list(data.glob("valid.x.bin")) and not list(data.glob("valid.x.idx"))
+    write_side_info(str(data / "valid.x"), [np.zeros(3)] * 2)
+    assert not list(data.glob("valid.x.tmp-*"))
+    assert (data / "valid.x.idx").exists()
