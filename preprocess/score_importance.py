@@ -62,7 +62,8 @@ def load_task_split(checkpoint, data, split, head, trust_dictionary=False):
     models, _, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], state=state)
     model = models[0].cuda() if torch.cuda.is_available() else models[0]
     d = task.source_dictionary
-    tokens, classes = load_classification_split(data, split, d, task.label_dictionary, state["cfg"]["task"]["num_classes"])
+    tokens, classes = load_classification_split(data, split, d, task.label_dictionary,
+                                                state["cfg"]["task"]["num_classes"])
     return model, d, tokens, classes
 
 

@@ -66,8 +66,8 @@ def score(args) -> int:
         raise FileNotFoundError(f"binarized split not found: {split_prefix}.bin/.idx")
     prefix = side_info_prefix(split_prefix, args.name)
     check_writable(prefix + ".bin")
-    state = load_checked_state(args.checkpoint, data, args.trust_dictionary, refuse=CLASSIFIER_TASKS + ("token_importance",),
-                               wanted="a masked-LM checkpoint (guided_mlm, masked_lm, ...)")
+    state = load_checked_state(args.checkpoint, data, args.trust_dictionary,
+                               refuse=CLASSIFIER_TASKS + ("token_importance",), wanted="a masked-LM checkpoint (guided_mlm, masked_lm, ...)")
     models, _, task = checkpoint_utils.load_model_ensemble_and_task([args.checkpoint], state=state)
     model = models[0].cuda() if torch.cuda.is_available() else models[0]
     d = task.source_dictionary

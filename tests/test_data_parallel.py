@@ -106,7 +106,8 @@ def test_a_joint_micro_batch_without_masked_tokens_still_reaches_every_parameter
     loss, _, log = task.train_step(sample, model, criterion, optimizer, update_num=0)
     assert log["n_masked"] == 0 and log["mlm_loss"] == 0.0
     assert without_gradient(model) == []
-    lm_head = [p for p in model.encoder.lm_head.parameters() if p is not model.encoder.sentence_encoder.embed_tokens.weight]
+    embeddings = model.encoder.sentence_encoder.embed_tokens.weight  # tied with the LM head's output weight
+    lm_head = [p for p in model.encoder.lm_head.parameters() if p is not embeddings]
     assert all(torch.count_nonzero(p.grad) == 0 for p in lm_head)  # a zero gradient, not a made-up one
 
 

@@ -23,7 +23,8 @@ def side_info_rows_from_text(values_path: str, tokens_path: str) -> Iterator[np.
                 try:
                     raw.decode("utf-8")
                 except UnicodeDecodeError as error:
-                    raise ValueError(f"{path}:{lineno}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+                    raise ValueError(f"{path}:{lineno}: not UTF-8 text ({error.reason} at byte "
+                                     f"{error.start})") from None
     with open(values_path, encoding="utf-8") as values, open(tokens_path, encoding="utf-8") as tokens:
         for lineno, (value_line, token_line) in enumerate(zip_longest(values, tokens), start=1):
             if value_line is None or token_line is None:

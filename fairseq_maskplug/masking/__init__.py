@@ -16,7 +16,8 @@ from .registry import (
     policy_option_dataclasses,
     register_mask_policy,
 )
-from . import builtin_policies, l3, selective, spans  # noqa: F401  (registers random, matched_random, l3, selective, span)
+# registers random, matched_random, l3, selective, span
+from . import builtin_policies, l3, selective, spans  # noqa: F401
 from .l3 import mask_probabilities
 from .selective import selective_count, selective_mask
 from .spans import GeometricSpans, span_mask
