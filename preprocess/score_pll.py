@@ -67,7 +67,8 @@ def score(args) -> int:
     prefix = side_info_prefix(split_prefix, args.name)
     check_writable(prefix + ".bin")
     state = load_checked_state(args.checkpoint, data, args.trust_dictionary,
-                               refuse=CLASSIFIER_TASKS + ("token_importance",), wanted="a masked-LM checkpoint (guided_mlm, masked_lm, ...)")
+                               refuse=CLASSIFIER_TASKS + ("token_importance",),
+                               wanted="a masked-LM checkpoint (guided_mlm, masked_lm, ...)")
     models, _, task = checkpoint_utils.load_model_ensemble_and_task([args.checkpoint], state=state)
     model = models[0].cuda() if torch.cuda.is_available() else models[0]
     d = task.source_dictionary
