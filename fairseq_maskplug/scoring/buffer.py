@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from .batching import budget_runs
 from .heads import FramedHeadModel
 
 #: ``class_probs(inputs) -> (len(inputs), num_classes)`` class probabilities of token sequences
@@ -72,13 +73,8 @@ def buffer_importance(sentences: Sequence[np.ndarray], labels: Sequence[int], cl
 
 def _chunks(items, length, max_tokens):
     """Split ``items`` (sorted by ``length``) into runs of at most ``max_tokens`` padded tokens (+2 each)."""
-    k = 0
-    while k < len(items):
-        end = k + 1  # at least one item per call
-        while end < len(items) and (max(length(items[k]), length(items[end])) + 2) * (end - k + 1) <= max_tokens:
-            end += 1
-        yield items[k:end]
-        k = end
+    for start, end in budget_runs([length(i) for i in items], max_tokens, extra=2):
+        yield items[start:end]
 
 
 def _score_pool(pool, sentences, labels, confidence, importance, class_probs, delta, max_tokens):

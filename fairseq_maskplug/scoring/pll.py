@@ -16,6 +16,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from .batching import budget_runs
+
 METRICS = ("word_l2r", "original")
 
 
@@ -124,14 +126,9 @@ class PLTScorer:
         jobs.sort(key=lambda job: job[0])
         out = [np.ones(len(t)) for t in sequences]
         bar = tqdm(total=len(jobs), desc="PLT", unit="copy", disable=None if progress else True)
-        i = 0
-        while i < len(jobs):
-            width = jobs[i][0]
-            k = i
-            while k < len(jobs) and max(width, jobs[k][0]) * (k - i + 1) <= max_tokens:
-                width = max(width, jobs[k][0])
-                k += 1
+        for i, k in budget_runs([job[0] for job in jobs], max_tokens):
             chunk = jobs[i:k]
+            width = max(job[0] for job in chunk)
             batch = torch.full((len(chunk), width), self.pad_idx, dtype=torch.long)
             target = torch.zeros((len(chunk), width), dtype=torch.bool)
             ids = torch.empty(len(chunk), dtype=torch.long)
@@ -144,7 +141,6 @@ class PLTScorer:
             for (length, s, j, masked), value in zip(chunk, lp.exp().tolist()):
                 out[s][j] = value
             bar.update(len(chunk))
-            i = k
         bar.close()
         return out
 

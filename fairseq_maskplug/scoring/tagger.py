@@ -12,6 +12,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from .batching import budget_runs
 from .heads import FramedHeadModel
 
 
@@ -39,11 +40,7 @@ class TokenTagger(FramedHeadModel):
         done = np.array([len(line) <= 1 for line in lines])  # lines with no word need no window
         remaining = np.bincount([i for _, i, _ in jobs], minlength=len(lines))
         bar.update(int(done.sum()))
-        k = 0
-        while k < len(jobs):
-            end = k
-            while end < len(jobs) and (jobs[end][0] + 2) * (end - k + 1) <= max_tokens:
-                end += 1
+        for k, end in budget_runs([n for n, _, _ in jobs], max_tokens, extra=2):
             chunk = jobs[k:end]
             logits = self.logits([lines[i][s:s + n] for n, i, s in chunk])
             probs = torch.softmax(logits.float(), dim=-1)[..., 1].double().cpu().numpy()
@@ -52,6 +49,5 @@ class TokenTagger(FramedHeadModel):
                 remaining[i] -= 1
                 if remaining[i] == 0:
                     bar.update(1)
-            k = end
         bar.close()
         return out
