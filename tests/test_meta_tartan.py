@@ -114,7 +114,7 @@ def test_train_step_gradient_is_the_weighted_objectives_and_cosines_match(task_d
     optimizer.zero_grad()
     task.train_step(sample, model, criterion, optimizer, update_num=3)
     stepped = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-    (cos_cls, cos_mlm), = task._tartan_cosines
+    (cos_cls, cos_mlm), = task.tartan.cosines
 
     # reference: the weighted objective differentiated as one loss
     w = torch.softmax(torch.tensor([0.3, -0.2], dtype=torch.float64), 0).tolist()
@@ -135,9 +135,9 @@ def test_train_step_gradient_is_the_weighted_objectives_and_cosines_match(task_d
         losses, _ = criterion.objective_losses(model, sample)
         losses[k].backward()
         grads[k] = [p.grad.clone() if p.grad is not None else None for p in body]
-    fit, probe = task._dev_batches(3, 0, torch.device("cpu"))
-    head = meta_tartan.fresh_head(model.classification_heads["sentence_classification_head"],
-                                  int(task._tartan_seed(3, 0)[0]))
+    head_seed, draw_seed = task.tartan.seeds(3, 0)
+    fit, probe = task._dev_batches(draw_seed, torch.device("cpu"))
+    head = meta_tartan.fresh_head(model.classification_heads["sentence_classification_head"], head_seed)
     with torch.no_grad():
         fit_features = model(fit["net_input"]["src_tokens"], features_only=True)[0][:, :1, :]
     fit_losses = meta_tartan.fit_dev_head(head, fit_features, fit["target"], steps=10, lr=1e-3, weight_decay=0.1)
@@ -182,27 +182,29 @@ def test_update_moves_logits_by_meta_lr_times_the_mean_cosine_over_micro_batches
     optimizer.zero_grad()
     for sample in (first_batch(task), first_batch(task, 6)):  # two micro-batches of one update
         task.train_step(sample, model, criterion, optimizer, update_num=0)
-    cosines = np.array(task._tartan_cosines, dtype=float)
+    cosines = np.array(task.tartan.cosines, dtype=float)
     assert cosines.shape == (2, 2) and not np.isnan(cosines).any()
     task.optimizer_step(optimizer, model, update_num=0)
     assert model.meta_tartan.logits.tolist() == pytest.approx(list(0.3 * cosines.mean(axis=0)), abs=1e-15)
-    assert task._tartan_cosines == []
+    assert task.tartan.cosines == []
     # a new update attempt (fairseq clears the gradients first) starts a new mean
     optimizer.zero_grad()
-    task._tartan_cosines = [[0.9, 0.9]]  # left over from an update skipped for fp16 overflow
+    task.tartan.cosines = [[0.9, 0.9]]  # left over from an update skipped for fp16 overflow
     task.train_step(first_batch(task), model, criterion, optimizer, update_num=1)
-    assert len(task._tartan_cosines) == 1 and task._tartan_cosines[0] != [0.9, 0.9]
+    assert len(task.tartan.cosines) == 1 and task.tartan.cosines[0] != [0.9, 0.9]
 
 
 def test_dev_draws_depend_on_update_and_micro_batch_only(task_dir):
     task = build(task_dir)[0]
-    fit, probe = task._dev_batches(5, 0, torch.device("cpu"))
-    again = task._dev_batches(5, 0, torch.device("cpu"))
+    draws = lambda update, micro_batch: task._dev_batches(task.tartan.seeds(update, micro_batch)[1],  # noqa: E731
+                                                           torch.device("cpu"))
+    fit, probe = draws(5, 0)
+    again = draws(5, 0)
     assert torch.equal(fit["id"], again[0]["id"]) and torch.equal(probe["id"], again[1]["id"])
     assert not set(fit["id"].tolist()) & set(probe["id"].tolist())  # disjoint samples
     assert (len(fit["id"]), len(probe["id"])) == (8, 16)
-    assert not torch.equal(fit["id"], task._dev_batches(6, 0, torch.device("cpu"))[0]["id"])
-    assert not torch.equal(fit["id"], task._dev_batches(5, 1, torch.device("cpu"))[0]["id"])
+    assert not torch.equal(fit["id"], draws(6, 0)[0]["id"])
+    assert not torch.equal(fit["id"], draws(5, 1)[0]["id"])
 
 
 # ---- real fairseq-train ------------------------------------------------------------------

@@ -23,7 +23,7 @@ from ..data.classification import label_names, load_class_indices
 from ..data.dictionaries import load_dictionary
 from ..masking import build_mask_policy
 from ..models import unwrap_model
-from ..weighting import meta_tartan
+from ..weighting import MetaTartanTraining
 from .masked_lm_base import MaskedLMBaseTask, MaskingConfig
 from .policy_options import register_policy_task
 from .sentence_items import build_model_for_items, sentence_blocking
@@ -82,7 +82,10 @@ class JointMLMClassificationTask(MaskedLMBaseTask):
             raise ValueError("--mlm-weight applies to --loss-weighting fixed; with tartan the weights are learned")
         self.label_dictionary = label_dictionary
         self.policy = build_mask_policy(cfg.mask_policy, cfg)
-        self._tartan_cosines = []  # per micro-batch of the current update attempt
+        self.tartan = None
+        if cfg.loss_weighting == "tartan":
+            self.tartan = MetaTartanTraining(OBJECTIVES, cfg.seed, cfg.tartan_meta_lr, cfg.tartan_dev_head_steps,
+                                             cfg.tartan_dev_head_lr, cfg.tartan_dev_head_weight_decay)
 
     @classmethod
     def setup_task(cls, cfg, **kwargs):
@@ -128,29 +131,25 @@ class JointMLMClassificationTask(MaskedLMBaseTask):
     def build_model(self, cfg, from_checkpoint=False):
         model = build_model_for_items(self, cfg, from_checkpoint)
         model.register_classification_head(self.cfg.classification_head_name, num_classes=self.cfg.num_classes)
-        if self.cfg.loss_weighting == "tartan":
-            model.meta_tartan = meta_tartan.MetaTartanWeights(OBJECTIVES)
+        if self.tartan is not None:
+            self.tartan.attach(model)
         return model
 
     def objective_weights(self, model):
         """``{"cls": w_cls, "mlm": w_mlm}``: ``(1, --mlm-weight)``, or META-TARTAN's softmax weights."""
-        if self.cfg.loss_weighting == "tartan":
-            return unwrap_model(model).meta_tartan.weights()
+        if self.tartan is not None:
+            return self.tartan.weights(model)
         return {"cls": 1.0, "mlm": self.cfg.mlm_weight}
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
-        if self.cfg.loss_weighting != "tartan":
+        if self.tartan is None:
             return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
         return self._tartan_train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
 
     def _tartan_train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad):
-        """One micro-batch of META-TARTAN: per-objective gradients, their cosines with the dev
-        gradient (kept until the update ends), and the weighted objective's gradient."""
+        """One micro-batch of META-TARTAN (:class:`~fairseq_maskplug.weighting.MetaTartanTraining`)."""
         model.train()
         model.set_num_updates(update_num)
-        params = [p for p in model.parameters() if p.requires_grad]
-        if all(p.grad is None for p in params):  # fairseq clears gradients when an update attempt starts
-            self._tartan_cosines = []
         weights = self.objective_weights(model)
         with torch.autocast("cuda", enabled=isinstance(optimizer, AMPOptimizer)):
             losses, logging_output = criterion.objective_losses(model, sample, with_mlm=True)
@@ -160,39 +159,18 @@ class JointMLMClassificationTask(MaskedLMBaseTask):
         if ignore_grad:
             optimizer.backward(loss * 0)
             return loss, 1, logging_output
-        scale = meta_tartan.loss_scale(optimizer)
-        # the objectives share one forward: keep its graph until the last objective's gradient
-        grads = {k: _gradients(losses[k] * scale, params, retain_graph=k != OBJECTIVES[-1]) for k in OBJECTIVES}
-        cosines = self._dev_cosines(unwrap_model(model), params, grads, update_num, scale)
-        self._tartan_cosines.append(cosines)
-        meta_tartan.backward_combination(optimizer, params, grads, weights, scale)
+        inner = unwrap_model(model)
+        cosines = self.tartan.backward(model, optimizer, losses, weights, update_num, self._dev_batches,
+                                       inner.classification_heads[self.cfg.classification_head_name],
+                                       list(inner.encoder.sentence_encoder.parameters()))
         for k, c in zip(OBJECTIVES, cosines):
             logging_output[f"tartan_cos_{k}"] = 0.0 if c is None else c
             logging_output[f"tartan_cos_{k}_n"] = int(c is not None)
         return loss, 1, logging_output
 
-    def _dev_cosines(self, model, params, grads, update_num, scale):
-        """``[cos(g_dev, g_k) for k in OBJECTIVES]`` over the encoder's parameters, with a dev
-        head and dev batches drawn for this update and micro-batch."""
-        in_body = {id(p) for p in model.encoder.sentence_encoder.parameters()}
-        body = [i for i, p in enumerate(params) if id(p) in in_body]
-        micro_batch = len(self._tartan_cosines)
-        fit, probe = self._dev_batches(update_num, micro_batch, params[0].device)
-        cfg = self.cfg
-        g_dev = meta_tartan.dev_gradient(
-            model, model.classification_heads[cfg.classification_head_name], [params[i] for i in body], fit, probe,
-            seed=int(self._tartan_seed(update_num, micro_batch)[0]), steps=cfg.tartan_dev_head_steps,
-            lr=cfg.tartan_dev_head_lr, weight_decay=cfg.tartan_dev_head_weight_decay, scale=scale)
-        return [meta_tartan.cosine(g_dev, [grads[k][i] for i in body]) for k in OBJECTIVES]
-
-    def _tartan_seed(self, update_num, micro_batch):
-        """Seeds of one micro-batch's dev draws: fixed by (seed, update, worker, micro-batch), so a
-        resumed run draws what the uninterrupted one drew."""
-        rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
-        return np.random.SeedSequence([self.cfg.seed, update_num, rank, micro_batch]).generate_state(2)
-
-    def _dev_batches(self, update_num, micro_batch, device):
-        """Two disjoint random batches of the dev subset: the dev head's fit batch and the probe batch."""
+    def _dev_batches(self, seed, device):
+        """Two disjoint random batches of the dev subset, drawn with ``seed``: the dev head's fit
+        batch and the probe batch."""
         split = self.cfg.tartan_dev_subset
         if split not in self.datasets:
             self.load_dataset(split)
@@ -201,8 +179,7 @@ class JointMLMClassificationTask(MaskedLMBaseTask):
         if len(dataset) < sum(sizes):
             raise ValueError(f"--tartan-dev-subset {split} has {len(dataset)} items, fewer than "
                              f"--tartan-dev-fit-size + --tartan-dev-batch-size = {sum(sizes)}")
-        rng = np.random.default_rng(self._tartan_seed(update_num, micro_batch)[1])
-        order = rng.choice(len(dataset), size=sum(sizes), replace=False)
+        order = np.random.default_rng(seed).choice(len(dataset), size=sum(sizes), replace=False)
         batches = []
         for chosen in (order[:sizes[0]], order[sizes[0]:]):
             batch = dataset.collater([dataset[int(i)] for i in chosen])
@@ -210,34 +187,13 @@ class JointMLMClassificationTask(MaskedLMBaseTask):
         return batches
 
     def optimizer_step(self, optimizer, model, update_num):
-        """The parameter update, then META-TARTAN's weight update from the update's mean cosines
-        (averaged over micro-batches and workers)."""
+        """The parameter update, then (META-TARTAN) the weight update from the update's mean cosines."""
         super().optimizer_step(optimizer, model, update_num)
-        if self.cfg.loss_weighting != "tartan":
-            return
-        weights = unwrap_model(model).meta_tartan
-        sums = torch.zeros(2, len(OBJECTIVES), dtype=torch.float64, device=weights.logits.device)
-        for cosines in self._tartan_cosines:
-            for k, c in enumerate(cosines):
-                if c is not None:
-                    sums[0, k] += c
-                    sums[1, k] += 1
-        if torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1:
-            from fairseq.distributed import utils as distributed_utils
-            distributed_utils.all_reduce(sums, group=distributed_utils.get_data_parallel_group())
-        means = [float(s / n) if n > 0 else None for s, n in sums.T.tolist()]
-        weights.step(means, self.cfg.tartan_meta_lr)
-        self._tartan_cosines = []
+        if self.tartan is not None:
+            self.tartan.update_weights(model)
 
     def mlm_batch(self, sample):
         return sample["mlm"]["src_tokens"], sample["mlm"]["target"]
-
-
-def _gradients(loss, params, retain_graph=False):
-    """``d loss / d params`` (None where a parameter is not reached; all None without a graph)."""
-    if not loss.requires_grad:
-        return [None] * len(params)
-    return list(torch.autograd.grad(loss, params, allow_unused=True, retain_graph=retain_graph))
 
 
 class _Labels(FairseqDataset):
