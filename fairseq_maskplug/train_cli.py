@@ -7,7 +7,8 @@
 - before fairseq prints its configuration, checks what can be checked without data:
   the task's options (a package task's ``setup_task``: policy options, dictionaries,
   data layout) and that ``--save-dir`` is writable;
-- stops on bad input with one line ``fairseq-maskplug-train: error: ...`` and exit status 2
+- stops on bad input with one line ``fairseq-maskplug-train: error: ...`` and exit status 2,
+  also when a checkpoint's parameters do not fit the model (another dictionary size)
   (``MASKPLUG_TRACEBACK=1`` shows the traceback instead).
 """
 
@@ -51,6 +52,18 @@ def check_task(cfg) -> None:
         task_cls.setup_task(cfg.task)
 
 
+def user_error_message(error: BaseException):
+    """The one line for an error caused by the input (options, data, files, a checkpoint of
+    another shape); None for anything else, which keeps its traceback."""
+    cause = error.__context__
+    if isinstance(cause, RuntimeError) and "size mismatch for " in str(cause):  # fairseq wraps torch's error
+        first = str(cause).split("size mismatch for ", 1)[1].splitlines()[0].strip()
+        return f"{error} (size mismatch for {first}): another dictionary?"
+    if isinstance(error, (ValueError, OSError)):
+        return str(error)
+    return None
+
+
 def main(argv=None) -> int:
     from fairseq import options
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
@@ -71,10 +84,11 @@ def main(argv=None) -> int:
         check_task(cfg)
         check_save_dir(cfg)
         distributed_utils.call_main(cfg, fairseq_main)
-    except (ValueError, OSError) as error:
-        if os.environ.get("MASKPLUG_TRACEBACK"):
+    except Exception as error:  # noqa: BLE001  (bad input becomes one line; anything else keeps its traceback)
+        message = user_error_message(error)
+        if message is None or os.environ.get("MASKPLUG_TRACEBACK"):
             raise
-        print(f"fairseq-maskplug-train: error: {error}", file=sys.stderr)
+        print(f"fairseq-maskplug-train: error: {message}", file=sys.stderr)
         return 2
     return 0
 

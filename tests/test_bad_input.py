@@ -1,7 +1,6 @@
 """Bad input stops with one line naming the file, line or option, before any training or
 scoring work, and leaves nothing half-written."""
 
-import os
 import shutil
 import signal
 import subprocess
@@ -235,15 +234,11 @@ def test_score_pll_missing_or_classifier_checkpoint_and_unwritable_output(tiny_d
                          criterion="joint_mlm_classification"))
     one_line_error(run(pll + ["--checkpoint", tmp_path / "cls" / "checkpoint_last.pt", "--data", task_dir]),
                    "is a joint_mlm_classification checkpoint; a masked-LM checkpoint")
-    if os.geteuid() == 0:
-        pytest.skip("root writes into read-only directories")
-    data = tmp_path / "ro"
+    data = tmp_path / "copy"
     shutil.copytree(tiny_data / "bin", data)
-    data.chmod(0o555)
-    try:
-        one_line_error(run(pll + ["--checkpoint", mlm_checkpoint, "--data", data]), "cannot write")
-    finally:
-        data.chmod(0o755)
+    unwritable = run(pll + ["--checkpoint", mlm_checkpoint, "--data", data, "--name", "no_such_dir/plt"])
+    one_line_error(unwritable, f"cannot write {data / 'valid.no_such_dir/plt.bin'}")  # refused before scoring
+    assert "scored" not in unwritable.stdout
 
 
 def test_read_only_save_dir_and_empty_train_file(tiny_data, tmp_path):
@@ -258,9 +253,22 @@ def test_read_only_save_dir_and_empty_train_file(tiny_data, tmp_path):
     one_line_error(maskplug_train(tmp_path / "e", tmp_path / "ck"), "has no lines: was its text file empty?")
 
 
-def test_fe_views_zero_says_what_is_wrong(tiny_data, tmp_path):
+def test_fe_views_zero_and_lines_too_short_for_the_views_are_refused(tiny_data, tmp_path):
     one_line_error(maskplug_train(tiny_data / "bin", tmp_path / "ck", "--fe-views", "0", task="fe_mlm"),
                    "--fe-views must be at least 1")
+    # the tiny corpus has lines of 3..15 words: 6 views do not fit the shortest
+    result = maskplug_train(tiny_data / "bin", tmp_path / "ck", "--fe-views", "6", "--fe-mask-prob", "0.15",
+                            "--sample-break-mode", "eos", task="fe_mlm")
+    one_line_error(result, "--fe-views 6 with --sample-break-mode eos:", "have fewer than 6 tokens")
+
+
+def test_a_checkpoint_of_another_vocabulary_size_is_one_line(tiny_data, mlm_checkpoint, tmp_path):
+    write_corpus(tmp_path / "train.txt", 50, seed=4, vocab=60)  # more word types: a larger dictionary
+    check(run([BIN / "fairseq-preprocess", "--only-source", "--trainpref", tmp_path / "train.txt", "--validpref",
+               tmp_path / "train.txt", "--destdir", tmp_path / "bin", "--workers", "1"]))
+    result = maskplug_train(tmp_path / "bin", tmp_path / "ck", "--finetune-from-model", mlm_checkpoint)
+    one_line_error(result, f"Cannot load model parameters from checkpoint {mlm_checkpoint}",
+                   "size mismatch for encoder.sentence_encoder.embed_tokens.weight", "another dictionary?")
 
 
 # ---- faults ---------------------------------------------------------------------------------------
@@ -288,3 +296,23 @@ def test_a_killed_writer_leaves_no_output_and_its_temporaries_are_removed_by_the
     write_side_info(str(data / "valid.x"), [np.zeros(3)] * 2)
     assert not list(data.glob("valid.x.tmp-*"))
     assert (data / "valid.x.idx").exists()
+
+
+def test_training_killed_with_sigkill_resumes_to_the_uninterrupted_parameters(tiny_data, tmp_path):
+    from fairseq_helpers import assert_same_params
+
+    common = ["--max-epoch", "5", "--max-update", "30", "--save-interval-updates", "5", "--seed", "5"]
+    check(maskplug_train(tiny_data / "bin", tmp_path / "whole", *common))
+    args = [str(a) for a in [BIN / "fairseq-maskplug-train", tiny_data / "bin", "--task", "guided_mlm", "--criterion",
+                             "masked_lm", "--tokens-per-sample", "32", "--save-dir", tmp_path / "killed",
+                             *TINY_ROBERTA, *CPU_RUN, *common]]
+    proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while not (tmp_path / "killed" / "checkpoint_last.pt").exists() and time.time() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert (tmp_path / "killed" / "checkpoint_last.pt").exists()
+    resumed = check(run(args))
+    assert "Loaded checkpoint" in resumed.stdout + resumed.stderr  # resumed, not started again
+    assert_same_params(tmp_path / "whole" / "checkpoint_last.pt", tmp_path / "killed" / "checkpoint_last.pt")

@@ -42,7 +42,7 @@ class TokenImportanceCriterion(FairseqCriterion):
         n = int(labelled.sum())
         predicted = logits.argmax(dim=-1)
         logging_output = {
-            "loss": float(loss), "ntokens": sample["ntokens"], "nsentences": sample["nsentences"],
+            "loss": float(loss.detach()), "ntokens": sample["ntokens"], "nsentences": sample["nsentences"],
             "sample_size": n, "n_labelled": n,
             "tp": int(((predicted == 1) & (target == 1)).sum()),
             "fp": int(((predicted == 1) & (target == 0)).sum()),

@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass, field
 
+import numpy as np
 from fairseq.data import IdDataset, NestedDictionaryDataset, NumelDataset, NumSamplesDataset
 from fairseq.dataclass import ChoiceEnum
 from fairseq.tasks import register_task
@@ -54,6 +55,15 @@ class FullyExploredMLMTask(MaskedLMBaseTask):
         self.span = GeometricSpans(cfg.fe_span_p, cfg.fe_span_max) if cfg.fe_granularity == "span" else None
 
     def build_inputs(self, split, tokens, side_info):
+        if self.cfg.sample_break_mode == "eos":
+            # a block is <s> + line + </s>: fewer than K tokens cannot hold K non-empty views, and a
+            # batch of such lines has no masked token at all (fairseq then logs a nan loss)
+            short = int(np.sum(np.asarray(tokens.sizes, dtype=np.int64) - 2 < self.cfg.fe_views))
+            if short:
+                raise ValueError(f"--fe-views {self.cfg.fe_views} with --sample-break-mode eos: {short} of "
+                                 f"{len(tokens)} lines of split {split!r} have fewer than {self.cfg.fe_views} "
+                                 "tokens and cannot hold that many views; use --sample-break-mode complete, "
+                                 "fewer --fe-views, or leave the short lines out of the data")
         views = FullyExploredDataset(tokens, self.cfg.fe_views, self.cfg.fe_mask_prob, self.span,
                                      self.corruption, self.special_ids, pad_idx=self.dictionary.pad(),
                                      seed=self.cfg.seed)
