@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from fairseq_helpers import BIN, CPU_RUN, REPO, TINY_ROBERTA, check, json_logs, model_params, run
+from fairseq_helpers import BIN, CPU_RUN, REPO, TINY_ROBERTA, build_in_process, check, json_logs, model_params, run
 from fairseq_maskplug.launch import LaunchError, configure_launch, detect_launch
 from test_finetune_e2e import write_task
 
@@ -67,20 +67,9 @@ def data_dir(data, kind):
 
 
 def build(data, case):
-    from fairseq import optim, options, tasks
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-
     kind, args = CASES[case]
-    parsed = options.parse_args_and_arch(options.get_training_parser(), [
-        str(data_dir(data, kind)), *args, "--tokens-per-sample", "32", *TINY_ROBERTA, *CPU_RUN])
-    cfg = convert_namespace_to_omegaconf(parsed)
-    torch.manual_seed(0)
-    task = tasks.setup_task(cfg.task)
-    model = task.build_model(cfg.model)
-    criterion = task.build_criterion(cfg.criterion)
-    for split in ("train", "valid"):
-        task.load_dataset(split)
-    optimizer = optim.build_optimizer(cfg.optimizer, [p for p in model.parameters() if p.requires_grad])
+    task, model, criterion, optimizer, _ = build_in_process([data_dir(data, kind), *args, "--tokens-per-sample", "32",
+                                                             *TINY_ROBERTA, *CPU_RUN])
     dataset = task.dataset("train")
     return task, model, criterion, optimizer, dataset.collater([dataset[i] for i in range(8)])
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from fairseq_helpers import (BIN, CPU_RUN, REPO, TINY_ROBERTA, assert_same_params, check, json_logs, model_params,
-                             run)
+from fairseq_helpers import (BIN, CPU_RUN, REPO, TINY_ROBERTA, assert_same_params, build_in_process, check,
+                             json_logs, model_params, run)
 from fairseq_maskplug.weighting import meta_tartan
 from fairseq_maskplug.weighting.meta_tartan import MetaTartanWeights, cosine
 from test_finetune_e2e import write_task
@@ -84,22 +84,10 @@ def task_dir(tiny_data, tmp_path_factory):
 
 def build(task_dir, *extra):
     """task, model, criterion, optimizer and config as fairseq-train builds them (dropout off)."""
-    from fairseq import optim, options, tasks
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-
-    args = options.parse_args_and_arch(options.get_training_parser(), [
-        str(task_dir), "--task", "joint_mlm_classification", "--criterion", "joint_mlm_classification",
+    return build_in_process([
+        task_dir, "--task", "joint_mlm_classification", "--criterion", "joint_mlm_classification",
         "--num-classes", "2", "--tokens-per-sample", "32", "--dropout", "0", "--attention-dropout", "0",
         "--pooler-dropout", "0", *TINY_ROBERTA, *CPU_RUN, *TARTAN, *extra])
-    cfg = convert_namespace_to_omegaconf(args)
-    torch.manual_seed(0)
-    task = tasks.setup_task(cfg.task)
-    model = task.build_model(cfg.model)
-    criterion = task.build_criterion(cfg.criterion)
-    for split in ("train", "valid"):
-        task.load_dataset(split)
-    optimizer = optim.build_optimizer(cfg.optimizer, [p for p in model.parameters() if p.requires_grad])
-    return task, model, criterion, optimizer, cfg
 
 
 def first_batch(task, n=8):
