@@ -34,7 +34,7 @@ class GuidedMLMTask(MaskedLMBaseTask):
         self.policy = build_mask_policy(cfg.mask_policy, cfg)
 
     @property
-    def side_info_names(self):
+    def side_info_rules(self):
         return self.policy.side_info_rules
 
     def build_inputs(self, split, tokens, side_info):

@@ -99,7 +99,7 @@ class JointMLMClassificationTask(MaskedLMBaseTask):
         return cls(cfg, *dicts)
 
     @property
-    def side_info_names(self):
+    def side_info_rules(self):
         return self.policy.side_info_rules
 
     sort_by_length = False  # as fairseq sentence_prediction

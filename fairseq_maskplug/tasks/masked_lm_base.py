@@ -71,7 +71,7 @@ class MaskedLMBaseTask(FairseqTask):
 
     Subclasses implement :meth:`build_inputs` (split, blocked tokens and side
     information -> a ``NestedDictionaryDataset`` with ``net_input.src_tokens`` and
-    ``target``), may name side-information tracks in :attr:`side_info_names` and may
+    ``target``), may name side-information tracks in :attr:`side_info_rules` and may
     change :meth:`blocking_cfg` and :attr:`sort_by_length`. Train and valid logs get
     ``mask_rate``, ``masks_per_seq`` and ``seq_unmasked`` (rows of the batch).
     """
@@ -96,7 +96,7 @@ class MaskedLMBaseTask(FairseqTask):
         return cls(cfg, dictionary)
 
     @property
-    def side_info_names(self):
+    def side_info_rules(self):
         """The side-information tracks to load, each mapped to the ValueRule its values must follow."""
         return {}
 
@@ -119,7 +119,7 @@ class MaskedLMBaseTask(FairseqTask):
         return self.cfg
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
-        tokens, side_info = load_blocked_split(self.blocking_cfg(), split, self.dictionary, self.side_info_names,
+        tokens, side_info = load_blocked_split(self.blocking_cfg(), split, self.dictionary, self.side_info_rules,
                                                epoch, combine)
         dataset = self.build_inputs(split, tokens, side_info)
         with data_utils.numpy_seed(self.cfg.seed):
