@@ -6,7 +6,9 @@ setup(
     description="Task-guided masking policies and tasks for fairseq masked-LM training",
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
-    packages=find_packages(include=["fairseq_maskplug", "fairseq_maskplug.*"]),
+    # the repository's preprocess/ is installed as fairseq_maskplug.preprocess (console commands below)
+    packages=find_packages(include=["fairseq_maskplug", "fairseq_maskplug.*"]) + ["fairseq_maskplug.preprocess"],
+    package_dir={"fairseq_maskplug.preprocess": "preprocess"},
     python_requires=">=3.8",
     install_requires=[
         "torch",
@@ -24,6 +26,13 @@ setup(
         "console_scripts": [
             "fairseq-maskplug-dir = fairseq_maskplug.cli:print_user_dir",
             "fairseq-maskplug-train = fairseq_maskplug.train_cli:console_main",
+            "fairseq-maskplug-prepare-demo = fairseq_maskplug.preprocess.prepare_demo:main",
+            "fairseq-maskplug-binarize-side-info = fairseq_maskplug.preprocess.binarize_side_info:main",
+            "fairseq-maskplug-score-importance = fairseq_maskplug.preprocess.score_importance:main",
+            "fairseq-maskplug-annotate-importance = fairseq_maskplug.preprocess.annotate_importance:main",
+            "fairseq-maskplug-score-pll = fairseq_maskplug.preprocess.score_pll:main",
+            "fairseq-maskplug-evaluate = fairseq_maskplug.evaluate:main",
+            "fairseq-maskplug-evaluate-mlm = fairseq_maskplug.evaluate_mlm:main",
         ],
     },
 )

@@ -1,9 +1,14 @@
-"""``fairseq-maskplug-dir``: print the directory to pass to ``fairseq-train --user-dir``.
-
-Kept free of fairseq and torch so that it answers at once and prints nothing else.
+"""``fairseq-maskplug-dir`` (print the directory to pass to ``fairseq-train --user-dir``) and
+what the package's command-line tools share. Kept free of fairseq and torch, so that
+``fairseq-maskplug-dir`` answers at once and prints nothing else.
 """
 
+import argparse
 import os
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """The package's command-line tools: the module docstring as written, every option's default in ``--help``."""
 
 
 def package_dir() -> str:

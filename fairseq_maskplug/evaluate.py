@@ -17,6 +17,7 @@ import torch
 
 from .atomic import temporary_name
 from .checkpoints import check_writable
+from .cli import HelpFormatter
 from .metrics import macro_f1
 
 
@@ -62,7 +63,7 @@ def evaluate(checkpoint: str, data: str, split: str, batch_size: int = 64, trust
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--checkpoint", required=True, help="sentence_prediction checkpoint")
     parser.add_argument("--data", required=True, help="data directory with input0/ and label/")
     parser.add_argument("--split", default="test", help="split to score")

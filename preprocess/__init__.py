@@ -1,7 +1,4 @@
-"""Command-line entry points (``python -m preprocess.NAME --help`` from the repository root)."""
+"""Command-line entry points: ``fairseq-maskplug-NAME`` once installed (``python -m preprocess.NAME``
+from the repository root)."""
 
-import argparse
-
-
-class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    """The module docstring as written, and every option's default in ``--help``."""
+from fairseq_maskplug.cli import HelpFormatter  # noqa: F401

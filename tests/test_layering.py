@@ -27,3 +27,13 @@ def test_user_dir_helper_prints_only_the_directory():
     result = subprocess.run([str(BIN / "fairseq-maskplug-dir")], capture_output=True, text=True)
     assert result.returncode == 0 and result.stderr == ""
     assert result.stdout.strip() == str(REPO / "fairseq_maskplug")
+
+
+def test_preprocessing_tools_are_console_commands_that_run_anywhere_and_show_defaults(tmp_path):
+    for command, default in (("fairseq-maskplug-score-pll", "(default: plt)"),
+                             ("fairseq-maskplug-binarize-side-info", "(default: float64)"),
+                             ("fairseq-maskplug-annotate-importance", "(default: importance)"),
+                             ("fairseq-maskplug-evaluate", "(default: test)")):
+        result = subprocess.run([str(BIN / command), "--help"], capture_output=True, text=True, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert default in " ".join(result.stdout.split()), (command, result.stdout)
