@@ -42,7 +42,7 @@ def check_checkpoint_dictionary(state: dict, checkpoint: str, data: str, trust: 
     target = data_dictionary_path(data)
     wanted = dictionary_sha256(Dictionary.load(target))
     recorded = (state.get("task_state") or {}).get(STATE_KEY)
-    source = f"{checkpoint}"
+    source = "the fingerprint it records"
     if recorded is None:
         trained_on = str(state["cfg"]["task"]["data"]).split(os.pathsep)[0]
         try:
@@ -53,7 +53,7 @@ def check_checkpoint_dictionary(state: dict, checkpoint: str, data: str, trust: 
             raise ValueError(f"cannot check that {target} is the dictionary {checkpoint} was trained with: the "
                              f"checkpoint records none and its training data {trained_on!r} is not found from here; "
                              "pass --trust-dictionary to skip the check") from None
-        recorded, source = dictionary_sha256(Dictionary.load(own)), own
+        recorded, source = dictionary_sha256(Dictionary.load(own)), f"its training data's {own}"
     if recorded != wanted:
-        raise ValueError(f"{target} is not the dictionary {checkpoint} was trained with (that of {source}): "
+        raise ValueError(f"{target} is not the dictionary {checkpoint} was trained with (compared with {source}): "
                          "binarize the data with the checkpoint's dict.txt (fairseq-preprocess --srcdict)")
