@@ -4,7 +4,9 @@ what the package's command-line tools share. Kept free of fairseq and torch, so 
 """
 
 import argparse
+import logging
 import os
+import warnings
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -18,3 +20,29 @@ def package_dir() -> str:
 
 def print_user_dir() -> None:
     print(package_dir())
+
+
+def quiet_fairseq_import() -> None:
+    """Hide the tensorboardX hint fairseq logs on import (``fairseq.tasks.text_to_speech``):
+    it concerns a task this package does not use. Call before importing fairseq."""
+    logging.getLogger("fairseq.tasks.text_to_speech").setLevel(logging.WARNING)
+
+
+def configure_tool_output() -> None:
+    """The tools print their results on stdout; on stderr go this package's INFO logs (which
+    directory was read, what was loaded) and warnings, without fairseq's INFO logs or the
+    warnings fairseq's own checkpoint loading raises on every call (hydra's deprecations,
+    ``pin_memory`` without an accelerator). Call before importing fairseq."""
+    quiet_fairseq_import()
+    logging.basicConfig(format="%(name)s | %(message)s", level=logging.WARNING, force=True)
+    logging.getLogger("fairseq_maskplug").setLevel(logging.INFO)
+    logging.getLogger("preprocess").setLevel(logging.INFO)
+    for message in _LIBRARY_WARNINGS:
+        warnings.filterwarnings("ignore", message="(?s).*" + message, category=UserWarning)
+
+
+#: what every fairseq checkpoint load warns about (hydra 1.1+ deprecations), or a CPU data loader
+_LIBRARY_WARNINGS = ("is no longer experimental", "version_base parameter is not specified",
+                     "deprecated keyword in package header", "is validated against ConfigStore schema",
+                     "strict flag in the compose API is deprecated",
+                     "'pin_memory' argument is set as true but no accelerator")

@@ -1,10 +1,9 @@
 """Score a fairseq ``sentence_prediction`` checkpoint on a split: accuracy and macro-F1.
 
-    python -m fairseq_maskplug.evaluate --checkpoint ck/checkpoint_best.pt \\
-        --data data-bin/mr --split test
+    fairseq-maskplug-evaluate --checkpoint ck/checkpoint_best.pt --data data-bin/mr --split test
 
-prints one JSON object ``{"split", "n", "accuracy", "macro_f1"}`` (and writes it
-atomically to ``--output`` if given).
+prints one JSON object ``{"split", "n", "accuracy", "macro_f1", "units": "percent"}``, in
+percent as fairseq logs ``accuracy`` (and writes it atomically to ``--output`` if given).
 """
 
 import argparse
@@ -17,7 +16,7 @@ import torch
 
 from .atomic import temporary_name
 from .checkpoints import check_writable
-from .cli import HelpFormatter
+from .cli import HelpFormatter, configure_tool_output
 from .metrics import macro_f1
 
 
@@ -58,21 +57,28 @@ def evaluate(checkpoint: str, data: str, split: str, batch_size: int = 64, trust
         predictions.append(logits.argmax(dim=-1).cpu().numpy())
     predictions = np.concatenate(predictions)
     return {"split": split, "n": int(classes.size),
-            "accuracy": float((predictions == classes).mean()),
-            "macro_f1": macro_f1(predictions, classes, cfg.task.num_classes)}
+            "accuracy": 100.0 * float((predictions == classes).mean()),
+            "macro_f1": 100.0 * macro_f1(predictions, classes, cfg.task.num_classes), "units": "percent"}
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
-    parser.add_argument("--checkpoint", required=True, help="sentence_prediction checkpoint")
-    parser.add_argument("--data", required=True, help="data directory with input0/ and label/")
+    parser = argparse.ArgumentParser(prog="fairseq-maskplug-evaluate", description=__doc__,
+                                     formatter_class=HelpFormatter)
+    parser.add_argument("--checkpoint", required=True,
+                        help="classifier checkpoint (sentence_prediction or joint_mlm_classification)")
+    parser.add_argument("--data", required=True,
+                        help="sentence_prediction data root (input0/, label/; its input0/ is accepted too)")
     parser.add_argument("--split", default="test", help="split to score")
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--batch-size", type=int, default=64, help="sentences per forward")
     parser.add_argument("--output", help="also write the JSON object to this file")
     parser.add_argument("--trust-dictionary", action="store_true",
                         help="skip the dictionary check where the checkpoint records no dictionary and its "
                              "training data is not found")
     args = parser.parse_args(argv)
+    configure_tool_output()
+    from .data.layout import sentence_prediction_dir
+
+    args.data = sentence_prediction_dir(args.data)
     try:
         if args.output:
             check_writable(args.output)

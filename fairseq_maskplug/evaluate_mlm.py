@@ -1,7 +1,7 @@
 """Masked-LM loss of checkpoints under one fixed masking, so that runs trained with
 different masking (MLM, FE-MLM subword or span, guided policies) compare fairly.
 
-    python -m fairseq_maskplug.evaluate_mlm --data data-bin --split valid ck/checkpoint_1_50.pt ...
+    fairseq-maskplug-evaluate-mlm --data data-bin --split valid ck/checkpoint_1_50.pt ...
 
 Every checkpoint is scored on the same blocks (the checkpoint's own blocking options)
 with the same ``guided_mlm --mask-policy random`` masks (``--mask-prob``, ``--seed``,
@@ -12,6 +12,7 @@ the loss in base 2 as fairseq logs it.
 import argparse
 import json
 import math
+import os
 import sys
 
 import torch
@@ -73,16 +74,29 @@ class FixedMaskScorer:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("checkpoints", nargs="+")
-    parser.add_argument("--data", required=True, help="binarized masked-LM data directory")
-    parser.add_argument("--split", default="valid")
-    parser.add_argument("--mask-prob", type=float, default=0.15)
-    parser.add_argument("--seed", type=int, default=1)
+    from .cli import HelpFormatter, configure_tool_output
+
+    parser = argparse.ArgumentParser(prog="fairseq-maskplug-evaluate-mlm", description=__doc__,
+                                     formatter_class=HelpFormatter)
+    parser.add_argument("checkpoints", nargs="+", help="masked-LM checkpoints (any of the package's MLM tasks)")
+    parser.add_argument("--data", required=True,
+                        help="binarized token data (a sentence_prediction root: its input0/)")
+    parser.add_argument("--split", default="valid", help="split to score")
+    parser.add_argument("--mask-prob", type=float, default=0.15, help="share of maskable tokens masked")
+    parser.add_argument("--seed", type=int, default=1, help="seed of the fixed masks")
     args = parser.parse_args(argv)
-    scorer = FixedMaskScorer(args.data, args.split, args.mask_prob, args.seed)
-    for checkpoint in args.checkpoints:
-        print(json.dumps(scorer.score(checkpoint)), flush=True)
+    configure_tool_output()
+    from .data.layout import token_data_dir
+
+    try:
+        scorer = FixedMaskScorer(token_data_dir(args.data), args.split, args.mask_prob, args.seed)
+        for checkpoint in args.checkpoints:
+            if not os.path.exists(checkpoint):
+                raise FileNotFoundError(f"checkpoint not found: {checkpoint}")
+            print(json.dumps(scorer.score(checkpoint)), flush=True)
+    except (ValueError, OSError) as error:
+        print(f"fairseq-maskplug-evaluate-mlm: error: {error}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -2,6 +2,10 @@
 
 - adds ``--user-dir <package>`` unless the user gave one (their module then imports the
   plugin): the flag, not only this process's import, is what worker processes load;
+- adds the criterion a package task trains with when ``--criterion`` is left out
+  (fairseq's default, ``cross_entropy``, would predict every token);
+- ``--help`` lists the options of the chosen task, its mask policies, model and criterion
+  with their defaults (:mod:`.train_help`);
 - forms one data-parallel run under ``torchrun`` and ``srun`` on CPUs and GPUs
   (:mod:`.launch`), with ``gloo`` on CPUs;
 - before fairseq prints its configuration, checks what can be checked without data:
@@ -19,6 +23,8 @@ import sys
 from . import plugin  # noqa: F401  (registrations in this process and in the workers that re-import it)
 from .cli import package_dir
 from .launch import configure_launch
+from .tasks.criteria import check_criterion
+from .train_help import training_help, wants_help
 
 
 def with_user_dir(argv):
@@ -26,6 +32,37 @@ def with_user_dir(argv):
     if any(a == "--user-dir" or a.startswith("--user-dir=") for a in argv):
         return list(argv)
     return ["--user-dir", package_dir(), *argv]
+
+
+def _given(argv, *flags) -> bool:
+    return any(a in flags or a.startswith(tuple(f + "=" for f in flags)) for a in argv)
+
+
+def _package_task(argv):
+    """The class of the package task ``--task`` names in ``argv``, else None."""
+    import argparse
+
+    from fairseq.tasks import TASK_REGISTRY
+
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    pre.add_argument("--task", default=None)
+    task_cls = TASK_REGISTRY.get(pre.parse_known_args(argv)[0].task)
+    return task_cls if task_cls is not None and task_cls.__module__.startswith(__package__ + ".") else None
+
+
+def with_task_criterion(argv):
+    """Add ``--criterion C`` (the first of the task's ``criteria``) for a package task when it is left out."""
+    task_cls = _package_task(argv)
+    if _given(argv, "--criterion") or task_cls is None or not getattr(task_cls, "criteria", ()):
+        return list(argv)
+    return [*argv, "--criterion", task_cls.criteria[0]]
+
+
+def require_arch(argv) -> None:
+    """fairseq fails on a missing ``--arch`` with a bare RuntimeError; say what to add."""
+    if not _given(argv, "--arch", "-a"):
+        raise ValueError("--arch is required: e.g. --arch roberta_tiny (the demo's shape, 4 layers, dim 128) or "
+                         "--arch roberta_base")
 
 
 def check_save_dir(cfg) -> None:
@@ -44,11 +81,14 @@ def check_save_dir(cfg) -> None:
 
 
 def check_task(cfg) -> None:
-    """Run a package task's ``setup_task`` (options, dictionaries, layout) before fairseq's main."""
+    """Run a package task's ``setup_task`` (options, dictionaries, layout) and check its
+    criterion before fairseq's main."""
     from fairseq.tasks import TASK_REGISTRY
 
     task_cls = TASK_REGISTRY.get(cfg.task._name)
     if task_cls is not None and task_cls.__module__.startswith(__package__ + "."):
+        if getattr(task_cls, "criteria", ()):
+            check_criterion(cfg.task._name, task_cls.criteria, cfg.criterion._name)
         task_cls.setup_task(cfg.task)
 
 
@@ -78,6 +118,11 @@ def main(argv=None) -> int:
                         stream=sys.stdout, force=True)
     argv = with_user_dir(sys.argv[1:] if argv is None else argv)
     try:
+        argv = with_task_criterion(argv)
+        if wants_help(argv):
+            print(training_help(argv))
+            return 0
+        require_arch(argv)
         args = options.parse_args_and_arch(options.get_training_parser(), argv)
         cfg = convert_namespace_to_omegaconf(args)
         configure_launch(cfg.distributed_training, os.environ, cpu=cfg.common.cpu or not torch.cuda.is_available())

@@ -17,13 +17,14 @@ import time
 
 import numpy as np
 
-from . import HelpFormatter
+from . import HelpFormatter, configure_tool_output
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--checkpoint", required=True, help="token_importance checkpoint (the tagger)")
-    parser.add_argument("--data", required=True, help="binarized corpus directory (dict.txt, SPLIT.bin/.idx)")
+    parser.add_argument("--data", required=True, help="binarized corpus directory (dict.txt, SPLIT.bin/.idx; "
+                        "a sentence_prediction root: its input0/)")
     parser.add_argument("--splits", nargs="+", default=["train", "valid"], help="splits to annotate")
     parser.add_argument("--name", default="importance", help="side-information track name")
     parser.add_argument("--max-tokens", type=int, default=4096, help="padded tokens per forward")
@@ -49,13 +50,16 @@ def load_tagger(checkpoint: str, data: str, trust_dictionary: bool = False):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    configure_tool_output()
     from fairseq.data import data_utils
+    from fairseq_maskplug.data.layout import token_data_dir
     from fairseq_maskplug.atomic import temporary_name
     from fairseq_maskplug.checkpoints import check_writable
     from fairseq_maskplug.data import side_info_prefix, write_side_info
     from fairseq_maskplug.scoring.preview import render_marked
     from fairseq_maskplug.scoring.tagger import TokenTagger
 
+    args.data = token_data_dir(args.data)
     try:
         for split in args.splits:  # every output checked before any work
             split_prefix = os.path.join(args.data, split)

@@ -20,13 +20,14 @@ import time
 
 import numpy as np
 
-from . import HelpFormatter
+from . import HelpFormatter, configure_tool_output
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--checkpoint", required=True, help="sentence_prediction checkpoint fine-tuned on the task")
-    parser.add_argument("--data", required=True, help="sentence_prediction data directory (input0/, label/)")
+    parser.add_argument("--data", required=True, help="sentence_prediction data root (input0/, label/; its "
+                        "input0/ is accepted too)")
     parser.add_argument("--split", default="train", help="split to label")
     parser.add_argument("--name", default="importance", help="side-information track name")
     parser.add_argument("--delta", type=float, default=0.05,
@@ -69,10 +70,13 @@ def load_task_split(checkpoint, data, split, head, trust_dictionary=False):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    configure_tool_output()
     from fairseq_maskplug.atomic import temporary_name
+    from fairseq_maskplug.data.layout import sentence_prediction_dir
     from fairseq_maskplug.checkpoints import check_writable
     from fairseq_maskplug.data import side_info_prefix, write_side_info
 
+    args.data = sentence_prediction_dir(args.data)
     split_prefix = os.path.join(args.data, "input0", args.split)
     prefix = side_info_prefix(split_prefix, args.name)
     preview = args.preview or prefix + ".preview.txt"

@@ -15,13 +15,14 @@ import time
 
 import numpy as np
 
-from . import HelpFormatter
+from . import HelpFormatter, configure_tool_output
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--checkpoint", required=True, help="roberta masked-LM checkpoint (frozen)")
-    parser.add_argument("--data", required=True, help="binarized data directory with dict.txt")
+    parser.add_argument("--data", required=True,
+                        help="binarized token data with dict.txt (a sentence_prediction root: its input0/)")
     parser.add_argument("--split", default="train")
     parser.add_argument("--name", default="plt", help="side-information track name")
     parser.add_argument("--metric", default="word_l2r", choices=["word_l2r", "original"],
@@ -41,6 +42,7 @@ def main(argv=None) -> int:
     if args.word_starts == "gpt2" and not (args.gpt2_encoder_json and args.gpt2_vocab_bpe):
         parser.error("--word-starts gpt2 needs --gpt2-encoder-json and --gpt2-vocab-bpe")
 
+    configure_tool_output()
     try:
         return score(args)
     except (FileNotFoundError, ValueError, PermissionError) as error:
@@ -56,11 +58,9 @@ def score(args) -> int:
     from fairseq_maskplug.scoring.pll import (PLTScorer, iterate_lines, score_in_windows, word_starts_gpt2,
                                               word_starts_sentencepiece)
 
-    data = args.data
-    if (not fdata.indexed_dataset.MMapIndexedDataset.exists(os.path.join(data, args.split))
-            and fdata.indexed_dataset.MMapIndexedDataset.exists(os.path.join(data, "input0", args.split))):
-        data = os.path.join(data, "input0")  # a sentence_prediction root: its texts
-        print(f"--data {args.data} is a sentence_prediction directory: scoring its texts in {data}")
+    from fairseq_maskplug.data.layout import token_data_dir
+
+    data = token_data_dir(args.data)
     split_prefix = os.path.join(data, args.split)
     if not fdata.indexed_dataset.MMapIndexedDataset.exists(split_prefix):
         raise FileNotFoundError(f"binarized split not found: {split_prefix}.bin/.idx")

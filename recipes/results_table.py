@@ -16,8 +16,12 @@ from pathlib import Path
 NAME = re.compile(r"(?P<row>.+)__seed(?P<seed>\d+)\.(?P<split>\w+)\.json$")
 
 
+def percent(record, key):
+    """``record[key]`` in percent (files written before evaluate reported percent hold fractions)."""
+    return record[key] if record.get("units") == "percent" else 100 * record[key]
+
+
 def fmt(values):
-    values = [100 * v for v in values]
     if len(values) == 1:
         return f"{values[0]:.1f}"
     return f"{statistics.mean(values):.1f} ± {statistics.stdev(values):.1f}"
@@ -34,8 +38,8 @@ def main():
         match = NAME.match(path.name)
         if match:
             record = json.loads(path.read_text())
-            scores[match["row"]][(match["split"], "accuracy")].append(record["accuracy"])
-            scores[match["row"]][(match["split"], "macro_f1")].append(record["macro_f1"])
+            scores[match["row"]][(match["split"], "accuracy")].append(percent(record, "accuracy"))
+            scores[match["row"]][(match["split"], "macro_f1")].append(percent(record, "macro_f1"))
             seeds[match["row"]].add(match["seed"])
     rows = args.rows.split(",") if args.rows else sorted(scores)
     header = ["model", "seeds", "valid acc", "test acc", "test macro-F1"]

@@ -41,5 +41,5 @@ def test_finetune_from_guided_mlm_and_evaluate(tiny_data, tmp_path):
     assert record == json.loads(scored.stdout.strip().splitlines()[-1])
     assert record["n"] == 40
     # the evaluator reproduces fairseq's own validation accuracy of the best checkpoint
-    assert 100 * record["accuracy"] == pytest.approx(best, abs=0.01)
-    assert 0 < record["macro_f1"] <= 1
+    assert record["accuracy"] == pytest.approx(best, abs=0.01)  # percent, as fairseq logs it
+    assert 0 < record["macro_f1"] <= 100

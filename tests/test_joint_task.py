@@ -54,8 +54,9 @@ def test_l3_joint_training_logs_both_objectives_and_resumes(tiny_data, task_data
     scored = check(run([BIN / "python", "-m", "fairseq_maskplug.evaluate", "--checkpoint",
                         tmp_path / "whole" / "checkpoint_last.pt", "--data", task_data, "--split", "valid"]))
     result = json.loads(scored.stdout.strip().splitlines()[-1])
-    assert 100 * result["accuracy"] == pytest.approx(float(record["valid_accuracy"]), abs=0.05)
-    assert 100 * result["macro_f1"] == pytest.approx(float(record["valid_macro_f1"]), abs=0.01)
+    assert result["units"] == "percent"
+    assert result["accuracy"] == pytest.approx(float(record["valid_accuracy"]), abs=0.05)
+    assert result["macro_f1"] == pytest.approx(float(record["valid_macro_f1"]), abs=0.01)
 
 
 def test_stl_has_no_mlm_term(task_data, tmp_path):

@@ -74,4 +74,23 @@ def load_blocked_split(cfg, split: str, dictionary, side_info_names: Union[Seque
                                     break_mode=cfg.sample_break_mode)
         return PrependTokenDataset(dataset, prepend)
 
-    return block(tokens, dictionary.bos()), {name: block(ds, 0) for name, ds in side.items()}
+    blocked = block(tokens, dictionary.bos())
+    check_block_sizes(blocked.sizes, split, cfg)
+    return blocked, {name: block(ds, 0) for name, ds in side.items()}
+
+
+def check_block_sizes(sizes, split: str, cfg) -> None:
+    """Refuse items longer than ``--tokens-per-sample`` when the split is loaded.
+
+    With ``--sample-break-mode complete``, ``complete_doc`` or ``eos`` a line longer than
+    the block stays whole unless ``--shorten-method`` shortens it; fairseq would only stop
+    at the first batch holding it ("Size of sample #N is invalid"), in validation after a
+    whole training epoch.
+    """
+    sizes = np.asarray(sizes)
+    too_long = sizes > cfg.tokens_per_sample
+    if too_long.any():
+        raise ValueError(
+            f"split {split!r}: {int(too_long.sum())} of {len(sizes)} items are longer than --tokens-per-sample "
+            f"{cfg.tokens_per_sample} (longest {int(sizes.max())} tokens with <s>) under --sample-break-mode "
+            f"{cfg.sample_break_mode}: add --shorten-method truncate (or random_crop), or raise --tokens-per-sample")

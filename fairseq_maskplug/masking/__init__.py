@@ -12,6 +12,7 @@ from .registry import (
     MASK_POLICY_REGISTRY,
     MaskPolicy,
     build_mask_policy,
+    ignored_policy_options,
     on_policy_registered,
     policy_option_dataclasses,
     register_mask_policy,
@@ -25,7 +26,7 @@ from .spans import GeometricSpans, span_mask
 __all__ = [
     "Corruption", "corrupt", "matched_random_mask", "maskable_positions",
     "probabilistic_count", "random_mask", "MASK_POLICY_DATACLASS_REGISTRY",
-    "MASK_POLICY_REGISTRY", "MaskPolicy", "build_mask_policy", "on_policy_registered",
+    "MASK_POLICY_REGISTRY", "MaskPolicy", "build_mask_policy", "ignored_policy_options", "on_policy_registered",
     "policy_option_dataclasses", "register_mask_policy", "mask_probabilities", "selective_count",
     "selective_mask", "GeometricSpans", "span_mask",
 ]

@@ -54,6 +54,10 @@ class MatchedRandomPolicy(MaskPolicy):
         self.reference = build_mask_policy(cfg.matched_policy, cfg)
 
     @property
+    def policies_read(self):
+        return (self.registered_name, *self.reference.policies_read)
+
+    @property
     def side_info_names(self):
         return self.reference.side_info_names
 

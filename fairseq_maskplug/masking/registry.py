@@ -9,7 +9,7 @@ policies may not declare the same field.
 """
 
 import dataclasses
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Type
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Type
 
 import numpy as np
 
@@ -24,8 +24,18 @@ class MaskPolicy:
             by name (``cfg.mask_prob`` for ``random``, ...).
     """
 
+    #: the name it is registered under (set by :func:`register_mask_policy`)
+    registered_name: str = ""
+
     def __init__(self, cfg):
         self.cfg = cfg
+
+    @property
+    def policies_read(self) -> Sequence[str]:
+        """Registered names of the policies whose options this policy reads: itself, and a
+        policy that wraps others (``matched_random``) adds theirs. Options of every other
+        policy are refused when set (:func:`ignored_policy_options`)."""
+        return (self.registered_name,)
 
     @property
     def side_info_names(self) -> Sequence[str]:
@@ -92,6 +102,7 @@ def register_mask_policy(name: str, dataclass: Optional[type] = None):
             raise TypeError(f"mask policy {name!r} must subclass MaskPolicy")
         if dataclass is not None:
             _check_options(name, dataclass)
+        cls.registered_name = name
         MASK_POLICY_REGISTRY[name] = cls
         MASK_POLICY_DATACLASS_REGISTRY[name] = dataclass
         for callback in _REGISTRATION_CALLBACKS:
@@ -104,6 +115,21 @@ def register_mask_policy(name: str, dataclass: Optional[type] = None):
 def policy_option_dataclasses() -> List[type]:
     """Option dataclasses of all registered policies, in registration order."""
     return [dc for dc in MASK_POLICY_DATACLASS_REGISTRY.values() if dc is not None]
+
+
+def ignored_policy_options(policy: MaskPolicy, cfg) -> List[Tuple[str, str]]:
+    """``(flag, owning policy)`` for each option of a registered policy that ``policy`` does
+    not read but whose value in ``cfg`` differs from the default: an option set for nothing."""
+    read = set(policy.policies_read)
+    flags = []
+    for name, options in MASK_POLICY_DATACLASS_REGISTRY.items():
+        if options is None or name in read:
+            continue
+        for f in dataclasses.fields(options):
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+            if getattr(cfg, f.name, default) != default:
+                flags.append(("--" + f.name.replace("_", "-"), name))
+    return flags
 
 
 def on_policy_registered(callback: Callable[[], None]) -> None:

@@ -84,7 +84,7 @@ class SelectivePolicyOptions:
     selective_cap: float = field(default=0.15, metadata={
         "help": "selective policy: at most max(1, floor(cap * n)) selected tokens are masked per "
                 "sentence (or block) of n maskable tokens (a cap, not a target: there is no random fill; "
-                "the paper states no cap, the authors' code caps at 15%)"})
+                "the paper states no cap, the authors' code caps at 0.15)"})
     selective_cap_scope: str = field(default="sentence", metadata={
         "help": "selective policy: sentence = the cap holds for every sentence of a block on its own "
                 "(authors' code); block = for the whole block"})

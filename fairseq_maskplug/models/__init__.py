@@ -3,3 +3,4 @@ helpers every training step needs under data parallelism."""
 
 from .data_parallel import unwrap_model, zero_gradient_term  # noqa: F401
 from .token_tagging_head import TokenTaggingHead, register_token_tagging_head  # noqa: F401
+from . import architectures  # noqa: F401,E402  (--arch roberta_tiny)

@@ -5,9 +5,8 @@ from dataclasses import dataclass, field
 from fairseq.data import IdDataset, NestedDictionaryDataset, NumelDataset, NumSamplesDataset, RightPadDataset
 
 from ..data import PolicyMaskedDataset
-from ..masking import build_mask_policy
 from .masked_lm_base import MaskedLMBaseTask, MaskedLMDataConfig
-from .policy_options import register_policy_task
+from .policy_options import build_task_policy, register_policy_task
 
 
 @dataclass
@@ -31,7 +30,7 @@ class GuidedMLMTask(MaskedLMBaseTask):
 
     def __init__(self, cfg, dictionary):
         super().__init__(cfg, dictionary)
-        self.policy = build_mask_policy(cfg.mask_policy, cfg)
+        self.policy = build_task_policy(cfg)
 
     @property
     def side_info_rules(self):

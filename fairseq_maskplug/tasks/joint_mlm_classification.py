@@ -7,6 +7,7 @@ The two losses are weighted either by fixed weights or the META-TARTAN way
 (``--loss-weighting tartan``, see :mod:`fairseq_maskplug.weighting.meta_tartan`).
 """
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 
@@ -17,15 +18,16 @@ from fairseq.data import (FairseqDataset, IdDataset, NestedDictionaryDataset, Nu
                           NumSamplesDataset, RightPadDataset)
 from fairseq.dataclass import ChoiceEnum
 from fairseq.optim.amp_optimizer import AMPOptimizer
+from omegaconf import MISSING
 
 from ..data import PolicyMaskedDataset
 from ..data.classification import label_names, load_class_indices
 from ..data.dictionaries import load_dictionary
-from ..masking import build_mask_policy
+from ..data.layout import sentence_prediction_dir
 from ..models import unwrap_model
 from ..weighting import MetaTartanTraining
 from .masked_lm_base import MaskedLMBaseTask, MaskingConfig
-from .policy_options import register_policy_task
+from .policy_options import build_task_policy, register_policy_task
 from .sentence_items import build_model_for_items, sentence_blocking
 
 OBJECTIVES = ("cls", "mlm")
@@ -33,6 +35,9 @@ OBJECTIVES = ("cls", "mlm")
 
 @dataclass
 class JointConfig(MaskingConfig):
+    data: str = field(default=MISSING, metadata={
+        "help": "sentence_prediction data root (input0/ with the texts and their side information, label/); "
+                "its input0/ is accepted too"})
     num_classes: int = field(default=2, metadata={"help": "number of classes"})
     mask_policy: str = field(default="random", metadata={
         "help": "policy of the auxiliary MLM (random = RTM; l3 needs a PLT track from preprocess.score_pll)"})
@@ -75,13 +80,21 @@ class JointMLMClassificationTask(MaskedLMBaseTask):
     """
 
     cfg: JointConfig
+    criteria = ("joint_mlm_classification",)
 
     def __init__(self, cfg, dictionary, label_dictionary):
         super().__init__(cfg, dictionary)
         if cfg.loss_weighting == "tartan" and cfg.mlm_weight != 1.0:
             raise ValueError("--mlm-weight applies to --loss-weighting fixed; with tartan the weights are learned")
+        if cfg.loss_weighting == "fixed":
+            tartan_set = [f"--{f.name.replace('_', '-')}" for f in dataclasses.fields(JointConfig)
+                          if f.name.startswith("tartan_") and getattr(cfg, f.name) != f.default]
+            if tartan_set:
+                raise ValueError(f"{', '.join(tartan_set)} appl{'ies' if len(tartan_set) == 1 else 'y'} to "
+                                 f"--loss-weighting tartan; with fixed weights leave "
+                                 f"{'it' if len(tartan_set) == 1 else 'them'} out")
         self.label_dictionary = label_dictionary
-        self.policy = build_mask_policy(cfg.mask_policy, cfg)
+        self.policy = build_task_policy(cfg)
         self.tartan = None
         if cfg.loss_weighting == "tartan":
             self.tartan = MetaTartanTraining(OBJECTIVES, cfg.seed, cfg.tartan_meta_lr, cfg.tartan_dev_head_steps,
@@ -89,6 +102,7 @@ class JointMLMClassificationTask(MaskedLMBaseTask):
 
     @classmethod
     def setup_task(cls, cfg, **kwargs):
+        cfg.data = sentence_prediction_dir(cfg.data)  # its input0/: the root
         dicts = [load_dictionary(os.path.join(cfg.data, sub), "--data with the sentence_prediction layout "
                                  "(input0/, label/): input0/ and label/")
                  for sub in ("input0", "label")]

@@ -14,7 +14,9 @@ from omegaconf import II, MISSING
 
 from ..data import load_blocked_split
 from ..data.dictionaries import STATE_KEY, dictionary_sha256, load_dictionary
+from ..data.layout import token_data_dir
 from ..masking import Corruption
+from .criteria import CriterionChecked
 from .mask_stats import log_mask_statistics, mask_statistics
 
 logger = logging.getLogger(__name__)
@@ -25,8 +27,8 @@ class MaskingConfig(FairseqDataclass):
     """Options every masked-LM task of the package has: data, length, corruption, seed."""
 
     data: str = field(default=MISSING, metadata={
-        "help": "colon-separated binarized data directories (iterated round-robin over epochs); "
-                "the first holds dict.txt"})
+        "help": "fairseq-preprocess output directories, colon-separated (iterated round-robin over "
+                "epochs); the first holds dict.txt; a sentence_prediction root is read through its input0/"})
     tokens_per_sample: int = field(default=512, metadata={"help": "longest item including <s>"})
     leave_unmasked_prob: float = field(default=0.1, metadata={
         "help": "share of chosen positions left unchanged (80/10/10 rule)"})
@@ -66,7 +68,7 @@ def replacement_vocabulary(dictionary: Dictionary, mask_idx: int, freq_weighted:
     return ids, counts / counts.sum()
 
 
-class MaskedLMBaseTask(FairseqTask):
+class MaskedLMBaseTask(CriterionChecked, FairseqTask):
     """Base of the package's masked-LM tasks.
 
     Subclasses implement :meth:`build_inputs` (split, blocked tokens and side
@@ -75,6 +77,8 @@ class MaskedLMBaseTask(FairseqTask):
     change :meth:`blocking_cfg` and :attr:`sort_by_length`. Train and valid logs get
     ``mask_rate``, ``masks_per_seq`` and ``seq_unmasked`` (rows of the batch).
     """
+
+    criteria = ("masked_lm",)
 
     def __init__(self, cfg, dictionary):
         super().__init__(cfg)
@@ -91,6 +95,8 @@ class MaskedLMBaseTask(FairseqTask):
         paths = utils.split_paths(cfg.data)
         if not paths:
             raise ValueError("--data (the binarized data directory) is required")
+        paths = [token_data_dir(path) for path in paths]  # a sentence_prediction root: its input0/
+        cfg.data = ":".join(paths)
         dictionary = load_dictionary(paths[0])
         logger.info("dictionary: %d types", len(dictionary))
         return cls(cfg, dictionary)

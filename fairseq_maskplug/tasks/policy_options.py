@@ -14,7 +14,7 @@ from typing import Dict, Tuple
 from fairseq.tasks import TASK_DATACLASS_REGISTRY, register_task
 from hydra.core.config_store import ConfigStore
 
-from ..masking import on_policy_registered, policy_option_dataclasses
+from ..masking import build_mask_policy, ignored_policy_options, on_policy_registered, policy_option_dataclasses
 
 _POLICY_TASKS: Dict[str, Tuple[type, type]] = {}
 
@@ -50,6 +50,26 @@ def register_policy_task(name: str, dataclass: type):
         return cls
 
     return register
+
+
+def build_task_policy(cfg):
+    """The policy ``cfg.mask_policy`` names; options of policies it does not read, set to
+    anything but their default, are refused (they would be ignored silently)."""
+    policy = build_mask_policy(cfg.mask_policy, cfg)
+    ignored = ignored_policy_options(policy, cfg)
+    if ignored:
+        listed = ", ".join(f"{flag} (an option of mask policy {owner!r})" for flag, owner in ignored)
+        owners = " or ".join(sorted({f"--mask-policy {owner}" for _, owner in ignored}))
+        task = getattr(cfg, "_name", None)
+        raise ValueError(f"{f'--task {task} ' if task else ''}--mask-policy {cfg.mask_policy} does not read "
+                         f"{listed}: leave {'it' if len(ignored) == 1 else 'them'} out, or use {owners}")
+    return policy
+
+
+def policy_task_options(name: str):
+    """``(task class, its own options dataclass)`` of a task registered with
+    :func:`register_policy_task`, else None."""
+    return _POLICY_TASKS.get(name)
 
 
 def _refresh_policy_tasks() -> None:

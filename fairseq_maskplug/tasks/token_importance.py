@@ -25,6 +25,8 @@ from ..data import load_blocked_split
 from ..data.dictionaries import STATE_KEY, dictionary_sha256, load_dictionary
 from ..masking.values import BINARY_LABEL
 from ..models import register_token_tagging_head
+from ..data.layout import token_data_dir
+from .criteria import CriterionChecked
 from .sentence_items import build_model_for_items, sentence_blocking
 
 logger = logging.getLogger(__name__)
@@ -35,7 +37,8 @@ IGNORE = -1  # target value of positions without a label (<s>, </s>, padding)
 @dataclass
 class TokenImportanceConfig(FairseqDataclass):
     data: str = field(default=MISSING, metadata={
-        "help": "binarized text directory with dict.txt and the label track"})
+        "help": "binarized texts with dict.txt and the label track (a sentence_prediction root is read "
+                "through its input0/)"})
     label_track: str = field(default="importance", metadata={
         "help": "side-information track with one 0/1 label per token (preprocess.score_importance)"})
     tokens_per_sample: int = field(default=128, metadata={"help": "longest item including <s> (longer lines are "
@@ -60,8 +63,10 @@ class TaggingTargets(BaseWrapperDataset):
 
 
 @register_task("token_importance", dataclass=TokenImportanceConfig)
-class TokenImportanceTask(FairseqTask):
+class TokenImportanceTask(CriterionChecked, FairseqTask):
     """Token-level binary tagging of task-important tokens."""
+
+    criteria = ("token_importance",)
 
     cfg: TokenImportanceConfig
 
@@ -73,6 +78,7 @@ class TokenImportanceTask(FairseqTask):
 
     @classmethod
     def setup_task(cls, cfg, **kwargs):
+        cfg.data = token_data_dir(cfg.data)  # a sentence_prediction root: its input0/
         return cls(cfg, load_dictionary(cfg.data))
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):

@@ -1,0 +1,114 @@
+"""``fairseq-maskplug-train --task T [--mask-policy P] --help``: the options a run really has.
+
+fairseq's parser reads the command line twice: the first pass finds ``--task``,
+``--arch``, ``--criterion`` and the other components, the second adds their options.
+``--help`` answers in the first pass, so ``fairseq-train --task guided_mlm --help``
+lists none of the task's options. :func:`training_help` builds the parser as
+``fairseq.options.parse_args_and_arch`` does, from the same registries, and prints it
+with each component's options in a group of its own and every default shown:
+
+- ``--task T``: the task's own options; for a policy task, one group per mask policy,
+  or with ``--mask-policy P`` only the policies ``P`` reads (``matched_random`` also
+  reads the options of its ``--matched-policy``);
+- ``--arch A`` (if given): the model's options;
+- ``--criterion``, ``--optimizer``, ``--lr-scheduler``, ...: each chosen one's options
+  (a package task's ``--criterion`` defaults to the one it trains with).
+"""
+
+import argparse
+import dataclasses
+from typing import List, Optional, Sequence
+
+HELP_FLAGS = ("-h", "--help")
+
+
+def wants_help(argv: Sequence[str]) -> bool:
+    return any(a in HELP_FLAGS for a in argv)
+
+
+def _as_fairseq_dataclass(options: type) -> type:
+    """A policy's plain options dataclass as a ``FairseqDataclass`` (what fairseq's flag builder reads)."""
+    from fairseq.dataclass import FairseqDataclass
+
+    return dataclasses.make_dataclass(options.__name__, [], bases=(FairseqDataclass, options))
+
+
+def _policies_shown(argv: Sequence[str], policy: Optional[str]) -> List[str]:
+    """Every registered policy, or the ones ``--mask-policy policy`` reads."""
+    from fairseq.dataclass.utils import gen_parser_from_dataclass
+
+    from .masking import MASK_POLICY_REGISTRY, build_mask_policy, policy_option_dataclasses
+
+    if policy is None:
+        return list(MASK_POLICY_REGISTRY)
+    if policy not in MASK_POLICY_REGISTRY:
+        build_mask_policy(policy, None)  # raises: unknown policy, with the registered names
+    given = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    for options in policy_option_dataclasses():
+        gen_parser_from_dataclass(given, _as_fairseq_dataclass(options)())
+    try:  # a wrapping policy (matched_random) reads the options of the policy it wraps
+        return list(build_mask_policy(policy, given.parse_known_args(argv)[0]).policies_read)
+    except (ValueError, TypeError, AttributeError):  # options that do not build: the policy alone
+        return [policy]
+
+
+def _add_task_options(parser: argparse.ArgumentParser, task_name: str, argv: Sequence[str]) -> None:
+    from fairseq.dataclass.utils import gen_parser_from_dataclass
+    from fairseq.tasks import TASK_REGISTRY
+
+    from .masking import MASK_POLICY_DATACLASS_REGISTRY
+    from .tasks.policy_options import policy_task_options
+
+    task_cls = TASK_REGISTRY[task_name]
+    own = policy_task_options(task_name)
+    if own is None:  # any other task: its options as fairseq adds them
+        task_cls.add_args(parser.add_argument_group(f"--task {task_name} options"))
+        return
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    pre.add_argument("--mask-policy", default=None)
+    chosen = pre.parse_known_args(argv)[0].mask_policy
+    note = None if chosen else "each mask policy's options follow; --mask-policy NAME --help shows only its own"
+    gen_parser_from_dataclass(parser.add_argument_group(f"--task {task_name} options", note), own[1]())
+    names = _policies_shown(argv, chosen)
+    for name in list(MASK_POLICY_DATACLASS_REGISTRY):  # registration order
+        options = MASK_POLICY_DATACLASS_REGISTRY[name]
+        if options is None or name not in names:
+            continue
+        gen_parser_from_dataclass(parser.add_argument_group(f"--mask-policy {name} options"),
+                                  _as_fairseq_dataclass(options)())
+
+
+def training_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
+    """fairseq-train's parser with every option of the components ``argv`` names."""
+    from fairseq import options, utils
+    from fairseq.dataclass.utils import gen_parser_from_dataclass
+    from fairseq.models import ARCH_MODEL_REGISTRY, MODEL_REGISTRY
+    from fairseq.registry import REGISTRIES
+
+    argv = [a for a in argv if a not in HELP_FLAGS]
+    user = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    user.add_argument("--user-dir", default=None)
+    utils.import_user_module(user.parse_known_args(argv)[0])
+
+    parser = options.get_training_parser()
+    parser.formatter_class = argparse.ArgumentDefaultsHelpFormatter
+    args, _ = parser.parse_known_args(argv)  # the first pass: which components
+    if args.arch is not None:
+        model = ARCH_MODEL_REGISTRY.get(args.arch) or MODEL_REGISTRY.get(args.arch)
+        model.add_args(parser.add_argument_group(f"--arch {args.arch} options", argument_default=argparse.SUPPRESS))
+    _add_task_options(parser, args.task, argv)
+    for registry_name, registry in REGISTRIES.items():
+        choice = getattr(args, registry_name, None)
+        if choice is None:
+            continue
+        component = registry["registry"][choice]
+        group = parser.add_argument_group(f"--{registry_name.replace('_', '-')} {choice} options")
+        if hasattr(component, "add_args"):
+            component.add_args(group)
+        elif hasattr(component, "__dataclass"):
+            gen_parser_from_dataclass(group, component.__dataclass())
+    return parser
+
+
+def training_help(argv: Sequence[str]) -> str:
+    return training_parser(argv).format_help()

@@ -1,0 +1,119 @@
+"""Every shell command in the README runs as written, so docs and code cannot drift.
+
+The README's commands run on the quickstart's outputs (``work/data``,
+``work/general/checkpoint_last.pt``). Here a small ``work/`` of the same layout is made
+(generated text, real ``fairseq-preprocess``, the side-information tracks the quickstart
+writes, a ``roberta_tiny`` general checkpoint from a real ``fairseq-maskplug-train`` run),
+and every ```` ```bash ```` block of the README runs in it, in document order, after the
+First steps' block that sets ``$TRY``. A block that is not meant to run (the two main
+commands, installing, GPU launches, benchmarks) is preceded by
+``<!-- not run by tests/test_readme.py: REASON -->``.
+"""
+
+import os
+import re
+import subprocess
+
+import numpy as np
+import pytest
+
+from fairseq_helpers import BIN, REPO, check, preprocess, run
+
+SKIP = re.compile(r"<!-- not run by tests/test_readme\.py: (?P<reason>[^>]+) -->\s*$")
+BLOCK = re.compile(r"^```bash\n(?P<body>.*?)^```", re.S | re.M)
+
+
+def readme_blocks():
+    """``(line, body, skip reason or None)`` of every bash block of the README."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    blocks = []
+    for match in BLOCK.finditer(text):
+        before = text[:match.start()].rstrip("\n").rsplit("\n", 1)[-1]
+        skip = SKIP.search(before)
+        blocks.append((text[:match.start()].count("\n") + 1, match.group("body"),
+                       skip["reason"] if skip else None))
+    return blocks
+
+
+BLOCKS = readme_blocks()
+PREAMBLE = next(body for _, body, _ in BLOCKS if body.startswith("TRY="))
+RUNNABLE = [(line, body) for line, body, reason in BLOCKS if reason is None and body is not PREAMBLE]
+
+
+def test_readme_blocks_are_run_or_say_why_not():
+    assert len(RUNNABLE) >= 8, "the README lost its runnable examples"
+    for line, body, reason in BLOCKS:
+        assert "..." not in body or reason, f"README line {line}: a command with '...' cannot run as written"
+    tasks = " ".join(body for _, body in RUNNABLE)
+    for task in ("guided_mlm", "selective_mlm", "fe_mlm", "token_importance", "joint_mlm_classification"):
+        assert f"--task {task}" in tasks, f"no runnable README command trains --task {task}"
+
+
+def _words(rng, n_lines, lo, hi, vocab):
+    """Sentencepiece-like lines: ``▁word`` pieces and a few continuation pieces."""
+    lines = []
+    for _ in range(n_lines):
+        pieces = [("\u2581" if rng.random() < 0.8 else "") + vocab[i]
+                  for i in rng.integers(0, len(vocab), rng.integers(lo, hi))]
+        lines.append(" ".join(pieces))
+    return lines
+
+
+@pytest.fixture(scope="module")
+def quickstart_work(tmp_path_factory):
+    """A directory holding ``work/`` as the quickstart leaves it, at toy size."""
+    from fairseq.data import data_utils
+    from fairseq.data.dictionary import Dictionary
+    from fairseq_maskplug.data import write_side_info
+
+    root = tmp_path_factory.mktemp("readme")
+    work, text = root / "work", root / "work" / "data" / "text"
+    text.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    vocab = [f"{w}{'x' * int(k)}" for w, k in zip("abcdefghijklmnopqrstuvwxyz", rng.integers(0, 8, 26))]
+    files = {"general.train": (160, 5, 60), "general.valid": (60, 5, 60), "indomain.train": (160, 5, 60),
+             "indomain.valid": (60, 5, 60), "mr.train": (48, 3, 20), "mr.valid": (100, 3, 20),
+             "mr.test": (16, 3, 20)}
+    for name, (n, lo, hi) in files.items():
+        (text / f"{name}.tok").write_text("\n".join(_words(rng, n, lo, hi, vocab)) + "\n", encoding="utf-8")
+    for split, n in (("train", 48), ("valid", 100), ("test", 16)):
+        labels = rng.choice(["positive", "negative"], n)
+        (text / f"mr.{split}.label").write_text("\n".join(labels) + "\n", encoding="utf-8")
+    data = work / "data"
+    preprocess(data / "general", text / "general.train.tok", text / "general.valid.tok")
+    srcdict = data / "general" / "dict.txt"
+    for out, prefix, splits in ((data / "indomain", "indomain", ("train", "valid")),
+                                (data / "mr" / "input0", "mr", ("train", "valid", "test"))):
+        check(run([BIN / "fairseq-preprocess", "--only-source", "--srcdict", srcdict, "--destdir", out,
+                   "--workers", "1", *[a for s in splits for a in (f"--{s}pref", text / f"{prefix}.{s}.tok")]]))
+    check(run([BIN / "fairseq-preprocess", "--only-source", "--destdir", data / "mr" / "label", "--workers", "1",
+               *[a for s in ("train", "valid", "test") for a in (f"--{s}pref", text / f"mr.{s}.label")]]))
+    # the tracks the quickstart writes: the tagger's P(important) on the reviews (In-domain
+    # Mask) and the buffer algorithm's 0/1 labels on MR (Downstream Mask)
+    dictionary = Dictionary.load(str(srcdict))
+    for directory, dtype in ((data / "indomain", "float64"), (data / "mr" / "input0", "uint8")):
+        for split in ("train", "valid"):
+            tokens = data_utils.load_indexed_dataset(str(directory / split), dictionary)
+            rows = [(rng.random(n) if dtype == "float64" else rng.integers(0, 2, n)).astype(dtype)
+                    for n in tokens.sizes]
+            write_side_info(str(directory / f"{split}.importance"), rows, dtype,
+                            tokens_prefix=str(directory / split))
+    check(run([BIN / "fairseq-maskplug-train", data / "general", "--task", "guided_mlm", "--arch", "roberta_tiny",
+               "--tokens-per-sample", "128", "--cpu", "--optimizer", "adam", "--lr", "1e-3", "--batch-size", "8",
+               "--max-update", "2", "--no-epoch-checkpoints", "--save-dir", work / "general"]))
+    os.symlink(REPO / "examples", root / "examples")
+    return root
+
+
+@pytest.mark.parametrize("line,body", RUNNABLE, ids=[f"line{line}" for line, _ in RUNNABLE])
+def test_readme_command_runs(quickstart_work, line, body):
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", PYTHONWARNINGS="ignore")
+    result = subprocess.run(["bash", "-euo", "pipefail", "-c", PREAMBLE + body], cwd=quickstart_work,
+                            capture_output=True, text=True, env=env)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, f"README line {line} failed:\n{body}\n{output[-4000:]}"
+    trainings = len(re.findall(r"^\s*(?:fairseq-maskplug-train|fairseq-train) ", body, re.M))
+    assert output.count("done training") == trainings, f"README line {line}: not every training finished"
+    assert "| nan |" not in output and " loss nan " not in output
+    if "fairseq-maskplug-evaluate " in body:
+        assert '"units": "percent"' in result.stdout
