@@ -20,11 +20,13 @@ import logging
 import os
 import sys
 
-from . import plugin  # noqa: F401  (registrations in this process and in the workers that re-import it)
-from .cli import package_dir
-from .launch import configure_launch
-from .tasks.criteria import check_criterion
-from .train_help import training_help, wants_help
+from .cli import package_dir, quiet_fairseq_import
+
+quiet_fairseq_import()
+from . import plugin  # noqa: E402,F401  (registrations in this process and in the workers that re-import it)
+from .launch import configure_launch  # noqa: E402
+from .tasks.criteria import check_criterion  # noqa: E402
+from .train_help import training_help, wants_help  # noqa: E402
 
 
 def with_user_dir(argv):
@@ -38,21 +40,21 @@ def _given(argv, *flags) -> bool:
     return any(a in flags or a.startswith(tuple(f + "=" for f in flags)) for a in argv)
 
 
-def _package_task(argv):
-    """The class of the package task ``--task`` names in ``argv``, else None."""
-    import argparse
-
+def package_task(name):
+    """The class of the task registered as ``name`` if this package registered it, else None."""
     from fairseq.tasks import TASK_REGISTRY
 
-    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    pre.add_argument("--task", default=None)
-    task_cls = TASK_REGISTRY.get(pre.parse_known_args(argv)[0].task)
+    task_cls = TASK_REGISTRY.get(name)
     return task_cls if task_cls is not None and task_cls.__module__.startswith(__package__ + ".") else None
 
 
 def with_task_criterion(argv):
     """Add ``--criterion C`` (the first of the task's ``criteria``) for a package task when it is left out."""
-    task_cls = _package_task(argv)
+    import argparse
+
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    pre.add_argument("--task", default=None)
+    task_cls = package_task(pre.parse_known_args(argv)[0].task)
     if _given(argv, "--criterion") or task_cls is None or not getattr(task_cls, "criteria", ()):
         return list(argv)
     return [*argv, "--criterion", task_cls.criteria[0]]
@@ -83,10 +85,8 @@ def check_save_dir(cfg) -> None:
 def check_task(cfg) -> None:
     """Run a package task's ``setup_task`` (options, dictionaries, layout) and check its
     criterion before fairseq's main."""
-    from fairseq.tasks import TASK_REGISTRY
-
-    task_cls = TASK_REGISTRY.get(cfg.task._name)
-    if task_cls is not None and task_cls.__module__.startswith(__package__ + "."):
+    task_cls = package_task(cfg.task._name)
+    if task_cls is not None:
         if getattr(task_cls, "criteria", ()):
             check_criterion(cfg.task._name, task_cls.criteria, cfg.criterion._name)
         task_cls.setup_task(cfg.task)
