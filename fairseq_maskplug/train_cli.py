@@ -29,15 +29,16 @@ from .tasks.criteria import check_criterion  # noqa: E402
 from .train_help import training_help, wants_help  # noqa: E402
 
 
+def _given(argv, *flags) -> bool:
+    """Whether one of ``flags`` is on the command line (``--flag value`` or ``--flag=value``)."""
+    return any(a in flags or a.startswith(tuple(f + "=" for f in flags)) for a in argv)
+
+
 def with_user_dir(argv):
     """Add ``--user-dir <package>`` unless the user gave one (their module then imports us)."""
-    if any(a == "--user-dir" or a.startswith("--user-dir=") for a in argv):
+    if _given(argv, "--user-dir"):
         return list(argv)
     return ["--user-dir", package_dir(), *argv]
-
-
-def _given(argv, *flags) -> bool:
-    return any(a in flags or a.startswith(tuple(f + "=" for f in flags)) for a in argv)
 
 
 def package_task(name):
