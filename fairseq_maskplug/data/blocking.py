@@ -74,13 +74,11 @@ def load_blocked_split(cfg, split: str, dictionary, side_info_names: Union[Seque
                                     break_mode=cfg.sample_break_mode)
         return PrependTokenDataset(dataset, prepend)
 
-    blocked = block(tokens, dictionary.bos())
-    check_block_sizes(blocked.sizes, split, cfg)
-    return blocked, {name: block(ds, 0) for name, ds in side.items()}
+    return block(tokens, dictionary.bos()), {name: block(ds, 0) for name, ds in side.items()}
 
 
 def check_block_sizes(sizes, split: str, cfg) -> None:
-    """Refuse items longer than ``--tokens-per-sample`` when the split is loaded.
+    """Refuse items longer than ``--tokens-per-sample`` (a task's model has no more positions).
 
     With ``--sample-break-mode complete``, ``complete_doc`` or ``eos`` a line longer than
     the block stays whole unless ``--shorten-method`` shortens it; fairseq would only stop

@@ -13,6 +13,7 @@ from fairseq.tasks.language_modeling import SAMPLE_BREAK_MODE_CHOICES, SHORTEN_M
 from omegaconf import II, MISSING
 
 from ..data import load_blocked_split
+from ..data.blocking import check_block_sizes
 from ..data.dictionaries import STATE_KEY, dictionary_sha256, load_dictionary
 from ..data.layout import token_data_dir
 from ..masking import Corruption
@@ -127,6 +128,7 @@ class MaskedLMBaseTask(CriterionChecked, FairseqTask):
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
         tokens, side_info = load_blocked_split(self.blocking_cfg(), split, self.dictionary, self.side_info_rules,
                                                epoch, combine)
+        check_block_sizes(tokens.sizes, split, self.blocking_cfg())  # before fairseq's first batch finds them
         dataset = self.build_inputs(split, tokens, side_info)
         with data_utils.numpy_seed(self.cfg.seed):
             shuffle = np.random.permutation(len(tokens))
