@@ -37,21 +37,25 @@ class TokenBlocks(TokenBlockDataset):
 
 
 def load_blocked_split(cfg, split: str, dictionary, side_info_names: Union[Sequence[str], Mapping[str, ValueRule]] = (),
-                       epoch: int = 1, combine: bool = False) -> Tuple[object, Dict[str, object]]:
+                       epoch: int = 1, combine: bool = False, framing: int = 1) -> Tuple[object, Dict[str, object]]:
     """Return ``(tokens, {name: side_info})``, both shortened, blocked and prefixed alike.
 
     ``side_info_names`` names the tracks, or maps each to the :class:`ValueRule` its values
     must follow (default: finite); ``cfg.side_info_without_fingerprint`` (if present)
-    accepts tracks without their fingerprint file.
+    accepts tracks without their fingerprint file. ``framing`` positions of every
+    ``tokens_per_sample`` are kept for framing tokens: 1 for the ``<s>`` prepended here
+    (masked LM), 2 where the task also appends a ``</s>`` (BART).
 
     The pipeline is fairseq ``masked_lm``'s: ``load_indexed_dataset`` ->
-    ``maybe_shorten_dataset`` -> ``TokenBlockDataset(tokens_per_sample - 1)`` (see
+    ``maybe_shorten_dataset`` -> ``TokenBlockDataset(tokens_per_sample - framing)`` (see
     :class:`TokenBlocks`) ->
     ``PrependTokenDataset(<s>)``. Side information is verified line by line against the
     token data and then passed through the same function with the same ``cfg``, so a
     block of side information always covers exactly the tokens of its block (its
     ``<s>`` position gets the value 0).
     """
+    if framing not in (1, 2):
+        raise ValueError(f"framing must be 1 (<s>) or 2 (<s> and </s>), got {framing}")
     paths = utils.split_paths(cfg.data)
     split_prefix = os.path.join(paths[(epoch - 1) % len(paths)], split)
     if os.path.exists(split_prefix + ".bin") and os.path.getsize(split_prefix + ".bin") == 0:
@@ -65,11 +69,11 @@ def load_blocked_split(cfg, split: str, dictionary, side_info_names: Union[Seque
     side = {name: load_side_info(split_prefix, name, tokens, split, rule, unchecked) for name, rule in rules.items()}
 
     def block(dataset, prepend):
-        # shorten to tokens_per_sample - 1 (fairseq masked_lm uses tokens_per_sample, so a
+        # shorten to tokens_per_sample - framing (fairseq masked_lm uses tokens_per_sample, so a
         # full-length line plus <s> exceeds the model's positions in "complete"/"eos" modes)
         dataset = maybe_shorten_dataset(dataset, split, cfg.shorten_data_split_list,
-                                        cfg.shorten_method, cfg.tokens_per_sample - 1, cfg.seed)
-        dataset = TokenBlocks(dataset, dataset.sizes, cfg.tokens_per_sample - 1,  # room for <s>
+                                        cfg.shorten_method, cfg.tokens_per_sample - framing, cfg.seed)
+        dataset = TokenBlocks(dataset, dataset.sizes, cfg.tokens_per_sample - framing,  # room for <s> (</s>)
                                     pad=dictionary.pad(), eos=dictionary.eos(),
                                     break_mode=cfg.sample_break_mode)
         return PrependTokenDataset(dataset, prepend)

@@ -93,13 +93,19 @@ class PolicyMaskedDataset(SeededMaskingDataset):
         self.policy = policy
 
     def choose(self, tokens, maskable, side, rng, index):
-        mask = np.asarray(self.policy.choose(tokens, maskable, side, rng))
-        if mask.shape != tokens.shape or mask.dtype != bool:
-            raise ValueError(f"{type(self.policy).__name__}.choose returned {mask.dtype} {mask.shape}, "
-                             f"expected a boolean array of shape {tokens.shape}")
-        if (mask & ~maskable).any():
-            raise ValueError(f"{type(self.policy).__name__} chose a special token at item {index}")
-        return mask
+        return checked_choice(self.policy, tokens, maskable, side, rng, index)
+
+
+def checked_choice(policy: MaskPolicy, tokens, maskable, side, rng, index) -> np.ndarray:
+    """``policy.choose(...)``, refused unless it is a boolean array of the tokens' shape that
+    chooses no special token (a plugin's mistake named at the item, not a silent misalignment)."""
+    mask = np.asarray(policy.choose(tokens, maskable, side, rng))
+    if mask.shape != tokens.shape or mask.dtype != bool:
+        raise ValueError(f"{type(policy).__name__}.choose returned {mask.dtype} {mask.shape}, "
+                         f"expected a boolean array of shape {tokens.shape}")
+    if (mask & ~maskable).any():
+        raise ValueError(f"{type(policy).__name__} chose a special token at item {index}")
+    return mask
 
 
 class _FieldView(BaseWrapperDataset):

@@ -2,7 +2,7 @@
 
 In: a token array, the maskable positions, optional per-token side information and a
 ``numpy.random.Generator``. Out: a boolean mask. :func:`corrupt` applies the one
-shared 80/10/10 replacement.
+shared 80/10/10 replacement; :mod:`.seq2seq` turns a mask into a text-to-text pair.
 """
 
 from .corruption import Corruption, corrupt
@@ -17,9 +17,11 @@ from .registry import (
     policy_option_dataclasses,
     register_mask_policy,
 )
-# registers random, matched_random, l3, selective, span
-from . import builtin_policies, l3, selective, spans  # noqa: F401
+# registers random, matched_random, l3, selective, span, salient_span
+from . import builtin_policies, l3, salient, selective, spans  # noqa: F401
 from .l3 import mask_probabilities
+from .salient import SPAN_IDS, SPAN_LENGTH_BASE, complete_spans, span_ids
+from .seq2seq import TARGET_FORMATS, previous_output_tokens, seq2seq_source, seq2seq_target
 from .selective import selective_count, selective_mask
 from .spans import GeometricSpans, span_mask
 
@@ -28,5 +30,6 @@ __all__ = [
     "probabilistic_count", "random_mask", "MASK_POLICY_DATACLASS_REGISTRY",
     "MASK_POLICY_REGISTRY", "MaskPolicy", "build_mask_policy", "ignored_policy_options", "on_policy_registered",
     "policy_option_dataclasses", "register_mask_policy", "mask_probabilities", "selective_count",
-    "selective_mask", "GeometricSpans", "span_mask",
+    "selective_mask", "GeometricSpans", "span_mask", "SPAN_IDS", "SPAN_LENGTH_BASE", "complete_spans",
+    "span_ids", "TARGET_FORMATS", "previous_output_tokens", "seq2seq_source", "seq2seq_target",
 ]

@@ -27,6 +27,10 @@ class MaskPolicy:
     #: the name it is registered under (set by :func:`register_mask_policy`)
     registered_name: str = ""
 
+    #: True when runs of chosen positions are units (spans, entities): text-to-text tasks
+    #: then collapse each run into one ``<mask>`` by default (``--collapse-spans``)
+    chooses_spans: bool = False
+
     def __init__(self, cfg):
         self.cfg = cfg
 

@@ -75,6 +75,8 @@ class SpanPolicyOptions:
 class SpanPolicy(MaskPolicy):
     """Contiguous spans of geometric length, as many tokens as the random policy (SpanBERT)."""
 
+    chooses_spans = True
+
     def __init__(self, cfg):
         super().__init__(cfg)
         if not 0.0 < cfg.span_mask_prob <= 1.0:

@@ -14,6 +14,7 @@ from typing import Sequence
 _WHY_NOT = {
     "cross_entropy": "it predicts every input token instead of the masked ones",
     "sentence_prediction": "it trains the classifier without the masked-LM loss",
+    "masked_lm": "it reads masked-LM batches, not (source, target) pairs",
 }
 
 

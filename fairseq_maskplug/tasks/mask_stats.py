@@ -3,20 +3,26 @@
 from fairseq.logging import metrics
 
 
-def mask_statistics(tokens, target, dictionary) -> dict:
-    """Summable counts for one batch of masked inputs ``tokens`` and their ``target``:
-    masked tokens, maskable tokens, unmasked sequences.
+def mlm_mask_counts(tokens, target, dictionary):
+    """Per row of a masked-LM batch: ``(chosen positions, maskable positions)``.
 
     Chosen positions are those with a non-pad target; maskable positions are the
-    non-special tokens of the input (corruption never writes a special token).
+    non-special tokens of the input (corruption never writes a special token). Tasks whose
+    target is not pad-except-chosen (text-to-text) send their counts with the batch instead.
     """
-    chosen = target.ne(dictionary.pad())
-    maskable = tokens.ne(dictionary.pad()) & tokens.ne(dictionary.bos()) & tokens.ne(dictionary.eos())
+    chosen = target.ne(dictionary.pad()).sum(dim=1)
+    maskable = (tokens.ne(dictionary.pad()) & tokens.ne(dictionary.bos()) & tokens.ne(dictionary.eos())).sum(dim=1)
+    return chosen, maskable
+
+
+def mask_statistics(chosen, maskable) -> dict:
+    """Summable counts of one batch from per-row ``chosen`` and ``maskable`` counts: masked
+    tokens, maskable tokens, unmasked sequences, sequences."""
     return {
         "mask_chosen": int(chosen.sum()),
         "mask_maskable": int(maskable.sum()),
-        "mask_seq_none": int((chosen.sum(dim=1) == 0).sum()),
-        "mask_seqs": int(tokens.size(0)),
+        "mask_seq_none": int((chosen == 0).sum()),
+        "mask_seqs": int(chosen.numel()),
     }
 
 

@@ -18,7 +18,7 @@ from ..data.dictionaries import STATE_KEY, dictionary_sha256, load_dictionary
 from ..data.layout import token_data_dir
 from ..masking import Corruption
 from .criteria import CriterionChecked
-from .mask_stats import log_mask_statistics, mask_statistics
+from .mask_stats import log_mask_statistics, mask_statistics, mlm_mask_counts
 
 logger = logging.getLogger(__name__)
 
@@ -118,6 +118,10 @@ class MaskedLMBaseTask(CriterionChecked, FairseqTask):
         """``(masked inputs, targets)`` of a batch: what the mask statistics are computed on."""
         return sample["net_input"]["src_tokens"], sample["target"]
 
+    def mask_counts(self, sample):
+        """Per row of a batch: ``(chosen positions, maskable positions)``."""
+        return mlm_mask_counts(*self.mlm_batch(sample), self.dictionary)
+
     #: batches group items of similar length (fairseq masked_lm); False: shuffle only
     sort_by_length = True
 
@@ -125,10 +129,14 @@ class MaskedLMBaseTask(CriterionChecked, FairseqTask):
         """Options :func:`load_blocked_split` blocks the text with (the task config by default)."""
         return self.cfg
 
+    #: positions of --tokens-per-sample kept for framing tokens: <s> (masked LM), <s> and </s> (BART)
+    framing_tokens = 1
+
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
         tokens, side_info = load_blocked_split(self.blocking_cfg(), split, self.dictionary, self.side_info_rules,
-                                               epoch, combine)
-        check_block_sizes(tokens.sizes, split, self.blocking_cfg())  # before fairseq's first batch finds them
+                                               epoch, combine, framing=self.framing_tokens)
+        # before fairseq's first batch finds them; an appended </s> counts
+        check_block_sizes(np.asarray(tokens.sizes) + self.framing_tokens - 1, split, self.blocking_cfg())
         dataset = self.build_inputs(split, tokens, side_info)
         with data_utils.numpy_seed(self.cfg.seed):
             shuffle = np.random.permutation(len(tokens))
@@ -144,7 +152,7 @@ class MaskedLMBaseTask(CriterionChecked, FairseqTask):
 
     def count_masks(self, sample, ignore_grad=False) -> dict:
         """:func:`mask_statistics` of a training batch, also added to the epoch's count."""
-        stats = mask_statistics(*self.mlm_batch(sample), self.dictionary)
+        stats = mask_statistics(*self.mask_counts(sample))
         if not ignore_grad:  # fairseq's dummy batches (ignore_grad) are not training data
             self._epoch_masks[0] += stats["mask_chosen"]
             self._epoch_masks[1] += stats["mask_seqs"]
@@ -171,7 +179,7 @@ class MaskedLMBaseTask(CriterionChecked, FairseqTask):
 
     def valid_step(self, sample, model, criterion):
         loss, sample_size, logging_output = super().valid_step(sample, model, criterion)
-        logging_output.update(mask_statistics(*self.mlm_batch(sample), self.dictionary))
+        logging_output.update(mask_statistics(*self.mask_counts(sample)))
         return loss, sample_size, logging_output
 
     def reduce_metrics(self, logging_outputs, criterion):

@@ -1,0 +1,123 @@
+"""Text-to-text items from a mask policy: ``(source, target)`` per (seed, epoch, index).
+
+The seq2seq sibling of :class:`~.policy_masked_dataset.PolicyMaskedDataset`: a registered
+policy chooses positions, a target format (:mod:`fairseq_maskplug.masking.seq2seq`) turns
+them into a pair. Unlike fairseq's ``DenoisingDataset``, every draw comes from
+``numpy.random.default_rng((seed, epoch, index))``: two runs with one seed build identical
+batches and a resumed run builds the batches the uninterrupted run would have built.
+"""
+
+from typing import Mapping, Optional, Sequence
+
+import numpy as np
+import torch
+from fairseq.data import FairseqDataset, data_utils
+
+from ..masking import Corruption, MaskPolicy, maskable_positions
+from ..masking.seq2seq import previous_output_tokens, seq2seq_source, seq2seq_target
+from .policy_masked_dataset import checked_choice
+
+
+class PolicyDenoisingDataset(FairseqDataset):
+    """Items ``{"id", "source", "target", "chosen", "maskable"}``; the collater builds fairseq's
+    seq2seq batch (``net_input.src_tokens/src_lengths/prev_output_tokens``, ``target``).
+
+    Blocks come from the masked-LM blocking with ``<s>`` prepended; a block that does not end
+    with ``</s>`` (cut inside a line) gets one appended, as BART frames ``<s> ... </s>``, and
+    its side information a 0. ``sizes`` are the blocks' sizes plus that one token: an upper
+    bound of both the source and the target length, which is what batching and filtering
+    need (a :class:`FairseqDataset`, not a wrapper, so that nothing reaches past these sizes
+    to the blocks').
+
+    Args:
+        dataset: blocked tokens (``<s>`` prepended), as for the masked-LM tasks.
+        side_info: blocked side information by name, aligned with ``dataset``.
+        policy: chooses the positions.
+        target_format: ``full`` or ``masked``.
+        collapse: one ``<mask>`` per run of chosen positions in the source.
+        corruption: ``None`` replaces every chosen token by ``<mask>``; a
+            :class:`Corruption` applies its 80/10/10 shares.
+        mask_idx, special_ids, eos, pad: dictionary ids.
+        seed: base seed.
+    """
+
+    def __init__(self, dataset, side_info: Mapping[str, object], policy: MaskPolicy, target_format: str,
+                 collapse: bool, corruption: Optional[Corruption], mask_idx: int, special_ids: Sequence[int],
+                 eos: int, pad: int, seed: int):
+        super().__init__()
+        self.dataset = dataset
+        self.side_info = dict(side_info)
+        self.policy = policy
+        self.target_format = target_format
+        self.collapse = collapse
+        self.corruption = corruption
+        self.mask_idx = mask_idx
+        self.special_ids = tuple(special_ids)
+        self.eos = eos
+        self.pad = pad
+        self.seed = seed
+        self.epoch = 1
+        self._sizes = np.asarray(dataset.sizes, dtype=np.int64) + 1
+
+    def __len__(self):
+        return len(self.dataset)
+
+    def set_epoch(self, epoch):
+        for side in (self.dataset, *self.side_info.values()):
+            if hasattr(side, "set_epoch"):
+                side.set_epoch(epoch)
+        self.epoch = epoch
+
+    @property
+    def can_reuse_epoch_itr_across_epochs(self):
+        return True  # sizes do not change with the epoch; the items do, through set_epoch
+
+    @property
+    def sizes(self):
+        return self._sizes
+
+    def size(self, index):
+        return int(self._sizes[index])
+
+    def num_tokens(self, index):
+        return int(self._sizes[index])
+
+    def framed(self, index):
+        """The block and its side information, ``</s>`` appended where the block lacks one."""
+        tokens = self.dataset[index].numpy()
+        side = {name: ds[index].numpy() for name, ds in self.side_info.items()}
+        if tokens[-1] != self.eos:
+            tokens = np.append(tokens, self.eos).astype(tokens.dtype)
+            side = {name: np.append(values, 0).astype(values.dtype) for name, values in side.items()}
+        return tokens, side
+
+    def __getitem__(self, index):
+        tokens, side = self.framed(index)
+        rng = np.random.default_rng((self.seed, self.epoch, index))
+        maskable = maskable_positions(tokens, self.special_ids)
+        mask = checked_choice(self.policy, tokens, maskable, side, rng, index)
+        source = seq2seq_source(tokens, mask, self.mask_idx, self.collapse, rng, self.corruption)
+        target = seq2seq_target(tokens, mask, self.target_format, self.mask_idx, self.eos)
+        return {"id": index, "source": torch.from_numpy(source), "target": torch.from_numpy(target),
+                "chosen": int(mask.sum()), "maskable": int(maskable.sum())}
+
+    def collater(self, samples):
+        if not samples:
+            return {}
+        source = data_utils.collate_tokens([s["source"] for s in samples], self.pad, self.eos)
+        target = data_utils.collate_tokens([s["target"] for s in samples], self.pad, self.eos)
+        previous = data_utils.collate_tokens(
+            [torch.from_numpy(previous_output_tokens(s["target"].numpy(), self.eos)) for s in samples],
+            self.pad, self.eos)
+        return {
+            "id": torch.LongTensor([s["id"] for s in samples]),
+            "nsentences": len(samples),
+            "ntokens": int(sum(len(s["target"]) for s in samples)),
+            "net_input": {
+                "src_tokens": source,
+                "src_lengths": torch.LongTensor([len(s["source"]) for s in samples]),
+                "prev_output_tokens": previous,
+            },
+            "target": target,
+            "mask_counts": torch.LongTensor([[s["chosen"], s["maskable"]] for s in samples]),
+        }

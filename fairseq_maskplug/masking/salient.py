@@ -1,0 +1,130 @@
+"""Salient-span masking (Guu et al. 2020, REALM §3.4; Ye, Li et al. 2021, "+SSM") and its policy.
+
+A span track holds one integer per token: 0 outside spans, and inside a span the same
+**span id** on each of its tokens. A span id encodes the span's length in tokens::
+
+    id = ordinal * SPAN_LENGTH_BASE + length      (ordinal >= 1: the span's number in its line)
+
+so a block can tell a complete span from one cut by blocking or truncation without
+knowing where the block lies in its line: a run of one id is complete exactly when it
+holds ``length`` tokens. Adjacent spans differ in ordinal, so they stay apart.
+
+REALM masks one salient span per example, chosen uniformly among the example's spans;
+a block without a complete span gets no mask (``seq_unmasked`` in the logs) unless
+``--salient-fallback random`` asks for random masking at ``--mask-prob`` instead.
+"""
+
+from dataclasses import dataclass, field
+from typing import List, Sequence, Tuple
+
+import numpy as np
+
+from .random_masks import random_mask
+from .registry import MaskPolicy, register_mask_policy
+from .values import ValueRule
+
+#: span ids are ``ordinal * SPAN_LENGTH_BASE + length``: spans hold at most BASE - 1 tokens
+SPAN_LENGTH_BASE = 1024
+SPAN_IDS = ValueRule(f"a span id: 0, or ordinal * {SPAN_LENGTH_BASE} + length (int32)",
+                     0, np.iinfo(np.int32).max, integral=True)
+FALLBACKS = ("none", "random")
+
+
+def span_ids(length: int, spans: Sequence[Tuple[int, int]]) -> np.ndarray:
+    """The track of a line of ``length`` tokens holding ``spans`` ((start, end) token
+    positions, end exclusive, not overlapping): 0 outside, each span's id inside."""
+    ids = np.zeros(length, dtype=np.int64)
+    for ordinal, (start, end) in enumerate(sorted(spans), start=1):
+        if not 0 <= start < end <= length:
+            raise ValueError(f"span ({start}, {end}) does not fit a line of {length} tokens")
+        if not end - start < SPAN_LENGTH_BASE:
+            raise ValueError(f"span ({start}, {end}) is longer than {SPAN_LENGTH_BASE - 1} tokens")
+        if ids[start:end].any():
+            raise ValueError(f"span ({start}, {end}) overlaps another span")
+        ids[start:end] = ordinal * SPAN_LENGTH_BASE + (end - start)
+    return ids
+
+
+def complete_spans(ids: np.ndarray, maskable: np.ndarray) -> List[Tuple[int, int]]:
+    """``(start, end)`` of the spans of ``ids`` that lie wholly in this block and on maskable
+    tokens; spans cut at the block's edges (fewer tokens than their id says) are left out."""
+    ids = np.asarray(ids, dtype=np.int64)
+    if ids.shape != np.shape(maskable):
+        raise ValueError(f"span track shape {ids.shape} does not match the tokens {np.shape(maskable)}")
+    changes = np.flatnonzero(np.diff(ids)) + 1
+    starts = np.concatenate([[0], changes])
+    ends = np.concatenate([changes, [len(ids)]])
+    spans = []
+    for start, end in zip(starts.tolist(), ends.tolist()):
+        value = int(ids[start])
+        if value == 0:
+            continue
+        length = value % SPAN_LENGTH_BASE
+        if length == 0 or end - start > length:
+            raise ValueError(f"span id {value} on {end - start} consecutive tokens: not a span id of this "
+                             f"format (ordinal * {SPAN_LENGTH_BASE} + length); write span tracks with "
+                             "preprocess.salient_spans or masking.salient.span_ids")
+        if end - start == length and maskable[start:end].all():
+            spans.append((start, end))
+    return spans
+
+
+def choose_spans(spans: Sequence[Tuple[int, int]], count: int, length: int,
+                 rng: np.random.Generator) -> np.ndarray:
+    """Boolean mask of ``min(count, len(spans))`` spans drawn uniformly without replacement."""
+    mask = np.zeros(length, dtype=bool)
+    if spans and count > 0:
+        for k in rng.choice(len(spans), size=min(count, len(spans)), replace=False):
+            start, end = spans[int(k)]
+            mask[start:end] = True
+    return mask
+
+
+@dataclass
+class SalientSpanOptions:
+    salient_track: str = field(default="salient_spans", metadata={
+        "help": "salient_span policy: side-information track of span ids (preprocess.salient_spans writes "
+                "<split>.salient_spans)"})
+    salient_spans_per_block: int = field(default=1, metadata={
+        "help": "salient_span policy: spans masked per block, drawn uniformly among its complete spans "
+                "(REALM: 1)"})
+    salient_fallback: str = field(default="none", metadata={
+        "help": "salient_span policy: a block without a complete span gets no mask (none) or random masking "
+                "at --mask-prob (random)"})
+
+
+@register_mask_policy("salient_span", dataclass=SalientSpanOptions)
+class SalientSpanPolicy(MaskPolicy):
+    """Mask whole salient spans (named entities, dates), uniformly among a block's complete spans."""
+
+    chooses_spans = True
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        if cfg.salient_spans_per_block < 1:
+            raise ValueError(f"--salient-spans-per-block must be at least 1, got {cfg.salient_spans_per_block}")
+        if cfg.salient_fallback not in FALLBACKS:
+            raise ValueError(f"--salient-fallback must be one of {FALLBACKS}, got {cfg.salient_fallback!r}")
+        if cfg.salient_fallback == "random" and not 0.0 < cfg.mask_prob <= 1.0:
+            raise ValueError(f"--salient-fallback random masks at --mask-prob, which must lie in (0, 1], "
+                             f"got {cfg.mask_prob}")
+
+    @property
+    def policies_read(self):
+        if self.cfg.salient_fallback == "random":
+            return (self.registered_name, "random")
+        return (self.registered_name,)
+
+    @property
+    def side_info_names(self):
+        return (self.cfg.salient_track,)
+
+    @property
+    def side_info_rules(self):
+        return {self.cfg.salient_track: SPAN_IDS}
+
+    def choose(self, tokens, maskable, side_info, rng):
+        spans = complete_spans(side_info[self.cfg.salient_track], maskable)
+        if not spans and self.cfg.salient_fallback == "random":
+            return random_mask(maskable, self.cfg.mask_prob, rng)
+        return choose_spans(spans, self.cfg.salient_spans_per_block, len(tokens), rng)

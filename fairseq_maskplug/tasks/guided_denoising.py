@@ -1,0 +1,91 @@
+"""``--task guided_denoising``: BART-style text-to-text training where a registered policy
+chooses what to mask (Ye, Li et al. 2021, "On the Influence of Masking Policies in
+Intermediate Pre-training").
+
+The paper's heuristic rows are one flag each (15% random tokens for +Orig and +Rand)::
+
+    +Orig  --mask-policy random       --target-format full
+    +Rand  --mask-policy random       --target-format masked
+    +SSM   --mask-policy salient_span --target-format masked
+"""
+
+from dataclasses import dataclass, field
+
+from fairseq.data import LanguagePairDataset
+from fairseq.dataclass import ChoiceEnum
+
+from ..data.denoising_dataset import PolicyDenoisingDataset
+from ..masking.seq2seq import TARGET_FORMATS
+from .masked_lm_base import MaskedLMBaseTask, MaskedLMDataConfig
+from .policy_options import build_task_policy, register_policy_task
+
+
+@dataclass
+class GuidedDenoisingConfig(MaskedLMDataConfig):
+    mask_policy: str = field(default="random", metadata={
+        "help": "registered mask policy that chooses the positions to mask (random, span, salient_span, "
+                "selective, l3, ...; plugins add more)"})
+    target_format: ChoiceEnum(list(TARGET_FORMATS)) = field(default="masked", metadata={
+        "help": "full: the target is the original block (+Orig, BART); masked: only the chosen tokens, "
+                "runs separated by <mask>, then </s> (+Rand, +SSM; the paper states no format)"})
+    collapse_spans: bool = field(default=False, metadata={
+        "help": "one <mask> per run of chosen positions in the source (BART text infilling); the default "
+                "for span policies (span, salient_span)"})
+    no_collapse_spans: bool = field(default=False, metadata={
+        "help": "one <mask> per chosen token even for span policies; the default for token policies "
+                "(random, selective, l3)"})
+    # the paper's examples replace every chosen token by <mask>: no 80/10/10 unless asked
+    leave_unmasked_prob: float = field(default=0.0, metadata={
+        "help": "share of chosen positions left unchanged (BERT's 80/10/10 rule: 0.1; paper's examples: 0)"})
+    random_token_prob: float = field(default=0.0, metadata={
+        "help": "share of chosen positions replaced by a random token (BERT's 80/10/10 rule: 0.1; "
+                "paper's examples: 0)"})
+
+
+@register_policy_task("guided_denoising", dataclass=GuidedDenoisingConfig)
+class GuidedDenoisingTask(MaskedLMBaseTask):
+    """Text-to-text denoising for fairseq's BART models (``bart_base``, ``bart_large``,
+    ``bart_tiny``, any encoder-decoder) with a pluggable mask policy.
+
+    Data, blocking, side information and determinism are ``guided_mlm``'s: the
+    ``fairseq-preprocess --only-source`` blocks, each ``<s> ... </s>`` (a ``</s>`` is appended
+    to a block cut inside a line), masked per (seed, epoch, index). Train with fairseq's
+    ``cross_entropy`` or ``label_smoothed_cross_entropy``. Logged ``mask_rate`` counts chosen
+    positions over maskable tokens whatever the target format.
+    """
+
+    cfg: GuidedDenoisingConfig
+    criteria = ("cross_entropy", "label_smoothed_cross_entropy")
+    framing_tokens = 2
+
+    def __init__(self, cfg, dictionary):
+        super().__init__(cfg, dictionary)
+        self.policy = build_task_policy(cfg)
+        if cfg.collapse_spans and cfg.no_collapse_spans:
+            raise ValueError("--collapse-spans and --no-collapse-spans contradict each other: give one")
+        self.collapse = cfg.collapse_spans or (self.policy.chooses_spans and not cfg.no_collapse_spans)
+        corrupting = cfg.leave_unmasked_prob > 0 or cfg.random_token_prob > 0
+        self.seq2seq_corruption = self.corruption if corrupting else None
+
+    @property
+    def side_info_rules(self):
+        return self.policy.side_info_rules
+
+    def build_inputs(self, split, tokens, side_info):
+        d = self.dictionary
+        return PolicyDenoisingDataset(tokens, side_info, self.policy, self.cfg.target_format, self.collapse,
+                                      self.seq2seq_corruption, self.mask_idx, self.special_ids, eos=d.eos(),
+                                      pad=d.pad(), seed=self.cfg.seed)
+
+    def mask_counts(self, sample):
+        counts = sample["mask_counts"]
+        return counts[:, 0], counts[:, 1]
+
+    def build_dataset_for_inference(self, src_tokens, src_lengths, **kwargs):
+        """Sources as given (``<s> ... </s>`` with ``<mask>`` where text is to be filled in),
+        for ``fairseq-interactive`` and the hub's ``generate``."""
+        return LanguagePairDataset(src_tokens, src_lengths, self.source_dictionary,
+                                   tgt_dict=self.target_dictionary, left_pad_source=False)
+
+    def max_positions(self):
+        return self.cfg.tokens_per_sample, self.cfg.tokens_per_sample
