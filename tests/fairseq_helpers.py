@@ -63,6 +63,21 @@ def train(data: Path, save_dir: Path, *extra, user_dir: Path = None,
                 *TINY_ROBERTA, *CPU_RUN, *extra])
 
 
+TINY_BART = [
+    "--arch", "bart_tiny", "--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "32",
+    "--decoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64",
+    "--encoder-attention-heads", "2", "--decoder-attention-heads", "2",
+    "--max-source-positions", "64", "--max-target-positions", "64",
+]
+
+
+def train_bart(data: Path, save_dir: Path, *extra) -> subprocess.CompletedProcess:
+    """``fairseq-train --task guided_denoising`` on a tiny BART; returns the finished process."""
+    return run([BIN / "fairseq-train", data, "--user-dir", REPO / "fairseq_maskplug", "--task", "guided_denoising",
+                "--criterion", "cross_entropy", "--tokens-per-sample", "32", "--save-dir", save_dir,
+                *TINY_BART, *CPU_RUN, *extra])
+
+
 def json_logs(result: subprocess.CompletedProcess, tag: str):
     """The JSON records fairseq logged under ``| tag |`` (train_inner, valid, train)."""
     records = []

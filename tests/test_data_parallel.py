@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from fairseq_helpers import BIN, CPU_RUN, REPO, TINY_ROBERTA, build_in_process, check, json_logs, model_params, run
+from fairseq_helpers import (BIN, CPU_RUN, REPO, TINY_BART, TINY_ROBERTA, build_in_process, check, json_logs,
+                             model_params, run)
 from fairseq_maskplug.launch import LaunchError, configure_launch, detect_launch
 from test_finetune_e2e import write_task
 
@@ -59,7 +60,12 @@ CASES = {
     "joint_stl": ("task", JOINT + ["--mlm-weight", "0"]),
     "joint_tartan": ("task", JOINT + TARTAN),
     "token_importance": ("input0", ["--task", "token_importance", "--criterion", "token_importance"]),
+    "guided_denoising": ("mlm", ["--task", "guided_denoising", "--criterion", "cross_entropy"]),
 }
+
+
+def arch(case):
+    return TINY_BART if case == "guided_denoising" else TINY_ROBERTA
 
 
 def data_dir(data, kind):
@@ -69,7 +75,7 @@ def data_dir(data, kind):
 def build(data, case):
     kind, args = CASES[case]
     task, model, criterion, optimizer, _ = build_in_process([data_dir(data, kind), *args, "--tokens-per-sample", "32",
-                                                             *TINY_ROBERTA, *CPU_RUN])
+                                                             *arch(case), *CPU_RUN])
     dataset = task.dataset("train")
     return task, model, criterion, optimizer, dataset.collater([dataset[i] for i in range(8)])
 
@@ -110,7 +116,7 @@ def torchrun(*args, workers=2):
 def train_args(data, case, save, *extra):
     kind, args = CASES[case]
     return [data_dir(data, kind), *args, "--tokens-per-sample", "32", "--save-dir", save, "--no-epoch-checkpoints",
-            *TINY_ROBERTA, *SINGLE, "--max-update", "3", *extra]
+            *arch(case), *SINGLE, "--max-update", "3", *extra]
 
 
 def world_size_logged(result):

@@ -60,7 +60,7 @@ def complete_spans(ids: np.ndarray, maskable: np.ndarray) -> List[Tuple[int, int
         if value == 0:
             continue
         length = value % SPAN_LENGTH_BASE
-        if length == 0 or end - start > length:
+        if length == 0 or value < SPAN_LENGTH_BASE or end - start > length:
             raise ValueError(f"span id {value} on {end - start} consecutive tokens: not a span id of this "
                              f"format (ordinal * {SPAN_LENGTH_BASE} + length); write span tracks with "
                              "preprocess.salient_spans or masking.salient.span_ids")
