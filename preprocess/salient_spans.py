@@ -1,0 +1,111 @@
+"""Write a salient-span track (named entities and dates) for a binarized split.
+
+For each line of ``--text`` (the text whose tokenized form was binarized into ``--data``),
+spaCy's NER finds the entities; they are mapped from characters onto the exact binarized
+subword tokens (sentencepiece, or GPT-2 BPE with ``--bpe gpt2 --gpt2-encoder-json``) and
+written as ``DATA/SPLIT.salient_spans.bin/.idx/.json``: one span id per token, 0 outside
+spans, fingerprinted against the tokens and written atomically. Every line is first checked
+to spell exactly what its tokens spell (after sentencepiece's NFKC and whitespace
+normalisation); the first that does not stops the run, naming file and line, before NER.
+
+Example (the recipe's data)::
+
+    fairseq-maskplug-salient-spans --data work/bart/data/news --split train \\
+        --text work/bart/data/text/news.train.txt
+
+Prints a JSON summary: spans per line, the share of lines without a span, the entity types
+kept and what was dropped (numeric types, spans across sentences, overlapping spans).
+"""
+
+import argparse
+import json
+import os
+import sys
+
+from . import HelpFormatter, configure_tool_output
+
+
+def parse_args(argv=None):
+    from fairseq_maskplug.scoring.entities import DEFAULT_SPACY_MODEL, DROPPED_LABELS
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser.add_argument("--data", required=True, help="fairseq-preprocess output directory (holds dict.txt)")
+    parser.add_argument("--split", required=True, help="split to annotate, e.g. train")
+    parser.add_argument("--text", required=True, help="the raw text of the split, one line per binarized line")
+    parser.add_argument("--name", default="salient_spans", help="track name (the salient_span policy's --salient-track)")
+    parser.add_argument("--bpe", default="sentencepiece", choices=["sentencepiece", "gpt2"],
+                        help="how the binarized symbols spell text")
+    parser.add_argument("--gpt2-encoder-json", default=None, help="GPT-2 BPE encoder.json (with --bpe gpt2)")
+    parser.add_argument("--spacy-model", default=DEFAULT_SPACY_MODEL,
+                        help="installed spaCy pipeline (package name or path) whose NER finds the spans")
+    parser.add_argument("--drop-labels", default=",".join(DROPPED_LABELS),
+                        help="comma-separated entity types not kept (empty: keep all)")
+    parser.add_argument("--workers", type=int, default=1, help="spaCy worker processes (nlp.pipe n_process)")
+    parser.add_argument("--batch-size", type=int, default=256, help="lines per spaCy batch")
+    return parser.parse_args(argv)
+
+
+def read_lines(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read().split("\n")[:-1] if os.path.getsize(path) else []
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not UTF-8 text ({error})") from None
+
+
+def main(argv=None) -> int:
+    configure_tool_output()
+    args = parse_args(argv)
+    from fairseq.data import Dictionary
+    from fairseq.data.indexed_dataset import MMapIndexedDataset
+    from tqdm import tqdm
+
+    from fairseq_maskplug.checkpoints import check_writable
+    from fairseq_maskplug.data import side_info_prefix, write_side_info
+    from fairseq_maskplug.scoring.alignment import TextMismatchError, TokenSurfaces, line_text
+    from fairseq_maskplug.scoring.entities import SpanCounts, entity_char_spans, line_span_track, load_ner
+
+    split_prefix = os.path.join(args.data, args.split)
+    prefix = side_info_prefix(split_prefix, args.name)
+    try:
+        if not MMapIndexedDataset.exists(split_prefix):
+            raise FileNotFoundError(f"binarized tokens not found: {split_prefix}.bin/.idx")
+        if args.bpe == "gpt2" and not args.gpt2_encoder_json:
+            raise ValueError("--bpe gpt2 needs --gpt2-encoder-json")
+        if args.workers < 1 or args.batch_size < 1:
+            raise ValueError("--workers and --batch-size must be at least 1")
+        check_writable(prefix + ".bin")
+        dictionary = Dictionary.load(os.path.join(args.data, "dict.txt"))
+        surfaces = TokenSurfaces.from_dictionary(dictionary, args.bpe, args.gpt2_encoder_json)
+        tokens = MMapIndexedDataset(split_prefix)
+        lines = read_lines(args.text)
+        if len(lines) != len(tokens):
+            raise ValueError(f"{args.text} has {len(lines)} lines, the binarized split {split_prefix} has {len(tokens)}")
+        texts, ranges = [], []
+        for i in tqdm(range(len(lines)), desc=f"check {args.split}", unit="line", disable=None):
+            try:
+                text, byte_ranges = line_text(surfaces, tokens[i].numpy(), lines[i])
+            except TextMismatchError as error:
+                raise ValueError(f"{args.text}:{i + 1}: the text does not reproduce the binarized tokens of "
+                                 f"{split_prefix} line {i + 1}: {error}") from None
+            texts.append(text)
+            ranges.append(byte_ranges)
+        nlp = load_ner(args.spacy_model)
+    except (ValueError, OSError, ImportError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    dropped = [label for label in args.drop_labels.split(",") if label]
+    counts = SpanCounts()
+    docs = nlp.pipe(texts, batch_size=args.batch_size, n_process=args.workers)
+    rows = (line_span_track(text, byte_ranges, entity_char_spans(doc, dropped, counts), counts)
+            for text, byte_ranges, doc in zip(texts, ranges,
+                                               tqdm(docs, total=len(texts), desc=f"ner {args.split}", unit="line",
+                                                    disable=None)))
+    write_side_info(prefix, rows, "int32", tokens_prefix=split_prefix)
+    summary = {"track": prefix, "spacy_model": args.spacy_model, **counts.summary()}
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,161 @@
+"""Salient spans: character spans onto sentencepiece and GPT-2 BPE tokens, and the spaCy producer."""
+
+import json
+
+import numpy as np
+import pytest
+from fairseq.data import Dictionary
+from fairseq.data.indexed_dataset import MMapIndexedDataset
+
+from fairseq_helpers import preprocess
+from fairseq_maskplug.binarize import encode, train_sentencepiece, write_fairseq_dict, write_lines
+from fairseq_maskplug.masking.salient import SPAN_LENGTH_BASE, complete_spans
+from fairseq_maskplug.scoring.alignment import (TextMismatchError, TokenSurfaces, char_to_byte_offsets, line_text,
+                                                token_span)
+from fairseq_maskplug.scoring.entities import SpanCounts, line_span_track
+from preprocess import salient_spans
+
+SENTENCES = [
+    "Barack Obama visited Zürich in May 2009.",
+    "Łódź and Kraków are cities in Poland.",
+    "The meeting in 東京 ended early.",
+    "Angela Merkel met Emmanuel Macron in Paris on Monday.",
+    "Nothing much happened here today, said the farmer.",
+    "Google bought YouTube.",
+] * 6
+
+
+def spans_of(text, track, byte_ranges):
+    """The text each span of a track covers."""
+    data = text.encode()
+    return [data[max(int(byte_ranges[s, 0]), 0):int(byte_ranges[e - 1, 1])].decode().strip()
+            for s, e in complete_spans(track, np.ones(len(track), dtype=bool))]
+
+
+def entity(text, words):
+    start = text.index(words)
+    return start, start + len(words), "X"
+
+
+# ---- GPT-2 byte-level BPE (a hand-made vocabulary: every byte, a few merges) ---------------------
+
+@pytest.fixture(scope="module")
+def gpt2(tmp_path_factory):
+    from fairseq.data.encoders.gpt2_bpe_utils import bytes_to_unicode, get_encoder
+
+    root = tmp_path_factory.mktemp("gpt2")
+    chars = list(bytes_to_unicode().values())
+    merges = [("B", "a"), ("Ba", "r"), ("Ġ", "O"), ("ĠO", "b"), ("Ã", "¼")]  # "Ã¼" spells ü: one token
+    vocab = chars + ["".join(m) for m in merges]
+    (root / "encoder.json").write_text(json.dumps({t: i for i, t in enumerate(vocab)}))
+    (root / "vocab.bpe").write_text("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in merges))
+    encoder = get_encoder(str(root / "encoder.json"), str(root / "vocab.bpe"))
+    dictionary = Dictionary()
+    for i in range(len(vocab)):
+        dictionary.add_symbol(str(i))
+    surfaces = TokenSurfaces.from_dictionary(dictionary, "gpt2", str(root / "encoder.json"))
+    return encoder, dictionary, surfaces
+
+
+def gpt2_ids(encoder, dictionary, text):
+    return [dictionary.index(str(i)) for i in encoder.encode(text)] + [dictionary.eos()]
+
+
+def test_gpt2_tokens_spell_the_text_and_entities_map_to_their_tokens(gpt2):
+    encoder, dictionary, surfaces = gpt2
+    text = "Barack Obama visited Zürich, then 東京."
+    ids = gpt2_ids(encoder, dictionary, text)
+    spelled, byte_ranges = line_text(surfaces, ids, text)
+    assert spelled == text and byte_ranges[-1].tolist() == [len(text.encode()), len(text.encode())]  # </s>: empty
+    counts = SpanCounts()
+    ents = [entity(text, w) for w in ("Barack", "Obama", "Zürich", "東京")]  # adjacent: Barack, Obama
+    track = line_span_track(spelled, byte_ranges, ents, counts)
+    assert spans_of(spelled, track, byte_ranges) == ["Barack", "Obama", "Zürich", "東京"]
+    # 東 is three bytes, three byte tokens: the span covers all of them and nothing else
+    kyoto = complete_spans(track, np.ones(len(track), dtype=bool))[-1]
+    assert kyoto[1] - kyoto[0] == len("東京".encode())
+    assert counts.spans == 4 and counts.lines == 1
+
+
+def test_gpt2_line_whose_text_differs_is_refused(gpt2):
+    encoder, dictionary, surfaces = gpt2
+    with pytest.raises(TextMismatchError, match="character 8"):
+        line_text(surfaces, gpt2_ids(encoder, dictionary, "Barack Obama."), "Barack obama.")
+
+
+# ---- sentencepiece, through real fairseq-preprocess ------------------------------------------
+
+@pytest.fixture(scope="module")
+def spm_data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("spm")
+    model = train_sentencepiece(SENTENCES, root / "spm", 60, root / "spm_train.txt")
+    encoded = encode(model, SENTENCES, "test")
+    write_fairseq_dict(model, encoded, root / "dict.txt")
+    write_lines(root / "train.tok", encoded)
+    write_lines(root / "train.txt", SENTENCES)
+    preprocess(root / "bin", root / "train.tok")
+    return root
+
+
+def test_sentencepiece_entities_at_line_start_and_end_map_to_their_pieces(spm_data):
+    dictionary = Dictionary.load(str(spm_data / "bin" / "dict.txt"))
+    surfaces = TokenSurfaces.from_dictionary(dictionary, "sentencepiece")
+    tokens = MMapIndexedDataset(str(spm_data / "bin" / "train"))
+    for i, text in enumerate(SENTENCES[:4]):
+        spelled, byte_ranges = line_text(surfaces, tokens[i].numpy(), text)
+        assert spelled == text
+        words = {0: ("Barack Obama", "Zürich", "May 2009"), 1: ("Łódź", "Kraków", "Poland"), 2: ("東京",),
+                 3: ("Angela Merkel", "Emmanuel Macron", "Paris")}[i]
+        track = line_span_track(spelled, byte_ranges, [entity(text, w) for w in words], SpanCounts())
+        assert spans_of(spelled, track, byte_ranges) == list(words)
+    with pytest.raises(TextMismatchError):
+        line_text(surfaces, tokens[0].numpy(), "Barack Obama visited Zurich in May 2009.")
+    # normalisation as sentencepiece's: extra spaces and NFKC forms spell the same tokens
+    assert line_text(surfaces, tokens[5].numpy(), "Google  bought\tYouTube.")[0] == "Google bought YouTube."
+
+
+def test_char_and_byte_offsets():
+    assert char_to_byte_offsets("aü東").tolist() == [0, 1, 3, 6]
+    ranges = np.array([[0, 1], [1, 3], [3, 3], [3, 6]])
+    assert token_span(ranges, 1, 3) == (1, 2)
+    assert token_span(ranges, 3, 3) is None
+    assert token_span(ranges, 0, 6) == (0, 4)
+
+
+def test_salient_spans_command_writes_a_fingerprinted_track_and_reports(spm_data, capsys):
+    data = spm_data / "bin"
+    assert salient_spans.main(["--data", str(data), "--split", "train", "--text", str(spm_data / "train.txt")]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["lines"] == len(SENTENCES)
+    assert 0 < summary["share_of_lines_without_span"] < 1 and summary["spans_per_line"] > 0
+    assert "PERSON" in summary["labels"] and "CARDINAL" not in summary["labels"]
+    from fairseq_maskplug.data.side_info import SideInfoDataset, load_side_info
+    from fairseq_maskplug.masking.salient import SPAN_IDS
+    tokens = MMapIndexedDataset(str(data / "train"))
+    track = load_side_info(str(data / "train"), "salient_spans", tokens, "train", SPAN_IDS)
+    assert isinstance(track, SideInfoDataset)
+    dictionary = Dictionary.load(str(data / "dict.txt"))
+    surfaces = TokenSurfaces.from_dictionary(dictionary, "sentencepiece")
+    found = set()
+    for i, text in enumerate(SENTENCES[:6]):
+        spelled, byte_ranges = line_text(surfaces, tokens[i].numpy(), text)
+        found.update(spans_of(spelled, track[i].numpy(), byte_ranges))
+    assert {"Barack Obama", "Angela Merkel"} <= found
+    assert all(v % SPAN_LENGTH_BASE for v in np.unique(np.concatenate([track[i].numpy() for i in range(6)])) if v)
+
+
+def test_salient_spans_command_stops_on_bad_input_before_work(spm_data, tmp_path, capsys):
+    data = spm_data / "bin"
+    wrong = tmp_path / "wrong.txt"
+    wrong.write_text("\n".join(SENTENCES[:7] + ["Something else entirely."] + SENTENCES[8:]) + "\n")
+    assert salient_spans.main(["--data", str(data), "--split", "train", "--text", str(wrong), "--name", "x"]) == 2
+    err = capsys.readouterr().err
+    assert f"{wrong}:8: the text does not reproduce" in err
+    short = tmp_path / "short.txt"
+    short.write_text("\n".join(SENTENCES[:3]) + "\n")
+    assert salient_spans.main(["--data", str(data), "--split", "train", "--text", str(short), "--name", "x"]) == 2
+    assert "has 3 lines" in capsys.readouterr().err
+    assert salient_spans.main(["--data", str(data), "--split", "train", "--text", str(spm_data / "train.txt"),
+                               "--name", "x", "--spacy-model", "xx_not_installed"]) == 2
+    assert "'xx_not_installed' is not installed" in capsys.readouterr().err
+    assert not (data / "train.x.bin").exists()
