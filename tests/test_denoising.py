@@ -375,3 +375,20 @@ def test_plus_orig_trains_with_label_smoothing_and_nothing_masked_is_an_error(sp
                         tokens_prefix=str(empty / split))
     nothing = train_bart(empty, tmp_path / "nothing", "--mask-policy", "salient_span", "--max-epoch", "1")
     assert nothing.returncode != 0 and "chose no position" in nothing.stdout + nothing.stderr
+
+
+def test_show_examples_prints_the_items_training_builds(span_data, capsys):
+    from preprocess import show_examples
+
+    args = [str(span_data), "--task", "guided_denoising", "--mask-policy", "salient_span", "--tokens-per-sample",
+            "32", "--seed", "4", "--split", "valid", "-n", "3"]
+    assert show_examples.main(args) == 0
+    out = capsys.readouterr().out
+    task = denoising_task(span_data, "--mask-policy", "salient_span", "--seed", "4")
+    dataset, d = task.dataset("valid"), task.dictionary
+    for i in range(3):
+        assert f"item {i} (epoch 1, seed 4)" in out
+        assert f"  source: {' '.join(d[t] for t in dataset[i]['source'].tolist())}" in out
+        assert f"  target: {' '.join(d[t] for t in dataset[i]['target'].tolist())}" in out
+    assert show_examples.main([str(span_data), "--task", "guided_denoising", "--split", "valid", "--epoch", "0"]) == 2
+    assert "--epoch must be at least 1" in capsys.readouterr().err
