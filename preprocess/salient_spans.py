@@ -63,7 +63,7 @@ def main(argv=None) -> int:
     from fairseq_maskplug.checkpoints import check_writable
     from fairseq_maskplug.data import side_info_prefix, write_side_info
     from fairseq_maskplug.scoring.alignment import TextMismatchError, TokenSurfaces, line_text
-    from fairseq_maskplug.scoring.entities import SpanCounts, entity_char_spans, line_span_track, load_ner
+    from fairseq_maskplug.scoring.entities import load_ner, span_tracks
 
     split_prefix = os.path.join(args.data, args.split)
     prefix = side_info_prefix(split_prefix, args.name)
@@ -95,12 +95,7 @@ def main(argv=None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     dropped = [label for label in args.drop_labels.split(",") if label]
-    counts = SpanCounts()
-    docs = nlp.pipe(texts, batch_size=args.batch_size, n_process=args.workers)
-    rows = (line_span_track(text, byte_ranges, entity_char_spans(doc, dropped, counts), counts)
-            for text, byte_ranges, doc in zip(texts, ranges,
-                                               tqdm(docs, total=len(texts), desc=f"ner {args.split}", unit="line",
-                                                    disable=None)))
+    rows, counts = span_tracks(nlp, texts, ranges, dropped, args.batch_size, args.workers, desc=f"ner {args.split}")
     write_side_info(prefix, rows, "int32", tokens_prefix=split_prefix)
     summary = {"track": prefix, "spacy_model": args.spacy_model, **counts.summary()}
     print(json.dumps(summary))

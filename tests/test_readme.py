@@ -45,7 +45,8 @@ def test_readme_blocks_are_run_or_say_why_not():
     for line, body, reason in BLOCKS:
         assert "..." not in body or reason, f"README line {line}: a command with '...' cannot run as written"
     tasks = " ".join(body for _, body in RUNNABLE)
-    for task in ("guided_mlm", "selective_mlm", "fe_mlm", "token_importance", "joint_mlm_classification"):
+    for task in ("guided_mlm", "selective_mlm", "fe_mlm", "token_importance", "joint_mlm_classification",
+                 "guided_denoising"):
         assert f"--task {task}" in tasks, f"no runnable README command trains --task {task}"
 
 

