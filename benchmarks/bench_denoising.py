@@ -103,7 +103,7 @@ def main():
     parser.add_argument("--wps-runs", type=int, default=4, help="training runs per task, interleaved")
     args = parser.parse_args()
     print(f"bench_denoising: {args.repeats} item-timing repeats and {args.wps_runs} x 2 training runs of "
-          f"{args.updates} updates; about 5 minutes on 2 idle CPU cores", flush=True)
+          f"{args.updates} updates; about 20 minutes on 2 idle CPU cores", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         data = args.data or make_data(Path(tmp))
         datasets = {name: build_dataset(data, name) for name in TASKS}

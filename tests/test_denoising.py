@@ -392,3 +392,19 @@ def test_show_examples_prints_the_items_training_builds(span_data, capsys):
         assert f"  target: {' '.join(d[t] for t in dataset[i]['target'].tolist())}" in out
     assert show_examples.main([str(span_data), "--task", "guided_denoising", "--split", "valid", "--epoch", "0"]) == 2
     assert "--epoch must be at least 1" in capsys.readouterr().err
+
+
+def test_a_misaligned_or_malformed_span_track_stops_before_training(span_data, tmp_path):
+    from fairseq_maskplug.data import SideInfoMismatchError
+
+    bad = tmp_path / "bad"
+    shutil.copytree(span_data, bad)
+    tokens = MMapIndexedDataset(str(bad / "valid"))
+    rows = [np.zeros(n + (i == 3), dtype=np.int64) for i, n in enumerate(tokens.sizes)]  # line 4: one value too many
+    write_side_info(str(bad / "valid") + ".salient_spans", rows, "int32", tokens_prefix=str(bad / "valid"))
+    with pytest.raises(SideInfoMismatchError, match="at line 4"):
+        denoising_task(bad, "--mask-policy", "salient_span")
+    rows = [np.full(n, -1) for n in tokens.sizes]
+    write_side_info(str(bad / "valid") + ".salient_spans", rows, "int32", tokens_prefix=str(bad / "valid"))
+    with pytest.raises(ValueError, match="line 1, value 1: -1 is not a span id"):
+        denoising_task(bad, "--mask-policy", "salient_span")

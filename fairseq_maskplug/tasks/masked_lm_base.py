@@ -1,4 +1,5 @@
-"""What every masked-LM task of this package shares: data, blocking, corruption, statistics."""
+"""What every masked-LM task of this package (and the text-to-text ``guided_denoising``) shares:
+data, blocking, corruption, statistics."""
 
 import logging
 from dataclasses import dataclass, field
