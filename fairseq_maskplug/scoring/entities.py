@@ -108,9 +108,9 @@ def line_span_track(text: str, byte_ranges: np.ndarray, entities: Sequence[Tuple
 
 def span_tracks(nlp, texts: Sequence[str], byte_ranges: Sequence[np.ndarray], dropped_labels: Iterable[str],
                 batch_size: int = 256, workers: int = 1, desc: str = "ner"):
-    """Yield the span-id track of every line (``texts`` as the tokens spell them, ``byte_ranges``
-    from :func:`~.alignment.line_text`), running ``nlp`` in batches with a progress bar; the
-    returned :class:`SpanCounts` fills as the tracks are consumed."""
+    """``(tracks, counts)``: a generator of every line's span-id track (``texts`` as the tokens
+    spell them, ``byte_ranges`` from :func:`~.alignment.line_text`), running ``nlp`` in batches
+    with a progress bar, and the :class:`SpanCounts` that fills as the tracks are consumed."""
     from tqdm import tqdm
 
     dropped_labels = tuple(dropped_labels)
