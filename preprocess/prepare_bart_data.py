@@ -84,7 +84,7 @@ def main(argv=None) -> int:
     from fairseq_maskplug.data import write_side_info
     from fairseq_maskplug.masking.salient import complete_spans
     from fairseq_maskplug.probe import build_probe
-    from fairseq_maskplug.scoring.alignment import TokenSurfaces, line_text
+    from fairseq_maskplug.scoring.alignment import TokenSurfaces, spell_lines
     from fairseq_maskplug.scoring.entities import DROPPED_LABELS, load_ner, span_tracks
 
     settings = {k: str(v) for k, v in vars(args).items() if k not in ("out", "cache", "workers")}
@@ -110,15 +110,9 @@ def main(argv=None) -> int:
         raw = {"train": train, "valid": valid}
         tracks, summaries = {}, {}
         for split in ("train", "valid"):
-            spelled, ranges = [], []
-            for line, (tok, sentence) in enumerate(zip(pieces[split], raw[split]), start=1):
-                ids = dictionary.encode_line(tok, add_if_not_exist=False, append_eos=True).numpy()
-                try:
-                    t, r = line_text(surfaces, ids, sentence)
-                except ValueError as error:
-                    raise ValueError(f"news.{split} line {line}: {error}") from None
-                spelled.append(t)
-                ranges.append(r)
+            ids = (dictionary.encode_line(tok, add_if_not_exist=False, append_eos=True).numpy() for tok in pieces[split])
+            spelled, ranges = spell_lines(surfaces, ids, raw[split], f"news.{split}", f"news.{split}.tok",
+                                          desc=f"check news.{split}")
             rows, counts = span_tracks(nlp, spelled, ranges, DROPPED_LABELS, workers=args.workers,
                                        desc=f"ner news.{split}")
             tracks[split] = list(rows)

@@ -58,11 +58,10 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     from fairseq.data import Dictionary
     from fairseq.data.indexed_dataset import MMapIndexedDataset
-    from tqdm import tqdm
 
     from fairseq_maskplug.checkpoints import check_writable
     from fairseq_maskplug.data import side_info_prefix, write_side_info
-    from fairseq_maskplug.scoring.alignment import TextMismatchError, TokenSurfaces, line_text
+    from fairseq_maskplug.scoring.alignment import TokenSurfaces, spell_lines
     from fairseq_maskplug.scoring.entities import load_ner, span_tracks
 
     split_prefix = os.path.join(args.data, args.split)
@@ -81,15 +80,8 @@ def main(argv=None) -> int:
         lines = read_lines(args.text)
         if len(lines) != len(tokens):
             raise ValueError(f"{args.text} has {len(lines)} lines, the binarized split {split_prefix} has {len(tokens)}")
-        texts, ranges = [], []
-        for i in tqdm(range(len(lines)), desc=f"check {args.split}", unit="line", disable=None):
-            try:
-                text, byte_ranges = line_text(surfaces, tokens[i].numpy(), lines[i])
-            except TextMismatchError as error:
-                raise ValueError(f"{args.text}:{i + 1}: the text does not reproduce the binarized tokens of "
-                                 f"{split_prefix} line {i + 1}: {error}") from None
-            texts.append(text)
-            ranges.append(byte_ranges)
+        texts, ranges = spell_lines(surfaces, (tokens[i].numpy() for i in range(len(tokens))), lines, args.text,
+                                    split_prefix, desc=f"check {args.split}")
         nlp = load_ner(args.spacy_model)
     except (ValueError, OSError, ImportError) as error:
         print(f"error: {error}", file=sys.stderr)

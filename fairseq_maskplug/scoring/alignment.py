@@ -11,7 +11,7 @@ bytes overlap its bytes (:func:`token_span`): the smallest run of tokens holding
 
 import json
 import unicodedata
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -113,6 +113,26 @@ def line_text(surfaces: TokenSurfaces, ids: Sequence[int], raw: str) -> Tuple[st
     ends = np.cumsum([len(p) for p in pieces]) - len(prefix)
     starts = ends - np.array([len(p) for p in pieces])
     return text, np.stack([starts, ends], axis=1) if len(pieces) else np.zeros((0, 2), dtype=np.int64)
+
+
+def spell_lines(surfaces: TokenSurfaces, token_rows: Iterable[Sequence[int]], raw_lines: Sequence[str],
+                text_name: str, tokens_name: str, desc: str = "check") -> Tuple[List[str], List[np.ndarray]]:
+    """:func:`line_text` of every line, with a progress bar: ``(texts, byte ranges)``. The first
+    line that does not reproduce its tokens raises :class:`TextMismatchError` naming
+    ``text_name:LINE`` and the line of ``tokens_name``."""
+    from tqdm import tqdm
+
+    texts, ranges = [], []
+    rows = tqdm(zip(token_rows, raw_lines), total=len(raw_lines), desc=desc, unit="line", disable=None)
+    for line, (ids, raw) in enumerate(rows, start=1):
+        try:
+            text, byte_ranges = line_text(surfaces, ids, raw)
+        except TextMismatchError as error:
+            raise TextMismatchError(f"{text_name}:{line}: the text does not reproduce the binarized tokens of "
+                                    f"{tokens_name} line {line}: {error}") from None
+        texts.append(text)
+        ranges.append(byte_ranges)
+    return texts, ranges
 
 
 def char_to_byte_offsets(text: str) -> np.ndarray:
