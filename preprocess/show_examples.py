@@ -74,9 +74,9 @@ def main(argv=None) -> int:
     dataset = task.dataset(own.split)
     dataset.set_epoch(own.epoch)
     dictionary = task.source_dictionary
-    seq2seq = "prev_output_tokens" in field(dataset.collater([dataset[0]]), ("net_input",))
     for index in range(min(own.n, len(dataset))):
         sample = dataset.collater([dataset[index]])
+        seq2seq = "prev_output_tokens" in sample["net_input"]  # text-to-text targets have no pad filler
         print(f"item {index} (epoch {own.epoch}, seed {args.seed})")
         for label, path in FIELDS:
             value = field(sample, path)
