@@ -37,6 +37,8 @@ setup(
             "fairseq-maskplug-annotate-importance = fairseq_maskplug.preprocess.annotate_importance:main",
             "fairseq-maskplug-score-pll = fairseq_maskplug.preprocess.score_pll:main",
             "fairseq-maskplug-salient-spans = fairseq_maskplug.preprocess.salient_spans:main",
+            "fairseq-maskplug-span-labels = fairseq_maskplug.preprocess.span_labels:main",
+            "fairseq-maskplug-score-spans = fairseq_maskplug.preprocess.score_spans:main",
             "fairseq-maskplug-show-examples = fairseq_maskplug.preprocess.show_examples:main",
             "fairseq-maskplug-evaluate = fairseq_maskplug.evaluate:main",
             "fairseq-maskplug-evaluate-mlm = fairseq_maskplug.evaluate_mlm:main",

@@ -17,9 +17,10 @@ from .registry import (
     policy_option_dataclasses,
     register_mask_policy,
 )
-# registers random, matched_random, l3, selective, span, salient_span
-from . import builtin_policies, l3, salient, selective, spans  # noqa: F401
+# registers random, matched_random, l3, selective, span, salient_span, learned_span
+from . import builtin_policies, l3, learned_span, salient, selective, spans  # noqa: F401
 from .l3 import mask_probabilities
+from .learned_span import candidate_spans, choose_learned_spans, span_distribution
 from .salient import SPAN_IDS, SPAN_LENGTH_BASE, complete_spans, span_ids
 from .seq2seq import TARGET_FORMATS, previous_output_tokens, seq2seq_source, seq2seq_target
 from .selective import selective_count, selective_mask
@@ -31,5 +32,5 @@ __all__ = [
     "MASK_POLICY_REGISTRY", "MaskPolicy", "build_mask_policy", "ignored_policy_options", "on_policy_registered",
     "policy_option_dataclasses", "register_mask_policy", "mask_probabilities", "selective_count",
     "selective_mask", "GeometricSpans", "span_mask", "SPAN_IDS", "SPAN_LENGTH_BASE", "complete_spans",
-    "span_ids", "TARGET_FORMATS", "previous_output_tokens", "seq2seq_source", "seq2seq_target",
+    "span_ids", "candidate_spans", "choose_learned_spans", "span_distribution", "TARGET_FORMATS", "previous_output_tokens", "seq2seq_source", "seq2seq_target",
 ]

@@ -1,6 +1,6 @@
 """Layer 3: fairseq task registrations (``guided_mlm``, ``selective_mlm``, ``token_importance``,
-``fe_mlm``, ``joint_mlm_classification``, ``guided_denoising``)."""
+``fe_mlm``, ``joint_mlm_classification``, ``guided_denoising``, ``span_policy``)."""
 
 from . import (fe_mlm, guided_denoising, guided_mlm, joint_mlm_classification, selective_mlm,  # noqa: F401
-               token_importance)
+               span_policy, token_importance)
 from .policy_options import register_policy_task, with_policy_options  # noqa: F401

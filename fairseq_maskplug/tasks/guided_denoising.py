@@ -23,7 +23,7 @@ from .policy_options import build_task_policy, register_policy_task
 @dataclass
 class GuidedDenoisingConfig(MaskedLMDataConfig):
     mask_policy: str = field(default="random", metadata={
-        "help": "registered mask policy that chooses the positions to mask (random, span, salient_span, "
+        "help": "registered mask policy that chooses the positions to mask (random, span, salient_span, learned_span, "
                 "selective, l3, ...; plugins add more)"})
     target_format: ChoiceEnum(list(TARGET_FORMATS)) = field(default="masked", metadata={
         "help": "full: the target is the original block (+Orig, BART); masked: only the chosen tokens, "

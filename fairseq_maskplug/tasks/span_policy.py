@@ -1,0 +1,146 @@
+"""``--task span_policy``: train the supervised span-scoring policy (Ye, Li et al. 2021,
+"+Supervised": "similar to an extractive reading comprehension model", trained on
+(context, answer) pairs of the downstream task **without the question**).
+
+Input: binarized contexts of the downstream task's training split (one per line) with the
+answer-span label track ``--label-track`` (``preprocess.span_labels``: 1 on the answer's
+first token, 2 on its last). One context per item (``<s>`` + line, shortened to
+``--tokens-per-sample``); every item must keep exactly one start and one end, checked over
+the whole split when it loads.
+
+The model is a roberta encoder (``--arch roberta_tiny``, or a general checkpoint with
+``--finetune-from-model``) with a :class:`~fairseq_maskplug.models.TokenTaggingHead` of two
+outputs per token: the start logit and the end logit. We chose a small roberta over the
+frozen BART encoder of the seq2seq model: the policy then has its own, cheap forward,
+needs no seq2seq checkpoint to score a corpus, and a roberta trained by this package
+(same dictionary) can start it. ``preprocess.score_spans`` writes its logits as the
+tracks the ``learned_span`` policy reads.
+"""
+
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from fairseq.data import (BaseWrapperDataset, IdDataset, NestedDictionaryDataset, NumelDataset,
+                          NumSamplesDataset, RightPadDataset, SortDataset, data_utils)
+from fairseq.dataclass import FairseqDataclass
+from fairseq.tasks import FairseqTask, register_task
+from omegaconf import II, MISSING
+
+from ..data import load_blocked_split
+from ..data.dictionaries import STATE_KEY, dictionary_sha256, load_dictionary
+from ..data.layout import token_data_dir
+from ..models import register_token_tagging_head
+from ..scoring.span_labels import ANSWER_LABELS, answer_positions
+from .criteria import CriterionChecked
+from .sentence_items import build_model_for_items, sentence_blocking
+
+logger = logging.getLogger(__name__)
+
+#: the policy head's outputs per token
+START_LOGIT, END_LOGIT = 0, 1
+
+
+@dataclass
+class SpanPolicyConfig(FairseqDataclass):
+    data: str = field(default=MISSING, metadata={
+        "help": "binarized contexts with dict.txt and the answer-span track (preprocess.span_labels)"})
+    label_track: str = field(default="answer_span", metadata={
+        "help": "side-information track of answer labels: 1 first token, 2 last token, 3 both"})
+    tokens_per_sample: int = field(default=128, metadata={"help": "longest item including <s> (longer contexts are "
+                                                                  "truncated; an answer cut off is refused)"})
+    span_head_name: str = field(default="span_policy_head", metadata={
+        "help": "name of the start/end head (preprocess.score_spans reads it)"})
+    span_max_length: int = field(default=10, metadata={
+        "help": "longest span in tokens when the logged span_em decodes the top-1 span (as the learned_span "
+                "policy's --learned-max-length)"})
+    side_info_without_fingerprint: bool = field(default=False, metadata={
+        "help": "accept a label track that lacks its .json fingerprint (then checked by line lengths only)"})
+    seed: int = II("common.seed")
+
+
+class AnswerTargets(BaseWrapperDataset):
+    """``[start, end]`` positions (in the item, ``<s>`` = 0) of each item's answer."""
+
+    def __init__(self, labels, positions):
+        super().__init__(labels)
+        self.positions = positions
+
+    def __getitem__(self, index):
+        return torch.from_numpy(self.positions[index])
+
+
+def answer_targets(labels, split: str) -> np.ndarray:
+    """``(n, 2)`` answer positions of every item; a ValueError naming the first bad line."""
+    positions = np.zeros((len(labels), 2), dtype=np.int64)
+    for index in range(len(labels)):
+        try:
+            positions[index] = answer_positions(labels[index].numpy())
+        except ValueError as error:
+            raise ValueError(f"split {split!r} line {index + 1}: {error}; a context longer than --tokens-per-sample "
+                             "loses its answer (raise --tokens-per-sample), or the track was not written by "
+                             "preprocess.span_labels") from None
+    return positions
+
+
+@register_task("span_policy", dataclass=SpanPolicyConfig)
+class SpanPolicyTask(CriterionChecked, FairseqTask):
+    """Extractive start/end tagging of answer spans, the supervised masking policy."""
+
+    criteria = ("span_policy",)
+
+    cfg: SpanPolicyConfig
+
+    def __init__(self, cfg, dictionary):
+        super().__init__(cfg)
+        if cfg.span_max_length < 1:
+            raise ValueError(f"--span-max-length must be at least 1, got {cfg.span_max_length}")
+        self.state.merge_state_dict({STATE_KEY: dictionary_sha256(dictionary)})  # saved in checkpoints
+        self.dictionary = dictionary
+        self.mask_idx = dictionary.add_symbol("<mask>")  # as the masked-LM tasks: same embedding size
+
+    @classmethod
+    def setup_task(cls, cfg, **kwargs):
+        cfg.data = token_data_dir(cfg.data)
+        return cls(cfg, load_dictionary(cfg.data))
+
+    def load_dataset(self, split, epoch=1, combine=False, **kwargs):
+        blocking = sentence_blocking(self.cfg.data, self.cfg.tokens_per_sample, self.cfg.seed,
+                                     self.cfg.side_info_without_fingerprint)
+        tokens, side = load_blocked_split(blocking, split, self.dictionary, {self.cfg.label_track: ANSWER_LABELS},
+                                          epoch, combine)
+        labels = side[self.cfg.label_track]
+        targets = AnswerTargets(labels, answer_targets(labels, split))
+        d = self.dictionary
+        dataset = NestedDictionaryDataset(
+            {
+                "id": IdDataset(),
+                "net_input": {"src_tokens": RightPadDataset(tokens, pad_idx=d.pad()),
+                              "src_lengths": NumelDataset(tokens, reduce=False)},
+                "target": targets,
+                "nsentences": NumSamplesDataset(),
+                "ntokens": NumelDataset(tokens, reduce=True),
+            },
+            sizes=[tokens.sizes],
+        )
+        with data_utils.numpy_seed(self.cfg.seed):
+            shuffle = np.random.permutation(len(tokens))
+        self.datasets[split] = SortDataset(dataset, sort_order=[shuffle])
+        logger.info("%s: %d contexts", split, len(tokens))
+
+    def build_model(self, cfg, from_checkpoint=False):
+        model = build_model_for_items(self, cfg, from_checkpoint)
+        register_token_tagging_head(model, self.cfg.span_head_name, num_classes=2)
+        return model
+
+    @property
+    def source_dictionary(self):
+        return self.dictionary
+
+    @property
+    def target_dictionary(self):
+        return self.dictionary
+
+    def max_positions(self):
+        return self.cfg.tokens_per_sample

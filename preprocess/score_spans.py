@@ -1,0 +1,113 @@
+"""Score a corpus with a learned span policy: the start/end tracks of ``--mask-policy learned_span``.
+
+    fairseq-maskplug-score-spans --checkpoint policy/checkpoint_best.pt \\
+        --data work/bart/data/news --splits train valid
+
+The checkpoint is a ``span_policy`` (supervised) or ``meta_span_policy`` (meta-learned)
+model; the corpus must use its dictionary. For each split writes atomically
+``DATA/SPLIT.span_start`` and ``DATA/SPLIT.span_end`` (``.bin/.idx/.json``, one float
+logit per token, ``</s>`` = 0, fingerprinted against the tokens), and a preview
+``DATA/SPLIT.span_start.preview.txt`` of the first lines with the top-1 span (at most
+``--max-length`` tokens, as the policy's default) in ``[...]``.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+from . import HelpFormatter, configure_tool_output
+
+POLICY_TASKS = ("span_policy", "meta_span_policy")
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser.add_argument("--checkpoint", required=True, help="span_policy or meta_span_policy checkpoint")
+    parser.add_argument("--data", required=True, help="binarized corpus directory (dict.txt, SPLIT.bin/.idx)")
+    parser.add_argument("--splits", nargs="+", default=["train", "valid"], help="splits to score")
+    parser.add_argument("--start-name", default="span_start", help="track of start logits (--learned-start-track)")
+    parser.add_argument("--end-name", default="span_end", help="track of end logits (--learned-end-track)")
+    parser.add_argument("--max-tokens", type=int, default=4096, help="padded tokens per forward")
+    parser.add_argument("--max-length", type=int, default=10, help="longest span of the preview (--learned-max-length)")
+    parser.add_argument("--preview-lines", type=int, default=200, help="lines shown in the preview file")
+    parser.add_argument("--trust-dictionary", action="store_true",
+                        help="skip the dictionary check where the checkpoint records no dictionary and its "
+                             "training data is not found")
+    return parser.parse_args(argv)
+
+
+def load_scorer(checkpoint: str, data: str, trust_dictionary: bool = False):
+    """The :class:`SpanScorer` of a policy checkpoint and the corpus dictionary (which must be the policy's)."""
+    import torch
+    from fairseq import checkpoint_utils
+    from fairseq_maskplug.checkpoints import load_checked_state
+    from fairseq_maskplug.scoring.span_scorer import SpanScorer
+
+    state = load_checked_state(checkpoint, data, trust_dictionary, tasks=POLICY_TASKS,
+                               wanted="a span policy (a span_policy or meta_span_policy checkpoint)")
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], state=state)
+    model = models[0].cuda() if torch.cuda.is_available() else models[0]
+    d = task.source_dictionary
+    return SpanScorer(model, task.cfg.span_head_name, d.bos(), d.eos(), d.pad()), d
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    configure_tool_output()
+    from fairseq.data import data_utils
+    from fairseq_maskplug.atomic import temporary_name
+    from fairseq_maskplug.checkpoints import check_writable
+    from fairseq_maskplug.data import side_info_prefix, write_side_info
+    from fairseq_maskplug.masking.learned_span import choose_learned_spans
+    from fairseq_maskplug.scoring.preview import render_marked
+
+    try:
+        if args.max_length < 1:
+            raise ValueError(f"--max-length must be at least 1, got {args.max_length}")
+        for split in args.splits:  # every output checked before any work
+            split_prefix = os.path.join(args.data, split)
+            if not os.path.exists(split_prefix + ".idx"):
+                raise FileNotFoundError(f"binarized split not found: {split_prefix}.bin/.idx")
+            for name in (args.start_name, args.end_name):
+                check_writable(side_info_prefix(split_prefix, name) + ".bin")
+        scorer, d = load_scorer(args.checkpoint, args.data, args.trust_dictionary)
+    except (FileNotFoundError, ValueError, PermissionError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    for split in args.splits:
+        split_prefix = os.path.join(args.data, split)
+        tokens = data_utils.load_indexed_dataset(split_prefix, d)
+        lines = [tokens[i].numpy() for i in range(len(tokens))]
+        began = time.perf_counter()
+        starts, ends = scorer.start_end(lines, args.max_tokens)
+        seconds = time.perf_counter() - began
+        prefixes = [side_info_prefix(split_prefix, name) for name in (args.start_name, args.end_name)]
+        for prefix, rows in zip(prefixes, (starts, ends)):
+            write_side_info(prefix, rows, "float64", tokens_prefix=split_prefix)
+        preview = prefixes[0] + ".preview.txt"
+        tmp = temporary_name(preview)
+        lengths = []
+        with open(tmp, "w", encoding="utf-8") as f:
+            for k, (line, start, end) in enumerate(zip(lines, starts, ends)):
+                maskable = line != d.eos()
+                if not maskable.any():
+                    continue
+                (i, j), = choose_learned_spans(start, end, maskable, args.max_length, 1, 0.0, None)
+                lengths.append(j - i + 1)
+                if k < args.preview_lines:
+                    marked = np.zeros(len(line), dtype=bool)
+                    marked[i:j + 1] = True
+                    f.write(render_marked([d[t] for t in line[:-1]], marked[:-1]) + "\n")
+        os.replace(tmp, preview)
+        words = sum(len(line) - 1 for line in lines)
+        print(f"{split}: scored {len(lines)} lines ({words} tokens) in {seconds:.1f} s "
+              f"({words / max(seconds, 1e-9):.0f} tokens/s); top-1 spans hold {np.mean(lengths or [0]):.2f} tokens "
+              f"on average; wrote {prefixes[0]}, {prefixes[1]} (.bin/.idx) and {preview}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,237 @@
+"""Learned span policies (Ye, Li et al. 2021, "+Supervised"): the span distribution and the
+learned_span policy (layer 1), answer labels from character offsets, and the supervised
+policy trained by real fairseq-train on a planted rule, applied by score_spans."""
+
+import json
+
+import numpy as np
+import pytest
+from fairseq.data import Dictionary
+from fairseq.data.indexed_dataset import MMapIndexedDataset
+
+from fairseq_helpers import BIN, CPU_RUN, REPO, check, json_logs, preprocess, run
+from fairseq_maskplug.binarize import encode, train_sentencepiece, write_fairseq_dict, write_lines
+from fairseq_maskplug.data import load_side_info
+from fairseq_maskplug.masking import build_mask_policy
+from fairseq_maskplug.masking.learned_span import candidate_spans, choose_learned_spans, span_distribution
+from fairseq_maskplug.scoring.alignment import TokenSurfaces, line_text
+from fairseq_maskplug.scoring.span_labels import END, START, answer_positions, answer_tokens, label_row
+
+# ---- layer 1: the span distribution -----------------------------------------------------------
+
+
+def brute_force(start, end, maskable, max_length):
+    """Every (i, j) with i <= j, j - i < max_length and all of i..j maskable, by enumeration."""
+    n = len(maskable)
+    return {(i, j) for i in range(n) for j in range(i, min(n, i + max_length)) if all(maskable[i:j + 1])}
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_span_distribution_sums_to_one_over_exactly_the_allowed_spans(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 30))
+    maskable = rng.random(n) < 0.8  # the False positions play </s> between sentences and <s>
+    start, end = rng.normal(size=n) * 3, rng.normal(size=n) * 3
+    max_length = int(rng.integers(1, 6))
+    spans, p = span_distribution(start, end, maskable, max_length)
+    assert {tuple(s) for s in spans.tolist()} == brute_force(start, end, maskable, max_length)
+    assert len({tuple(s) for s in spans.tolist()}) == len(spans)  # no candidate twice
+    if len(spans):
+        assert p.sum() == pytest.approx(1.0, abs=1e-12)
+        scores = start[spans[:, 0]] + end[spans[:, 1]]
+        # the softmax: probability ratios are exp(score differences)
+        np.testing.assert_allclose(np.log(p) - np.log(p[0]), scores - scores[0], atol=1e-9)
+        assert (spans[:, 1] - spans[:, 0] < max_length).all()
+        assert all(maskable[i:j + 1].all() for i, j in spans)
+
+
+def test_no_span_crosses_a_sentence_end_or_special_token():
+    maskable = np.array([False, True, True, False, True, True, True, False])  # <s> a b </s> c d e </s>
+    spans = candidate_spans(maskable, 10)
+    assert {tuple(s) for s in spans.tolist()} == {(1, 1), (2, 2), (1, 2), (4, 4), (5, 5), (6, 6), (4, 5), (5, 6),
+                                                 (4, 6)}
+
+
+def test_top1_is_the_argmax_and_ignores_the_generator():
+    start = np.array([0.0, 5.0, 0.0, 0.0, 1.0, 0.0])
+    end = np.array([0.0, 0.0, 0.0, 4.0, 0.0, 0.0])
+    maskable = np.array([False, True, True, True, True, False])
+    assert choose_learned_spans(start, end, maskable, 3, 1, 0.0, None) == [(1, 3)]
+    # (1, 3) is too long at 2; (1, 1) and (1, 2) tie at 5: the shorter wins
+    assert choose_learned_spans(start, end, maskable, 2, 1, 0.0, None) == [(1, 1)]
+    # a second span never overlaps the first: the best disjoint one is (4, 4)
+    assert choose_learned_spans(start, end, maskable, 3, 2, 0.0, None) == [(1, 3), (4, 4)]
+
+
+def test_sampling_is_deterministic_per_generator_seed_and_follows_the_distribution():
+    rng0 = np.random.default_rng(0)
+    start, end = rng0.normal(size=12), rng0.normal(size=12)
+    maskable = np.ones(12, dtype=bool)
+    maskable[[0, 6, 11]] = False
+    draw = lambda seed: choose_learned_spans(start, end, maskable, 4, 1, 1.0, np.random.default_rng(seed))  # noqa: E731
+    assert draw(7) == draw(7)
+    assert len({tuple(draw(s)[0]) for s in range(50)}) > 1  # sampling, not the arg-max
+    # frequencies over many seeds match P within 4.5 binomial standard deviations per span
+    spans, p = span_distribution(start, end, maskable, 4)
+    n = 4000
+    counts = {}
+    for s in range(n):
+        (i, j), = draw(s)
+        counts[(i, j)] = counts.get((i, j), 0) + 1
+    for (i, j), prob in zip(spans.tolist(), p):
+        sd = np.sqrt(n * prob * (1 - prob))
+        assert abs(counts.get((i, j), 0) - n * prob) <= 4.5 * sd + 1, (i, j)
+
+
+def learned_cfg(**overrides):
+    from types import SimpleNamespace
+    values = {"learned_start_track": "s", "learned_end_track": "e", "learned_max_length": 3, "learned_spans": 1,
+              "learned_temperature": 0.0}
+    return SimpleNamespace(**{**values, **overrides})
+
+
+def test_learned_span_policy_masks_the_chosen_spans_and_validates_options():
+    policy = build_mask_policy("learned_span", learned_cfg(learned_spans=2))
+    assert policy.chooses_spans and policy.side_info_names == ("s", "e")
+    tokens = np.arange(6)
+    maskable = np.array([False, True, True, True, True, False])
+    side = {"s": np.array([0.0, 5.0, 0.0, 0.0, 1.0, 0.0]), "e": np.array([0.0, 0.0, 0.0, 4.0, 0.0, 0.0])}
+    mask = policy.choose(tokens, maskable, side, np.random.default_rng(0))
+    assert mask.tolist() == [False, True, True, True, True, False]
+    for bad in ({"learned_max_length": 0}, {"learned_spans": 0}, {"learned_temperature": -1.0}):
+        with pytest.raises(ValueError):
+            build_mask_policy("learned_span", learned_cfg(**bad))
+
+
+# ---- answer labels from character offsets -------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def spm_model(tmp_path_factory):
+    root = tmp_path_factory.mktemp("spm_rule")
+    model = train_sentencepiece(rule_sentences(3000, 0), root / "spm", 69, root / "spm_train.txt")
+    return root, model
+
+
+def test_answer_labels_from_character_offsets(spm_model):
+    root, model = spm_model
+    texts = ["the song was written by Zorbalina in the city", "Zorbalina sang"]
+    encoded = encode(model, texts, "labels")
+    write_fairseq_dict(model, encoded, root / "dict_labels.txt")
+    d = Dictionary.load(str(root / "dict_labels.txt"))
+    surfaces = TokenSurfaces.from_dictionary(d, "sentencepiece")
+    for text, tok in zip(texts, encoded):
+        ids = d.encode_line(tok, add_if_not_exist=False, append_eos=True).numpy()
+        spelled, ranges = line_text(surfaces, ids, text)
+        start = text.index("Zorbalina")
+        first, last = answer_tokens(spelled, ranges, start, start + len("Zorbalina"))
+        symbols = tok.split()
+        assert "".join(symbols[first:last + 1]).replace("\u2581", "") == "Zorbalina"
+        assert first == 0 or not symbols[first - 1].endswith("Zorbalina")
+        row = label_row(len(ids), first, last)
+        assert answer_positions(row) == (first, last)
+        assert row[first] & START and row[last] & END and row.sum() == START + END
+    with pytest.raises(ValueError, match="whitespace"):
+        answer_tokens("a  b", np.array([[0, 1], [1, 3], [3, 4]]), 1, 2)
+    with pytest.raises(ValueError, match="ends after"):
+        answer_tokens("ab", np.array([[0, 2]]), 0, 5)
+    with pytest.raises(ValueError):
+        answer_positions(np.array([0, 1, 0, 1, 2]))  # two starts
+
+
+# ---- the supervised policy learns a planted rule ------------------------------------------------
+
+NAMES = ["Zorbalina", "Quentaro", "Mirvelle", "Tobrecht", "Ansolde", "Kelvaris", "Drumond", "Pelagia",
+         "Ostrava", "Bellamir", "Corvinus", "Feltrane"]
+WORDS = ["the", "a", "song", "book", "was", "written", "made", "seen", "old", "new", "in", "on", "at", "river",
+         "house", "city", "near", "with", "and", "then", "later", "story"]
+
+
+def rule_sentences(n, seed, with_answers=False):
+    """Lines with one "by <Name>" (the answer) and other capitalised names not after "by",
+    plus "by" before lower-case words: only the capitalised word after "by" is the answer."""
+    rng = np.random.default_rng(seed)
+    lines, answers = [], []
+    for _ in range(n):
+        words = list(rng.choice(WORDS, size=int(rng.integers(6, 14))))
+        for _ in range(int(rng.integers(1, 3))):  # distractors: names elsewhere, "by" before plain words
+            words.insert(int(rng.integers(0, len(words) + 1)), str(rng.choice(NAMES)))
+        words.insert(int(rng.integers(0, len(words) + 1)), "by " + str(rng.choice(WORDS)))
+        position = int(rng.integers(0, len(words) + 1))
+        answer = str(rng.choice(NAMES))
+        words.insert(position, "by " + answer)
+        text = " ".join(words)
+        # the answer follows the "by " at the inserted position
+        offset = len(" ".join(words[:position])) + (1 if position else 0) + 3
+        assert text[offset:offset + len(answer)] == answer
+        lines.append(text)
+        answers.append(f"{offset} {offset + len(answer)}")
+    return (lines, answers) if with_answers else lines
+
+
+@pytest.fixture(scope="module")
+def rule_policy(spm_model, tmp_path_factory):
+    """A span_policy trained on 3000 planted-rule contexts; held-out contexts scored by score_spans.
+    (Measured once: the tiny encoder finds the rule after about 450 updates, from 45% valid
+    span_em, the level of guessing between the two names, to 96% at 1200.)"""
+    _, model = spm_model
+    root = tmp_path_factory.mktemp("rule")
+    splits = {"train": rule_sentences(3000, 1, True), "valid": rule_sentences(100, 2, True),
+              "test": rule_sentences(200, 3, True)}
+    encoded = {split: encode(model, lines, split) for split, (lines, _) in splits.items()}
+    write_fairseq_dict(model, encoded["train"], root / "dict.txt")
+    for split, (lines, answers) in splits.items():
+        write_lines(root / f"{split}.txt", lines)
+        write_lines(root / f"{split}.answers", answers)
+        write_lines(root / f"{split}.tok", encoded[split])
+    check(run([BIN / "fairseq-preprocess", "--only-source", "--srcdict", root / "dict.txt", "--trainpref",
+               root / "train.tok", "--validpref", root / "valid.tok", "--testpref", root / "test.tok",
+               "--destdir", root / "bin", "--workers", "1"]))
+    for split in ("train", "valid"):
+        check(run([BIN / "fairseq-maskplug-span-labels", "--data", root / "bin", "--split", split,
+                   "--text", root / f"{split}.txt", "--answers", root / f"{split}.answers"]))
+    trained = check(run([BIN / "fairseq-maskplug-train", root / "bin", "--task", "span_policy", "--arch", "roberta_tiny",
+                         "--encoder-layers", "2", "--encoder-embed-dim", "64", "--encoder-ffn-embed-dim", "128",
+                         "--tokens-per-sample", "64", "--save-dir", root / "ckpt", "--max-update", "1200",
+                         "--no-epoch-checkpoints", "--dropout", "0.0", *CPU_RUN, "--batch-size", "32",
+                         "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "100", "--log-interval", "200"]))
+    scored = check(run([BIN / "fairseq-maskplug-score-spans", "--checkpoint", root / "ckpt" / "checkpoint_last.pt",
+                        "--data", root / "bin", "--splits", "test"]))
+    return root, trained, scored, splits["test"]
+
+
+def test_supervised_policy_learns_the_planted_rule_on_held_out_text(rule_policy):
+    root, trained, scored, (lines, answers) = rule_policy
+    valid = json_logs(trained, "valid")[-1]
+    assert float(valid["valid_span_em"]) > 80.0, valid
+    d = Dictionary.load(str(root / "bin" / "dict.txt"))
+    surfaces = TokenSurfaces.from_dictionary(d, "sentencepiece")
+    tokens = MMapIndexedDataset(str(root / "bin" / "test"))
+    starts = load_side_info(str(root / "bin" / "test"), "span_start", tokens, "test")
+    ends = load_side_info(str(root / "bin" / "test"), "span_end", tokens, "test")
+    right = 0
+    for k, (line, answer) in enumerate(zip(lines, answers)):
+        ids = tokens[k].numpy()
+        text, ranges = line_text(surfaces, ids, line)
+        gold = answer_tokens(text, ranges, *map(int, answer.split()))
+        maskable = ids != d.eos()
+        right += choose_learned_spans(starts[k], ends[k], maskable, 10, 1, 0.0, None) == [gold]
+    # a planted rule a 2-layer encoder can read exactly: at least 90 of 100 held-out answers
+    assert right / len(lines) >= 0.9, f"{right} of {len(lines)} top-1 spans are the answer"
+    assert "top-1 spans hold" in scored.stdout
+    preview = (root / "bin" / "test.span_start.preview.txt").read_text().splitlines()
+    assert len(preview) == len(lines) and sum("by [" in line for line in preview) >= 0.9 * len(lines)
+
+
+def test_span_policy_refuses_a_context_whose_answer_was_cut(rule_policy, tmp_path):
+    root = rule_policy[0]
+    result = run([BIN / "fairseq-maskplug-train", root / "bin", "--task", "span_policy", "--arch", "roberta_tiny",
+                  "--tokens-per-sample", "8", "--save-dir", tmp_path, "--max-update", "1", *CPU_RUN])
+    assert result.returncode != 0
+    assert "start and" in result.stderr and "--tokens-per-sample" in result.stderr
+
+
+def test_score_spans_refuses_a_checkpoint_of_another_kind(rule_policy, tmp_path):
+    root = rule_policy[0]
+    result = run([BIN / "fairseq-maskplug-score-spans", "--checkpoint", tmp_path / "missing.pt", "--data", root / "bin",
+                  "--splits", "test"])
+    assert result.returncode == 2 and "checkpoint not found" in result.stderr
