@@ -8,11 +8,20 @@
 #   orig   +Orig: --mask-policy random --target-format full
 #   rand   +Rand: --mask-policy random --target-format masked
 #   ssm    +SSM:  --mask-policy salient_span --target-format masked
+#   sup    +Supervised: --mask-policy learned_span on the tracks of a span_policy trained on the
+#          probe's fine-tuning contexts and answers (no question)
+#   meta   +Meta-learned: --mask-policy learned_span on the tracks of a meta_span_policy trained
+#          through one virtual step of the general model, downstream loss on the probe's
+#          fine-tuning questions
+#   transfer  the supervised policy learned on PERSON answers only, applied as sup
 # General stage: guided_denoising with SpanBERT-style spans at 30%, collapsed into one <mask>
 # each, full target (close to BART's text infilling).
 #
 # Knobs: BART_SENTENCES (20000) news sentences, BART_GENERAL_UPDATES (600),
 # BART_INTERMEDIATE_UPDATES (200), BART_PROBE_UPDATES (300), SEEDS ("1 2"),
+# BART_POLICY_UPDATES (1000, the supervised policies), BART_META_UPDATES (150), BART_META_BATCH (8
+# sentences, 8 candidate spans each), BART_META_GRADIENT (exact; finite_difference for large
+# models), BART_ROWS (all seven),
 # BART_ARCH (bart_tiny; bart_base on GPUs), PRETRAINED=<dir with model.pt and dict.txt> to
 # start from a released fairseq BART instead of the general stage (its dict.txt must be the
 # data's), and MASKPLUG_TOKENS / MASKPLUG_BATCH / MASKPLUG_CPU_WORKERS of recipes/lib.sh.
@@ -25,6 +34,9 @@ DATA="$OUT/data"
 GENERAL_UPDATES="${BART_GENERAL_UPDATES:-600}"
 INTERMEDIATE_UPDATES="${BART_INTERMEDIATE_UPDATES:-200}"
 PROBE_UPDATES="${BART_PROBE_UPDATES:-300}"
+POLICY_UPDATES="${BART_POLICY_UPDATES:-1000}"
+META_UPDATES="${BART_META_UPDATES:-150}"
+ROWS="${BART_ROWS:-none orig rand ssm sup meta transfer}"
 SEEDS="${SEEDS:-1 2}"
 ARCH="${BART_ARCH:-bart_tiny}"
 mkdir -p "$OUT" "$WORK/logs"
@@ -53,10 +65,18 @@ probe() {
         --save-interval-updates 100 --keep-interval-updates 1 --seed "$seed" --save-dir "$save" --no-last-checkpoints
 }
 
-echo "[1/4] cased news corpus, salient spans and the entity-cloze probe"
+# policy_train DATA SAVE UPDATES [args...]: a span policy (roberta_tiny with a start/end head)
+policy_train() {
+    local data=$1 save=$2 updates=$3; shift 3
+    maskplug_train "$data" --arch roberta_tiny --tokens-per-sample "$MASKPLUG_TOKENS" "${COMMON_ARGS[@]}" \
+        --lr 1e-3 --lr-scheduler inverse_sqrt --warmup-updates $((updates / 10 + 1)) --max-update "$updates" \
+        --no-epoch-checkpoints --seed 1 --save-dir "$save" "$@"
+}
+
+echo "[1/6] cased news corpus, salient spans and the entity-cloze probe"
 python -m preprocess.prepare_bart_data --out "$DATA" --cache "$WORK/downloads" --sentences "${BART_SENTENCES:-20000}"
 
-echo "[2/4] general model"
+echo "[2/6] general model"
 if [ -n "${PRETRAINED:-}" ]; then
     if ! cmp -s "$PRETRAINED/dict.txt" "$DATA/news/dict.txt"; then
         echo "PRETRAINED=$PRETRAINED: its dict.txt is not the data's ($DATA/news/dict.txt); binarize the data with" \
@@ -71,13 +91,40 @@ else
     GENERAL="$OUT/general/checkpoint_last.pt"
 fi
 
+echo "[3/6] span policies: supervised, transfer (PERSON answers only), meta-learned; scored onto the corpus"
+for kind in policy policy_person; do
+    for split in train valid; do
+        stage "bart_labels_${kind}_$split" "$WORK/logs/bart_labels_${kind}_$split.log" \
+            fairseq-maskplug-span-labels --data "$DATA/$kind" --split "$split" --text "$DATA/text/$kind.$split.txt" \
+            --answers "$DATA/text/$kind.$split.answers"
+    done
+done
+stage bart_policy_sup "$WORK/logs/bart_policy_sup.log" \
+    policy_train "$DATA/policy" "$OUT/policies/sup" "$POLICY_UPDATES" --task span_policy
+stage bart_policy_transfer "$WORK/logs/bart_policy_transfer.log" \
+    policy_train "$DATA/policy_person" "$OUT/policies/transfer" "$POLICY_UPDATES" --task span_policy
+stage bart_policy_meta "$WORK/logs/bart_policy_meta.log" \
+    policy_train "$DATA/news" "$OUT/policies/meta" "$META_UPDATES" --task meta_span_policy \
+    --downstream-data "$DATA/probe" --seq2seq-checkpoint "$GENERAL" --meta-gradient "${BART_META_GRADIENT:-exact}" \
+    --batch-size "${BART_META_BATCH:-8}" --max-valid-steps 10
+for policy in sup transfer meta; do
+    stage "bart_scores_$policy" "$WORK/logs/bart_scores_$policy.log" \
+        fairseq-maskplug-score-spans --checkpoint "$OUT/policies/$policy/checkpoint_best.pt" --data "$DATA/news" \
+        --splits train valid --start-name "span_start_$policy" --end-name "span_end_$policy"
+done
+
 declare -A POLICY=(
     [orig]="--mask-policy random --target-format full"
     [rand]="--mask-policy random --target-format masked"
     [ssm]="--mask-policy salient_span --target-format masked"
 )
-echo "[3/4] intermediate pre-training, $INTERMEDIATE_UPDATES updates per row and seed (seeds: $SEEDS)"
-for row in orig rand ssm; do
+for policy in sup transfer meta; do
+    POLICY[$policy]="--mask-policy learned_span --learned-start-track span_start_$policy \
+--learned-end-track span_end_$policy --target-format masked"
+done
+echo "[4/6] intermediate pre-training, $INTERMEDIATE_UPDATES updates per row and seed (seeds: $SEEDS)"
+for row in $ROWS; do
+    [ "$row" = none ] && continue
     for seed in $SEEDS; do
         # shellcheck disable=SC2086
         stage "bart_${row}__seed$seed" "$WORK/logs/bart_${row}__seed$seed.log" \
@@ -86,8 +133,8 @@ for row in orig rand ssm; do
     done
 done
 
-echo "[4/4] probe fine-tuning ($PROBE_UPDATES updates) and exact match"
-for row in none orig rand ssm; do
+echo "[5/6] probe fine-tuning ($PROBE_UPDATES updates) and exact match"
+for row in $ROWS; do
     for seed in $SEEDS; do
         init="$GENERAL"
         [ "$row" != none ] && init="$OUT/intermediate/${row}__seed$seed/checkpoint_last.pt"
@@ -100,7 +147,11 @@ for row in none orig rand ssm; do
     done
 done
 
+echo "[6/6] what each policy masks (recipes/mask_analysis.py)"
+python recipes/mask_analysis.py --data "$DATA" --output "$OUT/results/masks.png" --policies rand ssm sup transfer meta \
+    | tee "$OUT/results/masks.json"
+
 echo
 echo "Closed-book entity cloze, exact match in % (mean ± std over seeds $SEEDS):"
-python recipes/bart_table.py "$OUT/results" --rows none,orig,rand,ssm | tee "$OUT/results/table.md"
+python recipes/bart_table.py "$OUT/results" --rows "$(echo $ROWS | tr ' ' ,)" | tee "$OUT/results/table.md"
 echo "finished in $(( (SECONDS - started) / 60 )) min $(( (SECONDS - started) % 60 )) s"

@@ -1,12 +1,12 @@
 """Table of the BART policy recipe: exact match (seen / held-out) per row, mean ± std over seeds,
-then each row against no intermediate stage, and SSM against +Rand and +Orig, in standard
-errors of the difference.
+then each row against no intermediate stage, SSM against +Rand and +Orig, and the learned
+policies against SSM and each other, in standard errors of the difference.
 
 The standard error of a row's mean is the larger of the seed-to-seed one (std / sqrt(seeds))
 and the binomial one of its questions (sqrt(p (1 - p) / (questions x seeds))), so two
 seeds that happen to agree do not claim more precision than the question count allows.
 
-    python recipes/bart_table.py work/bart/results --rows none,orig,rand,ssm
+    python recipes/bart_table.py work/bart/results --rows none,orig,rand,ssm,sup,meta,transfer
 """
 
 import argparse
@@ -47,7 +47,9 @@ def main():
         cells = " | ".join(f"{m:.1f} ± {s:.1f}" for m, s, _ in table[row].values())
         print(f"| {row} | {len(stats[row])} | {cells} |")
     print()
-    pairs = [(row, "none") for row in rows if row != "none"] + [("ssm", "rand"), ("ssm", "orig"), ("rand", "orig")]
+    pairs = [(row, "none") for row in rows if row != "none"] + [("ssm", "rand"), ("ssm", "orig"), ("rand", "orig"),
+                                                                ("sup", "ssm"), ("meta", "ssm"), ("meta", "sup"),
+                                                                ("transfer", "sup")]
     for row, base in pairs:
         if row not in table or base not in table:
             continue
