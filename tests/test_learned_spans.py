@@ -9,7 +9,8 @@ import pytest
 from fairseq.data import Dictionary
 from fairseq.data.indexed_dataset import MMapIndexedDataset
 
-from fairseq_helpers import BIN, CPU_RUN, REPO, check, json_logs, preprocess, run
+from fairseq_helpers import (BIN, CPU_RUN, TINY_ROBERTA, assert_same_params, build_in_process, check, json_logs,
+                             run)
 from fairseq_maskplug.binarize import encode, train_sentencepiece, write_fairseq_dict, write_lines
 from fairseq_maskplug.data import load_side_info
 from fairseq_maskplug.masking import build_mask_policy
@@ -235,3 +236,49 @@ def test_score_spans_refuses_a_checkpoint_of_another_kind(rule_policy, tmp_path)
     result = run([BIN / "fairseq-maskplug-score-spans", "--checkpoint", tmp_path / "missing.pt", "--data", root / "bin",
                   "--splits", "test"])
     assert result.returncode == 2 and "checkpoint not found" in result.stderr
+
+
+def span_policy_args(root, save, *extra):
+    return [root / "bin", "--task", "span_policy", "--tokens-per-sample", "64", "--save-dir", save,
+            "--no-epoch-checkpoints", *TINY_ROBERTA, *CPU_RUN, *extra]
+
+
+def test_span_policy_resumes_exactly_and_trains_on_two_workers(rule_policy, tmp_path):
+    from test_data_parallel import SINGLE, torchrun, without_gradient
+
+    root = rule_policy[0]
+    train_ = lambda save, *extra: check(run([BIN / "fairseq-maskplug-train", *span_policy_args(root, save, *extra)]))  # noqa: E731
+    train_(tmp_path / "full", "--max-update", "4")
+    train_(tmp_path / "resumed", "--max-update", "2")
+    resumed = train_(tmp_path / "resumed", "--max-update", "4")
+    assert [int(r["num_updates"]) for r in json_logs(resumed, "train_inner")] == [3, 4]
+    assert_same_params(tmp_path / "full" / "checkpoint_last.pt", tmp_path / "resumed" / "checkpoint_last.pt")
+    task, model, criterion, optimizer, _ = build_in_process([*span_policy_args(root, tmp_path / "ip"),
+                                                             "--criterion", "span_policy"])
+    dataset = task.dataset("train")
+    optimizer.zero_grad()
+    task.train_step(dataset.collater([dataset[i] for i in range(8)]), model, criterion, optimizer, update_num=0)
+    assert without_gradient(model) == []
+    args = span_policy_args(root, tmp_path / "ddp", "--max-update", "2")
+    at = args.index("--cpu")
+    result = check(torchrun(*args[:at], *SINGLE, *args[at + len(CPU_RUN):]))
+    assert "'distributed_world_size': 2" in result.stdout + result.stderr
+    assert [int(r["num_updates"]) for r in json_logs(result, "train_inner")] == [1, 2]
+
+
+def test_learned_span_masks_the_scored_spans_in_guided_mlm_and_guided_denoising(rule_policy, tmp_path):
+    """The policy, reading the tracks score_spans wrote, in both policy tasks of real fairseq-train:
+    one top-1 span per line of one or two tokens, so the realised mask rate is small but never 0."""
+    root = rule_policy[0]
+    common = ["--mask-policy", "learned_span", "--train-subset", "test", "--valid-subset", "test",
+              "--sample-break-mode", "eos", "--tokens-per-sample", "64", "--max-update", "2", "--no-epoch-checkpoints",
+              *CPU_RUN]
+    mlm = check(run([BIN / "fairseq-maskplug-train", root / "bin", "--task", "guided_mlm", *TINY_ROBERTA,
+                     "--save-dir", tmp_path / "mlm", *common]))
+    denoise = check(run([BIN / "fairseq-maskplug-train", root / "bin", "--task", "guided_denoising", "--arch",
+                         "bart_tiny", "--max-source-positions", "64", "--max-target-positions", "64",
+                         "--save-dir", tmp_path / "denoise", *common]))
+    for result in (mlm, denoise):
+        valid = json_logs(result, "valid")[-1]
+        assert 0 < float(valid["valid_mask_rate"]) < 0.2, valid
+        assert float(valid["valid_seq_unmasked"]) == 0.0, valid
