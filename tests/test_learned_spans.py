@@ -279,6 +279,6 @@ def test_learned_span_masks_the_scored_spans_in_guided_mlm_and_guided_denoising(
                          "bart_tiny", "--max-source-positions", "64", "--max-target-positions", "64",
                          "--save-dir", tmp_path / "denoise", *common]))
     for result in (mlm, denoise):
-        valid = json_logs(result, "valid")[-1]
-        assert 0 < float(valid["valid_mask_rate"]) < 0.2, valid
-        assert float(valid["valid_seq_unmasked"]) == 0.0, valid
+        for step in json_logs(result, "train_inner"):
+            assert 0 < float(step["mask_rate"]) < 0.2, step
+            assert float(step["masks_per_seq"]) == 1.0 and float(step["seq_unmasked"]) == 0.0, step
