@@ -39,13 +39,13 @@ class MetaSpanDataset(FairseqDataset):
 
     @property
     def sizes(self):
-        return self.dataset.sizes
+        return np.asarray(self.dataset.sizes) + 1
 
     def num_tokens(self, index):
-        return int(self.dataset.sizes[index])
+        return int(self.dataset.sizes[index]) + 1  # an upper bound: a truncated line gets its </s> back
 
     def size(self, index):
-        return int(self.dataset.sizes[index])
+        return self.num_tokens(index)
 
     @property
     def can_reuse_epoch_itr_across_epochs(self):
@@ -59,8 +59,8 @@ class MetaSpanDataset(FairseqDataset):
 
     def __getitem__(self, index):
         tokens = self.dataset[index].numpy()
-        if tokens[-1] != self.eos:
-            raise ValueError(f"item {index} does not end with </s>: meta_span_policy reads one sentence per item")
+        if tokens[-1] != self.eos:  # a line truncated to --tokens-per-sample (room kept for this </s>)
+            tokens = np.append(tokens, self.eos).astype(tokens.dtype)
         spans = candidate_spans(maskable_positions(tokens, self.special_ids), self.max_length)
         rng = np.random.default_rng((self.seed, self.epoch, index))
         if len(spans) > self.count:

@@ -120,7 +120,8 @@ class MetaSpanPolicyTask(SpanPolicyTask):
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
         blocking = sentence_blocking(self.cfg.data, self.cfg.tokens_per_sample, self.cfg.seed)
-        tokens, _ = load_blocked_split(blocking, split, self.dictionary, {}, epoch, combine)
+        # framing 2: a line truncated to --tokens-per-sample keeps room for the </s> the dataset appends
+        tokens, _ = load_blocked_split(blocking, split, self.dictionary, {}, epoch, combine, framing=2)
         d = self.dictionary
         dataset = MetaSpanDataset(tokens, self.cfg.meta_candidates, self.cfg.span_max_length, self.mask_idx,
                                   (d.bos(), d.eos(), d.pad(), self.mask_idx), d.eos(), d.pad(), self.cfg.seed)
