@@ -19,7 +19,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from task_timing import BIN, REPO, make_data  # noqa: E402

@@ -97,7 +97,8 @@ def plot(results, ranks, output: Path, vocabulary: int):
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
     x = np.arange(len(names))
     axes[0].bar(x - 0.2, [100 * results[n]["entity_spans"] for n in names], 0.4, label="chosen spans = an entity")
-    axes[0].bar(x + 0.2, [100 * results[n]["tokens_in_entities"] for n in names], 0.4, label="chosen tokens in an entity")
+    axes[0].bar(x + 0.2, [100 * results[n]["tokens_in_entities"] for n in names], 0.4,
+                label="chosen tokens in an entity")
     axes[0].set_xticks(x, names)
     axes[0].set_ylabel("%")
     axes[0].legend()

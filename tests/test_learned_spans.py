@@ -2,8 +2,6 @@
 learned_span policy (layer 1), answer labels from character offsets, and the supervised
 policy trained by real fairseq-train on a planted rule, applied by score_spans."""
 
-import json
-
 import numpy as np
 import pytest
 from fairseq.data import Dictionary
@@ -190,8 +188,8 @@ def rule_policy(spm_model, tmp_path_factory):
     for split in ("train", "valid"):
         check(run([BIN / "fairseq-maskplug-span-labels", "--data", root / "bin", "--split", split,
                    "--text", root / f"{split}.txt", "--answers", root / f"{split}.answers"]))
-    trained = check(run([BIN / "fairseq-maskplug-train", root / "bin", "--task", "span_policy", "--arch", "roberta_tiny",
-                         "--encoder-layers", "2", "--encoder-embed-dim", "64", "--encoder-ffn-embed-dim", "128",
+    trained = check(run([BIN / "fairseq-maskplug-train", root / "bin", "--task", "span_policy", "--arch",
+                         "roberta_tiny", "--encoder-layers", "2", "--encoder-embed-dim", "64", "--encoder-ffn-embed-dim", "128",
                          "--tokens-per-sample", "64", "--save-dir", root / "ckpt", "--max-update", "1200",
                          "--no-epoch-checkpoints", "--dropout", "0.0", *CPU_RUN, "--batch-size", "32",
                          "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "100", "--log-interval", "200"]))
@@ -247,7 +245,9 @@ def test_span_policy_resumes_exactly_and_trains_on_two_workers(rule_policy, tmp_
     from test_data_parallel import SINGLE, torchrun, without_gradient
 
     root = rule_policy[0]
-    train_ = lambda save, *extra: check(run([BIN / "fairseq-maskplug-train", *span_policy_args(root, save, *extra)]))  # noqa: E731
+    def train_(save, *extra):
+        return check(run([BIN / "fairseq-maskplug-train", *span_policy_args(root, save, *extra)]))
+
     train_(tmp_path / "full", "--max-update", "4")
     train_(tmp_path / "resumed", "--max-update", "2")
     resumed = train_(tmp_path / "resumed", "--max-update", "4")

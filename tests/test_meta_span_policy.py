@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from fairseq_helpers import (BIN, CPU_RUN, REPO, TINY_ROBERTA, assert_same_params, build_in_process, check,
-                             json_logs, model_params, preprocess, run, train_bart, write_corpus)
+from fairseq_helpers import (BIN, CPU_RUN, TINY_ROBERTA, assert_same_params, build_in_process, check, json_logs,
+                             preprocess, run, train_bart, write_corpus)
 from fairseq_maskplug.weighting.lookahead import lookahead
 
 # ---- the meta-gradient of a tiny model, in float64 ------------------------------------------------

@@ -68,7 +68,8 @@ class MetaSpanPolicyCriterion(FairseqCriterion):
                 cfg.meta_inner_lr, cfg.meta_gradient, cfg.meta_fd_epsilon)
         loss = result.loss + zero_gradient_term(unwrap_model(model).encoder.lm_head)  # unused: see models.data_parallel
         logging_output = {
-            "loss": float(result.loss.detach()), "task_before": float(result.task_before), "inner": float(result.inner),
+            "loss": float(result.loss.detach()), "task_before": float(result.task_before),
+            "inner": float(result.inner),
             "entropy_sum": float(entropy.detach().sum()), "rows": int(entropy.numel()), "batches": 1,
             "ntokens": sample["ntokens"], "nsentences": sample["nsentences"], "sample_size": 1,
         }

@@ -54,7 +54,8 @@ class SpanPolicyCriterion(FairseqCriterion):
         logits = logits.float().masked_fill(~allowed[:, :, None], float("-inf"))
         start, end = logits[..., 0], logits[..., 1]
         gold = sample["target"]
-        loss = (F.cross_entropy(start, gold[:, 0], reduction="sum") + F.cross_entropy(end, gold[:, 1], reduction="sum")) / 2
+        loss = (F.cross_entropy(start, gold[:, 0], reduction="sum")
+                + F.cross_entropy(end, gold[:, 1], reduction="sum")) / 2
         loss = loss + zero_gradient_term(unwrap_model(model).encoder.lm_head)  # unused: see models.data_parallel
         n = gold.size(0)
         with torch.no_grad():

@@ -29,5 +29,6 @@ class SpanScorer(TokenTagger):
     def start_end(self, lines: Sequence[np.ndarray], max_tokens: int = 4096,
                   progress: bool = True) -> Tuple[List[np.ndarray], List[np.ndarray]]:
         """``(start logits, end logits)``: one float64 array per line for each."""
-        columns = self.score_columns(lines, lambda logits: logits[..., :2], 2, max_tokens, progress, desc="scoring spans")
+        columns = self.score_columns(lines, lambda logits: logits[..., :2], 2, max_tokens, progress,
+                                     desc="scoring spans")
         return [c[:, 0] for c in columns], [c[:, 1] for c in columns]
