@@ -76,7 +76,6 @@ class MetaSpanPolicyConfig(FairseqDataclass):
                 "(no second-order graph, for large models)"})
     meta_fd_epsilon: float = field(default=0.01, metadata={
         "help": "finite_difference: epsilon = this / norm of the downstream gradient (DARTS)"})
-    side_info_without_fingerprint: bool = field(default=False, metadata={"help": "unused; tracks are not read"})
     seed: int = II("common.seed")
 
 
