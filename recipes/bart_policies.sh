@@ -26,7 +26,7 @@
 # start from a released fairseq BART instead of the general stage (its dict.txt must be the
 # data's), and MASKPLUG_TOKENS / MASKPLUG_BATCH / MASKPLUG_CPU_WORKERS of recipes/lib.sh.
 set -euo pipefail
-MASKPLUG_EXTRAS=spans source "$(dirname "${BASH_SOURCE[0]}")/setup_env.sh"
+MASKPLUG_EXTRAS=spans,bench source "$(dirname "${BASH_SOURCE[0]}")/setup_env.sh"
 source "$MASKPLUG_ROOT/recipes/lib.sh"  # cd to the repository root, WORK
 
 OUT="$WORK/bart"
