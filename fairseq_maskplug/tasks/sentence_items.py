@@ -1,8 +1,12 @@
-"""What tasks with one sentence per item share (``joint_mlm_classification``, ``token_importance``)."""
+"""What tasks with one sentence per item share (``joint_mlm_classification``, ``token_importance``,
+``span_policy``, ``meta_span_policy``)."""
 
 import contextlib
 from types import SimpleNamespace
 
+import numpy as np
+from fairseq.data import (IdDataset, NestedDictionaryDataset, NumelDataset, NumSamplesDataset, RightPadDataset,
+                          SortDataset, data_utils)
 from omegaconf import OmegaConf, open_dict
 
 
@@ -13,6 +17,26 @@ def sentence_blocking(data: str, tokens_per_sample: int, seed: int,
     return SimpleNamespace(data=data, sample_break_mode="eos", tokens_per_sample=tokens_per_sample,
                            shorten_method="truncate", shorten_data_split_list="", seed=seed,
                            side_info_without_fingerprint=side_info_without_fingerprint)
+
+
+def tagged_items(tokens, target, dictionary, seed: int):
+    """The dataset of a token-head task (one sentence per item): ``net_input`` (right-padded
+    tokens, lengths), ``target`` as given, sentence and token counts; shuffled once by
+    ``seed`` (fairseq batches it by size within that order)."""
+    dataset = NestedDictionaryDataset(
+        {
+            "id": IdDataset(),
+            "net_input": {"src_tokens": RightPadDataset(tokens, pad_idx=dictionary.pad()),
+                          "src_lengths": NumelDataset(tokens, reduce=False)},
+            "target": target,
+            "nsentences": NumSamplesDataset(),
+            "ntokens": NumelDataset(tokens, reduce=True),
+        },
+        sizes=[tokens.sizes],
+    )
+    with data_utils.numpy_seed(seed):
+        shuffle = np.random.permutation(len(tokens))
+    return SortDataset(dataset, sort_order=[shuffle])
 
 
 def build_model_for_items(task, cfg, from_checkpoint=False):

@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from fairseq.data import (BaseWrapperDataset, IdDataset, NestedDictionaryDataset, NumelDataset,
-                          NumSamplesDataset, RightPadDataset, SortDataset, data_utils)
+from fairseq.data import BaseWrapperDataset
 from fairseq.dataclass import FairseqDataclass
 from fairseq.tasks import FairseqTask, register_task
 from omegaconf import II, MISSING
@@ -34,7 +33,7 @@ from ..data.layout import token_data_dir
 from ..models import register_token_tagging_head
 from ..scoring.span_labels import ANSWER_LABELS, answer_positions
 from .criteria import CriterionChecked
-from .sentence_items import build_model_for_items, sentence_blocking
+from .sentence_items import build_model_for_items, sentence_blocking, tagged_items
 
 logger = logging.getLogger(__name__)
 
@@ -112,21 +111,7 @@ class SpanPolicyTask(CriterionChecked, FairseqTask):
                                           epoch, combine)
         labels = side[self.cfg.label_track]
         targets = AnswerTargets(labels, answer_targets(labels, split))
-        d = self.dictionary
-        dataset = NestedDictionaryDataset(
-            {
-                "id": IdDataset(),
-                "net_input": {"src_tokens": RightPadDataset(tokens, pad_idx=d.pad()),
-                              "src_lengths": NumelDataset(tokens, reduce=False)},
-                "target": targets,
-                "nsentences": NumSamplesDataset(),
-                "ntokens": NumelDataset(tokens, reduce=True),
-            },
-            sizes=[tokens.sizes],
-        )
-        with data_utils.numpy_seed(self.cfg.seed):
-            shuffle = np.random.permutation(len(tokens))
-        self.datasets[split] = SortDataset(dataset, sort_order=[shuffle])
+        self.datasets[split] = tagged_items(tokens, targets, self.dictionary, self.cfg.seed)
         logger.info("%s: %d contexts", split, len(tokens))
 
     def build_model(self, cfg, from_checkpoint=False):

@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from fairseq.data import (BaseWrapperDataset, IdDataset, NestedDictionaryDataset, NumelDataset,
-                          NumSamplesDataset, RightPadDataset, SortDataset, data_utils)
+from fairseq.data import BaseWrapperDataset, RightPadDataset
 from fairseq.dataclass import FairseqDataclass
 from fairseq.tasks import FairseqTask, register_task
 from omegaconf import II, MISSING
@@ -27,7 +26,7 @@ from ..masking.values import BINARY_LABEL
 from ..models import register_token_tagging_head
 from ..data.layout import token_data_dir
 from .criteria import CriterionChecked
-from .sentence_items import build_model_for_items, sentence_blocking
+from .sentence_items import build_model_for_items, sentence_blocking, tagged_items
 
 logger = logging.getLogger(__name__)
 
@@ -88,20 +87,7 @@ class TokenImportanceTask(CriterionChecked, FairseqTask):
                                           epoch, combine)
         d = self.dictionary
         targets = TaggingTargets(tokens, side[self.cfg.label_track], (d.bos(), d.eos(), d.pad()))
-        dataset = NestedDictionaryDataset(
-            {
-                "id": IdDataset(),
-                "net_input": {"src_tokens": RightPadDataset(tokens, pad_idx=d.pad()),
-                              "src_lengths": NumelDataset(tokens, reduce=False)},
-                "target": RightPadDataset(targets, pad_idx=IGNORE),
-                "nsentences": NumSamplesDataset(),
-                "ntokens": NumelDataset(tokens, reduce=True),
-            },
-            sizes=[tokens.sizes],
-        )
-        with data_utils.numpy_seed(self.cfg.seed):
-            shuffle = np.random.permutation(len(tokens))
-        self.datasets[split] = SortDataset(dataset, sort_order=[shuffle])
+        self.datasets[split] = tagged_items(tokens, RightPadDataset(targets, pad_idx=IGNORE), d, self.cfg.seed)
         logger.info("%s: %d sentences", split, len(tokens))
 
     def build_model(self, cfg, from_checkpoint=False):
