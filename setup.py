@@ -15,6 +15,7 @@ setup(
         "numpy",
         "sentencepiece",
         "rank-bm25",
+        "bm25s>=0.3,<0.4",  # the fast BM25 backend of preprocess.retrieve (its index format and scoring)
         # fairseq 0.12.2 does not import on Python >= 3.11; fairseq-fixed is the
         # maintained fork that does. Both install the `fairseq` import package.
         # Keeping your own fairseq: install this package with `pip install --no-deps`.
@@ -40,6 +41,7 @@ setup(
             "fairseq-maskplug-span-labels = fairseq_maskplug.preprocess.span_labels:main",
             "fairseq-maskplug-score-spans = fairseq_maskplug.preprocess.score_spans:main",
             "fairseq-maskplug-show-examples = fairseq_maskplug.preprocess.show_examples:main",
+            "fairseq-maskplug-retrieve = fairseq_maskplug.preprocess.retrieve:main",
             "fairseq-maskplug-evaluate = fairseq_maskplug.evaluate:main",
             "fairseq-maskplug-evaluate-mlm = fairseq_maskplug.evaluate_mlm:main",
         ],

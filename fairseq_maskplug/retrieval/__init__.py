@@ -1,0 +1,14 @@
+"""BM25 retrieval of task-relevant documents from a general corpus (TLM, Yao et al. 2022, Sec. 3.1).
+
+Layers: :mod:`.analysis` (the analyser and Lucene's BM25 formulas, pure), :mod:`.rake`
+(RAKE keyphrase queries, pure), :mod:`.index` (a chunked, memory-mapped index on disk in
+bm25s's format), :mod:`.search` (the two backends and the tie-broken top-K), and
+``preprocess/retrieve.py`` (the command line).
+"""
+
+from .analysis import Analyser, lucene_idf, lucene_term_score
+from .rake import rake_phrases, rake_query
+from .search import Bm25sSearcher, RankBm25Searcher, top_k
+
+__all__ = ["Analyser", "lucene_idf", "lucene_term_score", "rake_phrases", "rake_query", "Bm25sSearcher",
+           "RankBm25Searcher", "top_k"]

@@ -1,0 +1,165 @@
+"""A BM25 index built in chunks and stored in ``bm25s``'s on-disk format, memory-mapped on load.
+
+``bm25s.BM25.index`` needs every document's token ids in memory at once. This builder reads
+the corpus twice and never holds more than ``chunk_docs`` documents' postings:
+
+1. analyse each chunk, count (document, term) frequencies, write them to a temporary file
+   and add to the per-term document frequencies and the document lengths;
+2. with N, every n_t and avgdl known, compute each posting's Lucene BM25 score
+   (:func:`~.analysis.lucene_term_score`) and scatter it into the term-major (CSC) arrays
+   ``data.csc.index.npy`` / ``indices.csc.index.npy`` / ``indptr.csc.index.npy``, which
+   are ``np.memmap``-ed output files; chunks come in document order, so each term's
+   postings stay sorted by document.
+
+Memory: the vocabulary, one int32 length per document and one chunk's postings. Disk:
+8 bytes per (document, distinct term) pair plus 8 bytes per term. The directory also
+holds ``vocab.index.json`` and ``params.index.json`` (so ``bm25s.BM25.load(dir,
+mmap=True)`` opens it) and ``maskplug_index.json``: the corpus's SHA-256 and line count,
+the analyser and k1/b, checked before an index is reused. Document ids are corpus line
+numbers (0-based), empty lines included.
+"""
+
+import json
+import os
+import time
+from typing import Dict
+
+import numpy as np
+
+from ..atomic import temporary_name
+from .analysis import Analyser, check_bm25_parameters, lucene_idf, lucene_term_score
+from .corpus import file_sha256, read_lines
+
+MANIFEST = "maskplug_index.json"
+FORMAT = 1
+
+
+def index_settings(corpus: str, analyser: Analyser, k1: float, b: float) -> dict:
+    """What an index must match to be reused: the corpus's content and the scoring settings."""
+    return {"format": FORMAT, "corpus_sha256": file_sha256(corpus), "analyser": analyser.settings(),
+            "k1": k1, "b": b}
+
+
+def read_manifest(index_dir: str) -> dict:
+    path = os.path.join(index_dir, MANIFEST)
+    if not os.path.isfile(path):
+        raise ValueError(f"{index_dir} is not an index of this tool (no {MANIFEST}); give another --index "
+                         f"or remove the directory")
+    with open(path) as f:
+        return json.load(f)
+
+
+def check_reusable(index_dir: str, settings: dict) -> dict:
+    """The manifest of ``index_dir`` if it was built with ``settings``; otherwise a ValueError
+    naming what differs."""
+    manifest = read_manifest(index_dir)
+    differs = [key for key in settings if manifest.get(key) != settings[key]]
+    if differs:
+        what = ", ".join("the corpus content" if k == "corpus_sha256" else k for k in differs)
+        raise ValueError(f"--index {index_dir} was built with another {what}; give a new --index directory "
+                         f"(or remove this one to rebuild it)")
+    return manifest
+
+
+def _chunk_postings(token_lists, vocab: Dict[str, int], first_doc: int):
+    """(doc, term, tf) arrays of one chunk, sorted by doc then term; and the documents' lengths."""
+    lengths = np.fromiter((len(t) for t in token_lists), dtype=np.int64, count=len(token_lists))
+    ids = np.fromiter((vocab.setdefault(tok, len(vocab)) for toks in token_lists for tok in toks),
+                      dtype=np.int64, count=int(lengths.sum()))
+    docs = np.repeat(np.arange(first_doc, first_doc + len(token_lists), dtype=np.int64), lengths)
+    keys, tf = np.unique((docs << 32) | ids, return_counts=True)
+    return (keys >> 32).astype(np.int32), (keys & 0xFFFFFFFF).astype(np.int32), tf.astype(np.int32), lengths
+
+
+def build_index(corpus: str, index_dir: str, analyser: Analyser, k1: float, b: float,
+                chunk_docs: int = 100_000, progress: bool = True, settings: dict = None) -> dict:
+    """Index ``corpus`` (one document per line) into ``index_dir``, written atomically
+    (built under a temporary name, renamed at the end). Returns the manifest."""
+    from tqdm import tqdm
+
+    check_bm25_parameters(k1, b)
+    if chunk_docs < 1:
+        raise ValueError(f"--chunk-docs must be >= 1, got {chunk_docs}")
+    settings = settings or index_settings(corpus, analyser, k1, b)
+    started = time.perf_counter()
+    tmp = temporary_name(index_dir.rstrip("/"))
+    os.makedirs(tmp)
+    try:
+        vocab: Dict[str, int] = {}
+        doc_freq = np.zeros(0, dtype=np.int64)
+        lengths, chunk_files, batch = [], [], []
+        bar = tqdm(desc="index pass 1/2 (analyse)", unit="doc", disable=None if progress else True)
+
+        def flush():
+            nonlocal doc_freq
+            docs, terms, tf, chunk_lengths = _chunk_postings(batch, vocab, sum(len(x) for x in lengths))
+            if len(vocab) > len(doc_freq):
+                doc_freq = np.concatenate([doc_freq, np.zeros(len(vocab) - len(doc_freq), dtype=np.int64)])
+            doc_freq += np.bincount(terms, minlength=len(doc_freq))
+            path = os.path.join(tmp, f"chunk{len(chunk_files)}.npy")
+            np.save(path, np.stack([docs, terms, tf]))
+            chunk_files.append(path)
+            lengths.append(chunk_lengths.astype(np.int32))
+            bar.update(len(batch))
+            batch.clear()
+
+        for _, text in read_lines(corpus, "corpus"):
+            batch.append(analyser.tokens(text))
+            if len(batch) == chunk_docs:
+                flush()
+        if batch:
+            flush()
+        bar.close()
+        doc_len = np.concatenate(lengths)
+        scored = int((doc_len > 0).sum())
+        if scored == 0:
+            raise ValueError(f"{corpus}: no line of the corpus has a token the analyser keeps "
+                             f"(pattern {analyser.pattern!r}); nothing can be retrieved")
+        avgdl = float(doc_len.sum()) / scored
+        idf = lucene_idf(scored, doc_freq)
+        indptr = np.concatenate([[0], np.cumsum(doc_freq)]).astype(np.int64)
+        nnz = int(indptr[-1])
+        data = np.lib.format.open_memmap(os.path.join(tmp, "data.csc.index.npy"), "w+", np.float32, (nnz,))
+        indices = np.lib.format.open_memmap(os.path.join(tmp, "indices.csc.index.npy"), "w+", np.int32, (nnz,))
+        cursor = indptr[:-1].copy()
+        for path in tqdm(chunk_files, desc="index pass 2/2 (score)", unit="chunk",
+                         disable=None if progress else True):
+            docs, terms, tf = np.load(path)
+            order = np.argsort(terms, kind="stable")  # by term, documents ascending within a term
+            docs, terms, tf = docs[order], terms[order], tf[order]
+            unique, first, counts = np.unique(terms, return_index=True, return_counts=True)
+            at = cursor[terms] + (np.arange(len(terms)) - np.repeat(first, counts))
+            cursor[unique] += counts
+            data[at] = lucene_term_score(idf[terms], tf, doc_len[docs], avgdl, k1, b).astype(np.float32)
+            indices[at] = docs
+            os.remove(path)
+        data.flush()
+        indices.flush()
+        del data, indices
+        np.save(os.path.join(tmp, "indptr.csc.index.npy"), indptr)
+        with open(os.path.join(tmp, "vocab.index.json"), "w", encoding="utf-8") as f:
+            json.dump(vocab, f, ensure_ascii=False)
+        with open(os.path.join(tmp, "params.index.json"), "w") as f:
+            json.dump({"k1": k1, "b": b, "delta": 0.5, "method": "lucene", "idf_method": "lucene",
+                       "dtype": "float32", "int_dtype": "int32", "num_docs": int(len(doc_len)),
+                       "backend": "numpy"}, f, indent=1)
+        manifest = dict(settings, corpus=os.path.abspath(corpus), documents=int(len(doc_len)),
+                        scored_documents=scored, terms=len(vocab), postings=nnz, avgdl=avgdl,
+                        build_seconds=round(time.perf_counter() - started, 3))
+        with open(os.path.join(tmp, MANIFEST), "w") as f:
+            json.dump(manifest, f, indent=1)
+    except BaseException:
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if os.path.exists(index_dir):
+        import shutil
+
+        shutil.rmtree(index_dir)
+    os.rename(tmp, index_dir)
+    return manifest
+
+
+def index_bytes(index_dir: str) -> int:
+    return sum(os.path.getsize(os.path.join(index_dir, f)) for f in os.listdir(index_dir))

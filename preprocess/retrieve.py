@@ -1,0 +1,188 @@
+"""Retrieve task-relevant documents from a general corpus with BM25 (TLM, Yao et al. 2022, Sec. 3.1).
+
+Each line of ``--queries`` (a task's training texts, one per line) is a query into
+``--corpus`` (one document per line); the ``--top-k`` best documents of every query are
+kept and their union is written, de-duplicated, in corpus order. Index once, query many: the
+``bm25s`` backend keeps its index in ``--index`` (built in chunks, memory-mapped when read)
+and reuses it when the corpus content and the scoring settings are unchanged.
+
+Example (index the corpus, then retrieve for a task)::
+
+    fairseq-maskplug-retrieve --corpus general.txt --index general.bm25 \\
+        --queries task.train.txt --top-k 50 --out retrieved/
+
+Output in ``--out`` (written atomically): ``retrieved.txt`` (the documents),
+``retrieved.ids`` (their 0-based corpus line numbers), ``provenance.tsv`` (``query rank doc
+score``: one row per query and rank, 0-based line numbers, 1-based rank) and
+``summary.json`` (counts, settings, timings, and every query that matched no document,
+with its line number). Without ``--queries`` only the index is built.
+
+Defaults follow what the TLM authors' Elasticsearch index computed: Lucene BM25 (k1 1.2,
+b 0.75, idf ln(1 + (N - n + 0.5)/(n + 0.5))) over lower-cased ``\\w+`` tokens, no stop
+words, no stemming. ``--rake``: the query is the 20 best RAKE keyphrases of the text.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+from . import HelpFormatter, configure_tool_output
+
+
+def parse_args(argv=None):
+    from fairseq_maskplug.retrieval.analysis import B, K1, TOKEN_PATTERN
+
+    parser = argparse.ArgumentParser(prog="fairseq-maskplug-retrieve", description=__doc__,
+                                     formatter_class=HelpFormatter)
+    parser.add_argument("--corpus", required=True, help="general corpus: UTF-8, one document per line")
+    parser.add_argument("--queries", help="task texts: UTF-8, one query per line, none empty (without it: "
+                                          "only build --index)")
+    parser.add_argument("--out", help="output directory (required with --queries; replaced atomically)")
+    parser.add_argument("--index", help="index directory of the bm25s backend: built if absent, reused if "
+                                        "built from the same corpus content and settings, refused otherwise")
+    parser.add_argument("--backend", choices=["bm25s", "rank_bm25"], default="bm25s",
+                        help="bm25s: chunked memory-mapped index, fast; rank_bm25: the reference, the "
+                             "corpus analysed in memory on every run (no --index)")
+    parser.add_argument("--top-k", type=int, default=50,
+                        help="documents kept per query (the paper: 50, 500 or 5000 by task)")
+    parser.add_argument("--rake", action="store_true",
+                        help="query with the 20 best RAKE keyphrases of each text (the authors' --rake)")
+    parser.add_argument("--k1", type=float, default=K1, help="BM25 k1 (Lucene default)")
+    parser.add_argument("--b", type=float, default=B, help="BM25 b (Lucene default)")
+    parser.add_argument("--token-pattern", default=TOKEN_PATTERN, help="regular expression of a token")
+    parser.add_argument("--keep-case", action="store_true", help="do not lower-case before tokenising")
+    parser.add_argument("--stopwords", help="file of stop words (one per line) removed from documents and "
+                                            "queries (default: none, as the authors)")
+    parser.add_argument("--chunk-docs", type=int, default=100_000,
+                        help="documents analysed per chunk while indexing (bounds the memory used)")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="query processes of the bm25s backend (default: the CPU cores)")
+    args = parser.parse_args(argv)
+    if args.queries and not args.out:
+        parser.error("--out is required with --queries")
+    if args.out and not args.queries:
+        parser.error("--out needs --queries")
+    if args.backend == "bm25s" and not args.index:
+        parser.error("--backend bm25s needs --index DIR (built there if absent)")
+    if args.backend == "rank_bm25" and args.index:
+        parser.error("--index belongs to --backend bm25s; rank_bm25 keeps no index")
+    if not args.queries and args.backend == "rank_bm25":
+        parser.error("--backend rank_bm25 builds no index: give --queries and --out")
+    return args
+
+
+def analyser_of(args):
+    from fairseq_maskplug.retrieval import Analyser
+    from fairseq_maskplug.retrieval.corpus import read_lines
+
+    stopwords = frozenset()
+    if args.stopwords:
+        stopwords = frozenset(w.strip().lower() if not args.keep_case else w.strip()
+                              for _, w in read_lines(args.stopwords, "stop-word file") if w.strip())
+    return Analyser(args.token_pattern, not args.keep_case, stopwords)
+
+
+def check_outputs(args) -> None:
+    """Refuse unwritable output places now, before any work."""
+    from fairseq_maskplug.checkpoints import check_writable
+
+    for path in (args.out, args.index):
+        if path:
+            if os.path.exists(path) and not os.path.isdir(path):
+                raise ValueError(f"{path} exists and is not a directory")
+            check_writable(os.path.abspath(path.rstrip("/")))
+
+
+def open_searcher(args, analyser):
+    """The searcher of ``--backend`` and a description of its index."""
+    from fairseq_maskplug.retrieval import Bm25sSearcher, RankBm25Searcher
+    from fairseq_maskplug.retrieval.index import build_index, check_reusable, index_settings
+
+    if args.backend == "rank_bm25":
+        return RankBm25Searcher(args.corpus, analyser, args.k1, args.b), {"backend": "rank_bm25"}
+    settings = index_settings(args.corpus, analyser, args.k1, args.b)
+    if os.path.exists(args.index):
+        manifest = check_reusable(args.index, settings)
+        print(f"[retrieve] reusing the index {args.index} ({manifest['documents']} documents)", file=sys.stderr)
+    else:
+        manifest = build_index(args.corpus, args.index, analyser, args.k1, args.b, args.chunk_docs,
+                               settings=settings)
+        print(f"[retrieve] indexed {manifest['documents']} documents, {manifest['terms']} terms in "
+              f"{manifest['build_seconds']:.1f} s -> {args.index}", file=sys.stderr)
+    return Bm25sSearcher(args.index, analyser), manifest
+
+
+def write_outputs(args, queries, found, seconds: float, index_info: dict) -> dict:
+    from fairseq_maskplug.binarize import atomic_directory
+    from fairseq_maskplug.retrieval.corpus import read_lines
+    from fairseq_maskplug.retrieval.run import union_in_corpus_order
+
+    best = found.best_ranks()
+    union = union_in_corpus_order(best)
+    from pathlib import Path
+
+    with atomic_directory(Path(args.out)) as out:
+        with open(out / "provenance.tsv", "w") as f:
+            f.write("query\trank\tdoc\tscore\n")
+            for q, (docs, scores) in enumerate(found.hits):
+                for rank, (doc, score) in enumerate(zip(docs.tolist(), scores.tolist()), 1):
+                    f.write(f"{q}\t{rank}\t{doc}\t{score:.7g}\n")
+        wanted = set(union.tolist())
+        with open(out / "retrieved.txt", "w", encoding="utf-8") as f:
+            for n, text in read_lines(args.corpus, "corpus"):
+                if n in wanted:
+                    f.write(text + "\n")
+        with open(out / "retrieved.ids", "w") as f:
+            f.writelines(f"{doc}\n" for doc in union.tolist())
+        summary = {
+            "queries": len(queries), "top_k": args.top_k, "backend": args.backend, "rake": args.rake,
+            "documents_retrieved": int(len(union)), "rows": sum(len(d) for d, _ in found.hits),
+            "queries_without_match": len(found.unscored), "queries_with_fewer_than_k": len(found.short),
+            "query_seconds": round(seconds, 3), "queries_per_second": round(len(queries) / max(seconds, 1e-9), 1),
+            "corpus": os.path.abspath(args.corpus),
+            "index": {k: index_info[k] for k in ("documents", "scored_documents", "terms", "avgdl", "k1", "b",
+                                                 "analyser") if k in index_info},
+            "unmatched_query_lines": [q + 1 for q in found.unscored],
+        }
+        (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    return summary
+
+
+def main(argv=None) -> int:
+    configure_tool_output()
+    args = parse_args(argv)
+    from fairseq_maskplug.retrieval.corpus import read_queries
+    from fairseq_maskplug.retrieval.rake import rake_query
+    from fairseq_maskplug.retrieval.run import default_workers, retrieve
+
+    try:
+        if args.top_k < 1:
+            raise ValueError(f"--top-k must be >= 1, got {args.top_k}")
+        check_outputs(args)
+        analyser = analyser_of(args)
+        queries = read_queries(args.queries) if args.queries else []  # every line checked first
+        searcher, index_info = open_searcher(args, analyser)
+        if not queries:
+            return 0
+        texts = [rake_query(q) for q in queries] if args.rake else queries
+        started = time.perf_counter()
+        workers = args.workers or default_workers()
+        found = retrieve(searcher, texts, args.top_k, workers if args.backend == "bm25s" else 1)
+        summary = write_outputs(args, queries, found, time.perf_counter() - started, index_info)
+    except (FileNotFoundError, ValueError, PermissionError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if found.unscored:
+        lines = ", ".join(str(q + 1) for q in found.unscored[:10])
+        more = f" and {len(found.unscored) - 10} more" if len(found.unscored) > 10 else ""
+        print(f"warning: {len(found.unscored)} of {len(queries)} queries match no document (no token of theirs "
+              f"is in the corpus): {args.queries} lines {lines}{more}; listed in {args.out}/summary.json",
+              file=sys.stderr)
+    print(json.dumps({k: v for k, v in summary.items() if k not in ("index", "unmatched_query_lines")}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
