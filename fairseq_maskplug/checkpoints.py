@@ -5,7 +5,7 @@ from typing import Iterable, Optional
 
 from .data.dictionaries import check_checkpoint_dictionary
 
-CLASSIFIER_TASKS = ("sentence_prediction", "joint_mlm_classification")
+CLASSIFIER_TASKS = ("sentence_prediction", "joint_mlm_classification", "tlm")
 
 
 def load_checked_state(checkpoint: str, data: str, trust_dictionary: bool = False,

@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from fairseq.criterions import FairseqCriterion, register_criterion
@@ -9,6 +10,35 @@ from fairseq.logging import metrics
 
 from ..metrics import f1_from_counts
 from ..models import unwrap_model, zero_gradient_term
+
+
+def class_counts(predictions, labels, num_classes: int) -> dict:
+    """Per class ``c``: ``tp{c}``, ``fp{c}``, ``fn{c}`` of a batch (summed by :func:`log_f1`)."""
+    out = {}
+    for c in range(num_classes):
+        out[f"tp{c}"] = int(((predictions == c) & (labels == c)).sum())
+        out[f"fp{c}"] = int(((predictions == c) & (labels != c)).sum())
+        out[f"fn{c}"] = int(((predictions != c) & (labels == c)).sum())
+    return out
+
+
+def log_f1(logging_outputs, micro: bool = False) -> None:
+    """``macro_f1`` (and with ``micro`` also ``micro_f1``), in %, from the summed class counts."""
+    classes = sorted({int(k[2:]) for log in logging_outputs for k in log if k.startswith("tp")})
+    for c in classes:
+        for kind in ("tp", "fp", "fn"):
+            metrics.log_scalar_sum(f"_{kind}{c}", sum(log.get(f"{kind}{c}", 0) for log in logging_outputs))
+    if not classes:
+        return
+
+    def counts(meters, c):  # float(): summed across workers, the counts are tensors
+        return [float(meters[f"_{kind}{c}"].sum) for kind in ("tp", "fp", "fn")]
+
+    metrics.log_derived("macro_f1", lambda meters: round(
+        100.0 * sum(f1_from_counts(*counts(meters, c)) for c in classes) / len(classes), 2))
+    if micro:
+        metrics.log_derived("micro_f1", lambda meters: round(
+            100.0 * f1_from_counts(*np.sum([counts(meters, c) for c in classes], axis=0)), 2))
 
 
 @register_criterion("joint_mlm_classification")
@@ -62,10 +92,7 @@ class JointMLMClassificationCriterion(FairseqCriterion):
             "n_masked": n_masked, "nsentences": labels.numel(), "ntokens": sample["ntokens"],
             "sample_size": 1, "ncorrect": int((predictions == labels).sum()),
         }
-        for c in range(self.num_classes):
-            logging_output[f"tp{c}"] = int(((predictions == c) & (labels == c)).sum())
-            logging_output[f"fp{c}"] = int(((predictions == c) & (labels != c)).sum())
-            logging_output[f"fn{c}"] = int(((predictions != c) & (labels == c)).sum())
+        logging_output.update(class_counts(predictions, labels, self.num_classes))
         return {"cls": cls_loss / labels.numel(), "mlm": mlm_loss / max(n_masked, 1)}, logging_output
 
     @staticmethod
@@ -96,15 +123,7 @@ class JointMLMClassificationCriterion(FairseqCriterion):
             n = total(f"tartan_cos_{objective}_n")
             if n:
                 metrics.log_scalar(f"cos_{objective}", total(f"tartan_cos_{objective}") / n, n, round=4)
-        classes = sorted(int(k[2:]) for k in logging_outputs[0] if k.startswith("tp")) if logging_outputs else []
-        for c in classes:
-            for kind in ("tp", "fp", "fn"):
-                metrics.log_scalar_sum(f"_{kind}{c}", total(f"{kind}{c}"))
-        if classes:  # float(): summed across workers, the counts are tensors
-            metrics.log_derived("macro_f1", lambda meters: round(100.0 * sum(
-                f1_from_counts(*(float(meters[f"_{kind}{c}"].sum) for kind in ("tp", "fp", "fn")))
-                for c in classes)
-                / len(classes), 2))
+        log_f1(logging_outputs)
 
     @staticmethod
     def logging_outputs_can_be_summed() -> bool:
