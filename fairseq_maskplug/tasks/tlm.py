@@ -48,10 +48,10 @@ class TLMConfig(JointConfig):
     tlm_task_mlm_weight: float = field(default=20.0, metadata={
         "help": "rho2: a task batch's loss is (rho2 * MLM + CE) / (rho2 + 1) (authors' stage 1: 20); 0: "
                 "classification only, on the clean text (stage 2)"})
-    tlm_classify_masked: bool = field(default=True, metadata={
-        "help": "classify the masked task text, one forward feeding both heads (as the authors); "
-                "--no-tlm-classify-masked: classify the clean text (clean and masked copies share one "
-                "forward)"})
+    tlm_classify_masked: bool = field(default=False, metadata={
+        "help": "classify the masked task text, one forward feeding both heads: the default (as the authors)"})
+    no_tlm_classify_masked: bool = field(default=False, metadata={
+        "help": "classify the clean task text instead (the clean and the masked copy share one forward)"})
     train_subset: str = II("dataset.train_subset")
 
 
@@ -75,6 +75,8 @@ class TLMTask(JointMLMClassificationTask):
         if cfg.mlm_weight != 1.0:
             raise ValueError("--mlm-weight is not used by --task tlm: the task batch's MLM weight is "
                              "--tlm-task-mlm-weight")
+        if cfg.tlm_classify_masked and cfg.no_tlm_classify_masked:
+            raise ValueError("--tlm-classify-masked and --no-tlm-classify-masked contradict each other: give one")
         if cfg.tlm_task_mlm_weight < 0:
             raise ValueError(f"--tlm-task-mlm-weight must be >= 0, got {cfg.tlm_task_mlm_weight}")
         if cfg.tlm_external_ratio < 0:

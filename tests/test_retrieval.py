@@ -1,0 +1,187 @@
+"""BM25 retrieval for TLM: the analyser, Lucene's formulas by hand, the two backends against each
+other (ties included), the chunked index, RAKE, the command's outputs and its refusals."""
+
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+
+from fairseq_maskplug.retrieval import (Analyser, Bm25sSearcher, RankBm25Searcher, lucene_idf, lucene_term_score,
+                                        rake_phrases, rake_query, top_k)
+from fairseq_maskplug.retrieval.index import build_index
+from preprocess.retrieve import main as retrieve_main
+
+
+def write(path, lines):
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def test_analyser_lower_cases_unicode_word_tokens():
+    assert Analyser().tokens("Don't STOP-me, Ünïcode 3.5!") == ["don", "t", "stop", "me", "ünïcode", "3", "5"]
+    assert Analyser(lowercase=False).tokens("Ab cD") == ["Ab", "cD"]
+    assert Analyser(stopwords=frozenset({"the"})).tokens("The cat the") == ["cat"]
+    with pytest.raises(ValueError, match="capturing group"):
+        Analyser(pattern=r"(\w)+")
+
+
+def test_lucene_idf_and_term_score_on_hand_computed_cases():
+    # ln(1 + (N - n + 0.5) / (n + 0.5))
+    assert lucene_idf(4, 1) == pytest.approx(math.log(1 + 3.5 / 1.5), rel=1e-12)
+    assert lucene_idf(4, 4) == pytest.approx(math.log(1 + 0.5 / 4.5), rel=1e-12)
+    # idf * tf / (tf + k1 (1 - b + b dl / avgdl)), k1 = 1.2, b = 0.75
+    assert lucene_term_score(1.0, 2, 3, 2.0) == pytest.approx(2 / (2 + 1.2 * (0.25 + 0.75 * 1.5)), rel=1e-12)
+    with pytest.raises(ValueError):
+        lucene_idf(4, 5)
+    with pytest.raises(ValueError, match="--b"):
+        lucene_term_score(1.0, 1, 1, 1.0, b=1.5)
+
+
+@pytest.fixture(scope="module")
+def hand_corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hand")
+    corpus = write(root / "c.txt", ["a b", "A a c", "b", ""])  # an empty line is document 3, never scored
+    build_index(str(corpus), str(root / "idx"), Analyser(), 1.2, 0.75, progress=False)
+    return root
+
+
+@pytest.mark.parametrize("backend", ["bm25s", "rank_bm25"])
+def test_both_backends_score_the_hand_computed_lucene_bm25(hand_corpus, backend):
+    # N = 3 documents with a token, avgdl = 2, n_a = 2: idf = ln(1 + 1.5 / 2.5)
+    idf = math.log(1.6)
+    expected = [idf * 1 / (1 + 1.2 * (0.25 + 0.75 * 2 / 2)), idf * 2 / (2 + 1.2 * (0.25 + 0.75 * 3 / 2)), 0, 0]
+    searcher = (Bm25sSearcher(str(hand_corpus / "idx"), Analyser()) if backend == "bm25s" else
+                RankBm25Searcher(str(hand_corpus / "c.txt"), Analyser(), 1.2, 0.75, progress=False))
+    np.testing.assert_allclose(searcher.scores("a"), expected, rtol=1e-6)
+    docs, _ = searcher.search("a a", 5)  # a repeated query token counts twice; only matches come back
+    assert docs.tolist() == [1, 0]
+    assert len(searcher.search("zebra", 5)[0]) == 0
+
+
+def test_top_k_breaks_ties_by_the_lower_line_and_keeps_only_matches():
+    scores = np.array([0.0, 2.0, 1.0, 2.0, 1.0, 1.0, 0.0])
+    docs, values = top_k(scores, 4)
+    assert docs.tolist() == [1, 3, 2, 4] and values.tolist() == [2.0, 2.0, 1.0, 1.0]
+    assert top_k(scores, 10)[0].tolist() == [1, 3, 2, 4, 5]
+    with pytest.raises(ValueError, match="--top-k"):
+        top_k(scores, 0)
+
+
+def random_corpus(rng, n_docs, vocab):
+    """Zipf-like words, many duplicated documents (exact ties) and some empty lines."""
+    p = 1.0 / np.arange(1, vocab + 1)
+    p /= p.sum()
+    docs = [" ".join(f"w{i}" for i in rng.choice(vocab, size=rng.integers(0, 9), p=p)) for _ in range(n_docs)]
+    for i in rng.choice(n_docs, size=n_docs // 5, replace=False):  # a fifth are copies of another line
+        docs[i] = docs[rng.integers(n_docs)]
+    return docs, p
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_backends_give_the_same_top_k_and_scores_on_random_corpora_with_ties(tmp_path, seed):
+    rng = np.random.default_rng(seed)
+    docs, p = random_corpus(rng, 1500, 60)
+    corpus = write(tmp_path / "c.txt", docs)
+    build_index(str(corpus), str(tmp_path / "idx"), Analyser(), 1.2, 0.75, chunk_docs=211, progress=False)
+    fast = Bm25sSearcher(str(tmp_path / "idx"), Analyser())
+    reference = RankBm25Searcher(str(corpus), Analyser(), 1.2, 0.75, progress=False)
+    tied_lists = 0
+    for _ in range(60):
+        query = " ".join(f"w{i}" for i in rng.choice(60, size=rng.integers(1, 5), p=p))
+        np.testing.assert_allclose(fast.scores(query), reference.scores(query), rtol=2e-6, atol=1e-7)
+        a, b = fast.search(query, 25), reference.search(query, 25)
+        assert a[0].tolist() == b[0].tolist(), query
+        tied = np.diff(a[1]) == 0
+        tied_lists += bool(tied.any())
+        assert np.all(np.diff(a[0])[tied] > 0)  # equal scores: lower line first
+    assert tied_lists > 10  # the comparison covered ties
+
+
+def test_chunked_index_equals_a_single_chunk_index(tmp_path):
+    docs, _ = random_corpus(np.random.default_rng(5), 700, 40)
+    corpus = write(tmp_path / "c.txt", docs)
+    one = build_index(str(corpus), str(tmp_path / "one"), Analyser(), 1.2, 0.75, chunk_docs=10 ** 6, progress=False)
+    many = build_index(str(corpus), str(tmp_path / "many"), Analyser(), 1.2, 0.75, chunk_docs=37, progress=False)
+    assert one["postings"] == many["postings"] and one["documents"] == 700
+    for name in ("data", "indices", "indptr"):
+        a = np.load(tmp_path / "one" / f"{name}.csc.index.npy")
+        b = np.load(tmp_path / "many" / f"{name}.csc.index.npy")
+        assert np.array_equal(a, b), name
+    import bm25s  # the index is bm25s's format: bm25s opens it memory-mapped
+
+    loaded = bm25s.BM25.load(str(tmp_path / "many"), mmap=True, show_progress=False)
+    assert isinstance(loaded.scores["data"], np.memmap)
+
+
+def test_rake_ranks_phrases_by_degree_over_frequency():
+    text = "Compatibility of systems of linear constraints over the set of natural numbers. Linear constraints, again!"
+    # linear, constraints, natural, numbers: degree/frequency 2; the single words: 1
+    assert rake_phrases(text) == ["natural numbers", "linear constraints", "linear constraints", "systems", "set",
+                                  "compatibility"]
+    assert rake_query(text, top=3) == "natural numbers linear constraints linear constraints"
+    assert rake_query("the of and") == ""
+
+
+def run_cli(tmp_path, corpus, queries, *extra, out="out"):
+    return retrieve_main(["--corpus", str(corpus), "--queries", str(queries), "--out", str(tmp_path / out),
+                          *extra])
+
+
+def test_outputs_union_provenance_and_unmatched_queries(tmp_path, capsys):
+    corpus = write(tmp_path / "c.txt", ["red apple pie", "green apple", "red car", "blue sky", "red apple pie"])
+    queries = write(tmp_path / "q.txt", ["apple", "red", "unknown words"])
+    assert run_cli(tmp_path, corpus, queries, "--index", str(tmp_path / "idx"), "--top-k", "2") == 0
+    assert "1 of 3 queries match no document" in capsys.readouterr().err
+    out = tmp_path / "out"
+    rows = [line.split("\t") for line in (out / "provenance.tsv").read_text().splitlines()]
+    assert rows[0] == ["query", "rank", "doc", "score"]
+    # "apple": green apple (shorter) first, then the first red apple pie; "red": red car, then line 0
+    assert [r[:3] for r in rows[1:]] == [["0", "1", "1"], ["0", "2", "0"], ["1", "1", "2"], ["1", "2", "0"]]
+    assert (out / "retrieved.ids").read_text().split() == ["0", "1", "2"]  # union, de-duplicated, corpus order
+    assert (out / "retrieved.txt").read_text().splitlines() == ["red apple pie", "green apple", "red car"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["queries_without_match"] == 1 and summary["unmatched_query_lines"] == [3]
+    assert summary["documents_retrieved"] == 3 and summary["rows"] == 4
+    # the reference backend writes the same rows
+    assert run_cli(tmp_path, corpus, queries, "--backend", "rank_bm25", "--top-k", "2", out="ref") == 0
+    ref = [line.split("\t") for line in (tmp_path / "ref" / "provenance.tsv").read_text().splitlines()]
+    assert [r[:3] for r in ref] == [r[:3] for r in rows]
+    # a second task reuses the index; a changed corpus is refused
+    assert run_cli(tmp_path, corpus, queries, "--index", str(tmp_path / "idx"), out="again") == 0
+    assert "reusing the index" in capsys.readouterr().err
+    write(corpus, ["something else"])
+    assert run_cli(tmp_path, corpus, queries, "--index", str(tmp_path / "idx"), out="x") == 2
+    assert "built with another the corpus content" in capsys.readouterr().err
+
+
+def test_rake_queries_through_the_command(tmp_path):
+    corpus = write(tmp_path / "c.txt", ["natural numbers are fun", "linear algebra", "cooking"])
+    queries = write(tmp_path / "q.txt", ["Compatibility of systems of linear constraints over natural numbers."])
+    assert run_cli(tmp_path, corpus, queries, "--index", str(tmp_path / "idx"), "--rake", "--top-k", "5") == 0
+    assert (tmp_path / "out" / "retrieved.ids").read_text().split() == ["0", "1"]
+
+
+@pytest.mark.parametrize("case", ["empty corpus", "empty query line", "non-UTF-8 corpus", "non-UTF-8 queries"])
+def test_bad_input_stops_naming_file_and_line(tmp_path, capsys, case):
+    corpus = write(tmp_path / "c.txt", ["a b", "c d", "e f"])
+    queries = write(tmp_path / "q.txt", ["a", "c"])
+    expected = None
+    if case == "empty corpus":
+        corpus.write_text("")
+        expected = f"{corpus}: the corpus is empty"
+    elif case == "empty query line":
+        write(queries, ["a", "  ", "c"])
+        expected = f"{queries}:2: empty query line"
+    elif case == "non-UTF-8 corpus":
+        corpus.write_bytes(b"a b\nc d\ne \xff f\n")
+        expected = f"{corpus}:3: not UTF-8"
+    else:
+        queries.write_bytes(b"\xc3\x28\n")
+        expected = f"{queries}:1: not UTF-8"
+    assert run_cli(tmp_path, corpus, queries, "--index", str(tmp_path / "idx")) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: ") and expected in err[-1], err
+    assert not (tmp_path / "out").exists() and not (tmp_path / "idx").exists()
+    assert not [p for p in os.listdir(tmp_path) if ".tmp-" in p]  # no half-built index left behind

@@ -1,0 +1,194 @@
+"""--task tlm: the alternation schedule, the loss weighting by hand, gradients on external batches,
+stage 2's fresh head, exact resume, two data-parallel workers and bad input, with real fairseq."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from fairseq_helpers import (BIN, CPU_RUN, REPO, TINY_ROBERTA, assert_same_params, build_in_process, check,
+                             json_logs, model_params, run, write_corpus)
+from fairseq_maskplug.data.tlm_schedule import EXTERNAL, TASK, is_task_step, schedule, steps_for_external
+from test_data_parallel import SINGLE, torchrun, without_gradient
+from test_finetune_e2e import write_task
+
+pytestmark = pytest.mark.e2e
+
+N_EXTERNAL = 200  # retrieved documents in the fixture; 25 batches of 8
+
+
+@pytest.fixture(scope="module")
+def data(tiny_data, tmp_path_factory):
+    """The tiny classification task, its retrieved documents binarized with its dictionary, and
+    documents binarized with another dictionary."""
+    root = tmp_path_factory.mktemp("tlm")
+    task = write_task(tiny_data, root)
+    write_corpus(root / "ext.txt", N_EXTERNAL, seed=3)
+    check(run([BIN / "fairseq-preprocess", "--only-source", "--trainpref", root / "ext.txt", "--srcdict",
+               task / "input0" / "dict.txt", "--destdir", root / "ext", "--workers", "1"]))
+    write_corpus(root / "other.txt", 50, seed=4, vocab=25)
+    check(run([BIN / "fairseq-preprocess", "--only-source", "--trainpref", root / "other.txt",
+               "--destdir", root / "other", "--workers", "1"]))
+    return root
+
+
+def tlm_args(data, save, *extra, ratio=3):
+    external = ["--tlm-external-data", data / "ext"] if ratio else []
+    return [data / "task", "--task", "tlm", "--criterion", "tlm", "--num-classes", "2", "--tokens-per-sample", "32",
+            "--save-dir", save, "--no-epoch-checkpoints", "--tlm-external-ratio", str(ratio), *external,
+            "--tlm-task-mlm-weight", "2", *TINY_ROBERTA, *extra]
+
+
+def train_tlm(data, save, *extra, ratio=3):
+    return run([BIN / "fairseq-train", "--user-dir", REPO / "fairseq_maskplug", *CPU_RUN,
+                *tlm_args(data, save, *extra, ratio=ratio)])  # extra options after CPU_RUN's
+
+
+def test_schedule_rule_and_epoch_composition():
+    assert is_task_step(range(8), 3).tolist() == [False, False, False, True] * 2
+    assert is_task_step(range(3), 0).all()
+    for ratio in (1, 2, 3, 7):
+        for external_steps in (1, 5, 24):
+            n = steps_for_external(external_steps, ratio)
+            assert int((~is_task_step(range(n), ratio)).sum()) == external_steps
+            assert int((~is_task_step(range(n - 1), ratio)).sum()) == external_steps - 1  # the fewest steps
+    task = lambda cycle: [[("t", cycle, i)] for i in range(3)]  # noqa: E731
+    external = lambda cycle: [[("e", cycle, i)] for i in range(10)]  # noqa: E731
+    for workers in (1, 2, 3):
+        batches, kinds = schedule(task, external, 2, workers)
+        assert len(batches) == len(kinds) * workers
+        for step, kind in enumerate(kinds):  # one kind per step, on every worker
+            assert {b[0][0] for b in batches[step * workers:(step + 1) * workers]} == {"t" if kind == TASK else "e"}
+        ext = [b[0] for b in batches if b[0][0] == "e"]
+        assert len(ext) == -(-10 // workers) * workers  # a last step is filled from the next order
+        assert sorted(b for b in ext if b[1] == 0) == [("e", 0, i) for i in range(10)]  # every batch, once
+        tasks = [b[0] for b in batches if b[0][0] == "t"]
+        assert tasks == [("t", i // 3, i % 3) for i in range(len(tasks))]  # task data cycles, fresh order each
+
+
+def epoch_sources(task, workers, shard, epoch=1):
+    iterator = task.get_batch_iterator(task.dataset("train"), max_sentences=8, seed=1, num_shards=workers,
+                                       shard_id=shard, epoch=epoch)
+    return [(batch["source"], batch["id"].tolist()) for batch in iterator.next_epoch_itr(shuffle=True)]
+
+
+@pytest.mark.parametrize("ratio", [1, 2, 5])
+def test_one_epoch_follows_the_rule_and_covers_the_external_data(data, ratio):
+    task, *_ = build_in_process(tlm_args(data, data / "unused", *SINGLE, ratio=ratio))
+    for workers in (1, 2):
+        shards = [epoch_sources(task, workers, shard) for shard in range(workers)]
+        n_steps = len(shards[0])
+        expected = ["task" if t else "external" for t in is_task_step(range(n_steps), ratio)]
+        for shard in shards:
+            assert [source for source, _ in shard] == expected
+        seen = sorted(i for shard in shards for source, ids in shard if source == "external" for i in ids)
+        external_batches = -(-N_EXTERNAL // 8)
+        assert int((~is_task_step(range(n_steps), ratio)).sum()) == -(-external_batches // workers)
+        assert set(seen) == set(range(N_EXTERNAL))  # each document once (the last step may repeat a few)
+    assert epoch_sources(task, 1, 0, epoch=2) != epoch_sources(task, 1, 0, epoch=1)  # a new order per epoch
+    assert epoch_sources(task, 1, 0, epoch=2) == epoch_sources(task, 1, 0, epoch=2)
+
+
+def batch_of(task, source):
+    for batch in task.get_batch_iterator(task.dataset("train"), max_sentences=8, seed=1).next_epoch_itr():
+        if batch["source"] == source:
+            return batch
+
+
+@pytest.mark.parametrize("classify_masked", [True, False])
+def test_task_batch_loss_is_the_weighted_mean_computed_by_hand(data, classify_masked):
+    extra = [] if classify_masked else ["--no-tlm-classify-masked"]
+    task, model, criterion, _, _ = build_in_process(tlm_args(data, data / "unused", *SINGLE, "--dropout", "0",
+                                                             "--attention-dropout", "0", *extra))
+    model.eval()
+    batch = batch_of(task, "task")
+    loss, sample_size, log = criterion(model, batch)
+    masked_tokens, target = batch["mlm"]["src_tokens"], batch["mlm"]["target"]
+    with torch.no_grad():
+        features = model(masked_tokens, features_only=True)[0]
+        positions = target.ne(task.dictionary.pad())
+        mlm = F.cross_entropy(model.encoder.output_layer(features)[positions], target[positions])
+        cls_input = features if classify_masked else model(batch["net_input"]["src_tokens"], features_only=True)[0]
+        cls = F.cross_entropy(model.classification_heads["sentence_classification_head"](cls_input),
+                              batch["target"].view(-1))
+    assert sample_size == 1 and log["task_batches"] == 1
+    assert float(loss.detach()) == pytest.approx(float((2 * mlm + cls) / 3), rel=1e-5)
+    external = batch_of(task, "external")
+    loss, _, log = criterion(model, external)
+    with torch.no_grad():
+        features = model(external["mlm"]["src_tokens"], features_only=True)[0]
+        positions = external["mlm"]["target"].ne(task.dictionary.pad())
+        mlm = F.cross_entropy(model.encoder.output_layer(features)[positions], external["mlm"]["target"][positions])
+    assert log["external_batches"] == 1 and "cls_loss" not in log
+    assert float(loss.detach()) == pytest.approx(float(mlm), rel=1e-5)
+
+
+def test_external_batch_reaches_every_parameter_and_leaves_the_head_unchanged(data):
+    task, model, criterion, _, _ = build_in_process(tlm_args(data, data / "unused", *SINGLE))
+    loss, _, _ = criterion(model, batch_of(task, "external"))
+    loss.backward()
+    assert without_gradient(model) == []  # the zeroed classification output keeps the head in the graph
+    head = model.classification_heads["sentence_classification_head"]
+    assert all(float(p.grad.abs().max()) == 0.0 for p in head.parameters())
+    assert float(model.encoder.lm_head.dense.weight.grad.abs().max()) > 0
+
+
+def test_stage_two_starts_a_fresh_head_from_the_stage_one_encoder(data, tmp_path):
+    check(train_tlm(data, tmp_path / "s1", "--max-update", "6", "--seed", "3"))
+    stage1 = tmp_path / "s1" / "checkpoint_last.pt"
+    result = check(train_tlm(data, tmp_path / "s2", "--max-update", "1", "--lr", "1e-9", "--finetune-from-model",
+                             stage1, "--tlm-task-mlm-weight", "0", "--classification-head-name", "finetune_head",
+                             ratio=0))
+    assert "deleting classification head (sentence_classification_head)" in result.stdout + result.stderr
+    before, after = model_params(stage1), model_params(tmp_path / "s2" / "checkpoint_last.pt")
+    assert not any("sentence_classification_head" in k for k in after)
+    for k, v in before.items():
+        if "classification_heads" not in k:
+            torch.testing.assert_close(after[k], v, atol=1e-6, rtol=0)  # lr 1e-9: one step moves nothing
+    new = after["classification_heads.finetune_head.out_proj.weight"]
+    old = before["classification_heads.sentence_classification_head.out_proj.weight"]
+    assert new.shape == old.shape and not torch.allclose(new, old, atol=1e-3)
+    (record,) = json_logs(result, "train")
+    assert "train_mlm_task" not in record and int(record["train_external_batches"]) == 0  # classification only
+    scored = check(run([BIN / "python", "-m", "fairseq_maskplug.evaluate", "--checkpoint",
+                        tmp_path / "s2" / "checkpoint_last.pt", "--data", data / "task", "--split", "valid"]))
+    assert '"accuracy"' in scored.stdout
+
+
+def test_logs_per_source_losses_and_resumes_exactly(data, tmp_path):
+    common = ["--seed", "2", "--mask-policy", "random", "--mask-prob", "0.2", "--max-epoch", "20"]
+    whole = check(train_tlm(data, tmp_path / "whole", *common, "--max-update", "40"))
+    (epoch, *_) = json_logs(whole, "train")
+    n_steps = steps_for_external(-(-N_EXTERNAL // 8), 3)
+    assert int(epoch["train_num_updates"]) == n_steps == 33
+    assert int(epoch["train_task_batches"]) == 8 and int(epoch["train_external_batches"]) == 25
+    for key in ("train_mlm_task", "train_mlm_external", "train_cls_loss", "train_accuracy", "train_macro_f1",
+                "train_micro_f1"):
+        assert np.isfinite(float(epoch[key])), key
+    check(train_tlm(data, tmp_path / "parts", *common, "--max-update", "17"))
+    check(train_tlm(data, tmp_path / "parts", *common, "--max-update", "40"))
+    assert_same_params(tmp_path / "whole" / "checkpoint_last.pt", tmp_path / "parts" / "checkpoint_last.pt")
+
+
+def test_two_workers_take_the_same_batch_kind_at_every_update(data, tmp_path):
+    result = check(torchrun(*tlm_args(data, tmp_path / "ck", *SINGLE, "--max-update", "8")))
+    assert "'ddp_backend': 'pytorch_ddp'" in result.stdout + result.stderr
+    steps = json_logs(result, "train_inner")
+    assert [int(r["num_updates"]) for r in steps] == list(range(1, 9))
+    for r, is_task in zip(steps, is_task_step(range(8), 3)):  # summed over both workers
+        assert (int(r.get("task_batches", 0)), int(r.get("external_batches", 0))) == ((2, 0) if is_task else (0, 2))
+
+
+@pytest.mark.parametrize("case", ["other dictionary", "no external data", "unused external data", "tartan"])
+def test_bad_configurations_are_refused_with_one_line(data, tmp_path, case):
+    ratio, extra, expected = {
+        "other dictionary": (3, ["--tlm-external-data", data / "other"], f"{data / 'other'}/dict.txt is not the task's"),
+        "no external data": (0, ["--tlm-external-ratio", "3"], "--tlm-external-ratio 3 needs --tlm-external-data"),
+        "unused external data": (0, ["--tlm-external-data", data / "ext"], "is not read with --tlm-external-ratio 0"),
+        "tartan": (3, ["--loss-weighting", "tartan"], "--loss-weighting tartan is not available"),
+    }[case]
+    result = run([BIN / "fairseq-maskplug-train", *tlm_args(data, tmp_path / "ck", "--max-update", "2", *extra,
+                                                            ratio=ratio), *CPU_RUN])
+    assert result.returncode != 0
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("fairseq-maskplug-train: error: ") and expected in last, result.stderr[-2000:]
