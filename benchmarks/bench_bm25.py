@@ -1,0 +1,129 @@
+"""BM25 retrieval speed: the bm25s backend (chunked memory-mapped index, query processes) against
+rank-bm25 (the reference), on the same synthetic corpus and the same queries, in one run.
+
+Corpus: ``--docs`` documents (default 100,000) of 20-119 words drawn from a Zipf vocabulary
+(``--vocab`` words, exponent 1); queries: ``--queries`` texts of 20 words from the same
+distribution (an MR sentence has about 20). Both backends use the package's analyser and
+Lucene scoring; the top-``--top-k`` documents of every reference query must be identical.
+rank-bm25 scores in pure Python (about half a second per query at 100k documents), so it
+answers only the first ``--reference-queries`` queries. Also reported: index build time and
+size, and the peak memory of the process. ``--scale N`` also builds (only) an index of N
+documents and reports its build time and size. The last line is
+``ratio=<bm25s / rank_bm25 queries per second> qps=<bm25s queries per second>``.
+
+    python benchmarks/bench_bm25.py                     # about 2 minutes on 2 cores
+    python benchmarks/bench_bm25.py --scale 1000000     # plus a 1M-document index
+"""
+
+import argparse
+import os
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from fairseq_maskplug.retrieval import Analyser, Bm25sSearcher, RankBm25Searcher  # noqa: E402
+from fairseq_maskplug.retrieval.index import build_index, index_bytes  # noqa: E402
+from fairseq_maskplug.retrieval.run import retrieve  # noqa: E402
+
+
+def zipf_words(vocab: int):
+    p = 1.0 / np.arange(1, vocab + 1)
+    return np.array([f"w{i}" for i in range(vocab)]), p / p.sum()
+
+
+def write_corpus(path: Path, n_docs: int, vocab: int, seed: int, chunk: int = 100_000) -> None:
+    words, p = zipf_words(vocab)
+    rng = np.random.default_rng(seed)
+    with open(path, "w") as f:
+        for start in range(0, n_docs, chunk):
+            lengths = rng.integers(20, 120, size=min(chunk, n_docs - start))
+            drawn = words[rng.choice(vocab, size=int(lengths.sum()), p=p)]
+            for doc in np.split(drawn, np.cumsum(lengths)[:-1]):
+                f.write(" ".join(doc) + "\n")
+
+
+def peak_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def build(corpus: Path, index: Path, n_docs: int) -> dict:
+    started = time.perf_counter()
+    manifest = build_index(str(corpus), str(index), Analyser(), 1.2, 0.75, progress=False)
+    seconds = time.perf_counter() - started
+    size = index_bytes(str(index))
+    print(f"index of {n_docs:,} documents: built in {seconds:.1f} s, {size / 2 ** 20:.0f} MiB on disk "
+          f"({manifest['terms']:,} terms, {manifest['postings']:,} postings); peak memory so far "
+          f"{peak_mib():.0f} MiB", flush=True)
+    return {"seconds": seconds, "bytes": size}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--docs", type=int, default=100_000)
+    parser.add_argument("--vocab", type=int, default=50_000)
+    parser.add_argument("--queries", type=int, default=2000)
+    parser.add_argument("--reference-queries", type=int, default=20)
+    parser.add_argument("--top-k", type=int, default=50)
+    parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)))
+    parser.add_argument("--scale", type=int, default=0, help="also build an index of this many documents")
+    parser.add_argument("--work", type=Path, default=None, help="working directory (default: a temporary one)")
+    args = parser.parse_args()
+    print(__doc__.split("\n\n")[0], flush=True)
+    work = args.work or Path(tempfile.mkdtemp(prefix="bench_bm25_"))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        corpus = work / "corpus.txt"
+        write_corpus(corpus, args.docs, args.vocab, seed=0)
+        words, p = zipf_words(args.vocab)
+        rng = np.random.default_rng(1)
+        queries = [" ".join(words[rng.choice(args.vocab, size=20, p=p)]) for _ in range(args.queries)]
+        build(corpus, work / "index", args.docs)
+        fast = Bm25sSearcher(str(work / "index"), Analyser())
+        retrieve(fast, queries[:args.workers * 64], args.top_k, args.workers, progress=False)  # warm the page cache
+        started = time.perf_counter()
+        found = retrieve(fast, queries, args.top_k, args.workers, progress=False)
+        fast_qps = len(queries) / (time.perf_counter() - started)
+        print(f"bm25s: {fast_qps:,.0f} queries/s ({len(queries)} queries, top {args.top_k}, "
+              f"{args.workers} processes)", flush=True)
+
+        started = time.perf_counter()
+        reference = RankBm25Searcher(str(corpus), Analyser(), 1.2, 0.75, progress=False)
+        print(f"rank_bm25: corpus analysed and indexed in memory in {time.perf_counter() - started:.1f} s; "
+              f"peak memory {peak_mib():.0f} MiB", flush=True)
+        n_ref = min(args.reference_queries, len(queries))
+        started = time.perf_counter()
+        ref_hits = [reference.search(q, args.top_k) for q in queries[:n_ref]]
+        ref_qps = n_ref / (time.perf_counter() - started)
+        print(f"rank_bm25: {ref_qps:.2f} queries/s ({n_ref} queries)", flush=True)
+        same = sum(np.array_equal(a[0], b[0]) for a, b in zip(found.hits[:n_ref], ref_hits))
+        worst = max(float(np.max(np.abs(a[1] - b[1]) / b[1])) for a, b in zip(found.hits[:n_ref], ref_hits)
+                    if len(b[1]))
+        print(f"identical top-{args.top_k}: {same} of {n_ref} queries; largest relative score difference "
+              f"{worst:.1e}", flush=True)
+        if same != n_ref:
+            print("error: the backends disagree on the top-k", file=sys.stderr)
+            return 1
+        del reference
+        if args.scale:
+            big = work / "scale.txt"
+            started = time.perf_counter()
+            write_corpus(big, args.scale, args.vocab, seed=2)
+            print(f"{args.scale:,} documents written in {time.perf_counter() - started:.0f} s "
+                  f"({big.stat().st_size / 2 ** 20:.0f} MiB of text)", flush=True)
+            build(big, work / "scale_index", args.scale)
+            big.unlink()
+        print(f"ratio={fast_qps / ref_qps:.1f} qps={fast_qps:.0f}")
+    finally:
+        if args.work is None:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
