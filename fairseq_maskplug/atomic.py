@@ -41,3 +41,15 @@ def temporary_name(final: str) -> str:
     """``final.tmp-PID`` for this process, after removing the stale temporaries of ``final``."""
     remove_stale_temporaries(str(final))
     return f"{final}.tmp-{os.getpid()}"
+
+
+def check_writable(path: str) -> None:
+    """Refuse now, before any work, an output file whose directory cannot be written."""
+    directory = os.path.dirname(os.path.abspath(path))
+    probe = os.path.join(directory, f".maskplug-write-test-{os.getpid()}")
+    try:
+        with open(probe, "w"):
+            pass
+        os.remove(probe)
+    except OSError as error:
+        raise PermissionError(f"cannot write {path}: {error.strerror or error}") from None

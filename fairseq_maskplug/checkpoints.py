@@ -3,6 +3,7 @@
 import os
 from typing import Iterable, Optional
 
+from .atomic import check_writable  # noqa: F401  (re-exported: the tools import it from here)
 from .data.dictionaries import check_checkpoint_dictionary
 
 CLASSIFIER_TASKS = ("sentence_prediction", "joint_mlm_classification", "tlm")
@@ -30,13 +31,3 @@ def load_checked_state(checkpoint: str, data: str, trust_dictionary: bool = Fals
     return state
 
 
-def check_writable(path: str) -> None:
-    """Refuse now, before any work, an output file whose directory cannot be written."""
-    directory = os.path.dirname(os.path.abspath(path))
-    probe = os.path.join(directory, f".maskplug-write-test-{os.getpid()}")
-    try:
-        with open(probe, "w"):
-            pass
-        os.remove(probe)
-    except OSError as error:
-        raise PermissionError(f"cannot write {path}: {error.strerror or error}") from None

@@ -86,7 +86,7 @@ def analyser_of(args):
 
 def check_outputs(args) -> None:
     """Refuse unwritable output places now, before any work."""
-    from fairseq_maskplug.checkpoints import check_writable
+    from fairseq_maskplug.atomic import check_writable
 
     for path in (args.out, args.index):
         if path:

@@ -16,6 +16,13 @@ def test_masking_imports_without_fairseq_or_torch():
     assert result.returncode == 0, result.stderr
 
 
+def test_retrieval_imports_without_fairseq_or_torch():
+    """BM25 retrieval (fairseq-maskplug-retrieve) runs on machines without fairseq's weight."""
+    result = python("import fairseq_maskplug.retrieval, preprocess.retrieve, sys; "
+                    "assert 'fairseq' not in sys.modules and 'torch' not in sys.modules, sorted(sys.modules)")
+    assert result.returncode == 0, result.stderr
+
+
 def test_importing_the_package_after_fairseq_loads_the_plugin():
     """What fairseq's --user-dir and user plugins written as ``import fairseq_maskplug`` rely on."""
     result = python("import fairseq.tasks, fairseq_maskplug; from fairseq.tasks import TASK_REGISTRY; "
@@ -33,7 +40,8 @@ def test_preprocessing_tools_are_console_commands_that_run_anywhere_and_show_def
     for command, default in (("fairseq-maskplug-score-pll", "(default: plt)"),
                              ("fairseq-maskplug-binarize-side-info", "(default: float64)"),
                              ("fairseq-maskplug-annotate-importance", "(default: importance)"),
-                             ("fairseq-maskplug-evaluate", "(default: test)")):
+                             ("fairseq-maskplug-evaluate", "(default: test)"),
+                             ("fairseq-maskplug-retrieve", "(default: 1.2)")):
         result = subprocess.run([str(BIN / command), "--help"], capture_output=True, text=True, cwd=tmp_path)
         assert result.returncode == 0, result.stderr
         assert default in " ".join(result.stdout.split()), (command, result.stdout)

@@ -29,14 +29,13 @@ def top_k(scores: np.ndarray, k: int) -> Tuple[np.ndarray, np.ndarray]:
     lower index."""
     if k < 1:
         raise ValueError(f"--top-k must be >= 1, got {k}")
-    docs = np.flatnonzero(scores > 0)
-    scores = scores[docs]
-    if len(docs) > k:
+    if len(scores) > k:
         kth = np.partition(scores, len(scores) - k)[len(scores) - k]  # the k-th largest score
-        keep = scores >= kth  # every document tied with it stays a candidate
-        docs, scores = docs[keep], scores[keep]
-    order = np.lexsort((docs, -scores))[:k]
-    return docs[order], scores[order]
+        docs = np.flatnonzero(scores >= kth) if kth > 0 else np.flatnonzero(scores > 0)  # ties with it stay
+    else:
+        docs = np.flatnonzero(scores > 0)
+    order = np.lexsort((docs, -scores[docs]))[:k]
+    return docs[order], scores[docs[order]]
 
 
 class Bm25sSearcher:
