@@ -7,8 +7,8 @@ distribution (an MR sentence has about 20). Both backends use the package's anal
 Lucene scoring; the top-``--top-k`` documents of every reference query must be identical.
 rank-bm25 scores in pure Python (about half a second per query at 100k documents), so it
 answers only the first ``--reference-queries`` queries. Also reported: index build time and
-size, and the peak memory of the indexing command. ``--scale N`` also builds (only) an index of N
-documents and reports its build time and size. The last line is
+size, and the peak memory of the indexing command (the largest so far). ``--scale N`` also builds an index of N
+documents and reports its build time, size and queries/s. The last line is
 ``ratio=<bm25s / rank_bm25 queries per second> qps=<bm25s queries per second>``.
 
     python benchmarks/bench_bm25.py                     # about 2 minutes on 2 cores
@@ -121,6 +121,13 @@ def main() -> int:
                   f"({big.stat().st_size / 2 ** 20:.0f} MiB of text)", flush=True)
             build(big, work / "scale_index", args.scale)
             big.unlink()
+            scaled = Bm25sSearcher(str(work / "scale_index"), Analyser())
+            sample = queries[:min(len(queries), 500)]
+            retrieve(scaled, sample[:args.workers * 64], args.top_k, args.workers, progress=False)
+            started = time.perf_counter()
+            retrieve(scaled, sample, args.top_k, args.workers, progress=False)
+            print(f"bm25s at {args.scale:,} documents: {len(sample) / (time.perf_counter() - started):,.0f} "
+                  f"queries/s ({len(sample)} queries)", flush=True)
         print(f"ratio={fast_qps / ref_qps:.1f} qps={fast_qps:.0f}")
     finally:
         if args.work is None:
