@@ -153,7 +153,7 @@ def test_outputs_union_provenance_and_unmatched_queries(tmp_path, capsys):
     assert "reusing the index" in capsys.readouterr().err
     write(corpus, ["something else"])
     assert run_cli(tmp_path, corpus, queries, "--index", str(tmp_path / "idx"), out="x") == 2
-    assert "built with another the corpus content" in capsys.readouterr().err
+    assert "built with a different corpus content" in capsys.readouterr().err
 
 
 def test_rake_queries_through_the_command(tmp_path):

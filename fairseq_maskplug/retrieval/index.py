@@ -55,8 +55,8 @@ def check_reusable(index_dir: str, settings: dict) -> dict:
     manifest = read_manifest(index_dir)
     differs = [key for key in settings if manifest.get(key) != settings[key]]
     if differs:
-        what = ", ".join("the corpus content" if k == "corpus_sha256" else k for k in differs)
-        raise ValueError(f"--index {index_dir} was built with another {what}; give a new --index directory "
+        what = ", ".join("corpus content" if k == "corpus_sha256" else k for k in differs)
+        raise ValueError(f"--index {index_dir} was built with a different {what}; give a new --index directory "
                          f"(or remove this one to rebuild it)")
     return manifest
 
