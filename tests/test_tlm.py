@@ -19,13 +19,24 @@ N_EXTERNAL = 200  # retrieved documents in the fixture; 25 batches of 8
 
 @pytest.fixture(scope="module")
 def data(tiny_data, tmp_path_factory):
-    """The tiny classification task, its retrieved documents binarized with its dictionary, and
+    """The tiny classification task, its retrieved documents binarized with its dictionary (both
+    with an ``importance`` track selecting w0 in the task texts and w1 in the documents), and
     documents binarized with another dictionary."""
+    from fairseq.data import Dictionary, data_utils
+    from fairseq_maskplug.data import write_side_info
     root = tmp_path_factory.mktemp("tlm")
     task = write_task(tiny_data, root)
     write_corpus(root / "ext.txt", N_EXTERNAL, seed=3)
     check(run([BIN / "fairseq-preprocess", "--only-source", "--trainpref", root / "ext.txt", "--srcdict",
                task / "input0" / "dict.txt", "--destdir", root / "ext", "--workers", "1"]))
+    selects = {"task/input0": "w0", "ext": "w1"}  # an importance track selecting one word in each source
+    for directory, word in selects.items():
+        d = Dictionary.load(str(root / directory / "dict.txt"))
+        for split in ("train", "valid") if directory == "task/input0" else ("train",):
+            tokens = data_utils.load_indexed_dataset(str(root / directory / split), d)
+            write_side_info(str(root / directory / f"{split}.importance"),
+                            ((tokens[i].numpy() == d.index(word)).astype(np.float64) for i in range(len(tokens))),
+                            tokens_prefix=str(root / directory / split))
     write_corpus(root / "other.txt", 50, seed=4, vocab=25)
     check(run([BIN / "fairseq-preprocess", "--only-source", "--trainpref", root / "other.txt",
                "--destdir", root / "other", "--workers", "1"]))
@@ -121,6 +132,22 @@ def test_task_batch_loss_is_the_weighted_mean_computed_by_hand(data, classify_ma
         mlm = F.cross_entropy(model.encoder.output_layer(features)[positions], external["mlm"]["target"][positions])
     assert log["external_batches"] == 1 and "cls_loss" not in log
     assert float(loss.detach()) == pytest.approx(float(mlm), rel=1e-5)
+
+
+def test_a_side_information_policy_masks_both_sources_from_their_own_tracks(data):
+    """Selective masking inside TLM: task texts masked where their track says (w0), retrieved
+    documents where theirs does (w1)."""
+    task, *_ = build_in_process(tlm_args(data, data / "unused", *SINGLE, "--mask-policy", "selective",
+                                         "--selective-cap", "1.0", "--leave-unmasked-prob", "0",
+                                         "--random-token-prob", "0"))
+    d = task.dictionary
+    masked = {"task": [], "external": []}
+    for batch in task.get_batch_iterator(task.dataset("train"), max_sentences=8, seed=1).next_epoch_itr():
+        target = batch["mlm"]["target"]
+        masked[batch["source"]].extend(target[target.ne(d.pad())].tolist())
+        assert batch["mlm"]["src_tokens"][target.ne(d.pad())].eq(task.mask_idx).all()
+    assert len(masked["task"]) >= 5 and set(masked["task"]) == {d.index("w0")}  # 8 task batches
+    assert len(masked["external"]) > 20 and set(masked["external"]) == {d.index("w1")}
 
 
 def test_external_batch_reaches_every_parameter_and_leaves_the_head_unchanged(data):
