@@ -125,22 +125,27 @@ class JointMLMClassificationTask(MaskedLMBaseTask):
 
     def build_inputs(self, split, tokens, side_info):
         classes = load_class_indices(self.cfg.data, split, self.label_dictionary, self.cfg.num_classes, len(tokens))
-        masked = PolicyMaskedDataset(tokens, side_info, self.policy, self.corruption, self.special_ids,
-                                     pad_idx=self.dictionary.pad(), seed=self.cfg.seed)
         pad = self.dictionary.pad()
         return NestedDictionaryDataset(
             {
                 "id": IdDataset(),
                 "net_input": {"src_tokens": RightPadDataset(tokens, pad_idx=pad),
                               "src_lengths": NumelDataset(tokens, reduce=False)},
-                "mlm": {"src_tokens": RightPadDataset(masked.source, pad_idx=pad),
-                        "target": RightPadDataset(masked.target, pad_idx=pad)},
+                "mlm": self.mlm_inputs(tokens, side_info),
                 "target": _Labels(classes),
                 "nsentences": NumSamplesDataset(),
                 "ntokens": NumelDataset(tokens, reduce=True),
             },
             sizes=[tokens.sizes],
         )
+
+    def mlm_inputs(self, tokens, side_info) -> dict:
+        """An item's ``mlm`` entry: its policy-masked copy and the targets, right-padded."""
+        masked = PolicyMaskedDataset(tokens, side_info, self.policy, self.corruption, self.special_ids,
+                                     pad_idx=self.dictionary.pad(), seed=self.cfg.seed)
+        pad = self.dictionary.pad()
+        return {"src_tokens": RightPadDataset(masked.source, pad_idx=pad),
+                "target": RightPadDataset(masked.target, pad_idx=pad)}
 
     def build_model(self, cfg, from_checkpoint=False):
         model = build_model_for_items(self, cfg, from_checkpoint)

@@ -21,11 +21,11 @@ import logging
 from dataclasses import dataclass, field
 
 import numpy as np
-from fairseq.data import IdDataset, NestedDictionaryDataset, NumelDataset, NumSamplesDataset, RightPadDataset
+from fairseq.data import IdDataset, NestedDictionaryDataset, NumelDataset, NumSamplesDataset
 from fairseq.data import iterators
 from omegaconf import II
 
-from ..data import PolicyMaskedDataset, load_blocked_split
+from ..data import load_blocked_split
 from ..data.dictionaries import load_dictionary
 from ..data.tlm_schedule import EXTERNAL, TASK, schedule
 from ..data.two_source_dataset import TwoSourceDataset
@@ -104,14 +104,10 @@ class TLMTask(JointMLMClassificationTask):
                                      self.cfg.side_info_without_fingerprint)
         tokens, side_info = load_blocked_split(blocking, "train", self.dictionary, self.side_info_rules, epoch,
                                                combine, framing=self.framing_tokens)
-        masked = PolicyMaskedDataset(tokens, side_info, self.policy, self.corruption, self.special_ids,
-                                     pad_idx=self.dictionary.pad(), seed=self.cfg.seed)
-        pad = self.dictionary.pad()
         return NestedDictionaryDataset(
             {
                 "id": IdDataset(),
-                "mlm": {"src_tokens": RightPadDataset(masked.source, pad_idx=pad),
-                        "target": RightPadDataset(masked.target, pad_idx=pad)},
+                "mlm": self.mlm_inputs(tokens, side_info),
                 "nsentences": NumSamplesDataset(),
                 "ntokens": NumelDataset(tokens, reduce=True),
             },
