@@ -24,7 +24,7 @@ from .metrics import macro_f1
 def evaluate(checkpoint: str, data: str, split: str, batch_size: int = 64, trust_dictionary: bool = False) -> dict:
     """Accuracy and macro-F1 of a classifier checkpoint on ``DATA/{input0,label}/SPLIT``.
 
-    Works for ``sentence_prediction`` and ``joint_mlm_classification`` checkpoints: only
+    Works for ``sentence_prediction``, ``joint_mlm_classification`` and ``tlm`` checkpoints: only
     the texts and labels are read (not the training task's datasets, so a joint model's
     MLM side information is not needed). Each input is ``<s>`` + line, cut to the model's
     positions as ``--shorten-method truncate`` does.
@@ -36,7 +36,7 @@ def evaluate(checkpoint: str, data: str, split: str, batch_size: int = 64, trust
     from .data.classification import load_classification_split
 
     state = load_checked_state(checkpoint, data, trust_dictionary, tasks=CLASSIFIER_TASKS,
-                               wanted="a classifier (sentence_prediction or joint_mlm_classification)")
+                               wanted="a classifier (sentence_prediction, joint_mlm_classification or tlm)")
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], state=state)
     model = models[0].eval()
     head = (getattr(cfg.criterion, "classification_head_name", None)
@@ -65,7 +65,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="fairseq-maskplug-evaluate", description=__doc__,
                                      formatter_class=HelpFormatter)
     parser.add_argument("--checkpoint", required=True,
-                        help="classifier checkpoint (sentence_prediction or joint_mlm_classification)")
+                        help="classifier checkpoint (sentence_prediction, joint_mlm_classification or tlm)")
     parser.add_argument("--data", required=True,
                         help="sentence_prediction data root (input0/, label/; its input0/ is accepted too)")
     parser.add_argument("--split", default="test", help="split to score")

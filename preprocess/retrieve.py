@@ -27,6 +27,7 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 
 from . import HelpFormatter, configure_tool_output
 
@@ -119,10 +120,7 @@ def write_outputs(args, queries, found, seconds: float, index_info: dict) -> dic
     from fairseq_maskplug.retrieval.corpus import read_lines
     from fairseq_maskplug.retrieval.run import union_in_corpus_order
 
-    best = found.best_ranks()
-    union = union_in_corpus_order(best)
-    from pathlib import Path
-
+    union = union_in_corpus_order(found.best_ranks())
     with atomic_directory(Path(args.out)) as out:
         with open(out / "provenance.tsv", "w") as f:
             f.write("query\trank\tdoc\tscore\n")

@@ -21,6 +21,7 @@ numbers (0-based), empty lines included.
 
 import json
 import os
+import shutil
 import time
 from typing import Dict
 
@@ -149,13 +150,9 @@ def build_index(corpus: str, index_dir: str, analyser: Analyser, k1: float, b: f
         with open(os.path.join(tmp, MANIFEST), "w") as f:
             json.dump(manifest, f, indent=1)
     except BaseException:
-        import shutil
-
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     if os.path.exists(index_dir):
-        import shutil
-
         shutil.rmtree(index_dir)
     os.rename(tmp, index_dir)
     return manifest
