@@ -50,10 +50,7 @@ joint_finetune() {
         --warmup-updates $((steps / 10 + 1)) --total-num-update "$steps" --max-epoch "$EPOCHS" \
         --patience "$PATIENCE" --seed "$seed" --best-checkpoint-metric accuracy --maximize-best-checkpoint-metric \
         --save-dir "$save" --no-epoch-checkpoints --no-last-checkpoints "$@" || return 1
-    for split in valid test; do
-        python -m fairseq_maskplug.evaluate --checkpoint "$save/checkpoint_best.pt" --data "$WORK/data/mr" \
-            --split "$split" --output "$OUT/results/${row}__seed$seed.$split.json" || return 1
-    done
+    score_on_mr "$save/checkpoint_best.pt" "$OUT/results/${row}__seed$seed"
 }
 
 echo "[3/3] joint fine-tuning: STL, RTM, L3 ($WEIGHTING weights; up to $EPOCHS epochs, patience $PATIENCE, seeds: $SEEDS)"

@@ -110,9 +110,15 @@ finetune_and_score() {
     local row=$1 init=$2 seed=$3 epochs=$4 results=$5 save="$6/$1__seed$3"
     mkdir -p "$results"
     finetune "$WORK/data/mr" "$init" "$save" "$epochs" "$seed" || return 1
+    score_on_mr "$save/checkpoint_best.pt" "$results/${row}__seed$seed"
+}
+
+# score_on_mr CHECKPOINT PREFIX: accuracy and macro-F1 on MR valid and test -> PREFIX.{valid,test}.json
+score_on_mr() {
+    local checkpoint=$1 prefix=$2
     for split in valid test; do
-        python -m fairseq_maskplug.evaluate --checkpoint "$save/checkpoint_best.pt" --data "$WORK/data/mr" \
-            --split "$split" --output "$results/${row}__seed$seed.$split.json" || return 1
+        python -m fairseq_maskplug.evaluate --checkpoint "$checkpoint" --data "$WORK/data/mr" \
+            --split "$split" --output "$prefix.$split.json" || return 1
     done
 }
 

@@ -74,10 +74,7 @@ stage2() {
         --total-num-update "$steps" --max-epoch "$FT_EPOCHS" --patience "$PATIENCE" --seed "$seed" \
         --best-checkpoint-metric accuracy --maximize-best-checkpoint-metric --save-dir "$save" \
         --no-epoch-checkpoints --no-last-checkpoints || return 1
-    for split in valid test; do
-        python -m fairseq_maskplug.evaluate --checkpoint "$save/checkpoint_best.pt" --data "$WORK/data/mr" \
-            --split "$split" --output "$OUT/results/${row}__seed$seed.$split.json" || return 1
-    done
+    score_on_mr "$save/checkpoint_best.pt" "$OUT/results/${row}__seed$seed"
 }
 
 echo "[4/5] stage 1 ($UPDATES updates of <= $MAX_TOKENS tokens, rho1 $RATIO, rho2 $MLM_WEIGHT) and stage 2 ($FT_EPOCHS epochs), seeds: $SEEDS"

@@ -15,6 +15,8 @@ import math
 import statistics
 from pathlib import Path
 
+from results_table import fmt  # recipes/ is on the path when this script runs
+
 ROWS = ("task-only", "tlm-bm25", "tlm-random", "general-ft")
 COMPARISONS = (("tlm-bm25", "tlm-random"), ("tlm-bm25", "task-only"), ("tlm-bm25", "general-ft"))
 
@@ -42,11 +44,6 @@ def parameters(checkpoint: Path) -> int:
 
 def mean_sd(values):
     return statistics.mean(values), (statistics.stdev(values) if len(values) > 1 else float("nan"))
-
-
-def fmt(values):
-    m, s = mean_sd(values)
-    return f"{m:.1f}" if math.isnan(s) else f"{m:.1f} ± {s:.1f}"
 
 
 def main():
