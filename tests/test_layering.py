@@ -41,7 +41,8 @@ def test_preprocessing_tools_are_console_commands_that_run_anywhere_and_show_def
                              ("fairseq-maskplug-binarize-side-info", "(default: float64)"),
                              ("fairseq-maskplug-annotate-importance", "(default: importance)"),
                              ("fairseq-maskplug-evaluate", "(default: test)"),
-                             ("fairseq-maskplug-retrieve", "(default: 1.2)")):
+                             ("fairseq-maskplug-retrieve", "(default: 1.2)"),
+                             ("fairseq-maskplug-convert", "(default: 0.0001)")):
         result = subprocess.run([str(BIN / command), "--help"], capture_output=True, text=True, cwd=tmp_path)
         assert result.returncode == 0, result.stderr
         assert default in " ".join(result.stdout.split()), (command, result.stdout)

@@ -1,0 +1,47 @@
+"""Hugging Face interoperability: RoBERTa checkpoints and GPT-2 BPE vocabularies in both directions.
+
+``preprocess/convert.py`` is the command; this package holds its pure pieces:
+
+- :mod:`.gpt2_vocab`: a Hugging Face ``vocab.json`` <-> fairseq's ``encoder.json`` + ``dict.txt``;
+- :mod:`.roberta`: parameter names and configuration of ``RobertaForMaskedLM`` /
+  ``RobertaForSequenceClassification`` <-> fairseq's ``roberta`` model.
+
+``transformers`` and ``safetensors`` are the optional ``[hf]`` extra; :func:`import_transformers`
+imports them with a clear error when they are absent.
+"""
+
+import importlib
+import importlib.util
+import sys
+
+
+class MissingExtra(ImportError):
+    """The optional Hugging Face extra is not installed."""
+
+
+def hide_broken_torchaudio() -> None:
+    """Make an installed torchaudio that cannot be imported look absent.
+
+    fairseq-fixed pulls a torchaudio built for another torch (its import fails with an ABI
+    error); ``transformers`` imports torchaudio whenever it is installed. Marking it absent in
+    ``sys.modules`` lets ``transformers`` load its text models, which never use it.
+    """
+    if "torchaudio" in sys.modules or importlib.util.find_spec("torchaudio") is None:
+        return
+    try:
+        importlib.import_module("torchaudio")
+    except (ImportError, OSError):
+        for name in [n for n in sys.modules if n == "torchaudio" or n.startswith("torchaudio.")]:
+            del sys.modules[name]
+        sys.modules["torchaudio"] = None  # find_spec() now answers None and `import` raises ImportError
+
+
+def import_transformers():
+    """``transformers``, or :class:`MissingExtra` saying how to install it."""
+    for name in ("transformers", "safetensors"):
+        if importlib.util.find_spec(name) is None:
+            raise MissingExtra(f"{name} is not installed: pip install -e '.[hf]' (the Hugging Face extra)")
+    hide_broken_torchaudio()
+    transformers = importlib.import_module("transformers")
+    transformers.utils.logging.disable_progress_bar()  # one bar per weight load/save, meaningless here
+    return transformers

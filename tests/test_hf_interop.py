@@ -1,0 +1,177 @@
+"""Hugging Face <-> fairseq RoBERTa conversion (preprocess/convert.py) on tiny random models made here.
+
+A tiny byte-level BPE tokenizer is trained on generated sentences (``tokenizers``), a random
+``RobertaForMaskedLM`` / ``RobertaForSequenceClassification`` is saved as HF saves it, converted
+to a fairseq release directory and back. fairseq's side is read with fairseq's own RoBERTa hub
+interface and GPT-2 BPE encoder, so the tokenisation compared is fairseq's, not ours.
+"""
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from fairseq_helpers import BIN, check, run
+
+from fairseq_maskplug.interop import import_transformers
+
+try:
+    transformers = import_transformers()
+except ImportError as error:  # the [hf] extra is optional; CI installs it
+    pytest.skip(f"Hugging Face extra not installed ({error})", allow_module_level=True)
+
+WORDS = ("the a movie film plot actor was wasn't isn't great bad superb boring Paris London 1999 3.14 don't "
+         "can't I'm we've they'll naïve café résumé 🙂 — (yes) [no] \"quoted\" $5 50% e-mail").split()
+
+
+def sentences(n: int, seed: int):
+    """Sentences with contractions, digits, accents, emoji, punctuation, runs of spaces and tabs."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 14))) + rng.choice([".", "!", "?", "", " ..."])
+        if rng.random() < 0.1:
+            text = "  " + text
+        if rng.random() < 0.1:
+            text = text.replace(" ", "\t", 1)
+        out.append(text)
+    return out
+
+
+def tiny_hf(directory: Path, classifier: bool) -> Path:
+    """A tiny random HF RoBERTa with a byte-level BPE tokenizer in fairseq's row layout (<mask> last)."""
+    from tokenizers import ByteLevelBPETokenizer
+
+    directory.mkdir()
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(sentences(500, 0), vocab_size=400, min_frequency=2, show_progress=False,
+                            special_tokens=["<s>", "<pad>", "</s>", "<unk>"])
+    bpe.save_model(str(directory))
+    vocab = json.loads((directory / "vocab.json").read_text(encoding="utf-8"))
+    vocab["<mask>"] = len(vocab)
+    (directory / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
+    transformers.RobertaTokenizer.from_pretrained(directory).save_pretrained(directory)
+    config = transformers.RobertaConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2,
+                                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=66,
+                                        type_vocab_size=1, layer_norm_eps=1e-5, num_labels=3)
+    torch.manual_seed(0)
+    model = (transformers.RobertaForSequenceClassification if classifier else transformers.RobertaForMaskedLM)(config)
+    with torch.no_grad():  # large random weights: logits far from uniform, so differences would show
+        for p in model.parameters():
+            p.normal_(0, 0.5 if p.dim() > 1 else 0.1)
+        model.roberta.embeddings.token_type_embeddings.weight.zero_()
+    model.save_pretrained(directory)
+    return directory
+
+
+def convert(*args):
+    return run([BIN / "python", "-m", "preprocess.convert", *args])
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory):
+    """{kind: (hf, fairseq release, hf again)} for the masked LM and the classifier."""
+    root = tmp_path_factory.mktemp("hf")
+    out = {}
+    for kind in ("mlm", "cls"):
+        hf = tiny_hf(root / f"{kind}_hf", classifier=kind == "cls")
+        check(convert("--from-hf", hf, "--to", "fairseq", root / f"{kind}_fs"))
+        check(convert("--from-fairseq", root / f"{kind}_fs", "--to", "hf", root / f"{kind}_back",
+                      *(["--head", "sentence_classification_head"] if kind == "cls" else [])))
+        out[kind] = (hf, root / f"{kind}_fs", root / f"{kind}_back")
+    return out
+
+
+def fairseq_hub(release: Path):
+    from fairseq.models.roberta import RobertaModel
+
+    from fairseq_maskplug.compat import allow_fairseq_checkpoint_globals
+    allow_fairseq_checkpoint_globals()
+    hub = RobertaModel.from_pretrained(str(release), checkpoint_file="model.pt", bpe="gpt2",
+                                       gpt2_encoder_json=str(release / "encoder.json"),
+                                       gpt2_vocab_bpe=str(release / "vocab.bpe"))
+    return hub.eval()
+
+
+def padded(rows, pad: int):
+    batch = torch.full((len(rows), max(len(r) for r in rows)), pad, dtype=torch.long)
+    for i, r in enumerate(rows):
+        batch[i, : len(r)] = torch.as_tensor(r)
+    return batch
+
+
+def test_release_directory_has_fairseq_layout(converted):
+    _, release, _ = converted["mlm"]
+    assert sorted(p.name for p in release.iterdir()) == ["dict.txt", "encoder.json", "model.pt", "vocab.bpe"]
+    state = torch.load(release / "model.pt", map_location="cpu", weights_only=False)
+    assert state["args"].arch == "roberta_base" and state["args"].encoder_layers == 2  # saved as releases are
+
+
+def test_tokenisation_identical_on_300_sentences(converted):
+    hf, release, back = converted["mlm"]
+    hub = fairseq_hub(release)
+    original = transformers.AutoTokenizer.from_pretrained(hf)
+    returned = transformers.AutoTokenizer.from_pretrained(back)
+    texts = sentences(300, 1)
+    fs_ids = [hub.encode(t).tolist() for t in texts]
+    assert fs_ids == [original(t)["input_ids"] for t in texts]
+    assert fs_ids == [returned(t)["input_ids"] for t in texts]
+    assert sum(len(r) for r in fs_ids) > 3000 and max(max(r) for r in fs_ids) > 300  # merges are exercised
+    d = hub.task.source_dictionary
+    for tok in (original, returned):
+        assert (tok.bos_token_id, tok.pad_token_id, tok.eos_token_id, tok.unk_token_id, tok.mask_token_id) == \
+            (d.bos(), d.pad(), d.eos(), d.unk(), d.index("<mask>"))
+    assert returned.get_vocab() == original.get_vocab()
+    assert (release / "vocab.bpe").read_text() == (hf / "merges.txt").read_text()
+
+
+def test_masked_lm_logits_equal_both_ways(converted):
+    hf, release, back = converted["mlm"]
+    hub = fairseq_hub(release)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(hf)
+    batch = padded([hub.encode(t).tolist() for t in sentences(64, 2)], hub.task.source_dictionary.pad())
+    keep = batch.ne(1)
+    with torch.no_grad():
+        fs_logits = hub.model(batch)[0]
+        hf_logits = transformers.AutoModelForMaskedLM.from_pretrained(hf).eval()(
+            input_ids=batch, attention_mask=keep.long()).logits
+        back_logits = transformers.AutoModelForMaskedLM.from_pretrained(back).eval()(
+            input_ids=batch, attention_mask=keep.long()).logits
+    assert fs_logits.std() > 0.1  # random weights give varied logits: a mis-mapped parameter would show
+    assert (fs_logits - hf_logits)[keep].abs().max() <= 1e-5
+    assert (back_logits - hf_logits)[keep].abs().max() <= 1e-5
+    assert tokenizer.pad_token_id == 1
+
+
+def test_classifier_logits_equal_both_ways(converted):
+    hf, release, back = converted["cls"]
+    hub = fairseq_hub(release)
+    texts = sentences(32, 3)
+    with torch.no_grad():
+        fs_logits = torch.cat([hub.predict("sentence_classification_head", hub.encode(t), return_logits=True)
+                               for t in texts])
+        tokenizer = transformers.AutoTokenizer.from_pretrained(back)
+        hf_model = transformers.AutoModelForSequenceClassification.from_pretrained(hf).eval()
+        back_model = transformers.AutoModelForSequenceClassification.from_pretrained(back).eval()
+        hf_logits = torch.cat([hf_model(**tokenizer(t, return_tensors="pt")).logits for t in texts])
+        back_logits = torch.cat([back_model(**tokenizer(t, return_tensors="pt")).logits for t in texts])
+    assert fs_logits.shape == (32, 3) and fs_logits.std() > 0.1
+    assert (fs_logits - hf_logits).abs().max() <= 1e-5
+    assert (back_logits - hf_logits).abs().max() <= 1e-5
+
+
+def test_bad_vocabulary_stops_with_one_line(converted, tmp_path):
+    hf, _, _ = converted["mlm"]
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    for f in hf.iterdir():
+        (broken / f.name).write_bytes(f.read_bytes())
+    vocab = json.loads((broken / "vocab.json").read_text(encoding="utf-8"))
+    token = next(t for t, i in vocab.items() if i == 10)
+    vocab["<mask>"], vocab[token] = vocab[token], vocab["<mask>"]
+    (broken / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
+    result = convert("--from-hf", broken, "--to", "fairseq", tmp_path / "out")
+    assert result.returncode == 2 and "'<mask>'" in result.stderr and "last" in result.stderr
+    assert not (tmp_path / "out").exists()
