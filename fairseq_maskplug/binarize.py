@@ -7,7 +7,7 @@ import sys
 from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterable, List, Sequence
+from typing import Iterable, List, Sequence, Tuple
 
 from tqdm import tqdm
 
@@ -65,6 +65,26 @@ def encode(model: Path, texts: Sequence[str], desc: str, chunk: int = 2000) -> L
     for start in tqdm(range(0, len(texts), chunk), desc=f"encode {desc}", unit="chunk", disable=None):
         out.extend(" ".join(pieces) for pieces in sp.encode(list(texts[start:start + chunk]), out_type=str))
     return out
+
+
+def gpt2_bpe_files(directory: Path) -> Tuple[Path, Path]:
+    """``encoder.json`` and ``vocab.bpe`` of a GPT-2 BPE directory (a fairseq release's files), checked now."""
+    files = Path(directory) / "encoder.json", Path(directory) / "vocab.bpe"
+    for f in files:
+        if not f.is_file():
+            raise FileNotFoundError(f"{f}: no such file (a GPT-2 BPE directory holds encoder.json and vocab.bpe)")
+    return files
+
+
+def encode_gpt2(directory: Path, texts: Sequence[str], desc: str) -> List[str]:
+    """Encode ``texts`` with fairseq's own GPT-2 BPE encoder into space-separated GPT-2 labels
+    (what fairseq's ``multiprocessing_bpe_encoder`` writes; a release's ``dict.txt`` maps them to rows)."""
+    from fairseq.data.encoders.gpt2_bpe_utils import get_encoder
+
+    encoder_json, vocab_bpe = gpt2_bpe_files(directory)
+    bpe = get_encoder(str(encoder_json), str(vocab_bpe))
+    return [" ".join(map(str, bpe.encode(text.strip())))
+            for text in tqdm(texts, desc=f"gpt2-bpe {desc}", unit="line", disable=None, mininterval=5)]
 
 
 def write_fairseq_dict(model: Path, encoded_train: Iterable[str], path: Path) -> None:

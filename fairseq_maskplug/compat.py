@@ -3,6 +3,10 @@
 - Checkpoints under torch >= 2.6 (``weights_only=True`` by default): fairseq checkpoints
   pickle ``argparse.Namespace`` and its distributed broadcast pickles
   ``_TensorPlaceholder``; both are allow-listed, so resuming keeps the safe loader.
+- Released checkpoints under data parallelism: rank 0 loads a release's ``model.pt`` (old-style
+  ``args``, which fairseq turns into an omegaconf ``cfg``) and broadcasts the loaded state to the
+  other ranks, whose safe loader refuses omegaconf's classes. Those ranks read the broadcast
+  (bytes rank 0 of the same run wrote, not a file) with the full unpickler; files keep the safe one.
 - Data parallelism on CPUs with fairseq's default ``--ddp-backend pytorch_ddp``: fairseq
   passes ``device_ids=[device_id]`` to torch's ``DistributedDataParallel``, which torch
   rejects for a module on the CPU; the wrapper fairseq builds here leaves them out there.
@@ -37,6 +41,27 @@ class DeviceAwareDistributedDataParallel(DistributedDataParallel):
         super().__init__(module, device_ids=device_ids, output_device=output_device, **kwargs)
 
 
+def _broadcast_object_slow(obj, src_rank, group, dist_device):
+    """fairseq's ``_broadcast_object_slow``, the receiving ranks reading rank 0's bytes with the full
+    unpickler (rank 0 produced them from a checkpoint it loaded with the safe one)."""
+    import io
+
+    from fairseq.distributed.utils import broadcast, get_rank
+
+    if get_rank(group) == src_rank:
+        buffer = io.BytesIO()
+        torch.save(obj, buffer)
+        buffer = torch.ByteTensor(buffer.getbuffer()).to(dist_device)
+        broadcast(torch.LongTensor([len(buffer)]).to(dist_device), src=src_rank, group=group)
+        broadcast(buffer, src=src_rank, group=group)
+        return obj
+    length = torch.LongTensor([0]).to(dist_device)
+    broadcast(length, src=src_rank, group=group)
+    buffer = torch.ByteTensor(int(length.item())).to(dist_device)
+    broadcast(buffer, src=src_rank, group=group)
+    return torch.load(io.BytesIO(buffer.cpu().numpy()), map_location="cpu", weights_only=False)
+
+
 def _infer_init_method_with_launchers(original):
     def infer_init_method(cfg, force_distributed=False):
         if configure_launch(cfg, os.environ, cpu=not torch.cuda.is_available()) is None:
@@ -52,6 +77,7 @@ def install() -> None:
     from fairseq.models import distributed_fairseq_model
 
     allow_fairseq_checkpoint_globals()
+    distributed_utils._broadcast_object_slow = _broadcast_object_slow
     distributed_fairseq_model.DistributedDataParallel = DeviceAwareDistributedDataParallel
     if not hasattr(distributed_utils.infer_init_method, "maskplug_original"):
         distributed_utils.infer_init_method = _infer_init_method_with_launchers(distributed_utils.infer_init_method)

@@ -29,6 +29,8 @@ def parse_args(argv=None):
     parser.add_argument("--name", default="importance", help="side-information track name")
     parser.add_argument("--max-tokens", type=int, default=4096, help="padded tokens per forward")
     parser.add_argument("--preview-lines", type=int, default=200, help="lines shown in the preview file")
+    parser.add_argument("--gpt2-bpe", default=None,
+                        help="GPT-2 BPE directory (encoder.json) of GPT-2 BPE data: the preview shows text, not labels")
     parser.add_argument("--trust-dictionary", action="store_true",
                         help="skip the dictionary check where the checkpoint records no dictionary and its "
                              "training data is not found")
@@ -56,7 +58,7 @@ def main(argv=None) -> int:
     from fairseq_maskplug.atomic import temporary_name
     from fairseq_maskplug.checkpoints import check_writable
     from fairseq_maskplug.data import side_info_prefix, write_side_info
-    from fairseq_maskplug.scoring.preview import render_marked
+    from fairseq_maskplug.scoring.preview import preview_symbols, render_marked
     from fairseq_maskplug.scoring.tagger import TokenTagger
 
     args.data = token_data_dir(args.data)
@@ -68,6 +70,7 @@ def main(argv=None) -> int:
             check_writable(side_info_prefix(split_prefix, args.name) + ".bin")
         model, head, d = load_tagger(args.checkpoint, args.data, args.trust_dictionary)
         tagger = TokenTagger(model, head, d.bos(), d.eos(), d.pad())
+        symbols = preview_symbols(d, args.gpt2_bpe)
     except (FileNotFoundError, ValueError, PermissionError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -87,7 +90,7 @@ def main(argv=None) -> int:
         tmp = temporary_name(preview)
         with open(tmp, "w", encoding="utf-8") as f:
             for line, score in zip(lines[:args.preview_lines], scores):
-                f.write(render_marked([d[t] for t in line[:-1]], score[:-1] >= 0.5) + "\n")
+                f.write(render_marked([symbols[t] for t in line[:-1]], score[:-1] >= 0.5) + "\n")
         os.replace(tmp, preview)
         words = np.concatenate([s[:-1] for s in scores]) if scores else np.zeros(0)
         print(f"{split}: tagged {len(lines)} lines ({words.size} tokens) in {seconds:.1f} s "

@@ -80,21 +80,6 @@ def require(path: Path, what: str) -> Path:
 # ---------------------------------------------------------------------------------------------
 # fairseq side
 
-def fairseq_model(model_args: list, data_dir: Path, head=None, num_classes=None):
-    """A fairseq RoBERTa built as ``fairseq-train`` builds it (task masked_lm on ``data_dir``)."""
-    from fairseq import options, tasks
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-
-    args = options.parse_args_and_arch(options.get_training_parser(),
-                                       [str(data_dir), "--task", "masked_lm", "--criterion", "masked_lm",
-                                        "--cpu", *model_args])
-    cfg = convert_namespace_to_omegaconf(args)
-    model = tasks.setup_task(cfg.task).build_model(cfg.model)
-    if head is not None:
-        model.register_classification_head(head, num_classes=num_classes)
-    return model.eval(), args
-
-
 def fairseq_encode(directory: Path, dictionary, sentence: str):
     """Token ids as fairseq's RoBERTa hub interface makes them: <s> GPT-2 BPE labels </s>."""
     from fairseq.data.encoders.gpt2_bpe_utils import get_encoder
@@ -148,10 +133,10 @@ def compare(hf_model, hf_tokenizer, fs_model, fs_dir: Path, fs_dictionary, toler
 
 def hf_to_fairseq(args) -> str:
     transformers = import_transformers_or_exit()
-    import torch
     from fairseq.data import Dictionary
 
     from fairseq_maskplug.interop import gpt2_vocab, roberta
+    from fairseq_maskplug.interop.release import build_model, save_release
 
     src = args.from_hf
     config = transformers.AutoConfig.from_pretrained(src)
@@ -176,16 +161,12 @@ def hf_to_fairseq(args) -> str:
         gpt2_vocab.write_dict(out / "dict.txt", symbols)
         (out / "encoder.json").write_text(json.dumps(encoder, ensure_ascii=False), encoding="utf-8")
         shutil.copyfile(merges, out / "vocab.bpe")
-        fs_model, fs_args = fairseq_model(model_args, out, head, getattr(config, "num_labels", None))
+        fs_model, fs_args = build_model(model_args, out, head, getattr(config, "num_labels", None))
         missing, unexpected = fs_model.load_state_dict(state, strict=False)
         missing = [k for k in missing if not (head and k.startswith("encoder.lm_head."))]
         if missing or unexpected:
             raise ValueError(f"parameters not mapped: missing {missing}, unexpected {unexpected}")
-        fs_args.data = "."
-        torch.save({"args": fs_args, "model": fs_model.state_dict(), "extra_state": {},
-                    "optimizer_history": [{"criterion_name": "MaskedLmLoss", "optimizer_name": "AdamOptimizer",
-                                           "lr_scheduler_state": {}, "num_updates": 0}]},
-                   out / "model.pt")
+        save_release(out, fs_model, fs_args)
         dictionary = Dictionary.load(str(out / "dict.txt"))
         dictionary.add_symbol("<mask>")
         worst = compare(hf_model, tokenizer, fs_model, out, dictionary, args.tolerance, head)
@@ -291,6 +272,8 @@ def fairseq_from_weights(model_cfg, shape, dict_path: Path, weights, head, num_l
     """The checkpoint's model rebuilt as plain fairseq RoBERTa (to compare logits with)."""
     import tempfile
 
+    from fairseq_maskplug.interop.release import build_model
+
     model_args = ["--arch", "roberta_base", "--encoder-layers", str(shape["layers"]),
                   "--encoder-embed-dim", str(shape["dim"]), "--encoder-ffn-embed-dim", str(shape["ffn"]),
                   "--encoder-attention-heads", str(model_cfg.encoder_attention_heads),
@@ -298,7 +281,7 @@ def fairseq_from_weights(model_cfg, shape, dict_path: Path, weights, head, num_l
                   "--activation-fn", getattr(model_cfg, "activation_fn", "gelu")]
     with tempfile.TemporaryDirectory() as tmp:
         shutil.copyfile(dict_path, Path(tmp) / "dict.txt")
-        model, _ = fairseq_model(model_args, Path(tmp), head, num_labels)
+        model, _ = build_model(model_args, Path(tmp), head, num_labels)
     wanted = {k: v for k, v in weights.items()
               if not k.startswith("classification_heads.") or k.startswith(f"classification_heads.{head}.")}
     model.load_state_dict(wanted, strict=True)

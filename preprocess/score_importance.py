@@ -38,6 +38,8 @@ def parse_args(argv=None):
                         help="padded tokens per forward (inputs of the batch sorted by length; raise it on GPUs)")
     parser.add_argument("--classification-head-name", default="sentence_classification_head")
     parser.add_argument("--preview", default=None, help="preview file (default DATA/input0/SPLIT.NAME.preview.txt)")
+    parser.add_argument("--gpt2-bpe", default=None,
+                        help="GPT-2 BPE directory (encoder.json) of GPT-2 BPE data: the preview shows text, not labels")
     parser.add_argument("--trust-dictionary", action="store_true",
                         help="skip the dictionary check where the checkpoint records no dictionary and its "
                              "training data is not found")
@@ -85,6 +87,8 @@ def main(argv=None) -> int:
             check_writable(path)
         model, d, tokens, classes = load_task_split(args.checkpoint, args.data, args.split,
                                                    args.classification_head_name, args.trust_dictionary)
+        from fairseq_maskplug.scoring.preview import preview_symbols
+        symbols = preview_symbols(d, args.gpt2_bpe)
     except (FileNotFoundError, ValueError, PermissionError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -112,7 +116,7 @@ def main(argv=None) -> int:
     tmp = temporary_name(preview)
     with open(tmp, "w", encoding="utf-8") as f:
         for line, row, ok, label in zip(lines, rows, scored, classes):
-            text = render_marked([d[t] for t in line[:-1]], row[:-1])
+            text = render_marked([symbols[t] for t in line[:-1]], row[:-1])
             f.write(f"{label}\t{text}\n" if ok else f"{label}\t(misclassified, not scored)\t{text}\n")
     os.replace(tmp, preview)
     n_tokens = sum(len(s) for s, ok in zip(sentences, scored) if ok)

@@ -23,8 +23,9 @@
 # sentences, 8 candidate spans each), BART_META_GRADIENT (exact; finite_difference for large
 # models), BART_ROWS (all seven),
 # BART_ARCH (bart_tiny; bart_base on GPUs), PRETRAINED=<dir with model.pt and dict.txt> to
-# start from a released fairseq BART instead of the general stage (its dict.txt must be the
-# data's), and MASKPLUG_TOKENS / MASKPLUG_BATCH / MASKPLUG_CPU_WORKERS of recipes/lib.sh.
+# start from a released fairseq BART (bart.base) instead of the general stage: the news is then
+# encoded with its GPT-2 BPE (GPT2_BPE, default PRETRAINED) and dict.txt and its architecture
+# replaces BART_ARCH; and MASKPLUG_TOKENS / MASKPLUG_BATCH / MASKPLUG_CPU_WORKERS / LAUNCH of recipes/lib.sh.
 set -euo pipefail
 MASKPLUG_EXTRAS=spans,bench source "$(dirname "${BASH_SOURCE[0]}")/setup_env.sh"
 source "$MASKPLUG_ROOT/recipes/lib.sh"  # cd to the repository root, WORK
@@ -42,8 +43,14 @@ ARCH="${BART_ARCH:-bart_tiny}"
 mkdir -p "$OUT" "$WORK/logs"
 started=$SECONDS
 
-BART_ARGS=(--arch "$ARCH" --max-source-positions "$MASKPLUG_TOKENS" --max-target-positions "$MASKPLUG_TOKENS"
-           --dropout 0.1 --attention-dropout 0.1)
+if [ -n "${PRETRAINED:-}" ]; then
+    BART_ARGS=("${PRETRAINED_MODEL_ARGS[@]}")
+    BPE_ARGS=(--gpt2-bpe "$GPT2_BPE" --srcdict "$PRETRAINED/dict.txt")
+else
+    BART_ARGS=(--arch "$ARCH" --max-source-positions "$MASKPLUG_TOKENS" --max-target-positions "$MASKPLUG_TOKENS"
+               --dropout 0.1 --attention-dropout 0.1)
+    BPE_ARGS=()
+fi
 TRAIN_ARGS=("${BART_ARGS[@]}" "${COMMON_ARGS[@]}" --lr-scheduler polynomial_decay --no-epoch-checkpoints)
 
 # denoise DATA SAVE UPDATES SEED [args...]: guided_denoising (cross_entropy)
@@ -74,7 +81,8 @@ policy_train() {
 }
 
 echo "[1/6] cased news corpus, salient spans and the entity-cloze probe"
-python -m preprocess.prepare_bart_data --out "$DATA" --cache "$WORK/downloads" --sentences "${BART_SENTENCES:-20000}"
+python -m preprocess.prepare_bart_data --out "$DATA" --cache "$WORK/downloads" --sentences "${BART_SENTENCES:-20000}" \
+    "${BPE_ARGS[@]}"
 
 echo "[2/6] general model"
 if [ -n "${PRETRAINED:-}" ]; then

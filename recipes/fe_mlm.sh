@@ -25,7 +25,7 @@ started=$SECONDS
 
 echo "[1/4] demo data and general MLM pre-training"
 general_model
-GENERAL="$WORK/general/checkpoint_last.pt"
+GENERAL="$GENERAL_CHECKPOINT"
 
 echo "[2/4] continued pre-training, $UPDATES updates each: MLM (subword, span) batch $((B * K)) vs FE-MLM batch $B x $K views"
 common=(--finetune-from-model "$GENERAL" --save-interval-updates "$EVERY" --keep-interval-updates -1)

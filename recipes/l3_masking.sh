@@ -30,12 +30,12 @@ started=$SECONDS
 
 echo "[1/3] demo data and the vanilla (general MLM) model"
 general_model
-VANILLA="$WORK/general/checkpoint_last.pt"
+VANILLA="$GENERAL_CHECKPOINT"
 
 echo "[2/3] token pseudo-likelihoods of the MR texts (PLL-word-l2r, frozen vanilla model)"
 for split in train valid test; do
     stage "l3_plt_$split" "$WORK/logs/l3_plt_$split.log" python -m preprocess.score_pll \
-        --checkpoint "$VANILLA" --data "$WORK/data/mr/input0" --split "$split" --name plt
+        --checkpoint "$VANILLA" --data "$WORK/data/mr/input0" --split "$split" --name plt "${WORD_STARTS_ARGS[@]}"
     grep "sentences/s" "$WORK/logs/l3_plt_$split.log" || true
 done
 python recipes/l3_summary.py "$WORK/data/mr/input0/train.plt" --mean "$MEAN"
@@ -43,7 +43,7 @@ python recipes/l3_summary.py "$WORK/data/mr/input0/train.plt" --mean "$MEAN"
 # joint_finetune ROW SEED ARGS...: joint classification + MLM fine-tuning, then score valid and test
 joint_finetune() {
     local row=$1 seed=$2 save="$OUT/finetune/$1__seed$2"; shift 2
-    local steps=$(( EPOCHS * ( $(num_lines "$WORK/data/mr/input0/train") / (MASKPLUG_BATCH * MASKPLUG_CPU_WORKERS) + 1 ) ))
+    local steps=$(( EPOCHS * ( $(num_lines "$WORK/data/mr/input0/train") / (MASKPLUG_BATCH * WORKERS) + 1 ) ))
     maskplug_train "$WORK/data/mr" --task joint_mlm_classification --criterion joint_mlm_classification \
         --num-classes 2 --tokens-per-sample "$MASKPLUG_TOKENS" "${MODEL_ARGS[@]}" "${COMMON_ARGS[@]}" \
         --finetune-from-model "$VANILLA" --lr-scheduler polynomial_decay --lr "${MASKPLUG_FINETUNE_LR:-2e-4}" \

@@ -8,12 +8,37 @@
 #   MASKPLUG_PRETRAIN_LR / MASKPLUG_FINETUNE_LR  peak learning rates (1e-3 / 2e-4)
 #   MASKPLUG_CPU_WORKERS  data-parallel worker processes on CPUs (default 1), started with
 #                     torchrun: the multi-GPU code path (pytorch_ddp, gloo) without GPUs
+#   MASKPLUG_WORKERS  data-parallel workers in all (for the learning-rate schedules of epoch-based
+#                     stages; default: the visible GPUs, else MASKPLUG_CPU_WORKERS; set it with LAUNCH)
 # On GPUs, fairseq-train uses every visible GPU and --fp16; on CPU it runs --cpu.
 # MASKPLUG_BATCH is per worker (GPU or CPU process): a batch holds workers x MASKPLUG_BATCH.
+#
+# LAUNCH: a launcher prefix for every fairseq-train of the recipe (one run over all its processes;
+# fairseq_maskplug.launch reads the launcher's environment), e.g. on each of 2 nodes
+#   LAUNCH="torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint HOST:29500"
+#   LAUNCH="srun"   (in an sbatch script with MASTER_ADDR and MASTER_PORT exported)
+# and MASKPLUG_WORKERS=16. torchrun gets the fairseq-maskplug-train script, other launchers the command.
+#
+# PRETRAINED=DIR: a released fairseq model (model.pt + dict.txt, e.g. roberta.base, or the output
+# of `python -m preprocess.convert --from-hf ... --to fairseq DIR`) replaces the general stage:
+# its architecture replaces the MASKPLUG_* shape, and the demo data is encoded with fairseq's GPT-2
+# BPE (GPT2_BPE=DIR with encoder.json and vocab.bpe; default: PRETRAINED) and binarized with the
+# release's dict.txt. The work directory then defaults to work_<release name>.
 
 # every recipe works in the repository root and writes under $WORK (shared by the recipes)
 cd "$MASKPLUG_ROOT"
-WORK="${MASKPLUG_WORK:-$MASKPLUG_ROOT/work}"
+if [ -n "${PRETRAINED:-}" ]; then
+    PRETRAINED="$(cd "$PRETRAINED" && pwd)"
+    GPT2_BPE="$(cd "${GPT2_BPE:-$PRETRAINED}" && pwd)"
+    PRETRAINED_MODEL_ARGS_LINE="$(python -m fairseq_maskplug.interop.release "$PRETRAINED")"
+    read -r -a PRETRAINED_MODEL_ARGS <<< "$PRETRAINED_MODEL_ARGS_LINE"
+    WORK="${MASKPLUG_WORK:-$MASKPLUG_ROOT/work_$(basename "$PRETRAINED")}"
+elif [ -n "${GPT2_BPE:-}" ]; then
+    echo "GPT2_BPE needs PRETRAINED: the released model whose dict.txt binarizes the data" >&2
+    exit 2
+else
+    WORK="${MASKPLUG_WORK:-$MASKPLUG_ROOT/work}"
+fi
 
 MASKPLUG_LAYERS="${MASKPLUG_LAYERS:-4}"
 MASKPLUG_DIM="${MASKPLUG_DIM:-128}"
@@ -29,20 +54,40 @@ else
     DEVICE_ARGS=(--cpu --num-workers 0)
 fi
 MASKPLUG_CPU_WORKERS="${MASKPLUG_CPU_WORKERS:-1}"
+if [ "$n_gpus" -gt 0 ]; then WORKERS="${MASKPLUG_WORKERS:-$n_gpus}"; else WORKERS="${MASKPLUG_WORKERS:-$MASKPLUG_CPU_WORKERS}"; fi
 
-# maskplug_train ARGS...: fairseq-maskplug-train, under torchrun with MASKPLUG_CPU_WORKERS
-# processes on CPUs (one run: fairseq's default pytorch_ddp backend over gloo)
+# maskplug_train ARGS...: fairseq-maskplug-train under LAUNCH, else under torchrun with
+# MASKPLUG_CPU_WORKERS processes on CPUs (one run: fairseq's default pytorch_ddp backend over gloo)
 maskplug_train() {
-    if [ "$n_gpus" -eq 0 ] && [ "$MASKPLUG_CPU_WORKERS" -gt 1 ]; then
+    if [ -n "${LAUNCH:-}" ]; then
+        local launcher
+        read -r -a launcher <<< "$LAUNCH"
+        if [ "$(basename "${launcher[0]}")" = torchrun ]; then
+            "${launcher[@]}" "$(command -v fairseq-maskplug-train)" "$@"
+        else
+            "${launcher[@]}" fairseq-maskplug-train "$@"
+        fi
+    elif [ "$n_gpus" -eq 0 ] && [ "$MASKPLUG_CPU_WORKERS" -gt 1 ]; then
         torchrun --standalone --nproc-per-node "$MASKPLUG_CPU_WORKERS" "$(command -v fairseq-maskplug-train)" "$@"
     else
         fairseq-maskplug-train "$@"
     fi
 }
 
-MODEL_ARGS=(--arch roberta_base --encoder-layers "$MASKPLUG_LAYERS" --encoder-embed-dim "$MASKPLUG_DIM"
-            --encoder-ffn-embed-dim "$MASKPLUG_FFN" --encoder-attention-heads "$MASKPLUG_HEADS"
-            --max-positions "$MASKPLUG_TOKENS" --dropout 0.1 --attention-dropout 0.1)
+if [ -n "${PRETRAINED:-}" ]; then
+    MODEL_ARGS=("${PRETRAINED_MODEL_ARGS[@]}")
+    WORD_STARTS_ARGS=(--word-starts gpt2 --gpt2-encoder-json "$GPT2_BPE/encoder.json"
+                      --gpt2-vocab-bpe "$GPT2_BPE/vocab.bpe")
+    PREVIEW_ARGS=(--gpt2-bpe "$GPT2_BPE")  # previews of GPT-2 BPE data show text, not labels
+    GENERAL_DESCRIPTION="the released model $PRETRAINED"
+else
+    MODEL_ARGS=(--arch roberta_base --encoder-layers "$MASKPLUG_LAYERS" --encoder-embed-dim "$MASKPLUG_DIM"
+                --encoder-ffn-embed-dim "$MASKPLUG_FFN" --encoder-attention-heads "$MASKPLUG_HEADS"
+                --max-positions "$MASKPLUG_TOKENS" --dropout 0.1 --attention-dropout 0.1)
+    WORD_STARTS_ARGS=(--word-starts sentencepiece)
+    PREVIEW_ARGS=()
+    GENERAL_DESCRIPTION="${MASKPLUG_GENERAL_UPDATES:-1000} general MLM updates"
+fi
 COMMON_ARGS=(--required-batch-size-multiple 1 --no-progress-bar --log-format json --log-interval 50
              --batch-size "$MASKPLUG_BATCH" --optimizer adam --adam-betas '(0.9,0.98)' --adam-eps 1e-6
              --weight-decay 0.01 --clip-norm 0.0 "${DEVICE_ARGS[@]}")
@@ -68,7 +113,7 @@ num_lines() {
 # RoBERTa fine-tuning configs, so that it trains data-parallel)
 finetune() {
     local data=$1 init=$2 save=$3 epochs=$4 seed=$5
-    local steps=$(( epochs * ( $(num_lines "$data/input0/train") / (MASKPLUG_BATCH * MASKPLUG_CPU_WORKERS) + 1 ) ))
+    local steps=$(( epochs * ( $(num_lines "$data/input0/train") / (MASKPLUG_BATCH * WORKERS) + 1 ) ))
     maskplug_train "$data" --task sentence_prediction --criterion sentence_prediction --find-unused-parameters \
         --num-classes 2 --init-token 0 --separator-token 2 --shorten-method truncate \
         "${MODEL_ARGS[@]}" "${COMMON_ARGS[@]}" --finetune-from-model "$init" \
@@ -91,17 +136,25 @@ stage() {
     fi
 }
 
-# general_model: the demo data ($WORK/data) and the general MLM checkpoint
-# ($WORK/general/checkpoint_last.pt), shared by all recipes. Knobs:
-#   MASKPLUG_GENERAL_SENTENCES (40000) news sentences, MASKPLUG_INDOMAIN_SENTENCES (20000)
+# general_model: the demo data ($WORK/data) and the general checkpoint GENERAL_CHECKPOINT, shared
+# by all recipes: $WORK/general/checkpoint_last.pt (general MLM on the news), or PRETRAINED/model.pt.
+# Knobs: MASKPLUG_GENERAL_SENTENCES (40000) news sentences, MASKPLUG_INDOMAIN_SENTENCES (20000)
 #   review lines, MASKPLUG_GENERAL_UPDATES (1000) general MLM updates.
 general_model() {
     mkdir -p "$WORK/logs"
+    local bpe_args=()
+    [ -n "${PRETRAINED:-}" ] && bpe_args=(--gpt2-bpe "$GPT2_BPE" --srcdict "$PRETRAINED/dict.txt")
     python -m preprocess.prepare_demo --out "$WORK/data" --cache "$WORK/downloads" \
         --general-sentences "${MASKPLUG_GENERAL_SENTENCES:-40000}" \
-        --indomain-sentences "${MASKPLUG_INDOMAIN_SENTENCES:-20000}" || return 1
+        --indomain-sentences "${MASKPLUG_INDOMAIN_SENTENCES:-20000}" "${bpe_args[@]}" || return 1
+    if [ -n "${PRETRAINED:-}" ]; then
+        GENERAL_CHECKPOINT="$PRETRAINED/model.pt"
+        echo "    released model $GENERAL_CHECKPOINT: ${MODEL_ARGS[*]}"
+        return 0
+    fi
     stage general "$WORK/logs/general.log" \
         pretrain guided_mlm "$WORK/data/general" "$WORK/general" "${MASKPLUG_GENERAL_UPDATES:-1000}"
+    GENERAL_CHECKPOINT="$WORK/general/checkpoint_last.pt"
 }
 
 # finetune_and_score ROW INIT SEED EPOCHS RESULTS_DIR SAVE_ROOT: fine-tune on MR, write

@@ -33,9 +33,9 @@ MR="$WORK/data/mr"
 started=$SECONDS
 mkdir -p "$OUT/results"
 
-echo "[1/6] demo data ($WORK/data) and GenePT, the general MLM model ($WORK/general)"
+echo "[1/6] demo data ($WORK/data) and GenePT, the general MLM model ($WORK/general, or PRETRAINED)"
 general_model
-GENEPT="$WORK/general/checkpoint_last.pt"
+GENEPT="$GENERAL_CHECKPOINT"
 
 echo "[2/6] fine-tune GenePT on MR (also the no-TaskPT row; seeds: $SEEDS)"
 for seed in $SEEDS; do
@@ -47,14 +47,14 @@ CLASSIFIER="$OUT/finetune/no-TaskPT__seed${SEEDS%% *}/checkpoint_best.pt"
 echo "[3/6] Downstream Mask: buffer scoring of the MR texts (delta $DELTA)"
 for split in train valid; do
     stage "sm_score_$split" "$WORK/logs/sm_score_$split.log" python -m preprocess.score_importance \
-        --checkpoint "$CLASSIFIER" --data "$MR" --split "$split" --name importance --delta "$DELTA"
+        --checkpoint "$CLASSIFIER" --data "$MR" --split "$split" --name importance --delta "$DELTA" "${PREVIEW_ARGS[@]}"
     grep "sentences/s" "$WORK/logs/sm_score_$split.log"
 done
 echo "    examples (important subwords in [...]; label 0 = negative, 1 = positive):"
 head -4 "$MR/input0/train.importance.preview.txt" | cut -c1-150 | sed 's/^/      /'
 
 echo "[4/6] token-importance tagger on the labelled MR texts ($TAGGER_EPOCHS epochs, class-1 weight $CLASS_WEIGHT)"
-tagger_steps=$(( TAGGER_EPOCHS * ( $(num_lines "$MR/input0/train") / (MASKPLUG_BATCH * MASKPLUG_CPU_WORKERS) + 1 ) ))
+tagger_steps=$(( TAGGER_EPOCHS * ( $(num_lines "$MR/input0/train") / (MASKPLUG_BATCH * WORKERS) + 1 ) ))
 stage sm_tagger "$WORK/logs/sm_tagger.log" \
     maskplug_train "$MR/input0" --task token_importance --criterion token_importance \
     --label-track importance --tokens-per-sample "$MASKPLUG_TOKENS" --positive-class-weight "$CLASS_WEIGHT" \
@@ -73,7 +73,7 @@ PY
 
 echo "[5/6] In-domain Mask: tag the reviews"
 stage sm_annotate "$WORK/logs/sm_annotate.log" python -m preprocess.annotate_importance \
-    --checkpoint "$OUT/tagger/checkpoint_best.pt" --data "$WORK/data/indomain" --splits train valid --name importance
+    --checkpoint "$OUT/tagger/checkpoint_best.pt" --data "$WORK/data/indomain" --splits train valid --name importance "${PREVIEW_ARGS[@]}"
 grep "tagged" "$WORK/logs/sm_annotate.log" | sed 's/^/    /'
 
 echo "[6/6] TaskPT from GenePT: selective and matched-random masks ($UPDATES updates each)"
@@ -101,7 +101,7 @@ for row in matched-random selective; do
 done
 
 echo
-echo "MR sentence polarity ($EPOCHS fine-tuning epochs; GenePT = ${MASKPLUG_GENERAL_UPDATES:-1000} general MLM updates;"
+echo "MR sentence polarity ($EPOCHS fine-tuning epochs; GenePT = $GENERAL_DESCRIPTION;"
 echo "TaskPT = $UPDATES in-domain updates, masks capped at $CAP, $MASKS), accuracy and macro-F1 in %:"
 python recipes/results_table.py "$OUT/results" --rows "no-TaskPT,matched-random,selective"
 echo "finished in $(( (SECONDS - started) / 60 )) min $(( (SECONDS - started) % 60 )) s"

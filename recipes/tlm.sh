@@ -66,7 +66,7 @@ stage1() {
 # stage2 ROW SEED: task-only fine-tuning from the last stage-1 checkpoint with a fresh head, best dev accuracy
 stage2() {
     local row=$1 seed=$2 save="$OUT/stage2/$1__seed$2"
-    local steps=$(( FT_EPOCHS * ( $(num_lines "$WORK/data/mr/input0/train") / (MASKPLUG_BATCH * MASKPLUG_CPU_WORKERS) + 1 ) ))
+    local steps=$(( FT_EPOCHS * ( $(num_lines "$WORK/data/mr/input0/train") / (MASKPLUG_BATCH * WORKERS) + 1 ) ))
     maskplug_train "$WORK/data/mr" --task tlm --criterion tlm --num-classes 2 --tokens-per-sample "$MASKPLUG_TOKENS" \
         "${TLM_MODEL_ARGS[@]}" "${COMMON_ARGS[@]}" --tlm-external-ratio 0 --tlm-task-mlm-weight 0 \
         --classification-head-name tlm_finetune_head --finetune-from-model "$OUT/stage1/${row}__seed$seed/checkpoint_last.pt" \
@@ -89,7 +89,7 @@ for seed in $SEEDS; do
         stage "tlm_s2_${row}__seed$seed" "$WORK/logs/tlm_s2_${row}__seed$seed.log" stage2 "$row" "$seed"
     done
     stage "tlm_general-ft__seed$seed" "$WORK/logs/tlm_general-ft__seed$seed.log" \
-        finetune_and_score general-ft "$WORK/general/checkpoint_last.pt" "$seed" "$FT_EPOCHS" "$OUT/results" "$OUT/stage2"
+        finetune_and_score general-ft "$GENERAL_CHECKPOINT" "$seed" "$FT_EPOCHS" "$OUT/results" "$OUT/stage2"
 done
 
 echo "[5/5] table"

@@ -50,7 +50,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--results", type=Path, required=True)
     parser.add_argument("--logs", type=Path, required=True)
-    parser.add_argument("--general-log", type=Path, required=True)
+    parser.add_argument("--general-log", type=Path, default=None,
+                        help="log of the general MLM stage (absent with PRETRAINED: its tokens are not counted)")
     parser.add_argument("--checkpoint", type=Path, required=True)
     parser.add_argument("--seeds", required=True)
     parser.add_argument("--external", type=Path, help="external.json of prepare_tlm_data (review shares)")
@@ -67,11 +68,15 @@ def main():
                 for key in ("accuracy", "macro_f1"):
                     score[row][(split, key)].append(record[key])
             if row == "general-ft":
-                logs = [args.general_log, args.logs / f"tlm_general-ft__seed{seed}.log"]
+                logs = [args.logs / f"tlm_general-ft__seed{seed}.log"]
+                if args.general_log is not None and args.general_log.exists():
+                    logs.insert(0, args.general_log)
             else:
                 logs = [args.logs / f"tlm_s1_{row}__seed{seed}.log", args.logs / f"tlm_s2_{row}__seed{seed}.log"]
             tokens[row].append(sum(train_tokens(log) for log in logs))
     print(f"parameters (encoder + LM head): {n_params:,}")
+    if args.general_log is None or not args.general_log.exists():
+        print("general-ft: tokens and FLOPs count fine-tuning only (no general-stage log: a released model)")
     if args.external:
         shares = json.loads(args.external.read_text())
         print(f"review documents: {100 * shares['review_share_bm25']:.1f}% of BM25's {shares['retrieved']} vs "

@@ -1,8 +1,28 @@
 """Readable previews of per-token annotations (like Gu et al. 2020, Table 2)."""
 
-from typing import Sequence
+from typing import List, Optional, Sequence
 
 import numpy as np
+
+
+def preview_symbols(dictionary, gpt2_bpe_dir: Optional[str] = None) -> List[str]:
+    """The dictionary's symbols as :func:`render_marked` reads them. GPT-2 BPE labels (``gpt2_bpe_dir``
+    holds ``encoder.json``) become the text they spell, a leading space written ``▁`` as sentencepiece
+    does; symbols that spell no text keep their name."""
+    if gpt2_bpe_dir is None:
+        return list(dictionary.symbols)
+    import os
+
+    from .alignment import TokenSurfaces
+    surfaces = TokenSurfaces.from_dictionary(dictionary, "gpt2", os.path.join(gpt2_bpe_dir, "encoder.json"))
+    out = []
+    for symbol, surface in zip(dictionary.symbols, surfaces.surface):
+        if surface is None:
+            out.append(symbol)
+        else:
+            text = surface.decode("utf-8", errors="replace")
+            out.append("\u2581" + text[1:] if text.startswith(" ") else text)
+    return out
 
 
 def render_marked(symbols: Sequence[str], marks: np.ndarray) -> str:
