@@ -114,7 +114,8 @@ def compare(hf_model, hf_tokenizer, fs_model, fs_dir: Path, fs_dictionary, toler
         fs_ids = fairseq_encode(fs_dir, fs_dictionary, sentence)
         hf_ids = hf_tokenizer(sentence)["input_ids"]
         if fs_ids.tolist() != list(hf_ids):
-            raise ValueError(f"the tokenizers disagree on {sentence!r}:\n  fairseq {fs_ids.tolist()}\n  hf      {hf_ids}")
+            raise ValueError(f"the tokenizers disagree on {sentence!r}: fairseq {fs_ids.tolist()[:12]}..., "
+                             f"hf {list(hf_ids)[:12]}...")
         tokens = fs_ids[: hf_model.config.max_position_embeddings - 2].unsqueeze(0)
         with torch.no_grad():
             if head is None:
@@ -132,7 +133,8 @@ def compare(hf_model, hf_tokenizer, fs_model, fs_dir: Path, fs_dictionary, toler
 # HF -> fairseq
 
 def hf_to_fairseq(args) -> str:
-    transformers = import_transformers_or_exit()
+    from fairseq_maskplug.interop import import_transformers
+    transformers = import_transformers()
     from fairseq.data import Dictionary
 
     from fairseq_maskplug.interop import gpt2_vocab, roberta
@@ -187,7 +189,8 @@ def find_beside(start: Path, name: str, fallbacks=()) -> Path:
 
 
 def fairseq_to_hf(args) -> str:
-    transformers = import_transformers_or_exit()
+    from fairseq_maskplug.interop import import_transformers
+    transformers = import_transformers()
     from fairseq.data import Dictionary
 
     from fairseq_maskplug.interop import gpt2_vocab, roberta
@@ -198,7 +201,8 @@ def fairseq_to_hf(args) -> str:
     state = load_fairseq_checkpoint(checkpoint)
     model_cfg = checkpoint_model_cfg(state)
     task_cfg = state["cfg"]["task"]
-    data = Path(str(getattr(task_cfg, "data", None) or task_cfg.get("data", ""))) if task_cfg else None
+    data = task_cfg.get("data") if task_cfg is not None else None
+    data = Path(data) if data else None  # the training data directory the checkpoint names
     dict_path = args.dict or find_beside(checkpoint.parent, "dict.txt",
                                         [data, data / "input0" if data else None])
     bpe_dir = args.gpt2_bpe or checkpoint.parent
@@ -207,7 +211,7 @@ def fairseq_to_hf(args) -> str:
     weights = state["model"]
     heads = sorted({k.split(".")[1] for k in weights if k.startswith("classification_heads.")})
     head = args.head
-    task_name = task_cfg.get("_name") if hasattr(task_cfg, "get") else None
+    task_name = task_cfg.get("_name") if task_cfg is not None else None
     if head is None and task_name == "sentence_prediction" and len(heads) == 1:
         head = heads[0]
     if head is not None and head not in heads:
@@ -286,11 +290,6 @@ def fairseq_from_weights(model_cfg, shape, dict_path: Path, weights, head, num_l
               if not k.startswith("classification_heads.") or k.startswith(f"classification_heads.{head}.")}
     model.load_state_dict(wanted, strict=True)
     return model
-
-
-def import_transformers_or_exit():
-    from fairseq_maskplug.interop import import_transformers
-    return import_transformers()
 
 
 def main(argv=None) -> int:

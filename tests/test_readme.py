@@ -103,6 +103,7 @@ def quickstart_work(tmp_path_factory):
                "--tokens-per-sample", "128", "--cpu", "--optimizer", "adam", "--lr", "1e-3", "--batch-size", "8",
                "--max-update", "2", "--no-epoch-checkpoints", "--save-dir", work / "general"]))
     os.symlink(REPO / "examples", root / "examples")
+    os.symlink(REPO / "recipes", root / "recipes")
     return root
 
 
