@@ -114,7 +114,7 @@ def test_readme_command_runs(quickstart_work, line, body):
                             capture_output=True, text=True, env=env)
     output = result.stdout + result.stderr
     assert result.returncode == 0, f"README line {line} failed:\n{body}\n{output[-4000:]}"
-    trainings = len(re.findall(r"^\s*(?:fairseq-maskplug-train|fairseq-train) ", body, re.M))
+    trainings = len(re.findall(r"^\s*(?:fairseq-maskplug-train|fairseq-train|fairseq-hydra-train) ", body, re.M))
     assert output.count("done training") == trainings, f"README line {line}: not every training finished"
     assert "| nan |" not in output and " loss nan " not in output
     if "fairseq-maskplug-evaluate " in body:
