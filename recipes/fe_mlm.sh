@@ -63,7 +63,7 @@ done
 echo "[4/4] gradient-variance probe on the general checkpoint (in-domain valid minibatch)"
 stage fe_mlm_probe "$WORK/logs/fe_mlm_probe.log" \
     python benchmarks/fe_variance.py --checkpoint "$GENERAL" --data "$WORK/data/indomain" \
-    --views "$K" --out "$OUT/fe_variance"
+    --views "$K" --tokens-per-sample "$MASKPLUG_TOKENS" --out "$OUT/fe_variance"
 tail -12 "$WORK/logs/fe_mlm_probe.log"
 
 echo
