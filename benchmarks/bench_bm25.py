@@ -13,6 +13,7 @@ documents and reports its build time, size and queries/s. The last line is
 
     python benchmarks/bench_bm25.py                     # about 2 minutes on 2 cores
     python benchmarks/bench_bm25.py --scale 1000000     # plus a 1M-document index
+    python benchmarks/bench_bm25.py --smoke             # tiny sizes, seconds (the test suite runs it)
 """
 
 import argparse
@@ -33,6 +34,9 @@ sys.path.insert(0, str(REPO))
 from fairseq_maskplug.retrieval import Analyser, Bm25sSearcher, RankBm25Searcher  # noqa: E402
 from fairseq_maskplug.retrieval.index import index_bytes  # noqa: E402
 from fairseq_maskplug.retrieval.run import retrieve  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from smoke import add_smoke_option, shrink  # noqa: E402
 
 
 def zipf_words(vocab: int):
@@ -76,7 +80,8 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--scale", type=int, default=0, help="also build an index of this many documents")
     parser.add_argument("--work", type=Path, default=None, help="working directory (default: a temporary one)")
-    args = parser.parse_args()
+    add_smoke_option(parser)
+    args = shrink(parser.parse_args(), docs=2000, vocab=2000, queries=40, reference_queries=5, top_k=10)
     print(__doc__.split("\n\n")[0], flush=True)
     work = args.work or Path(tempfile.mkdtemp(prefix="bench_bm25_"))
     work.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,7 @@ labels). ``--checkpoint CK --data DIR`` scores real data with a fine-tuned class
 (sentence_prediction layout). Prints both speeds and last
 ``ratio=<batched / one-at-a-time sentences per second>`` (target >= 4).
 
-    python benchmarks/bench_buffer.py [--sentences 200] [--checkpoint CK --data DIR --split valid]
+    python benchmarks/bench_buffer.py [--sentences 200] [--checkpoint CK --data DIR --split valid] [--smoke]
 """
 
 import argparse
@@ -20,7 +20,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # preprocess/
-from bench_masking import make_data  # noqa: E402
+from smoke import add_smoke_option, shrink  # noqa: E402
+from task_timing import make_data  # noqa: E402
 from bench_pll import load_model  # noqa: E402
 
 
@@ -49,7 +50,8 @@ def main():
     parser.add_argument("--batch-size", type=int, default=256, help="sentences in flight")
     parser.add_argument("--max-tokens", type=int, default=2048, help="padded tokens per forward")
     parser.add_argument("--delta", type=float, default=0.05)
-    args = parser.parse_args()
+    add_smoke_option(parser)
+    args = shrink(parser.parse_args(), sentences=12)
     import torch
     from fairseq_maskplug.scoring.buffer import SentenceClassifier, buffer_importance
 

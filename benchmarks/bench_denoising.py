@@ -15,7 +15,7 @@ rotation, insertion or random tokens; ours: ``--mask-policy random --target-form
 Last line: ``ratio_item=<ours/fairseq seconds per item> ratio_wps=<ours/fairseq wps>``
 (targets: ratio_item <= 1.0, ratio_wps >= 0.95).
 
-    python benchmarks/bench_denoising.py [--data DIR] [--repeats 5] [--updates 300] [--wps-runs 4]
+    python benchmarks/bench_denoising.py [--data DIR] [--repeats 5] [--updates 300] [--wps-runs 4] [--smoke]
 """
 
 from task_timing import compare

@@ -9,8 +9,11 @@ The meta side adds the policy (roberta_tiny) forward, 8 candidate examples per s
 task's ``train_step`` plus the optimizer step, after 3 warm-up updates, interleaved
 repeats, median. Takes about 2 minutes on 2 CPU cores. The last line is
 ``ratio_exact=<meta exact / plain> ratio_fd=<meta finite difference / plain>``.
+
+    python benchmarks/bench_meta_step.py [--lines 3000] [--repeats 5] [--smoke]
 """
 
+import argparse
 import statistics
 import subprocess
 import sys
@@ -21,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from smoke import add_smoke_option, shrink  # noqa: E402
 from task_timing import BIN, REPO, make_data  # noqa: E402
 
 BATCH = 8
@@ -33,7 +37,8 @@ def cloze_data(root: Path, corpus: Path) -> Path:
     (root / "dict.probe.txt").write_text((corpus / "dict.txt").read_text() + "<mask> 0\n")
     rng = np.random.default_rng(0)
     lines = (root / "train.txt").read_text().splitlines()[:2000]
-    for split, part in (("train", lines[:1800]), ("valid", lines[1800:])):
+    cut = len(lines) * 9 // 10
+    for split, part in (("train", lines[:cut]), ("valid", lines[cut:])):
         questions, answers = [], []
         for line in part:
             words = line.split()
@@ -49,7 +54,7 @@ def cloze_data(root: Path, corpus: Path) -> Path:
     return root / "cloze"
 
 
-def build(argv):
+def build(argv, n_batches: int):
     import fairseq_maskplug.plugin  # noqa: F401
     from fairseq import optim, options, tasks
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
@@ -62,7 +67,8 @@ def build(argv):
     criterion = task.build_criterion(cfg.criterion)
     optimizer = optim.build_optimizer(cfg.optimizer, [p for p in model.parameters() if p.requires_grad])
     dataset = task.dataset("train")
-    batches = [dataset.collater([dataset[i] for i in range(k * BATCH, (k + 1) * BATCH)]) for k in range(20)]
+    n_batches = min(n_batches, len(dataset) // BATCH)
+    batches = [dataset.collater([dataset[i] for i in range(k * BATCH, (k + 1) * BATCH)]) for k in range(n_batches)]
     return task, model, criterion, optimizer, batches
 
 
@@ -78,10 +84,17 @@ def seconds_per_update(side, updates: int, start: int) -> float:
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--lines", type=int, default=3000, help="lines of the synthetic corpus")
+    parser.add_argument("--repeats", type=int, default=5, help="interleaved timed repeats per side")
+    parser.add_argument("--updates", type=int, default=4, help="timed updates per repeat")
+    parser.add_argument("--batches", type=int, default=20, help="distinct batches cycled through")
+    add_smoke_option(parser)
+    args = shrink(parser.parse_args(), lines=300, repeats=1, updates=1, batches=3)
     print(__doc__.split("\n\n")[0], flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        corpus = make_data(root, lines=3000)
+        corpus = make_data(root, lines=args.lines)
         subprocess.run([BIN / "fairseq-train", corpus, "--user-dir", REPO / "fairseq_maskplug", "--task",
                         "guided_denoising", "--criterion", "cross_entropy", "--arch", "bart_tiny", "--max-update", "1",
                         "--tokens-per-sample", "64", "--save-dir", root / "bart", "--no-epoch-checkpoints",
@@ -90,18 +103,18 @@ def main() -> int:
         cloze = cloze_data(root, corpus)
         common = ["--tokens-per-sample", "64", *CPU]
         plain = build([corpus, "--task", "guided_denoising", "--criterion", "cross_entropy", "--arch", "bart_tiny",
-                       "--mask-policy", "span", "--target-format", "masked", *common])
+                       "--mask-policy", "span", "--target-format", "masked", *common], args.batches)
         meta = {mode: build([corpus, "--task", "meta_span_policy", "--criterion", "meta_span_policy", "--arch",
                              "roberta_tiny", "--downstream-data", cloze, "--seq2seq-checkpoint",
-                             root / "bart" / "checkpoint_last.pt", "--meta-gradient", mode, *common])
+                             root / "bart" / "checkpoint_last.pt", "--meta-gradient", mode, *common], args.batches)
                 for mode in ("exact", "finite_difference")}
         sides = {"plain": plain, **meta}
         for side in sides.values():
             seconds_per_update(side, 3, 0)  # warm-up
         times = {name: [] for name in sides}
-        for repeat in range(5):
+        for repeat in range(args.repeats):
             for name, side in sides.items():
-                times[name].append(seconds_per_update(side, 4, 3 + 4 * repeat))
+                times[name].append(seconds_per_update(side, args.updates, 3 + args.updates * repeat))
         median = {name: statistics.median(t) for name, t in times.items()}
         for name, t in median.items():
             print(f"{name}: {1000 * t:.1f} ms per update (runs: {', '.join(f'{1000 * x:.0f}' for x in times[name])})")

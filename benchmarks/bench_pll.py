@@ -5,7 +5,7 @@ a synthetic Zipf corpus (scores are irrelevant to speed; both scorers must agree
 ``--checkpoint``/``--data`` score real data instead. Prints both speeds, the largest
 score difference, and last ``ratio=<batched / naive sentences per second>`` (target >= 5).
 
-    python benchmarks/bench_pll.py [--sentences 150] [--checkpoint CK --data DIR --split valid]
+    python benchmarks/bench_pll.py [--sentences 150] [--checkpoint CK --data DIR --split valid] [--smoke]
 """
 
 import argparse
@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_masking import make_data  # noqa: E402
+from smoke import add_smoke_option, shrink  # noqa: E402
+from task_timing import make_data  # noqa: E402
 
 
 def load_model(checkpoint, data):
@@ -44,7 +45,8 @@ def main():
     parser.add_argument("--split", default="train")
     parser.add_argument("--sentences", type=int, default=150)
     parser.add_argument("--max-tokens", type=int, default=2048)
-    args = parser.parse_args()
+    add_smoke_option(parser)
+    args = shrink(parser.parse_args(), sentences=10)
     import torch
     from fairseq.data import data_utils
     from fairseq_maskplug.scoring.pll import PLTScorer, iterate_lines, word_starts_sentencepiece

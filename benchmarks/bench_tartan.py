@@ -7,7 +7,7 @@ sentence_prediction directory (``input0/``, ``label/``, e.g. the demo's MR data)
 Each mode runs ``--updates`` timed updates (after 2 untimed), alternating twice; the best
 round counts. Prints both speeds and last ``ratio=<tartan / fixed updates per second>``.
 
-    python benchmarks/bench_tartan.py [--updates 20] [--batch-size 32] [--data DIR]
+    python benchmarks/bench_tartan.py [--updates 20] [--batch-size 32] [--data DIR] [--smoke]
 """
 
 import argparse
@@ -18,6 +18,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from smoke import add_smoke_option, shrink  # noqa: E402
 
 BIN = Path(sys.executable).parent
 SHAPE = ["--arch", "roberta_base", "--encoder-layers", "4", "--encoder-embed-dim", "128",
@@ -78,10 +81,12 @@ def main():
     parser.add_argument("--data", type=Path, help="sentence_prediction layout (input0/, label/)")
     parser.add_argument("--updates", type=int, default=20)
     parser.add_argument("--batch-size", type=int, default=32)
-    args = parser.parse_args()
+    parser.add_argument("--sentences", type=int, default=2000, help="training sentences of the synthetic task")
+    add_smoke_option(parser)
+    args = shrink(parser.parse_args(), updates=2, batch_size=8, sentences=64)
     modes = {"fixed": ["--loss-weighting", "fixed", "--mlm-weight", "1"], "tartan": ["--loss-weighting", "tartan"]}
     with tempfile.TemporaryDirectory() as tmp:
-        data = args.data or make_task_data(Path(tmp))
+        data = args.data or make_task_data(Path(tmp), train=args.sentences)
         best = {name: 0.0 for name in modes}
         for _ in range(2):
             for name, weighting in modes.items():

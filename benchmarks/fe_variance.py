@@ -16,16 +16,24 @@ Last line: ``ratio=<var_fe / var_random>`` (expected below 1).
 
     python benchmarks/fe_variance.py --checkpoint ck/checkpoint_last.pt --data data-bin \\
         --split valid --out results/fe_variance
+    python benchmarks/fe_variance.py --smoke   # tiny sizes on a 1-update tiny model, seconds
 """
 
 import argparse
 import csv
 import re
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import torch
 from tqdm import tqdm
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from smoke import add_smoke_option, shrink  # noqa: E402
+from task_timing import BIN, REPO, make_data  # noqa: E402
 
 
 def load(checkpoint: str, data: str, split: str, batch: int, tokens_per_sample: int):
@@ -99,12 +107,25 @@ def fe_sets(maskable, k, tau, rng):
     return views
 
 
+def smoke_checkpoint(root: Path):
+    """``(checkpoint, data)`` for ``--smoke``: a tiny roberta trained one update on a synthetic corpus."""
+    data = make_data(root, lines=200)
+    subprocess.run([BIN / "fairseq-train", data, "--user-dir", REPO / "fairseq_maskplug", "--task", "guided_mlm",
+                    "--criterion", "masked_lm", "--arch", "roberta_base", "--encoder-layers", "2",
+                    "--encoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64", "--encoder-attention-heads", "2",
+                    "--max-positions", "64", "--tokens-per-sample", "64", "--max-update", "1", "--cpu",
+                    "--optimizer", "adam", "--lr", "1e-4", "--batch-size", "8", "--no-epoch-checkpoints",
+                    "--disable-validation", "--save-dir", root / "ck", "--valid-subset", "train"],
+                   check=True, capture_output=True)
+    return str(root / "ck" / "checkpoint_last.pt"), str(data)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--checkpoint", required=True)
-    parser.add_argument("--data", required=True, help="binarized masked-LM data directory")
+    parser.add_argument("--checkpoint", help="roberta MLM checkpoint (required unless --smoke)")
+    parser.add_argument("--data", help="binarized masked-LM data directory (required unless --smoke)")
     parser.add_argument("--split", default="valid")
-    parser.add_argument("--out", type=Path, required=True, help="output prefix for .csv and .png")
+    parser.add_argument("--out", type=Path, help="output prefix for .csv and .png (required unless --smoke)")
     parser.add_argument("--batch", type=int, default=8, help="sequences in the fixed minibatch")
     parser.add_argument("--tokens-per-sample", type=int, default=128)
     parser.add_argument("--ratio", type=float, default=0.15, help="tau / n per mask")
@@ -115,9 +136,21 @@ def main():
     parser.add_argument("--params", default=r"layers\.\d+\.fc2\.weight$|lm_head\.dense\.weight$",
                         help="regex of the probed parameter names")
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
+    add_smoke_option(parser)
+    args = shrink(parser.parse_args(), batch=2, tokens_per_sample=64, pairs=3, levels=3, sets=3, split="train")
     if args.views * args.ratio > 1:
         parser.error("--views * --ratio must be <= 1")
+    if args.smoke:
+        with tempfile.TemporaryDirectory() as tmp:
+            args.checkpoint, args.data = smoke_checkpoint(Path(tmp))
+            args.out = Path(tmp) / "out" / "fe_variance"
+            return probe(args)
+    if not (args.checkpoint and args.data and args.out):
+        parser.error("--checkpoint, --data and --out are required (or --smoke)")
+    return probe(args)
+
+
+def probe(args):
     rng = np.random.default_rng(args.seed)
     model, task, tokens, maskable_t = load(args.checkpoint, args.data, args.split, args.batch,
                                            args.tokens_per_sample)

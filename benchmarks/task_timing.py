@@ -21,18 +21,21 @@ from typing import Dict, Sequence
 
 import numpy as np
 
+from smoke import add_smoke_option, shrink
+
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 
 def make_data(root: Path, lines: int = 6000) -> Path:
-    """A Zipf-distributed synthetic corpus, binarized with fairseq-preprocess."""
+    """A Zipf-distributed synthetic corpus of ``lines`` lines of 5-39 words, binarized with fairseq-preprocess."""
     rng = np.random.default_rng(0)
-    words = rng.zipf(1.3, size=lines * 20) % 5000
+    lengths = rng.integers(5, 40, lines)
+    words = rng.zipf(1.3, size=int(lengths.sum())) % 5000  # (it drew 20 per line: the last lines were empty)
     text = root / "train.txt"
     with open(text, "w") as f:
         pos = 0
-        for n in rng.integers(5, 40, lines):
+        for n in lengths:
             f.write(" ".join(f"w{w}" for w in words[pos:pos + n]) + "\n")
             pos += n
     subprocess.run([BIN / "fairseq-preprocess", "--only-source", "--trainpref", text, "--destdir",
@@ -86,12 +89,14 @@ def compare(bench: str, doc: str, ours: str, theirs: str, task_args: Dict[str, S
     parser.add_argument("--updates", type=int, default=300,
                         help="updates per training run (shorter runs vary by more than 5%%)")
     parser.add_argument("--wps-runs", type=int, default=4, help="training runs per task, interleaved")
-    args = parser.parse_args()
+    parser.add_argument("--lines", type=int, default=6000, help="lines of the synthetic corpus")
+    add_smoke_option(parser)
+    args = shrink(parser.parse_args(), repeats=1, updates=20, wps_runs=1, lines=300)
     print(f"{bench}: {args.repeats} item-timing repeats and {args.wps_runs} x 2 training runs of "
           f"{args.updates} updates; about {minutes} minutes on 2 idle CPU cores", flush=True)
     names = (ours, theirs)
     with tempfile.TemporaryDirectory() as tmp:
-        data = args.data or make_data(Path(tmp))
+        data = args.data or make_data(Path(tmp), args.lines)
         datasets = {name: build_dataset(data, task_args[name]) for name in names}
         item = {name: [] for name in names}
         for r in range(args.repeats):
