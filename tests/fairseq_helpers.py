@@ -1,13 +1,30 @@
-"""Run real fairseq-preprocess / fairseq-train on tiny generated data."""
+"""Run real fairseq-preprocess / fairseq-train on tiny generated data.
 
+:func:`run` runs a command of fairseq or of this package (``fairseq-train``,
+``fairseq-preprocess``, ``fairseq-maskplug-*``, ``python -m MODULE``) through its own Python
+entry point in this process: the same parser, checks and training loop as the command, without
+the 3.5 s of imports a new Python process pays. Anything else, or ``new_process=True``, starts
+a real process (torchrun, recipes, a test of the installed console command itself).
+"""
+
+import contextlib
+import importlib
+import importlib.metadata
+import io
 import json
+import logging
 import os
+import random
 import subprocess
 import sys
+import traceback
+import warnings
 from pathlib import Path
 
 import numpy as np
 import torch
+
+import subprocess_guard
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -34,10 +51,99 @@ def write_corpus(path: Path, n_lines: int, seed: int, vocab: int = 40) -> Path:
     return path
 
 
-def run(args, **kwargs) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONWARNINGS="ignore")
-    return subprocess.run([str(a) for a in args], capture_output=True, text=True, env=env,
-                          cwd=REPO, **kwargs)
+def run(args, new_process: bool = False, **kwargs) -> subprocess.CompletedProcess:
+    """Run ``args`` from the repository root and return its exit status and output.
+
+    In this process when :func:`entry_point` knows the program (unless ``new_process``), else as a
+    child process (``kwargs`` go to :func:`subprocess.run`)."""
+    args = [str(a) for a in args]
+    main = None if new_process or kwargs else entry_point(args)
+    if main is None:
+        env = dict(os.environ, PYTHONWARNINGS="ignore")
+        return subprocess.run(args, capture_output=True, text=True, env=env, cwd=REPO, **kwargs)
+    return run_in_process(args, main)
+
+
+def entry_point(args):
+    """``(name, function)`` that the command line ``args`` would run, for the Python entry points
+    of fairseq and this package (console scripts in this environment's ``bin/``, and ``BIN/python -m
+    MODULE`` of a module whose ``__main__`` block is ``sys.exit(main())``); None for anything else."""
+    program = Path(args[0])
+    if program.parent != BIN:
+        return None
+    if program.name == "python" and len(args) > 2 and args[1] == "-m":
+        module = importlib.import_module(args[2])
+        return (args[2], module.main) if callable(getattr(module, "main", None)) else None
+    if program.name == "fairseq-maskplug-train":  # its console_main is sys.exit(main())
+        from fairseq_maskplug.train_cli import main
+        return program.name, main
+    if program.name == "fairseq-hydra-train":  # hydra's ConfigStore and GlobalHydra live on between runs
+        return None
+    scripts = {e.name: e for e in importlib.metadata.entry_points(group="console_scripts")}
+    if program.name in scripts and program.name.startswith("fairseq"):
+        return program.name, scripts[program.name].load()
+    return None
+
+
+def _reset_fairseq_state() -> None:
+    """What fairseq keeps between runs of one process: the best validation score that decides
+    checkpoint_best.pt and early stopping lives on function attributes."""
+    from fairseq import checkpoint_utils
+    from fairseq_cli import train
+
+    for function, names in ((checkpoint_utils.save_checkpoint, ("best",)),
+                            (train.should_stop_early, ("best", "num_runs"))):
+        for name in names:
+            if hasattr(function, name):
+                delattr(function, name)
+
+
+def run_in_process(args, main) -> subprocess.CompletedProcess:
+    """Run ``main`` (:func:`entry_point`) as its command would with ``sys.argv = args``: stdout,
+    stderr and fairseq's log captured, warnings ignored (the subprocesses' PYTHONWARNINGS), a
+    ``SystemExit`` or the returned int as the exit status, an uncaught exception as status 1 with
+    its traceback on stderr. fairseq's cross-run state is reset first; the root logger, the
+    working directory, ``sys.argv`` and the global random states are restored after."""
+    name, function = main
+    subprocess_guard.check_current_test(args)
+    _reset_fairseq_state()
+    out, err = io.StringIO(), io.StringIO()
+    root = logging.getLogger()
+    loggers = [root] + [lg for lg in logging.Logger.manager.loggerDict.values() if isinstance(lg, logging.Logger)]
+    handlers = {lg: lg.handlers[:] for lg in loggers}  # fairseq-preprocess adds a file handler per run
+    saved = (root.level, sys.argv, os.getcwd(), torch.get_rng_state(), np.random.get_state(), random.getstate())
+    returncode = 0
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            # fairseq-train's log format, to the captured stdout (its modules configure it at import)
+            logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s", level=logging.INFO,
+                                stream=sys.stdout, force=True)
+            sys.argv = [name, *args[3:]] if args[1:2] == ["-m"] else [name, *args[1:]]
+            os.chdir(REPO)
+            try:
+                status = function()
+                returncode = status if isinstance(status, int) else 0
+            except SystemExit as exit_:
+                returncode = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+                if exit_.code is not None and not isinstance(exit_.code, int):
+                    print(exit_.code, file=sys.stderr)
+            except Exception:  # noqa: BLE001  (as the process would: traceback on stderr, status 1)
+                traceback.print_exc()
+                returncode = 1
+    finally:
+        for lg in [root] + [lg for lg in logging.Logger.manager.loggerDict.values() if isinstance(lg, logging.Logger)]:
+            for handler in lg.handlers:
+                if handler not in handlers.get(lg, ()) and isinstance(handler, logging.FileHandler):
+                    handler.close()
+            lg.handlers[:] = handlers.get(lg, [])
+        root.setLevel(saved[0])
+        sys.argv = saved[1]
+        os.chdir(saved[2])
+        torch.set_rng_state(saved[3])
+        np.random.set_state(saved[4])
+        random.setstate(saved[5])
+    return subprocess.CompletedProcess(args, returncode, out.getvalue(), err.getvalue())
 
 
 def check(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
