@@ -298,6 +298,7 @@ def test_a_killed_writer_leaves_no_output_and_its_temporaries_are_removed_by_the
     assert (data / "valid.x.idx").exists()
 
 
+@pytest.mark.full
 def test_training_killed_with_sigkill_resumes_to_the_uninterrupted_parameters(tiny_data, tmp_path):
     from fairseq_helpers import assert_same_params
 

@@ -1,9 +1,9 @@
 """Every task trains under fairseq's default data-parallel backend (pytorch_ddp).
 
-In process: after one training step every trainable parameter has a gradient (what
+In process (quick tier): after one training step every trainable parameter has a gradient (what
 torch's DistributedDataParallel needs without --find-unused-parameters). Then real runs:
 two CPU worker processes started by torchrun (and by srun, simulated) form one run whose
-workers average their gradients.
+workers average their gradients (full tier).
 """
 
 import os
@@ -84,6 +84,35 @@ def without_gradient(model):
     return [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]
 
 
+# tasks whose data comes from their own producers train in a quick-tier test of their own file
+TRAINED_ELSEWHERE = {
+    "span_policy": ("test_learned_spans", "test_span_policy_resumes_exactly_and_reaches_every_parameter"),
+    "meta_span_policy": ("test_meta_span_policy", "test_one_meta_step_gives_every_policy_parameter_a_gradient"),
+    "tlm": ("test_tlm", "test_logs_per_source_losses_and_resumes_exactly"),
+}
+
+
+def marks(obj):
+    marks = getattr(obj, "pytestmark", [])
+    return {m.name for m in (marks if isinstance(marks, list) else [marks])}
+
+
+def test_every_registered_task_trains_in_the_quick_tier():
+    """A new task of the package needs a case here (or a quick-tier test named in
+    TRAINED_ELSEWHERE), so that the quick tier trains every task at least once."""
+    import importlib
+
+    from fairseq.tasks import TASK_REGISTRY
+
+    registered = {name for name, cls in TASK_REGISTRY.items() if cls.__module__.startswith("fairseq_maskplug.")}
+    here = {args[args.index("--task") + 1] for _, args in CASES.values()}
+    assert registered == here | set(TRAINED_ELSEWHERE)
+    for task, (module_name, test_name) in TRAINED_ELSEWHERE.items():
+        module = importlib.import_module(module_name)
+        test = getattr(module, test_name)
+        assert "full" not in marks(module) | marks(test), f"{module_name}.{test_name} is not in the quick tier"
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_one_step_gives_every_trainable_parameter_a_gradient(data, case):
     task, model, criterion, optimizer, sample = build(data, case)
@@ -123,6 +152,8 @@ def world_size_logged(result):
     return "'distributed_world_size': 2" in result.stdout + result.stderr
 
 
+@pytest.mark.e2e
+@pytest.mark.full
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_two_torchrun_workers_train_under_the_default_backend(data, case, tmp_path):
     result = check(torchrun(*train_args(data, case, tmp_path / "ck")))
@@ -135,6 +166,8 @@ def test_two_torchrun_workers_train_under_the_default_backend(data, case, tmp_pa
     assert all(np.isfinite(float(r["loss"])) for r in steps)
 
 
+@pytest.mark.e2e
+@pytest.mark.full
 def test_sentence_prediction_stage_of_the_recipes_trains_on_two_workers(data, tmp_path):
     """fairseq's own fine-tuning leaves roberta's LM head unused: the recipes pass
     --find-unused-parameters, as fairseq's RoBERTa fine-tuning configs do."""
@@ -147,6 +180,8 @@ def test_sentence_prediction_stage_of_the_recipes_trains_on_two_workers(data, tm
     assert world_size_logged(result)
 
 
+@pytest.mark.e2e
+@pytest.mark.full
 def test_two_workers_average_their_gradients(data, tmp_path):
     """Two workers with 8 sequences each take the update of one worker with --update-freq 2
     (the same 16 sequences; dropout off), not that of one worker on 8."""
@@ -162,6 +197,8 @@ def test_two_workers_average_their_gradients(data, tmp_path):
     assert any(not torch.allclose(two[n].float(), one[n].float(), atol=1e-4) for n in two)
 
 
+@pytest.mark.e2e
+@pytest.mark.full
 def test_srun_tasks_form_one_run(data, tmp_path):
     """srun's environment (simulated: two local tasks) with MASTER_ADDR/MASTER_PORT exported."""
     with socket.socket() as s:

@@ -52,6 +52,7 @@ def test_mask_policy_narrows_help_to_the_policies_it_reads():
     assert "  --span-max-length " not in matched and "  --mask-prob " not in matched
 
 
+@pytest.mark.e2e
 def test_help_through_the_command_line_with_or_without_data_and_arch():
     for argv in (["--task", "guided_mlm", "--help"], ["DATA", "--arch", "roberta_tiny", "--task", "guided_mlm", "-h"]):
         result = subprocess.run([BIN / "fairseq-maskplug-train", *argv], capture_output=True, text=True)

@@ -25,6 +25,8 @@ except ImportError as error:  # the [hf] extra is optional; CI installs it
 WORDS = ("the a movie film plot actor was wasn't isn't great bad superb boring Paris London 1999 3.14 don't "
          "can't I'm we've they'll naïve café résumé 🙂 — (yes) [no] \"quoted\" $5 50% e-mail").split()
 
+pytestmark = pytest.mark.full  # Hugging Face round trips: the full tier
+
 
 def sentences(n: int, seed: int):
     """Sentences with contractions, digits, accents, emoji, punctuation, runs of spaces and tabs."""

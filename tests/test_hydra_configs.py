@@ -91,6 +91,7 @@ def marked_data(tiny_data, tmp_path_factory):
     return data, sum(w in marked for w in words) / len(words)
 
 
+@pytest.mark.e2e
 def test_hydra_config_trains_with_a_user_policy_and_its_options(marked_data, tmp_path):
     data, marked_share = marked_data
     result = check(run([

@@ -168,10 +168,9 @@ def rule_sentences(n, seed, with_answers=False):
 
 
 @pytest.fixture(scope="module")
-def rule_policy(spm_model, tmp_path_factory):
-    """A span_policy trained on 3000 planted-rule contexts; held-out contexts scored by score_spans.
-    (Measured once: the tiny encoder finds the rule after about 450 updates, from 45% valid
-    span_em, the level of guessing between the two names, to 96% at 1200.)"""
+def rule_data(spm_model, tmp_path_factory):
+    """3000 train, 100 valid and 200 test planted-rule contexts, binarized, with the answers' span labels
+    on train and valid; returns the directory and the test split's lines and answers."""
     _, model = spm_model
     root = tmp_path_factory.mktemp("rule")
     splits = {"train": rule_sentences(3000, 1, True), "valid": rule_sentences(100, 2, True),
@@ -188,16 +187,28 @@ def rule_policy(spm_model, tmp_path_factory):
     for split in ("train", "valid"):
         check(run([BIN / "fairseq-maskplug-span-labels", "--data", root / "bin", "--split", split,
                    "--text", root / f"{split}.txt", "--answers", root / f"{split}.answers"]))
+    return root, splits["test"]
+
+
+@pytest.fixture(scope="module")
+def rule_policy(rule_data):
+    """A span_policy trained on the 3000 planted-rule contexts; held-out contexts scored by score_spans.
+    (Measured once: the tiny encoder finds the rule after about 450 updates, from 45% valid
+    span_em, the level of guessing between the two names, to 96% at 1200.)"""
+    root, test = rule_data
     trained = check(run([BIN / "fairseq-maskplug-train", root / "bin", "--task", "span_policy", "--arch",
-                         "roberta_tiny", "--encoder-layers", "2", "--encoder-embed-dim", "64", "--encoder-ffn-embed-dim", "128",
+                         "roberta_tiny", "--encoder-layers", "2", "--encoder-embed-dim", "64",
+                         "--encoder-ffn-embed-dim", "128",
                          "--tokens-per-sample", "64", "--save-dir", root / "ckpt", "--max-update", "1200",
                          "--no-epoch-checkpoints", "--dropout", "0.0", *CPU_RUN, "--batch-size", "32",
                          "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "100", "--log-interval", "200"]))
     scored = check(run([BIN / "fairseq-maskplug-score-spans", "--checkpoint", root / "ckpt" / "checkpoint_last.pt",
                         "--data", root / "bin", "--splits", "test"]))
-    return root, trained, scored, splits["test"]
+    return root, trained, scored, test
 
 
+@pytest.mark.e2e
+@pytest.mark.full
 def test_supervised_policy_learns_the_planted_rule_on_held_out_text(rule_policy):
     root, trained, scored, (lines, answers) = rule_policy
     valid = json_logs(trained, "valid")[-1]
@@ -221,16 +232,17 @@ def test_supervised_policy_learns_the_planted_rule_on_held_out_text(rule_policy)
     assert len(preview) == len(lines) and sum("by [" in line for line in preview) >= 0.9 * len(lines)
 
 
-def test_span_policy_refuses_a_context_whose_answer_was_cut(rule_policy, tmp_path):
-    root = rule_policy[0]
+@pytest.mark.e2e
+def test_span_policy_refuses_a_context_whose_answer_was_cut(rule_data, tmp_path):
+    root = rule_data[0]
     result = run([BIN / "fairseq-maskplug-train", root / "bin", "--task", "span_policy", "--arch", "roberta_tiny",
                   "--tokens-per-sample", "8", "--save-dir", tmp_path, "--max-update", "1", *CPU_RUN])
     assert result.returncode != 0
     assert "start and" in result.stderr and "--tokens-per-sample" in result.stderr
 
 
-def test_score_spans_refuses_a_checkpoint_of_another_kind(rule_policy, tmp_path):
-    root = rule_policy[0]
+def test_score_spans_refuses_a_checkpoint_of_another_kind(rule_data, tmp_path):
+    root = rule_data[0]
     result = run([BIN / "fairseq-maskplug-score-spans", "--checkpoint", tmp_path / "missing.pt", "--data", root / "bin",
                   "--splits", "test"])
     assert result.returncode == 2 and "checkpoint not found" in result.stderr
@@ -241,10 +253,12 @@ def span_policy_args(root, save, *extra):
             "--no-epoch-checkpoints", *TINY_ROBERTA, *CPU_RUN, *extra]
 
 
-def test_span_policy_resumes_exactly_and_trains_on_two_workers(rule_policy, tmp_path):
-    from test_data_parallel import SINGLE, torchrun, without_gradient
+@pytest.mark.e2e
+def test_span_policy_resumes_exactly_and_reaches_every_parameter(rule_data, tmp_path):
+    from test_data_parallel import without_gradient
 
-    root = rule_policy[0]
+    root = rule_data[0]
+
     def train_(save, *extra):
         return check(run([BIN / "fairseq-maskplug-train", *span_policy_args(root, save, *extra)]))
 
@@ -259,13 +273,22 @@ def test_span_policy_resumes_exactly_and_trains_on_two_workers(rule_policy, tmp_
     optimizer.zero_grad()
     task.train_step(dataset.collater([dataset[i] for i in range(8)]), model, criterion, optimizer, update_num=0)
     assert without_gradient(model) == []
-    args = span_policy_args(root, tmp_path / "ddp", "--max-update", "2")
+
+
+@pytest.mark.e2e
+@pytest.mark.full
+def test_span_policy_trains_on_two_workers(rule_data, tmp_path):
+    from test_data_parallel import SINGLE, torchrun
+
+    args = span_policy_args(rule_data[0], tmp_path / "ddp", "--max-update", "2")
     at = args.index("--cpu")
     result = check(torchrun(*args[:at], *SINGLE, *args[at + len(CPU_RUN):]))
     assert "'distributed_world_size': 2" in result.stdout + result.stderr
     assert [int(r["num_updates"]) for r in json_logs(result, "train_inner")] == [1, 2]
 
 
+@pytest.mark.e2e
+@pytest.mark.full
 def test_learned_span_masks_the_scored_spans_in_guided_mlm_and_guided_denoising(rule_policy, tmp_path):
     """The policy, reading the tracks score_spans wrote, in both policy tasks of real fairseq-train:
     one top-1 span per line of one or two tokens, so the realised mask rate is small but never 0."""

@@ -1,6 +1,6 @@
 """The meta-learned span policy: the one-step lookahead meta-gradient (exact and DARTS'
 finite difference) against finite differences, and --task meta_span_policy in real
-fairseq-train (a tiny BART as the seq2seq model): logs, determinism, resume, two workers."""
+fairseq-train (a tiny BART as the seq2seq model): logs, determinism, resume, two workers (full tier)."""
 
 import numpy as np
 import pytest
@@ -146,6 +146,7 @@ def meta_train(root, save, *extra):
     return run([BIN / "fairseq-maskplug-train", *meta_args(root, save, *extra)])
 
 
+@pytest.mark.e2e
 def test_meta_policy_trains_logs_its_lookahead_and_resumes_exactly(meta_data, tmp_path):
     full = check(meta_train(meta_data, tmp_path / "full", "--max-update", "4", "--save-interval-updates", "2"))
     steps = json_logs(full, "train_inner")
@@ -169,11 +170,13 @@ def test_meta_policy_trains_logs_its_lookahead_and_resumes_exactly(meta_data, tm
     assert "scored 20 lines" in scored.stdout
 
 
+@pytest.mark.e2e
 def test_meta_policy_finite_difference_mode_trains(meta_data, tmp_path):
     result = check(meta_train(meta_data, tmp_path / "fd", "--max-update", "2", "--meta-gradient", "finite_difference"))
     assert all(np.isfinite(float(r["loss"])) for r in json_logs(result, "train_inner"))
 
 
+@pytest.mark.e2e
 def test_meta_policy_refuses_a_downstream_task_on_another_dictionary(meta_data, tmp_path):
     other = tmp_path / "other"
     other.mkdir()
@@ -184,8 +187,9 @@ def test_meta_policy_refuses_a_downstream_task_on_another_dictionary(meta_data, 
     assert result.returncode != 0 and "is not the corpus dictionary plus <mask>" in result.stderr
 
 
-def test_one_meta_step_gives_every_policy_parameter_a_gradient_and_two_workers_train(meta_data, tmp_path):
-    from test_data_parallel import SINGLE, torchrun, without_gradient
+@pytest.mark.e2e
+def test_one_meta_step_gives_every_policy_parameter_a_gradient(meta_data, tmp_path):
+    from test_data_parallel import without_gradient
 
     task, model, criterion, optimizer, _ = build_in_process([*meta_args(meta_data, tmp_path / "ip"), "--criterion",
                                                              "meta_span_policy"])
@@ -207,6 +211,13 @@ def test_one_meta_step_gives_every_policy_parameter_a_gradient_and_two_workers_t
                             pairs["target"], task.dictionary.pad())
     assert not torch.allclose(plain, scaled)
     assert all(torch.equal(before[k], v) for k, v in seq2seq.state_dict().items())
+
+
+@pytest.mark.e2e
+@pytest.mark.full
+def test_meta_policy_trains_on_two_workers(meta_data, tmp_path):
+    from test_data_parallel import SINGLE, torchrun
+
     args = meta_args(meta_data, tmp_path / "ddp", "--max-update", "2")
     at = args.index("--cpu")
     result = check(torchrun(*args[:at], *SINGLE, *args[at + len(CPU_RUN):]))

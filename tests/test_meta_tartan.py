@@ -203,6 +203,7 @@ def tartan_train(task_dir, save, *extra):
                 "--save-dir", save, "--no-epoch-checkpoints", *TINY_ROBERTA, *CPU_RUN, *TARTAN, *extra])
 
 
+@pytest.mark.e2e
 def test_tartan_training_follows_the_logged_cosines_and_resumes_exactly(task_dir, tmp_path):
     common = ["--tartan-meta-lr", "0.5", "--update-freq", "2", "--seed", "3", "--max-epoch", "10"]
     whole = check(tartan_train(task_dir, tmp_path / "whole", *common, "--max-update", "30"))
@@ -232,6 +233,8 @@ def test_tartan_training_follows_the_logged_cosines_and_resumes_exactly(task_dir
     assert_same_params(tmp_path / "whole" / "checkpoint_last.pt", tmp_path / "parts" / "checkpoint_last.pt")
 
 
+@pytest.mark.e2e
+@pytest.mark.full
 def test_two_workers_update_the_weights_with_the_cosines_averaged_over_both(task_dir, tmp_path):
     """Two CPU processes (gloo, legacy_ddp): each worker's cosines differ, the weight update
     uses their mean, so every logit is eta x the sum of the logged (all-worker) mean cosines."""
@@ -258,6 +261,7 @@ def test_two_workers_update_the_weights_with_the_cosines_averaged_over_both(task
     assert logits.tolist() == pytest.approx(expected, abs=12 * 0.5 * 5e-5)
 
 
+@pytest.mark.e2e
 def test_tartan_finetunes_a_vanilla_checkpoint_and_the_result_evaluates(tiny_data, task_dir, tmp_path):
     check(run([BIN / "fairseq-maskplug-train", tiny_data / "bin", "--task", "guided_mlm", "--criterion",
                "masked_lm", "--tokens-per-sample", "32", "--save-dir", tmp_path / "vanilla",
@@ -273,6 +277,7 @@ def test_tartan_finetunes_a_vanilla_checkpoint_and_the_result_evaluates(tiny_dat
     assert '"n": 40' in scored.stdout
 
 
+@pytest.mark.e2e
 def test_dev_subset_smaller_than_the_draws_and_a_fixed_mlm_weight_are_rejected(task_dir, tmp_path):
     result = tartan_train(task_dir, tmp_path / "x", "--tartan-dev-batch-size", "40", "--max-epoch", "1")
     assert result.returncode != 0

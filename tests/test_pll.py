@@ -28,6 +28,7 @@ def trained(tiny_data, tmp_path_factory):
     return save / "checkpoint_last.pt", models[0], task
 
 
+@pytest.mark.e2e
 def test_batched_scorer_equals_the_naive_loop(tiny_data, trained):
     from fairseq.data import data_utils
     _, model, task = trained
@@ -47,6 +48,7 @@ def test_batched_scorer_equals_the_naive_loop(tiny_data, trained):
     assert any(not np.allclose(a, b) for a, b in zip(original, batched))
 
 
+@pytest.mark.e2e
 def test_cli_writes_aligned_plt(tiny_data, trained, tmp_path):
     import shutil
     from fairseq.data import Dictionary, data_utils
@@ -82,6 +84,7 @@ def test_gpt2_word_starts_from_fairseq_whole_word_helper(tmp_path):
     assert [bool(starts[d.index(s)]) for s in ("0", "1", "2", "3", "4")] == [True, True, False, True, False]
 
 
+@pytest.mark.e2e
 def test_lines_longer_than_the_model_are_scored_in_framed_windows(trained):
     """A 150-token line on a 64-position model: three windows of at most 62 tokens, each scored
     as <s> window </s>; short lines are scored whole. Before, the position embedding overflowed."""

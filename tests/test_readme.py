@@ -107,6 +107,8 @@ def quickstart_work(tmp_path_factory):
     return root
 
 
+@pytest.mark.e2e
+@pytest.mark.full
 @pytest.mark.parametrize("line,body", RUNNABLE, ids=[f"line{line}" for line, _ in RUNNABLE])
 def test_readme_command_runs(quickstart_work, line, body):
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", PYTHONWARNINGS="ignore")

@@ -20,7 +20,7 @@ from fairseq.data.encoders.gpt2_bpe_utils import get_encoder
 from fairseq_helpers import BIN, REPO, check, run
 from release_helpers import fake_demo_sources, make_release, mr_sentences, news_text
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.full]
 
 
 @pytest.fixture(scope="module")

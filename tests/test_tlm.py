@@ -197,6 +197,7 @@ def test_logs_per_source_losses_and_resumes_exactly(data, tmp_path):
     assert_same_params(tmp_path / "whole" / "checkpoint_last.pt", tmp_path / "parts" / "checkpoint_last.pt")
 
 
+@pytest.mark.full
 def test_two_workers_take_the_same_batch_kind_at_every_update(data, tmp_path):
     result = check(torchrun(*tlm_args(data, tmp_path / "ck", *SINGLE, "--max-update", "8")))
     assert "'ddp_backend': 'pytorch_ddp'" in result.stdout + result.stderr
