@@ -3,7 +3,9 @@
 A tiny byte-level BPE tokenizer is trained on generated sentences (``tokenizers``), a random
 ``RobertaForMaskedLM`` / ``RobertaForSequenceClassification`` is saved as HF saves it, converted
 to a fairseq release directory and back. fairseq's side is read with fairseq's own RoBERTa hub
-interface and GPT-2 BPE encoder, so the tokenisation compared is fairseq's, not ours.
+interface and GPT-2 BPE encoder, so the tokenisation compared is fairseq's, not ours. Quick tier:
+the masked LM both ways and the refused vocabulary; full tier: the classifier both ways and the
+tokenisation of 300 sentences.
 """
 
 import json
@@ -24,8 +26,6 @@ except ImportError as error:  # the [hf] extra is optional; CI installs it
 
 WORDS = ("the a movie film plot actor was wasn't isn't great bad superb boring Paris London 1999 3.14 don't "
          "can't I'm we've they'll naïve café résumé 🙂 — (yes) [no] \"quoted\" $5 50% e-mail").split()
-
-pytestmark = pytest.mark.full  # Hugging Face round trips: the full tier
 
 
 def sentences(n: int, seed: int):
@@ -74,16 +74,20 @@ def convert(*args):
 
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory):
-    """{kind: (hf, fairseq release, hf again)} for the masked LM and the classifier."""
+    """``converted(kind)``: (hf, fairseq release, hf again) for the masked LM ("mlm") or the
+    classifier ("cls"), each converted once, when a test first asks for it."""
     root = tmp_path_factory.mktemp("hf")
     out = {}
-    for kind in ("mlm", "cls"):
-        hf = tiny_hf(root / f"{kind}_hf", classifier=kind == "cls")
-        check(convert("--from-hf", hf, "--to", "fairseq", root / f"{kind}_fs"))
-        check(convert("--from-fairseq", root / f"{kind}_fs", "--to", "hf", root / f"{kind}_back",
-                      *(["--head", "sentence_classification_head"] if kind == "cls" else [])))
-        out[kind] = (hf, root / f"{kind}_fs", root / f"{kind}_back")
-    return out
+
+    def get(kind):
+        if kind not in out:
+            hf = tiny_hf(root / f"{kind}_hf", classifier=kind == "cls")
+            check(convert("--from-hf", hf, "--to", "fairseq", root / f"{kind}_fs"))
+            check(convert("--from-fairseq", root / f"{kind}_fs", "--to", "hf", root / f"{kind}_back",
+                          *(["--head", "sentence_classification_head"] if kind == "cls" else [])))
+            out[kind] = (hf, root / f"{kind}_fs", root / f"{kind}_back")
+        return out[kind]
+    return get
 
 
 def fairseq_hub(release: Path):
@@ -105,14 +109,15 @@ def padded(rows, pad: int):
 
 
 def test_release_directory_has_fairseq_layout(converted):
-    _, release, _ = converted["mlm"]
+    _, release, _ = converted("mlm")
     assert sorted(p.name for p in release.iterdir()) == ["dict.txt", "encoder.json", "model.pt", "vocab.bpe"]
     state = torch.load(release / "model.pt", map_location="cpu", weights_only=False)
     assert state["args"].arch == "roberta_base" and state["args"].encoder_layers == 2  # saved as releases are
 
 
+@pytest.mark.full
 def test_tokenisation_identical_on_300_sentences(converted):
-    hf, release, back = converted["mlm"]
+    hf, release, back = converted("mlm")
     hub = fairseq_hub(release)
     original = transformers.AutoTokenizer.from_pretrained(hf)
     returned = transformers.AutoTokenizer.from_pretrained(back)
@@ -130,7 +135,7 @@ def test_tokenisation_identical_on_300_sentences(converted):
 
 
 def test_masked_lm_logits_equal_both_ways(converted):
-    hf, release, back = converted["mlm"]
+    hf, release, back = converted("mlm")
     hub = fairseq_hub(release)
     tokenizer = transformers.AutoTokenizer.from_pretrained(hf)
     batch = padded([hub.encode(t).tolist() for t in sentences(64, 2)], hub.task.source_dictionary.pad())
@@ -147,8 +152,9 @@ def test_masked_lm_logits_equal_both_ways(converted):
     assert tokenizer.pad_token_id == 1
 
 
+@pytest.mark.full
 def test_classifier_logits_equal_both_ways(converted):
-    hf, release, back = converted["cls"]
+    hf, release, back = converted("cls")
     hub = fairseq_hub(release)
     texts = sentences(32, 3)
     with torch.no_grad():
@@ -165,7 +171,7 @@ def test_classifier_logits_equal_both_ways(converted):
 
 
 def test_bad_vocabulary_stops_with_one_line(converted, tmp_path):
-    hf, _, _ = converted["mlm"]
+    hf, _, _ = converted("mlm")
     broken = tmp_path / "broken"
     broken.mkdir()
     for f in hf.iterdir():

@@ -3,8 +3,10 @@
 The "release" is made here as fairseq publishes them (random tiny RoBERTa, ``model.pt`` with
 ``args``, a ``dict.txt`` of GPT-2 labels, a hand-learned byte-level ``encoder.json`` /
 ``vocab.bpe``), and the demo sources are generated text at the archive paths
-``prepare_demo`` reads from its download cache, so that nothing is fetched. The recipe runs
-every fairseq-train under ``LAUNCH="torchrun ... --nproc-per-node 2"``: two CPU workers.
+``prepare_demo`` reads from its download cache, so that nothing is fetched. Quick tier: the demo
+data encoded with the release's BPE, PLT scoring, BART and TLM data preparation on it. Full tier:
+the selective-masking recipe from the release, every fairseq-train under
+``LAUNCH="torchrun ... --nproc-per-node 2"`` (two CPU workers), and what reads its outputs.
 """
 
 import json
@@ -20,7 +22,24 @@ from fairseq.data.encoders.gpt2_bpe_utils import get_encoder
 from fairseq_helpers import BIN, REPO, check, run
 from release_helpers import fake_demo_sources, make_release, mr_sentences, news_text
 
-pytestmark = [pytest.mark.e2e, pytest.mark.full]
+
+
+def tiny_release(directory):
+    return make_release(directory, [t for _, t in mr_sentences(400, 1)] + news_text(200, 2) +
+                        ["review 1 line 2 : the film felt dull to me ."])
+
+
+@pytest.fixture(scope="module")
+def release_data(tmp_path_factory):
+    """The release and the demo data prepared with its GPT-2 BPE and dict.txt (the recipe's first
+    stage, without its training): ``(release, work)``."""
+    root = tmp_path_factory.mktemp("release_data")
+    work = root / "work"
+    fake_demo_sources(work / "downloads")
+    release = tiny_release(root / "tiny_release")
+    check(run([BIN / "python", "-m", "preprocess.prepare_demo", "--out", work / "data", "--cache", work / "downloads",
+               "--gpt2-bpe", release, "--srcdict", release / "dict.txt"]))
+    return release, work
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +47,7 @@ def recipe(tmp_path_factory):
     root = tmp_path_factory.mktemp("release")
     work = root / "work"
     fake_demo_sources(work / "downloads")
-    release = make_release(root / "tiny_release", [t for _, t in mr_sentences(400, 1)] + news_text(200, 2) +
-                           ["review 1 line 2 : the film felt dull to me ."])
+    release = tiny_release(root / "tiny_release")
     env = dict(os.environ, PYTHONWARNINGS="ignore", PRETRAINED=str(release), MASKPLUG_WORK=str(work),
                MASKPLUG_EXTRAS="test", MASKPLUG_BATCH="16", MASKPLUG_TOKENS="64", SM_TASKPT_UPDATES="6",
                SM_FINETUNE_EPOCHS="1", SM_TAGGER_EPOCHS="1", MASKPLUG_WORKERS="2",
@@ -39,6 +57,8 @@ def recipe(tmp_path_factory):
     return release, work, result
 
 
+@pytest.mark.e2e
+@pytest.mark.full
 def test_selective_recipe_runs_from_the_release_on_two_workers(recipe):
     release, work, result = recipe
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -56,9 +76,8 @@ def test_selective_recipe_runs_from_the_release_on_two_workers(recipe):
     assert float(valid[-1]["valid_mask_rate"]) > 0
 
 
-def test_data_is_the_release_s_gpt2_bpe_encoding(recipe):
-    release, work, result = recipe
-    assert result.returncode == 0
+def test_data_is_the_release_s_gpt2_bpe_encoding(release_data):
+    release, work = release_data
     data = work / "data"
     assert (data / "dict.txt").read_text() == (release / "dict.txt").read_text()
     assert not (data / "spm.model").exists()
@@ -72,13 +91,20 @@ def test_data_is_the_release_s_gpt2_bpe_encoding(recipe):
     from fairseq.data import data_utils
     tokens = data_utils.load_indexed_dataset(str(data / "indomain" / "train"), d)
     assert all(not (tokens[i] == d.unk()).any() for i in range(len(tokens)))
-    # previews read as text: GPT-2 labels were turned back into words
-    preview = (data / "mr" / "input0" / "train.importance.preview.txt").read_text()
+
+
+@pytest.mark.e2e
+@pytest.mark.full
+def test_the_recipe_s_previews_read_as_text(recipe):
+    """GPT-2 labels were turned back into words in the Downstream Mask's preview."""
+    _, work, result = recipe
+    assert result.returncode == 0
+    preview = (work / "data" / "mr" / "input0" / "train.importance.preview.txt").read_text()
     assert "the" in preview and not re.search(r"\[\d+\]", preview)
 
 
-def test_pll_scores_and_salient_spans_on_the_release_s_bpe(recipe, tmp_path):
-    release, work, _ = recipe
+def test_pll_scores_and_salient_spans_on_the_release_s_bpe(release_data, tmp_path):
+    release, work = release_data
     bpe = ["--gpt2-encoder-json", release / "encoder.json", "--gpt2-vocab-bpe", release / "vocab.bpe"]
     scored = check(run([BIN / "python", "-m", "preprocess.score_pll", "--checkpoint", release / "model.pt",
                         "--data", work / "data" / "mr" / "input0", "--split", "valid", "--name", "plt_try",
@@ -97,6 +123,8 @@ def test_pll_scores_and_salient_spans_on_the_release_s_bpe(recipe, tmp_path):
     assert spans["share_of_lines_without_span"] == 0 and spans["spans"] >= 3 * spans["lines"]
 
 
+@pytest.mark.e2e
+@pytest.mark.full
 def test_fine_tuned_classifier_exports_to_hugging_face_with_the_same_accuracy(recipe, tmp_path):
     from fairseq_maskplug.interop import import_transformers
     try:
@@ -139,8 +167,8 @@ def test_fine_tuned_classifier_exports_to_hugging_face_with_the_same_accuracy(re
     assert accuracy == pytest.approx(fairseq_accuracy["accuracy"], abs=1e-9)
 
 
-def test_tlm_corpus_reads_the_gpt2_bpe_demo_data(recipe, tmp_path):
-    _, work, _ = recipe
+def test_tlm_corpus_reads_the_gpt2_bpe_demo_data(release_data, tmp_path):
+    _, work = release_data
     check(run([BIN / "python", "-m", "preprocess.prepare_tlm_data", "corpus", "--demo", work / "data",
                "--out", tmp_path / "tlm"]))
     queries = (tmp_path / "tlm" / "corpus" / "queries.txt").read_text().splitlines()
