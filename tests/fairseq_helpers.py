@@ -54,8 +54,8 @@ def write_corpus(path: Path, n_lines: int, seed: int, vocab: int = 40) -> Path:
 def run(args, new_process: bool = False, **kwargs) -> subprocess.CompletedProcess:
     """Run ``args`` from the repository root and return its exit status and output.
 
-    In this process when :func:`entry_point` knows the program (unless ``new_process``), else as a
-    child process (``kwargs`` go to :func:`subprocess.run`)."""
+    In this process when :func:`entry_point` knows the program, else as a child process; ``new_process``
+    or any ``kwargs`` (they go to :func:`subprocess.run`, e.g. ``timeout``) ask for a child process."""
     args = [str(a) for a in args]
     main = None if new_process or kwargs else entry_point(args)
     if main is None:
@@ -98,6 +98,11 @@ def _reset_fairseq_state() -> None:
                 delattr(function, name)
 
 
+def _loggers():
+    root = logging.getLogger()
+    return [root] + [lg for lg in logging.Logger.manager.loggerDict.values() if isinstance(lg, logging.Logger)]
+
+
 def run_in_process(args, main) -> subprocess.CompletedProcess:
     """Run ``main`` (:func:`entry_point`) as its command would with ``sys.argv = args``: stdout,
     stderr and fairseq's log captured, warnings ignored (the subprocesses' PYTHONWARNINGS), a
@@ -109,8 +114,7 @@ def run_in_process(args, main) -> subprocess.CompletedProcess:
     _reset_fairseq_state()
     out, err = io.StringIO(), io.StringIO()
     root = logging.getLogger()
-    loggers = [root] + [lg for lg in logging.Logger.manager.loggerDict.values() if isinstance(lg, logging.Logger)]
-    handlers = {lg: lg.handlers[:] for lg in loggers}  # fairseq-preprocess adds a file handler per run
+    handlers = {lg: lg.handlers[:] for lg in _loggers()}  # fairseq-preprocess adds a file handler per run
     saved = (root.level, sys.argv, os.getcwd(), torch.get_rng_state(), np.random.get_state(), random.getstate())
     returncode = 0
     try:
@@ -132,7 +136,7 @@ def run_in_process(args, main) -> subprocess.CompletedProcess:
                 traceback.print_exc()
                 returncode = 1
     finally:
-        for lg in [root] + [lg for lg in logging.Logger.manager.loggerDict.values() if isinstance(lg, logging.Logger)]:
+        for lg in _loggers():
             for handler in lg.handlers:
                 if handler not in handlers.get(lg, ()) and isinstance(handler, logging.FileHandler):
                     handler.close()
