@@ -1,14 +1,21 @@
-"""Temporary names for atomic writes, and the clean-up of those an interrupted run left behind.
+"""Temporary names for atomic writes, the clean-up of those an interrupted run left behind, and
+the rule for output directories.
 
 Every writer of the package writes ``FINAL.tmp-PID`` and renames it to ``FINAL`` at the end.
 A run killed in between (SIGKILL, power loss) leaves its temporary behind; the next writer
 of ``FINAL`` removes every ``FINAL.tmp-PID`` (file or directory) whose process is gone.
+
+A command replaces an output directory only if it is absent, empty, or was written by an
+earlier run of the same command (its owner file, :data:`OWNER_FILE`), and never one that is,
+holds, or lies inside another of its inputs or outputs (:func:`check_output_directory`).
 """
 
 import glob
+import json
 import os
 import re
 import shutil
+from typing import Iterable, Optional, Tuple
 
 
 def _alive(pid: int) -> bool:
@@ -53,3 +60,71 @@ def check_writable(path: str) -> None:
         os.remove(probe)
     except OSError as error:
         raise PermissionError(f"cannot write {path}: {error.strerror or error}") from None
+
+
+# ---- output directories: replace only what this command wrote --------------------------------
+
+OWNER_FILE = ".maskplug-output.json"
+
+
+def write_owner(directory, command: str) -> None:
+    """Mark ``directory`` as written by ``command`` (read by :func:`replaceable`)."""
+    with open(os.path.join(directory, OWNER_FILE), "w", encoding="utf-8") as f:
+        json.dump({"command": command}, f)
+        f.write("\n")
+
+
+def owner(directory) -> Optional[str]:
+    """The command that wrote ``directory`` (its owner file), or None."""
+    try:
+        with open(os.path.join(directory, OWNER_FILE), encoding="utf-8") as f:
+            return json.load(f).get("command")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def replaceable(directory, command: str, legacy: Iterable[str] = ()) -> bool:
+    """Whether ``command`` may replace ``directory``: it is absent or empty, its owner file names
+    ``command``, or (outputs written before owner files existed) it holds every top-level name in
+    ``legacy``, the names ``command`` writes (an empty ``legacy`` recognises nothing)."""
+    if not os.path.lexists(directory):
+        return True
+    if not os.path.isdir(directory) or os.path.islink(directory):
+        return False
+    names = set(os.listdir(directory))
+    legacy = set(legacy)
+    return not names or owner(directory) == command or (bool(legacy) and legacy <= names)
+
+
+def _contains(outer: str, inner: str) -> bool:
+    return inner == outer or inner.startswith(outer.rstrip(os.sep) + os.sep)
+
+
+def check_output_directory(out, option: str, command: str, others: Iterable[Tuple[str, Optional[str]]] = (),
+                           legacy: Iterable[str] = ()) -> None:
+    """Refuse now, before any work, an output directory that ``command`` may not replace.
+
+    ``out`` (given as ``option``) must be absent, an empty directory, or a directory that an
+    earlier run of ``command`` wrote (:func:`replaceable`); it must not be equal to, inside, or
+    around any other input or output of the command (``others``: ``(option, path)`` pairs, a None
+    path skipped), and its parent must be writable. Raises ValueError or PermissionError with one
+    line naming the path and the option."""
+    path = os.path.realpath(os.fspath(out))
+    for other_option, other in others:
+        if other is None:
+            continue
+        other_path = os.path.realpath(os.fspath(other))
+        if _contains(path, other_path) or _contains(other_path, path):
+            where = "is" if other_path == path else ("holds" if _contains(path, other_path) else "lies inside")
+            raise ValueError(f"{option} {out} {where} {other_option} {other}: replacing it would delete "
+                             f"{'that' if where != 'lies inside' else 'part of it'}; give {option} a directory "
+                             "of its own")
+    if not replaceable(path, command, legacy):
+        what = "is not a directory" if not os.path.isdir(path) else "is a directory that it did not write"
+        raise ValueError(f"{option} {out} {what}: {command} writes its output in a new or empty directory, or "
+                         f"replaces its own earlier output (marked by {OWNER_FILE}); give another {option} "
+                         "or remove it yourself")
+    parent = os.path.dirname(path)
+    while not os.path.exists(parent) and os.path.dirname(parent) != parent:  # the command makes missing parents
+        parent = os.path.dirname(parent)
+    check_writable(os.path.join(parent, os.path.basename(path)))

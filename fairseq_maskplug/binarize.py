@@ -11,22 +11,31 @@ from typing import Iterable, List, Sequence, Tuple
 
 from tqdm import tqdm
 
-from .atomic import temporary_name
+from .atomic import replaceable, temporary_name, write_owner
 
 
 @contextmanager
-def atomic_directory(final: Path):
-    """Build a directory under a temporary name; rename it to ``final`` only on success.
+def atomic_directory(final: Path, command: str, legacy: Iterable[str] = ()):
+    """Build a directory under a temporary name, marked as ``command``'s output; rename it to
+    ``final`` only on success.
 
     An interrupted run leaves ``final`` as it was (absent or the previous complete
-    version) and no half-written directory under the final name.
+    version) and no half-written directory under the final name. ``final`` is replaced only if
+    :func:`~fairseq_maskplug.atomic.replaceable` by ``command`` (checked again before the swap:
+    the command checks it before any work with ``check_output_directory``).
     """
     final = Path(final)
+    if not replaceable(final, command, legacy):
+        raise ValueError(f"{final} exists and was not written by {command}: give another output directory")
     tmp = Path(temporary_name(str(final)))
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
         yield tmp
+        write_owner(tmp, command)
+        if not replaceable(final, command, legacy):
+            raise ValueError(f"{final} appeared while {command} ran and was not written by it: its output is "
+                             "not kept")
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

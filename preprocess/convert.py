@@ -51,7 +51,8 @@ def parse_args(argv=None):
     source.add_argument("--from-fairseq", type=Path, metavar="PATH",
                         help="fairseq RoBERTa: a release directory (model.pt) or a checkpoint file")
     parser.add_argument("--to", nargs=2, required=True, metavar=("FORMAT", "OUT"),
-                        help="'fairseq OUT' or 'hf OUT': the output directory (written atomically)")
+                        help="'fairseq OUT' or 'hf OUT': the output directory (new or empty, or this command's "
+                             "earlier output, which is replaced atomically)")
     parser.add_argument("--dict", type=Path, default=None, help="fairseq dict.txt of the model (with --from-fairseq)")
     parser.add_argument("--gpt2-bpe", type=Path, default=None,
                         help="directory with encoder.json and vocab.bpe (with --from-fairseq; default: beside it)")
@@ -159,7 +160,7 @@ def hf_to_fairseq(args) -> str:
     state = roberta.hf_to_fairseq_state(hf_model.state_dict(), head)
 
     from fairseq_maskplug.binarize import atomic_directory
-    with atomic_directory(args.out) as out:
+    with atomic_directory(args.out, COMMAND) as out:
         gpt2_vocab.write_dict(out / "dict.txt", symbols)
         (out / "encoder.json").write_text(json.dumps(encoder, ensure_ascii=False), encoding="utf-8")
         shutil.copyfile(merges, out / "vocab.bpe")
@@ -245,7 +246,7 @@ def fairseq_to_hf(args) -> str:
         raise ValueError(f"parameters not mapped: missing {missing}, unexpected {unexpected}")
 
     from fairseq_maskplug.binarize import atomic_directory
-    with atomic_directory(args.out) as out:
+    with atomic_directory(args.out, COMMAND) as out:
         (out / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
         shutil.copyfile(bpe_dir / "vocab.bpe", out / "merges.txt")
         tokenizer = transformers.RobertaTokenizer.from_pretrained(out, model_max_length=shape["max_positions"])
@@ -292,12 +293,17 @@ def fairseq_from_weights(model_cfg, shape, dict_path: Path, weights, head, num_l
     return model
 
 
+COMMAND = "fairseq-maskplug-convert"  # no output recognised without its owner file: it looks like a model download
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     configure_tool_output()
     try:
-        from fairseq_maskplug.atomic import check_writable
-        check_writable(str(args.out))
+        from fairseq_maskplug.atomic import check_output_directory
+        check_output_directory(args.out, "--to", COMMAND, [
+            ("--from-hf", args.from_hf), ("--from-fairseq", args.from_fairseq), ("--dict", args.dict),
+            ("--gpt2-bpe", args.gpt2_bpe)])
         if args.from_hf is not None:
             require(args.from_hf / "config.json", "an HF model directory")
             message = hf_to_fairseq(args)

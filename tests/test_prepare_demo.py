@@ -42,15 +42,15 @@ def test_dedupe_keeps_first_occurrence_by_text():
 
 def test_atomic_directory_keeps_the_previous_version_on_failure(tmp_path):
     out = tmp_path / "out"
-    with atomic_directory(out) as d:
+    with atomic_directory(out, "test") as d:
         (d / "f").write_text("v1")
     with pytest.raises(RuntimeError):
-        with atomic_directory(out) as d:
+        with atomic_directory(out, "test") as d:
             (d / "f").write_text("half")
             raise RuntimeError("interrupted")
     assert (out / "f").read_text() == "v1"
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
-    with atomic_directory(out) as d:
+    with atomic_directory(out, "test") as d:
         (d / "f").write_text("v2")
     assert (out / "f").read_text() == "v2" and [p.name for p in tmp_path.iterdir()] == ["out"]
 

@@ -19,10 +19,13 @@ the analyser and k1/b, checked before an index is reused. Document ids are corpu
 numbers (0-based), empty lines included.
 """
 
+import fcntl
 import json
 import os
 import shutil
+import sys
 import time
+from contextlib import contextmanager
 from typing import Dict
 
 import numpy as np
@@ -152,10 +155,36 @@ def build_index(corpus: str, index_dir: str, analyser: Analyser, k1: float, b: f
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    if os.path.exists(index_dir):
-        shutil.rmtree(index_dir)
-    os.rename(tmp, index_dir)
+    try:
+        os.rename(tmp, index_dir)  # replaces an empty directory; a non-empty one is never replaced
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ValueError(f"--index {index_dir} appeared while the index was built and is not empty: it is left as "
+                         "it is and the new index is not kept") from None
     return manifest
+
+
+def is_empty_directory(path: str) -> bool:
+    return os.path.isdir(path) and not os.listdir(path)
+
+
+@contextmanager
+def index_lock(index_dir: str):
+    """Hold an exclusive lock on ``index_dir``'s parent directory while the index is checked or
+    built, so that a second run on the same ``--index`` waits for the first run's build and then
+    reuses it (instead of building its own beside it)."""
+    parent = os.path.dirname(os.path.abspath(index_dir.rstrip("/"))) or "."
+    fd = os.open(parent, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"[retrieve] another run holds {parent} (building an index there): waiting for it",
+                  file=sys.stderr, flush=True)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def index_bytes(index_dir: str) -> int:
