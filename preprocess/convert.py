@@ -60,6 +60,10 @@ def parse_args(argv=None):
                         help="classification head: exported as a sequence classifier (--to hf), or the name "
                              "an HF classifier's head gets (--to fairseq; default sentence_classification_head)")
     parser.add_argument("--tolerance", type=float, default=1e-4, help="largest logit difference accepted")
+    parser.add_argument("--trust-dictionary", action="store_true",
+                        help="accept --dict when the checkpoint records no dictionary fingerprint and no dict.txt "
+                             "is found beside it or in its training data (otherwise refused: a reordered dict.txt "
+                             "of the same size would export a tokenizer with other ids)")
     args = parser.parse_args(argv)
     fmt = args.to[0]
     if fmt not in ("fairseq", "hf"):
@@ -194,6 +198,7 @@ def fairseq_to_hf(args) -> str:
     transformers = import_transformers()
     from fairseq.data import Dictionary
 
+    from fairseq_maskplug.data.dictionaries import check_dictionary_file
     from fairseq_maskplug.interop import gpt2_vocab, roberta
 
     src = args.from_fairseq
@@ -225,6 +230,8 @@ def fairseq_to_hf(args) -> str:
     if activation not in HF_ACTIVATION:
         raise ValueError(f"activation {activation!r} has no HF equivalent")
 
+    check_dictionary_file(state, checkpoint, str(dict_path), args.trust_dictionary,
+                          also=[str(checkpoint.parent / "dict.txt")])
     shape = roberta.shape_of(weights)
     symbols = gpt2_vocab.read_dict_symbols(dict_path)
     if len(symbols) + 5 != shape["vocab"]:

@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 import torch
 
-from fairseq_helpers import BIN, CPU_RUN, REPO, TINY_ROBERTA, check, run, train, write_corpus
+from fairseq_helpers import BIN, CPU_RUN, REPO, TINY_BART, TINY_ROBERTA, check, run, train, write_corpus
 from test_finetune_e2e import write_task
 
 pytestmark = pytest.mark.e2e
 
 
-def maskplug_train(data, save, *extra, task="guided_mlm", criterion="masked_lm"):
+def maskplug_train(data, save, *extra, task="guided_mlm", criterion="masked_lm", model=TINY_ROBERTA):
     return run([BIN / "fairseq-maskplug-train", data, "--task", task, "--criterion", criterion,
-                "--tokens-per-sample", "32", "--save-dir", save, *TINY_ROBERTA, *CPU_RUN, "--max-epoch", "1", *extra])
+                "--tokens-per-sample", "32", "--save-dir", save, *model, *CPU_RUN, "--max-epoch", "1", *extra])
 
 
 def one_line_error(result, *fragments):
@@ -221,6 +221,111 @@ def test_the_dictionary_is_checked_from_the_recorded_fingerprint_when_the_traini
     with pytest.raises(ValueError, match="--trust-dictionary"):
         check_checkpoint_dictionary(state, str(mlm_checkpoint), str(tiny_data / "bin"))
     check_checkpoint_dictionary(state, str(mlm_checkpoint), str(tiny_data / "bin"), trust=True)
+
+
+def reordered_task(task_dir, tmp_path):
+    """The task's input0 binarized with its dict.txt with two symbols swapped (same size); the same labels."""
+    lines = (task_dir / "input0" / "dict.txt").read_text().splitlines()
+    lines[0], lines[1] = lines[1], lines[0]
+    (tmp_path / "reordered.txt").write_text("\n".join(lines) + "\n")
+    other = tmp_path / "reordered_task"
+    shutil.copytree(task_dir / "label", other / "label")
+    text = task_dir.parent / "valid.input0"
+    check(run([BIN / "fairseq-preprocess", "--only-source", "--validpref", text, "--srcdict",
+               tmp_path / "reordered.txt", "--destdir", other / "input0", "--workers", "1"]))
+    return other
+
+
+@pytest.fixture(scope="module")
+def fairseq_classifier(task_dir, tmp_path_factory):
+    """fairseq's own sentence_prediction checkpoint (it records no dictionary fingerprint)."""
+    save = tmp_path_factory.mktemp("sp")
+    check(run([BIN / "fairseq-train", task_dir, "--task", "sentence_prediction", "--criterion", "sentence_prediction",
+               "--num-classes", "2", "--init-token", "0", "--separator-token", "2", "--max-epoch", "1",
+               "--save-dir", save, "--no-epoch-checkpoints", *TINY_ROBERTA, *CPU_RUN]))
+    return save / "checkpoint_last.pt"
+
+
+def test_tools_refuse_fairseq_s_own_classifier_on_a_reordered_dictionary(task_dir, fairseq_classifier, tmp_path):
+    """The check read --data's dictionary twice (the data path was overridden before it was read)."""
+    other = reordered_task(task_dir, tmp_path)
+    message = f"{other / 'input0' / 'dict.txt'} is not the dictionary {fairseq_classifier} was trained with"
+    evaluated = run([BIN / "python", "-m", "fairseq_maskplug.evaluate", "--checkpoint", fairseq_classifier,
+                     "--data", other, "--split", "valid"])
+    one_line_error(evaluated, message, f"its training data's {task_dir / 'input0' / 'dict.txt'}")
+    scored = run([BIN / "python", "-m", "preprocess.score_importance", "--checkpoint", fairseq_classifier,
+                  "--data", other, "--split", "valid"])
+    one_line_error(scored, message)
+    assert not list((other / "input0").glob("valid.importance*"))
+    check(run([BIN / "python", "-m", "fairseq_maskplug.evaluate", "--checkpoint", fairseq_classifier,
+               "--data", task_dir, "--split", "valid"]))  # its own dictionary: accepted
+
+
+def test_convert_refuses_a_reordered_dict(tmp_path):
+    """A release (model.pt + dict.txt beside it) exported with --dict of the same size in another order
+    would give a tokenizer with other ids (and 'difference 0', both sides reading the same file)."""
+    from release_helpers import make_release
+
+    release = make_release(tmp_path / "release", ["the film felt dull to me .", "a fine film ."] * 20, merges=30)
+    lines = (release / "dict.txt").read_text().splitlines()
+    lines[0], lines[1] = lines[1], lines[0]
+    (tmp_path / "reordered.txt").write_text("\n".join(lines) + "\n")
+    result = run([BIN / "fairseq-maskplug-convert", "--from-fairseq", release, "--dict", tmp_path / "reordered.txt",
+                  "--to", "hf", tmp_path / "hf"])
+    one_line_error(result, f"{tmp_path / 'reordered.txt'} is not the dictionary", str(release / "dict.txt"))
+    assert not (tmp_path / "hf").exists()
+
+
+TASK_ARGS = {"guided_mlm": ("masked_lm", TINY_ROBERTA), "guided_denoising": ("cross_entropy", TINY_BART),
+             "joint_mlm_classification": ("joint_mlm_classification", TINY_ROBERTA + ["--num-classes", "2"])}
+
+
+def binarize(destdir, srcdict, valid_text, train_text):
+    check(run([BIN / "fairseq-preprocess", "--only-source", "--trainpref", train_text, "--validpref", valid_text,
+               "--srcdict", srcdict, "--destdir", destdir, "--workers", "1"]))
+
+
+def first_id_at_least(prefix, limit):
+    """``(line, token, id)`` (1-based) of the first id >= limit in the split ``prefix``."""
+    from fairseq.data.indexed_dataset import MMapIndexedDataset
+
+    lines = MMapIndexedDataset(str(prefix))
+    return next((n + 1, k + 1, i) for n in range(len(lines)) for k, i in enumerate(lines[n].tolist()) if i >= limit)
+
+
+@pytest.mark.parametrize("task", ["guided_mlm", "guided_denoising"])
+def test_data_with_ids_beyond_a_cut_dictionary_is_refused_at_load(tiny_data, tmp_path, task):
+    data = tmp_path / "bin"
+    shutil.copytree(tiny_data / "bin", data)
+    dict_lines = (data / "dict.txt").read_text().splitlines()
+    (data / "dict.txt").write_text("\n".join(dict_lines[:20]) + "\n")  # 4 specials + 20 symbols + <mask>
+    line, token, value = first_id_at_least(data / "valid", 25)
+    criterion, model = TASK_ARGS[task]
+    result = maskplug_train(data, tmp_path / "ck", task=task, criterion=criterion, model=model)
+    one_line_error(result, f"{data / 'valid'}.bin, line {line}, token {token}: id {value} is beyond the 25 symbols")
+    assert no_checkpoint(tmp_path / "ck")
+
+
+@pytest.mark.parametrize("literal", ["<mask>", "<s>", "<pad>", "</s>"])
+@pytest.mark.parametrize("task", sorted(TASK_ARGS))
+def test_special_symbols_in_the_text_are_refused_naming_file_and_line(tiny_data, task_dir, tmp_path, literal, task):
+    """fairseq-preprocess turns a literal special symbol into its id: the model would read a mask, a
+    sentence start or end the text never had."""
+    lines = (tiny_data / "valid.txt").read_text().splitlines()
+    words = lines[4].split()
+    lines[4] = " ".join(words[:2] + [literal] + words[2:])
+    (tmp_path / "valid.txt").write_text("\n".join(lines) + "\n")
+    dictionary = tmp_path / "dict.txt"  # a corpus that holds <mask> gives it an entry of its own
+    dictionary.write_text((tiny_data / "bin" / "dict.txt").read_text() + ("<mask> 1\n" if literal == "<mask>" else ""))
+    data = tmp_path / "data"
+    tokens = data / "input0" if task == "joint_mlm_classification" else data
+    binarize(tokens, dictionary, tmp_path / "valid.txt", tiny_data / "train.txt")
+    if task == "joint_mlm_classification":
+        shutil.copytree(task_dir / "label", data / "label")
+    criterion, model = TASK_ARGS[task]
+    result = maskplug_train(data, tmp_path / "ck", task=task, criterion=criterion, model=model)
+    one_line_error(result, f"{tokens / 'valid'}.bin, line 5, token 3: the special symbol {literal}")
+    assert no_checkpoint(tmp_path / "ck")
 
 
 # ---- tools and paths -----------------------------------------------------------------------------

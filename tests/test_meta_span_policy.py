@@ -188,6 +188,23 @@ def test_meta_policy_refuses_a_downstream_task_on_another_dictionary(meta_data, 
 
 
 @pytest.mark.e2e
+def test_meta_policy_refuses_a_seq2seq_model_of_a_reordered_dictionary_before_training(meta_data, tmp_path):
+    """Same size, two symbols swapped: every shape fits, every token id means another word."""
+    lines = (meta_data / "corpus" / "dict.txt").read_text().splitlines()
+    lines[0], lines[1] = lines[1], lines[0]
+    (tmp_path / "dict.txt").write_text("\n".join(lines) + "\n")
+    check(run([BIN / "fairseq-preprocess", "--only-source", "--trainpref", meta_data / "train.txt", "--srcdict",
+               tmp_path / "dict.txt", "--destdir", tmp_path / "reordered", "--workers", "1"]))
+    check(train_bart(tmp_path / "reordered", tmp_path / "bart", "--max-update", "1", "--no-epoch-checkpoints",
+                     "--disable-validation"))
+    result = meta_train(meta_data, tmp_path / "ck", "--max-update", "1", "--seq2seq-checkpoint",
+                        tmp_path / "bart" / "checkpoint_last.pt")
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert f"--seq2seq-checkpoint: {meta_data / 'corpus' / 'dict.txt'} is not the dictionary" in result.stderr
+    assert "train_inner" not in result.stdout and not (tmp_path / "ck" / "checkpoint_last.pt").exists()
+
+
+@pytest.mark.e2e
 def test_one_meta_step_gives_every_policy_parameter_a_gradient(meta_data, tmp_path):
     from test_data_parallel import without_gradient
 

@@ -163,14 +163,20 @@ def test_annotation_refuses_a_corpus_with_another_dictionary(tiny_data, tagger, 
 
 
 def test_checkpoints_whose_training_data_moved_still_score(pipeline, tagger, annotated, tmp_path):
-    """--data replaces the data path stored in the checkpoint (it may not exist on this machine)."""
+    """--data replaces the data path stored in the checkpoint (it may not exist on this machine).
+    The tagger records its dictionary's fingerprint; fairseq's sentence_prediction classifier records
+    none, so with its training data gone its dictionary cannot be checked: refused unless
+    --trust-dictionary."""
     import torch
     for name, path in (("cls", pipeline.classifier), ("tagger", tagger.checkpoint)):
         state = torch.load(path, map_location="cpu", weights_only=False)
         state["cfg"]["task"]["data"] = str(tmp_path / "gone")
         torch.save(state, tmp_path / f"{name}.pt")
-    check(run([BIN / "python", "-m", "preprocess.score_importance", "--checkpoint", tmp_path / "cls.pt",
-               "--data", pipeline.task, "--split", "valid", "--name", "moved"]))
+    score = [BIN / "python", "-m", "preprocess.score_importance", "--checkpoint", tmp_path / "cls.pt",
+             "--data", pipeline.task, "--split", "valid", "--name", "moved"]
+    refused = run(score)
+    assert refused.returncode == 2 and "its training data" in refused.stderr and "--trust-dictionary" in refused.stderr
+    check(run(score + ["--trust-dictionary"]))
     assert np.array_equal(np.concatenate(side_rows(pipeline.task / "input0" / "valid.moved")),
                           np.concatenate(side_rows(pipeline.task / "input0" / "valid.importance")))
     check(run([BIN / "python", "-m", "preprocess.annotate_importance", "--checkpoint", tmp_path / "tagger.pt",

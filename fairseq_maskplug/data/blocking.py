@@ -10,6 +10,7 @@ from fairseq.data.indexed_dataset import best_fitting_int_dtype
 from fairseq.data.shorten_dataset import maybe_shorten_dataset
 
 from ..masking.values import FINITE, ValueRule
+from .dictionaries import check_token_ids
 from .side_info import load_side_info
 
 
@@ -64,6 +65,7 @@ def load_blocked_split(cfg, split: str, dictionary, side_info_names: Union[Seque
     tokens = data_utils.load_indexed_dataset(split_prefix, dictionary, combine=combine)
     if tokens is None:
         raise FileNotFoundError(f"dataset not found: split {split!r} ({split_prefix}.bin/.idx)")
+    check_token_ids(tokens, split_prefix, dictionary)
     rules = side_info_names if isinstance(side_info_names, Mapping) else {n: FINITE for n in side_info_names}
     unchecked = bool(getattr(cfg, "side_info_without_fingerprint", False))
     side = {name: load_side_info(split_prefix, name, tokens, split, rule, unchecked) for name, rule in rules.items()}

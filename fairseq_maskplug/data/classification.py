@@ -5,6 +5,8 @@ import os
 import numpy as np
 from fairseq.data import data_utils
 
+from .dictionaries import check_token_ids
+
 
 def label_names(label_dictionary):
     """The real labels of a label ``dict.txt`` (fairseq-preprocess pads it with ``madeupword`` symbols)."""
@@ -42,4 +44,5 @@ def load_classification_split(data: str, split: str, dictionary, label_dictionar
         raise FileNotFoundError(f"{prefix}.bin/.idx not found: --data needs the sentence_prediction layout "
                                 "(input0/, label/)")
     tokens = data_utils.load_indexed_dataset(prefix, dictionary)
+    check_token_ids(tokens, prefix, dictionary)
     return tokens, load_class_indices(data, split, label_dictionary, num_classes, len(tokens))

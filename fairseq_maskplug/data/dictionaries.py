@@ -10,7 +10,9 @@ unless told ``--trust-dictionary``.
 
 import hashlib
 import os
+from typing import Iterable, Optional, Tuple
 
+import numpy as np
 from fairseq.data import Dictionary
 
 STATE_KEY = "dictionary_sha256"
@@ -37,23 +39,86 @@ def data_dictionary_path(data: str) -> str:
     raise FileNotFoundError(f"no dict.txt in {data} or {data}/input0")
 
 
-def check_checkpoint_dictionary(state: dict, checkpoint: str, data: str, trust: bool = False) -> None:
-    """Refuse ``data`` when its dictionary is not the one the checkpoint (loaded ``state``) was trained with."""
-    target = data_dictionary_path(data)
-    wanted = dictionary_sha256(Dictionary.load(target))
+def trained_dictionary(state: dict, also: Iterable[str] = ()) -> Optional[Tuple[str, str]]:
+    """``(fingerprint, where it comes from)`` of the dictionary a checkpoint (loaded ``state``) was
+    trained with: the fingerprint it records, else the ``dict.txt`` of the training data it names,
+    else the first of the ``also`` files that exists; None when none is found from here."""
     recorded = (state.get("task_state") or {}).get(STATE_KEY)
-    source = "the fingerprint it records"
-    if recorded is None:
+    if recorded is not None:
+        return recorded, "the fingerprint it records"
+    trained_on = str(state["cfg"]["task"]["data"]).split(os.pathsep)[0]
+    try:
+        own = data_dictionary_path(trained_on)
+        return dictionary_sha256(Dictionary.load(own)), f"its training data's {own}"
+    except FileNotFoundError:
+        pass
+    for path in also:
+        if os.path.isfile(path):
+            return dictionary_sha256(Dictionary.load(path)), str(path)
+    return None
+
+
+def check_dictionary_file(state: dict, checkpoint: str, target: str, trust: bool = False,
+                          also: Iterable[str] = ()) -> None:
+    """Refuse the dictionary file ``target`` when it is not the one the checkpoint (loaded
+    ``state``) was trained with (:func:`trained_dictionary`); when that cannot be found from here,
+    refuse unless ``trust``."""
+    reference = trained_dictionary(state, also)
+    if reference is None:
+        if trust:
+            return
         trained_on = str(state["cfg"]["task"]["data"]).split(os.pathsep)[0]
-        try:
-            own = data_dictionary_path(trained_on)
-        except FileNotFoundError:
-            if trust:
-                return
-            raise ValueError(f"cannot check that {target} is the dictionary {checkpoint} was trained with: the "
-                             f"checkpoint records none and its training data {trained_on!r} is not found from here; "
-                             "pass --trust-dictionary to skip the check") from None
-        recorded, source = dictionary_sha256(Dictionary.load(own)), f"its training data's {own}"
-    if recorded != wanted:
+        raise ValueError(f"cannot check that {target} is the dictionary {checkpoint} was trained with: the "
+                         f"checkpoint records none and its training data {trained_on!r} is not found from here; "
+                         "pass --trust-dictionary to skip the check")
+    recorded, source = reference
+    if recorded != dictionary_sha256(Dictionary.load(target)):
         raise ValueError(f"{target} is not the dictionary {checkpoint} was trained with (compared with {source}): "
                          "binarize the data with the checkpoint's dict.txt (fairseq-preprocess --srcdict)")
+
+
+def check_checkpoint_dictionary(state: dict, checkpoint: str, data: str, trust: bool = False) -> None:
+    """Refuse ``data`` when its dictionary is not the one the checkpoint (loaded ``state``) was trained with."""
+    check_dictionary_file(state, checkpoint, data_dictionary_path(data), trust)
+
+
+def check_token_ids(tokens, prefix: str, dictionary, allowed: Iterable[str] = (), chunk: int = 1 << 24) -> None:
+    """Refuse, at load, a binarized split whose ids the dictionary cannot mean, naming file, line and token:
+
+    - an id beyond the dictionary (data binarized with another, larger ``dict.txt``: the model's
+      embedding lookup would fail at the first batch);
+    - ``<s>``, ``<pad>`` or ``<mask>``: the text held the literal symbol, which fairseq-preprocess
+      turns into the special id, so the model would read a mask (or a sentence start) the text never
+      had (``allowed`` names symbols a split may hold, e.g. the ``<mask>`` of cloze questions);
+    - ``</s>`` anywhere but at the end of a line (a literal ``</s>`` in the text).
+
+    One pass over the memory-mapped ids, ``chunk`` ids at a time."""
+    from fairseq.data.indexed_dataset import MMapIndexedDataset
+
+    if not isinstance(tokens, MMapIndexedDataset):  # other layouts: item by item
+        arrays = (np.asarray(tokens[i]) for i in range(len(tokens)))
+        ids, sizes = (np.concatenate(list(arrays)) if len(tokens) else np.zeros(0, np.int64)), np.asarray(tokens.sizes)
+    else:
+        ids, sizes = np.frombuffer(tokens._bin_buffer, dtype=tokens._index.dtype), np.asarray(tokens.sizes)
+    reserved = [dictionary.bos(), dictionary.pad()] + [dictionary.indices[s] for s in ("<mask>",)
+                                                        if s in dictionary.indices and s not in allowed]
+    ends = np.cumsum(sizes) - 1
+    for start in range(0, len(ids), chunk):
+        part = np.asarray(ids[start:start + chunk]).astype(np.int64)
+        line_end = np.zeros(len(part), dtype=bool)
+        inside = ends[(ends >= start) & (ends < start + len(part))] - start
+        line_end[inside] = True
+        bad = ((part >= len(dictionary)) | (part < 0) | np.isin(part, reserved)
+               | ((part == dictionary.eos()) & ~line_end))
+        if bad.any():
+            at = start + int(np.flatnonzero(bad)[0])
+            line = int(np.searchsorted(ends, at)) + 1
+            position = at - (int(ends[line - 2]) + 1 if line > 1 else 0) + 1
+            value = int(ids[at])
+            if value >= len(dictionary) or value < 0:
+                why = (f"id {value} is beyond the {len(dictionary)} symbols of the dictionary: binarize it with the "
+                       "dict.txt of this data (fairseq-preprocess --srcdict)")
+            else:
+                why = (f"the special symbol {dictionary[value]} (id {value}), which the text held literally; remove "
+                       "or escape it before fairseq-preprocess")
+            raise ValueError(f"{prefix}.bin, line {line}, token {position}: {why}")

@@ -40,6 +40,7 @@ from fairseq.tasks import register_task
 from omegaconf import II, MISSING
 
 from ..data import load_blocked_split
+from ..data.dictionaries import check_checkpoint_dictionary, check_token_ids
 from ..data.meta_span_dataset import MetaSpanDataset
 from ..weighting.lookahead import MODES
 from .sentence_items import sentence_blocking
@@ -79,11 +80,19 @@ class MetaSpanPolicyConfig(FairseqDataclass):
     seed: int = II("common.seed")
 
 
-def load_seq2seq(path: str, dictionary):
-    """The seq2seq model of ``path`` built over ``dictionary`` (checked), frozen in eval mode."""
+def load_seq2seq(path: str, dictionary, corpus: str):
+    """The seq2seq model of ``path`` built over ``dictionary`` (the ``corpus`` directory's dict.txt
+    plus ``<mask>``), frozen in eval mode, after checking that it was trained with that dict.txt:
+    the fingerprint the checkpoint records, else its training data's dict.txt
+    (``check_checkpoint_dictionary``); a checkpoint with neither (a released BART) is checked by
+    its number of embeddings only."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"--seq2seq-checkpoint not found: {path}")
     state = checkpoint_utils.load_checkpoint_to_cpu(path)
+    try:
+        check_checkpoint_dictionary(state, path, corpus, trust=True)
+    except ValueError as error:
+        raise ValueError(f"--seq2seq-checkpoint: {error}") from None
     cfg = state["cfg"]
     holder = SimpleNamespace(source_dictionary=dictionary, target_dictionary=dictionary)
     model = models.build_model(cfg.model, holder)
@@ -128,6 +137,8 @@ class MetaSpanPolicyTask(SpanPolicyTask):
             shuffle = np.random.permutation(len(tokens))
         self.datasets[split] = SortDataset(dataset, sort_order=[shuffle])
         self.downstream_split(split)  # refused now, before training, when missing
+        if self._seq2seq is None:
+            self.seq2seq("cpu")  # loaded and checked now, before training (moved to the device at first use)
         logger.info("%s: %d sentences, downstream %s: %d pairs", split, len(tokens), split,
                     len(self.downstream[split]))
 
@@ -143,6 +154,7 @@ class MetaSpanPolicyTask(SpanPolicyTask):
                 sides[lang] = data_utils.load_indexed_dataset(prefix, d)
                 if sides[lang] is None:
                     raise FileNotFoundError(f"downstream split not found: {prefix}.bin/.idx")
+                check_token_ids(sides[lang], prefix, d, allowed=("<mask>",) if lang == src else ())  # cloze
             self.downstream[split] = LanguagePairDataset(
                 sides[src], sides[src].sizes, self.dictionary, sides[tgt], sides[tgt].sizes, self.dictionary,
                 left_pad_source=False, left_pad_target=False)
@@ -170,7 +182,7 @@ class MetaSpanPolicyTask(SpanPolicyTask):
     def seq2seq(self, device):
         """The frozen seq2seq model θ, loaded at first use, on ``device``."""
         if self._seq2seq is None:
-            self._seq2seq = load_seq2seq(self.cfg.seq2seq_checkpoint, self.dictionary)
+            self._seq2seq = load_seq2seq(self.cfg.seq2seq_checkpoint, self.dictionary, self.cfg.data)
             for p in self._seq2seq.parameters():
                 p.requires_grad_(False)
         return self._seq2seq.to(device)
