@@ -11,6 +11,8 @@
 - before fairseq prints its configuration, checks what can be checked without data:
   the task's options (a package task's ``setup_task``: policy options, dictionaries,
   data layout) and that ``--save-dir`` is writable;
+- stops at once when ``--save-dir`` holds a run that has reached ``--max-update`` (fairseq
+  would train one more update and overwrite its checkpoints);
 - stops on bad input with one line ``fairseq-maskplug-train: error: ...`` and exit status 2,
   also when a checkpoint's parameters do not fit the model (another dictionary size)
   (``MASKPLUG_TRACEBACK=1`` shows the traceback instead).
@@ -93,6 +95,24 @@ def check_task(cfg) -> None:
         task_cls.setup_task(cfg.task)
 
 
+def finished_updates(cfg):
+    """The updates of ``--save-dir``'s ``checkpoint_last.pt`` when the run it resumes has already
+    reached ``--max-update`` (fairseq would take one more update and overwrite its checkpoints), else None.
+    The checkpoint is memory-mapped: its weights are not read."""
+    import torch
+
+    ck, opt = cfg.checkpoint, cfg.optimization
+    if not opt.max_update or ck.restore_file != "checkpoint_last.pt" or ck.reset_optimizer:
+        return None
+    path = os.path.join(ck.save_dir, "checkpoint_last.pt")
+    if not os.path.isfile(path):
+        return None
+    state = torch.load(path, map_location="cpu", mmap=True)  # the safe loader, with the plugin's safe globals
+    history = state.get("optimizer_history") or [{}]
+    updates = history[-1].get("num_updates", 0)
+    return updates if updates >= opt.max_update else None
+
+
 def user_error_message(error: BaseException):
     """The one line for an error caused by the input (options, data, files, a checkpoint of
     another shape); None for anything else, which keeps its traceback."""
@@ -129,6 +149,11 @@ def main(argv=None) -> int:
         configure_launch(cfg.distributed_training, os.environ, cpu=cfg.common.cpu or not torch.cuda.is_available())
         check_task(cfg)
         check_save_dir(cfg)
+        done = finished_updates(cfg)
+        if done is not None:
+            print(f"fairseq-maskplug-train: {cfg.checkpoint.save_dir}/checkpoint_last.pt has trained {done} updates "
+                  f"(--max-update {cfg.optimization.max_update}): nothing to do; raise --max-update to go on")
+            return 0
         distributed_utils.call_main(cfg, fairseq_main)
     except Exception as error:  # noqa: BLE001  (bad input becomes one line; anything else keeps its traceback)
         message = user_error_message(error)

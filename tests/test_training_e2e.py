@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import torch
 from fairseq.data import Dictionary
 
 from fairseq_maskplug.data import load_blocked_split
@@ -139,3 +140,29 @@ def test_empty_training_split_fails_clearly(tmp_path):
     result = train(tmp_path / "bin", tmp_path / "ck", "--max-epoch", "1")
     assert result.returncode != 0
     assert "split 'train'" in result.stderr and "has no lines" in result.stderr, result.stderr[-2000:]
+
+
+@pytest.mark.parametrize("task", ["guided_mlm", "guided_denoising"])
+def test_a_finished_run_stays_finished(tiny_data, tmp_path, task):
+    """--max-update reached in the middle of an epoch: fairseq-maskplug-train run again trains nothing and
+    keeps its checkpoints (fairseq alone takes one more update and overwrites checkpoint_last.pt and
+    checkpoint_best.pt); with --max-update raised it goes on."""
+    from fairseq_helpers import TINY_BART, model_params
+
+    shape = TINY_ROBERTA if task == "guided_mlm" else TINY_BART
+
+    def go(updates):
+        return check(run([BIN / "fairseq-maskplug-train", tiny_data / "bin", "--task", task, "--tokens-per-sample",
+                          "32", "--save-dir", tmp_path / "ck", "--max-update", str(updates), "--save-interval-updates",
+                          "5", "--no-epoch-checkpoints", *shape, *CPU_RUN]))
+
+    go(5)
+    names = ("checkpoint_last.pt", "checkpoint_best.pt")
+    before = {name: (tmp_path / "ck" / name).stat().st_mtime_ns for name in names}
+    params = model_params(tmp_path / "ck" / "checkpoint_last.pt")
+    again = go(5)
+    assert "has trained 5 updates (--max-update 5): nothing to do" in again.stdout
+    assert json_logs(again, "train_inner") == []
+    assert {name: (tmp_path / "ck" / name).stat().st_mtime_ns for name in names} == before
+    assert all(torch.equal(v, model_params(tmp_path / "ck" / "checkpoint_last.pt")[k]) for k, v in params.items())
+    assert [int(r["num_updates"]) for r in json_logs(go(7), "train_inner")] == [6, 7]
