@@ -116,10 +116,19 @@ def finished_updates(cfg):
 def user_error_message(error: BaseException):
     """The one line for an error caused by the input (options, data, files, a checkpoint of
     another shape); None for anything else, which keeps its traceback."""
+    from omegaconf.errors import MissingMandatoryValue
+
     cause = error.__context__
     if isinstance(cause, RuntimeError) and "size mismatch for " in str(cause):  # fairseq wraps torch's error
         first = str(cause).split("size mismatch for ", 1)[1].splitlines()[0].strip()
         return f"{error} (size mismatch for {first}): another dictionary?"
+    if str(error).startswith("Cannot load model parameters from checkpoint"):  # fairseq, any other cause
+        detail = str(cause).splitlines()[0][:200] if cause is not None else ""
+        return (f"{str(error).split(';')[0]}: its parameters belong to another architecture "
+                f"({type(cause).__name__}: {detail})")
+    if isinstance(error, MissingMandatoryValue):
+        key = str(getattr(error, "key", "") or "").split(".")[-1]
+        return f"--{key.replace('_', '-')} is required" if key else str(error).splitlines()[0]
     if isinstance(error, (ValueError, OSError)):
         return str(error)
     return None

@@ -24,6 +24,7 @@ Needs the ``[hf]`` extra (``pip install -e '.[hf]'``).
 
 import argparse
 import json
+import math
 import os
 import shutil
 import sys
@@ -72,6 +73,8 @@ def parse_args(argv=None):
         parser.error("convert --from-hf with --to fairseq, --from-fairseq with --to hf")
     if args.from_hf is not None and (args.dict or args.gpt2_bpe):
         parser.error("--dict and --gpt2-bpe belong to --from-fairseq (an HF directory has vocab.json, merges.txt)")
+    if not math.isfinite(args.tolerance) or args.tolerance < 0:
+        parser.error(f"--tolerance must be a finite number >= 0, got {args.tolerance}")
     args.out = Path(args.to[1])
     return args
 
@@ -215,6 +218,10 @@ def fairseq_to_hf(args) -> str:
     require(bpe_dir / "encoder.json", "GPT-2 BPE; give --gpt2-bpe DIR")
     require(bpe_dir / "vocab.bpe", "GPT-2 BPE; give --gpt2-bpe DIR")
     weights = state["model"]
+    if roberta.FS + "embed_tokens.weight" not in weights:
+        arch = getattr(model_cfg, "_name", None) or getattr(model_cfg, "arch", None) or "another kind of"
+        raise ValueError(f"{checkpoint} holds a {arch} model: only fairseq RoBERTa encoders convert to Hugging Face "
+                         "(BART and other encoder-decoders do not, here)")
     heads = sorted({k.split(".")[1] for k in weights if k.startswith("classification_heads.")})
     head = args.head
     task_name = task_cfg.get("_name") if task_cfg is not None else None
@@ -234,6 +241,10 @@ def fairseq_to_hf(args) -> str:
                           also=[str(checkpoint.parent / "dict.txt")])
     shape = roberta.shape_of(weights)
     symbols = gpt2_vocab.read_dict_symbols(dict_path)
+    pieces = [s for s in symbols if not s.isdigit() and not s.startswith("madeupword") and s != "<mask>"]
+    if pieces:
+        raise ValueError(f"{dict_path} holds symbols that are not GPT-2 BPE ids (e.g. {pieces[0]!r}): only GPT-2 BPE "
+                         "RoBERTa models convert to Hugging Face (a sentencepiece model, like the demo's, does not)")
     if len(symbols) + 5 != shape["vocab"]:
         raise ValueError(f"{dict_path} gives {len(symbols) + 5} rows with <mask>, the checkpoint has {shape['vocab']}")
     encoder = json.loads((bpe_dir / "encoder.json").read_text(encoding="utf-8"))

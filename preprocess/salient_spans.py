@@ -83,10 +83,15 @@ def main(argv=None) -> int:
         texts, ranges = spell_lines(surfaces, (tokens[i].numpy() for i in range(len(tokens))), lines, args.text,
                                     split_prefix, desc=f"check {args.split}")
         nlp = load_ner(args.spacy_model)
+        dropped = [label for label in args.drop_labels.split(",") if label]
+        known = set(nlp.get_pipe("ner").labels)
+        unknown = [label for label in dropped if label not in known]
+        if unknown:
+            raise ValueError(f"--drop-labels {','.join(unknown)}: not an entity type of {args.spacy_model} "
+                             f"(its types: {', '.join(sorted(known))})")
     except (ValueError, OSError, ImportError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    dropped = [label for label in args.drop_labels.split(",") if label]
     rows, counts = span_tracks(nlp, texts, ranges, dropped, args.batch_size, args.workers, desc=f"ner {args.split}")
     write_side_info(prefix, rows, "int32", tokens_prefix=split_prefix)
     summary = {"track": prefix, "spacy_model": args.spacy_model, **counts.summary()}

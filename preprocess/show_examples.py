@@ -63,6 +63,9 @@ def main(argv=None) -> int:
     try:
         if own.n < 1 or own.epoch < 1:
             raise ValueError("-n and --epoch must be at least 1")
+        if not any(a == "--task" or a.startswith("--task=") for a in rest):
+            raise ValueError("give the task and its data as fairseq-train takes them, e.g. "
+                             "fairseq-maskplug-show-examples DATA --task guided_mlm --mask-policy span")
         if not any(a == "--arch" or a.startswith("--arch=") or a == "-a" for a in rest):
             rest = [*rest, "--arch", "roberta_tiny"]  # fairseq's parser needs one; items do not depend on it
         args = options.parse_args_and_arch(options.get_training_parser(), rest)

@@ -422,3 +422,86 @@ def test_training_killed_with_sigkill_resumes_to_the_uninterrupted_parameters(ti
     resumed = check(run(args))
     assert "Loaded checkpoint" in resumed.stdout + resumed.stderr  # resumed, not started again
     assert_same_params(tmp_path / "whole" / "checkpoint_last.pt", tmp_path / "killed" / "checkpoint_last.pt")
+
+
+# ---- model, options and tools, checked before work: one line each ---------------------------------
+
+@pytest.fixture(scope="module")
+def bart_checkpoint(tiny_data, tmp_path_factory):
+    from fairseq_helpers import train_bart
+
+    save = tmp_path_factory.mktemp("bart_ck")
+    check(train_bart(tiny_data / "bin", save, "--max-update", "1", "--no-epoch-checkpoints"))
+    return save / "checkpoint_last.pt"
+
+
+def _train(task, *args):
+    return lambda ctx: [BIN / "fairseq-maskplug-train", ctx["data"], "--task", task, "--save-dir", ctx["tmp"] / "ck",
+                        *CPU_RUN, "--max-update", "1", *args]
+
+
+def _gpt2_files(ctx):
+    from release_helpers import make_release
+
+    release = make_release(ctx["tmp"] / "release", ["the film felt dull to me ."] * 20, merges=10)
+    return release
+
+
+REFUSALS = {  # case: (command line from the context, fragment of the one error line)
+    "RoBERTa under guided_denoising": (
+        _train("guided_denoising", *TINY_ROBERTA, "--tokens-per-sample", "32"),
+        "--task guided_denoising trains an encoder-decoder model (--arch bart_tiny, bart_base, bart_large); "
+        "--arch roberta_base is an encoder"),
+    "BART under span_policy": (
+        _train("span_policy", *TINY_BART, "--tokens-per-sample", "32"),
+        "--task span_policy trains an encoder (--arch roberta_tiny, roberta_base, roberta_large); --arch "
+        "bart_tiny is an encoder-decoder"),
+    "tokens per sample above RoBERTa's positions": (
+        _train("guided_mlm", *TINY_ROBERTA, "--tokens-per-sample", "128"),
+        "--tokens-per-sample 128 exceeds the 64 positions of --arch roberta_base"),
+    "tokens per sample above BART's positions": (
+        _train("guided_denoising", *TINY_BART, "--tokens-per-sample", "65"),
+        "--tokens-per-sample 65 exceeds the 64 positions of --arch bart_tiny"),
+    "a RoBERTa checkpoint fine-tuned into BART": (
+        lambda ctx: _train("guided_denoising", *TINY_BART, "--tokens-per-sample", "32", "--finetune-from-model",
+                           ctx["mlm"])(ctx),
+        "its parameters belong to another architecture (KeyError"),
+    "meta_span_policy without --downstream-data": (
+        lambda ctx: _train("meta_span_policy", *TINY_ROBERTA, "--tokens-per-sample", "32", "--seq2seq-checkpoint",
+                           ctx["bart"])(ctx),
+        "--downstream-data is required"),
+    "convert --tolerance -1": (
+        lambda ctx: [BIN / "fairseq-maskplug-convert", "--from-fairseq", ctx["mlm"], "--to", "hf", ctx["tmp"] / "hf",
+                     "--tolerance", "-1"],
+        "--tolerance must be a finite number >= 0, got -1.0"),
+    "convert of a BART checkpoint": (
+        lambda ctx: [BIN / "fairseq-maskplug-convert", "--from-fairseq", ctx["bart"], "--dict",
+                     ctx["data"] / "dict.txt", "--gpt2-bpe", _gpt2_files(ctx), "--to", "hf", ctx["tmp"] / "hf"],
+        "holds a bart_tiny model: only fairseq RoBERTa encoders convert to Hugging Face"),
+    "convert of a model whose dictionary is not GPT-2 BPE": (
+        lambda ctx: [BIN / "fairseq-maskplug-convert", "--from-fairseq", ctx["mlm"], "--gpt2-bpe", _gpt2_files(ctx),
+                     "--to", "hf", ctx["tmp"] / "hf"],
+        "holds symbols that are not GPT-2 BPE ids (e.g. 'w"),
+    "show-examples without --task": (
+        lambda ctx: [BIN / "fairseq-maskplug-show-examples", ctx["data"], "--mask-policy", "span"],
+        "give the task and its data as fairseq-train takes them"),
+    "salient-spans with an unknown --drop-labels": (
+        lambda ctx: [BIN / "fairseq-maskplug-salient-spans", "--data", ctx["data"], "--split", "valid", "--text",
+                     ctx["text"], "--bpe", "sentencepiece", "--drop-labels", "FOO,GPE", "--name", "refused"],
+        "--drop-labels FOO: not an entity type of"),
+}
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("case", sorted(REFUSALS))
+def test_refused_before_work_with_one_line(tiny_data, mlm_checkpoint, bart_checkpoint, tmp_path, case):
+    command, fragment = REFUSALS[case]
+    data = tmp_path / "data"
+    shutil.copytree(tiny_data / "bin", data)
+    text = tmp_path / "valid.txt"  # the valid text as its tokens spell it (no \u2581 word starts: no spaces)
+    lines = (tiny_data / "valid.txt").read_text().splitlines()
+    text.write_text("".join("".join(line.split()) + "\n" for line in lines))
+    ctx = {"data": data, "tmp": tmp_path, "mlm": mlm_checkpoint, "bart": bart_checkpoint, "text": text}
+    one_line_error(run(command(ctx)), fragment)
+    assert no_checkpoint(tmp_path / "ck") and not (tmp_path / "hf").exists()
+    assert not list(data.glob("*.refused*"))

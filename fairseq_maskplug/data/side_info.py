@@ -162,9 +162,12 @@ def load_side_info(split_prefix: str, name: str, tokens, split: str, rule: Value
 
 def check_values(side: SideInfoDataset, rule: ValueRule, prefix: str, chunk: int = 1 << 24) -> None:
     """Every value of the track against ``rule``, in chunks of the memory map; the first bad
-    value is named with its line (from 1) and position in the line."""
+    value is named with its line (from 1) and position in the line. A rule with
+    ``nonzero_somewhere`` also refuses a track that is 0 everywhere."""
     stored = np.frombuffer(side._bin_buffer, dtype=side._index.dtype)
+    nonzero = False
     for start in range(0, len(stored), chunk):
+        nonzero = nonzero or bool(np.any(stored[start:start + chunk]))
         bad = np.flatnonzero(rule.invalid(stored[start:start + chunk]))
         if bad.size:
             at = start + int(bad[0])
@@ -173,6 +176,8 @@ def check_values(side: SideInfoDataset, rule: ValueRule, prefix: str, chunk: int
             column = at - (int(ends[line - 1]) if line else 0)
             raise ValueError(f"side information {prefix}.bin, line {line + 1}, value {column + 1}: "
                              f"{stored[at].item()!r} is not {rule.description}")
+    if rule.nonzero_somewhere and not nonzero:
+        raise ValueError(f"side information {prefix}.bin is 0 everywhere: {rule.nonzero_somewhere}")
 
 
 def check_fingerprint(prefix: str, split_prefix: str, *, name: str, split: str,

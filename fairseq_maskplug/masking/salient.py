@@ -14,7 +14,7 @@ a block without a complete span gets no mask (``seq_unmasked`` in the logs) unle
 ``--salient-fallback random`` asks for random masking at ``--mask-prob`` instead.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import List, Sequence, Tuple
 
 import numpy as np
@@ -121,7 +121,11 @@ class SalientSpanPolicy(MaskPolicy):
 
     @property
     def side_info_rules(self):
-        return {self.cfg.salient_track: SPAN_IDS}
+        if self.cfg.salient_fallback == "random":
+            return {self.cfg.salient_track: SPAN_IDS}
+        return {self.cfg.salient_track: replace(SPAN_IDS, nonzero_somewhere=(
+            "no line has a salient span, so the salient_span policy would mask nothing (did the NER find no "
+            "entity? see the producer's summary; --salient-fallback random masks such lines at random)"))}
 
     def choose(self, tokens, maskable, side_info, rng):
         spans = complete_spans(side_info[self.cfg.salient_track], maskable)

@@ -9,12 +9,14 @@ import numpy as np
 
 @dataclass(frozen=True)
 class ValueRule:
-    """Values must be finite, lie in ``[low, high]`` and, if ``integral``, be whole numbers."""
+    """Values must be finite, lie in ``[low, high]`` and, if ``integral``, be whole numbers; with
+    ``nonzero_somewhere`` (the reason, for the message) a split whose values are all 0 is refused."""
 
     description: str
     low: float = -math.inf
     high: float = math.inf
     integral: bool = False
+    nonzero_somewhere: str = ""
 
     def invalid(self, values: np.ndarray) -> np.ndarray:
         """Boolean array: True where a value breaks the rule."""

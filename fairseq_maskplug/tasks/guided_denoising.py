@@ -56,6 +56,7 @@ class GuidedDenoisingTask(MaskedLMBaseTask):
 
     cfg: GuidedDenoisingConfig
     criteria = ("cross_entropy", "label_smoothed_cross_entropy")
+    encoder_decoder = True
     framing_tokens = 2
 
     def __init__(self, cfg, dictionary):

@@ -20,6 +20,7 @@ from ..data.layout import token_data_dir
 from ..masking import Corruption
 from .criteria import CriterionChecked
 from .mask_stats import log_mask_statistics, mask_statistics, mlm_mask_counts
+from .model_checks import check_model
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +82,8 @@ class MaskedLMBaseTask(CriterionChecked, FairseqTask):
     """
 
     criteria = ("masked_lm",)
+    #: the model the task trains: an encoder (RoBERTa) or an encoder-decoder (BART)
+    encoder_decoder = False
 
     def __init__(self, cfg, dictionary):
         super().__init__(cfg)
@@ -194,6 +197,11 @@ class MaskedLMBaseTask(CriterionChecked, FairseqTask):
     @property
     def target_dictionary(self):
         return self.dictionary
+
+    def build_model(self, cfg, from_checkpoint=False):
+        model = super().build_model(cfg, from_checkpoint)
+        check_model(self, model, getattr(cfg, "_name", None) or getattr(cfg, "arch", "?"), self.encoder_decoder)
+        return model
 
     def max_positions(self):
         return self.cfg.tokens_per_sample

@@ -9,6 +9,8 @@ from fairseq.data import (IdDataset, NestedDictionaryDataset, NumelDataset, NumS
                           SortDataset, data_utils)
 from omegaconf import OmegaConf, open_dict
 
+from .model_checks import check_model
+
 
 def sentence_blocking(data: str, tokens_per_sample: int, seed: int,
                       side_info_without_fingerprint: bool = False) -> SimpleNamespace:
@@ -45,4 +47,6 @@ def build_model_for_items(task, cfg, from_checkpoint=False):
 
     with open_dict(cfg) if OmegaConf.is_config(cfg) else contextlib.ExitStack():
         cfg.max_positions = task.cfg.tokens_per_sample
-    return models.build_model(cfg, task, from_checkpoint)
+    model = models.build_model(cfg, task, from_checkpoint)
+    check_model(task, model, getattr(cfg, "_name", None) or getattr(cfg, "arch", "?"), encoder_decoder=False)
+    return model
