@@ -18,6 +18,7 @@ from .atomic import temporary_name
 from .checkpoints import check_writable
 from .cli import HelpFormatter, configure_tool_output
 from .metrics import macro_f1
+from .option_ranges import number
 
 
 @torch.no_grad()
@@ -69,7 +70,7 @@ def main(argv=None) -> int:
     parser.add_argument("--data", required=True,
                         help="sentence_prediction data root (input0/, label/; its input0/ is accepted too)")
     parser.add_argument("--split", default="test", help="split to score")
-    parser.add_argument("--batch-size", type=int, default=64, help="sentences per forward")
+    parser.add_argument("--batch-size", type=number("[1, inf)", int), default=64, help="sentences per forward")
     parser.add_argument("--output", help="also write the JSON object to this file")
     parser.add_argument("--trust-dictionary", action="store_true",
                         help="skip the dictionary check where the checkpoint records no dictionary and its "

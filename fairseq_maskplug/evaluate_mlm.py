@@ -17,6 +17,8 @@ import sys
 
 import torch
 
+from .option_ranges import number
+
 
 class FixedMaskScorer:
     """Scores checkpoints on ``split`` of ``data`` under ``guided_mlm`` random masks at a fixed seed.
@@ -82,8 +84,9 @@ def main(argv=None) -> int:
     parser.add_argument("--data", required=True,
                         help="binarized token data (a sentence_prediction root: its input0/)")
     parser.add_argument("--split", default="valid", help="split to score")
-    parser.add_argument("--mask-prob", type=float, default=0.15, help="share of maskable tokens masked")
-    parser.add_argument("--seed", type=int, default=1, help="seed of the fixed masks")
+    parser.add_argument("--mask-prob", type=number("(0, 1]", float),
+                        default=0.15, help="share of maskable tokens masked")
+    parser.add_argument("--seed", type=number("[0, inf)", int), default=1, help="seed of the fixed masks")
     args = parser.parse_args(argv)
     configure_tool_output()
     from .data.layout import token_data_dir

@@ -17,6 +17,8 @@ import time
 
 import numpy as np
 
+from fairseq_maskplug.option_ranges import number
+
 from . import HelpFormatter, configure_tool_output
 
 
@@ -27,8 +29,9 @@ def parse_args(argv=None):
                         "a sentence_prediction root: its input0/)")
     parser.add_argument("--splits", nargs="+", default=["train", "valid"], help="splits to annotate")
     parser.add_argument("--name", default="importance", help="side-information track name")
-    parser.add_argument("--max-tokens", type=int, default=4096, help="padded tokens per forward")
-    parser.add_argument("--preview-lines", type=int, default=200, help="lines shown in the preview file")
+    parser.add_argument("--max-tokens", type=number("[1, inf)", int), default=4096, help="padded tokens per forward")
+    parser.add_argument("--preview-lines", type=number("[0, inf)", int),
+                        default=200, help="lines shown in the preview file")
     parser.add_argument("--gpt2-bpe", default=None,
                         help="GPT-2 BPE directory (encoder.json) of GPT-2 BPE data: the preview shows text, not labels")
     parser.add_argument("--trust-dictionary", action="store_true",

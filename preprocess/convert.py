@@ -24,12 +24,12 @@ Needs the ``[hf]`` extra (``pip install -e '.[hf]'``).
 
 import argparse
 import json
-import math
-import os
 import shutil
 import sys
 from argparse import Namespace
 from pathlib import Path
+
+from fairseq_maskplug.option_ranges import number
 
 from . import HelpFormatter, configure_tool_output
 
@@ -60,7 +60,8 @@ def parse_args(argv=None):
     parser.add_argument("--head", default=None,
                         help="classification head: exported as a sequence classifier (--to hf), or the name "
                              "an HF classifier's head gets (--to fairseq; default sentence_classification_head)")
-    parser.add_argument("--tolerance", type=float, default=1e-4, help="largest logit difference accepted")
+    parser.add_argument("--tolerance", type=number("[0, inf)", float),
+                        default=1e-4, help="largest logit difference accepted")
     parser.add_argument("--trust-dictionary", action="store_true",
                         help="accept --dict when the checkpoint records no dictionary fingerprint and no dict.txt "
                              "is found beside it or in its training data (otherwise refused: a reordered dict.txt "
@@ -73,8 +74,6 @@ def parse_args(argv=None):
         parser.error("convert --from-hf with --to fairseq, --from-fairseq with --to hf")
     if args.from_hf is not None and (args.dict or args.gpt2_bpe):
         parser.error("--dict and --gpt2-bpe belong to --from-fairseq (an HF directory has vocab.json, merges.txt)")
-    if not math.isfinite(args.tolerance) or args.tolerance < 0:
-        parser.error(f"--tolerance must be a finite number >= 0, got {args.tolerance}")
     args.out = Path(args.to[1])
     return args
 

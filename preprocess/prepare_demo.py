@@ -44,6 +44,7 @@ from typing import List, Tuple
 from fairseq_maskplug.atomic import check_output_directory
 from fairseq_maskplug.binarize import (atomic_directory, encode, encode_gpt2, fairseq_preprocess, gpt2_bpe_files,
                                        train_sentencepiece, write_fairseq_dict, write_lines)
+from fairseq_maskplug.option_ranges import number
 
 from . import HelpFormatter
 
@@ -137,10 +138,14 @@ def parse_args(argv=None):
                         help="output directory (new or empty, or this command's earlier output, which is replaced "
                              "atomically)")
     parser.add_argument("--cache", type=Path, default=None, help="download cache (default: OUT/../downloads)")
-    parser.add_argument("--general-sentences", type=int, default=40000, help="news sentences kept (0: all)")
-    parser.add_argument("--indomain-sentences", type=int, default=20000, help="review lines kept (0: all)")
-    parser.add_argument("--vocab-size", type=int, default=8000, help="sentencepiece vocabulary size")
-    parser.add_argument("--seed", type=int, default=1234, help="seed of the fixed splits and subsamples")
+    parser.add_argument("--general-sentences", type=number("[0, inf)", int),
+                        default=40000, help="news sentences kept (0: all)")
+    parser.add_argument("--indomain-sentences", type=number("[0, inf)", int),
+                        default=20000, help="review lines kept (0: all)")
+    parser.add_argument("--vocab-size", type=number("[1, inf)", int),
+                        default=8000, help="sentencepiece vocabulary size")
+    parser.add_argument("--seed", type=number("[0, inf)", int),
+                        default=1234, help="seed of the fixed splits and subsamples")
     parser.add_argument("--gpt2-bpe", type=Path, default=None,
                         help="directory with GPT-2 BPE encoder.json and vocab.bpe: encode with fairseq's GPT-2 BPE "
                              "instead of a new sentencepiece model (needs --srcdict)")

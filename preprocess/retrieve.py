@@ -31,6 +31,8 @@ import sys
 import time
 from pathlib import Path
 
+from fairseq_maskplug.option_ranges import number
+
 from . import HelpFormatter, configure_tool_output
 
 
@@ -49,19 +51,19 @@ def parse_args(argv=None):
     parser.add_argument("--backend", choices=["bm25s", "rank_bm25"], default="bm25s",
                         help="bm25s: chunked memory-mapped index, fast; rank_bm25: the reference, the "
                              "corpus analysed in memory on every run (no --index)")
-    parser.add_argument("--top-k", type=int, default=50,
+    parser.add_argument("--top-k", type=number("[1, inf)", int), default=50,
                         help="documents kept per query (the paper: 50, 500 or 5000 by task)")
     parser.add_argument("--rake", action="store_true",
                         help="query with the 20 best RAKE keyphrases of each text (the authors' --rake)")
-    parser.add_argument("--k1", type=float, default=K1, help="BM25 k1 (Lucene default)")
-    parser.add_argument("--b", type=float, default=B, help="BM25 b (Lucene default)")
+    parser.add_argument("--k1", type=number("[0, inf)", float), default=K1, help="BM25 k1 (Lucene default)")
+    parser.add_argument("--b", type=number("[0, 1]", float), default=B, help="BM25 b (Lucene default)")
     parser.add_argument("--token-pattern", default=TOKEN_PATTERN, help="regular expression of a token")
     parser.add_argument("--keep-case", action="store_true", help="do not lower-case before tokenising")
     parser.add_argument("--stopwords", help="file of stop words (one per line) removed from documents and "
                                             "queries (default: none, as the authors)")
-    parser.add_argument("--chunk-docs", type=int, default=100_000,
+    parser.add_argument("--chunk-docs", type=number("[1, inf)", int), default=100_000,
                         help="documents analysed per chunk while indexing (bounds the memory used)")
-    parser.add_argument("--workers", type=int, default=None,
+    parser.add_argument("--workers", type=number("[1, inf)", int), default=None,
                         help="query processes of the bm25s backend (default: the CPU cores)")
     args = parser.parse_args(argv)
     if args.queries and not args.out:
@@ -175,8 +177,6 @@ def main(argv=None) -> int:
     from fairseq_maskplug.retrieval.run import default_workers, retrieve
 
     try:
-        if args.top_k < 1:
-            raise ValueError(f"--top-k must be >= 1, got {args.top_k}")
         check_outputs(args)
         analyser = analyser_of(args)
         queries = read_queries(args.queries) if args.queries else []  # every line checked first

@@ -22,6 +22,8 @@ import json
 import os
 import sys
 
+from fairseq_maskplug.option_ranges import number
+
 from . import HelpFormatter, configure_tool_output
 
 
@@ -40,8 +42,9 @@ def parse_args(argv=None):
                         help="installed spaCy pipeline (package name or path) whose NER finds the spans")
     parser.add_argument("--drop-labels", default=",".join(DROPPED_LABELS),
                         help="comma-separated entity types not kept (empty: keep all)")
-    parser.add_argument("--workers", type=int, default=1, help="spaCy worker processes (nlp.pipe n_process)")
-    parser.add_argument("--batch-size", type=int, default=256, help="lines per spaCy batch")
+    parser.add_argument("--workers", type=number("[1, inf)", int),
+                        default=1, help="spaCy worker processes (nlp.pipe n_process)")
+    parser.add_argument("--batch-size", type=number("[1, inf)", int), default=256, help="lines per spaCy batch")
     return parser.parse_args(argv)
 
 
@@ -71,8 +74,6 @@ def main(argv=None) -> int:
             raise FileNotFoundError(f"binarized tokens not found: {split_prefix}.bin/.idx")
         if args.bpe == "gpt2" and not args.gpt2_encoder_json:
             raise ValueError("--bpe gpt2 needs --gpt2-encoder-json")
-        if args.workers < 1 or args.batch_size < 1:
-            raise ValueError("--workers and --batch-size must be at least 1")
         check_writable(prefix + ".bin")
         dictionary = Dictionary.load(os.path.join(args.data, "dict.txt"))
         surfaces = TokenSurfaces.from_dictionary(dictionary, args.bpe, args.gpt2_encoder_json)

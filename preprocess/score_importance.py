@@ -20,6 +20,8 @@ import time
 
 import numpy as np
 
+from fairseq_maskplug.option_ranges import number
+
 from . import HelpFormatter, configure_tool_output
 
 
@@ -30,11 +32,11 @@ def parse_args(argv=None):
                         "input0/ is accepted too)")
     parser.add_argument("--split", default="train", help="split to label")
     parser.add_argument("--name", default="importance", help="side-information track name")
-    parser.add_argument("--delta", type=float, default=0.05,
+    parser.add_argument("--delta", type=number("(0, 1]", float), default=0.05,
                         help="a token is important when S(w_i) < delta (paper: 0.05; authors' scripts: 0.01)")
-    parser.add_argument("--batch-size", type=int, default=256,
+    parser.add_argument("--batch-size", type=number("[1, inf)", int), default=256,
                         help="sentences scored together, advanced one buffer position at a time (1: one at a time)")
-    parser.add_argument("--max-tokens", type=int, default=2048,
+    parser.add_argument("--max-tokens", type=number("[1, inf)", int), default=2048,
                         help="padded tokens per forward (inputs of the batch sorted by length; raise it on GPUs)")
     parser.add_argument("--classification-head-name", default="sentence_classification_head")
     parser.add_argument("--preview", default=None, help="preview file (default DATA/input0/SPLIT.NAME.preview.txt)")

@@ -15,6 +15,8 @@ import time
 
 import numpy as np
 
+from fairseq_maskplug.option_ranges import number
+
 from . import HelpFormatter, configure_tool_output
 
 
@@ -33,7 +35,7 @@ def main(argv=None) -> int:
                              "--gpt2-encoder-json and --gpt2-vocab-bpe), or every token a word")
     parser.add_argument("--gpt2-encoder-json", help="GPT-2 BPE encoder.json the data was encoded with")
     parser.add_argument("--gpt2-vocab-bpe", help="GPT-2 BPE vocab.bpe the data was encoded with")
-    parser.add_argument("--max-tokens", type=int, default=2048,
+    parser.add_argument("--max-tokens", type=number("[1, inf)", int), default=2048,
                         help="padded tokens per forward (2048 was fastest on 2 CPU cores; raise it on GPUs)")
     parser.add_argument("--trust-dictionary", action="store_true",
                         help="skip the dictionary check where the checkpoint records no dictionary and its "

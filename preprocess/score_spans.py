@@ -18,6 +18,8 @@ import time
 
 import numpy as np
 
+from fairseq_maskplug.option_ranges import number
+
 from . import HelpFormatter, configure_tool_output
 
 POLICY_TASKS = ("span_policy", "meta_span_policy")
@@ -30,9 +32,11 @@ def parse_args(argv=None):
     parser.add_argument("--splits", nargs="+", default=["train", "valid"], help="splits to score")
     parser.add_argument("--start-name", default="span_start", help="track of start logits (--learned-start-track)")
     parser.add_argument("--end-name", default="span_end", help="track of end logits (--learned-end-track)")
-    parser.add_argument("--max-tokens", type=int, default=4096, help="padded tokens per forward")
-    parser.add_argument("--max-length", type=int, default=10, help="longest span of the preview (--learned-max-length)")
-    parser.add_argument("--preview-lines", type=int, default=200, help="lines shown in the preview file")
+    parser.add_argument("--max-tokens", type=number("[1, inf)", int), default=4096, help="padded tokens per forward")
+    parser.add_argument("--max-length", type=number("[1, inf)", int),
+                        default=10, help="longest span of the preview (--learned-max-length)")
+    parser.add_argument("--preview-lines", type=number("[0, inf)", int),
+                        default=200, help="lines shown in the preview file")
     parser.add_argument("--trust-dictionary", action="store_true",
                         help="skip the dictionary check where the checkpoint records no dictionary and its "
                              "training data is not found")
@@ -65,8 +69,6 @@ def main(argv=None) -> int:
     from fairseq_maskplug.scoring.preview import render_marked
 
     try:
-        if args.max_length < 1:
-            raise ValueError(f"--max-length must be at least 1, got {args.max_length}")
         for split in args.splits:  # every output checked before any work
             split_prefix = os.path.join(args.data, split)
             if not os.path.exists(split_prefix + ".idx"):

@@ -4,7 +4,9 @@ Takes fairseq-train's arguments (DATA, --task, --mask-policy and its options, --
 --tokens-per-sample, ...) and prints, for items 0..n-1 of the split at the given epoch,
 every input and target the task feeds the model, decoded. Items are built by the task's
 own dataset with the same (seed, epoch, index) generator as in training, so what is shown
-is what the model sees. In masked-LM targets ``_`` marks a position not predicted.
+is what the model sees. In masked-LM targets ``_`` marks a position not predicted; for
+``--task span_policy`` the target is the answer's first and last token position, shown with
+the tokens it spans.
 
 Example::
 
@@ -14,6 +16,8 @@ Example::
 
 import argparse
 import sys
+
+from fairseq_maskplug.option_ranges import number
 
 from . import HelpFormatter, configure_tool_output
 
@@ -26,9 +30,10 @@ def own_parser():
                                      usage="%(prog)s DATA --task TASK [fairseq-train options] [-n N] [--split S]")
     parser.add_argument("-h", "--help", action="store_true", help="show this help (fairseq-maskplug-train --task "
                                                                    "TASK --help lists the task's options)")
-    parser.add_argument("-n", type=int, default=5, help="items to show")
+    parser.add_argument("-n", type=number("[1, inf)", int), default=5, help="items to show")
     parser.add_argument("--split", default="train", help="split to read")
-    parser.add_argument("--epoch", type=int, default=1, help="training epoch whose masks are shown (from 1)")
+    parser.add_argument("--epoch", type=number("[1, inf)", int),
+                        default=1, help="training epoch whose masks are shown (from 1)")
     parser.add_argument("--post-process", default="none", choices=["none", "sentencepiece"],
                         help="sentencepiece: join pieces into words (▁ -> space)")
     return parser
@@ -36,8 +41,8 @@ def own_parser():
 
 def render(tokens, dictionary, post_process: str, blank_pad: bool) -> str:
     symbols = ["_" if blank_pad and t == dictionary.pad() else dictionary[t] for t in tokens.tolist()]
-    if post_process == "sentencepiece":
-        return "".join(s if s.startswith("\u2581") else " " + s for s in symbols).replace("\u2581", " ").strip()
+    if post_process == "sentencepiece":  # a piece starting with \u2581 starts a word; the others continue one
+        return "".join(symbols).replace("\u2581", " ").strip()
     return " ".join(symbols)
 
 
@@ -60,9 +65,9 @@ def main(argv=None) -> int:
     from fairseq import options, tasks
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
+    from fairseq_maskplug.tasks.span_policy import SpanPolicyTask
+
     try:
-        if own.n < 1 or own.epoch < 1:
-            raise ValueError("-n and --epoch must be at least 1")
         if not any(a == "--task" or a.startswith("--task=") for a in rest):
             raise ValueError("give the task and its data as fairseq-train takes them, e.g. "
                              "fairseq-maskplug-show-examples DATA --task guided_mlm --mask-policy span")
@@ -77,6 +82,7 @@ def main(argv=None) -> int:
     dataset = task.dataset(own.split)
     dataset.set_epoch(own.epoch)
     dictionary = task.source_dictionary
+    answer_positions = isinstance(task, SpanPolicyTask)  # its target holds positions, not tokens
     for index in range(min(own.n, len(dataset))):
         sample = dataset.collater([dataset[index]])
         seq2seq = "prev_output_tokens" in sample["net_input"]  # text-to-text targets have no pad filler
@@ -87,6 +93,12 @@ def main(argv=None) -> int:
                 continue
             if value.dim() == 1:  # class labels
                 print(f"  {label}: {value.tolist()}")
+                continue
+            if label == "target" and answer_positions:  # span_policy: [start, end] of the answer
+                start, end = value[0].tolist()
+                source = sample["net_input"]["src_tokens"][0]
+                answer = render(source[start:end + 1], dictionary, own.post_process, False)
+                print(f"  answer: tokens {start}..{end}: {answer}")
                 continue
             blank = label.endswith("target") and not seq2seq
             for k, row in enumerate(value):

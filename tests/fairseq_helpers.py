@@ -52,7 +52,7 @@ def write_corpus(path: Path, n_lines: int, seed: int, vocab: int = 40) -> Path:
 
 
 def run(args, new_process: bool = False, **kwargs) -> subprocess.CompletedProcess:
-    """Run ``args`` from the repository root and return its exit status and output.
+    """Run ``args`` from the repository root (or ``cwd``) and return its exit status and output.
 
     In this process when :func:`entry_point` knows the program, else as a child process; ``new_process``
     or any ``kwargs`` (they go to :func:`subprocess.run`, e.g. ``timeout``) ask for a child process."""
@@ -60,7 +60,7 @@ def run(args, new_process: bool = False, **kwargs) -> subprocess.CompletedProces
     main = None if new_process or kwargs else entry_point(args)
     if main is None:
         env = dict(os.environ, PYTHONWARNINGS="ignore")
-        return subprocess.run(args, capture_output=True, text=True, env=env, cwd=REPO, **kwargs)
+        return subprocess.run(args, capture_output=True, text=True, env=env, **{"cwd": REPO, **kwargs})
     return run_in_process(args, main)
 
 

@@ -360,7 +360,7 @@ def test_read_only_save_dir_and_empty_train_file(tiny_data, tmp_path):
 
 def test_fe_views_zero_and_lines_too_short_for_the_views_are_refused(tiny_data, tmp_path):
     one_line_error(maskplug_train(tiny_data / "bin", tmp_path / "ck", "--fe-views", "0", task="fe_mlm"),
-                   "--fe-views must be at least 1")
+                   "--fe-views must lie in [1, inf), got 0")
     # the tiny corpus has lines of 3..15 words: 6 views do not fit the shortest
     result = maskplug_train(tiny_data / "bin", tmp_path / "ck", "--fe-views", "6", "--fe-mask-prob", "0.15",
                             "--sample-break-mode", "eos", task="fe_mlm")
@@ -473,7 +473,7 @@ REFUSALS = {  # case: (command line from the context, fragment of the one error 
     "convert --tolerance -1": (
         lambda ctx: [BIN / "fairseq-maskplug-convert", "--from-fairseq", ctx["mlm"], "--to", "hf", ctx["tmp"] / "hf",
                      "--tolerance", "-1"],
-        "--tolerance must be a finite number >= 0, got -1.0"),
+        "argument --tolerance: must lie in [0, inf), got -1"),
     "convert of a BART checkpoint": (
         lambda ctx: [BIN / "fairseq-maskplug-convert", "--from-fairseq", ctx["bart"], "--dict",
                      ctx["data"] / "dict.txt", "--gpt2-bpe", _gpt2_files(ctx), "--to", "hf", ctx["tmp"] / "hf"],

@@ -396,8 +396,10 @@ def test_show_examples_prints_the_items_training_builds(span_data, capsys):
         assert f"item {i} (epoch 1, seed 4)" in out
         assert f"  source: {' '.join(d[t] for t in dataset[i]['source'].tolist())}" in out
         assert f"  target: {' '.join(d[t] for t in dataset[i]['target'].tolist())}" in out
-    assert show_examples.main([str(span_data), "--task", "guided_denoising", "--split", "valid", "--epoch", "0"]) == 2
-    assert "--epoch must be at least 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as refused:
+        show_examples.main([str(span_data), "--task", "guided_denoising", "--split", "valid", "--epoch", "0"])
+    assert refused.value.code == 2
+    assert "argument --epoch: must lie in [1, inf), got 0" in capsys.readouterr().err
 
 
 def test_a_misaligned_or_malformed_span_track_stops_before_training(span_data, tmp_path):

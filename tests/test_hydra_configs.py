@@ -108,3 +108,24 @@ def test_hydra_config_trains_with_a_user_policy_and_its_options(marked_data, tmp
     assert float(epoch["train_mask_rate"]) == pytest.approx(marked_share, abs=1e-4)
     assert (tmp_path / "ck" / "checkpoint_last.pt").exists()
     assert not (REPO / "outputs").exists()
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("case", ["missing", "relative"])
+def test_hydra_refuses_a_missing_or_relative_task_data_in_one_line(marked_data, tmp_path, case):
+    """hydra runs the job in its output directory: a relative task.data meant another directory there
+    (fairseq itself failed with a traceback on it), and a missing one was an omegaconf traceback."""
+    data = marked_data[0]
+    given = [] if case == "missing" else [f"task.data={data.name}"]
+    result = run([BIN / "fairseq-hydra-train", "--config-dir", REPO / "recipes" / "config" / "guided_mlm",
+                  "--config-name", "tiny", f"common.user_dir={REPO / 'fairseq_maskplug'}", *given, "common.cpu=true",
+                  f"checkpoint.save_dir={tmp_path / 'ck'}", f"hydra.run.dir={tmp_path / 'hydra'}"], cwd=data.parent)
+    assert result.returncode == 2, result.stderr[-3000:]
+    errors = [line for line in result.stderr.splitlines() if "error" in line.lower()]
+    assert "Traceback" not in result.stderr and len(errors) == 1, result.stderr[-3000:]
+    expected = ("--data is required" if case == "missing" else
+                f"task.data={data.name} is relative, and fairseq-hydra-train runs the job in {tmp_path / 'hydra'}: "
+                f"give task.data={data}, or add hydra.job.chdir=False")
+    assert errors[0] == f"fairseq-hydra-train: error: {expected}" or (
+        case == "missing" and errors[0].startswith(f"fairseq-hydra-train: error: {expected}")), errors[0]
+    assert not list(tmp_path.glob("ck/*.pt"))  # fairseq makes the directory before the task: nothing in it

@@ -241,6 +241,23 @@ def test_span_policy_refuses_a_context_whose_answer_was_cut(rule_data, tmp_path)
     assert "start and" in result.stderr and "--tokens-per-sample" in result.stderr
 
 
+def test_show_examples_prints_the_answer_positions_of_span_policy_items_as_tokens(rule_data):
+    """The target of a span_policy item is [start, end] of the answer: shown with the tokens it spans
+    (they were decoded as dictionary symbols 4 and 5 before), which are the answer's text."""
+    root = rule_data[0]
+    result = check(run([BIN / "fairseq-maskplug-show-examples", root / "bin", "--task", "span_policy",
+                        "--tokens-per-sample", "64", "--split", "valid", "-n", "4", "--post-process",
+                        "sentencepiece"]))
+    lines, answers = rule_sentences(100, 2, True)
+    shown = [line for line in result.stdout.splitlines() if line.startswith("  answer: ")]
+    assert len(shown) == 4, result.stdout
+    for k, line in enumerate(shown):
+        start, end = map(int, answers[k].split())
+        positions, text = line[len("  answer: tokens "):].split(": ", 1)
+        first, last = map(int, positions.split(".."))
+        assert 0 < first <= last and text == lines[k][start:end], (line, lines[k][start:end])
+
+
 def test_score_spans_refuses_a_checkpoint_of_another_kind(rule_data, tmp_path):
     root = rule_data[0]
     result = run([BIN / "fairseq-maskplug-score-spans", "--checkpoint", tmp_path / "missing.pt", "--data", root / "bin",

@@ -16,6 +16,7 @@ from ..models import unwrap_model, zero_gradient_term
 @dataclass
 class TokenImportanceCriterionConfig(FairseqDataclass):
     positive_class_weight: float = field(default=1.5, metadata={
+        "range": "(0, inf)",
         "help": "cross-entropy weight of class 1 (important); class 0 has weight 1 (paper 1.5, authors' scripts 3)"})
 
 

@@ -10,7 +10,7 @@ from .registry import MaskPolicy, build_mask_policy, register_mask_policy
 class RandomPolicyOptions:
     mask_prob: float = field(
         default=0.15,
-        metadata={"help": "random policy: probability that a maskable token is chosen "
+        metadata={"range": "(0, 1]", "help": "random policy: probability that a maskable token is chosen "
                           "(count per sequence = floor(p*n + U[0,1)), as in fairseq masked_lm)"},
     )
 
@@ -18,12 +18,6 @@ class RandomPolicyOptions:
 @register_mask_policy("random", dataclass=RandomPolicyOptions)
 class RandomPolicy(MaskPolicy):
     """Uniform random masking at rate ``--mask-prob`` (Devlin et al. 2019; fairseq ``masked_lm``)."""
-
-    def __init__(self, cfg):
-        super().__init__(cfg)
-        if not 0.0 < cfg.mask_prob <= 1.0:
-            raise ValueError(f"--mask-prob must lie in (0, 1] (0 masks nothing: every loss would be nan), "
-                             f"got {cfg.mask_prob}")
 
     def choose(self, tokens, maskable, side_info, rng):
         return random_mask(maskable, self.cfg.mask_prob, rng)

@@ -84,7 +84,7 @@ class L3PolicyOptions:
     l3_track: str = field(default="plt", metadata={
         "help": "l3 policy: side-information track with the token pseudo-likelihoods (PLT)"})
     l3_mean: float = field(default=0.15, metadata={
-        "help": "l3 policy: mean mask probability p_bar over the maskable tokens of a block"})
+        "range": "(0, 1]", "help": "l3 policy: mean mask probability p_bar over the maskable tokens of a block"})
     l3_transform: str = field(default="complement", metadata={
         "help": "l3 policy: complement (paper, 1 - PLT) or surprisal (authors' code, -log PLT / max)"})
     l3_redistribute: str = field(default="equal", metadata={
@@ -101,8 +101,6 @@ class L3Policy(MaskPolicy):
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        if not 0.0 < cfg.l3_mean <= 1.0:
-            raise ValueError(f"--l3-mean must lie in (0, 1] (0 masks nothing), got {cfg.l3_mean}")
         if cfg.l3_transform not in TRANSFORMS or cfg.l3_redistribute not in REDISTRIBUTIONS:
             raise ValueError(f"--l3-transform must be one of {TRANSFORMS}, --l3-redistribute one of "
                              f"{REDISTRIBUTIONS}")

@@ -103,12 +103,13 @@ class LearnedSpanOptions:
     learned_end_track: str = field(default="span_end", metadata={
         "help": "learned_span policy: side-information track of end logits (preprocess.score_spans)"})
     learned_max_length: int = field(default=10, metadata={
+        "range": "[1, inf)",
         "help": "learned_span policy: longest span in tokens (the end lies fewer than this many tokens after "
                 "the start)"})
     learned_spans: int = field(default=1, metadata={
-        "help": "learned_span policy: non-overlapping spans masked per block"})
+        "range": "[1, inf)", "help": "learned_span policy: non-overlapping spans masked per block"})
     learned_temperature: float = field(default=0.0, metadata={
-        "help": "learned_span policy: 0 masks the top-1 span; a positive value samples from "
+        "range": "[0, inf)", "help": "learned_span policy: 0 masks the top-1 span; a positive value samples from "
                 "softmax((start + end) / temperature), seeded per (seed, epoch, index)"})
 
 
@@ -117,15 +118,6 @@ class LearnedSpanPolicy(MaskPolicy):
     """Mask the spans a span-scoring model (supervised or meta-learned) scores highest."""
 
     chooses_spans = True
-
-    def __init__(self, cfg):
-        super().__init__(cfg)
-        if cfg.learned_max_length < 1:
-            raise ValueError(f"--learned-max-length must be at least 1, got {cfg.learned_max_length}")
-        if cfg.learned_spans < 1:
-            raise ValueError(f"--learned-spans must be at least 1, got {cfg.learned_spans}")
-        if cfg.learned_temperature < 0:
-            raise ValueError(f"--learned-temperature must be 0 (top-1) or positive, got {cfg.learned_temperature}")
 
     @property
     def side_info_names(self):

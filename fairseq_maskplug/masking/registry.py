@@ -1,7 +1,8 @@
 """The mask-policy registry: ``@register_mask_policy("name", dataclass=Options)``.
 
 A policy chooses which positions of one sequence are predicted. Its options are a
-plain dataclass whose fields carry ``metadata={"help": ...}``; every task that
+plain dataclass whose fields carry ``metadata={"help": ...}`` and, for numbers,
+``"range": "(0, 1]"`` (checked when the policy is built); every task that
 accepts ``--mask-policy`` exposes the options of every registered policy as its own
 command-line flags (``my_rate`` becomes ``--my-rate``), so a policy registered by a
 user's ``--user-dir`` module works with every task. Option names are global: two
@@ -13,6 +14,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Typ
 
 import numpy as np
 
+from ..option_ranges import Interval, check_ranges
 from .values import FINITE, ValueRule
 
 
@@ -32,6 +34,9 @@ class MaskPolicy:
     chooses_spans: bool = False
 
     def __init__(self, cfg):
+        options = MASK_POLICY_DATACLASS_REGISTRY.get(self.registered_name)
+        if options is not None:  # numbers in their declared ranges (:mod:`..option_ranges`)
+            check_ranges(cfg, options)
         self.cfg = cfg
 
     @property
@@ -87,6 +92,11 @@ def _check_options(name: str, options: type) -> None:
             )
         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise ValueError(f"option {f.name!r} of mask policy {name!r} needs a default")
+        if "range" in f.metadata:
+            try:
+                Interval.parse(f.metadata["range"])
+            except ValueError as error:
+                raise ValueError(f"option {f.name!r} of mask policy {name!r}: metadata['range'] {error}") from None
         if not f.metadata.get("help"):
             raise ValueError(f"option {f.name!r} of mask policy {name!r} needs help text "
                              "(field(..., metadata={'help': ...}))")

@@ -86,6 +86,7 @@ class SalientSpanOptions:
         "help": "salient_span policy: side-information track of span ids (preprocess.salient_spans writes "
                 "<split>.salient_spans)"})
     salient_spans_per_block: int = field(default=1, metadata={
+        "range": "[1, inf)",
         "help": "salient_span policy: spans masked per block, drawn uniformly among its complete spans "
                 "(REALM: 1)"})
     salient_fallback: str = field(default="none", metadata={
@@ -101,8 +102,6 @@ class SalientSpanPolicy(MaskPolicy):
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        if cfg.salient_spans_per_block < 1:
-            raise ValueError(f"--salient-spans-per-block must be at least 1, got {cfg.salient_spans_per_block}")
         if cfg.salient_fallback not in FALLBACKS:
             raise ValueError(f"--salient-fallback must be one of {FALLBACKS}, got {cfg.salient_fallback!r}")
         if cfg.salient_fallback == "random" and not 0.0 < cfg.mask_prob <= 1.0:

@@ -80,9 +80,9 @@ class SelectivePolicyOptions:
         "help": "selective policy: side-information track with per-token importance scores "
                 "(preprocess.annotate_importance) or 0/1 labels (preprocess.score_importance)"})
     selective_threshold: float = field(default=0.5, metadata={
-        "help": "selective policy: tokens whose score is at least this are selected"})
+        "range": "(0, 1]", "help": "selective policy: tokens whose score is at least this are selected"})
     selective_cap: float = field(default=0.15, metadata={
-        "help": "selective policy: at most max(1, floor(cap * n)) selected tokens are masked per "
+        "range": "(0, 1]", "help": "selective policy: at most max(1, floor(cap * n)) selected tokens are masked per "
                 "sentence (or block) of n maskable tokens (a cap, not a target: there is no random fill; "
                 "the paper states no cap, the authors' code caps at 0.15)"})
     selective_cap_scope: str = field(default="sentence", metadata={
@@ -107,13 +107,8 @@ class SelectivePolicy(MaskPolicy):
         super().__init__(cfg)
         if cfg.selective_masks not in MODES:
             raise ValueError(f"--selective-masks must be one of {MODES}, got {cfg.selective_masks!r}")
-        if not 0.0 < cfg.selective_cap <= 1.0:
-            raise ValueError(f"--selective-cap must lie in (0, 1], got {cfg.selective_cap}")
         if cfg.selective_cap_scope not in SCOPES:
             raise ValueError(f"--selective-cap-scope must be one of {SCOPES}, got {cfg.selective_cap_scope!r}")
-        if not 0.0 < cfg.selective_threshold <= 1.0:
-            raise ValueError(f"--selective-threshold must lie in (0, 1] (scores are probabilities or 0/1 labels; "
-                             f"above 1 nothing is selected), got {cfg.selective_threshold}")
         self.mask_fn = selective_mask_per_sentence if cfg.selective_cap_scope == "sentence" else selective_mask
 
     @property

@@ -63,12 +63,13 @@ def span_mask(maskable: np.ndarray, rate: float, spans: GeometricSpans, rng: np.
 @dataclass
 class SpanPolicyOptions:
     span_mask_prob: float = field(default=0.15, metadata={
+        "range": "(0, 1]",
         "help": "span policy: share of the maskable tokens masked, count per sequence floor(p*n + U) as the "
                 "random policy (SpanBERT: 0.15)"})
     span_geometric_p: float = field(default=0.2, metadata={
-        "help": "span policy: span lengths ~ Geometric(p) (SpanBERT: 0.2)"})
+        "range": "(0, 1]", "help": "span policy: span lengths ~ Geometric(p) (SpanBERT: 0.2)"})
     span_max_length: int = field(default=10, metadata={
-        "help": "span policy: longest span (SpanBERT: 10)"})
+        "range": "[1, inf)", "help": "span policy: longest span (SpanBERT: 10)"})
 
 
 @register_mask_policy("span", dataclass=SpanPolicyOptions)
@@ -79,8 +80,6 @@ class SpanPolicy(MaskPolicy):
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        if not 0.0 < cfg.span_mask_prob <= 1.0:
-            raise ValueError(f"--span-mask-prob must lie in (0, 1] (0 masks nothing), got {cfg.span_mask_prob}")
         self.spans = GeometricSpans(cfg.span_geometric_p, cfg.span_max_length)
 
     def choose(self, tokens, maskable, side_info, rng):

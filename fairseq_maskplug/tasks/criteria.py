@@ -10,6 +10,10 @@ is left out, and the task refuses any other when it builds its criterion.
 
 from typing import Sequence
 
+from fairseq.criterions import CRITERION_DATACLASS_REGISTRY
+
+from ..option_ranges import check_ranges
+
 #: why a criterion someone might reach for is wrong for these tasks
 _WHY_NOT = {
     "cross_entropy": "it predicts every input token instead of the masked ones",
@@ -29,11 +33,20 @@ def check_criterion(task_name: str, criteria: Sequence[str], criterion_name: str
 
 
 class CriterionChecked:
-    """Task mixin: :meth:`build_criterion` refuses criteria other than :attr:`criteria`."""
+    """Task mixin: the task's numeric options are checked against their declared ranges
+    (:mod:`..option_ranges`) when it is built, :meth:`build_criterion` refuses criteria other
+    than :attr:`criteria` and checks the criterion's option ranges."""
 
     #: criteria the task trains with; the first is the default of ``fairseq-maskplug-train``
     criteria: Sequence[str] = ()
 
+    def __init__(self, cfg, *args, **kwargs):
+        check_ranges(cfg, getattr(type(self), "__dataclass"))
+        super().__init__(cfg, *args, **kwargs)
+
     def build_criterion(self, cfg, from_checkpoint=False):
-        check_criterion(getattr(self.cfg, "_name", None) or type(self).__name__, self.criteria, getattr(cfg, "_name", None))
+        name = getattr(cfg, "_name", None)
+        check_criterion(getattr(self.cfg, "_name", None) or type(self).__name__, self.criteria, name)
+        if CRITERION_DATACLASS_REGISTRY.get(name) is not None:
+            check_ranges(cfg, CRITERION_DATACLASS_REGISTRY[name])
         return super().build_criterion(cfg, from_checkpoint)

@@ -15,15 +15,16 @@ from .masked_lm_base import MaskedLMBaseTask, MaskedLMDataConfig
 @dataclass
 class FullyExploredMLMConfig(MaskedLMDataConfig):
     fe_views: int = field(default=4, metadata={
+        "range": "[1, inf)",
         "help": "K: disjoint masked views of every sequence (paper default 4); needs K * fe_mask_prob <= 1"})
     fe_mask_prob: float = field(default=0.15, metadata={
-        "help": "masking ratio of each view, tau / n over the maskable tokens"})
+        "range": "(0, 1]", "help": "masking ratio of each view, tau / n over the maskable tokens"})
     fe_granularity: ChoiceEnum(["subword", "span"]) = field(default="subword", metadata={
         "help": "subword: each view masks tau random tokens; span: tau tokens in contiguous spans"})
     fe_span_p: float = field(default=0.2, metadata={
-        "help": "span granularity: span lengths ~ Geometric(p) (SpanBERT: 0.2)"})
+        "range": "(0, 1]", "help": "span granularity: span lengths ~ Geometric(p) (SpanBERT: 0.2)"})
     fe_span_max: int = field(default=10, metadata={
-        "help": "span granularity: longest span (SpanBERT: 10)"})
+        "range": "[1, inf)", "help": "span granularity: longest span (SpanBERT: 10)"})
 
 
 @register_task("fe_mlm", dataclass=FullyExploredMLMConfig)
@@ -45,10 +46,6 @@ class FullyExploredMLMTask(MaskedLMBaseTask):
 
     def __init__(self, cfg, dictionary):
         super().__init__(cfg, dictionary)
-        if cfg.fe_views < 1:
-            raise ValueError(f"--fe-views must be at least 1 (K masked views of every sequence), got {cfg.fe_views}")
-        if not 0.0 < cfg.fe_mask_prob <= 1.0:
-            raise ValueError(f"--fe-mask-prob must lie in (0, 1], got {cfg.fe_mask_prob}")
         if cfg.fe_views * cfg.fe_mask_prob > 1:
             raise ValueError(f"--fe-views * --fe-mask-prob must be <= 1 (K disjoint masks), got "
                              f"{cfg.fe_views} * {cfg.fe_mask_prob}")

@@ -36,9 +36,10 @@ class GuidedDenoisingConfig(MaskedLMDataConfig):
                 "(random, selective, l3)"})
     # the paper's examples replace every chosen token by <mask>: no 80/10/10 unless asked
     leave_unmasked_prob: float = field(default=0.0, metadata={
+        "range": "[0, 1]",
         "help": "share of chosen positions left unchanged (BERT's 80/10/10 rule: 0.1; paper's examples: 0)"})
     random_token_prob: float = field(default=0.0, metadata={
-        "help": "share of chosen positions replaced by a random token (BERT's 80/10/10 rule: 0.1; "
+        "range": "[0, 1]", "help": "share of chosen positions replaced by a random token (BERT's 80/10/10 rule: 0.1; "
                 "paper's examples: 0)"})
 
 

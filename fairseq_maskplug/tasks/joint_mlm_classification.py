@@ -23,7 +23,7 @@ from omegaconf import MISSING
 from ..data import PolicyMaskedDataset
 from ..data.classification import label_names, load_class_indices
 from ..data.dictionaries import load_dictionary
-from ..data.layout import sentence_prediction_dir
+from ..data.layout import required_data, sentence_prediction_dir
 from ..models import unwrap_model
 from ..weighting import MetaTartanTraining
 from .masked_lm_base import MaskedLMBaseTask, MaskingConfig
@@ -38,10 +38,11 @@ class JointConfig(MaskingConfig):
     data: str = field(default=MISSING, metadata={
         "help": "sentence_prediction data root (input0/ with the texts and their side information, label/); "
                 "its input0/ is accepted too"})
-    num_classes: int = field(default=2, metadata={"help": "number of classes"})
+    num_classes: int = field(default=2, metadata={"range": "[2, inf)", "help": "number of classes"})
     mask_policy: str = field(default="random", metadata={
         "help": "policy of the auxiliary MLM (random = RTM; l3 needs a PLT track from preprocess.score_pll)"})
     mlm_weight: float = field(default=1.0, metadata={
+        "range": "[0, inf)",
         "help": "with --loss-weighting fixed: weight of the auxiliary MLM loss (0: classification only, "
                 "STL); the classification loss has weight 1; each loss is first normalised by its own "
                 "sample size"})
@@ -52,20 +53,24 @@ class JointConfig(MaskingConfig):
                 "w_mlm L_mlm with w = softmax(lambda), lambda_k += tartan_meta_lr * cos(g_dev, g_k) after "
                 "every update (g: gradients over the encoder; g_dev from a dev head fitted on dev data)"})
     tartan_meta_lr: float = field(default=0.01, metadata={
+        "range": "(0, inf)",
         "help": "META-TARTAN: learning rate of the weight logits (authors: --meta-lr-weight 1e-2)"})
     tartan_dev_subset: str = field(default="valid", metadata={
         "help": "META-TARTAN: labelled split the dev head and dev gradient are drawn from (the authors "
                 "use the validation set, which then also selects checkpoints)"})
     tartan_dev_fit_size: int = field(default=32, metadata={
+        "range": "[1, inf)",
         "help": "META-TARTAN: dev sentences the dev head is fitted on, per step (authors: --dev_batch_sz 32)"})
     tartan_dev_batch_size: int = field(default=64, metadata={
+        "range": "[1, inf)",
         "help": "META-TARTAN: further dev sentences the dev gradient is computed on (authors: 64)"})
     tartan_dev_head_steps: int = field(default=10, metadata={
+        "range": "[1, inf)",
         "help": "META-TARTAN: AdamW steps fitting the fresh dev head (authors: --classf_ft_iters 10)"})
     tartan_dev_head_lr: float = field(default=1e-3, metadata={
-        "help": "META-TARTAN: dev head learning rate (authors: --classf_dev_lr 1e-3)"})
+        "range": "(0, inf)", "help": "META-TARTAN: dev head learning rate (authors: --classf_dev_lr 1e-3)"})
     tartan_dev_head_weight_decay: float = field(default=0.1, metadata={
-        "help": "META-TARTAN: dev head weight decay (authors: --classf_dev_wd 0.1)"})
+        "range": "[0, inf)", "help": "META-TARTAN: dev head weight decay (authors: --classf_dev_wd 0.1)"})
 
 
 @register_policy_task("joint_mlm_classification", dataclass=JointConfig)
@@ -83,7 +88,7 @@ class JointMLMClassificationTask(MaskedLMBaseTask):
     criteria = ("joint_mlm_classification",)
 
     def __init__(self, cfg, dictionary, label_dictionary):
-        super().__init__(cfg, dictionary)
+        super().__init__(cfg, dictionary)  # options in range
         if cfg.loss_weighting == "tartan" and cfg.mlm_weight != 1.0:
             raise ValueError("--mlm-weight applies to --loss-weighting fixed; with tartan the weights are learned")
         if cfg.loss_weighting == "fixed":
@@ -93,6 +98,10 @@ class JointMLMClassificationTask(MaskedLMBaseTask):
                 raise ValueError(f"{', '.join(tartan_set)} appl{'ies' if len(tartan_set) == 1 else 'y'} to "
                                  f"--loss-weighting tartan; with fixed weights leave "
                                  f"{'it' if len(tartan_set) == 1 else 'them'} out")
+        n_labels = len(label_names(label_dictionary))
+        if n_labels != cfg.num_classes:
+            raise ValueError(f"{cfg.data}/label/dict.txt has {n_labels} labels but --num-classes is "
+                             f"{cfg.num_classes}")
         self.label_dictionary = label_dictionary
         self.policy = build_task_policy(cfg)
         self.tartan = None
@@ -102,14 +111,10 @@ class JointMLMClassificationTask(MaskedLMBaseTask):
 
     @classmethod
     def setup_task(cls, cfg, **kwargs):
-        cfg.data = sentence_prediction_dir(cfg.data)  # its input0/: the root
+        cfg.data = sentence_prediction_dir(required_data(cfg))  # its input0/: the root
         dicts = [load_dictionary(os.path.join(cfg.data, sub), "--data with the sentence_prediction layout "
                                  "(input0/, label/): input0/ and label/")
                  for sub in ("input0", "label")]
-        n_labels = len(label_names(dicts[1]))
-        if n_labels != cfg.num_classes:
-            raise ValueError(f"{cfg.data}/label/dict.txt has {n_labels} labels but --num-classes is "
-                             f"{cfg.num_classes}")
         return cls(cfg, *dicts)
 
     @property

@@ -16,7 +16,7 @@ from omegaconf import II, MISSING
 from ..data import load_blocked_split
 from ..data.blocking import check_block_sizes
 from ..data.dictionaries import STATE_KEY, dictionary_sha256, load_dictionary
-from ..data.layout import token_data_dir
+from ..data.layout import required_data, token_data_dir
 from ..masking import Corruption
 from .criteria import CriterionChecked
 from .mask_stats import log_mask_statistics, mask_statistics, mlm_mask_counts
@@ -32,11 +32,11 @@ class MaskingConfig(FairseqDataclass):
     data: str = field(default=MISSING, metadata={
         "help": "fairseq-preprocess output directories, colon-separated (iterated round-robin over "
                 "epochs); the first holds dict.txt; a sentence_prediction root is read through its input0/"})
-    tokens_per_sample: int = field(default=512, metadata={"help": "longest item including <s>"})
+    tokens_per_sample: int = field(default=512, metadata={"range": "[2, inf)", "help": "longest item including <s>"})
     leave_unmasked_prob: float = field(default=0.1, metadata={
-        "help": "share of chosen positions left unchanged (80/10/10 rule)"})
+        "range": "[0, 1]", "help": "share of chosen positions left unchanged (80/10/10 rule)"})
     random_token_prob: float = field(default=0.1, metadata={
-        "help": "share of chosen positions replaced by a random token (80/10/10 rule)"})
+        "range": "[0, 1]", "help": "share of chosen positions replaced by a random token (80/10/10 rule)"})
     freq_weighted_replacement: bool = field(default=False, metadata={
         "help": "draw random replacements by corpus frequency instead of uniformly"})
     side_info_without_fingerprint: bool = field(default=False, metadata={
@@ -86,7 +86,11 @@ class MaskedLMBaseTask(CriterionChecked, FairseqTask):
     encoder_decoder = False
 
     def __init__(self, cfg, dictionary):
-        super().__init__(cfg)
+        super().__init__(cfg)  # options in range
+        if cfg.tokens_per_sample <= self.framing_tokens:
+            raise ValueError(f"--tokens-per-sample {cfg.tokens_per_sample} leaves no text beside the "
+                             f"{self.framing_tokens} framing token(s) of each item: give at least "
+                             f"{self.framing_tokens + 1}")
         self.state.merge_state_dict({STATE_KEY: dictionary_sha256(dictionary)})  # saved in checkpoints
         self.dictionary = dictionary
         self._epoch_masks = [0, 0]  # positions chosen and sequences seen in this training epoch
@@ -97,7 +101,7 @@ class MaskedLMBaseTask(CriterionChecked, FairseqTask):
 
     @classmethod
     def setup_task(cls, cfg, **kwargs):
-        paths = utils.split_paths(cfg.data)
+        paths = utils.split_paths(required_data(cfg))
         if not paths:
             raise ValueError("--data (the binarized data directory) is required")
         paths = [token_data_dir(path) for path in paths]  # a sentence_prediction root: its input0/

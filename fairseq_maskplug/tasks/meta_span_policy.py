@@ -41,6 +41,7 @@ from omegaconf import II, MISSING
 
 from ..data import load_blocked_split
 from ..data.dictionaries import check_checkpoint_dictionary, check_token_ids
+from ..data.layout import check_hydra_path
 from ..data.meta_span_dataset import MetaSpanDataset
 from ..weighting.lookahead import MODES
 from .sentence_items import sentence_blocking
@@ -61,22 +62,25 @@ class MetaSpanPolicyConfig(FairseqDataclass):
     seq2seq_checkpoint: str = field(default=MISSING, metadata={
         "help": "the text-to-text model (a guided_denoising or translation checkpoint of a BART) the policy "
                 "masks for; frozen"})
-    tokens_per_sample: int = field(default=128, metadata={"help": "longest sentence including <s> (longer ones are "
+    tokens_per_sample: int = field(default=128, metadata={"range": "[2, inf)",
+        "help": "longest sentence including <s> (longer ones are "
                                                                   "truncated)"})
     span_head_name: str = field(default="span_policy_head", metadata={
         "help": "name of the start/end head (preprocess.score_spans reads it)"})
     span_max_length: int = field(default=10, metadata={
+        "range": "[1, inf)",
         "help": "longest candidate span in tokens (as the learned_span policy's --learned-max-length)"})
     meta_candidates: int = field(default=8, metadata={
-        "help": "candidate spans per sentence, drawn uniformly among its allowed spans (ours)"})
-    meta_inner_lr: float = field(default=0.1, metadata={"help": "alpha: the virtual SGD step on the seq2seq model"})
+        "range": "[1, inf)", "help": "candidate spans per sentence, drawn uniformly among its allowed spans (ours)"})
+    meta_inner_lr: float = field(default=0.1, metadata={"range": "(0, inf)",
+        "help": "alpha: the virtual SGD step on the seq2seq model"})
     meta_downstream_batch: int = field(default=16, metadata={
-        "help": "downstream pairs in the outer loss of each step"})
+        "range": "[1, inf)", "help": "downstream pairs in the outer loss of each step"})
     meta_gradient: ChoiceEnum(list(MODES)) = field(default="exact", metadata={
         "help": "exact: second-order autograd through the virtual step; finite_difference: DARTS eq. 8 "
                 "(no second-order graph, for large models)"})
     meta_fd_epsilon: float = field(default=0.01, metadata={
-        "help": "finite_difference: epsilon = this / norm of the downstream gradient (DARTS)"})
+        "range": "(0, inf)", "help": "finite_difference: epsilon = this / norm of the downstream gradient (DARTS)"})
     seed: int = II("common.seed")
 
 
@@ -116,12 +120,8 @@ class MetaSpanPolicyTask(SpanPolicyTask):
 
     def __init__(self, cfg, dictionary):
         super().__init__(cfg, dictionary)
-        for name in ("meta_candidates", "meta_downstream_batch"):
-            if getattr(cfg, name) < 1:
-                raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(cfg, name)}")
-        for name in ("meta_inner_lr", "meta_fd_epsilon"):
-            if not getattr(cfg, name) > 0:
-                raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(cfg, name)}")
+        for key in ("downstream_data", "seq2seq_checkpoint"):
+            check_hydra_path(getattr(cfg, key), f"task.{key}")
         self.downstream = {}
         self._seq2seq = None
         self.update_num = None

@@ -29,7 +29,7 @@ from omegaconf import II, MISSING
 
 from ..data import load_blocked_split
 from ..data.dictionaries import STATE_KEY, dictionary_sha256, load_dictionary
-from ..data.layout import token_data_dir
+from ..data.layout import required_data, token_data_dir
 from ..models import register_token_tagging_head
 from ..scoring.span_labels import ANSWER_LABELS, answer_positions
 from .criteria import CriterionChecked
@@ -47,11 +47,13 @@ class SpanPolicyConfig(FairseqDataclass):
         "help": "binarized contexts with dict.txt and the answer-span track (preprocess.span_labels)"})
     label_track: str = field(default="answer_span", metadata={
         "help": "side-information track of answer labels: 1 first token, 2 last token, 3 both"})
-    tokens_per_sample: int = field(default=128, metadata={"help": "longest item including <s> (longer contexts are "
+    tokens_per_sample: int = field(default=128, metadata={"range": "[2, inf)",
+        "help": "longest item including <s> (longer contexts are "
                                                                   "truncated; an answer cut off is refused)"})
     span_head_name: str = field(default="span_policy_head", metadata={
         "help": "name of the start/end head (preprocess.score_spans reads it)"})
     span_max_length: int = field(default=10, metadata={
+        "range": "[1, inf)",
         "help": "longest span in tokens when the logged span_em decodes the top-1 span (as the learned_span "
                 "policy's --learned-max-length)"})
     side_info_without_fingerprint: bool = field(default=False, metadata={
@@ -93,15 +95,13 @@ class SpanPolicyTask(CriterionChecked, FairseqTask):
 
     def __init__(self, cfg, dictionary):
         super().__init__(cfg)
-        if cfg.span_max_length < 1:
-            raise ValueError(f"--span-max-length must be at least 1, got {cfg.span_max_length}")
         self.state.merge_state_dict({STATE_KEY: dictionary_sha256(dictionary)})  # saved in checkpoints
         self.dictionary = dictionary
         self.mask_idx = dictionary.add_symbol("<mask>")  # as the masked-LM tasks: same embedding size
 
     @classmethod
     def setup_task(cls, cfg, **kwargs):
-        cfg.data = token_data_dir(cfg.data)
+        cfg.data = token_data_dir(required_data(cfg))
         return cls(cfg, load_dictionary(cfg.data))
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):

@@ -27,6 +27,7 @@ from omegaconf import II
 
 from ..data import load_blocked_split
 from ..data.dictionaries import load_dictionary
+from ..data.layout import check_hydra_path
 from ..data.tlm_schedule import EXTERNAL, TASK, schedule
 from ..data.two_source_dataset import TwoSourceDataset
 from .joint_mlm_classification import JointConfig, JointMLMClassificationTask
@@ -43,9 +44,11 @@ class TLMConfig(JointConfig):
                 "with the task's input0/dict.txt; side information of --mask-policy beside it); needed when "
                 "--tlm-external-ratio > 0"})
     tlm_external_ratio: int = field(default=999, metadata={
+        "range": "[0, inf)",
         "help": "rho1: external batches per task batch; a step takes a task batch when (step + 1) mod "
                 "(rho1 + 1) = 0 (authors' stage 1: 999); 0: task batches only (stage 2)"})
     tlm_task_mlm_weight: float = field(default=20.0, metadata={
+        "range": "[0, inf)",
         "help": "rho2: a task batch's loss is (rho2 * MLM + CE) / (rho2 + 1) (authors' stage 1: 20); 0: "
                 "classification only, on the clean text (stage 2)"})
     tlm_classify_masked: bool = field(default=False, metadata={
@@ -77,16 +80,13 @@ class TLMTask(JointMLMClassificationTask):
                              "--tlm-task-mlm-weight")
         if cfg.tlm_classify_masked and cfg.no_tlm_classify_masked:
             raise ValueError("--tlm-classify-masked and --no-tlm-classify-masked contradict each other: give one")
-        if cfg.tlm_task_mlm_weight < 0:
-            raise ValueError(f"--tlm-task-mlm-weight must be >= 0, got {cfg.tlm_task_mlm_weight}")
-        if cfg.tlm_external_ratio < 0:
-            raise ValueError(f"--tlm-external-ratio must be >= 0, got {cfg.tlm_external_ratio}")
         if cfg.tlm_external_ratio > 0 and not cfg.tlm_external_data:
             raise ValueError(f"--tlm-external-ratio {cfg.tlm_external_ratio} needs --tlm-external-data (the "
                              f"binarized retrieved documents); --tlm-external-ratio 0 trains on the task only")
         if cfg.tlm_external_ratio == 0 and cfg.tlm_external_data:
             raise ValueError("--tlm-external-data is not read with --tlm-external-ratio 0; leave it out")
         super().__init__(cfg, dictionary, label_dictionary)
+        check_hydra_path(cfg.tlm_external_data, "task.tlm_external_data")
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
         super().load_dataset(split, epoch, combine, **kwargs)

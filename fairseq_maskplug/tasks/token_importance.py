@@ -24,7 +24,7 @@ from ..data import load_blocked_split
 from ..data.dictionaries import STATE_KEY, dictionary_sha256, load_dictionary
 from ..masking.values import BINARY_LABEL
 from ..models import register_token_tagging_head
-from ..data.layout import token_data_dir
+from ..data.layout import required_data, token_data_dir
 from .criteria import CriterionChecked
 from .sentence_items import build_model_for_items, sentence_blocking, tagged_items
 
@@ -40,7 +40,8 @@ class TokenImportanceConfig(FairseqDataclass):
                 "through its input0/)"})
     label_track: str = field(default="importance", metadata={
         "help": "side-information track with one 0/1 label per token (preprocess.score_importance)"})
-    tokens_per_sample: int = field(default=128, metadata={"help": "longest item including <s> (longer lines are "
+    tokens_per_sample: int = field(default=128, metadata={"range": "[2, inf)",
+        "help": "longest item including <s> (longer lines are "
                                                                   "truncated)"})
     tagger_head_name: str = field(default="token_importance_head", metadata={"help": "name of the tagging head"})
     side_info_without_fingerprint: bool = field(default=False, metadata={
@@ -77,7 +78,7 @@ class TokenImportanceTask(CriterionChecked, FairseqTask):
 
     @classmethod
     def setup_task(cls, cfg, **kwargs):
-        cfg.data = token_data_dir(cfg.data)  # a sentence_prediction root: its input0/
+        cfg.data = token_data_dir(required_data(cfg))  # a sentence_prediction root: its input0/
         return cls(cfg, load_dictionary(cfg.data))
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):

@@ -1,0 +1,110 @@
+"""Ranges of numeric options, declared once beside each option and checked before any work.
+
+A dataclass option declares its range in its field's metadata, in interval notation::
+
+    mask_prob: float = field(default=0.15, metadata={"help": "...", "range": "(0, 1]"})
+
+and a command-line option in its argparse type::
+
+    parser.add_argument("--top-k", type=number("[1, inf)", int), ...)
+
+``inf`` bounds are always open: a number must be finite. Tasks check their whole
+configuration when they are built (:func:`check_ranges`), policies theirs when
+:func:`~fairseq_maskplug.masking.build_mask_policy` builds them; a float option that
+declares no range must still be finite. A refusal is one line naming the flag, the range
+and the value given: ``--mask-prob must lie in (0, 1], got 0.0``.
+"""
+
+import argparse
+import dataclasses
+import math
+import re
+from typing import Callable, Optional
+
+_INTERVAL = re.compile(r"^\s*([\[(])\s*(-?inf|-?[0-9.e+-]+)\s*,\s*(-?inf|-?[0-9.e+-]+)\s*([\])])\s*$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Interval:
+    """A real interval such as ``(0, 1]`` or ``[1, inf)``; infinite ends are open."""
+
+    low: float
+    high: float
+    low_closed: bool
+    high_closed: bool
+
+    @classmethod
+    def parse(cls, text: str) -> "Interval":
+        match = _INTERVAL.match(text)
+        if not match:
+            raise ValueError(f"{text!r} is not an interval such as '(0, 1]' or '[1, inf)'")
+        left, low, high, right = match.groups()
+        low, high = float(low), float(high)
+        if not low <= high:
+            raise ValueError(f"interval {text!r} is empty")
+        return cls(low, high, left == "[" and math.isfinite(low), right == "]" and math.isfinite(high))
+
+    def __contains__(self, value: float) -> bool:
+        if not math.isfinite(value):
+            return False
+        above = value >= self.low if self.low_closed else value > self.low
+        below = value <= self.high if self.high_closed else value < self.high
+        return above and below
+
+    def __str__(self) -> str:
+        def end(x):
+            return "inf" if x == math.inf else "-inf" if x == -math.inf else f"{x:g}"
+        return f"{'[' if self.low_closed else '('}{end(self.low)}, {end(self.high)}{']' if self.high_closed else ')'}"
+
+
+def flag(name: str) -> str:
+    """The command-line flag of a dataclass option: ``mask_prob`` -> ``--mask-prob``."""
+    return "--" + name.replace("_", "-")
+
+
+def out_of_range(name: str, value, interval: Optional[Interval]) -> Optional[str]:
+    """Why ``value`` is not an acceptable value of option ``name``, or None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if interval is None:
+        return None if math.isfinite(value) else f"{flag(name)} must be a finite number, got {value}"
+    if value in interval:
+        return None
+    return f"{flag(name)} must lie in {interval}, got {value}"
+
+
+def declared_range(f: dataclasses.Field) -> Optional[Interval]:
+    """The interval in a dataclass field's ``metadata["range"]``, or None."""
+    text = f.metadata.get("range")
+    return None if text is None else Interval.parse(text)
+
+
+def check_ranges(cfg, dataclass: type) -> None:
+    """Refuse, with one line, the first numeric option of ``dataclass`` whose value in ``cfg``
+    (a dataclass instance, omegaconf node or namespace) lies outside its declared range or is
+    not finite. Fields ``cfg`` does not have are skipped."""
+    for f in dataclasses.fields(dataclass):
+        if f.type not in (int, float) or not hasattr(cfg, f.name):
+            continue
+        why = out_of_range(f.name, getattr(cfg, f.name), declared_range(f))
+        if why:
+            raise ValueError(why)
+
+
+def number(interval: str, kind: Callable = float) -> Callable[[str], float]:
+    """An argparse ``type`` reading an ``int`` or ``float`` that lies in ``interval``:
+    argparse then refuses other values with its one-line usage error."""
+    parsed = Interval.parse(interval)
+
+    def read(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}")
+        if value not in parsed:
+            raise argparse.ArgumentTypeError(f"must lie in {parsed}, got {text}")
+        return value
+
+    read.__name__ = kind.__name__  # argparse names the type in its messages
+    read.interval = parsed
+    return read

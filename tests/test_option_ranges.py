@@ -1,0 +1,340 @@
+"""Every numeric option of every task, policy, criterion and command declares its range, and a
+value outside it (or not finite) stops the real command with one line, before any work.
+
+The tables below list the options by hand; the completeness tests fail when an option is added
+without a range or without a row here."""
+
+import argparse
+import ast
+import dataclasses
+import importlib
+import math
+
+import pytest
+from fairseq.criterions import CRITERION_DATACLASS_REGISTRY, CRITERION_REGISTRY
+from fairseq.tasks import TASK_REGISTRY
+
+from fairseq_helpers import BIN, CPU_RUN, REPO, TINY_BART, TINY_ROBERTA, run
+from fairseq_maskplug.masking import MaskPolicy, register_mask_policy
+from fairseq_maskplug.masking.registry import MASK_POLICY_DATACLASS_REGISTRY
+from fairseq_maskplug.option_ranges import Interval, check_ranges, declared_range, number
+from test_finetune_e2e import write_task
+
+# option -> (task that reads it, arguments that make the task read it)
+TRAIN_OPTIONS = {
+    "tokens_per_sample": ("guided_mlm", []),
+    "leave_unmasked_prob": ("guided_mlm", []),
+    "random_token_prob": ("guided_denoising", []),
+    "mask_prob": ("guided_mlm", []),
+    "l3_mean": ("guided_mlm", ["--mask-policy", "l3"]),
+    "learned_max_length": ("guided_mlm", ["--mask-policy", "learned_span"]),
+    "learned_spans": ("guided_mlm", ["--mask-policy", "learned_span"]),
+    "learned_temperature": ("guided_denoising", ["--mask-policy", "learned_span"]),
+    "salient_spans_per_block": ("guided_denoising", ["--mask-policy", "salient_span"]),
+    "selective_cap": ("selective_mlm", []),
+    "selective_threshold": ("guided_mlm", ["--mask-policy", "selective"]),
+    "span_geometric_p": ("guided_mlm", ["--mask-policy", "span"]),
+    "span_mask_prob": ("guided_denoising", ["--mask-policy", "span"]),
+    "fe_views": ("fe_mlm", []),
+    "fe_mask_prob": ("fe_mlm", []),
+    "fe_span_p": ("fe_mlm", ["--fe-granularity", "span"]),
+    "fe_span_max": ("fe_mlm", ["--fe-granularity", "span"]),
+    "num_classes": ("joint_mlm_classification", []),
+    "mlm_weight": ("joint_mlm_classification", []),
+    "tartan_meta_lr": ("joint_mlm_classification", ["--loss-weighting", "tartan"]),
+    "tartan_dev_fit_size": ("joint_mlm_classification", ["--loss-weighting", "tartan"]),
+    "tartan_dev_batch_size": ("joint_mlm_classification", ["--loss-weighting", "tartan"]),
+    "tartan_dev_head_steps": ("joint_mlm_classification", ["--loss-weighting", "tartan"]),
+    "tartan_dev_head_lr": ("joint_mlm_classification", ["--loss-weighting", "tartan"]),
+    "tartan_dev_head_weight_decay": ("joint_mlm_classification", ["--loss-weighting", "tartan"]),
+    "tlm_external_ratio": ("tlm", []),
+    "tlm_task_mlm_weight": ("tlm", ["--tlm-external-ratio", "0"]),
+    "span_max_length": ("span_policy", []),  # span_policy's own; the span policy's is the same name
+    "meta_candidates": ("meta_span_policy", []),
+    "meta_inner_lr": ("meta_span_policy", []),
+    "meta_downstream_batch": ("meta_span_policy", []),
+    "meta_fd_epsilon": ("meta_span_policy", ["--meta-gradient", "finite_difference"]),
+    "positive_class_weight": ("token_importance", []),  # a criterion option
+}
+
+# (command, flag) -> arguments placed before it (a command's own parser reads them first)
+COMMAND_OPTIONS = {
+    ("fairseq-maskplug-evaluate", "--batch-size"): [],
+    ("fairseq-maskplug-evaluate-mlm", "--mask-prob"): [],
+    ("fairseq-maskplug-evaluate-mlm", "--seed"): [],
+    ("fairseq-maskplug-prepare-demo", "--general-sentences"): [],
+    ("fairseq-maskplug-prepare-demo", "--indomain-sentences"): [],
+    ("fairseq-maskplug-prepare-demo", "--vocab-size"): [],
+    ("fairseq-maskplug-prepare-demo", "--seed"): [],
+    ("fairseq-maskplug-salient-spans", "--workers"): [],
+    ("fairseq-maskplug-salient-spans", "--batch-size"): [],
+    ("prepare_tlm_data", "--group"): [],
+    ("prepare_tlm_data", "--seed"): [],
+    ("fairseq-maskplug-retrieve", "--top-k"): [],
+    ("fairseq-maskplug-retrieve", "--k1"): [],
+    ("fairseq-maskplug-retrieve", "--b"): [],
+    ("fairseq-maskplug-retrieve", "--chunk-docs"): [],
+    ("fairseq-maskplug-retrieve", "--workers"): [],
+    ("fairseq-maskplug-score-pll", "--max-tokens"): [],
+    ("fairseq-maskplug-annotate-importance", "--max-tokens"): [],
+    ("fairseq-maskplug-annotate-importance", "--preview-lines"): [],
+    ("fairseq-maskplug-score-importance", "--delta"): [],
+    ("fairseq-maskplug-score-importance", "--batch-size"): [],
+    ("fairseq-maskplug-score-importance", "--max-tokens"): [],
+    ("prepare_bart_data", "--sentences"): [],
+    ("prepare_bart_data", "--vocab-size"): [],
+    ("prepare_bart_data", "--heldout"): [],
+    ("prepare_bart_data", "--seen"): [],
+    ("prepare_bart_data", "--probe-train"): [],
+    ("prepare_bart_data", "--probe-valid"): [],
+    ("prepare_bart_data", "--max-question-tokens"): [],
+    ("prepare_bart_data", "--workers"): [],
+    ("prepare_bart_data", "--seed"): [],
+    ("fairseq-maskplug-score-spans", "--max-tokens"): [],
+    ("fairseq-maskplug-score-spans", "--max-length"): [],
+    ("fairseq-maskplug-score-spans", "--preview-lines"): [],
+    ("fairseq-maskplug-convert", "--tolerance"): [],
+    ("fairseq-maskplug-show-examples", "-n"): ["DATA"],
+    ("fairseq-maskplug-show-examples", "--epoch"): ["DATA"],
+}
+
+#: the source file of each command (the modules without a console script run with python -m)
+COMMAND_SOURCES = {
+    "fairseq-maskplug-evaluate": "fairseq_maskplug/evaluate.py",
+    "fairseq-maskplug-evaluate-mlm": "fairseq_maskplug/evaluate_mlm.py",
+    "fairseq-maskplug-prepare-demo": "preprocess/prepare_demo.py",
+    "fairseq-maskplug-salient-spans": "preprocess/salient_spans.py",
+    "prepare_tlm_data": "preprocess/prepare_tlm_data.py",
+    "fairseq-maskplug-retrieve": "preprocess/retrieve.py",
+    "fairseq-maskplug-score-pll": "preprocess/score_pll.py",
+    "fairseq-maskplug-annotate-importance": "preprocess/annotate_importance.py",
+    "fairseq-maskplug-score-importance": "preprocess/score_importance.py",
+    "prepare_bart_data": "preprocess/prepare_bart_data.py",
+    "fairseq-maskplug-score-spans": "preprocess/score_spans.py",
+    "fairseq-maskplug-convert": "preprocess/convert.py",
+    "fairseq-maskplug-show-examples": "preprocess/show_examples.py",
+}
+
+
+def bad_values(interval: Interval, kind: type):
+    """Values just outside ``interval``: below and above each finite end (at an open end, the
+    end itself), and for floats nan and inf."""
+    step = 1 if kind is int else 0.5
+    values = []
+    if math.isfinite(interval.low):
+        values.append(interval.low - step if interval.low_closed else interval.low)
+    if math.isfinite(interval.high):
+        values.append(interval.high + step if interval.high_closed else interval.high)
+    if kind is float:
+        values += [math.nan, math.inf]
+    return [kind(v) if math.isfinite(v) else v for v in values]
+
+
+def numeric_fields(dataclass: type):
+    return [f for f in dataclasses.fields(dataclass) if f.type in (int, float)]
+
+
+def package_option_dataclasses():
+    """``(kind, name, dataclass)`` of every registered task, policy and criterion of the package."""
+    out = [("policy", name, dc) for name, dc in MASK_POLICY_DATACLASS_REGISTRY.items() if dc is not None]
+    out += [("task", name, getattr(cls, "__dataclass")) for name, cls in TASK_REGISTRY.items()
+            if cls.__module__.startswith("fairseq_maskplug")]
+    out += [("criterion", name, CRITERION_DATACLASS_REGISTRY[name]) for name, cls in CRITERION_REGISTRY.items()
+            if cls.__module__.startswith("fairseq_maskplug") and name in CRITERION_DATACLASS_REGISTRY]
+    return out
+
+
+def declared_options():
+    """Every numeric option of the package's tasks, policies and criteria -> (field, dataclass);
+    fairseq's own options that a task copies by interpolation (``seed: int = II("common.seed")``) aside."""
+    options = {}
+    for _, _, dc in package_option_dataclasses():
+        for f in numeric_fields(dc):
+            if isinstance(f.default, str) and f.default.startswith("${"):
+                continue
+            options.setdefault(f.name, (f, dc))
+    return options
+
+
+def command_numeric_options():
+    """``(command, flag) -> (interval text, int or float)`` of every ``add_argument(...,
+    type=number(...))`` in the commands' sources; ``type=int`` / ``type=float`` (no range) is
+    reported as ``None``."""
+    found = {}
+    for command, source in COMMAND_SOURCES.items():
+        for node in ast.walk(ast.parse((REPO / source).read_text())):
+            if not (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument"):
+                continue
+            kind = next((k.value for k in node.keywords if k.arg == "type"), None)
+            flag = node.args[0].value
+            if isinstance(kind, ast.Name) and kind.id in ("int", "float"):
+                found[(command, flag)] = None
+            elif isinstance(kind, ast.Call) and getattr(kind.func, "id", None) == "number":
+                number_kind = kind.args[1].id if len(kind.args) > 1 else "float"
+                found[(command, flag)] = (kind.args[0].value, {"int": int, "float": float}[number_kind])
+    return found
+
+
+# ---------------------------------------------------------------- the notation and the checker
+
+
+def test_intervals_parse_print_and_hold_only_finite_numbers():
+    unit = Interval.parse("(0, 1]")
+    assert str(unit) == "(0, 1]" and 0.5 in unit and 1 in unit
+    assert 0 not in unit and 1.5 not in unit and math.nan not in unit
+    counts = Interval.parse("[1, inf]")  # an infinite end is open, whatever the bracket says
+    assert str(counts) == "[1, inf)" and 10**9 in counts and math.inf not in counts and 0 not in counts
+    assert str(Interval.parse("[-1, 1)")) == "[-1, 1)"
+    for text in ("0, 1", "(1, 0)", "[a, 1]", "(0; 1]"):
+        with pytest.raises(ValueError, match="interval"):
+            Interval.parse(text)
+
+
+def test_number_is_an_argparse_type_with_one_line_refusals(capsys):
+    parser = argparse.ArgumentParser(prog="tool")
+    parser.add_argument("--k", type=number("[1, inf)", int), default=3)
+    parser.add_argument("--p", type=number("(0, 1]"), default=0.5)
+    assert vars(parser.parse_args(["--k", "7", "--p", "1"])) == {"k": 7, "p": 1.0}
+    for argv, message in ((["--k", "0"], "argument --k: must lie in [1, inf), got 0"),
+                          (["--k", "2.5"], "argument --k: '2.5' is not an integer"),
+                          (["--p", "nan"], "argument --p: must lie in (0, 1], got nan"),
+                          (["--p", "inf"], "argument --p: must lie in (0, 1], got inf")):
+        with pytest.raises(SystemExit):
+            parser.parse_args(argv)
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err[-1] == f"tool: error: {message}", err
+
+
+def test_check_ranges_names_the_flag_and_refuses_non_finite_floats_without_a_range():
+    @dataclasses.dataclass
+    class Options:
+        rate: float = dataclasses.field(default=0.1, metadata={"help": "h", "range": "(0, 1]"})
+        weight: float = dataclasses.field(default=1.0, metadata={"help": "h"})
+        name: str = "x"
+
+    check_ranges(Options(), Options)
+    check_ranges(argparse.Namespace(rate=0.5), Options)  # fields the config lacks are skipped
+    with pytest.raises(ValueError, match=r"^--rate must lie in \(0, 1\], got 0$"):
+        check_ranges(Options(rate=0), Options)
+    with pytest.raises(ValueError, match="^--weight must be a finite number, got inf$"):
+        check_ranges(Options(weight=math.inf), Options)
+
+
+def test_a_policy_built_with_an_option_out_of_range_is_refused_and_a_bad_range_cannot_register():
+    from fairseq_maskplug.masking.builtin_policies import RandomPolicy
+    from fairseq_maskplug.masking.spans import SpanPolicy
+
+    RandomPolicy(argparse.Namespace(mask_prob=1.0))
+    with pytest.raises(ValueError, match=r"^--mask-prob must lie in \(0, 1\], got 0$"):
+        RandomPolicy(argparse.Namespace(mask_prob=0))  # built directly, not through the registry
+    with pytest.raises(ValueError, match=r"^--span-max-length must lie in \[1, inf\), got 0$"):
+        SpanPolicy(argparse.Namespace(span_mask_prob=0.15, span_geometric_p=0.2, span_max_length=0))
+
+    @dataclasses.dataclass
+    class Broken:
+        broken_test_share: float = dataclasses.field(default=0.5, metadata={"help": "h", "range": "0..1"})
+
+    with pytest.raises(ValueError, match="metadata\\['range'\\] '0..1' is not an interval"):
+        register_mask_policy("broken_test_policy", dataclass=Broken)(type("Broken", (MaskPolicy,), {}))
+    assert "broken_test_policy" not in MASK_POLICY_DATACLASS_REGISTRY
+
+
+# ---------------------------------------------------------------- completeness of the declarations
+
+
+def test_every_numeric_option_declares_a_range_that_holds_its_default():
+    missing, bad_default = [], []
+    for kind, name, dc in package_option_dataclasses():
+        for f in numeric_fields(dc):
+            if isinstance(f.default, str) and f.default.startswith("${"):
+                continue  # fairseq's own option (common.seed), interpolated
+            interval = declared_range(f)
+            if interval is None:
+                missing.append(f"{kind} {name}: {f.name}")
+            elif f.default not in interval:
+                bad_default.append(f"{kind} {name}: {f.name}={f.default} not in {interval}")
+    assert not missing, "add metadata={'range': ...} to " + ", ".join(missing)
+    assert not bad_default, bad_default
+
+
+def test_every_numeric_option_has_a_row_in_the_tables():
+    assert set(TRAIN_OPTIONS) == set(declared_options())
+    found = command_numeric_options()
+    unranged = [key for key, interval in found.items() if interval is None]
+    assert not unranged, f"use type=number('[low, high]', int) for {unranged}"
+    assert set(COMMAND_OPTIONS) == set(found)
+
+
+def test_every_value_outside_a_declared_range_is_refused_by_the_checker():
+    for name, (f, dc) in declared_options().items():
+        interval = declared_range(f)
+        for value in bad_values(interval, f.type):
+            config = argparse.Namespace(**{name: value})
+            with pytest.raises(ValueError, match=f"^--{name.replace('_', '-')} must lie in "):
+                check_ranges(config, dc)
+
+
+# ---------------------------------------------------------------- the real commands
+
+
+@pytest.fixture(scope="module")
+def task_data(tiny_data, tmp_path_factory):
+    return write_task(tiny_data, tmp_path_factory.mktemp("task"))
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("option", sorted(TRAIN_OPTIONS))
+def test_fairseq_maskplug_train_refuses_an_option_out_of_range_before_any_work(option, tiny_data, task_data,
+                                                                                tmp_path):
+    task, activating = TRAIN_OPTIONS[option]
+    f, _ = declared_options()[option]
+    interval = declared_range(f)
+    data, extra = tiny_data / "bin", []
+    if task in ("joint_mlm_classification", "tlm"):
+        data = task_data
+    if task == "tlm" and option != "tlm_external_ratio":
+        extra = ["--tlm-external-ratio", "0"]
+    if task == "meta_span_policy":
+        extra = ["--downstream-data", tmp_path / "downstream", "--seq2seq-checkpoint", tmp_path / "bart.pt"]
+    if task == "token_importance":
+        extra = ["--criterion", "token_importance"]
+    model = TINY_BART if task == "guided_denoising" else TINY_ROBERTA
+    for value in bad_values(interval, f.type)[:2]:
+        result = run([BIN / "fairseq-maskplug-train", data, "--task", task, *model, *activating, *extra,
+                      f"--{option.replace('_', '-')}", str(value), "--save-dir", tmp_path / "ck", *CPU_RUN,
+                      "--max-update", "1"])
+        assert result.returncode == 2, result.stderr[-3000:]
+        errors = [line for line in result.stderr.splitlines() if "error:" in line]
+        assert errors == [f"fairseq-maskplug-train: error: --{option.replace('_', '-')} must lie in {interval}, "
+                          f"got {value}"], result.stderr[-3000:]
+        assert not (tmp_path / "ck").exists() or not any((tmp_path / "ck").glob("*.pt"))
+
+
+@pytest.mark.parametrize("command,flag", sorted(COMMAND_OPTIONS))
+def test_commands_refuse_an_option_out_of_range_in_one_line(command, flag, capsys):
+    interval_text, kind = command_numeric_options()[(command, flag)]
+    interval = Interval.parse(interval_text)
+    for value in bad_values(interval, kind)[:2]:
+        args = [*COMMAND_OPTIONS[(command, flag)], flag, str(value)]
+        if command.startswith("fairseq-"):
+            result = run([BIN / command, *args])  # the console script's entry point, in this process
+            code, err = result.returncode, result.stderr
+        else:  # python -m preprocess.<command>
+            with pytest.raises(SystemExit) as exited:
+                importlib.import_module(f"preprocess.{command}").main(args)
+            code, err = exited.value.code, capsys.readouterr().err
+        assert code == 2, (command, flag, err[-2000:])
+        errors = [line for line in err.splitlines() if "error:" in line]
+        assert len(errors) == 1 and errors[0].endswith(
+            f"error: argument {flag}: must lie in {interval}, got {value}"), err[-2000:]
+
+
+@pytest.mark.e2e
+def test_tokens_per_sample_must_leave_text_beside_the_framing_tokens(tiny_data, tmp_path):
+    """BART items are framed by <s> and </s>: --tokens-per-sample 2 left nothing (a ZeroDivisionError)."""
+    result = run([BIN / "fairseq-maskplug-train", tiny_data / "bin", "--task", "guided_denoising", *TINY_BART,
+                  "--tokens-per-sample", "2", "--save-dir", tmp_path / "ck", *CPU_RUN, "--max-update", "1"])
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert [line for line in result.stderr.splitlines() if "error:" in line] == [
+        "fairseq-maskplug-train: error: --tokens-per-sample 2 leaves no text beside the 2 framing token(s) of "
+        "each item: give at least 3"]
