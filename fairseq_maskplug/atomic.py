@@ -62,6 +62,19 @@ def check_writable(path: str) -> None:
         raise PermissionError(f"cannot write {path}: {error.strerror or error}") from None
 
 
+def check_distinct_files(files: Iterable[Tuple[str, Optional[str]]]) -> None:
+    """Refuse now, before any work, two files of one command that are one file (an output written
+    over an input or over another output). ``files``: ``(what, path)`` pairs; a None path skipped."""
+    seen = {}
+    for what, path in files:
+        if path is None:
+            continue
+        real = os.path.realpath(os.fspath(path))
+        if real in seen:
+            raise ValueError(f"{what} {path} is also {seen[real]}: one would overwrite the other; give another path")
+        seen[real] = what
+
+
 # ---- output directories: replace only what this command wrote --------------------------------
 
 OWNER_FILE = ".maskplug-output.json"

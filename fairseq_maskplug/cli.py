@@ -13,6 +13,16 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescript
     """The package's command-line tools: the module docstring as written, every option's default in ``--help``."""
 
 
+def track_name(text: str) -> str:
+    """argparse type of a side-information track name (a file-name part, never a path)."""
+    from .masking.values import check_track_name
+
+    try:
+        return check_track_name(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def package_dir() -> str:
     """The installed package directory, the value for ``fairseq-train --user-dir``."""
     return os.path.dirname(os.path.abspath(__file__))

@@ -14,7 +14,7 @@ import sys
 import numpy as np
 import torch
 
-from .atomic import temporary_name
+from .atomic import check_distinct_files, temporary_name
 from .checkpoints import check_writable
 from .cli import HelpFormatter, configure_tool_output
 from .metrics import macro_f1
@@ -82,6 +82,7 @@ def main(argv=None) -> int:
     args.data = sentence_prediction_dir(args.data)
     try:
         if args.output:
+            check_distinct_files([("--checkpoint", args.checkpoint), ("--output", args.output)])
             check_writable(args.output)
         line = json.dumps(evaluate(args.checkpoint, args.data, args.split, args.batch_size, args.trust_dictionary))
     except (FileNotFoundError, ValueError, PermissionError) as error:

@@ -19,7 +19,7 @@ import numpy as np
 
 from fairseq_maskplug.option_ranges import number
 
-from . import HelpFormatter, configure_tool_output
+from . import HelpFormatter, configure_tool_output, track_name
 
 
 def parse_args(argv=None):
@@ -28,7 +28,7 @@ def parse_args(argv=None):
     parser.add_argument("--data", required=True, help="binarized corpus directory (dict.txt, SPLIT.bin/.idx; "
                         "a sentence_prediction root: its input0/)")
     parser.add_argument("--splits", nargs="+", default=["train", "valid"], help="splits to annotate")
-    parser.add_argument("--name", default="importance", help="side-information track name")
+    parser.add_argument("--name", type=track_name, default="importance", help="side-information track name")
     parser.add_argument("--max-tokens", type=number("[1, inf)", int), default=4096, help="padded tokens per forward")
     parser.add_argument("--preview-lines", type=number("[0, inf)", int),
                         default=200, help="lines shown in the preview file")

@@ -19,7 +19,7 @@ from fairseq.data.indexed_dataset import MMapIndexedDataset
 from fairseq_maskplug.data import SIDE_INFO_DTYPES, check_aligned, side_info_prefix, write_side_info
 from fairseq_maskplug.data.side_info_text import side_info_rows_from_text
 
-from . import HelpFormatter
+from . import HelpFormatter, track_name
 
 
 def parse_args(argv=None):
@@ -28,7 +28,7 @@ def parse_args(argv=None):
     parser.add_argument("--values", required=True, help="one whitespace-separated number per token, one line per line")
     parser.add_argument("--destdir", required=True, help="fairseq-preprocess output directory")
     parser.add_argument("--split", required=True, help="split name, e.g. train, valid, test")
-    parser.add_argument("--name", required=True, help="track name; policies refer to it")
+    parser.add_argument("--name", type=track_name, required=True, help="track name; policies refer to it")
     parser.add_argument("--dtype", default="float64", choices=sorted(SIDE_INFO_DTYPES),
                         help="storage type (float64 for scores, uint8 for 0/1 labels)")
     return parser.parse_args(argv)

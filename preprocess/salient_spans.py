@@ -24,7 +24,7 @@ import sys
 
 from fairseq_maskplug.option_ranges import number
 
-from . import HelpFormatter, configure_tool_output
+from . import HelpFormatter, configure_tool_output, track_name
 
 
 def parse_args(argv=None):
@@ -34,7 +34,8 @@ def parse_args(argv=None):
     parser.add_argument("--data", required=True, help="fairseq-preprocess output directory (holds dict.txt)")
     parser.add_argument("--split", required=True, help="split to annotate, e.g. train")
     parser.add_argument("--text", required=True, help="the raw text of the split, one line per binarized line")
-    parser.add_argument("--name", default="salient_spans", help="track name (the salient_span policy's --salient-track)")
+    parser.add_argument("--name", type=track_name, default="salient_spans",
+                        help="track name (the salient_span policy's --salient-track)")
     parser.add_argument("--bpe", default="sentencepiece", choices=["sentencepiece", "gpt2"],
                         help="how the binarized symbols spell text")
     parser.add_argument("--gpt2-encoder-json", default=None, help="GPT-2 BPE encoder.json (with --bpe gpt2)")

@@ -22,7 +22,7 @@ import numpy as np
 
 from fairseq_maskplug.option_ranges import number
 
-from . import HelpFormatter, configure_tool_output
+from . import HelpFormatter, configure_tool_output, track_name
 
 
 def parse_args(argv=None):
@@ -31,7 +31,7 @@ def parse_args(argv=None):
     parser.add_argument("--data", required=True, help="sentence_prediction data root (input0/, label/; its "
                         "input0/ is accepted too)")
     parser.add_argument("--split", default="train", help="split to label")
-    parser.add_argument("--name", default="importance", help="side-information track name")
+    parser.add_argument("--name", type=track_name, default="importance", help="side-information track name")
     parser.add_argument("--delta", type=number("(0, 1]", float), default=0.05,
                         help="a token is important when S(w_i) < delta (paper: 0.05; authors' scripts: 0.01)")
     parser.add_argument("--batch-size", type=number("[1, inf)", int), default=256,
@@ -75,7 +75,7 @@ def load_task_split(checkpoint, data, split, head, trust_dictionary=False):
 def main(argv=None) -> int:
     args = parse_args(argv)
     configure_tool_output()
-    from fairseq_maskplug.atomic import temporary_name
+    from fairseq_maskplug.atomic import check_distinct_files, temporary_name
     from fairseq_maskplug.data.layout import sentence_prediction_dir
     from fairseq_maskplug.checkpoints import check_writable
     from fairseq_maskplug.data import side_info_prefix, write_side_info
@@ -85,6 +85,10 @@ def main(argv=None) -> int:
     prefix = side_info_prefix(split_prefix, args.name)
     preview = args.preview or prefix + ".preview.txt"
     try:
+        check_distinct_files([("the track", prefix + ".bin"), ("the track's index", prefix + ".idx"),
+                              ("the track's fingerprint", prefix + ".json"), ("--preview", preview),
+                              ("the split", split_prefix + ".bin"), ("the split's index", split_prefix + ".idx"),
+                              ("--checkpoint", args.checkpoint)])
         for path in (prefix + ".bin", preview):  # outputs checked before any work
             check_writable(path)
         model, d, tokens, classes = load_task_split(args.checkpoint, args.data, args.split,

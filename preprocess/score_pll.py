@@ -17,7 +17,7 @@ import numpy as np
 
 from fairseq_maskplug.option_ranges import number
 
-from . import HelpFormatter, configure_tool_output
+from . import HelpFormatter, configure_tool_output, track_name
 
 
 def main(argv=None) -> int:
@@ -26,7 +26,7 @@ def main(argv=None) -> int:
     parser.add_argument("--data", required=True,
                         help="binarized token data with dict.txt (a sentence_prediction root: its input0/)")
     parser.add_argument("--split", default="train")
-    parser.add_argument("--name", default="plt", help="side-information track name")
+    parser.add_argument("--name", type=track_name, default="plt", help="side-information track name")
     parser.add_argument("--metric", default="word_l2r", choices=["word_l2r", "original"],
                         help="word_l2r: mask the token and the later subwords of its word (paper); "
                              "original: mask the token only (Salazar et al.)")

@@ -20,7 +20,7 @@ import numpy as np
 
 from fairseq_maskplug.option_ranges import number
 
-from . import HelpFormatter, configure_tool_output
+from . import HelpFormatter, configure_tool_output, track_name
 
 POLICY_TASKS = ("span_policy", "meta_span_policy")
 
@@ -30,8 +30,10 @@ def parse_args(argv=None):
     parser.add_argument("--checkpoint", required=True, help="span_policy or meta_span_policy checkpoint")
     parser.add_argument("--data", required=True, help="binarized corpus directory (dict.txt, SPLIT.bin/.idx)")
     parser.add_argument("--splits", nargs="+", default=["train", "valid"], help="splits to score")
-    parser.add_argument("--start-name", default="span_start", help="track of start logits (--learned-start-track)")
-    parser.add_argument("--end-name", default="span_end", help="track of end logits (--learned-end-track)")
+    parser.add_argument("--start-name", type=track_name, default="span_start",
+                        help="track of start logits (--learned-start-track)")
+    parser.add_argument("--end-name", type=track_name, default="span_end",
+                        help="track of end logits (--learned-end-track)")
     parser.add_argument("--max-tokens", type=number("[1, inf)", int), default=4096, help="padded tokens per forward")
     parser.add_argument("--max-length", type=number("[1, inf)", int),
                         default=10, help="longest span of the preview (--learned-max-length)")
@@ -62,7 +64,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     configure_tool_output()
     from fairseq.data import data_utils
-    from fairseq_maskplug.atomic import temporary_name
+    from fairseq_maskplug.atomic import check_distinct_files, temporary_name
     from fairseq_maskplug.checkpoints import check_writable
     from fairseq_maskplug.data import side_info_prefix, write_side_info
     from fairseq_maskplug.masking.learned_span import choose_learned_spans
@@ -73,8 +75,11 @@ def main(argv=None) -> int:
             split_prefix = os.path.join(args.data, split)
             if not os.path.exists(split_prefix + ".idx"):
                 raise FileNotFoundError(f"binarized split not found: {split_prefix}.bin/.idx")
-            for name in (args.start_name, args.end_name):
-                check_writable(side_info_prefix(split_prefix, name) + ".bin")
+            tracks = [side_info_prefix(split_prefix, name) for name in (args.start_name, args.end_name)]
+            check_distinct_files([("--start-name track", tracks[0] + ".bin"), ("--end-name track", tracks[1] + ".bin"),
+                                  ("the split", split_prefix + ".bin")])
+            for track in tracks:
+                check_writable(track + ".bin")
         scorer, d = load_scorer(args.checkpoint, args.data, args.trust_dictionary)
     except (FileNotFoundError, ValueError, PermissionError) as error:
         print(f"error: {error}", file=sys.stderr)

@@ -22,7 +22,7 @@ import json
 import os
 import sys
 
-from . import HelpFormatter, configure_tool_output
+from . import HelpFormatter, configure_tool_output, track_name
 from .salient_spans import read_lines
 
 
@@ -33,7 +33,8 @@ def parse_args(argv=None):
     parser.add_argument("--text", required=True, help="the raw contexts of the split, one line per binarized line")
     parser.add_argument("--answers", required=True,
                         help="one line per context: START END, character offsets of the answer (end exclusive)")
-    parser.add_argument("--name", default="answer_span", help="track name (span_policy's --label-track)")
+    parser.add_argument("--name", type=track_name, default="answer_span",
+                        help="track name (span_policy's --label-track)")
     parser.add_argument("--bpe", default="sentencepiece", choices=["sentencepiece", "gpt2"],
                         help="how the binarized symbols spell text")
     parser.add_argument("--gpt2-encoder-json", default=None, help="GPT-2 BPE encoder.json (with --bpe gpt2)")

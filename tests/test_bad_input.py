@@ -505,3 +505,29 @@ def test_refused_before_work_with_one_line(tiny_data, mlm_checkpoint, bart_check
     one_line_error(run(command(ctx)), fragment)
     assert no_checkpoint(tmp_path / "ck") and not (tmp_path / "hf").exists()
     assert not list(data.glob("*.refused*"))
+
+
+def test_two_paths_of_one_command_cannot_be_one_file(task_dir, fairseq_classifier, tmp_path):
+    """Outputs written over the checkpoint, the binarized split or each other were accepted."""
+    before = fairseq_classifier.read_bytes()
+    one_line_error(run([BIN / "python", "-m", "fairseq_maskplug.evaluate", "--checkpoint", fairseq_classifier,
+                        "--data", task_dir, "--split", "valid", "--output", fairseq_classifier]),
+                   f"--output {fairseq_classifier} is also --checkpoint: one would overwrite the other")
+    assert fairseq_classifier.read_bytes() == before
+    split = task_dir / "input0" / "valid.bin"
+    before = split.read_bytes()
+    one_line_error(run([BIN / "python", "-m", "preprocess.score_importance", "--checkpoint", fairseq_classifier,
+                        "--data", task_dir, "--split", "valid", "--preview", split]),
+                   f"the split {split} is also --preview")
+    assert split.read_bytes() == before and not list(split.parent.glob("valid.importance*"))
+    one_line_error(run([BIN / "fairseq-maskplug-score-spans", "--checkpoint", fairseq_classifier, "--data",
+                        task_dir / "input0", "--splits", "valid", "--start-name", "spans", "--end-name", "spans"]),
+                   "--end-name track", "is also --start-name track")
+
+
+@pytest.mark.parametrize("name", ["../outside", "a/b", "", "-x"])
+def test_track_names_are_file_name_parts(tiny_data, name):
+    """A --name with a path in it wrote the track outside the data directory."""
+    result = run([BIN / "fairseq-maskplug-binarize-side-info", "--tokens", tiny_data / "valid.txt", "--values",
+                  tiny_data / "valid.txt", "--destdir", tiny_data / "bin", "--split", "valid", f"--name={name}"])
+    one_line_error(result, f"argument --name: track name {name!r}: use letters, digits")

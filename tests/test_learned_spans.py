@@ -322,3 +322,20 @@ def test_learned_span_masks_the_scored_spans_in_guided_mlm_and_guided_denoising(
         for step in json_logs(result, "train_inner"):
             assert 0 < float(step["mask_rate"]) < 0.2, step
             assert float(step["masks_per_seq"]) == 1.0 and float(step["seq_unmasked"]) == 0.0, step
+
+
+def test_later_spans_follow_the_scores_when_their_probabilities_underflow():
+    """After a span scoring 1000 above the rest was chosen, every other candidate's probability was 0
+    in float64: top-1 took the first free candidate (0, 0) instead of the best, sampling divided 0 by 0."""
+    maskable = np.ones(5, dtype=bool)
+    start, end = np.array([0.0, 1000.0, 0.0, 0.0, 0.0]), np.array([0.0, 0.0, 0.0, 5.0, 0.0])
+    assert choose_learned_spans(start, end, maskable, 1, 2, 0.0, None) == [(1, 1), (3, 3)]
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        chosen = choose_learned_spans(start, end, maskable, 1, 2, 1.0, rng)
+        # second draw: softmax over the free spans (0,0), (2,2), (3,3), (4,4) with scores 0, 0, 5, 0
+        assert chosen[0] == (1, 1) and chosen[1] in [(0, 0), (2, 2), (3, 3), (4, 4)]
+    draws = [choose_learned_spans(start, end, maskable, 1, 2, 1.0, np.random.default_rng(s))[1] for s in range(400)]
+    share = sum(d == (3, 3) for d in draws) / len(draws)
+    p = np.exp(5) / (np.exp(5) + 3)  # 0.980; 400 draws: sd 0.007, the bound is 5 sd
+    assert abs(share - p) < 5 * np.sqrt(p * (1 - p) / len(draws)), share

@@ -338,3 +338,19 @@ def test_tokens_per_sample_must_leave_text_beside_the_framing_tokens(tiny_data, 
     assert [line for line in result.stderr.splitlines() if "error:" in line] == [
         "fairseq-maskplug-train: error: --tokens-per-sample 2 leaves no text beside the 2 framing token(s) of "
         "each item: give at least 3"]
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("extra,message", [
+    (["--shorten-method", "truncate", "--shorten-data-split-list", "train,vaild"],
+     "--shorten-data-split-list names vaild: no such split in "),
+    (["--shorten-data-split-list", "train"], "--shorten-data-split-list applies to --shorten-method truncate or "
+                                             "random_crop"),
+])
+def test_shorten_data_split_list_names_splits_that_are_shortened(tiny_data, tmp_path, extra, message):
+    """fairseq ignores an unknown split name (a typo left the split unshortened) and the list without a method."""
+    result = run([BIN / "fairseq-maskplug-train", tiny_data / "bin", "--task", "guided_mlm", *TINY_ROBERTA, *extra,
+                  "--save-dir", tmp_path / "ck", *CPU_RUN, "--max-update", "1"])
+    assert result.returncode == 2, result.stderr[-3000:]
+    errors = [line for line in result.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1 and message in errors[0], result.stderr[-3000:]

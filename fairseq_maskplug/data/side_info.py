@@ -20,7 +20,7 @@ import torch
 from fairseq.data.indexed_dataset import MMapIndexedDataset, MMapIndexedDatasetBuilder
 
 from ..atomic import temporary_name
-from ..masking.values import FINITE, ValueRule
+from ..masking.values import FINITE, ValueRule, check_track_name
 
 SIDE_INFO_DTYPES = {"float64": np.float64, "int64": np.int64, "int32": np.int32, "uint8": np.uint8}
 
@@ -30,8 +30,9 @@ class SideInfoMismatchError(ValueError):
 
 
 def side_info_prefix(split_prefix: str, name: str) -> str:
-    """``data-bin/train`` + ``importance`` -> ``data-bin/train.importance``."""
-    return f"{split_prefix}.{name}"
+    """``data-bin/train`` + ``importance`` -> ``data-bin/train.importance``; a track name is a
+    file-name part (letters, digits, ``_``, ``-``, ``.``), never a path."""
+    return f"{split_prefix}.{check_track_name(name)}"
 
 
 class SideInfoDataset(MMapIndexedDataset):

@@ -47,11 +47,10 @@ def candidate_spans(maskable: np.ndarray, max_length: int) -> np.ndarray:
     return np.concatenate(pieces).astype(np.int64)
 
 
-def span_distribution(start_logits: np.ndarray, end_logits: np.ndarray, maskable: np.ndarray,
-                      max_length: int, temperature: float = 1.0) -> Tuple[np.ndarray, np.ndarray]:
-    """``(spans, probabilities)``: the candidates (:func:`candidate_spans`) and
-    ``softmax((s_i + e_j) / temperature)`` over them (float64, sums to 1; empty when there
-    is no candidate)."""
+def span_scores(start_logits: np.ndarray, end_logits: np.ndarray, maskable: np.ndarray,
+                max_length: int, temperature: float = 1.0) -> Tuple[np.ndarray, np.ndarray]:
+    """``(spans, scores)``: the candidates (:func:`candidate_spans`) and ``(s_i + e_j) / temperature``
+    of each (float64, finite; empty when there is no candidate)."""
     start_logits = np.asarray(start_logits, dtype=np.float64)
     end_logits = np.asarray(end_logits, dtype=np.float64)
     if start_logits.shape != np.shape(maskable) or end_logits.shape != np.shape(maskable):
@@ -62,11 +61,25 @@ def span_distribution(start_logits: np.ndarray, end_logits: np.ndarray, maskable
     spans = candidate_spans(maskable, max_length)
     if not len(spans):
         return spans, np.zeros(0)
-    scores = (start_logits[spans[:, 0]] + end_logits[spans[:, 1]]) / temperature
+    with np.errstate(over="ignore"):
+        scores = (start_logits[spans[:, 0]] + end_logits[spans[:, 1]]) / temperature
     if not np.isfinite(scores).all():
-        raise ValueError("span scores must be finite")
+        raise ValueError("span scores must be finite (a temperature this low overflows them: use 0 for top-1)")
+    return spans, scores
+
+
+def _softmax(scores: np.ndarray) -> np.ndarray:
     probabilities = np.exp(scores - scores.max())
-    return spans, probabilities / probabilities.sum()
+    return probabilities / probabilities.sum()
+
+
+def span_distribution(start_logits: np.ndarray, end_logits: np.ndarray, maskable: np.ndarray,
+                      max_length: int, temperature: float = 1.0) -> Tuple[np.ndarray, np.ndarray]:
+    """``(spans, probabilities)``: the candidates (:func:`candidate_spans`) and
+    ``softmax((s_i + e_j) / temperature)`` over them (float64, sums to 1; empty when there
+    is no candidate)."""
+    spans, scores = span_scores(start_logits, end_logits, maskable, max_length, temperature)
+    return spans, (_softmax(scores) if len(spans) else scores)
 
 
 def choose_learned_spans(start_logits: np.ndarray, end_logits: np.ndarray, maskable: np.ndarray,
@@ -74,22 +87,23 @@ def choose_learned_spans(start_logits: np.ndarray, end_logits: np.ndarray, maska
                          rng: np.random.Generator) -> List[Tuple[int, int]]:
     """Up to ``count`` non-overlapping spans ``(i, j)`` (inclusive): each the arg-max of the
     span scores (``temperature == 0``; ties: the shortest, then the leftmost) or a draw from
-    :func:`span_distribution` at ``temperature``, among the candidates that do not overlap
-    the spans chosen before."""
+    :func:`span_distribution` at ``temperature`` renormalised over the candidates that do not
+    overlap the spans chosen before (computed from the scores, so candidates whose probability
+    underflowed to 0 among all still keep their order among the remaining ones)."""
     if count < 1:
         raise ValueError(f"at least one span per block, got {count}")
     if temperature < 0:
         raise ValueError(f"temperature must be 0 (top-1) or positive, got {temperature}")
-    spans, probabilities = span_distribution(start_logits, end_logits, maskable, max_length,
-                                             temperature if temperature > 0 else 1.0)
+    spans, scores = span_scores(start_logits, end_logits, maskable, max_length,
+                                temperature if temperature > 0 else 1.0)
     chosen = []
     free = np.ones(len(spans), dtype=bool)
     while len(chosen) < count and free.any():
+        candidates = np.flatnonzero(free)
         if temperature == 0:
-            k = int(np.flatnonzero(free)[np.argmax(probabilities[free])])
+            k = int(candidates[np.argmax(scores[free])])
         else:
-            weights = np.where(free, probabilities, 0.0)
-            k = int(rng.choice(len(spans), p=weights / weights.sum()))
+            k = int(candidates[rng.choice(len(candidates), p=_softmax(scores[free]))])
         i, j = (int(x) for x in spans[k])
         chosen.append((i, j))
         free &= (spans[:, 1] < i) | (spans[:, 0] > j)

@@ -2,9 +2,21 @@
 track, and the loader checks the whole split against it before training starts."""
 
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
+
+#: a track name is part of file names (SPLIT.NAME.bin), never a path
+TRACK_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+
+
+def check_track_name(name: str) -> str:
+    """``name`` if it can name a track (letters, digits, ``_``, ``-``, ``.``), else a ValueError."""
+    if not isinstance(name, str) or not TRACK_NAME.match(name):
+        raise ValueError(f"track name {name!r}: use letters, digits, '_', '-' and '.' (it names the files "
+                         "SPLIT.NAME.bin/.idx beside the split)")
+    return name
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 data, blocking, corruption, statistics."""
 
 import logging
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -71,6 +72,21 @@ def replacement_vocabulary(dictionary: Dictionary, mask_idx: int, freq_weighted:
     return ids, counts / counts.sum()
 
 
+def check_shorten_splits(cfg) -> None:
+    """``--shorten-data-split-list`` names splits of ``--data`` and is read only with a
+    ``--shorten-method``: fairseq ignores an unknown name silently."""
+    listed = [name for name in getattr(cfg, "shorten_data_split_list", "").split(",") if name]
+    if not listed:
+        return
+    if cfg.shorten_method == "none":
+        raise ValueError("--shorten-data-split-list applies to --shorten-method truncate or random_crop")
+    first = utils.split_paths(cfg.data)[0]
+    unknown = [name for name in listed if not os.path.exists(os.path.join(first, f"{name}.idx"))]
+    if unknown:
+        raise ValueError(f"--shorten-data-split-list names {', '.join(unknown)}: no such split in {first} "
+                         f"(a split is the SPLIT.bin/.idx pair fairseq-preprocess wrote)")
+
+
 class MaskedLMBaseTask(CriterionChecked, FairseqTask):
     """Base of the package's masked-LM tasks.
 
@@ -91,6 +107,7 @@ class MaskedLMBaseTask(CriterionChecked, FairseqTask):
             raise ValueError(f"--tokens-per-sample {cfg.tokens_per_sample} leaves no text beside the "
                              f"{self.framing_tokens} framing token(s) of each item: give at least "
                              f"{self.framing_tokens + 1}")
+        check_shorten_splits(cfg)
         self.state.merge_state_dict({STATE_KEY: dictionary_sha256(dictionary)})  # saved in checkpoints
         self.dictionary = dictionary
         self._epoch_masks = [0, 0]  # positions chosen and sequences seen in this training epoch
