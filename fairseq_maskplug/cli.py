@@ -23,6 +23,27 @@ def track_name(text: str) -> str:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+def add_user_dir(parser: argparse.ArgumentParser) -> None:
+    """``--user-dir``, as fairseq-train's: a tool loading a checkpoint trained with a user's
+    policy, task or model needs that module (see :func:`import_user_dir`)."""
+    parser.add_argument("--user-dir", default=None, metavar="DIR",
+                        help="module with your own policies, tasks or models (as fairseq-train --user-dir): "
+                             "needed to load a checkpoint trained with them")
+
+
+def import_user_dir(path) -> None:
+    """Load the package's plugin and the user's ``--user-dir`` module (None: the plugin only)."""
+    import fairseq_maskplug.plugin  # noqa: F401
+
+    if path is None:
+        return
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"--user-dir not found: {path}")
+    from fairseq import utils
+
+    utils.import_user_module(argparse.Namespace(user_dir=path))
+
+
 def package_dir() -> str:
     """The installed package directory, the value for ``fairseq-train --user-dir``."""
     return os.path.dirname(os.path.abspath(__file__))
@@ -47,12 +68,33 @@ def configure_tool_output() -> None:
     logging.basicConfig(format="%(name)s | %(message)s", level=logging.WARNING, force=True)
     logging.getLogger("fairseq_maskplug").setLevel(logging.INFO)
     logging.getLogger("preprocess").setLevel(logging.INFO)
-    for message in _LIBRARY_WARNINGS:
-        warnings.filterwarnings("ignore", message="(?s).*" + message, category=UserWarning)
+    quiet_third_party()
 
 
-#: what every fairseq checkpoint load warns about (hydra 1.1+ deprecations), or a CPU data loader
+#: what every fairseq run or checkpoint load warns about (hydra 1.1+ deprecations), or a CPU data loader
 _LIBRARY_WARNINGS = ("is no longer experimental", "version_base parameter is not specified",
                      "deprecated keyword in package header", "is validated against ConfigStore schema",
                      "strict flag in the compose API is deprecated",
                      "'pin_memory' argument is set as true but no accelerator")
+#: fairseq's training step on every call (torch deprecated the spelling it uses)
+_LIBRARY_FUTURE_WARNINGS = (r"`torch\.cuda\.amp\.autocast\(args\.\.\.\)` is deprecated",)
+#: fairseq's log lines that say nothing to the user of this package
+_LIBRARY_LOG_LINES = ("has already been imported",)  # --user-dir, when fairseq-maskplug-train loaded the plugin
+
+
+class _DropLines(logging.Filter):
+    def filter(self, record):
+        return not any(text in record.getMessage() for text in _LIBRARY_LOG_LINES)
+
+
+def quiet_third_party() -> None:
+    """Hide the known third-party warnings and log lines of every run, each matched by its
+    message (the package's own lines and any other warning stay); ``MASKPLUG_VERBOSE=1``
+    shows everything. Applies to this process (fairseq's spawned workers warn on their own)."""
+    if os.environ.get("MASKPLUG_VERBOSE"):
+        return
+    for message in _LIBRARY_WARNINGS:
+        warnings.filterwarnings("ignore", message="(?s).*" + message, category=UserWarning)
+    for message in _LIBRARY_FUTURE_WARNINGS:
+        warnings.filterwarnings("ignore", message="(?s).*" + message, category=FutureWarning)
+    logging.getLogger("fairseq.utils").addFilter(_DropLines())

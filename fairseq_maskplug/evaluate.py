@@ -16,7 +16,7 @@ import torch
 
 from .atomic import check_distinct_files, temporary_name
 from .checkpoints import check_writable
-from .cli import HelpFormatter, configure_tool_output
+from .cli import HelpFormatter, add_user_dir, configure_tool_output, import_user_dir
 from .metrics import macro_f1
 from .option_ranges import number
 
@@ -75,12 +75,14 @@ def main(argv=None) -> int:
     parser.add_argument("--trust-dictionary", action="store_true",
                         help="skip the dictionary check where the checkpoint records no dictionary and its "
                              "training data is not found")
+    add_user_dir(parser)
     args = parser.parse_args(argv)
     configure_tool_output()
     from .data.layout import sentence_prediction_dir
 
     args.data = sentence_prediction_dir(args.data)
     try:
+        import_user_dir(args.user_dir)
         if args.output:
             check_distinct_files([("--checkpoint", args.checkpoint), ("--output", args.output)])
             check_writable(args.output)

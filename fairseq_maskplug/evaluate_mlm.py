@@ -76,7 +76,7 @@ class FixedMaskScorer:
 
 
 def main(argv=None) -> int:
-    from .cli import HelpFormatter, configure_tool_output
+    from .cli import HelpFormatter, add_user_dir, configure_tool_output, import_user_dir
 
     parser = argparse.ArgumentParser(prog="fairseq-maskplug-evaluate-mlm", description=__doc__,
                                      formatter_class=HelpFormatter)
@@ -87,11 +87,13 @@ def main(argv=None) -> int:
     parser.add_argument("--mask-prob", type=number("(0, 1]", float),
                         default=0.15, help="share of maskable tokens masked")
     parser.add_argument("--seed", type=number("[0, inf)", int), default=1, help="seed of the fixed masks")
+    add_user_dir(parser)
     args = parser.parse_args(argv)
     configure_tool_output()
     from .data.layout import token_data_dir
 
     try:
+        import_user_dir(args.user_dir)
         scorer = FixedMaskScorer(token_data_dir(args.data), args.split, args.mask_prob, args.seed)
         for checkpoint in args.checkpoints:
             if not os.path.exists(checkpoint):

@@ -22,9 +22,10 @@ import logging
 import os
 import sys
 
-from .cli import package_dir, quiet_fairseq_import
+from .cli import package_dir, quiet_fairseq_import, quiet_third_party
 
 quiet_fairseq_import()
+quiet_third_party()
 from . import plugin  # noqa: E402,F401  (registrations in this process and in the workers that re-import it)
 from .launch import configure_launch  # noqa: E402
 from .tasks.criteria import check_criterion  # noqa: E402
@@ -61,6 +62,28 @@ def with_task_criterion(argv):
     if _given(argv, "--criterion") or task_cls is None or not getattr(task_cls, "criteria", ()):
         return list(argv)
     return [*argv, "--criterion", task_cls.criteria[0]]
+
+
+def check_task_name(argv) -> None:
+    """An unknown ``--task`` is named first (fairseq's parser would ask for ``--arch`` before it)."""
+    import argparse
+    import difflib
+
+    from fairseq import utils
+    from fairseq.tasks import TASK_REGISTRY
+
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    pre.add_argument("--task", default=None)
+    pre.add_argument("--user-dir", default=None)
+    given = pre.parse_known_args(argv)[0]
+    utils.import_user_module(given)  # a plugin's tasks register on import
+    name = given.task
+    if name is None or name in TASK_REGISTRY:
+        return
+    close = difflib.get_close_matches(name, list(TASK_REGISTRY), n=1)
+    ours = sorted(n for n in TASK_REGISTRY if package_task(n) is not None)
+    raise ValueError(f"--task {name} is not a registered task{f' (did you mean {close[0]}?)' if close else ''}; "
+                     f"this package's: {', '.join(ours)} (a plugin's tasks need its --user-dir)")
 
 
 def require_arch(argv) -> None:
@@ -126,6 +149,10 @@ def user_error_message(error: BaseException):
         detail = str(cause).splitlines()[0][:200] if cause is not None else ""
         return (f"{str(error).split(';')[0]}: its parameters belong to another architecture "
                 f"({type(cause).__name__}: {detail})")
+    if str(error).startswith("The dataset is empty"):  # fairseq's bare Exception
+        return ("a split gives no batch: fairseq skipped every item or the split has fewer items than "
+                "--required-batch-size-multiple (default 8); with tiny data add --required-batch-size-multiple 1, "
+                "else check --max-tokens against --tokens-per-sample")
     if isinstance(error, MissingMandatoryValue):
         key = str(getattr(error, "key", "") or "").split(".")[-1]
         return f"--{key.replace('_', '-')} is required" if key else str(error).splitlines()[0]
@@ -148,6 +175,7 @@ def main(argv=None) -> int:
                         stream=sys.stdout, force=True)
     argv = with_user_dir(sys.argv[1:] if argv is None else argv)
     try:
+        check_task_name(argv)
         argv = with_task_criterion(argv)
         if wants_help(argv):
             print(training_help(argv))

@@ -107,7 +107,28 @@ def training_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
             component.add_args(group)
         elif hasattr(component, "__dataclass"):
             gen_parser_from_dataclass(group, component.__dataclass())
+    _annotate(parser, args)
     return parser
+
+
+def _annotate(parser: argparse.ArgumentParser, args) -> None:
+    """Add to the help what the registries know now: every numeric option's declared range
+    (:mod:`.option_ranges`) and, for ``--mask-policy``, the policies registered (plugins included)."""
+    from fairseq.criterions import CRITERION_DATACLASS_REGISTRY
+    from fairseq.tasks import TASK_REGISTRY
+
+    from .masking import MASK_POLICY_REGISTRY, policy_option_dataclasses
+    from .option_ranges import declared_range
+
+    sources = [getattr(TASK_REGISTRY.get(args.task), "__dataclass", None), *policy_option_dataclasses(),
+               CRITERION_DATACLASS_REGISTRY.get(getattr(args, "criterion", None))]
+    ranges = {f.name: declared_range(f) for dc in sources if dc is not None
+              for f in dataclasses.fields(dc) if "range" in f.metadata}
+    for action in parser._actions:
+        if action.dest in ranges and action.help:
+            action.help += f"; in {ranges[action.dest]}"
+        if action.dest == "mask_policy" and action.help:
+            action.help += f"; registered now: {', '.join(MASK_POLICY_REGISTRY)}"
 
 
 def training_help(argv: Sequence[str]) -> str:

@@ -1,4 +1,5 @@
 """Command-line entry points: ``fairseq-maskplug-NAME`` once installed (``python -m preprocess.NAME``
 from the repository root)."""
 
-from fairseq_maskplug.cli import HelpFormatter, configure_tool_output, track_name  # noqa: F401
+from fairseq_maskplug.cli import (HelpFormatter, add_user_dir, configure_tool_output, import_user_dir,  # noqa: F401
+                                  track_name)

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from fairseq_maskplug.option_ranges import number
 
-from . import HelpFormatter, configure_tool_output
+from . import HelpFormatter, add_user_dir, configure_tool_output, import_user_dir
 
 CHECK_SENTENCES = (
     "Hello world! This is a test of the conversion.",
@@ -66,6 +66,7 @@ def parse_args(argv=None):
                         help="accept --dict when the checkpoint records no dictionary fingerprint and no dict.txt "
                              "is found beside it or in its training data (otherwise refused: a reordered dict.txt "
                              "of the same size would export a tokenizer with other ids)")
+    add_user_dir(parser)
     args = parser.parse_args(argv)
     fmt = args.to[0]
     if fmt not in ("fairseq", "hf"):
@@ -317,6 +318,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     configure_tool_output()
     try:
+        import_user_dir(args.user_dir)
         from fairseq_maskplug.atomic import check_output_directory
         check_output_directory(args.out, "--to", COMMAND, [
             ("--from-hf", args.from_hf), ("--from-fairseq", args.from_fairseq), ("--dict", args.dict),

@@ -22,7 +22,7 @@ import numpy as np
 
 from fairseq_maskplug.option_ranges import number
 
-from . import HelpFormatter, configure_tool_output, track_name
+from . import HelpFormatter, add_user_dir, configure_tool_output, import_user_dir, track_name
 
 
 def parse_args(argv=None):
@@ -45,6 +45,7 @@ def parse_args(argv=None):
     parser.add_argument("--trust-dictionary", action="store_true",
                         help="skip the dictionary check where the checkpoint records no dictionary and its "
                              "training data is not found")
+    add_user_dir(parser)
     return parser.parse_args(argv)
 
 
@@ -85,6 +86,7 @@ def main(argv=None) -> int:
     prefix = side_info_prefix(split_prefix, args.name)
     preview = args.preview or prefix + ".preview.txt"
     try:
+        import_user_dir(args.user_dir)
         check_distinct_files([("the track", prefix + ".bin"), ("the track's index", prefix + ".idx"),
                               ("the track's fingerprint", prefix + ".json"), ("--preview", preview),
                               ("the split", split_prefix + ".bin"), ("the split's index", split_prefix + ".idx"),

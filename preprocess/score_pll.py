@@ -17,7 +17,7 @@ import numpy as np
 
 from fairseq_maskplug.option_ranges import number
 
-from . import HelpFormatter, configure_tool_output, track_name
+from . import HelpFormatter, add_user_dir, configure_tool_output, import_user_dir, track_name
 
 
 def main(argv=None) -> int:
@@ -40,12 +40,14 @@ def main(argv=None) -> int:
     parser.add_argument("--trust-dictionary", action="store_true",
                         help="skip the dictionary check where the checkpoint records no dictionary and its "
                              "training data is not found")
+    add_user_dir(parser)
     args = parser.parse_args(argv)
     if args.word_starts == "gpt2" and not (args.gpt2_encoder_json and args.gpt2_vocab_bpe):
         parser.error("--word-starts gpt2 needs --gpt2-encoder-json and --gpt2-vocab-bpe")
 
     configure_tool_output()
     try:
+        import_user_dir(args.user_dir)
         return score(args)
     except (FileNotFoundError, ValueError, PermissionError) as error:
         print(f"error: {error}", file=sys.stderr)

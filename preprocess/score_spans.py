@@ -20,7 +20,7 @@ import numpy as np
 
 from fairseq_maskplug.option_ranges import number
 
-from . import HelpFormatter, configure_tool_output, track_name
+from . import HelpFormatter, add_user_dir, configure_tool_output, import_user_dir, track_name
 
 POLICY_TASKS = ("span_policy", "meta_span_policy")
 
@@ -42,6 +42,7 @@ def parse_args(argv=None):
     parser.add_argument("--trust-dictionary", action="store_true",
                         help="skip the dictionary check where the checkpoint records no dictionary and its "
                              "training data is not found")
+    add_user_dir(parser)
     return parser.parse_args(argv)
 
 
@@ -71,6 +72,7 @@ def main(argv=None) -> int:
     from fairseq_maskplug.scoring.preview import render_marked
 
     try:
+        import_user_dir(args.user_dir)
         for split in args.splits:  # every output checked before any work
             split_prefix = os.path.join(args.data, split)
             if not os.path.exists(split_prefix + ".idx"):

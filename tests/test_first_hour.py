@@ -59,6 +59,24 @@ def test_help_through_the_command_line_with_or_without_data_and_arch():
         assert result.returncode == 0, result.stderr[-2000:]
         assert result.stdout.count("--mask-policy") >= 2 and "  --selective-threshold " in result.stdout
     assert "--arch roberta_tiny options:" in result.stdout
+    assert result.stdout.startswith("usage: ") and not result.stderr.strip(), result.stderr[-2000:]  # nothing first
+
+
+def test_help_says_what_is_registered_now_and_each_range():
+    text = " ".join(training_help(["--task", "guided_mlm"]).split())  # argparse wraps lines
+    assert "registered now: random, matched_random, " in text and "learned_span" in text
+    assert "; in (0, 1] (default: 0.15)" in text and "; in [2, inf) (default: 512)" in text
+
+
+@pytest.mark.e2e
+def test_an_unknown_task_is_named_before_anything_else():
+    """fairseq's parser asked for --arch first: `--task guided_mlmm` gave `--arch is required`."""
+    result = subprocess.run([BIN / "fairseq-maskplug-train", "DATA", "--task", "guided_mlmm"], capture_output=True,
+                            text=True)
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        "fairseq-maskplug-train: error: --task guided_mlmm is not a registered task (did you mean guided_mlm?); "
+        "this package's: fe_mlm, guided_denoising, guided_mlm, joint_mlm_classification, meta_span_policy, "
+        "selective_mlm, span_policy, tlm, token_importance (a plugin's tasks need its --user-dir)"], result.stderr
 
 
 def test_the_task_criterion_is_added_when_left_out():

@@ -111,6 +111,17 @@ def test_user_plugin_policy_and_its_matched_random_baseline(flagged_data, tmp_pa
     for key in ("train_mask_rate", "train_masks_per_seq", "train_seq_unmasked"):
         assert f_epoch[key] == m_epoch[key]
     assert f_epoch["train_loss"] != m_epoch["train_loss"]  # same counts, other positions
+    # a tool that loads the user policy's checkpoint needs its module: --user-dir, as fairseq-train
+    checkpoint = tmp_path / "f" / "checkpoint_last.pt"
+    refused = run([BIN / "fairseq-maskplug-evaluate-mlm", "--data", data, checkpoint], new_process=True)
+    assert refused.returncode == 2 and "unknown mask policy 'flagged'" in refused.stderr, refused.stderr[-2000:]
+    assert "--user-dir" in refused.stderr and "Traceback" not in refused.stderr
+    scored = check(run([BIN / "fairseq-maskplug-evaluate-mlm", "--data", data, "--user-dir", EXAMPLE_PLUGIN,
+                        checkpoint], new_process=True))
+    assert json.loads(scored.stdout.splitlines()[-1])["loss"] > 0
+    missing = run([BIN / "fairseq-maskplug-evaluate-mlm", "--data", data, "--user-dir", tmp_path / "nowhere",
+                   checkpoint])
+    assert missing.returncode == 2 and f"--user-dir not found: {tmp_path / 'nowhere'}" in missing.stderr
 
 
 def test_misaligned_side_information_stops_before_training(flagged_data, tmp_path):

@@ -69,6 +69,11 @@ def schedule(task_batches: Callable[[int], List[list]], external_batches: Callab
         n_steps = steps_for_external(n_external, ratio)
     task_step = is_task_step(np.arange(n_steps), ratio)
     n_task = int(task_step.sum())
+    if n_task == 0:  # the rule restarts every epoch: no task batch would ever be drawn
+        raise ValueError(f"--tlm-external-ratio {ratio}: an epoch holds {n_steps} steps of external batches, fewer "
+                         f"than the {ratio + 1} that come before the first task batch, so the task data would never "
+                         f"be trained on; lower --tlm-external-ratio below {n_steps}, retrieve more documents, or give a "
+                         "smaller --batch-size (smaller batches make more steps)")
     task = iter(_cycled(task_batches, n_task * workers))
     external = iter(_cycled(external_batches, n_external * workers)) if n_external else iter(())
     batches = []

@@ -12,8 +12,7 @@ from .policy_options import build_task_policy, register_policy_task
 @dataclass
 class GuidedMLMConfig(MaskedLMDataConfig):
     mask_policy: str = field(default="random", metadata={
-        "help": "registered mask policy that chooses the positions to predict "
-                "(built in: random, matched_random; plugins add more)"})
+        "help": "registered mask policy that chooses the positions to predict (plugins add more)"})
 
 
 @register_policy_task("guided_mlm", dataclass=GuidedMLMConfig)
