@@ -9,9 +9,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, List, Sequence, Tuple
 
-from tqdm import tqdm
-
 from .atomic import replaceable, temporary_name, write_owner
+from .progress import progress_bar
 
 
 @contextmanager
@@ -71,7 +70,7 @@ def encode(model: Path, texts: Sequence[str], desc: str, chunk: int = 2000) -> L
 
     sp = spm.SentencePieceProcessor(model_file=str(model))
     out: List[str] = []
-    for start in tqdm(range(0, len(texts), chunk), desc=f"encode {desc}", unit="chunk", disable=None):
+    for start in progress_bar(range(0, len(texts), chunk), desc=f"encode {desc}", unit="chunk", disable=None):
         out.extend(" ".join(pieces) for pieces in sp.encode(list(texts[start:start + chunk]), out_type=str))
     return out
 
@@ -93,7 +92,7 @@ def encode_gpt2(directory: Path, texts: Sequence[str], desc: str) -> List[str]:
     encoder_json, vocab_bpe = gpt2_bpe_files(directory)
     bpe = get_encoder(str(encoder_json), str(vocab_bpe))
     return [" ".join(map(str, bpe.encode(text.strip())))
-            for text in tqdm(texts, desc=f"gpt2-bpe {desc}", unit="line", disable=None, mininterval=5)]
+            for text in progress_bar(texts, desc=f"gpt2-bpe {desc}", unit="line", disable=None, mininterval=5)]
 
 
 def write_fairseq_dict(model: Path, encoded_train: Iterable[str], path: Path) -> None:

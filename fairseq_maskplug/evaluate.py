@@ -59,7 +59,10 @@ def evaluate(checkpoint: str, data: str, split: str, batch_size: int = 64, trust
     predictions = np.concatenate(predictions)
     return {"split": split, "n": int(classes.size),
             "accuracy": 100.0 * float((predictions == classes).mean()),
-            "macro_f1": 100.0 * macro_f1(predictions, classes, cfg.task.num_classes), "units": "percent"}
+            "macro_f1": 100.0 * macro_f1(predictions, classes, cfg.task.num_classes), "units": "percent",
+            # what a table needs to recognise a constant predictor and chance level
+            "classes_predicted": int(np.unique(predictions).size),
+            "majority_share": 100.0 * float(np.bincount(classes).max() / classes.size)}
 
 
 def main(argv=None) -> int:

@@ -25,6 +25,20 @@
 # BPE (GPT2_BPE=DIR with encoder.json and vocab.bpe; default: PRETRAINED) and binarized with the
 # release's dict.txt. The work directory then defaults to work_<release name>.
 
+# QUICK=1: every recipe at toy size in its own work directory (work_quick/), reusing work/'s
+# downloads: a smoke run of the whole pipeline in minutes (its figures measure nothing).
+# Any knob given explicitly still wins.
+if [ -n "${QUICK:-}" ]; then
+    : "${MASKPLUG_WORK:=$MASKPLUG_ROOT/work_quick}" "${MASKPLUG_DOWNLOADS:=$MASKPLUG_ROOT/work/downloads}"
+    : "${MASKPLUG_GENERAL_SENTENCES:=3000}" "${MASKPLUG_INDOMAIN_SENTENCES:=1500}" "${MASKPLUG_GENERAL_UPDATES:=40}"
+    : "${MASKPLUG_LAYERS:=2}" "${MASKPLUG_DIM:=64}" "${MASKPLUG_FFN:=128}" "${MASKPLUG_HEADS:=2}"
+    : "${MASKPLUG_TOKENS:=64}" "${MASKPLUG_PROGRESS_SECONDS:=10}"
+    : "${SM_TASKPT_UPDATES:=30}" "${SM_FINETUNE_EPOCHS:=1}" "${SM_TAGGER_EPOCHS:=1}"
+    export MASKPLUG_WORK MASKPLUG_DOWNLOADS MASKPLUG_GENERAL_SENTENCES MASKPLUG_INDOMAIN_SENTENCES \
+        MASKPLUG_GENERAL_UPDATES MASKPLUG_LAYERS MASKPLUG_DIM MASKPLUG_FFN MASKPLUG_HEADS MASKPLUG_TOKENS \
+        MASKPLUG_PROGRESS_SECONDS SM_TASKPT_UPDATES SM_FINETUNE_EPOCHS SM_TAGGER_EPOCHS
+fi
+
 # every recipe works in the repository root and writes under $WORK (shared by the recipes)
 cd "$MASKPLUG_ROOT"
 if [ -n "${PRETRAINED:-}" ]; then
@@ -123,16 +137,49 @@ finetune() {
         --save-dir "$save" --no-epoch-checkpoints --no-last-checkpoints
 }
 
+# stage_progress LOG TOTAL SECONDS: where a running stage is, from its log: the last training
+# record of fairseq (update, loss, time left when TOTAL updates are known), else the log's last line
+stage_progress() {
+    local log=$1 total=$2 seconds=$3 record updates loss
+    record=$(grep -E '\| (train_inner|train) \| \{' "$log" 2>/dev/null | tail -1 || true)
+    updates=$(sed -n 's/.*"num_updates": "\{0,1\}\([0-9]*\).*/\1/p' <<< "$record")
+    if [ -n "$updates" ] && [ "$updates" -gt 0 ]; then
+        loss=$(sed -n 's/.*"loss": "\{0,1\}\([0-9.]*\).*/\1/p' <<< "$record")
+        if [ -n "$total" ] && [ "$total" -gt "$updates" ]; then
+            echo "update $updates/$total, loss $loss, about $(( seconds * (total - updates) / updates )) s left"
+        else
+            echo "update $updates, loss $loss"
+        fi
+    else
+        tail -c 4000 "$log" 2>/dev/null | tr '\r' '\n' | grep -v '^[[:space:]]*$' | tail -1 | cut -c1-160 || true
+    fi
+}
+
 # stage NAME LOG COMMAND...: run COMMAND unless it finished before (marker $WORK/.done/NAME),
-# output to LOG; on failure show the end of LOG. An interrupted stage resumes from its
-# checkpoint_last.pt when run again; a finished one is not run again.
+# output to LOG; says when it starts (with LOG), where it is every MASKPLUG_PROGRESS_SECONDS (30)
+# and when it ends (wall time); on failure shows the end of LOG. An interrupted stage resumes
+# from its checkpoint_last.pt when run again; a finished one is not run again.
 stage() {
     local name=$1 log=$2; shift 2
     if [ -f "$WORK/.done/$name" ]; then echo "    done before: $name"; return 0; fi
-    if "$@" > "$log" 2>&1; then
+    local total="" previous="" arg
+    for arg in "$@"; do [ "$previous" = --max-update ] && total=$arg; previous=$arg; done
+    echo "    [$name] started $(date +%H:%M:%S), log: $log"
+    local start=$SECONDS last=$SECONDS pid
+    "$@" > "$log" 2>&1 &
+    pid=$!
+    while kill -0 "$pid" 2>/dev/null; do
+        sleep 1
+        if (( SECONDS - last >= ${MASKPLUG_PROGRESS_SECONDS:-30} )) && kill -0 "$pid" 2>/dev/null; then
+            last=$SECONDS
+            echo "    [$name] $(( SECONDS - start )) s: $(stage_progress "$log" "$total" $(( SECONDS - start )))"
+        fi
+    done
+    if wait "$pid"; then
         mkdir -p "$WORK/.done" && touch "$WORK/.done/$name"
+        echo "    [$name] finished in $(( SECONDS - start )) s"
     else
-        tail -30 "$log"; echo "stage $name failed; full log: $log" >&2; return 1
+        tail -30 "$log"; echo "stage $name failed after $(( SECONDS - start )) s; full log: $log" >&2; return 1
     fi
 }
 
@@ -144,7 +191,7 @@ general_model() {
     mkdir -p "$WORK/logs"
     local bpe_args=()
     [ -n "${PRETRAINED:-}" ] && bpe_args=(--gpt2-bpe "$GPT2_BPE" --srcdict "$PRETRAINED/dict.txt")
-    python -m preprocess.prepare_demo --out "$WORK/data" --cache "$WORK/downloads" \
+    python -m preprocess.prepare_demo --out "$WORK/data" --cache "${MASKPLUG_DOWNLOADS:-$WORK/downloads}" \
         --general-sentences "${MASKPLUG_GENERAL_SENTENCES:-40000}" \
         --indomain-sentences "${MASKPLUG_INDOMAIN_SENTENCES:-20000}" "${bpe_args[@]}" || return 1
     if [ -n "${PRETRAINED:-}" ]; then

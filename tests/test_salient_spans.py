@@ -159,3 +159,21 @@ def test_salient_spans_command_stops_on_bad_input_before_work(spm_data, tmp_path
                                "--name", "x", "--spacy-model", "xx_not_installed"]) == 2
     assert "'xx_not_installed' is not installed" in capsys.readouterr().err
     assert not (data / "train.x.bin").exists()
+
+
+def test_a_character_outside_the_vocabulary_is_aligned_around_its_unk_token(spm_data):
+    """The demo's "grybauskaitë": sentencepiece keeps "ë" as a piece that the dictionary maps to <unk>;
+    the line stopped the whole split ("token 3 (<unk>) stands for no known text")."""
+    dictionary = Dictionary.load(str(spm_data / "bin" / "dict.txt"))
+    surfaces = TokenSurfaces.from_dictionary(dictionary, "sentencepiece")
+    text = "Grybauskaitë met Barack Obama in Zürich ë."
+    pieces = encode(spm_data / "spm.model", [text], "test")[0]
+    ids = dictionary.encode_line(pieces, add_if_not_exist=False, append_eos=True).numpy()
+    assert (ids == dictionary.unk()).sum() >= 2, pieces  # inside a word and alone at the end
+    spelled, byte_ranges = line_text(surfaces, ids, text)
+    assert spelled == text
+    track = line_span_track(spelled, byte_ranges, [entity(text, "Barack Obama"), entity(text, "Grybauskaitë")],
+                            SpanCounts())
+    assert spans_of(spelled, track, byte_ranges) == ["Grybauskaitë", "Barack Obama"]
+    with pytest.raises(TextMismatchError):  # known pieces must still spell the text
+        line_text(surfaces, ids, text.replace("Obama", "Obame"))

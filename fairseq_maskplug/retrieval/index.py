@@ -79,7 +79,7 @@ def build_index(corpus: str, index_dir: str, analyser: Analyser, k1: float, b: f
                 chunk_docs: int = 100_000, progress: bool = True, settings: dict = None) -> dict:
     """Index ``corpus`` (one document per line) into ``index_dir``, written atomically
     (built under a temporary name, renamed at the end). Returns the manifest."""
-    from tqdm import tqdm
+    from ..progress import progress_bar
 
     check_bm25_parameters(k1, b)
     if chunk_docs < 1:
@@ -92,7 +92,7 @@ def build_index(corpus: str, index_dir: str, analyser: Analyser, k1: float, b: f
         vocab: Dict[str, int] = {}
         doc_freq = np.zeros(0, dtype=np.int64)
         lengths, chunk_files, batch = [], [], []
-        bar = tqdm(desc="index pass 1/2 (analyse)", unit="doc", disable=None if progress else True)
+        bar = progress_bar(desc="index pass 1/2 (analyse)", unit="doc", disable=None if progress else True)
 
         def flush():
             nonlocal doc_freq
@@ -126,7 +126,7 @@ def build_index(corpus: str, index_dir: str, analyser: Analyser, k1: float, b: f
         data = np.lib.format.open_memmap(os.path.join(tmp, "data.csc.index.npy"), "w+", np.float32, (nnz,))
         indices = np.lib.format.open_memmap(os.path.join(tmp, "indices.csc.index.npy"), "w+", np.int32, (nnz,))
         cursor = indptr[:-1].copy()
-        for path in tqdm(chunk_files, desc="index pass 2/2 (score)", unit="chunk",
+        for path in progress_bar(chunk_files, desc="index pass 2/2 (score)", unit="chunk",
                          disable=None if progress else True):
             docs, terms, tf = np.load(path)
             order = np.argsort(terms, kind="stable")  # by term, documents ascending within a term

@@ -38,9 +38,9 @@ def retrieve(searcher, queries: List[str], k: int, workers: int = 1, progress: b
     """Top-``k`` of every query; with ``workers`` > 1, in forked processes sharing the searcher
     (a memory-mapped index is shared through the page cache). Results are in query order."""
     global _SEARCHER
-    from tqdm import tqdm
+    from ..progress import progress_bar
 
-    bar = tqdm(total=len(queries), desc=f"retrieve ({searcher.name})", unit="query",
+    bar = progress_bar(total=len(queries), desc=f"retrieve ({searcher.name})", unit="query",
                disable=None if progress else True)
     chunks = [(queries[i:i + chunk], k) for i in range(0, len(queries), chunk)]
     _SEARCHER = searcher

@@ -72,11 +72,12 @@ class RankBm25Searcher:
 
     def __init__(self, corpus: str, analyser: Analyser, k1: float, b: float, progress: bool = True):
         from rank_bm25 import BM25Okapi
-        from tqdm import tqdm
+
+        from ..progress import progress_bar
 
         check_bm25_parameters(k1, b)
         self.analyser, self.k1 = analyser, k1
-        token_lists = [analyser.tokens(text) for _, text in tqdm(
+        token_lists = [analyser.tokens(text) for _, text in progress_bar(
             read_lines(corpus, "corpus"), desc="rank_bm25 analyse", unit="doc", disable=None if progress else True)]
         self.num_docs = len(token_lists)
         # Lucene's N and avgdl count only documents with a token: rank_bm25 sees those alone

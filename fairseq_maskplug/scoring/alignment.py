@@ -66,13 +66,16 @@ class TokenSurfaces:
         return cls(dictionary.symbols, (dictionary.bos(), dictionary.eos(), dictionary.pad()), dictionary.unk(),
                    bpe, encoder)
 
-    def token_bytes(self, ids: Sequence[int]) -> List[bytes]:
-        """Surface of each id (special tokens: empty); ``<unk>`` and non-text symbols raise."""
+    def token_bytes(self, ids: Sequence[int], unknown_ok: bool = False) -> List[Optional[bytes]]:
+        """Surface of each id (special tokens: empty); ``<unk>`` (None with ``unknown_ok``) and
+        non-text symbols raise."""
         out = []
         for i in ids:
             i = int(i)
             if i in self.special:
                 out.append(b"")
+            elif i == self.unknown and unknown_ok:
+                out.append(None)
             elif i == self.unknown or i >= len(self.surface) or self.surface[i] is None:
                 raise TextMismatchError(f"token {i} ({'<unk>' if i == self.unknown else 'not text'}) "
                                         "stands for no known text")
@@ -95,10 +98,42 @@ def normalise(text: str, bpe: str) -> str:
     return text
 
 
+def fill_unknowns(pieces: Sequence[Optional[bytes]], target: bytes) -> List[bytes]:
+    """``pieces`` with each ``<unk>`` (None) replaced by the bytes of ``target`` it stands for:
+    the shortest non-empty run up to where the next known piece matches (or the rest of the
+    line). Known pieces must match ``target`` in order; a TextMismatchError names the first
+    that does not."""
+    out, at = [], 0
+    for k, piece in enumerate(pieces):
+        if piece is not None:
+            if target[at:at + len(piece)] != piece:
+                raise TextMismatchError(f"token {k + 1} spells {piece!r} where the text has "
+                                        f"{target[at:at + len(piece)]!r}")
+            out.append(piece)
+            at += len(piece)
+            continue
+        following = next((p for p in pieces[k + 1:] if p), None)  # the next known non-empty piece
+        end = len(target) if following is None else target.find(following, at + 1)
+        if end <= at:
+            raise TextMismatchError(f"token {k + 1} (<unk>) stands for no text between its neighbours")
+        out.append(target[at:end])
+        at = end
+    if at != len(target):
+        raise TextMismatchError(f"the tokens end at byte {at} of a text of {len(target)} bytes")
+    return out
+
+
 def line_text(surfaces: TokenSurfaces, ids: Sequence[int], raw: str) -> Tuple[str, np.ndarray]:
     """``(text, byte offsets)``: the text the tokens spell, checked against the raw line, and
-    each token's ``[start, end)`` in that text's UTF-8 bytes (shape ``len(ids) x 2``)."""
-    pieces = surfaces.token_bytes(ids)
+    each token's ``[start, end)`` in that text's UTF-8 bytes (shape ``len(ids) x 2``). A
+    ``<unk>`` token (a character sentencepiece's vocabulary lacks) takes the text between its
+    neighbours (:func:`fill_unknowns`)."""
+    pieces = surfaces.token_bytes(ids, unknown_ok=True)
+    if any(piece is None for piece in pieces):
+        known = b"".join(p for p in pieces if p is not None)
+        prefix = surfaces.prefix if known.startswith(surfaces.prefix) else b""
+        target = prefix + normalise(raw.rstrip("\n"), surfaces.bpe).encode("utf-8")
+        pieces = fill_unknowns(pieces, target)
     joined = b"".join(pieces)
     prefix = surfaces.prefix if joined.startswith(surfaces.prefix) else b""
     try:
@@ -120,10 +155,10 @@ def spell_lines(surfaces: TokenSurfaces, token_rows: Iterable[Sequence[int]], ra
     """:func:`line_text` of every line, with a progress bar: ``(texts, byte ranges)``. The first
     line that does not reproduce its tokens raises :class:`TextMismatchError` naming
     ``text_name:LINE`` and the line of ``tokens_name``."""
-    from tqdm import tqdm
+    from ..progress import progress_bar
 
     texts, ranges = [], []
-    rows = tqdm(zip(token_rows, raw_lines), total=len(raw_lines), desc=desc, unit="line", disable=None)
+    rows = progress_bar(zip(token_rows, raw_lines), total=len(raw_lines), desc=desc, unit="line", disable=None)
     for line, (ids, raw) in enumerate(rows, start=1):
         try:
             text, byte_ranges = line_text(surfaces, ids, raw)

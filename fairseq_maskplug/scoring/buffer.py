@@ -23,8 +23,8 @@ from typing import Callable, List, Sequence, Tuple
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
+from ..progress import progress_bar
 from .batching import budget_runs
 from .heads import FramedHeadModel
 
@@ -57,7 +57,7 @@ def buffer_importance(sentences: Sequence[np.ndarray], labels: Sequence[int], cl
     importance = [np.zeros(len(s), dtype=np.uint8) for s in sentences]
     confidence = np.zeros(n)
     scored = np.zeros(n, dtype=bool)
-    bar = tqdm(total=n, desc="buffer scoring", unit="sent", disable=None if progress else True)
+    bar = progress_bar(total=n, desc="buffer scoring", unit="sent", disable=None if progress else True)
     for start in range(0, n, batch_size):
         pool = order[start:start + batch_size]
         for chunk in _chunks(pool, lambda i: len(sentences[i]), max_tokens):

@@ -14,8 +14,8 @@ from typing import Iterable, List, Sequence, Tuple
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
+from ..progress import progress_bar
 from .batching import budget_runs
 
 METRICS = ("word_l2r", "original")
@@ -125,7 +125,7 @@ class PLTScorer:
             jobs.extend((len(tokens), s, j, masked) for j, masked in self._copies(tokens, special_ids))
         jobs.sort(key=lambda job: job[0])
         out = [np.ones(len(t)) for t in sequences]
-        bar = tqdm(total=len(jobs), desc="PLT", unit="copy", disable=None if progress else True)
+        bar = progress_bar(total=len(jobs), desc="PLT", unit="copy", disable=None if progress else True)
         for i, k in budget_runs([job[0] for job in jobs], max_tokens):
             chunk = jobs[i:k]
             width = max(job[0] for job in chunk)

@@ -12,8 +12,8 @@ from typing import Callable, List, Sequence
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
+from ..progress import progress_bar
 from .batching import budget_runs
 from .heads import FramedHeadModel
 
@@ -46,7 +46,7 @@ class TokenTagger(FramedHeadModel):
             words = len(line) - 1 if len(line) and line[-1] == self.eos else len(line)
             jobs.extend((min(self.window, words - s), i, s) for s in range(0, words, self.window))
         jobs.sort(key=lambda job: job[0])
-        bar = tqdm(total=len(lines), desc=desc, unit="line", disable=None if progress else True)
+        bar = progress_bar(total=len(lines), desc=desc, unit="line", disable=None if progress else True)
         done = np.array([len(line) <= 1 for line in lines])  # lines with no word need no window
         remaining = np.bincount([i for _, i, _ in jobs], minlength=len(lines))
         bar.update(int(done.sum()))
