@@ -56,11 +56,15 @@ def train_sentencepiece(texts: Sequence[str], model_prefix: Path, vocab_size: in
     import sentencepiece as spm
 
     write_lines(seed_file, texts)
-    spm.SentencePieceTrainer.train(
-        input=str(seed_file), model_prefix=str(model_prefix), vocab_size=vocab_size,
-        model_type="unigram", character_coverage=1.0, bos_id=-1, eos_id=-1, pad_id=-1, unk_id=0,
-        input_sentence_size=2_000_000, shuffle_input_sentence=True, num_threads=os.cpu_count() or 1,
-        minloglevel=2)
+    try:
+        spm.SentencePieceTrainer.train(
+            input=str(seed_file), model_prefix=str(model_prefix), vocab_size=vocab_size,
+            model_type="unigram", character_coverage=1.0, bos_id=-1, eos_id=-1, pad_id=-1, unk_id=0,
+            input_sentence_size=2_000_000, shuffle_input_sentence=True, num_threads=os.cpu_count() or 1,
+            minloglevel=2)
+    except RuntimeError as error:  # e.g. "Vocabulary size too high (8000). Please set it to a value <= 131."
+        raise ValueError(f"sentencepiece on {len(texts)} lines: {str(error).split('] ')[-1].strip()} "
+                         f"(--vocab-size {vocab_size})") from None
     return Path(f"{model_prefix}.model")
 
 

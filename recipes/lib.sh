@@ -186,14 +186,16 @@ stage() {
 # general_model: the demo data ($WORK/data) and the general checkpoint GENERAL_CHECKPOINT, shared
 # by all recipes: $WORK/general/checkpoint_last.pt (general MLM on the news), or PRETRAINED/model.pt.
 # Knobs: MASKPLUG_GENERAL_SENTENCES (40000) news sentences, MASKPLUG_INDOMAIN_SENTENCES (20000)
-#   review lines, MASKPLUG_GENERAL_UPDATES (1000) general MLM updates.
+#   review lines, MASKPLUG_VOCAB_SIZE (8000) sentencepiece pieces, MASKPLUG_GENERAL_UPDATES (1000)
+#   general MLM updates.
 general_model() {
     mkdir -p "$WORK/logs"
     local bpe_args=()
     [ -n "${PRETRAINED:-}" ] && bpe_args=(--gpt2-bpe "$GPT2_BPE" --srcdict "$PRETRAINED/dict.txt")
     python -m preprocess.prepare_demo --out "$WORK/data" --cache "${MASKPLUG_DOWNLOADS:-$WORK/downloads}" \
         --general-sentences "${MASKPLUG_GENERAL_SENTENCES:-40000}" \
-        --indomain-sentences "${MASKPLUG_INDOMAIN_SENTENCES:-20000}" "${bpe_args[@]}" || return 1
+        --indomain-sentences "${MASKPLUG_INDOMAIN_SENTENCES:-20000}" "${bpe_args[@]}" \
+        --vocab-size "${MASKPLUG_VOCAB_SIZE:-8000}" || return 1
     if [ -n "${PRETRAINED:-}" ]; then
         GENERAL_CHECKPOINT="$PRETRAINED/model.pt"
         echo "    released model $GENERAL_CHECKPOINT: ${MODEL_ARGS[*]}"

@@ -3,6 +3,7 @@ learned_span policy (layer 1), answer labels from character offsets, and the sup
 policy trained by real fairseq-train on a planted rule, applied by score_spans."""
 
 import numpy as np
+import torch
 import pytest
 from fairseq.data import Dictionary
 from fairseq.data.indexed_dataset import MMapIndexedDataset
@@ -339,3 +340,16 @@ def test_later_spans_follow_the_scores_when_their_probabilities_underflow():
     share = sum(d == (3, 3) for d in draws) / len(draws)
     p = np.exp(5) / (np.exp(5) + 3)  # 0.980; 400 draws: sd 0.007, the bound is 5 sd
     assert abs(share - p) < 5 * np.sqrt(p * (1 - p) / len(draws)), share
+
+
+def test_sentencepiece_post_processing_joins_pieces_into_words(rule_data):
+    """The condition was inverted: `adds gr it ( a child mol est er` for "adds grit (a child molester"."""
+    from preprocess.show_examples import render
+
+    d = Dictionary.load(str(rule_data[0] / "bin" / "dict.txt"))
+    tokens = MMapIndexedDataset(str(rule_data[0] / "bin" / "valid"))
+    lines = rule_sentences(100, 2, True)[0]
+    for k in range(5):
+        assert render(tokens[k], d, "sentencepiece", False) == lines[k] + " </s>"
+    ids = torch.tensor([d.bos(), *tokens[0][:3].tolist(), d.index("<mask>") if "<mask>" in d.indices else d.unk()])
+    assert render(ids, d, "sentencepiece", False).startswith("<s> ")

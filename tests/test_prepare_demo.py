@@ -62,3 +62,12 @@ def test_macro_f1_matches_scikit_learn():
         targets, predictions = rng.integers(0, k, 40), rng.integers(0, k, 40)
         expected = f1_score(targets, predictions, average="macro", labels=list(range(k)), zero_division=0)
         assert macro_f1(predictions, targets, k) == pytest.approx(expected)
+
+
+def test_a_vocabulary_larger_than_the_text_allows_is_one_line(tmp_path):
+    """sentencepiece's RuntimeError (a traceback from prepare_demo on small data) becomes a ValueError."""
+    from fairseq_maskplug.binarize import train_sentencepiece
+
+    with pytest.raises(ValueError, match=r"sentencepiece on 3 lines: Vocabulary size too high \(8000\)\. .*"
+                                         r"\(--vocab-size 8000\)"):
+        train_sentencepiece(["a b c", "b c d", "c d e"], tmp_path / "spm", 8000, tmp_path / "input.txt")

@@ -1,5 +1,5 @@
 """Long loops report whole lines without a terminal (a recipe's log, a batch job), at most every
-interval, with an ETA, and one line at the end."""
+interval, with an ETA, and one line at the end of a loop that lasted an interval."""
 
 from fairseq_maskplug.progress import LineProgress, progress_bar
 
@@ -32,3 +32,6 @@ def test_iteration_without_a_total_and_without_a_terminal(capsys, monkeypatch):
                                                     "index pass 1/2: 3 doc", "index pass 1/2: 3 doc"]
     assert err[-1].endswith(": done")
     assert list(progress_bar(range(2), disable=True)) == [0, 1] and not capsys.readouterr().err
+    clock, lines = Clock(), []
+    short = LineProgress(range(5), desc="encode", interval=30, clock=clock, write=lines.append)
+    assert list(short) == list(range(5)) and lines == []  # a loop shorter than the interval: silent

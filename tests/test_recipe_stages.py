@@ -1,0 +1,79 @@
+"""What a recipe shows while it runs: each stage says when it starts (with its log file), where it
+is at every interval (fairseq's update and loss, or the log's last line) and when it ends."""
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from fairseq_helpers import BIN, REPO
+
+RUN_STAGE = """
+source recipes/lib.sh
+fake_training() {  # fairseq-like JSON records, one per second
+    for update in 2 4 6; do
+        record="{\\"epoch\\": 1, \\"loss\\": \\"3.2$update\\", \\"num_updates\\": \\"$update\\"}"
+        echo "2026-01-01 | INFO | train_inner | $record"
+        sleep 1
+    done
+}
+stage fake "$WORK/fake.log" fake_training --max-update 10
+stage fake "$WORK/fake.log" fake_training --max-update 10
+stage broken "$WORK/broken.log" bash -c 'echo went wrong; exit 3' || echo "returned $?"
+"""
+
+
+@pytest.mark.e2e  # it sources recipes/lib.sh (no training)
+def test_a_stage_reports_start_progress_end_and_failure(tmp_path):
+    env = dict(os.environ, MASKPLUG_ROOT=str(REPO), MASKPLUG_WORK=str(tmp_path), MASKPLUG_PROGRESS_SECONDS="1",
+               PATH=f"{BIN}:{os.environ['PATH']}")
+    result = subprocess.run(["bash", "-c", RUN_STAGE], capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
+    out = result.stdout.splitlines()
+    assert out[0].startswith("    [fake] started ") and out[0].endswith(f"log: {tmp_path}/fake.log"), out
+    progress = [line for line in out if line.startswith("    [fake] ") and " s: update " in line]
+    assert progress and all(", loss 3.2" in line and "/10" in line and "s left" in line for line in progress), out
+    assert any(line.startswith("    [fake] finished in ") for line in out)
+    assert "    done before: fake" in out  # the second call: finished before
+    assert "went wrong" in result.stdout and "returned 1" in result.stdout
+    assert "stage broken failed after " in result.stderr and f"full log: {tmp_path}/broken.log" in result.stderr
+
+
+@pytest.mark.e2e
+@pytest.mark.full
+def test_quick_quickstart_runs_every_stage_and_says_it_is_a_smoke_run(tmp_path):
+    from release_helpers import fake_demo_sources
+
+    fake_demo_sources(tmp_path / "downloads")
+    env = dict(os.environ, QUICK="1", MASKPLUG_WORK=str(tmp_path / "work"), MASKPLUG_EXTRAS="test",
+               MASKPLUG_DOWNLOADS=str(tmp_path / "downloads"), MASKPLUG_PROGRESS_SECONDS="5", PYTHONWARNINGS="ignore",
+               MASKPLUG_VOCAB_SIZE="100")
+    result = subprocess.run(["bash", str(REPO / "recipes" / "quickstart.sh")], capture_output=True, text=True,
+                            env=env, cwd=REPO, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    out = result.stdout
+    started = [line.split("]")[0].strip(" [") for line in out.splitlines() if "] started " in line]
+    finished = [line.split("]")[0].strip(" [") for line in out.splitlines() if "] finished in " in line]
+    assert started == finished and "sm_tagger" in started and "sm_taskpt_selective" in started, out
+    for row in ("no-TaskPT", "matched-random", "selective"):
+        assert f"| {row} | 1 | " in out
+    assert "QUICK=1: a smoke run at toy size" in out
+    assert "in-domain valid MLM loss on one fixed set of random masks" in out
+
+
+def test_results_table_notes_constant_predictors_and_identical_rows(tmp_path):
+    def write(row, split, accuracy, f1, predicted):
+        (tmp_path / f"{row}__seed1.{split}.json").write_text(json.dumps(
+            {"accuracy": accuracy, "macro_f1": f1, "units": "percent", "classes_predicted": predicted}))
+
+    for row in ("a", "b"):
+        for split in ("valid", "test"):
+            write(row, split, 50.5, 33.6, 1)
+    table = subprocess.run([BIN / "python", REPO / "recipes" / "results_table.py", tmp_path, "--rows", "a,b"],
+                           capture_output=True, text=True, check=True).stdout.splitlines()
+    assert table[-2].startswith("note: a, b predicted a single class on test (a constant predictor")
+    assert table[-1] == "note: every row has the same test scores: the table does not separate the methods"
+    write("b", "test", 61.0, 60.2, 2)
+    table = subprocess.run([BIN / "python", REPO / "recipes" / "results_table.py", tmp_path, "--rows", "a,b"],
+                           capture_output=True, text=True, check=True).stdout.splitlines()
+    assert table[-1].startswith("note: a predicted a single class") and table[-2].startswith("| b | 1 |")
