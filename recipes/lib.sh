@@ -31,10 +31,11 @@
 if [ -n "${QUICK:-}" ]; then
     : "${MASKPLUG_WORK:=$MASKPLUG_ROOT/work_quick}" "${MASKPLUG_DOWNLOADS:=$MASKPLUG_ROOT/work/downloads}"
     : "${MASKPLUG_GENERAL_SENTENCES:=3000}" "${MASKPLUG_INDOMAIN_SENTENCES:=1500}" "${MASKPLUG_GENERAL_UPDATES:=40}"
+    : "${MASKPLUG_MR_SENTENCES:=1500}"
     : "${MASKPLUG_LAYERS:=2}" "${MASKPLUG_DIM:=64}" "${MASKPLUG_FFN:=128}" "${MASKPLUG_HEADS:=2}"
     : "${MASKPLUG_TOKENS:=64}" "${MASKPLUG_PROGRESS_SECONDS:=10}"
     : "${SM_TASKPT_UPDATES:=30}" "${SM_FINETUNE_EPOCHS:=1}" "${SM_TAGGER_EPOCHS:=1}"
-    export MASKPLUG_WORK MASKPLUG_DOWNLOADS MASKPLUG_GENERAL_SENTENCES MASKPLUG_INDOMAIN_SENTENCES \
+    export MASKPLUG_WORK MASKPLUG_DOWNLOADS MASKPLUG_GENERAL_SENTENCES MASKPLUG_INDOMAIN_SENTENCES MASKPLUG_MR_SENTENCES \
         MASKPLUG_GENERAL_UPDATES MASKPLUG_LAYERS MASKPLUG_DIM MASKPLUG_FFN MASKPLUG_HEADS MASKPLUG_TOKENS \
         MASKPLUG_PROGRESS_SECONDS SM_TASKPT_UPDATES SM_FINETUNE_EPOCHS SM_TAGGER_EPOCHS
 fi
@@ -186,8 +187,8 @@ stage() {
 # general_model: the demo data ($WORK/data) and the general checkpoint GENERAL_CHECKPOINT, shared
 # by all recipes: $WORK/general/checkpoint_last.pt (general MLM on the news), or PRETRAINED/model.pt.
 # Knobs: MASKPLUG_GENERAL_SENTENCES (40000) news sentences, MASKPLUG_INDOMAIN_SENTENCES (20000)
-#   review lines, MASKPLUG_VOCAB_SIZE (8000) sentencepiece pieces, MASKPLUG_GENERAL_UPDATES (1000)
-#   general MLM updates.
+#   review lines, MASKPLUG_MR_SENTENCES (0: all) MR sentences, MASKPLUG_VOCAB_SIZE (8000)
+#   sentencepiece pieces, MASKPLUG_GENERAL_UPDATES (1000) general MLM updates.
 general_model() {
     mkdir -p "$WORK/logs"
     local bpe_args=()
@@ -195,7 +196,7 @@ general_model() {
     python -m preprocess.prepare_demo --out "$WORK/data" --cache "${MASKPLUG_DOWNLOADS:-$WORK/downloads}" \
         --general-sentences "${MASKPLUG_GENERAL_SENTENCES:-40000}" \
         --indomain-sentences "${MASKPLUG_INDOMAIN_SENTENCES:-20000}" "${bpe_args[@]}" \
-        --vocab-size "${MASKPLUG_VOCAB_SIZE:-8000}" || return 1
+        --vocab-size "${MASKPLUG_VOCAB_SIZE:-8000}" --mr-sentences "${MASKPLUG_MR_SENTENCES:-0}" || return 1
     if [ -n "${PRETRAINED:-}" ]; then
         GENERAL_CHECKPOINT="$PRETRAINED/model.pt"
         echo "    released model $GENERAL_CHECKPOINT: ${MODEL_ARGS[*]}"

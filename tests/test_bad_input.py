@@ -532,3 +532,12 @@ def test_track_names_are_file_name_parts(tiny_data, name):
     result = run([BIN / "fairseq-maskplug-binarize-side-info", "--tokens", tiny_data / "valid.txt", "--values",
                   tiny_data / "valid.txt", "--destdir", tiny_data / "bin", "--split", "valid", f"--name={name}"])
     one_line_error(result, f"argument --name: track name {name!r}: use letters, digits")
+
+
+def test_a_tartan_dev_subset_too_small_is_refused_before_training(task_dir, tmp_path):
+    """It was refused at the first update, after fairseq had written crash.pt."""
+    result = maskplug_train(task_dir, tmp_path / "ck", "--num-classes", "2", "--loss-weighting", "tartan",
+                            task="joint_mlm_classification", criterion="joint_mlm_classification")
+    one_line_error(result, "--tartan-dev-subset valid has 40 items, fewer than --tartan-dev-fit-size + "
+                           "--tartan-dev-batch-size = 96")
+    assert "Start iterating over samples" not in result.stdout + result.stderr and no_checkpoint(tmp_path / "ck")

@@ -65,6 +65,7 @@ COMMAND_OPTIONS = {
     ("fairseq-maskplug-prepare-demo", "--general-sentences"): [],
     ("fairseq-maskplug-prepare-demo", "--indomain-sentences"): [],
     ("fairseq-maskplug-prepare-demo", "--vocab-size"): [],
+    ("fairseq-maskplug-prepare-demo", "--mr-sentences"): [],
     ("fairseq-maskplug-prepare-demo", "--seed"): [],
     ("fairseq-maskplug-salient-spans", "--workers"): [],
     ("fairseq-maskplug-salient-spans", "--batch-size"): [],

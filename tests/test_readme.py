@@ -60,13 +60,42 @@ def _words(rng, n_lines, lo, hi, vocab):
     return lines
 
 
-@pytest.fixture(scope="module")
-def quickstart_work(tmp_path_factory):
-    """A directory holding ``work/`` as the quickstart leaves it, at toy size."""
+def write_quickstart_tracks(data, seed: int = 0):
+    """The tracks the quickstart writes, with random values: the tagger's P(important) on the
+    reviews (In-domain Mask) and the buffer algorithm's 0/1 labels on MR (Downstream Mask)."""
     from fairseq.data import data_utils
     from fairseq.data.dictionary import Dictionary
     from fairseq_maskplug.data import write_side_info
 
+    rng = np.random.default_rng(seed)
+    dictionary = Dictionary.load(str(data / "general" / "dict.txt"))
+    for directory, dtype in ((data / "indomain", "float64"), (data / "mr" / "input0", "uint8")):
+        for split in ("train", "valid"):
+            tokens = data_utils.load_indexed_dataset(str(directory / split), dictionary)
+            rows = [(rng.random(n) if dtype == "float64" else rng.integers(0, 2, n)).astype(dtype)
+                    for n in tokens.sizes]
+            write_side_info(str(directory / f"{split}.importance"), rows, dtype,
+                            tokens_prefix=str(directory / split))
+
+
+def run_readme_block(work_root, line, body):
+    """Run one README block after the First steps' ``$TRY`` in ``work_root`` and check that every
+    training it starts finishes with finite losses."""
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", PYTHONWARNINGS="ignore")
+    result = subprocess.run(["bash", "-euo", "pipefail", "-c", PREAMBLE + body], cwd=work_root,
+                            capture_output=True, text=True, env=env)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, f"README line {line} failed:\n{body}\n{output[-4000:]}"
+    trainings = len(re.findall(r"^\s*(?:fairseq-maskplug-train|fairseq-train|fairseq-hydra-train) ", body, re.M))
+    assert output.count("done training") == trainings, f"README line {line}: not every training finished"
+    assert "| nan |" not in output and " loss nan " not in output
+    if "fairseq-maskplug-evaluate " in body:
+        assert '"units": "percent"' in result.stdout
+
+
+@pytest.fixture(scope="module")
+def quickstart_work(tmp_path_factory):
+    """A directory holding ``work/`` as the quickstart leaves it, at toy size."""
     root = tmp_path_factory.mktemp("readme")
     work, text = root / "work", root / "work" / "data" / "text"
     text.mkdir(parents=True)
@@ -89,16 +118,7 @@ def quickstart_work(tmp_path_factory):
                    "--workers", "1", *[a for s in splits for a in (f"--{s}pref", text / f"{prefix}.{s}.tok")]]))
     check(run([BIN / "fairseq-preprocess", "--only-source", "--destdir", data / "mr" / "label", "--workers", "1",
                *[a for s in ("train", "valid", "test") for a in (f"--{s}pref", text / f"mr.{s}.label")]]))
-    # the tracks the quickstart writes: the tagger's P(important) on the reviews (In-domain
-    # Mask) and the buffer algorithm's 0/1 labels on MR (Downstream Mask)
-    dictionary = Dictionary.load(str(srcdict))
-    for directory, dtype in ((data / "indomain", "float64"), (data / "mr" / "input0", "uint8")):
-        for split in ("train", "valid"):
-            tokens = data_utils.load_indexed_dataset(str(directory / split), dictionary)
-            rows = [(rng.random(n) if dtype == "float64" else rng.integers(0, 2, n)).astype(dtype)
-                    for n in tokens.sizes]
-            write_side_info(str(directory / f"{split}.importance"), rows, dtype,
-                            tokens_prefix=str(directory / split))
+    write_quickstart_tracks(data)
     check(run([BIN / "fairseq-maskplug-train", data / "general", "--task", "guided_mlm", "--arch", "roberta_tiny",
                "--tokens-per-sample", "128", "--cpu", "--optimizer", "adam", "--lr", "1e-3", "--batch-size", "8",
                "--max-update", "2", "--no-epoch-checkpoints", "--save-dir", work / "general"]))
@@ -111,13 +131,4 @@ def quickstart_work(tmp_path_factory):
 @pytest.mark.full
 @pytest.mark.parametrize("line,body", RUNNABLE, ids=[f"line{line}" for line, _ in RUNNABLE])
 def test_readme_command_runs(quickstart_work, line, body):
-    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", PYTHONWARNINGS="ignore")
-    result = subprocess.run(["bash", "-euo", "pipefail", "-c", PREAMBLE + body], cwd=quickstart_work,
-                            capture_output=True, text=True, env=env)
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, f"README line {line} failed:\n{body}\n{output[-4000:]}"
-    trainings = len(re.findall(r"^\s*(?:fairseq-maskplug-train|fairseq-train|fairseq-hydra-train) ", body, re.M))
-    assert output.count("done training") == trainings, f"README line {line}: not every training finished"
-    assert "| nan |" not in output and " loss nan " not in output
-    if "fairseq-maskplug-evaluate " in body:
-        assert '"units": "percent"' in result.stdout
+    run_readme_block(quickstart_work, line, body)

@@ -129,6 +129,8 @@ class JointMLMClassificationTask(MaskedLMBaseTask):
                                  self.cfg.side_info_without_fingerprint)
 
     def build_inputs(self, split, tokens, side_info):
+        if self.tartan is not None and split == self.cfg.tartan_dev_subset:  # refused when loaded, before training
+            self._check_dev_size(split, len(tokens))
         classes = load_class_indices(self.cfg.data, split, self.label_dictionary, self.cfg.num_classes, len(tokens))
         pad = self.dictionary.pad()
         return NestedDictionaryDataset(
@@ -192,6 +194,12 @@ class JointMLMClassificationTask(MaskedLMBaseTask):
             logging_output[f"tartan_cos_{k}_n"] = int(c is not None)
         return loss, 1, logging_output
 
+    def _check_dev_size(self, split, items: int) -> None:
+        needed = self.cfg.tartan_dev_fit_size + self.cfg.tartan_dev_batch_size
+        if items < needed:
+            raise ValueError(f"--tartan-dev-subset {split} has {items} items, fewer than "
+                             f"--tartan-dev-fit-size + --tartan-dev-batch-size = {needed}")
+
     def _dev_batches(self, seed, device):
         """Two disjoint random batches of the dev subset, drawn with ``seed``: the dev head's fit
         batch and the probe batch."""
@@ -200,9 +208,7 @@ class JointMLMClassificationTask(MaskedLMBaseTask):
             self.load_dataset(split)
         dataset = self.datasets[split]
         sizes = (self.cfg.tartan_dev_fit_size, self.cfg.tartan_dev_batch_size)
-        if len(dataset) < sum(sizes):
-            raise ValueError(f"--tartan-dev-subset {split} has {len(dataset)} items, fewer than "
-                             f"--tartan-dev-fit-size + --tartan-dev-batch-size = {sum(sizes)}")
+        self._check_dev_size(split, len(dataset))
         order = np.random.default_rng(seed).choice(len(dataset), size=sum(sizes), replace=False)
         batches = []
         for chosen in (order[:sizes[0]], order[sizes[0]:]):
