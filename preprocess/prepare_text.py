@@ -1,0 +1,164 @@
+"""Your own text -> the binarized layouts every method of this package reads.
+
+    fairseq-maskplug-prepare-text --out data \\
+        --unlabelled reviews my/reviews.train.txt my/reviews.valid.txt \\
+        --labelled sentiment my/sentiment.train.tsv my/sentiment.valid.tsv my/sentiment.test.tsv
+
+- ``--unlabelled NAME TRAIN VALID``: one text per line -> ``OUT/NAME/`` in the masked-LM layout
+  (``dict.txt``, ``train``/``valid``), what ``guided_mlm``, ``selective_mlm``, ``fe_mlm``,
+  ``guided_denoising`` and the span producers read;
+- ``--labelled NAME TRAIN VALID [TEST]``: ``label<TAB>text`` per line -> ``OUT/NAME/input0`` and
+  ``OUT/NAME/label``, fairseq's sentence_prediction layout, what fine-tuning,
+  ``joint_mlm_classification``, ``tlm``, the buffer scorer and ``evaluate`` read.
+
+Both may be repeated. Every corpus shares one sentencepiece model (``OUT/spm.model``, a unigram
+model trained on the training texts, ``--vocab-size``; or ``--spm-model`` to reuse one) and one
+``OUT/dict.txt``. Lines are whitespace-normalised; ``OUT/text/NAME.SPLIT.txt`` holds each split's
+text exactly as its tokens spell it (what ``salient-spans --text``, ``span-labels --text`` and
+``retrieve`` take) and ``NAME.SPLIT.tok`` its pieces. An empty line, a labelled line without a
+tab or with an empty text is refused, naming file and line, before any work. The output is
+written atomically (the rule of every directory a command writes: new, empty, or its own
+earlier output).
+"""
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+from fairseq_maskplug.option_ranges import number
+
+from . import HelpFormatter, configure_tool_output
+
+COMMAND = "fairseq-maskplug-prepare-text"
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser.add_argument("--out", type=Path, required=True,
+                        help="output directory: new, empty, or this command's earlier output (replaced atomically)")
+    parser.add_argument("--unlabelled", nargs=3, action="append", default=[], metavar=("NAME", "TRAIN", "VALID"),
+                        help="a corpus of one text per line -> OUT/NAME (masked-LM layout)")
+    parser.add_argument("--labelled", nargs="+", action="append", default=[], metavar="NAME TRAIN VALID [TEST]",
+                        help="label<TAB>text per line -> OUT/NAME/input0 and OUT/NAME/label (sentence_prediction)")
+    parser.add_argument("--vocab-size", type=number("[1, inf)", int), default=8000,
+                        help="sentencepiece vocabulary size (with no --spm-model)")
+    parser.add_argument("--spm-model", type=Path, default=None,
+                        help="an existing sentencepiece model to encode with instead of training one")
+    args = parser.parse_args(argv)
+    for entry in args.labelled:
+        if len(entry) not in (3, 4):
+            parser.error(f"--labelled {' '.join(entry)}: give NAME TRAIN VALID [TEST]")
+    names = [entry[0] for entry in args.unlabelled + args.labelled]
+    if not names:
+        parser.error("give at least one --unlabelled or --labelled corpus")
+    if len(set(names)) != len(names) or set(names) & {"text", "dict.txt", "spm.model", "spm.vocab"}:
+        parser.error(f"corpus names must differ from each other and from text, dict.txt, spm.*: {names}")
+    return args
+
+
+def read_unlabelled(path: Path) -> List[str]:
+    """The lines of ``path``, whitespace-normalised; an empty line is refused with ``path:line``."""
+    lines = []
+    with open(path, encoding="utf-8") as f:
+        for number_, line in enumerate(f, start=1):
+            text = " ".join(line.split())
+            if not text:
+                raise ValueError(f"{path}:{number_}: empty line (every line is one text)")
+            lines.append(text)
+    if not lines:
+        raise ValueError(f"{path}: no lines")
+    return lines
+
+
+def read_labelled(path: Path) -> List[Tuple[str, str]]:
+    """``(label, text)`` of each ``label<TAB>text`` line of ``path``, refused with ``path:line``."""
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for number_, line in enumerate(f, start=1):
+            label, tab, text = line.rstrip("\n").partition("\t")
+            text = " ".join(text.split())
+            if not tab or not label.strip() or not text or " " in label.strip():
+                raise ValueError(f"{path}:{number_}: expected label<TAB>text (a one-word label and a non-empty text)")
+            rows.append((label.strip(), text))
+    if not rows:
+        raise ValueError(f"{path}: no lines")
+    return rows
+
+
+def read_corpora(args) -> Tuple[Dict[str, Dict[str, List[str]]], Dict[str, Dict[str, List[str]]]]:
+    """``(texts, labels)``: per corpus and split, the texts and (labelled corpora) their labels,
+    every file read and checked before any work."""
+    texts, labels = {}, {}
+    for name, train, valid in args.unlabelled:
+        texts[name] = {"train": read_unlabelled(Path(train)), "valid": read_unlabelled(Path(valid))}
+    for name, *files in args.labelled:
+        texts[name], labels[name] = {}, {}
+        for split, path in zip(("train", "valid", "test"), files):
+            rows = read_labelled(Path(path))
+            labels[name][split] = [label for label, _ in rows]
+            texts[name][split] = [text for _, text in rows]
+        unknown = set(labels[name]["valid"] + labels[name].get("test", [])) - set(labels[name]["train"])
+        if unknown:
+            raise ValueError(f"--labelled {name}: labels {sorted(unknown)} are not in its training file")
+    return texts, labels
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    configure_tool_output()
+    from fairseq_maskplug.atomic import check_output_directory
+    from fairseq_maskplug.binarize import (atomic_directory, encode, fairseq_preprocess, train_sentencepiece,
+                                           write_fairseq_dict, write_lines)
+
+    try:
+        inputs = [(f"--unlabelled {e[0]}", p) for e in args.unlabelled for p in e[1:]]
+        inputs += [(f"--labelled {e[0]}", p) for e in args.labelled for p in e[1:]]
+        check_output_directory(args.out, "--out", COMMAND, [*inputs, ("--spm-model", args.spm_model)])
+        if args.spm_model is not None and not args.spm_model.is_file():
+            raise FileNotFoundError(f"--spm-model {args.spm_model}: no such file")
+        texts, labels = read_corpora(args)
+        with atomic_directory(args.out, COMMAND) as out:
+            text_dir = out / "text"
+            text_dir.mkdir()
+            if args.spm_model is None:
+                training = [line for splits in texts.values() for line in splits["train"]]
+                model = train_sentencepiece(training, out / "spm", args.vocab_size, text_dir / "spm_input.txt")
+                (text_dir / "spm_input.txt").unlink()
+            else:
+                model = out / "spm.model"
+                shutil.copyfile(args.spm_model, model)
+            encoded = {name: {split: encode(model, lines, f"{name}.{split}") for split, lines in splits.items()}
+                       for name, splits in texts.items()}
+            write_fairseq_dict(model, [line for splits in encoded.values() for line in splits["train"]],
+                               out / "dict.txt")
+            for name, splits in encoded.items():
+                files = {}
+                for split, lines in splits.items():
+                    files[split] = text_dir / f"{name}.{split}.tok"
+                    write_lines(files[split], lines)
+                    write_lines(text_dir / f"{name}.{split}.txt", texts[name][split])
+                fairseq_preprocess(out / name / "input0" if name in labels else out / name, files,
+                                   srcdict=out / "dict.txt")
+            for name, splits in labels.items():
+                files = {}
+                for split, rows in splits.items():
+                    files[split] = text_dir / f"{name}.{split}.label"
+                    write_lines(files[split], rows)
+                fairseq_preprocess(out / name / "label", files)
+            manifest = {"corpora": {name: {split: len(lines) for split, lines in splits.items()}
+                                    for name, splits in texts.items()},
+                        "labelled": sorted(labels), "spm_model": str(args.spm_model or "trained"),
+                        "vocab_size": args.vocab_size}
+            (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    except (ValueError, OSError, RuntimeError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(f"[data] wrote {args.out}: {json.dumps(manifest['corpora'])}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

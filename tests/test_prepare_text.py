@@ -1,0 +1,77 @@
+"""fairseq-maskplug-prepare-text: plain files (one text per line; label<TAB>text) -> the masked-LM
+and sentence_prediction layouts, with the text each split's tokens spell, refusing bad lines
+(file:line) before any work."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from fairseq.data import Dictionary
+from fairseq.data.indexed_dataset import MMapIndexedDataset
+
+from fairseq_helpers import REPO
+from fairseq_maskplug.scoring.alignment import TokenSurfaces, line_text
+from preprocess import prepare_text
+
+
+@pytest.fixture(scope="module")
+def own(tmp_path_factory):
+    root = tmp_path_factory.mktemp("own")
+    subprocess.run([sys.executable, REPO / "examples" / "own_data" / "make_example.py", root, "--lines", "200"],
+                   check=True, capture_output=True)
+    return root
+
+
+def corpus_args(root):
+    return ["--unlabelled", "reviews", str(root / "reviews.train.txt"), str(root / "reviews.valid.txt"),
+            "--labelled", "sentiment", *(str(root / f"sentiment.{s}.tsv") for s in ("train", "valid", "test"))]
+
+
+def test_the_layouts_and_the_text_the_tokens_spell(own, capsys):
+    out = own / "data"
+    assert prepare_text.main(["--out", str(out), "--vocab-size", "100", *corpus_args(own)]) == 0
+    assert json.loads((out / "manifest.json").read_text())["corpora"] == {
+        "reviews": {"train": 200, "valid": 50}, "sentiment": {"train": 100, "valid": 50, "test": 50}}
+    d = Dictionary.load(str(out / "dict.txt"))
+    surfaces = TokenSurfaces.from_dictionary(d, "sentencepiece")
+    for directory, name, split in ((out / "reviews", "reviews", "valid"), (out / "sentiment" / "input0", "sentiment",
+                                                                           "test")):
+        tokens = MMapIndexedDataset(str(directory / split))
+        texts = (out / "text" / f"{name}.{split}.txt").read_text(encoding="utf-8").splitlines()
+        assert len(tokens) == len(texts)
+        for k in range(len(texts)):  # every line, accents and all, as its tokens spell it
+            assert line_text(surfaces, tokens[k].numpy(), texts[k])[0] == texts[k]
+        assert any(not t.isascii() for t in texts)
+    labels = Dictionary.load(str(out / "sentiment" / "label" / "dict.txt"))
+    assert {labels[i] for i in range(labels.nspecial, len(labels))
+            if not labels[i].startswith("madeupword")} == {"positive", "negative"}
+    # its own earlier output is replaced; another directory is not
+    assert prepare_text.main(["--out", str(out), "--vocab-size", "100", *corpus_args(own)]) == 0
+    (own / "mine").mkdir()
+    (own / "mine" / "notes.txt").write_text("keep")
+    assert prepare_text.main(["--out", str(own / "mine"), *corpus_args(own)]) == 2
+    assert "is a directory that it did not write" in capsys.readouterr().err
+    assert (own / "mine" / "notes.txt").read_text() == "keep"
+
+
+@pytest.mark.parametrize("case, line, message", [
+    ("empty line", "", ":3: empty line"),
+    ("no tab", "positive great film", ":3: expected label<TAB>text"),
+    ("empty text", "positive\t  ", ":3: expected label<TAB>text"),
+    ("unknown label", "neutral\tfine", "labels ['neutral'] are not in its training file"),
+])
+def test_bad_lines_are_refused_naming_file_and_line_before_any_work(own, tmp_path, capsys, case, line, message):
+    files = {name: (own / name).read_text(encoding="utf-8").splitlines()
+             for name in ("reviews.train.txt", "sentiment.valid.tsv")}
+    target = "reviews.train.txt" if case == "empty line" else "sentiment.valid.tsv"
+    files[target][2] = line
+    for name, lines in files.items():
+        (tmp_path / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    args = ["--out", str(tmp_path / "data"), "--unlabelled", "reviews", str(tmp_path / "reviews.train.txt"),
+            str(own / "reviews.valid.txt"), "--labelled", "sentiment", str(own / "sentiment.train.tsv"),
+            str(tmp_path / "sentiment.valid.tsv")]
+    assert prepare_text.main(args) == 2
+    err = capsys.readouterr().err
+    assert message in err and (case == "unknown label" or f"{tmp_path / target}:3" in err), err
+    assert not (tmp_path / "data").exists()
