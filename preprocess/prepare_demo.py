@@ -221,6 +221,8 @@ def main(argv=None) -> int:
                                   for split, lines in splits.items()} for name, splits in corpora.items()}
                 shutil.copyfile(args.srcdict, out / "dict.txt")
             else:
+                print(f"[data] training a sentencepiece model ({args.vocab_size} pieces) on "
+                      f"{len(gen_train) + len(in_train):,} lines", flush=True)
                 model = train_sentencepiece(gen_train + in_train, out / "spm", args.vocab_size, text / "spm_input.txt")
                 (text / "spm_input.txt").unlink()
                 encoded = {name: {split: encode(model, lines, f"{name}.{split}") for split, lines in splits.items()}
@@ -232,6 +234,7 @@ def main(argv=None) -> int:
                     files[split] = text / f"{name}.{split}.tok"
                     write_lines(files[split], lines)
                 destdir = out / name / "input0" if name == "mr" else out / name
+                print(f"[data] binarizing {name} ({', '.join(files)})", flush=True)
                 fairseq_preprocess(destdir, files, srcdict=out / "dict.txt")
             labels = {}
             for split, rows in (("train", mr_train), ("valid", mr_valid), ("test", mr_test)):

@@ -81,7 +81,7 @@ policy_train() {
 }
 
 echo "[1/6] cased news corpus, salient spans and the entity-cloze probe"
-python -m preprocess.prepare_bart_data --out "$DATA" --cache "$WORK/downloads" --sentences "${BART_SENTENCES:-20000}" \
+python -m preprocess.prepare_bart_data --out "$DATA" --cache "${MASKPLUG_DOWNLOADS:-$WORK/downloads}" --sentences "${BART_SENTENCES:-20000}" \
     "${BPE_ARGS[@]}"
 
 echo "[2/6] general model"
@@ -162,4 +162,5 @@ python recipes/mask_analysis.py --data "$DATA" --output "$OUT/results/masks.png"
 echo
 echo "Closed-book entity cloze, exact match in % (mean ± std over seeds $SEEDS):"
 python recipes/bart_table.py "$OUT/results" --rows "$(echo $ROWS | tr ' ' ,)" | tee "$OUT/results/table.md"
+quick_note
 echo "finished in $(( (SECONDS - started) / 60 )) min $(( (SECONDS - started) % 60 )) s"

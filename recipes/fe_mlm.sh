@@ -69,4 +69,5 @@ tail -12 "$WORK/logs/fe_mlm_probe.log"
 echo
 echo "MR sentence polarity after $UPDATES continued updates at equal compute, accuracy and macro-F1 in %:"
 python recipes/results_table.py "$OUT/results" --rows mlm,fe_subword,mlm_span,fe_span
+quick_note
 echo "finished in $(( (SECONDS - started) / 60 )) min $(( (SECONDS - started) % 60 )) s"

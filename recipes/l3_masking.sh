@@ -77,4 +77,5 @@ fi
 echo
 echo "MR sentence polarity, joint fine-tuning from the vanilla model (accuracy and macro-F1 in %):"
 python recipes/results_table.py "$OUT/results" --rows "STL,RTM-$WEIGHTING,L3-$WEIGHTING"
+quick_note
 echo "finished in $(( (SECONDS - started) / 60 )) min $(( (SECONDS - started) % 60 )) s"

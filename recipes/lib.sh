@@ -225,5 +225,12 @@ score_on_mr() {
     done
 }
 
+# quick_note: under a results table of a QUICK=1 run, say what the figures are worth
+quick_note() {
+    if [ -n "${QUICK:-}" ]; then
+        echo "QUICK=1: a smoke run at toy size (it checks that the pipeline runs); its figures measure nothing"
+    fi
+}
+
 # last JSON record logged under TAG ("train", "valid", ...) in LOG
 last_record() { grep "| $2 |" "$1" | tail -1 | sed "s/.*| $2 | //"; }

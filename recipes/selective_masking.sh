@@ -116,5 +116,5 @@ echo
 echo "MR sentence polarity ($EPOCHS fine-tuning epochs; GenePT = $GENERAL_DESCRIPTION;"
 echo "TaskPT = $UPDATES in-domain updates, masks capped at $CAP, $MASKS), accuracy and macro-F1 in %:"
 python recipes/results_table.py "$OUT/results" --rows "no-TaskPT,matched-random,selective"
-[ -n "${QUICK:-}" ] && echo "QUICK=1: a smoke run at toy size (it checks that the pipeline runs); its figures measure nothing"
+quick_note
 echo "finished in $(( (SECONDS - started) / 60 )) min $(( (SECONDS - started) % 60 )) s"

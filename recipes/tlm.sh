@@ -96,4 +96,5 @@ echo "[5/5] table"
 python recipes/tlm_table.py --results "$OUT/results" --logs "$WORK/logs" --general-log "$WORK/logs/general.log" \
     --checkpoint "$OUT/stage2/task-only__seed${SEEDS%% *}/checkpoint_best.pt" --seeds "$SEEDS" \
     --external "$OUT/data/external.json"
+quick_note
 echo "finished in $(( (SECONDS - started) / 60 )) min $(( (SECONDS - started) % 60 )) s"
