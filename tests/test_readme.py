@@ -119,9 +119,16 @@ def quickstart_work(tmp_path_factory):
     check(run([BIN / "fairseq-preprocess", "--only-source", "--destdir", data / "mr" / "label", "--workers", "1",
                *[a for s in ("train", "valid", "test") for a in (f"--{s}pref", text / f"mr.{s}.label")]]))
     write_quickstart_tracks(data)
-    check(run([BIN / "fairseq-maskplug-train", data / "general", "--task", "guided_mlm", "--arch", "roberta_tiny",
-               "--tokens-per-sample", "128", "--cpu", "--optimizer", "adam", "--lr", "1e-3", "--batch-size", "8",
-               "--max-update", "2", "--no-epoch-checkpoints", "--save-dir", work / "general"]))
+    return finish_work(root)
+
+
+def finish_work(root):
+    """What the README's commands take besides the data: the general checkpoint
+    (``work/general/checkpoint_last.pt``, a real 2-update run) and ``examples/``, ``recipes/``."""
+    work = root / "work"
+    check(run([BIN / "fairseq-maskplug-train", work / "data" / "general", "--task", "guided_mlm", "--arch",
+               "roberta_tiny", "--tokens-per-sample", "128", "--cpu", "--optimizer", "adam", "--lr", "1e-3",
+               "--batch-size", "8", "--max-update", "2", "--no-epoch-checkpoints", "--save-dir", work / "general"]))
     os.symlink(REPO / "examples", root / "examples")
     os.symlink(REPO / "recipes", root / "recipes")
     return root

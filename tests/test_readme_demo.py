@@ -9,7 +9,7 @@ import os
 import pytest
 
 from fairseq_helpers import BIN, REPO, check, run
-from test_readme import RUNNABLE, run_readme_block, write_quickstart_tracks
+from test_readme import RUNNABLE, finish_work, run_readme_block, write_quickstart_tracks
 
 
 @pytest.fixture(scope="module")
@@ -22,12 +22,7 @@ def demo_work(tmp_path_factory):
                "--general-sentences", "3000", "--indomain-sentences", "1500", "--mr-sentences", "1000",
                "--vocab-size", "2000"]))
     write_quickstart_tracks(work / "data")
-    check(run([BIN / "fairseq-maskplug-train", work / "data" / "general", "--task", "guided_mlm", "--arch",
-               "roberta_tiny", "--tokens-per-sample", "128", "--cpu", "--optimizer", "adam", "--lr", "1e-3",
-               "--batch-size", "8", "--max-update", "2", "--no-epoch-checkpoints", "--save-dir", work / "general"]))
-    os.symlink(REPO / "examples", root / "examples")
-    os.symlink(REPO / "recipes", root / "recipes")
-    return root
+    return finish_work(root)
 
 
 @pytest.mark.e2e
