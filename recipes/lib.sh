@@ -103,7 +103,7 @@ else
     PREVIEW_ARGS=()
     GENERAL_DESCRIPTION="${MASKPLUG_GENERAL_UPDATES:-1000} general MLM updates"
 fi
-COMMON_ARGS=(--required-batch-size-multiple 1 --no-progress-bar --log-format json --log-interval 50
+COMMON_ARGS=(--required-batch-size-multiple 1 --no-progress-bar --log-format json --log-interval 10
              --batch-size "$MASKPLUG_BATCH" --optimizer adam --adam-betas '(0.9,0.98)' --adam-eps 1e-6
              --weight-decay 0.01 --clip-norm 0.0 "${DEVICE_ARGS[@]}")
 
@@ -139,11 +139,16 @@ finetune() {
 }
 
 # stage_progress LOG TOTAL SECONDS: where a running stage is, from its log: the last training
-# record of fairseq (update, loss, time left when TOTAL updates are known), else the log's last line
+# record of fairseq (update, loss, time left when the total is known: TOTAL, else the
+# --max-update fairseq logged), else the log's last line
 stage_progress() {
     local log=$1 total=$2 seconds=$3 record updates loss
     record=$(grep -E '\| (train_inner|train) \| \{' "$log" 2>/dev/null | tail -1 || true)
     updates=$(sed -n 's/.*"num_updates": "\{0,1\}\([0-9]*\).*/\1/p' <<< "$record")
+    if [ -z "$total" ]; then  # fairseq's logged configuration (0: no limit)
+        total=$(grep -o -m 1 "'max_update': [0-9]*" "$log" 2>/dev/null | grep -o '[0-9]*$' || true)
+        [ "$total" = 0 ] && total=""
+    fi
     if [ -n "$updates" ] && [ "$updates" -gt 0 ]; then
         loss=$(sed -n 's/.*"loss": "\{0,1\}\([0-9.]*\).*/\1/p' <<< "$record")
         if [ -n "$total" ] && [ "$total" -gt "$updates" ]; then

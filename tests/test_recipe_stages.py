@@ -20,6 +20,11 @@ fake_training() {  # fairseq-like JSON records, one per second
 }
 stage fake "$WORK/fake.log" fake_training --max-update 10
 stage fake "$WORK/fake.log" fake_training --max-update 10
+logged_total() {  # no --max-update among the stage's arguments: the total fairseq logged
+    echo "2026-01-01 | INFO | fairseq_cli.train | {'optimization': {'max_epoch': 0, 'max_update': 10}}"
+    fake_training
+}
+stage logged "$WORK/logged.log" logged_total
 stage broken "$WORK/broken.log" bash -c 'echo went wrong; exit 3' || echo "returned $?"
 """
 
@@ -35,6 +40,7 @@ def test_a_stage_reports_start_progress_end_and_failure(tmp_path):
     assert progress and all(", loss 3.2" in line and "/10" in line and "s left" in line for line in progress), out
     assert any(line.startswith("    [fake] finished in ") for line in out)
     assert "    done before: fake" in out  # the second call: finished before
+    assert any(line.startswith("    [logged] ") and "/10, loss 3.2" in line for line in out), out
     assert "went wrong" in result.stdout and "returned 1" in result.stdout
     assert "stage broken failed after " in result.stderr and f"full log: {tmp_path}/broken.log" in result.stderr
 
