@@ -3,7 +3,7 @@
 On a terminal, :func:`progress_bar` is tqdm's bar, as before. Without one (a recipe's log
 file, a batch job, a pipe) tqdm stays silent, so a 14-minute scoring run printed nothing:
 there it returns a :class:`LineProgress`, which writes one line to stderr at most every
-``MASKPLUG_PROGRESS_SECONDS`` (30) seconds and one when a loop that lasted that long ends::
+``MASKPLUG_PROGRESS_SECONDS`` (25) seconds and one when a loop that lasted that long ends::
 
     PLT: 1,200/3,200 copy (38%), 2.1 min, about 3.5 min left
 """
@@ -80,5 +80,5 @@ def progress_bar(iterable: Optional[Iterable] = None, *, total: Optional[int] = 
         return tqdm(iterable, total=total, disable=True)
     if sys.stderr.isatty():
         return tqdm(iterable, total=total, desc=desc, unit=unit, **tqdm_kwargs)
-    interval = float(os.environ.get("MASKPLUG_PROGRESS_SECONDS", "30"))
+    interval = float(os.environ.get("MASKPLUG_PROGRESS_SECONDS", "25"))
     return LineProgress(iterable, total, desc, unit, interval)

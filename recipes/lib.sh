@@ -162,7 +162,7 @@ stage_progress() {
 }
 
 # stage NAME LOG COMMAND...: run COMMAND unless it finished before (marker $WORK/.done/NAME),
-# output to LOG; says when it starts (with LOG), where it is every MASKPLUG_PROGRESS_SECONDS (30)
+# output to LOG; says when it starts (with LOG), where it is every MASKPLUG_PROGRESS_SECONDS (25)
 # and when it ends (wall time); on failure shows the end of LOG. An interrupted stage resumes
 # from its checkpoint_last.pt when run again; a finished one is not run again.
 stage() {
@@ -176,7 +176,7 @@ stage() {
     pid=$!
     while kill -0 "$pid" 2>/dev/null; do
         sleep 1
-        if (( SECONDS - last >= ${MASKPLUG_PROGRESS_SECONDS:-30} )) && kill -0 "$pid" 2>/dev/null; then
+        if (( SECONDS - last >= ${MASKPLUG_PROGRESS_SECONDS:-25} )) && kill -0 "$pid" 2>/dev/null; then
             last=$SECONDS
             echo "    [$name] $(( SECONDS - start )) s: $(stage_progress "$log" "$total" $(( SECONDS - start )))"
         fi

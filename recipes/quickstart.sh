@@ -3,6 +3,6 @@
 # roberta, MR sentence polarity, news as the general corpus, movie reviews as in-domain text):
 # GenePT -> fine-tune -> Downstream Mask -> tagger -> In-domain Mask -> TaskPT (selective and
 # matched-random) -> fine-tune -> table with no-TaskPT, matched-random and selective rows.
-# About 15 minutes on 2 CPU cores once the environment is built. Knobs: SM_* (see
+# About 20 minutes on 2 CPU cores once the environment is built (a line at least every 25 s). Knobs: SM_* (see
 # recipes/selective_masking.sh) and MASKPLUG_* (recipes/lib.sh).
 exec bash "$(dirname "${BASH_SOURCE[0]}")/selective_masking.sh" "$@"

@@ -5,7 +5,7 @@
 # fine-tune -> table of no-TaskPT / matched-random / selective (mean +- std over seeds).
 #
 # QUICK=1: the whole pipeline at toy size in work_quick/ (about 3 minutes on 2 cores; a smoke run).
-# Knobs (environment variables; defaults take about 15 minutes on 2 CPU cores):
+# Knobs (environment variables; defaults take about 20 minutes on 2 CPU cores):
 #   SM_TASKPT_UPDATES   TaskPT updates per run                      (400)
 #   SM_FINETUNE_EPOCHS  MR fine-tuning epochs                       (5)
 #   SM_SEEDS            fine-tuning seeds, space-separated          (1)
