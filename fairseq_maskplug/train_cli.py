@@ -76,6 +76,8 @@ def check_task_name(argv) -> None:
     pre.add_argument("--task", default=None)
     pre.add_argument("--user-dir", default=None)
     given = pre.parse_known_args(argv)[0]
+    if given.user_dir is not None and not os.path.exists(given.user_dir):
+        raise FileNotFoundError(f"--user-dir not found: {given.user_dir}")
     utils.import_user_module(given)  # a plugin's tasks register on import
     name = given.task
     if name is None or name in TASK_REGISTRY:

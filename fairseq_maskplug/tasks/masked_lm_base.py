@@ -118,9 +118,7 @@ class MaskedLMBaseTask(CriterionChecked, FairseqTask):
 
     @classmethod
     def setup_task(cls, cfg, **kwargs):
-        paths = utils.split_paths(required_data(cfg))
-        if not paths:
-            raise ValueError("--data (the binarized data directory) is required")
+        paths = utils.split_paths(required_data(cfg))  # refused when missing
         paths = [token_data_dir(path) for path in paths]  # a sentence_prediction root: its input0/
         cfg.data = ":".join(paths)
         dictionary = load_dictionary(paths[0])
