@@ -6,6 +6,7 @@ two CPU worker processes started by torchrun (and by srun, simulated) form one r
 workers average their gradients (full tier).
 """
 
+import math
 import os
 import socket
 import subprocess
@@ -257,3 +258,22 @@ def test_srun_needs_a_rendezvous_address():
     launch = detect_launch({**env, "MASTER_ADDR": "n0"}, port=1234)
     assert launch == ("srun", 2, 1, 0, "tcp://n0:1234")
     assert detect_launch({"SLURM_NTASKS": "2", "SLURM_PROCID": "0"}) is None  # a batch script, not an srun step
+
+
+# ---- half precision on CPU ------------------------------------------------------------------
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_task_trains_in_half_precision_with_a_settling_loss_scale(data, case, tmp_path):
+    """--memory-efficient-fp16 --cpu: the model in float16, losses scaled by fairseq's dynamic
+    scaler, overflow handling live. Eight updates are taken (an update that overflows is skipped
+    and does not count), every logged loss is finite and the scale ends above fairseq's minimum."""
+    kind, args = CASES[case]
+    result = check(run([BIN / "fairseq-maskplug-train", data_dir(data, kind), *args, "--tokens-per-sample", "32",
+                        "--save-dir", tmp_path / "ck", "--no-save", *arch(case), *CPU_RUN, "--max-update", "8",
+                        "--memory-efficient-fp16", "--fp16-init-scale", "128"]))
+    records = json_logs(result, "train_inner")
+    assert [int(r["num_updates"]) for r in records] == list(range(1, 9))
+    for r in records:
+        assert math.isfinite(float(r["loss"])), r
+    assert float(records[-1]["loss_scale"]) >= 1.0, records[-1]

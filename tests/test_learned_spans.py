@@ -353,3 +353,13 @@ def test_sentencepiece_post_processing_joins_pieces_into_words(rule_data):
         assert render(tokens[k], d, "sentencepiece", False) == lines[k] + " </s>"
     ids = torch.tensor([d.bos(), *tokens[0][:3].tolist(), d.index("<mask>") if "<mask>" in d.indices else d.unk()])
     assert render(ids, d, "sentencepiece", False).startswith("<s> ")
+
+
+@pytest.mark.e2e
+def test_span_policy_trains_in_half_precision_with_a_settling_loss_scale(rule_data, tmp_path):
+    result = check(run([BIN / "fairseq-maskplug-train", *span_policy_args(rule_data[0], tmp_path / "ck"),
+                        "--max-update", "8", "--memory-efficient-fp16", "--fp16-init-scale", "128", "--no-save"]))
+    records = json_logs(result, "train_inner")
+    assert [int(r["num_updates"]) for r in records] == list(range(1, 9))
+    assert all(np.isfinite(float(r["loss"])) for r in records)
+    assert float(records[-1]["loss_scale"]) >= 1.0

@@ -240,3 +240,15 @@ def test_meta_policy_trains_on_two_workers(meta_data, tmp_path):
     result = check(torchrun(*args[:at], *SINGLE, *args[at + len(CPU_RUN):]))
     assert "'distributed_world_size': 2" in result.stdout + result.stderr
     assert [int(r["num_updates"]) for r in json_logs(result, "train_inner")] == [1, 2]
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("gradient", ["exact", "finite_difference"])
+def test_meta_span_policy_in_half_precision(meta_data, tmp_path, gradient):
+    result = run([BIN / "fairseq-maskplug-train", *meta_args(meta_data, tmp_path / "ck", "--meta-gradient", gradient,
+                                                             "--criterion", "meta_span_policy"),
+                  "--max-update", "4", "--memory-efficient-fp16", "--fp16-init-scale", "128", "--no-save"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    records = json_logs(result, "train_inner")
+    assert [int(r["num_updates"]) for r in records] == list(range(1, 5))
+    assert all(np.isfinite(float(r["loss"])) for r in records)

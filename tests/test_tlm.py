@@ -223,3 +223,14 @@ def test_bad_configurations_are_refused_with_one_line(data, tmp_path, case):
     assert result.returncode != 0
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("fairseq-maskplug-train: error: ") and expected in last, result.stderr[-2000:]
+
+
+def test_tlm_trains_in_half_precision_with_a_settling_loss_scale(data, tmp_path):
+    """--memory-efficient-fp16 --cpu: eight updates (an overflowing one is skipped and not counted),
+    finite losses of both sources, the loss scale above fairseq's minimum at the end."""
+    result = check(train_tlm(data, tmp_path / "ck", "--max-update", "8", "--memory-efficient-fp16",
+                             "--fp16-init-scale", "128", "--no-save"))
+    records = json_logs(result, "train_inner")
+    assert [int(r["num_updates"]) for r in records] == list(range(1, 9))
+    assert all(np.isfinite(float(r["loss"])) for r in records)
+    assert float(records[-1]["loss_scale"]) >= 1.0
