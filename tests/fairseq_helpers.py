@@ -13,6 +13,7 @@ import importlib.metadata
 import io
 import json
 import logging
+import math
 import os
 import random
 import subprocess
@@ -195,6 +196,20 @@ def json_logs(result: subprocess.CompletedProcess, tag: str):
         if f"| {tag} |" in line:
             records.append(json.loads(line.split(f"| {tag} |", 1)[1]))
     return records
+
+
+#: fairseq's dynamic loss scaling in half precision, on CPU (the model in float16)
+HALF_PRECISION = ["--memory-efficient-fp16", "--fp16-init-scale", "128", "--no-save"]
+
+
+def assert_half_precision_run(result: subprocess.CompletedProcess, updates: int) -> None:
+    """A run with :data:`HALF_PRECISION` (and ``--log-interval 1``) took ``updates`` updates (an
+    overflowing one is skipped and not counted) with finite losses, its loss scale above
+    fairseq's minimum at the end: the scale settled instead of overflowing at every step."""
+    records = json_logs(check(result), "train_inner")
+    assert [int(r["num_updates"]) for r in records] == list(range(1, updates + 1))
+    assert all(math.isfinite(float(r["loss"])) for r in records), records
+    assert float(records[-1]["loss_scale"]) >= 1.0, records[-1]
 
 
 def model_params(checkpoint: Path):

@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fairseq_helpers import (BIN, CPU_RUN, REPO, TINY_ROBERTA, assert_same_params, build_in_process, check,
-                             json_logs, model_params, run, write_corpus)
+from fairseq_helpers import (BIN, CPU_RUN, HALF_PRECISION, REPO, TINY_ROBERTA, assert_half_precision_run,
+                             assert_same_params, build_in_process, check, json_logs, model_params, run, write_corpus)
 from fairseq_maskplug.data.tlm_schedule import EXTERNAL, TASK, is_task_step, schedule, steps_for_external
 from test_data_parallel import SINGLE, torchrun, without_gradient
 from test_finetune_e2e import write_task
@@ -23,6 +23,7 @@ def data(tiny_data, tmp_path_factory):
     with an ``importance`` track selecting w0 in the task texts and w1 in the documents), and
     documents binarized with another dictionary."""
     from fairseq.data import Dictionary, data_utils
+
     from fairseq_maskplug.data import write_side_info
     root = tmp_path_factory.mktemp("tlm")
     task = write_task(tiny_data, root)
@@ -228,9 +229,4 @@ def test_bad_configurations_are_refused_with_one_line(data, tmp_path, case):
 def test_tlm_trains_in_half_precision_with_a_settling_loss_scale(data, tmp_path):
     """--memory-efficient-fp16 --cpu: eight updates (an overflowing one is skipped and not counted),
     finite losses of both sources, the loss scale above fairseq's minimum at the end."""
-    result = check(train_tlm(data, tmp_path / "ck", "--max-update", "8", "--memory-efficient-fp16",
-                             "--fp16-init-scale", "128", "--no-save"))
-    records = json_logs(result, "train_inner")
-    assert [int(r["num_updates"]) for r in records] == list(range(1, 9))
-    assert all(np.isfinite(float(r["loss"])) for r in records)
-    assert float(records[-1]["loss_scale"]) >= 1.0
+    assert_half_precision_run(train_tlm(data, tmp_path / "ck", "--max-update", "8", *HALF_PRECISION), 8)
