@@ -138,6 +138,17 @@ def finished_updates(cfg):
     return updates if updates >= opt.max_update else None
 
 
+def shut_down_process_group() -> None:
+    """Close this process's data-parallel group once training is done (under torchrun or srun the
+    group lives in this process). Left open, gloo's threads met the interpreter's exit: a worker
+    sometimes aborted after training had finished ("terminate called without an active
+    exception", SIGABRT, a failed torchrun)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
 def user_error_message(error: BaseException):
     """The one line for an error caused by the input (options, data, files, a checkpoint of
     another shape); None for anything else, which keeps its traceback."""
@@ -194,6 +205,7 @@ def main(argv=None) -> int:
                   f"(--max-update {cfg.optimization.max_update}): nothing to do; raise --max-update to go on")
             return 0
         distributed_utils.call_main(cfg, fairseq_main)
+        shut_down_process_group()
     except Exception as error:  # noqa: BLE001  (bad input becomes one line; anything else keeps its traceback)
         message = user_error_message(error)
         if message is None or os.environ.get("MASKPLUG_TRACEBACK"):
