@@ -10,20 +10,41 @@ from fairseq_helpers import BIN, REPO, run
 
 SCRIPTS = sorted(path for path in (REPO / "benchmarks").glob("*.py")
                  if 'if __name__ == "__main__"' in path.read_text(encoding="utf-8"))
+# gpu_acceptance trains every task (13 runs, about 2 minutes on 2 cores): the full tier runs it, on CPU
+EXTRA_ARGS = {"gpu_acceptance": ["--cpu"]}
+FULL_TIER = {"gpu_acceptance"}
 LAST_LINE = re.compile(r"ratio\w*=-?\d+(\.\d+)?( \w+=-?\d+(\.\d+)?)*")
 
 
 def test_every_benchmark_script_is_found():
     names = {path.stem for path in SCRIPTS}
     assert {"bench_masking", "bench_denoising", "bench_buffer", "bench_pll", "bench_tartan", "bench_meta_step",
-            "bench_bm25", "fe_variance"} <= names
+            "bench_bm25", "fe_variance", "gpu_acceptance"} <= names
 
 
 @pytest.mark.e2e  # bench_masking, bench_denoising, bench_meta_step and fe_variance start fairseq-train
-@pytest.mark.parametrize("script", SCRIPTS, ids=lambda path: path.stem)
+@pytest.mark.parametrize("script", [pytest.param(path, marks=[pytest.mark.full] if path.stem in FULL_TIER else [])
+                                    for path in SCRIPTS], ids=lambda path: path.stem)
 def test_smoke_run_ends_with_its_ratio_line(script):
-    result = run([BIN / "python", script, "--smoke"], timeout=600)  # a real process, as users run it
+    result = run([BIN / "python", script, "--smoke", *EXTRA_ARGS.get(script.stem, [])], timeout=600)  # a real
+    # process, as users run it
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     assert "smoke run (--smoke)" in result.stdout
     last = result.stdout.strip().splitlines()[-1]
     assert LAST_LINE.fullmatch(last), f"{script.name}: the last line is {last!r}, not ratio=..."
+
+
+def test_gpu_acceptance_covers_every_registered_task(tmp_path):
+    import sys
+
+    from fairseq.tasks import TASK_REGISTRY
+
+    import fairseq_maskplug.plugin  # noqa: F401
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import gpu_acceptance
+
+    specs = gpu_acceptance.tasks(tmp_path, tmp_path / "checkpoint.pt")
+    covered = {str(args[args.index("--task") + 1]) for _, _, args, _ in specs.values()}
+    registered = {name for name, cls in TASK_REGISTRY.items() if cls.__module__.startswith("fairseq_maskplug.")}
+    assert registered <= covered, f"gpu_acceptance.py does not run {sorted(registered - covered)}"
+    assert {"masked_lm", "denoising"} <= covered  # fairseq's own tasks, the two references

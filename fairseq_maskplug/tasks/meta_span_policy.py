@@ -180,9 +180,10 @@ class MetaSpanPolicyTask(SpanPolicyTask):
         return pairs.collater([pairs[int(i)] for i in np.sort(rng.choice(len(pairs), size=size, replace=False))])
 
     def seq2seq(self, device):
-        """The frozen seq2seq model θ, loaded at first use, on ``device``."""
+        """The frozen seq2seq model θ, loaded at first use, on ``device``, in float32 whatever the
+        precision flags (the lookahead's virtual step and finite differences need float32's range)."""
         if self._seq2seq is None:
-            self._seq2seq = load_seq2seq(self.cfg.seq2seq_checkpoint, self.dictionary, self.cfg.data)
+            self._seq2seq = load_seq2seq(self.cfg.seq2seq_checkpoint, self.dictionary, self.cfg.data).float()
             for p in self._seq2seq.parameters():
                 p.requires_grad_(False)
         return self._seq2seq.to(device)

@@ -1,0 +1,282 @@
+"""GPU acceptance: every task of the plugin in half precision at base shape, in one run.
+
+    python benchmarks/gpu_acceptance.py                 # a CUDA machine: roberta_base / bart_base, --fp16,
+                                                        # blocks of 512 tokens, 300 updates per run
+    python benchmarks/gpu_acceptance.py --cpu --smoke   # tiny shapes on CPU (--memory-efficient-fp16):
+                                                        # what the test suite runs so that this cannot rot
+
+On synthetic data (Zipf words in lines of about ``--tokens`` tokens, with the side information each
+task reads: an importance track, L3 pseudo-likelihoods, answer spans, labels, a cloze task),
+``fairseq-maskplug-train`` runs every task with the same model, batch and data:
+
+- words/s of ``guided_mlm`` against fairseq's own ``masked_lm``, and of ``guided_denoising``
+  against fairseq's ``denoising``, runs interleaved (``--runs`` each; targets: ratios >= 0.98);
+- every other task's words/s relative to ``guided_mlm`` (encoder tasks) or ``guided_denoising``
+  (seq2seq), which differ by what they compute, not only by their data;
+- peak GPU memory (``torch.cuda.max_memory_allocated`` in the training process; none on CPU),
+  loss-scale overflows per 100 updates (fairseq's "gradient overflow detected" lines) and the
+  final loss, which must be finite;
+- the training dataset's items/s in one data-loader worker (``__getitem__`` over the first items)
+  against the items/s training consumed: below 1 x ``--num-workers``, the loader starves the GPU.
+
+Words/s is fairseq's ``wps``: median over the logged intervals after the first, then over runs.
+It prints one table; the last line is ``ratio_mlm=<guided_mlm/masked_lm wps>
+ratio_denoising=<guided_denoising/denoising wps>``.
+"""
+
+import argparse
+import json
+import logging
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from smoke import add_smoke_option, shrink
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+RATIO_TARGET = 0.98
+
+BASE = {"roberta": ["--arch", "roberta_base"], "bart": ["--arch", "bart_base"]}
+TINY = {"roberta": ["--arch", "roberta_base", "--encoder-layers", "2", "--encoder-embed-dim", "32",
+                    "--encoder-ffn-embed-dim", "64", "--encoder-attention-heads", "2"],
+        "bart": ["--arch", "bart_base", "--encoder-layers", "1", "--decoder-layers", "1", "--encoder-embed-dim", "32",
+                 "--decoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64",
+                 "--encoder-attention-heads", "2", "--decoder-attention-heads", "2"]}
+DENOISING = ["--mask", "0.15", "--mask-length", "subword", "--replace-length", "1", "--mask-random", "0",
+             "--permute-sentences", "0", "--rotate", "0", "--insert", "0", "--poisson-lambda", "3.5"]
+JOINT = ["--task", "joint_mlm_classification", "--criterion", "joint_mlm_classification", "--num-classes", "2"]
+
+
+def tasks(data: Path, seq2seq: Path):
+    """``name: (model, data directory, arguments, reference)`` in run order; the meta policy
+    needs ``seq2seq``, the last checkpoint of the guided_denoising runs."""
+    mlm, task = data / "mlm", data / "task"
+    return {
+        "masked_lm": ("roberta", mlm, ["--task", "masked_lm", "--criterion", "masked_lm"], None),
+        "guided_mlm": ("roberta", mlm, ["--task", "guided_mlm", "--criterion", "masked_lm"], "masked_lm"),
+        "guided_mlm l3": ("roberta", mlm, ["--task", "guided_mlm", "--criterion", "masked_lm", "--mask-policy", "l3"],
+                          "guided_mlm"),
+        "selective_mlm": ("roberta", mlm, ["--task", "selective_mlm", "--criterion", "masked_lm"], "guided_mlm"),
+        "fe_mlm": ("roberta", mlm, ["--task", "fe_mlm", "--criterion", "masked_lm", "--fe-views", "2"], "guided_mlm"),
+        "joint": ("roberta", task, JOINT, "guided_mlm"),
+        "joint tartan": ("roberta", task, JOINT + ["--loss-weighting", "tartan", "--tartan-dev-fit-size", "8",
+                                                   "--tartan-dev-batch-size", "8"], "guided_mlm"),
+        "token_importance": ("roberta", task / "input0", ["--task", "token_importance", "--criterion",
+                                                           "token_importance"], "guided_mlm"),
+        "tlm": ("roberta", task, ["--task", "tlm", "--criterion", "tlm", "--num-classes", "2",
+                                  "--tlm-external-data", mlm, "--tlm-external-ratio", "3"], "guided_mlm"),
+        "span_policy": ("roberta", mlm, ["--task", "span_policy"], "guided_mlm"),
+        "denoising": ("bart", mlm, ["--task", "denoising", "--criterion", "cross_entropy", *DENOISING], None),
+        "guided_denoising": ("bart", mlm, ["--task", "guided_denoising", "--criterion", "cross_entropy",
+                                           "--mask-policy", "random", "--mask-prob", "0.15", "--target-format",
+                                           "full"], "denoising"),
+        "meta_span_policy": ("roberta", mlm, ["--task", "meta_span_policy", "--downstream-data", data / "cloze",
+                                              "--seq2seq-checkpoint", seq2seq, "--meta-candidates", "4",
+                                              "--meta-downstream-batch", "4"], "guided_mlm"),
+    }
+
+
+# ---- synthetic data --------------------------------------------------------------------------------
+
+def write_lines(path: Path, lines) -> Path:
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def preprocess(destdir: Path, trainpref: Path, *extra) -> None:
+    subprocess.run([BIN / "fairseq-preprocess", "--only-source", "--trainpref", trainpref, "--destdir", destdir,
+                    "--workers", str(min(8, os.cpu_count() or 1)), *extra], check=True, capture_output=True)
+
+
+def track(split_prefix: Path, name: str, rows, dtype: str) -> None:
+    from fairseq_maskplug.data import write_side_info
+    write_side_info(f"{split_prefix}.{name}", rows, dtype, tokens_prefix=str(split_prefix))
+
+
+def make_data(root: Path, lines: int, tokens: int, vocab: int) -> Path:
+    """``mlm/`` (tracks: importance, plt, answer_span), ``task/`` (input0 with an importance
+    track, label) on mlm's dictionary, and ``cloze/`` (question -> answer) for the meta policy."""
+    from fairseq.data import Dictionary, data_utils
+
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(tokens // 2, tokens - 2, lines)
+    words = [[f"w{w}" for w in rng.zipf(1.3, size=int(n)) % vocab] for n in lengths]
+    text = write_lines(root / "train.txt", (" ".join(line) for line in words))
+    labels = write_lines(root / "labels.txt", (str(int(x)) for x in rng.integers(0, 2, lines)))
+    preprocess(root / "mlm", text, "--validpref", text)  # valid = train: only META-TARTAN's dev set reads it
+    preprocess(root / "task" / "input0", text, "--validpref", text, "--srcdict", root / "mlm" / "dict.txt")
+    preprocess(root / "task" / "label", labels, "--validpref", labels)
+    dictionary = Dictionary.load(str(root / "mlm" / "dict.txt"))
+    tokens = data_utils.load_indexed_dataset(str(root / "mlm" / "train"), dictionary)
+    sizes = np.array(tokens.sizes)  # a copy, taken while the dataset lives: .sizes is a view of its memory map
+    importance = [np.append(rng.random(n - 1) < 0.15, 0).astype(np.uint8) for n in sizes]
+    plt = [np.append(rng.uniform(0.01, 1.0, n - 1), 1.0) for n in sizes]
+    spans = []
+    for n in sizes:
+        row, start = np.zeros(n, np.uint8), int(rng.integers(0, n - 4))
+        row[start] |= 1
+        row[start + int(rng.integers(0, 3))] |= 2
+        spans.append(row)
+    for split in ("train", "valid"):
+        track(root / "mlm" / split, "importance", importance, "uint8")
+        track(root / "task" / "input0" / split, "importance", importance, "uint8")
+        track(root / "mlm" / split, "plt", plt, "float64")
+        track(root / "mlm" / split, "answer_span", spans, "uint8")
+    probe_dict = root / "dict.probe.txt"
+    probe_dict.write_text((root / "mlm" / "dict.txt").read_text() + "<mask> 0\n")
+    questions, answers = [], []
+    for line in words:
+        line = line[:64]
+        k = int(rng.integers(len(line)))
+        questions.append(" ".join(line[:k] + ["<mask>"] + line[k + 1:]))
+        answers.append(line[k])
+    write_lines(root / "cloze.train.q", questions)
+    write_lines(root / "cloze.train.a", answers)
+    subprocess.run([BIN / "fairseq-preprocess", "--source-lang", "q", "--target-lang", "a", "--trainpref",
+                    root / "cloze.train", "--validpref", root / "cloze.train", "--srcdict", probe_dict, "--tgtdict",
+                    probe_dict, "--destdir", root / "cloze", "--workers", "1"], check=True, capture_output=True)
+    return root
+
+
+# ---- one training run -------------------------------------------------------------------------------
+
+# runs fairseq-maskplug-train in this interpreter, then prints the peak GPU memory
+RUNNER = ("import atexit, sys, torch\n"
+          "atexit.register(lambda: print('PEAK_MEMORY', torch.cuda.max_memory_allocated() if torch.cuda.is_available()"
+          " else -1, flush=True))\n"
+          "from fairseq_maskplug.train_cli import console_main\n"
+          "sys.argv[0] = 'fairseq-maskplug-train'\n"
+          "console_main()\n")
+
+
+def train(name: str, spec, args, save_dir: Path, keep: bool) -> dict:
+    model, data, task_args, _ = spec
+    shape = TINY[model] if args.smoke else BASE[model]
+    positions = (["--max-source-positions", str(args.tokens), "--max-target-positions", str(args.tokens)]
+                 if model == "bart" else ["--max-positions", str(args.tokens)])
+    precision = ["--memory-efficient-fp16", "--cpu", "--fp16-init-scale", "128"] if args.cpu else ["--fp16"]
+    saving = ["--no-epoch-checkpoints", "--save-interval-updates", "0"] if keep else ["--no-save"]
+    argv = [str(data), *map(str, task_args), *shape, *positions, "--tokens-per-sample", str(args.tokens),
+            *precision, "--optimizer", "adam", "--lr", "1e-4", "--batch-size", str(args.batch_size),
+            "--max-update", str(args.updates), "--num-workers", str(args.num_workers), "--required-batch-size-multiple",
+            "1", "--disable-validation", "--no-progress-bar", "--log-format", "json", "--log-interval",
+            str(args.log_interval), "--save-dir", str(save_dir), "--seed", "1", *saving]
+    if args.cpu:
+        argv += ["--distributed-world-size", "1"]
+    result = subprocess.run([sys.executable, "-c", RUNNER, *argv], capture_output=True, text=True,
+                            env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    output = result.stdout + result.stderr
+    if result.returncode != 0:
+        raise RuntimeError(f"{name} failed:\n{output[-4000:]}")
+    records = [json.loads(line.split("| train_inner |", 1)[1]) for line in output.splitlines()
+               if "| train_inner |" in line]
+    peak = [int(line.split()[-1]) for line in output.splitlines() if line.startswith("PEAK_MEMORY")]
+    overflows = sum("gradient overflow detected" in line for line in output.splitlines())
+    if not records:
+        raise RuntimeError(f"{name} logged no training interval:\n{output[-2000:]}")
+    return {"wps": statistics.median(float(r["wps"]) for r in records[1:] or records),
+            "loss": float(records[-1]["loss"]), "overflows": overflows,
+            "peak_mib": peak[-1] / 2 ** 20 if peak and peak[-1] >= 0 else None,
+            "tokens_per_item": float(records[-1].get("wpb", 0)) / max(float(records[-1].get("bsz", 1)), 1)}
+
+
+def loader_items_per_second(spec, args, items: int) -> float:
+    """``__getitem__`` of the training dataset that fairseq-train builds, in this process (one worker)."""
+    from task_timing import build_dataset
+
+    model, data, task_args, _ = spec
+    shape = TINY[model] if args.smoke else BASE[model]
+    dataset = build_dataset(data, [*map(str, task_args), *shape, "--tokens-per-sample", str(args.tokens)])
+    dataset.set_epoch(1)
+    n = min(items, len(dataset))
+    start = time.perf_counter()
+    for i in range(n):
+        dataset[i]
+    return n / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cpu", action="store_true", help="run on CPU with --memory-efficient-fp16 (else --fp16 "
+                                                           "on CUDA)")
+    parser.add_argument("--tokens", type=int, default=512, help="tokens per sample (block length)")
+    parser.add_argument("--batch-size", type=int, default=16, help="sentences per batch, every task")
+    parser.add_argument("--updates", type=int, default=300, help="updates per training run")
+    parser.add_argument("--runs", type=int, default=2, help="interleaved runs of the two compared pairs")
+    parser.add_argument("--lines", type=int, default=4000, help="lines of the synthetic corpus")
+    parser.add_argument("--num-workers", type=int, default=1, help="fairseq's data-loader workers")
+    parser.add_argument("--loader-items", type=int, default=500, help="items timed for the loader's items/s")
+    parser.add_argument("--only", help="comma-separated task names of the table (default: all)")
+    add_smoke_option(parser)
+    args = shrink(parser.parse_args(), tokens=32, batch_size=8, updates=6, runs=1, lines=64, loader_items=32)
+    args.log_interval = 1 if args.smoke else 20
+    logging.basicConfig(level=logging.WARNING)  # this process builds datasets: no fairseq or hydra log lines
+    if not args.cpu:
+        import torch
+        if not torch.cuda.is_available():
+            parser.error("no CUDA device here: give --cpu (with --smoke for the tiny shapes)")
+    device = "CPU (half precision: --memory-efficient-fp16)" if args.cpu else _cuda_name()
+    print(f"gpu_acceptance on {device}: blocks of {args.tokens} tokens, batch {args.batch_size}, {args.updates} "
+          f"updates per run", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        data = make_data(root, args.lines, args.tokens, vocab=40 if args.smoke else 5000)
+        seq2seq = root / "ck" / "guided_denoising" / "checkpoint_last.pt"
+        specs = tasks(data, seq2seq)
+        wanted = args.only.split(",") if args.only else list(specs)
+        results = {name: [] for name in wanted}
+        for r in range(args.runs):  # the compared pairs, interleaved; the others once
+            for pair in (("masked_lm", "guided_mlm"), ("denoising", "guided_denoising")):
+                for name in pair if r % 2 == 0 else pair[::-1]:
+                    if name in results:
+                        results[name].append(train(name, specs[name], args, root / "ck" / name.replace(" ", "_"),
+                                                   keep=name == "guided_denoising"))
+        for name in wanted:
+            if not results[name]:
+                results[name].append(train(name, specs[name], args, root / "ck" / name.replace(" ", "_"), keep=False))
+        table = []
+        for name in wanted:
+            runs = results[name]
+            wps = statistics.median(run["wps"] for run in runs)
+            consumed = wps / max(runs[-1]["tokens_per_item"], 1)
+            loader = loader_items_per_second(specs[name], args, args.loader_items)
+            table.append((name, wps, runs, loader, consumed))
+    wps_of = {name: wps for name, wps, *_ in table}
+    print(f"\n{'task':<18}{'words/s':>10}{'vs':>18}{'peak MiB':>10}{'overflow/100':>13}{'final loss':>11}"
+          f"{'loader/train items':>20}")
+    bad = []
+    for name, wps, runs, loader, consumed in table:
+        reference = specs[name][3]
+        relative = f"{wps / wps_of[reference]:.3f} {reference}" if reference in wps_of else "-"
+        peak = runs[-1]["peak_mib"]
+        overflow = 100 * sum(run["overflows"] for run in runs) / (args.updates * len(runs))
+        loss = runs[-1]["loss"]
+        if not math.isfinite(loss):
+            bad.append(f"{name}: final loss {loss}")
+        starves = " starves" if loader * args.num_workers < consumed else ""
+        print(f"{name:<18}{wps:>10.0f}{relative:>18}{(f'{peak:.0f}' if peak is not None else '-'):>10}"
+              f"{overflow:>13.1f}{loss:>11.3f}{loader:>10.0f}/{consumed:<8.1f}{starves}")
+    if bad:
+        raise SystemExit("not finite: " + "; ".join(bad))
+    ratio = {key: wps_of[ours] / wps_of[theirs] if ours in wps_of and theirs in wps_of else float("nan")
+             for key, ours, theirs in (("mlm", "guided_mlm", "masked_lm"),
+                                       ("denoising", "guided_denoising", "denoising"))}
+    print(f"(targets: ratios >= {RATIO_TARGET})")
+    print(f"ratio_mlm={ratio['mlm']:.3f} ratio_denoising={ratio['denoising']:.3f}")
+
+
+def _cuda_name() -> str:
+    import torch
+    return f"{torch.cuda.get_device_name(0)} (CUDA {torch.version.cuda}, torch {torch.__version__}, --fp16)"
+
+
+if __name__ == "__main__":
+    main()

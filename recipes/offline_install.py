@@ -1,0 +1,121 @@
+"""Install an offline bundle of fairseq-maskplug (written by ``recipes/offline_bundle.sh``) with
+``pip install --no-index``, over the torch already installed here.
+
+    python3 install.py                 # into the running Python's environment
+    python3 install.py --target DIR    # into DIR; then export PYTHONPATH=DIR PATH=DIR/bin:$PATH
+
+torch is never installed, upgraded or removed: the bundle does not carry it, this script stops
+if torch is missing, and it checks at the end that torch's version is unchanged. A package that
+is already installed in a version every bundled package accepts is kept (a cluster's numpy,
+scipy, sentencepiece); packages left out of the bundle (``--exclude`` when it was written) must
+be installed already. fairseq-fixed comes as a source archive and is compiled here against this
+torch (a few minutes). The standard library and pip are all this script uses.
+"""
+
+import argparse
+import importlib.metadata as metadata
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+try:
+    from packaging.specifiers import SpecifierSet
+except ImportError:  # pip carries its own copy
+    from pip._vendor.packaging.specifiers import SpecifierSet
+
+HERE = Path(__file__).resolve().parent
+BUILD_FIRST = ("setuptools", "wheel", "cython", "numpy")  # what building the source archives needs
+
+
+def version(name: str, path: list):
+    found = list(metadata.distributions(name=name, path=path))
+    return found[0].version if found else None
+
+
+def accepts(specifier: str, installed: str) -> bool:
+    return SpecifierSet(specifier).contains(installed, prereleases=True)
+
+
+def plan(bundle: dict, path: list) -> tuple:
+    """``(to_install, kept)``: the bundle's packages to install, in order, and ``name version`` of
+    those kept. Raises SystemExit naming a missing or unacceptable excluded package."""
+    for entry in bundle["excluded"]:
+        installed = version(entry["name"], path)
+        if installed is None or not accepts(entry["accepts"], installed):
+            have = f"version {installed} is installed" if installed else "it is not installed"
+            raise SystemExit(f"error: the bundle was written without {entry['name']} (--exclude), which must be "
+                             f"installed here in a version {entry['accepts'] or 'of any kind'}; {have}")
+    to_install, kept = [], []
+    for entry in bundle["packages"]:
+        installed = version(entry["name"], path)
+        if entry["name"] != "fairseq-maskplug" and installed is not None and accepts(entry["accepts"], installed):
+            kept.append(f"{entry['name']} {installed}")
+        else:
+            to_install.append(entry)
+    return to_install, kept
+
+
+def pip_install(entries: list, target, env: dict) -> None:
+    if not entries:
+        return
+    command = [sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--no-build-isolation",
+               "--disable-pip-version-check", "-q"]
+    if target is not None:
+        command += ["--target", str(target), "--upgrade"]
+    command += [str(HERE / "wheels" / e["file"]) for e in entries]
+    subprocess.run(command, check=True, env=env)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--target", type=Path, help="install into this directory instead of the environment")
+    args = parser.parse_args(argv)
+    bundle = json.loads((HERE / "bundle.json").read_text())
+    running = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if bundle["python"] != running:
+        raise SystemExit(f"error: the bundle was written for Python {bundle['python']}, this is Python {running}: "
+                         f"write it again with --python {running}")
+    target = args.target.resolve() if args.target else None
+    path = ([str(target)] if target else []) + sys.path
+    torch = version("torch", path)
+    if torch is None:
+        raise SystemExit("error: torch is not installed here: install your torch build first (the bundle never "
+                         "carries torch, so that a cluster's own CUDA build stays)")
+    to_install, kept = plan(bundle, path)
+    print(f"[install] torch {torch} stays; keeping {', '.join(kept) or 'nothing'}", flush=True)
+    env = dict(os.environ)
+    if target is not None:
+        target.mkdir(parents=True, exist_ok=True)
+        env["PYTHONPATH"] = os.pathsep.join([str(target)] + [p for p in [env.get("PYTHONPATH")] if p])
+    start = time.time()
+    first = [e for e in to_install if e["name"] in BUILD_FIRST]
+    rest = [e for e in to_install if e["name"] not in BUILD_FIRST]
+    print(f"[install] {len(to_install)} packages with no index: {', '.join(e['name'] for e in to_install)} "
+          "(fairseq-fixed compiles against this torch: a few minutes)", flush=True)
+    try:
+        pip_install(first, target, env)
+        pip_install(rest, target, env)
+    except subprocess.CalledProcessError as error:
+        raise SystemExit(f"error: pip install failed (exit {error.returncode}); see its messages above")
+    check = ("import fairseq_maskplug.plugin, fairseq.tasks, torch; "
+             "assert 'guided_mlm' in fairseq.tasks.TASK_REGISTRY; print(torch.__version__)")
+    result = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SystemExit("error: the installed plugin does not load: " + (result.stderr.strip().splitlines() or
+                                                                           ["(no message)"])[-1])
+    after = result.stdout.strip().splitlines()[-1]
+    if after != torch:
+        raise SystemExit(f"error: torch changed from {torch} to {after}")
+    print(f"[install] done in {time.time() - start:.0f} s: fairseq-maskplug loads into fairseq, torch {after} "
+          "unchanged", flush=True)
+    if target is not None:
+        print(f"[install] use it with: export PYTHONPATH={target}${{PYTHONPATH:+:$PYTHONPATH}} "
+              f"PATH={target}/bin:$PATH", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
