@@ -12,11 +12,17 @@ that the only randomness is which positions are masked):
     (K disjoint) vs K independent uniform masks of the same size, each estimated as
     the sum over parameters of the sample variance over ``--sets`` draws.
 
+With ``--mask-policy l3`` (ours: FE views of any policy, ``--task fe_mlm --mask-policy l3``),
+(b) compares K disjoint views of the l3 policy (:func:`bernoulli_views`: each view has exactly
+l3's distribution) with K independent l3 masks, from the ``--l3-track`` PLT track of the split
+with ``--l3-mean`` and ``--l3-max-prob`` (at most 1/K); (a) is skipped (its pairs are uniform).
+
 Last line: ``ratio=<var_fe / var_random>`` (expected below 1).
 
     python benchmarks/fe_variance.py --checkpoint ck/checkpoint_last.pt --data data-bin \\
         --split valid --out results/fe_variance
-    python benchmarks/fe_variance.py --smoke   # tiny sizes on a 1-update tiny model, seconds
+    python benchmarks/fe_variance.py --checkpoint ... --mask-policy l3 --l3-max-prob 0.25   # l3 views
+    python benchmarks/fe_variance.py --smoke [--mask-policy l3]   # tiny sizes on a 1-update tiny model
 """
 
 import argparse
@@ -36,23 +42,29 @@ from smoke import add_smoke_option, shrink  # noqa: E402
 from task_timing import BIN, REPO, make_data  # noqa: E402
 
 
-def load(checkpoint: str, data: str, split: str, batch: int, tokens_per_sample: int):
+def load(checkpoint: str, data: str, split: str, batch: int, tokens_per_sample: int, track: str = None):
+    """``(model, task, tokens, maskable, side)``: the first ``batch`` blocks, right-padded, and
+    the ``track`` side information blocked alike (None without a track)."""
     import fairseq_maskplug.plugin  # noqa: F401  (registers the tasks with fairseq)
     from fairseq import checkpoint_utils
     from fairseq_maskplug.data import load_blocked_split
+    from fairseq_maskplug.masking.values import PROBABILITY
 
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], arg_overrides={"data": data})
     model = models[0].eval()  # dropout off; gradients still flow
     cfg.task.tokens_per_sample = tokens_per_sample
     cfg.task.sample_break_mode, cfg.task.shorten_method = "complete", "truncate"
-    blocks, _ = load_blocked_split(cfg.task, split, task.source_dictionary)
+    blocks, side = load_blocked_split(cfg.task, split, task.source_dictionary, {track: PROBABILITY} if track else {})
     d = task.source_dictionary
     rows = [blocks[i] for i in range(min(batch, len(blocks)))]
     tokens = torch.full((len(rows), max(len(r) for r in rows)), d.pad(), dtype=torch.long)
+    values = np.ones(tokens.shape) if track else None
     for i, r in enumerate(rows):
         tokens[i, :len(r)] = r
+        if track:
+            values[i, :len(r)] = side[track][i].numpy()
     maskable = (tokens != d.pad()) & (tokens != d.bos()) & (tokens != d.eos())
-    return model, task, tokens, maskable
+    return model, task, tokens, maskable, values
 
 
 class GradientProbe:
@@ -107,9 +119,36 @@ def fe_sets(maskable, k, tau, rng):
     return views
 
 
-def smoke_checkpoint(root: Path):
-    """``(checkpoint, data)`` for ``--smoke``: a tiny roberta trained one update on a synthetic corpus."""
+def l3_probabilities(plt: np.ndarray, maskable: np.ndarray, args) -> np.ndarray:
+    """The l3 policy's per-token probabilities of every row (Kimura et al., Eq. 4; capped at --l3-max-prob)."""
+    from fairseq_maskplug.masking import mask_probabilities
+
+    return np.stack([mask_probabilities(plt[i], args.l3_mean, maskable[i], cap=args.l3_max_prob)
+                     for i in range(len(plt))])
+
+
+def l3_sets(probs: np.ndarray, k: int, rng):
+    """``(k independent l3 masks, k disjoint l3 views)``, each ``k x batch x len``."""
+    from fairseq_maskplug.masking.fully_explored import bernoulli_views
+
+    independent = rng.random((k,) + probs.shape) < probs
+    views = np.stack([bernoulli_views(row, k, rng) for row in probs], axis=1)
+    return independent, views
+
+
+def smoke_checkpoint(root: Path, plt_track: str = None):
+    """``(checkpoint, data)`` for ``--smoke``: a tiny roberta trained one update on a synthetic corpus
+    (with a random PLT track named ``plt_track``, if given)."""
     data = make_data(root, lines=200)
+    if plt_track:
+        from fairseq.data import Dictionary, data_utils
+        from fairseq_maskplug.data import write_side_info
+
+        rng = np.random.default_rng(0)
+        for split in ("train",):
+            tokens = data_utils.load_indexed_dataset(str(data / split), Dictionary.load(str(data / "dict.txt")))
+            write_side_info(str(data / f"{split}.{plt_track}"), (rng.beta(4, 1, n) for n in np.array(tokens.sizes)),
+                            tokens_prefix=str(data / split))
     subprocess.run([BIN / "fairseq-train", data, "--user-dir", REPO / "fairseq_maskplug", "--task", "guided_mlm",
                     "--criterion", "masked_lm", "--arch", "roberta_base", "--encoder-layers", "2",
                     "--encoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64", "--encoder-attention-heads", "2",
@@ -136,13 +175,21 @@ def main():
     parser.add_argument("--params", default=r"layers\.\d+\.fc2\.weight$|lm_head\.dense\.weight$",
                         help="regex of the probed parameter names")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--mask-policy", choices=["uniform", "l3"], default="uniform",
+                        help="uniform: the paper's tau-token masks; l3: l3 masks and views (ours)")
+    parser.add_argument("--l3-track", default="plt", help="l3: the PLT side-information track")
+    parser.add_argument("--l3-mean", type=float, default=0.15, help="l3: mean mask probability")
+    parser.add_argument("--l3-max-prob", type=float, default=0.25, help="l3: largest mask probability (<= 1/K)")
     add_smoke_option(parser)
     args = shrink(parser.parse_args(), batch=2, tokens_per_sample=64, pairs=3, levels=3, sets=3, split="train")
     if args.views * args.ratio > 1:
         parser.error("--views * --ratio must be <= 1")
+    if args.mask_policy == "l3" and args.views * args.l3_max_prob > 1 + 1e-12:
+        parser.error(f"--views {args.views} needs --l3-max-prob <= 1/{args.views}")
     if args.smoke:
         with tempfile.TemporaryDirectory() as tmp:
-            args.checkpoint, args.data = smoke_checkpoint(Path(tmp))
+            plt_track = args.l3_track if args.mask_policy == "l3" else None
+            args.checkpoint, args.data = smoke_checkpoint(Path(tmp), plt_track)
             args.out = Path(tmp) / "out" / "fe_variance"
             return probe(args)
     if not (args.checkpoint and args.data and args.out):
@@ -152,9 +199,12 @@ def main():
 
 def probe(args):
     rng = np.random.default_rng(args.seed)
-    model, task, tokens, maskable_t = load(args.checkpoint, args.data, args.split, args.batch,
-                                           args.tokens_per_sample)
+    l3 = args.mask_policy == "l3"
+    model, task, tokens, maskable_t, plt = load(args.checkpoint, args.data, args.split, args.batch,
+                                                args.tokens_per_sample, args.l3_track if l3 else None)
     maskable = maskable_t.numpy()
+    if l3:
+        return probe_l3(args, model, task, tokens, maskable, plt, rng)
     tau = np.minimum(np.round(args.ratio * maskable.sum(1)).astype(int), maskable.sum(1) // args.views)
     g = GradientProbe(model, task, tokens, args.params)
     print(f"minibatch {tokens.shape[0]} x {tokens.shape[1]}, tau per sequence {tau.tolist()}, "
@@ -209,6 +259,24 @@ def probe(args):
         print(f"{r['hamming_per_sequence']:7.1f}  {r['covariance']:.4e}  (+- {r['stderr']:.1e})")
     print(f"gradients computed: {g.calls}")
     print(f"variance of the {args.views}-mask gradient: FE {var_fe:.4e}, independent random {var_random:.4e}")
+    print(f"ratio={var_fe / var_random:.3f}")
+
+
+def probe_l3(args, model, task, tokens, maskable, plt, rng):
+    """(b) for the l3 policy: K disjoint l3 views against K independent l3 masks."""
+    probs = l3_probabilities(plt, maskable, args)
+    g = GradientProbe(model, task, tokens, args.params)
+    print(f"minibatch {tokens.shape[0]} x {tokens.shape[1]}, l3 masks: mean probability "
+          f"{probs[maskable].mean():.3f}, largest {probs.max():.3f}, {g.size} probed parameters")
+    random_est, fe_est = [], []
+    for _ in tqdm(range(args.sets), desc="K-mask estimates", disable=None):
+        independent, views = l3_sets(probs, args.views, rng)
+        random_est.append(np.mean([g(m) for m in independent], axis=0))
+        fe_est.append(np.mean([g(m) for m in views], axis=0))
+    var_random = float(np.var(random_est, axis=0, ddof=1).sum()) / g.size
+    var_fe = float(np.var(fe_est, axis=0, ddof=1).sum()) / g.size
+    print(f"gradients computed: {g.calls}")
+    print(f"variance of the {args.views}-mask gradient, l3 masks: FE views {var_fe:.4e}, independent {var_random:.4e}")
     print(f"ratio={var_fe / var_random:.3f}")
 
 

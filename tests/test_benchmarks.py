@@ -13,6 +13,7 @@ SCRIPTS = sorted(path for path in (REPO / "benchmarks").glob("*.py")
 # gpu_acceptance trains every task (13 runs, about 2 minutes on 2 cores): the full tier runs it, on CPU
 EXTRA_ARGS = {"gpu_acceptance": ["--cpu"]}
 FULL_TIER = {"gpu_acceptance"}
+VARIANTS = {"fe_variance": [["--mask-policy", "l3"]]}  # further smoke runs: a second code path
 LAST_LINE = re.compile(r"ratio\w*=-?\d+(\.\d+)?( \w+=-?\d+(\.\d+)?)*")
 
 
@@ -23,11 +24,12 @@ def test_every_benchmark_script_is_found():
 
 
 @pytest.mark.e2e  # bench_masking, bench_denoising, bench_meta_step and fe_variance start fairseq-train
-@pytest.mark.parametrize("script", [pytest.param(path, marks=[pytest.mark.full] if path.stem in FULL_TIER else [])
-                                    for path in SCRIPTS], ids=lambda path: path.stem)
-def test_smoke_run_ends_with_its_ratio_line(script):
-    result = run([BIN / "python", script, "--smoke", *EXTRA_ARGS.get(script.stem, [])], timeout=600)  # a real
-    # process, as users run it
+@pytest.mark.parametrize("script, extra", [
+    pytest.param(path, extra, marks=[pytest.mark.full] if path.stem in FULL_TIER else [],
+                 id=" ".join([path.stem, *extra[1:]]))
+    for path in SCRIPTS for extra in [EXTRA_ARGS.get(path.stem, [])] + VARIANTS.get(path.stem, [])])
+def test_smoke_run_ends_with_its_ratio_line(script, extra):
+    result = run([BIN / "python", script, "--smoke", *extra], timeout=600)  # a real process, as users run it
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     assert "smoke run (--smoke)" in result.stdout
     last = result.stdout.strip().splitlines()[-1]

@@ -35,9 +35,14 @@ def test_help_lists_the_task_and_every_policy_option_with_defaults(task, own):
     assert "(default: 0.15)" in text and f"--task {task} options:" in text
 
 
-def test_help_of_tasks_without_policies_and_their_criterion():
+def test_help_of_fe_mlm_shows_its_views_and_the_policy_it_takes():
     fe = training_help(["--task", "fe_mlm"])
-    assert "  --fe-views " in fe and "(default: 4)" in fe and "--mask-prob" not in fe
+    assert "  --fe-views " in fe and "(default: 4)" in fe and "  --mask-policy " in fe
+    l3 = training_help(["--task", "fe_mlm", "--mask-policy", "l3"])
+    assert "  --l3-max-prob " in l3 and "  --mask-prob " not in l3
+
+
+def test_help_of_a_task_without_policies_and_its_criterion():
     tagger = training_help(with_task_criterion(["--task", "token_importance"]))
     assert "--criterion token_importance options:" in tagger and "  --positive-class-weight " in tagger
 

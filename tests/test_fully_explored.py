@@ -169,3 +169,172 @@ def test_fe_training_is_deterministic_and_resumes_exactly(tiny_data, tmp_path):
     assert_same_params(tmp_path / "whole" / "checkpoint_last.pt", tmp_path / "parts" / "checkpoint_last.pt")
     record = json_logs(whole, "train_inner")[-1]
     assert float(record["bsz"]) <= 4 and float(record["masks_per_seq"]) > 0
+
+
+# ---- FE views of any policy (--task fe_mlm --mask-policy P; ours) ------------------------------
+
+def l3_like_probabilities(n=24, k=4, seed=0):
+    """The l3 policy's probabilities of one block (mean 0.15, capped at 1/k), two special tokens."""
+    from fairseq_maskplug.masking import mask_probabilities
+
+    rng = np.random.default_rng(seed)
+    maskable = np.ones(n, bool)
+    maskable[[0, n - 1]] = False
+    return mask_probabilities(rng.beta(0.5, 0.5, n), 0.15, maskable, cap=1 / k), maskable
+
+
+def test_bernoulli_views_are_disjoint_and_each_view_has_the_policys_distribution():
+    """Per view: the per-token frequencies fit p_i (chi-square over the tokens), two tokens are
+    in it together with probability p_i p_j (independence), and its mask count is distributed as
+    the count of the policy's own Bernoulli draws (two-sample chi-square)."""
+    from scipy import stats
+
+    from fairseq_maskplug.masking.fully_explored import bernoulli_views
+    from stats_helpers import P_MIN, assert_proportion
+
+    k = 4
+    p, maskable = l3_like_probabilities(k=k)
+    views = np.array([bernoulli_views(p, k, np.random.default_rng(s)) for s in range(SEEDS)])  # S x K x n
+    assert views.sum(axis=1).max() <= 1, "views overlap"
+    assert not views[:, :, ~maskable].any()
+    own = np.array([np.random.default_rng(10**6 + s).random(p.size) < p for s in range(SEEDS)])  # l3's choose
+    free = (p > 0) & (p < 1)
+    i, j = np.argsort(-p)[:2]  # the two likeliest tokens
+    for view in range(k):
+        counts = views[:, view].sum(axis=0)
+        statistic = float(((counts[free] - SEEDS * p[free]) ** 2 / (SEEDS * p[free] * (1 - p[free]))).sum())
+        assert stats.chi2.sf(statistic, int(free.sum())) > P_MIN, f"view {view}: frequencies do not fit p_i"
+        assert_proportion(int((views[:, view, i] & views[:, view, j]).sum()), SEEDS, p[i] * p[j],
+                          f"view {view}: tokens {i} and {j} together")
+        sizes = np.arange(p.size + 1)
+        table = np.array([np.bincount(views[:, view].sum(1), minlength=sizes.size),
+                          np.bincount(own.sum(1), minlength=sizes.size)])
+        table = table[:, table.sum(0) > 0]
+        assert stats.chi2_contingency(table).pvalue > P_MIN, f"view {view}: mask counts differ from the policy's"
+
+
+def test_the_k_view_average_is_unbiased_for_the_policys_summed_gradient():
+    """For fixed per-token gradients g_i, (1/K) sum_k sum_{i in view k} g_i has expectation
+    sum_i p_i g_i, that of one mask of the policy (linearity; the loss summed over masked tokens)."""
+    from fairseq_maskplug.masking.fully_explored import bernoulli_views
+    from stats_helpers import assert_mean
+
+    k = 4
+    p, _ = l3_like_probabilities(k=k, seed=3)
+    g = np.random.default_rng(7).normal(size=(p.size, 3))
+    estimates = np.array([bernoulli_views(p, k, np.random.default_rng(s)).astype(float).sum(0) @ g / k
+                          for s in range(SEEDS)])
+    for d in range(3):
+        assert_mean(estimates[:, d], float(p @ g[:, d]), f"gradient coordinate {d}")
+
+
+def test_bernoulli_views_refuse_probabilities_above_one_over_k():
+    from fairseq_maskplug.masking.fully_explored import bernoulli_views
+
+    with pytest.raises(ValueError, match="every inclusion probability <= 1/4, but the largest is 0.3"):
+        bernoulli_views(np.array([0.1, 0.3, 0.0]), 4, np.random.default_rng(0))
+    assert bernoulli_views(np.array([0.0, 0.25, 0.25]), 4, np.random.default_rng(0))[:, 0].sum() == 0
+
+
+class Block(list):
+    """A list of token tensors standing for blocked data (what the FE dataset wraps)."""
+
+
+def fe_dataset(policy=None, ratio=0.2, k=3, side=None):
+    from fairseq_maskplug.data import FullyExploredDataset
+    from fairseq_maskplug.masking import Corruption
+
+    rng = np.random.default_rng(0)
+    blocks = Block(torch.from_numpy(np.concatenate([[0], rng.integers(4, 30, n), [2]])) for n in (12, 20, 7, 30))
+    corruption = Corruption(mask_idx=3, replacement_ids=np.arange(4, 30))
+    return FullyExploredDataset(blocks, k, ratio, None, corruption, (0, 1, 2), 1, 5, policy=policy, side_info=side)
+
+
+def test_paper_views_are_unchanged_and_random_policy_views_are_the_same():
+    """The default views are fully_explored_masks + the 80/10/10 rule on the generator of
+    (seed, epoch, index), as before --mask-policy existed; --mask-policy random draws the
+    very same views at --mask-prob (the same calls on the same generator)."""
+    from fairseq_maskplug.masking import build_mask_policy, corrupt, maskable_positions
+
+    class Options:
+        mask_prob = 0.2
+
+    paper, random = fe_dataset(), fe_dataset(build_mask_policy("random", Options()))
+    for dataset in (paper, random):
+        dataset.set_epoch(2)
+    for index in range(4):
+        tokens = paper.dataset[index].numpy()
+        rng = np.random.default_rng((5, 2, index))
+        masks = fully_explored_masks(len(tokens), 3, 0.2, rng, maskable_positions(tokens, (0, 1, 2)))
+        sources = [corrupt(tokens, m, rng, paper.corruption) for m in masks]
+        assert np.array_equal(paper[index]["source"].numpy(), np.stack(sources))
+        assert torch.equal(paper[index]["source"], random[index]["source"])
+        assert torch.equal(paper[index]["target"], random[index]["target"])
+
+
+def test_a_plugins_views_are_checked_at_the_item():
+    from fairseq_maskplug.masking import MaskPolicy
+
+    class Overlapping(MaskPolicy):
+        def views(self, tokens, maskable, side_info, rng, k):
+            return np.stack([maskable] * k)
+
+    with pytest.raises(ValueError, match="Overlapping.views returned overlapping views at item 0"):
+        fe_dataset(Overlapping(None))[0]
+
+
+def with_plt(tiny_data, tmp_path, beta=(0.5, 0.5)):
+    """tiny_data's binarized corpus with a random PLT track on train and valid."""
+    import shutil
+
+    from fairseq.data import Dictionary, data_utils
+    from fairseq_maskplug.data import write_side_info
+
+    data = tmp_path / "bin"
+    shutil.copytree(tiny_data / "bin", data)
+    rng = np.random.default_rng(0)
+    for split in ("train", "valid"):
+        tokens = data_utils.load_indexed_dataset(str(data / split), Dictionary.load(str(data / "dict.txt")))
+        write_side_info(str(data / f"{split}.plt"), (rng.beta(*beta, n) for n in np.array(tokens.sizes)),
+                        tokens_prefix=str(data / split))
+    return data
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--mask-policy", "selective"], "cannot draw K disjoint views of --mask-policy selective: its masks are tokens"),
+    (["--mask-policy", "salient_span"], "cannot draw K disjoint views of --mask-policy salient_span: it defines "
+                                        "neither probabilities()"),
+    (["--mask-policy", "random", "--fe-granularity", "span"], "so --fe-granularity (the paper's views) would be "
+                                                               "ignored"),
+    (["--l3-mean", "0.2"], "--task fe_mlm reads --l3-mean only with --mask-policy l3"),
+])
+def test_policies_without_views_and_options_that_nothing_reads_are_refused(tiny_data, flags, message):
+    with pytest.raises(ValueError) as error:
+        make_task(tiny_data / "bin", *flags)
+    assert message in str(error.value)
+
+
+def test_a_split_whose_l3_probabilities_exceed_one_over_k_is_refused_when_it_loads(tiny_data, tmp_path):
+    data = with_plt(tiny_data, tmp_path)
+    task, _ = make_task(data, "--mask-policy", "l3", "--fe-views", "4")
+    with pytest.raises(ValueError, match=r"--fe-views 4 with --mask-policy l3: block \d+ of split 'train' masks a "
+                                         r"token with probability 0\.\d+ > 1/4.*--l3-max-prob 0.25\)"):
+        task.load_dataset("train")
+    task, _ = make_task(data, "--mask-policy", "l3", "--fe-views", "4", "--l3-max-prob", "0.25")
+    task.load_dataset("train")
+    task, _ = make_task(data, "--mask-policy", "random", "--fe-views", "4", "--mask-prob", "0.3")
+    with pytest.raises(ValueError, match=r"--fe-views 4 with --mask-policy random: k \* ratio must be <= 1"):
+        task.load_dataset("train")
+
+
+@pytest.mark.e2e
+def test_fe_mlm_with_l3_views_trains_deterministically(tiny_data, tmp_path):
+    data = with_plt(tiny_data, tmp_path)
+    flags = ["--mask-policy", "l3", "--fe-views", "4", "--l3-max-prob", "0.25", "--seed", "3", "--max-update", "6",
+             "--no-epoch-checkpoints", "--batch-size", "4"]
+    first = check(train(data, tmp_path / "a", *flags, task="fe_mlm"))
+    check(train(data, tmp_path / "b", *flags, task="fe_mlm"))
+    assert_same_params(tmp_path / "a" / "checkpoint_last.pt", tmp_path / "b" / "checkpoint_last.pt")
+    records = json_logs(first, "train_inner")
+    assert [int(r["num_updates"]) for r in records] == list(range(1, 7))
+    assert all(np.isfinite(float(r["loss"])) for r in records) and float(records[-1]["masks_per_seq"]) > 0

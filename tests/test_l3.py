@@ -31,8 +31,9 @@ def test_properties_over_random_inputs(transform, redistribute):
         plt[rng.random(n) < 0.1] = 1.0
         maskable = rng.random(n) < 0.85
         mean = float(rng.choice([rng.uniform(0, 1), 0.15, 0.5, 1.0]))
-        p = mask_probabilities(plt, mean, maskable, transform, redistribute)
-        assert ((p >= 0) & (p <= 1)).all()
+        cap = float(rng.choice([1.0, rng.uniform(mean, 1), mean]))  # --l3-max-prob (fe_mlm: 1/K)
+        p = mask_probabilities(plt, mean, maskable, transform, redistribute, cap)
+        assert ((p >= 0) & (p <= cap + 1e-12)).all()
         assert (p[~maskable] == 0).all()
         if maskable.any():
             assert p[maskable].mean() == pytest.approx(mean, abs=1e-9)
@@ -50,6 +51,13 @@ def test_edge_cases():
         mask_probabilities(np.zeros(3), 1.5)
     with pytest.raises(ValueError, match="must lie in \\[0, 1\\]"):
         mask_probabilities(np.array([0.5, 1.2]))
+    with pytest.raises(ValueError, match="cap must lie in \\[mean, 1\\]"):
+        mask_probabilities(np.zeros(3), 0.3, cap=0.25)
+    # a cap of 1/4: base [.1 .1 .1 1 .05] (sum 1.35) scaled to total 1.0; 1/1.35 is clipped at .25 and
+    # its excess shared equally by the four others
+    share = (1 / 1.35 - 0.25) / 4
+    np.testing.assert_allclose(mask_probabilities(np.array([0.9, 0.9, 0.9, 0.0, 0.95]), 0.2, cap=0.25),
+                               [0.1 / 1.35 + share] * 3 + [0.25, 0.05 / 1.35 + share])
 
 
 class Options:
@@ -63,7 +71,7 @@ def test_policy_realised_rate_is_the_mean():
     maskable = np.ones(60, bool)
     maskable[[0, 59]] = False
     policy = build_mask_policy("l3", Options(l3_track="plt", l3_mean=0.15, l3_transform="complement",
-                                             l3_redistribute="equal"))
+                                             l3_redistribute="equal", l3_max_prob=1.0))
     probs = mask_probabilities(plt, 0.15, maskable)
     seeds = 4000
     counts = [policy.choose(np.arange(60), maskable, {"plt": plt}, np.random.default_rng(s)).sum()

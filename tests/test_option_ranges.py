@@ -27,6 +27,7 @@ TRAIN_OPTIONS = {
     "random_token_prob": ("guided_denoising", []),
     "mask_prob": ("guided_mlm", []),
     "l3_mean": ("guided_mlm", ["--mask-policy", "l3"]),
+    "l3_max_prob": ("guided_mlm", ["--mask-policy", "l3"]),
     "learned_max_length": ("guided_mlm", ["--mask-policy", "learned_span"]),
     "learned_spans": ("guided_mlm", ["--mask-policy", "learned_span"]),
     "learned_temperature": ("guided_denoising", ["--mask-policy", "learned_span"]),

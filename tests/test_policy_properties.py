@@ -92,7 +92,11 @@ def choose_twice(policy, tokens, maskable, side, seed):
 @given(data=st.data(), cfg=options_strategy(in_range=True), seed=st.integers(0, 2**32 - 1))
 def test_a_policy_returns_a_valid_mask_or_one_clear_error(name, data, cfg, seed):
     tokens, maskable = data.draw(sequences())
-    policy = build_mask_policy(name, cfg)  # options in range: built
+    try:
+        policy = build_mask_policy(name, cfg)  # options in range: built, unless two contradict each other
+    except ValueError as error:
+        assert contradiction(name, cfg) and str(error).startswith("--l3-max-prob "), str(error)
+        return
     side = {track_name: data.draw(track(rule, len(tokens)))
             for track_name, rule in policy.side_info_rules.items()}
     try:
@@ -114,11 +118,20 @@ def test_a_policy_is_built_only_with_options_in_their_ranges(name, cfg):
     try:
         build_mask_policy(name, cfg)
     except ValueError as error:
+        if not outside and contradiction(name, cfg):
+            assert str(error).startswith("--l3-max-prob "), str(error)
+            return
         assert outside, f"{name} refused options in range: {error}"
         flags = {"--" + f.name.replace("_", "-") for f in outside}
         assert any(str(error).startswith(f"{flag} must lie in ") for flag in flags), (str(error), flags)
         return
     assert not outside, f"{name} was built with {[(f.name, getattr(cfg, f.name)) for f in outside]}"
+
+
+def contradiction(name, cfg) -> bool:
+    """Options each in range that contradict each other, refused when the policy is built: an l3
+    cap (--l3-max-prob) below its mean (--l3-mean)."""
+    return "l3" in build_reads(name, cfg) and cfg.l3_max_prob < cfg.l3_mean
 
 
 def build_reads(name, cfg):

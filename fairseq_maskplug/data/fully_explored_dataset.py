@@ -5,21 +5,43 @@ from typing import Optional
 import numpy as np
 from fairseq.data import BaseWrapperDataset, FairseqDataset, data_utils
 
+from ..masking import MaskPolicy
 from ..masking.fully_explored import fully_explored_masks
 from ..masking.spans import GeometricSpans
 from .policy_masked_dataset import SeededMaskingDataset
 
 
 class FullyExploredDataset(SeededMaskingDataset):
-    """K views per item (Zheng et al., Eq. 10): items are ``K x len`` sources and targets."""
+    """K views per item (Zheng et al., Eq. 10): items are ``K x len`` sources and targets.
+
+    Without ``policy``, the paper's views (:func:`fully_explored_masks` at ``ratio``, subword or
+    ``span``); with one, its :meth:`~fairseq_maskplug.masking.MaskPolicy.views`, checked by
+    :func:`checked_views`. ``side_info`` holds the tracks the policy reads."""
 
     def __init__(self, dataset, views: int, ratio: float, span: Optional[GeometricSpans],
-                 corruption, special_ids, pad_idx, seed):
-        super().__init__(dataset, {}, corruption, special_ids, pad_idx, seed)
-        self.views, self.ratio, self.span = views, ratio, span
+                 corruption, special_ids, pad_idx, seed, policy: Optional[MaskPolicy] = None, side_info=None):
+        super().__init__(dataset, side_info or {}, corruption, special_ids, pad_idx, seed)
+        self.views, self.ratio, self.span, self.policy = views, ratio, span, policy
 
     def choose(self, tokens, maskable, side, rng, index):
-        return fully_explored_masks(len(tokens), self.views, self.ratio, rng, maskable, self.span)
+        if self.policy is None:
+            return fully_explored_masks(len(tokens), self.views, self.ratio, rng, maskable, self.span)
+        return checked_views(self.policy, tokens, maskable, side, rng, index, self.views)
+
+
+def checked_views(policy: MaskPolicy, tokens, maskable, side, rng, index, k: int) -> np.ndarray:
+    """``policy.views(...)``, refused unless it is a ``k x len`` boolean array of pairwise-disjoint
+    masks that choose no special token (a plugin's mistake named at the item)."""
+    masks = np.asarray(policy.views(tokens, maskable, side, rng, k))
+    name = type(policy).__name__
+    if masks.shape != (k, len(tokens)) or masks.dtype != bool:
+        raise ValueError(f"{name}.views returned {masks.dtype} {masks.shape}, expected a boolean array of shape "
+                         f"{(k, len(tokens))}")
+    if (masks.sum(axis=0) > 1).any():
+        raise ValueError(f"{name}.views returned overlapping views at item {index}")
+    if (masks & ~maskable).any():
+        raise ValueError(f"{name}.views chose a special token at item {index}")
+    return masks
 
 
 class FlatViewsDataset(BaseWrapperDataset):

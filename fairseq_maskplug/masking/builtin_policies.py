@@ -22,6 +22,15 @@ class RandomPolicy(MaskPolicy):
     def choose(self, tokens, maskable, side_info, rng):
         return random_mask(maskable, self.cfg.mask_prob, rng)
 
+    def views(self, tokens, maskable, side_info, rng, k):
+        """FE-MLM's subword views (Zheng et al., Eq. 10): ``tau`` drawn as :meth:`choose` draws its
+        count, K disjoint uniform ``tau``-subsets; each view has exactly this policy's mask
+        distribution wherever ``K * ceil(p n) <= n`` (:mod:`.fully_explored`)."""
+        from .fully_explored import fully_explored_masks  # (imported here: it imports spans, which registers
+        # the span policy; the registration order, random first, is the order of --help)
+
+        return fully_explored_masks(len(tokens), k, self.cfg.mask_prob, rng, maskable)
+
 
 @dataclass
 class MatchedRandomOptions:

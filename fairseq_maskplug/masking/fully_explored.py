@@ -13,7 +13,10 @@ What holds here (``tests/test_fully_explored.py``):
 - span granularity: every position lies in view ``j`` with probability ``tau / n``, but a
   view's whole distribution is *not* that of the ``span`` policy (a view starts or ends
   inside a span cut at a view boundary; spans wrap around the sequence end), so no
-  unbiasedness with respect to MLM+span is claimed.
+  unbiasedness with respect to MLM+span is claimed;
+- views of a policy that masks every token independently with probability ``p_i`` (``l3``;
+  :func:`bernoulli_views`): each view has exactly that policy's mask distribution (ours: the
+  paper draws views of uniform random masks only).
 """
 
 from typing import Optional
@@ -85,3 +88,25 @@ def fully_explored_masks(length: int, k: int, ratio: float, rng: np.random.Gener
     for j in range(k):
         masks[j, dealt[j * tau:(j + 1) * tau]] = True
     return masks
+
+
+def bernoulli_views(probabilities: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    """``k`` pairwise-disjoint masks, each distributed as independent ``Bernoulli(p_i)`` draws.
+
+    One uniform ``u_i`` per token: token ``i`` is in view ``j`` when ``j p_i <= u_i < (j + 1) p_i``
+    (``j < k``) and in no view when ``u_i >= k p_i``. The ``u_i`` are independent, so within one
+    view the tokens are independent, each in with probability ``p_i``: every view has the
+    distribution of one mask of the policy (Lemma 2 of Zheng et al. asks exactly this of each
+    view), and the views are disjoint by construction. Needs ``k * max p_i <= 1``.
+    """
+    p = np.asarray(probabilities, dtype=np.float64)
+    if k < 1:
+        raise ValueError(f"need at least one view, got k={k}")
+    if np.any((p < 0) | (p > 1)) or not np.all(np.isfinite(p)):
+        raise ValueError("inclusion probabilities must lie in [0, 1]")
+    if p.size and k * float(p.max()) > 1.0 + 1e-12:
+        raise ValueError(f"{k} disjoint views need every inclusion probability <= 1/{k}, but the largest is "
+                         f"{float(p.max()):.4g}")
+    u = rng.random(p.shape)
+    view = np.where(p > 0, np.floor(u / np.where(p > 0, p, 1.0)), k)  # the view token i falls in, or >= k
+    return np.arange(k)[:, None] == view[None, :]

@@ -22,7 +22,7 @@ REDISTRIBUTIONS = ("equal", "proportional")
 
 
 def mask_probabilities(plt: np.ndarray, mean: float = 0.15, maskable: Optional[np.ndarray] = None,
-                       transform: str = "complement", redistribute: str = "equal") -> np.ndarray:
+                       transform: str = "complement", redistribute: str = "equal", cap: float = 1.0) -> np.ndarray:
     """Per-token mask probabilities whose mean over the maskable tokens is exactly ``mean``.
 
     Args:
@@ -33,16 +33,21 @@ def mask_probabilities(plt: np.ndarray, mean: float = 0.15, maskable: Optional[n
             ``-log PLT / max(-log PLT)``.
         redistribute: how the excess of clipped values (> 1) is spread over the maskable
             tokens still below 1: ``equal`` shares (paper) or ``proportional`` to their values.
+        cap: the largest probability (paper: 1); values above it are clipped at it and their
+            excess redistributed the same way (ours: ``fe_mlm`` with K views needs ``cap <= 1/K``).
+            Needs ``mean <= cap``.
 
     Edge cases: with no maskable token the result is all 0. If every transformed value
     is 0 (all PLT = 1), nothing distinguishes the tokens and each maskable token gets
     ``mean``. With ``proportional``, if every token still below 1 has value 0, the
     excess is shared equally. ``mean * (number of maskable tokens)`` can never exceed
-    that number since ``mean <= 1``, so the mean is always reached exactly.
+    ``cap`` times that number since ``mean <= cap``, so the mean is always reached exactly.
     """
     plt = np.asarray(plt, dtype=np.float64)
     if not 0.0 <= mean <= 1.0:
         raise ValueError(f"mean must lie in [0, 1], got {mean}")
+    if not mean <= cap <= 1.0:
+        raise ValueError(f"cap must lie in [mean, 1] = [{mean}, 1], got {cap}")
     if np.any((plt < 0) | (plt > 1)) or not np.all(np.isfinite(plt)):
         raise ValueError("pseudo-likelihoods must lie in [0, 1]")
     if transform not in TRANSFORMS or redistribute not in REDISTRIBUTIONS:
@@ -62,20 +67,20 @@ def mask_probabilities(plt: np.ndarray, mean: float = 0.15, maskable: Optional[n
         p[maskable] = mean
         return p
     q = base * (total / base.sum())  # alpha * p_i
-    for _ in range(m):  # each round fixes at least one more value at 1
-        over = q > 1.0
+    for _ in range(m):  # each round fixes at least one more value at the cap
+        over = q > cap
         if not over.any():
             break
-        excess = float((q[over] - 1.0).sum())
-        q[over] = 1.0
-        free = q < 1.0
-        if not free.any():  # every token at 1 (mean 1, or rounding): nothing left to spread onto
+        excess = float((q[over] - cap).sum())
+        q[over] = cap
+        free = q < cap
+        if not free.any():  # every token at the cap (mean = cap, or rounding): nothing left to spread onto
             break
         if redistribute == "proportional" and q[free].sum() > 0:
             q[free] += excess * q[free] / q[free].sum()
         else:
             q[free] += excess / free.sum()
-    p[maskable] = np.minimum(q, 1.0)
+    p[maskable] = np.minimum(q, cap)
     return p
 
 
@@ -89,6 +94,10 @@ class L3PolicyOptions:
         "help": "l3 policy: complement (paper, 1 - PLT) or surprisal (authors' code, -log PLT / max)"})
     l3_redistribute: str = field(default="equal", metadata={
         "help": "l3 policy: spread the excess of probabilities clipped at 1 equally (paper) or proportional"})
+    l3_max_prob: float = field(default=1.0, metadata={
+        "range": "(0, 1]",
+        "help": "l3 policy: largest mask probability of a token, the excess spread as above (paper: 1; "
+                "ours: --task fe_mlm with K views needs at most 1/K); at least --l3-mean"})
 
 
 @register_mask_policy("l3", dataclass=L3PolicyOptions)
@@ -104,6 +113,9 @@ class L3Policy(MaskPolicy):
         if cfg.l3_transform not in TRANSFORMS or cfg.l3_redistribute not in REDISTRIBUTIONS:
             raise ValueError(f"--l3-transform must be one of {TRANSFORMS}, --l3-redistribute one of "
                              f"{REDISTRIBUTIONS}")
+        if cfg.l3_max_prob < cfg.l3_mean:
+            raise ValueError(f"--l3-max-prob {cfg.l3_max_prob} is below --l3-mean {cfg.l3_mean}: no probabilities "
+                             "with that mean stay under that cap")
 
     @property
     def side_info_names(self):
@@ -113,7 +125,9 @@ class L3Policy(MaskPolicy):
     def side_info_rules(self):
         return {self.cfg.l3_track: PROBABILITY}
 
+    def probabilities(self, tokens, maskable, side_info):
+        return mask_probabilities(side_info[self.cfg.l3_track], self.cfg.l3_mean, maskable,
+                                  self.cfg.l3_transform, self.cfg.l3_redistribute, self.cfg.l3_max_prob)
+
     def choose(self, tokens, maskable, side_info, rng):
-        probs = mask_probabilities(side_info[self.cfg.l3_track], self.cfg.l3_mean, maskable,
-                                   self.cfg.l3_transform, self.cfg.l3_redistribute)
-        return rng.random(len(tokens)) < probs
+        return rng.random(len(tokens)) < self.probabilities(tokens, maskable, side_info)

@@ -70,6 +70,37 @@ class MaskPolicy:
         """
         raise NotImplementedError
 
+    #: why ``--task fe_mlm`` refuses this policy (one line), for a policy whose K disjoint views
+    #: cannot have its own mask distribution; None: see :meth:`defines_views`
+    views_refused: Optional[str] = None
+
+    def probabilities(self, tokens: np.ndarray, maskable: np.ndarray,
+                      side_info: Mapping[str, np.ndarray]) -> Optional[np.ndarray]:
+        """Per-token inclusion probabilities ``p_i`` when :meth:`choose` masks every token
+        independently with probability ``p_i`` (``l3``); None (the default) otherwise. With
+        them, :meth:`views` draws fully-explored views that each have exactly this policy's
+        mask distribution (:func:`~fairseq_maskplug.masking.fully_explored.bernoulli_views`)."""
+        return None
+
+    def views(self, tokens: np.ndarray, maskable: np.ndarray, side_info: Mapping[str, np.ndarray],
+              rng: np.random.Generator, k: int) -> np.ndarray:
+        """``k x len`` pairwise-disjoint masks for ``--task fe_mlm --mask-policy NAME`` (Zheng et
+        al.). Default: from :meth:`probabilities`; a policy without them overrides this to
+        define its views, or is refused by ``fe_mlm`` (:meth:`defines_views`)."""
+        from .fully_explored import bernoulli_views
+
+        p = self.probabilities(tokens, maskable, side_info)
+        if p is None:
+            raise NotImplementedError(f"mask policy {self.registered_name!r} defines no fully-explored views")
+        return bernoulli_views(p, k, rng)
+
+    @classmethod
+    def defines_views(cls) -> bool:
+        """Whether ``fe_mlm`` can use this policy: it defines :meth:`probabilities` or :meth:`views`
+        and has no :attr:`views_refused` reason."""
+        return cls.views_refused is None and (cls.probabilities is not MaskPolicy.probabilities
+                                              or cls.views is not MaskPolicy.views)
+
 
 MASK_POLICY_REGISTRY: Dict[str, Type[MaskPolicy]] = {}
 MASK_POLICY_DATACLASS_REGISTRY: Dict[str, Optional[type]] = {}

@@ -103,6 +103,10 @@ class SelectivePolicy(MaskPolicy):
     per sequence.
     """
 
+    views_refused = ("its masks are tokens its tagger selected (fixed: the same ones at every visit; per_epoch: "
+                     "a capped subset of them), which do not hold K disjoint masks of its distribution; train it "
+                     "with --task selective_mlm or guided_mlm")
+
     def __init__(self, cfg):
         super().__init__(cfg)
         if cfg.selective_masks not in MODES:

@@ -84,3 +84,11 @@ class SpanPolicy(MaskPolicy):
 
     def choose(self, tokens, maskable, side_info, rng):
         return span_mask(maskable, self.cfg.span_mask_prob, self.spans, rng)
+
+    def views(self, tokens, maskable, side_info, rng, k):
+        """FE-MLM's span views (``fully_explored_masks`` with these spans): every position is in a
+        view with this policy's rate, but a view is not distributed as one of its masks (spans cut
+        at view boundaries), so no unbiasedness is claimed for them."""
+        from .fully_explored import fully_explored_masks
+
+        return fully_explored_masks(len(tokens), k, self.cfg.span_mask_prob, rng, maskable, self.spans)
