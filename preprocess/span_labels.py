@@ -50,7 +50,8 @@ def main(argv=None) -> int:
     from fairseq_maskplug.checkpoints import check_writable
     from fairseq_maskplug.data import side_info_prefix, write_side_info
     from fairseq_maskplug.scoring.alignment import TokenSurfaces, spell_lines
-    from fairseq_maskplug.scoring.span_labels import answer_tokens, label_row, parse_answer
+    from fairseq_maskplug.data.answer_labels import label_row
+    from fairseq_maskplug.scoring.span_labels import answer_tokens, parse_answer
 
     split_prefix = os.path.join(args.data, args.split)
     prefix = side_info_prefix(split_prefix, args.name)

@@ -15,7 +15,8 @@ from fairseq_maskplug.data import load_side_info
 from fairseq_maskplug.masking import build_mask_policy
 from fairseq_maskplug.masking.learned_span import candidate_spans, choose_learned_spans, span_distribution
 from fairseq_maskplug.scoring.alignment import TokenSurfaces, line_text
-from fairseq_maskplug.scoring.span_labels import END, START, answer_positions, answer_tokens, label_row
+from fairseq_maskplug.data.answer_labels import END, START, answer_positions, label_row
+from fairseq_maskplug.scoring.span_labels import answer_tokens
 
 # ---- layer 1: the span distribution -----------------------------------------------------------
 

@@ -7,18 +7,14 @@ mapped onto the exact binarized tokens through the bytes they spell
 (:mod:`.alignment`): the first and last token overlapping the answer. The label track
 holds one code per token: ``START`` on the first token, ``END`` on the last (``START +
 END`` when they coincide), 0 elsewhere, so it is blocked and fingerprinted like every
-side-information track.
+side-information track (its format: :mod:`fairseq_maskplug.data.answer_labels`).
 """
 
 from typing import Tuple
 
 import numpy as np
 
-from ..masking.values import ValueRule
 from .alignment import char_to_byte_offsets, token_span
-
-START, END = 1, 2
-ANSWER_LABELS = ValueRule("an answer label: 0, 1 (start), 2 (end) or 3 (both)", 0, START + END, integral=True)
 
 
 def parse_answer(line: str, where: str) -> Tuple[int, int]:
@@ -45,22 +41,3 @@ def answer_tokens(text: str, byte_ranges: np.ndarray, start: int, end: int) -> T
     if span is None:
         raise ValueError(f"no token covers the answer [{start}, {end})")
     return span[0], span[1] - 1
-
-
-def label_row(length: int, first: int, last: int) -> np.ndarray:
-    """The label codes of a line of ``length`` tokens whose answer is tokens ``first..last``."""
-    if not 0 <= first <= last < length:
-        raise ValueError(f"answer tokens {first}..{last} do not fit a line of {length} tokens")
-    row = np.zeros(length, dtype=np.int64)
-    row[first] += START
-    row[last] += END
-    return row
-
-
-def answer_positions(row: np.ndarray) -> Tuple[int, int]:
-    """``(first, last)`` of a label row; a ValueError unless it holds exactly one start and one end, in order."""
-    starts = np.flatnonzero(np.asarray(row, dtype=np.int64) & START)
-    ends = np.flatnonzero(np.asarray(row, dtype=np.int64) & END)
-    if len(starts) != 1 or len(ends) != 1 or ends[0] < starts[0]:
-        raise ValueError(f"{len(starts)} start and {len(ends)} end labels (need one of each, start first)")
-    return int(starts[0]), int(ends[0])

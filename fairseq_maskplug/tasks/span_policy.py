@@ -31,7 +31,7 @@ from ..data import load_blocked_split
 from ..data.dictionaries import STATE_KEY, dictionary_sha256, load_dictionary
 from ..data.layout import required_data, token_data_dir
 from ..models import register_token_tagging_head
-from ..scoring.span_labels import ANSWER_LABELS, answer_positions
+from ..data.answer_labels import ANSWER_LABELS, answer_positions
 from .criteria import CriterionChecked
 from .sentence_items import build_model_for_items, sentence_blocking, tagged_items
 
