@@ -80,7 +80,12 @@ def check_task_name(argv) -> None:
         raise FileNotFoundError(f"--user-dir not found: {given.user_dir}")
     utils.import_user_module(given)  # a plugin's tasks register on import
     name = given.task
-    if name is None or name in TASK_REGISTRY:
+    if name in TASK_REGISTRY:
+        for flag, reason in getattr(TASK_REGISTRY[name], "refused_options", {}).items():
+            if _given(argv, flag):
+                raise ValueError(f"--task {name} has no {flag}: {reason}")
+        return
+    if name is None:
         return
     close = difflib.get_close_matches(name, list(TASK_REGISTRY), n=1)
     ours = sorted(n for n in TASK_REGISTRY if package_task(n) is not None)

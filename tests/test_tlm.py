@@ -209,13 +209,15 @@ def test_two_workers_take_the_same_batch_kind_at_every_update(data, tmp_path):
 
 
 @pytest.mark.parametrize("case", ["other dictionary", "no external data", "unused external data", "tartan",
-                                  "no task batch"])
+                                  "mlm weight", "no task batch"])
 def test_bad_configurations_are_refused_with_one_line(data, tmp_path, case):
     ratio, extra, expected = {
         "other dictionary": (3, ["--tlm-external-data", data / "other"], f"{data / 'other'}/dict.txt is not the task's"),
         "no external data": (0, ["--tlm-external-ratio", "3"], "--tlm-external-ratio 3 needs --tlm-external-data"),
         "unused external data": (0, ["--tlm-external-data", data / "ext"], "is not read with --tlm-external-ratio 0"),
-        "tartan": (3, ["--loss-weighting", "tartan"], "--loss-weighting tartan is not available"),
+        "tartan": (3, ["--loss-weighting", "tartan"], "--task tlm has no --loss-weighting: TLM weighs a task batch"),
+        "mlm weight": (3, ["--mlm-weight", "2"], "--task tlm has no --mlm-weight: the task batch's MLM weight is "
+                                                 "--tlm-task-mlm-weight"),
         # the paper's rho1 = 999 on a small retrieval: the epoch ends before the first task batch
         "no task batch": (999, [], "--tlm-external-ratio 999: an epoch holds"),
     }[case]

@@ -103,7 +103,7 @@ class JointMLMClassificationCriterion(FairseqCriterion):
     def forward(self, model, sample, reduce=True):
         weights = self.task.objective_weights(model)
         losses, logging_output = self.objective_losses(model, sample, with_mlm=weights["mlm"] > 0)
-        loss = weights["cls"] * losses["cls"] + weights["mlm"] * losses["mlm"]
+        loss = self.task.combined_loss(losses, weights)
         logging_output.update(self.weighted_logging(loss, weights))
         return loss, 1, logging_output
 

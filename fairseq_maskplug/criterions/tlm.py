@@ -11,11 +11,6 @@ from ..models import unwrap_model, zero_gradient_term
 from .joint_mlm_classification import JointMLMClassificationCriterion, class_counts, log_f1
 
 
-def task_batch_loss(mlm, cls, rho2: float):
-    """``(ρ2 · L_mlm + L_cls) / (ρ2 + 1)`` (the authors' ``model.py``: mlm_weight ρ2, cls weight 1)."""
-    return (rho2 * mlm + cls) / (rho2 + 1.0)
-
-
 @register_criterion("tlm")
 class TLMCriterion(JointMLMClassificationCriterion):
     """Task batch: ``(ρ2 · CE_mlm/masked + CE_cls/sentences) / (ρ2 + 1)``; external batch:
@@ -71,7 +66,8 @@ class TLMCriterion(JointMLMClassificationCriterion):
         logits = inner.classification_heads[self.head](cls_features)
         cls_sum = F.cross_entropy(logits.float(), labels, reduction="sum")
         predictions = logits.argmax(dim=-1)
-        loss = task_batch_loss(mlm_sum / max(n_masked, 1), cls_sum / labels.numel(), self.rho2)
+        loss = self.task.combined_loss({"mlm": mlm_sum / max(n_masked, 1), "cls": cls_sum / labels.numel()},
+                                       self.task.objective_weights(model))  # (ρ2 L_mlm + L_cls) / (ρ2 + 1)
         return loss, {"cls_loss": float(cls_sum.detach()), "ncorrect": int((predictions == labels).sum()),
                       **class_counts(predictions, labels, self.num_classes), "mlm_task": float(mlm_sum.detach()),
                       "n_masked_task": n_masked, "cls_sentences": labels.numel(), "task_batches": 1}

@@ -5,6 +5,11 @@ fine-tuned on a classification task, the same task texts also feed a masked-LM l
 whose masks come from any registered policy (``random`` = the paper's RTM, ``l3``, ...).
 The two losses are weighted either by fixed weights or the META-TARTAN way
 (``--loss-weighting tartan``, see :mod:`fairseq_maskplug.weighting.meta_tartan`).
+
+:class:`ClassificationMLMTask` is what it shares with ``--task tlm`` (the sentence_prediction
+layout, the classification head, the policy-masked copy, the objectives ``cls`` and ``mlm`` and
+their weighting component, :mod:`fairseq_maskplug.weighting.objectives`); each task adds only
+its own options.
 """
 
 import dataclasses
@@ -25,7 +30,7 @@ from ..data.classification import label_names, load_class_indices
 from ..data.dictionaries import load_dictionary
 from ..data.layout import required_data, sentence_prediction_dir
 from ..models import unwrap_model
-from ..weighting import MetaTartanTraining
+from ..weighting import FixedWeights, MetaTartanTraining, combine
 from .masked_lm_base import MaskedLMBaseTask, MaskingConfig
 from .policy_options import build_task_policy, register_policy_task
 from .sentence_items import build_model_for_items, sentence_blocking
@@ -34,20 +39,25 @@ OBJECTIVES = ("cls", "mlm")
 
 
 @dataclass
-class JointConfig(MaskingConfig):
+class ClassificationMLMConfig(MaskingConfig):
+    """What every classification + MLM task reads (``joint_mlm_classification``, ``tlm``)."""
     data: str = field(default=MISSING, metadata={
         "help": "sentence_prediction data root (input0/ with the texts and their side information, label/); "
                 "its input0/ is accepted too"})
     num_classes: int = field(default=2, metadata={"range": "[2, inf)", "help": "number of classes"})
     mask_policy: str = field(default="random", metadata={
         "help": "policy of the auxiliary MLM (random = RTM; l3 needs a PLT track from preprocess.score_pll)"})
+    classification_head_name: str = field(default="sentence_classification_head", metadata={
+        "help": "name of the classification head (as fairseq sentence_prediction)"})
+
+
+@dataclass
+class JointConfig(ClassificationMLMConfig):
     mlm_weight: float = field(default=1.0, metadata={
         "range": "[0, inf)",
         "help": "with --loss-weighting fixed: weight of the auxiliary MLM loss (0: classification only, "
                 "STL); the classification loss has weight 1; each loss is first normalised by its own "
                 "sample size"})
-    classification_head_name: str = field(default="sentence_classification_head", metadata={
-        "help": "name of the classification head (as fairseq sentence_prediction)"})
     loss_weighting: ChoiceEnum(["fixed", "tartan"]) = field(default="fixed", metadata={
         "help": "fixed: loss = L_cls + mlm_weight * L_mlm; tartan: META-TARTAN, loss = w_cls L_cls + "
                 "w_mlm L_mlm with w = softmax(lambda), lambda_k += tartan_meta_lr * cos(g_dev, g_k) after "
@@ -73,41 +83,40 @@ class JointConfig(MaskingConfig):
         "range": "[0, inf)", "help": "META-TARTAN: dev head weight decay (authors: --classf_dev_wd 0.1)"})
 
 
-@register_policy_task("joint_mlm_classification", dataclass=JointConfig)
-class JointMLMClassificationTask(MaskedLMBaseTask):
-    """Classification + auxiliary MLM on the same texts, in fairseq's sentence_prediction layout.
+class ClassificationMLMTask(MaskedLMBaseTask):
+    """Classification + MLM on the same texts, in fairseq's sentence_prediction layout (a base).
 
     Data: ``DATA/input0/`` (texts, ``dict.txt``, side information such as
     ``train.plt``) and ``DATA/label/`` (labels and their ``dict.txt``), as written by
     ``fairseq-preprocess`` for ``sentence_prediction``. Each line is one item (``<s>`` +
     line, shortened to ``tokens_per_sample``); the classifier sees the clean text, the
-    MLM the policy-masked copy. Use with ``--criterion joint_mlm_classification``.
+    MLM the policy-masked copy. The objectives ``cls`` and ``mlm`` are combined by
+    :attr:`weighting` (:meth:`build_weighting`, :mod:`fairseq_maskplug.weighting.objectives`).
     """
 
-    cfg: JointConfig
-    criteria = ("joint_mlm_classification",)
+    cfg: ClassificationMLMConfig
 
     def __init__(self, cfg, dictionary, label_dictionary):
         super().__init__(cfg, dictionary)  # options in range
-        if cfg.loss_weighting == "tartan" and cfg.mlm_weight != 1.0:
-            raise ValueError("--mlm-weight applies to --loss-weighting fixed; with tartan the weights are learned")
-        if cfg.loss_weighting == "fixed":
-            tartan_set = [f"--{f.name.replace('_', '-')}" for f in dataclasses.fields(JointConfig)
-                          if f.name.startswith("tartan_") and getattr(cfg, f.name) != f.default]
-            if tartan_set:
-                raise ValueError(f"{', '.join(tartan_set)} appl{'ies' if len(tartan_set) == 1 else 'y'} to "
-                                 f"--loss-weighting tartan; with fixed weights leave "
-                                 f"{'it' if len(tartan_set) == 1 else 'them'} out")
         n_labels = len(label_names(label_dictionary))
         if n_labels != cfg.num_classes:
             raise ValueError(f"{cfg.data}/label/dict.txt has {n_labels} labels but --num-classes is "
                              f"{cfg.num_classes}")
         self.label_dictionary = label_dictionary
         self.policy = build_task_policy(cfg)
-        self.tartan = None
-        if cfg.loss_weighting == "tartan":
-            self.tartan = MetaTartanTraining(OBJECTIVES, cfg.seed, cfg.tartan_meta_lr, cfg.tartan_dev_head_steps,
-                                             cfg.tartan_dev_head_lr, cfg.tartan_dev_head_weight_decay)
+        self.weighting = self.build_weighting()
+
+    def build_weighting(self):
+        """The weighting component of the objectives ``cls`` and ``mlm``."""
+        raise NotImplementedError
+
+    def objective_weights(self, model):
+        """``{objective: w}`` in force (:attr:`weighting`)."""
+        return self.weighting.weights(model)
+
+    def combined_loss(self, losses, weights):
+        """``Σ_k w_k L_k / total`` (:func:`~fairseq_maskplug.weighting.combine`)."""
+        return combine(losses, weights, self.weighting.total)
 
     @classmethod
     def setup_task(cls, cfg, **kwargs):
@@ -129,8 +138,6 @@ class JointMLMClassificationTask(MaskedLMBaseTask):
                                  self.cfg.side_info_without_fingerprint)
 
     def build_inputs(self, split, tokens, side_info):
-        if self.tartan is not None and split == self.cfg.tartan_dev_subset:  # refused when loaded, before training
-            self._check_dev_size(split, len(tokens))
         classes = load_class_indices(self.cfg.data, split, self.label_dictionary, self.cfg.num_classes, len(tokens))
         pad = self.dictionary.pad()
         return NestedDictionaryDataset(
@@ -157,15 +164,55 @@ class JointMLMClassificationTask(MaskedLMBaseTask):
     def build_model(self, cfg, from_checkpoint=False):
         model = build_model_for_items(self, cfg, from_checkpoint)
         model.register_classification_head(self.cfg.classification_head_name, num_classes=self.cfg.num_classes)
+        return model
+
+    def mlm_batch(self, sample):
+        return sample["mlm"]["src_tokens"], sample["mlm"]["target"]
+
+
+@register_policy_task("joint_mlm_classification", dataclass=JointConfig)
+class JointMLMClassificationTask(ClassificationMLMTask):
+    """Classification + auxiliary MLM (L3Masking, TARTAN), weighted by fixed weights or META-TARTAN.
+    Use with ``--criterion joint_mlm_classification``."""
+
+    cfg: JointConfig
+    criteria = ("joint_mlm_classification",)
+
+    def __init__(self, cfg, dictionary, label_dictionary):
+        if cfg.loss_weighting == "tartan" and cfg.mlm_weight != 1.0:
+            raise ValueError("--mlm-weight applies to --loss-weighting fixed; with tartan the weights are learned")
+        if cfg.loss_weighting == "fixed":
+            tartan_set = [f"--{f.name.replace('_', '-')}" for f in dataclasses.fields(JointConfig)
+                          if f.name.startswith("tartan_") and getattr(cfg, f.name) != f.default]
+            if tartan_set:
+                raise ValueError(f"{', '.join(tartan_set)} appl{'ies' if len(tartan_set) == 1 else 'y'} to "
+                                 f"--loss-weighting tartan; with fixed weights leave "
+                                 f"{'it' if len(tartan_set) == 1 else 'them'} out")
+        super().__init__(cfg, dictionary, label_dictionary)
+
+    def build_weighting(self):
+        """``{cls: 1, mlm: --mlm-weight}``, or META-TARTAN's softmax weights (``--loss-weighting tartan``)."""
+        cfg = self.cfg
+        if cfg.loss_weighting == "tartan":
+            return MetaTartanTraining(OBJECTIVES, cfg.seed, cfg.tartan_meta_lr, cfg.tartan_dev_head_steps,
+                                      cfg.tartan_dev_head_lr, cfg.tartan_dev_head_weight_decay)
+        return FixedWeights({"cls": 1.0, "mlm": cfg.mlm_weight})
+
+    @property
+    def tartan(self):
+        """The META-TARTAN weighting, or None with fixed weights."""
+        return self.weighting if isinstance(self.weighting, MetaTartanTraining) else None
+
+    def build_inputs(self, split, tokens, side_info):
+        if self.tartan is not None and split == self.cfg.tartan_dev_subset:  # refused when loaded, before training
+            self._check_dev_size(split, len(tokens))
+        return super().build_inputs(split, tokens, side_info)
+
+    def build_model(self, cfg, from_checkpoint=False):
+        model = super().build_model(cfg, from_checkpoint)
         if self.tartan is not None:
             self.tartan.attach(model)
         return model
-
-    def objective_weights(self, model):
-        """``{"cls": w_cls, "mlm": w_mlm}``: ``(1, --mlm-weight)``, or META-TARTAN's softmax weights."""
-        if self.tartan is not None:
-            return self.tartan.weights(model)
-        return {"cls": 1.0, "mlm": self.cfg.mlm_weight}
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
         if self.tartan is None:
@@ -179,7 +226,7 @@ class JointMLMClassificationTask(MaskedLMBaseTask):
         weights = self.objective_weights(model)
         with torch.autocast("cuda", enabled=isinstance(optimizer, AMPOptimizer)):
             losses, logging_output = criterion.objective_losses(model, sample, with_mlm=True)
-        loss = sum(weights[k] * losses[k] for k in OBJECTIVES)
+        loss = self.combined_loss(losses, weights)
         logging_output.update(criterion.weighted_logging(loss, weights))
         logging_output.update(self.count_masks(sample, ignore_grad))
         if ignore_grad:
@@ -221,9 +268,6 @@ class JointMLMClassificationTask(MaskedLMBaseTask):
         super().optimizer_step(optimizer, model, update_num)
         if self.tartan is not None:
             self.tartan.update_weights(model)
-
-    def mlm_batch(self, sample):
-        return sample["mlm"]["src_tokens"], sample["mlm"]["target"]
 
 
 class _Labels(FairseqDataset):

@@ -5,7 +5,8 @@ binarized with the task's dictionary). Training alternates task batches and exte
 batches (:mod:`~fairseq_maskplug.data.tlm_schedule`: ρ1 = ``--tlm-external-ratio``
 external batches per task batch). Losses (``--criterion tlm``):
 
-* task batch: ``(ρ2 · L_mlm + L_cls) / (ρ2 + 1)``, ρ2 = ``--tlm-task-mlm-weight``;
+* task batch: ``(ρ2 · L_mlm + L_cls) / (ρ2 + 1)``, ρ2 = ``--tlm-task-mlm-weight`` (the weighting
+  component :class:`~fairseq_maskplug.weighting.FixedWeights` ``{mlm: ρ2, cls: 1}``, total ``ρ2 + 1``);
 * external batch: ``L_mlm`` (the classification output times 0 keeps the head in the graph,
   as the authors do, so every parameter has a gradient under ``pytorch_ddp``).
 
@@ -30,7 +31,8 @@ from ..data.dictionaries import load_dictionary
 from ..data.layout import check_hydra_path
 from ..data.tlm_schedule import EXTERNAL, TASK, schedule
 from ..data.two_source_dataset import TwoSourceDataset
-from .joint_mlm_classification import JointConfig, JointMLMClassificationTask
+from ..weighting import FixedWeights
+from .joint_mlm_classification import ClassificationMLMConfig, ClassificationMLMTask
 from .policy_options import register_policy_task
 from .sentence_items import sentence_blocking
 
@@ -38,7 +40,7 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass
-class TLMConfig(JointConfig):
+class TLMConfig(ClassificationMLMConfig):
     tlm_external_data: str = field(default="", metadata={
         "help": "fairseq-preprocess output directory of the retrieved documents (its train split, binarized "
                 "with the task's input0/dict.txt; side information of --mask-policy beside it); needed when "
@@ -59,7 +61,7 @@ class TLMConfig(JointConfig):
 
 
 @register_policy_task("tlm", dataclass=TLMConfig)
-class TLMTask(JointMLMClassificationTask):
+class TLMTask(ClassificationMLMTask):
     """Joint task + MLM training on the task data and retrieved documents (TLM).
 
     Data: ``--data`` in the sentence_prediction layout (``input0/``, ``label/``) as for
@@ -70,14 +72,15 @@ class TLMTask(JointMLMClassificationTask):
 
     cfg: TLMConfig
     criteria = ("tlm",)
+    #: options of joint_mlm_classification that users bring to TLM, and why TLM has none of them
+    refused_options = {
+        "--loss-weighting": "TLM weighs a task batch's losses by --tlm-task-mlm-weight; META-TARTAN is not offered "
+                            "here: its meta step compares every objective's gradient on one batch, and TLM's "
+                            "external batches carry only the MLM objective",
+        "--mlm-weight": "the task batch's MLM weight is --tlm-task-mlm-weight",
+    }
 
     def __init__(self, cfg, dictionary, label_dictionary):
-        if cfg.loss_weighting != "fixed":
-            raise ValueError("--task tlm weighs its losses with --tlm-task-mlm-weight; --loss-weighting tartan "
-                             "is not available here")
-        if cfg.mlm_weight != 1.0:
-            raise ValueError("--mlm-weight is not used by --task tlm: the task batch's MLM weight is "
-                             "--tlm-task-mlm-weight")
         if cfg.tlm_classify_masked and cfg.no_tlm_classify_masked:
             raise ValueError("--tlm-classify-masked and --no-tlm-classify-masked contradict each other: give one")
         if cfg.tlm_external_ratio > 0 and not cfg.tlm_external_data:
@@ -87,6 +90,11 @@ class TLMTask(JointMLMClassificationTask):
             raise ValueError("--tlm-external-data is not read with --tlm-external-ratio 0; leave it out")
         super().__init__(cfg, dictionary, label_dictionary)
         check_hydra_path(cfg.tlm_external_data, "task.tlm_external_data")
+
+    def build_weighting(self):
+        """A task batch's ``(ρ2 · L_mlm + L_cls) / (ρ2 + 1)``, as the authors' ``model.py`` computes it."""
+        rho2 = self.cfg.tlm_task_mlm_weight
+        return FixedWeights({"mlm": rho2, "cls": 1.0}, total=rho2 + 1.0)
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
         super().load_dataset(split, epoch, combine, **kwargs)

@@ -38,6 +38,8 @@ class MetaTartanTraining:
         head_steps, head_lr, head_weight_decay: how the dev head is fitted.
     """
 
+    total = 1.0  # the weighted sum is the loss (:func:`.objectives.combine`): the weights sum to 1
+
     def __init__(self, objectives: Sequence[str], seed: int, meta_lr: float, head_steps: int, head_lr: float,
                  head_weight_decay: float):
         self.objectives = tuple(objectives)

@@ -1,0 +1,69 @@
+"""Checkpoints written before a refactor resume bit-identically after it.
+
+The package of an earlier commit (``git archive``) trains the first updates; this checkout
+resumes from its ``checkpoint_last.pt``; the parameters must equal those of an uninterrupted
+run of this checkout. A changed option layout, a changed loss arithmetic or a changed batch
+order fails it (full tier; needs the repository's history)."""
+
+import io
+import os
+import subprocess
+import tarfile
+
+import pytest
+
+from fairseq_helpers import BIN, CPU_RUN, REPO, assert_same_params, check
+from test_tlm import data, tlm_args  # noqa: F401  (fixture)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.full]
+
+#: the last commit before the objective-weighting component and the split of the joint and TLM
+#: options (issue 27): TLMConfig then inherited the joint task's nine weighting options
+PREVIOUS = "368bf9f"
+
+
+@pytest.fixture(scope="module")
+def previous_package(tmp_path_factory):
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", PREVIOUS, "fairseq_maskplug"], capture_output=True)
+    if archive.returncode != 0:
+        pytest.skip(f"commit {PREVIOUS} is not in this clone's history: {archive.stderr.decode().strip()}")
+    root = tmp_path_factory.mktemp("previous")
+    tarfile.open(fileobj=io.BytesIO(archive.stdout)).extractall(root)
+    return root
+
+
+def train(args, package=None):
+    """fairseq-train with this checkout's plugin, or with ``package``'s (an earlier commit's)."""
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    user_dir = REPO / "fairseq_maskplug"
+    if package is not None:
+        env["PYTHONPATH"] = str(package)
+        user_dir = package / "fairseq_maskplug"
+    return check(subprocess.run([str(BIN / "fairseq-train"), "--user-dir", str(user_dir), *CPU_RUN, *map(str, args)],
+                                capture_output=True, text=True, env=env, cwd=REPO))
+
+
+def joint_args(data, save, *extra):
+    return [data / "task", "--task", "joint_mlm_classification", "--criterion", "joint_mlm_classification",
+            "--num-classes", "2", "--tokens-per-sample", "32", "--save-dir", save, "--no-epoch-checkpoints",
+            "--arch", "roberta_base", "--encoder-layers", "2", "--encoder-embed-dim", "32",
+            "--encoder-ffn-embed-dim", "64", "--encoder-attention-heads", "2", "--max-positions", "64", *extra]
+
+
+CASES = {
+    "tlm": lambda data, save, *extra: tlm_args(data, save, *extra),
+    "joint": lambda data, save, *extra: joint_args(data, save, "--mlm-weight", "0.5", *extra),
+    "joint_tartan": lambda data, save, *extra: joint_args(data, save, "--loss-weighting", "tartan",
+                                                           "--tartan-dev-fit-size", "8", "--tartan-dev-batch-size",
+                                                           "8", *extra),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_checkpoint_of_the_previous_commit_resumes_bit_identically(case, data, previous_package, tmp_path):
+    args = CASES[case]
+    common = ["--seed", "4", "--max-epoch", "30"]
+    train(args(data, tmp_path / "whole", *common, "--max-update", "12"))
+    train(args(data, tmp_path / "parts", *common, "--max-update", "5"), package=previous_package)
+    train(args(data, tmp_path / "parts", *common, "--max-update", "12"))
+    assert_same_params(tmp_path / "whole" / "checkpoint_last.pt", tmp_path / "parts" / "checkpoint_last.pt")
