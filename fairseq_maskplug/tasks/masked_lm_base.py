@@ -22,6 +22,7 @@ from ..masking import Corruption
 from .criteria import CriterionChecked
 from .mask_stats import log_mask_statistics, mask_statistics, mlm_mask_counts
 from .model_checks import check_model
+from .token_heads import OneDictionaryTask
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +88,7 @@ def check_shorten_splits(cfg) -> None:
                          f"(a split is the SPLIT.bin/.idx pair fairseq-preprocess wrote)")
 
 
-class MaskedLMBaseTask(CriterionChecked, FairseqTask):
+class MaskedLMBaseTask(OneDictionaryTask, CriterionChecked, FairseqTask):
     """Base of the package's masked-LM tasks.
 
     Subclasses implement :meth:`build_inputs` (split, blocked tokens and side
@@ -209,18 +210,7 @@ class MaskedLMBaseTask(CriterionChecked, FairseqTask):
         super().reduce_metrics(logging_outputs, criterion)
         log_mask_statistics(logging_outputs)
 
-    @property
-    def source_dictionary(self):
-        return self.dictionary
-
-    @property
-    def target_dictionary(self):
-        return self.dictionary
-
     def build_model(self, cfg, from_checkpoint=False):
         model = super().build_model(cfg, from_checkpoint)
         check_model(self, model, getattr(cfg, "_name", None) or getattr(cfg, "arch", "?"), self.encoder_decoder)
         return model
-
-    def max_positions(self):
-        return self.cfg.tokens_per_sample

@@ -17,25 +17,18 @@ needs no seq2seq checkpoint to score a corpus, and a roberta trained by this pac
 tracks the ``learned_span`` policy reads.
 """
 
-import logging
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 from fairseq.data import BaseWrapperDataset
 from fairseq.dataclass import FairseqDataclass
-from fairseq.tasks import FairseqTask, register_task
+from fairseq.tasks import register_task
 from omegaconf import II, MISSING
 
-from ..data import load_blocked_split
-from ..data.dictionaries import STATE_KEY, dictionary_sha256, load_dictionary
-from ..data.layout import required_data, token_data_dir
-from ..models import register_token_tagging_head
 from ..data.answer_labels import ANSWER_LABELS, answer_positions
-from .criteria import CriterionChecked
-from .sentence_items import build_model_for_items, sentence_blocking, tagged_items
-
-logger = logging.getLogger(__name__)
+from ..models import register_token_tagging_head
+from .token_heads import TokenHeadTask
 
 #: the policy head's outputs per token
 START_LOGIT, END_LOGIT = 0, 1
@@ -86,46 +79,17 @@ def answer_targets(labels, split: str) -> np.ndarray:
 
 
 @register_task("span_policy", dataclass=SpanPolicyConfig)
-class SpanPolicyTask(CriterionChecked, FairseqTask):
+class SpanPolicyTask(TokenHeadTask):
     """Extractive start/end tagging of answer spans, the supervised masking policy."""
 
     criteria = ("span_policy",)
+    label_rule = ANSWER_LABELS
+    item_name = "contexts"
 
     cfg: SpanPolicyConfig
 
-    def __init__(self, cfg, dictionary):
-        super().__init__(cfg)
-        self.state.merge_state_dict({STATE_KEY: dictionary_sha256(dictionary)})  # saved in checkpoints
-        self.dictionary = dictionary
-        self.mask_idx = dictionary.add_symbol("<mask>")  # as the masked-LM tasks: same embedding size
+    def targets(self, split, tokens, labels):
+        return AnswerTargets(labels, answer_targets(labels, split))
 
-    @classmethod
-    def setup_task(cls, cfg, **kwargs):
-        cfg.data = token_data_dir(required_data(cfg))
-        return cls(cfg, load_dictionary(cfg.data))
-
-    def load_dataset(self, split, epoch=1, combine=False, **kwargs):
-        blocking = sentence_blocking(self.cfg.data, self.cfg.tokens_per_sample, self.cfg.seed,
-                                     self.cfg.side_info_without_fingerprint)
-        tokens, side = load_blocked_split(blocking, split, self.dictionary, {self.cfg.label_track: ANSWER_LABELS},
-                                          epoch, combine)
-        labels = side[self.cfg.label_track]
-        targets = AnswerTargets(labels, answer_targets(labels, split))
-        self.datasets[split] = tagged_items(tokens, targets, self.dictionary, self.cfg.seed)
-        logger.info("%s: %d contexts", split, len(tokens))
-
-    def build_model(self, cfg, from_checkpoint=False):
-        model = build_model_for_items(self, cfg, from_checkpoint)
+    def register_head(self, model) -> None:
         register_token_tagging_head(model, self.cfg.span_head_name, num_classes=2)
-        return model
-
-    @property
-    def source_dictionary(self):
-        return self.dictionary
-
-    @property
-    def target_dictionary(self):
-        return self.dictionary
-
-    def max_positions(self):
-        return self.cfg.tokens_per_sample

@@ -10,25 +10,18 @@ encoder (start from the GenePT checkpoint with ``--finetune-from-model``) with a
 (``--best-checkpoint-metric f1 --maximize-best-checkpoint-metric``).
 """
 
-import logging
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 from fairseq.data import BaseWrapperDataset, RightPadDataset
 from fairseq.dataclass import FairseqDataclass
-from fairseq.tasks import FairseqTask, register_task
+from fairseq.tasks import register_task
 from omegaconf import II, MISSING
 
-from ..data import load_blocked_split
-from ..data.dictionaries import STATE_KEY, dictionary_sha256, load_dictionary
 from ..masking.values import BINARY_LABEL
 from ..models import register_token_tagging_head
-from ..data.layout import required_data, token_data_dir
-from .criteria import CriterionChecked
-from .sentence_items import build_model_for_items, sentence_blocking, tagged_items
-
-logger = logging.getLogger(__name__)
+from .token_heads import TokenHeadTask
 
 IGNORE = -1  # target value of positions without a label (<s>, </s>, padding)
 
@@ -63,46 +56,17 @@ class TaggingTargets(BaseWrapperDataset):
 
 
 @register_task("token_importance", dataclass=TokenImportanceConfig)
-class TokenImportanceTask(CriterionChecked, FairseqTask):
+class TokenImportanceTask(TokenHeadTask):
     """Token-level binary tagging of task-important tokens."""
 
     criteria = ("token_importance",)
+    label_rule = BINARY_LABEL
 
     cfg: TokenImportanceConfig
 
-    def __init__(self, cfg, dictionary):
-        super().__init__(cfg)
-        self.state.merge_state_dict({STATE_KEY: dictionary_sha256(dictionary)})  # saved in checkpoints
-        self.dictionary = dictionary
-        self.mask_idx = dictionary.add_symbol("<mask>")  # as the masked-LM tasks: same embedding size
-
-    @classmethod
-    def setup_task(cls, cfg, **kwargs):
-        cfg.data = token_data_dir(required_data(cfg))  # a sentence_prediction root: its input0/
-        return cls(cfg, load_dictionary(cfg.data))
-
-    def load_dataset(self, split, epoch=1, combine=False, **kwargs):
-        blocking = sentence_blocking(self.cfg.data, self.cfg.tokens_per_sample, self.cfg.seed,
-                                     self.cfg.side_info_without_fingerprint)
-        tokens, side = load_blocked_split(blocking, split, self.dictionary, {self.cfg.label_track: BINARY_LABEL},
-                                          epoch, combine)
+    def targets(self, split, tokens, labels):
         d = self.dictionary
-        targets = TaggingTargets(tokens, side[self.cfg.label_track], (d.bos(), d.eos(), d.pad()))
-        self.datasets[split] = tagged_items(tokens, RightPadDataset(targets, pad_idx=IGNORE), d, self.cfg.seed)
-        logger.info("%s: %d sentences", split, len(tokens))
+        return RightPadDataset(TaggingTargets(tokens, labels, (d.bos(), d.eos(), d.pad())), pad_idx=IGNORE)
 
-    def build_model(self, cfg, from_checkpoint=False):
-        model = build_model_for_items(self, cfg, from_checkpoint)
+    def register_head(self, model) -> None:
         register_token_tagging_head(model, self.cfg.tagger_head_name)
-        return model
-
-    @property
-    def source_dictionary(self):
-        return self.dictionary
-
-    @property
-    def target_dictionary(self):
-        return self.dictionary
-
-    def max_positions(self):
-        return self.cfg.tokens_per_sample
