@@ -25,7 +25,8 @@ def main(argv=None) -> int:
     parser.add_argument("--checkpoint", required=True, help="roberta masked-LM checkpoint (frozen)")
     parser.add_argument("--data", required=True,
                         help="binarized token data with dict.txt (a sentence_prediction root: its input0/)")
-    parser.add_argument("--split", default="train")
+    parser.add_argument("--splits", "--split", nargs="+", dest="splits", default=["train"],
+                        help="splits to score (--split is the same option), with the model loaded once")
     parser.add_argument("--name", type=track_name, default="plt", help="side-information track name")
     parser.add_argument("--metric", default="word_l2r", choices=["word_l2r", "original"],
                         help="word_l2r: mask the token and the later subwords of its word (paper); "
@@ -65,11 +66,13 @@ def score(args) -> int:
     from fairseq_maskplug.data.layout import token_data_dir
 
     data = token_data_dir(args.data)
-    split_prefix = os.path.join(data, args.split)
-    if not fdata.indexed_dataset.MMapIndexedDataset.exists(split_prefix):
-        raise FileNotFoundError(f"binarized split not found: {split_prefix}.bin/.idx")
-    prefix = side_info_prefix(split_prefix, args.name)
-    check_writable(prefix + ".bin")
+    prefixes = {}
+    for split in dict.fromkeys(args.splits):  # every split and output checked before any work
+        split_prefix = os.path.join(data, split)
+        if not fdata.indexed_dataset.MMapIndexedDataset.exists(split_prefix):
+            raise FileNotFoundError(f"binarized split not found: {split_prefix}.bin/.idx")
+        prefixes[split_prefix] = side_info_prefix(split_prefix, args.name)
+        check_writable(prefixes[split_prefix] + ".bin")
     state = load_checked_state(args.checkpoint, data, args.trust_dictionary,
                                refuse=CLASSIFIER_TASKS + ("token_importance",),
                                wanted="a masked-LM checkpoint (guided_mlm, masked_lm, ...)")
@@ -85,16 +88,17 @@ def score(args) -> int:
         word_starts = word_starts_gpt2(d, args.gpt2_encoder_json, args.gpt2_vocab_bpe)
     else:
         word_starts = np.ones(len(d), dtype=bool)
-    tokens = fdata.data_utils.load_indexed_dataset(split_prefix, d)
     scorer = PLTScorer(model, task.mask_idx, d.pad(), word_starts, args.metric)
-    lines = list(iterate_lines(tokens, d.bos()))
-    start = time.perf_counter()
-    plts = score_in_windows(scorer, lines, (d.bos(), d.eos(), d.pad()), model.max_positions(), args.max_tokens)
-    seconds = time.perf_counter() - start
-    write_side_info(prefix, (plt[1:] for plt in plts), "float64", tokens_prefix=split_prefix)  # drop <s>
-    scored = np.concatenate([plt[1:-1] for plt in plts])
-    print(f"scored {len(lines)} sentences ({scored.size} tokens) in {seconds:.1f} s "
-          f"({len(lines) / seconds:.1f} sentences/s); mean PLT {scored.mean():.3f}; wrote {prefix}.bin/.idx")
+    for split_prefix, prefix in prefixes.items():
+        tokens = fdata.data_utils.load_indexed_dataset(split_prefix, d)
+        lines = list(iterate_lines(tokens, d.bos()))
+        start = time.perf_counter()
+        plts = score_in_windows(scorer, lines, (d.bos(), d.eos(), d.pad()), model.max_positions(), args.max_tokens)
+        seconds = time.perf_counter() - start
+        write_side_info(prefix, (plt[1:] for plt in plts), "float64", tokens_prefix=split_prefix)  # drop <s>
+        scored = np.concatenate([plt[1:-1] for plt in plts])
+        print(f"scored {len(lines)} sentences ({scored.size} tokens) in {seconds:.1f} s "
+              f"({len(lines) / seconds:.1f} sentences/s); mean PLT {scored.mean():.3f}; wrote {prefix}.bin/.idx")
     return 0
 
 if __name__ == "__main__":

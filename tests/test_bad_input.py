@@ -541,3 +541,12 @@ def test_a_tartan_dev_subset_too_small_is_refused_before_training(task_dir, tmp_
     one_line_error(result, "--tartan-dev-subset valid has 40 items, fewer than --tartan-dev-fit-size + "
                            "--tartan-dev-batch-size = 96")
     assert "Start iterating over samples" not in result.stdout + result.stderr and no_checkpoint(tmp_path / "ck")
+
+
+def test_score_importance_refuses_one_preview_file_for_several_splits(capsys):
+    from preprocess.score_importance import parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args(["--checkpoint", "c.pt", "--data", "d", "--splits", "train", "valid", "--preview", "p.txt"])
+    assert "--preview names one file, for one split; 2 splits were given" in capsys.readouterr().err
+    assert parse_args(["--checkpoint", "c.pt", "--data", "d", "--split", "valid"]).splits == ["valid"]  # the alias

@@ -57,14 +57,15 @@ def test_cli_writes_aligned_plt(tiny_data, trained, tmp_path):
     data = tmp_path / "bin"
     shutil.copytree(tiny_data / "bin", data)
     result = check(run([BIN / "python", "-m", "preprocess.score_pll", "--checkpoint", checkpoint,
-                        "--data", data, "--split", "valid", "--word-starts", "token"]))
-    assert "sentences/s" in result.stdout
-    plt = SideInfoDataset(str(data / "valid.plt"))
-    tokens = data_utils.load_indexed_dataset(str(data / "valid"), Dictionary.load(str(data / "dict.txt")))
-    assert len(plt) == len(tokens)
-    for i in range(len(tokens)):
-        assert len(plt[i]) == len(tokens[i]) and plt[i][-1] == 1.0
-        assert ((plt[i][:-1] > 0) & (plt[i][:-1] < 1)).all()
+                        "--data", data, "--splits", "valid", "train", "--word-starts", "token"]))
+    assert result.stdout.count("sentences/s") == 2  # both splits, the model loaded once
+    for split in ("valid", "train"):
+        plt = SideInfoDataset(str(data / f"{split}.plt"))
+        tokens = data_utils.load_indexed_dataset(str(data / split), Dictionary.load(str(data / "dict.txt")))
+        assert len(plt) == len(tokens)
+        for i in range(len(tokens)):
+            assert len(plt[i]) == len(tokens[i]) and plt[i][-1] == 1.0
+            assert ((plt[i][:-1] > 0) & (plt[i][:-1] < 1)).all()
 
 
 def test_gpt2_word_starts_from_fairseq_whole_word_helper(tmp_path):

@@ -24,11 +24,9 @@ def pipeline(tiny_data, tmp_path_factory):
                "--separator-token", "2", *TINY_ROBERTA, *CPU_RUN, "--max-epoch", "4",
                "--finetune-from-model", genept, "--best-checkpoint-metric", "accuracy",
                "--maximize-best-checkpoint-metric", "--save-dir", root / "cls", "--no-epoch-checkpoints"]))
-    scoring = {}
-    for split in ("train", "valid"):
-        scoring[split] = check(run([BIN / "python", "-m", "preprocess.score_importance", "--checkpoint",
-                                    root / "cls" / "checkpoint_best.pt", "--data", task, "--split", split,
-                                    "--batch-size", "16"]))
+    scoring = check(run([BIN / "python", "-m", "preprocess.score_importance", "--checkpoint",
+                         root / "cls" / "checkpoint_best.pt", "--data", task, "--splits", "train", "valid",
+                         "--batch-size", "16"]))  # both splits, the classifier loaded once
     return SimpleNamespace(root=root, genept=genept, task=task, classifier=root / "cls" / "checkpoint_best.pt",
                            scoring=scoring)
 
@@ -48,8 +46,9 @@ def test_downstream_mask_labels_are_aligned_and_batching_does_not_change_them(pi
     assert len(labels) == len(tokens) == 300
     assert all(len(row) == len(tokens[i]) and row[-1] == 0 for i, row in enumerate(labels))
     assert set(np.concatenate(labels).tolist()) <= {0, 1} and sum(row.sum() for row in labels) > 0
-    out = pipeline.scoring["train"].stdout
-    assert "sentences/s" in out and "classified correctly and scored" in out
+    out = pipeline.scoring.stdout
+    assert out.count("sentences/s") == 2 and "classified correctly and scored" in out
+    assert (input0 / "valid.importance.bin").is_file() and (input0 / "valid.importance.preview.txt").is_file()
     preview = (input0 / "train.importance.preview.txt").read_text().splitlines()
     assert len(preview) == 300 and any("[" in line for line in preview)
     for line, row in zip(preview, labels):  # misclassified sentences are not scored
