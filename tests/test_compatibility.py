@@ -12,7 +12,7 @@ import tarfile
 
 import pytest
 
-from fairseq_helpers import BIN, CPU_RUN, REPO, assert_same_params, check
+from fairseq_helpers import BIN, CPU_RUN, REPO, TINY_BART, assert_same_params, check
 from test_tlm import data, tlm_args  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.full]
@@ -50,7 +50,24 @@ def joint_args(data, save, *extra):
             "--encoder-ffn-embed-dim", "64", "--encoder-attention-heads", "2", "--max-positions", "64", *extra]
 
 
+def tokens_args(data, save, task, *extra, arch=None):
+    """A masked-LM or text-to-text task on the task texts (input0/, with their importance track)."""
+    shape = arch or ["--arch", "roberta_base", "--encoder-layers", "2", "--encoder-embed-dim", "32",
+                     "--encoder-ffn-embed-dim", "64", "--encoder-attention-heads", "2", "--max-positions", "64"]
+    return [data / "task" / "input0", "--task", task, "--tokens-per-sample", "32", "--save-dir", save,
+            "--no-epoch-checkpoints", *shape, *extra]
+
+
 CASES = {
+    "guided_mlm": lambda data, save, *extra: tokens_args(data, save, "guided_mlm", "--criterion", "masked_lm",
+                                                         "--mask-policy", "span", *extra),
+    "selective_mlm": lambda data, save, *extra: tokens_args(data, save, "selective_mlm", "--criterion", "masked_lm",
+                                                            *extra),
+    "fe_mlm": lambda data, save, *extra: tokens_args(data, save, "fe_mlm", "--criterion", "masked_lm",
+                                                     "--fe-views", "3", *extra),
+    "guided_denoising": lambda data, save, *extra: tokens_args(
+        data, save, "guided_denoising", "--criterion", "cross_entropy", "--mask-policy", "span", *extra,
+        arch=TINY_BART),
     "tlm": lambda data, save, *extra: tlm_args(data, save, *extra),
     "joint": lambda data, save, *extra: joint_args(data, save, "--mlm-weight", "0.5", *extra),
     "joint_tartan": lambda data, save, *extra: joint_args(data, save, "--loss-weighting", "tartan",

@@ -1,8 +1,8 @@
 """Text-to-text items from a mask policy: ``(source, target)`` per (seed, epoch, index).
 
-The seq2seq sibling of :class:`~.policy_masked_dataset.PolicyMaskedDataset`: a registered
-policy chooses positions, a target format (:mod:`fairseq_maskplug.masking.seq2seq`) turns
-them into a pair. Unlike fairseq's ``DenoisingDataset``, every draw comes from
+The one policy path (:mod:`.policy_path`) with the :class:`~.policy_path.Seq2SeqFormat`: a
+registered policy chooses positions, a target format (:mod:`fairseq_maskplug.masking.seq2seq`)
+turns them into a pair. Unlike fairseq's ``DenoisingDataset``, every draw comes from
 ``numpy.random.default_rng((seed, epoch, index))``: two runs with one seed build identical
 batches and a resumed run builds the batches the uninterrupted run would have built.
 """
@@ -13,9 +13,9 @@ import numpy as np
 import torch
 from fairseq.data import FairseqDataset, data_utils
 
-from ..masking import Corruption, MaskPolicy, maskable_positions
-from ..masking.seq2seq import previous_output_tokens, seq2seq_source, seq2seq_target
-from .policy_masked_dataset import checked_choice
+from ..masking import Corruption, MaskPolicy
+from ..masking.seq2seq import previous_output_tokens
+from .policy_path import PolicyPath, Seq2SeqFormat, checked_choice
 
 
 class PolicyDenoisingDataset(FairseqDataset):
@@ -58,6 +58,9 @@ class PolicyDenoisingDataset(FairseqDataset):
         self.seed = seed
         self.epoch = 1
         self._sizes = np.asarray(dataset.sizes, dtype=np.int64) + 1
+        self.path = PolicyPath(lambda tokens, maskable, side, rng, index: checked_choice(policy, tokens, maskable,
+                                                                                          side, rng, index),
+                               Seq2SeqFormat(target_format, collapse, corruption, mask_idx, eos), special_ids, seed)
 
     def __len__(self):
         return len(self.dataset)
@@ -93,13 +96,7 @@ class PolicyDenoisingDataset(FairseqDataset):
 
     def __getitem__(self, index):
         tokens, side = self.framed(index)
-        rng = np.random.default_rng((self.seed, self.epoch, index))
-        maskable = maskable_positions(tokens, self.special_ids)
-        mask = checked_choice(self.policy, tokens, maskable, side, rng, index)
-        source = seq2seq_source(tokens, mask, self.mask_idx, self.collapse, rng, self.corruption)
-        target = seq2seq_target(tokens, mask, self.target_format, self.mask_idx, self.eos)
-        return {"id": index, "source": torch.from_numpy(source), "target": torch.from_numpy(target),
-                "chosen": int(mask.sum()), "maskable": int(maskable.sum())}
+        return {"id": index, **self.path(tokens, side, self.epoch, index)}
 
     def collater(self, samples):
         if not samples:

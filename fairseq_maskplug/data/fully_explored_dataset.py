@@ -9,6 +9,7 @@ from ..masking import MaskPolicy
 from ..masking.fully_explored import fully_explored_masks
 from ..masking.spans import GeometricSpans
 from .policy_masked_dataset import SeededMaskingDataset
+from .policy_path import checked_views
 
 
 class FullyExploredDataset(SeededMaskingDataset):
@@ -27,21 +28,6 @@ class FullyExploredDataset(SeededMaskingDataset):
         if self.policy is None:
             return fully_explored_masks(len(tokens), self.views, self.ratio, rng, maskable, self.span)
         return checked_views(self.policy, tokens, maskable, side, rng, index, self.views)
-
-
-def checked_views(policy: MaskPolicy, tokens, maskable, side, rng, index, k: int) -> np.ndarray:
-    """``policy.views(...)``, refused unless it is a ``k x len`` boolean array of pairwise-disjoint
-    masks that choose no special token (a plugin's mistake named at the item)."""
-    masks = np.asarray(policy.views(tokens, maskable, side, rng, k))
-    name = type(policy).__name__
-    if masks.shape != (k, len(tokens)) or masks.dtype != bool:
-        raise ValueError(f"{name}.views returned {masks.dtype} {masks.shape}, expected a boolean array of shape "
-                         f"{(k, len(tokens))}")
-    if (masks.sum(axis=0) > 1).any():
-        raise ValueError(f"{name}.views returned overlapping views at item {index}")
-    if (masks & ~maskable).any():
-        raise ValueError(f"{name}.views chose a special token at item {index}")
-    return masks
 
 
 class FlatViewsDataset(BaseWrapperDataset):

@@ -1,4 +1,5 @@
-"""Masking datasets seeded by (seed, epoch, index): one policy mask per item (K views: :mod:`.fully_explored_dataset`).
+"""Masked-LM datasets on the one policy path (:mod:`.policy_path`): one policy mask per item (K
+views: :mod:`.fully_explored_dataset`).
 
 Masks change every epoch through ``set_epoch``; batch shapes do not, so fairseq may reuse
 its epoch iterator (``can_reuse_epoch_itr_across_epochs``, as for ``MaskTokensDataset``).
@@ -11,16 +12,15 @@ import numpy as np
 import torch
 from fairseq.data import BaseWrapperDataset
 
-from ..masking import Corruption, MaskPolicy, corrupt, maskable_positions
+from ..masking import Corruption, MaskPolicy
+from .policy_path import MLMFormat, PolicyPath, checked_choice
 
 
 class SeededMaskingDataset(BaseWrapperDataset):
-    """Base: items become ``{"source": corrupted tokens, "target": originals where chosen, pad elsewhere}``.
-
-    Each item draws from ``numpy.random.default_rng((seed, epoch, index))``: the same
-    seed gives the same masks in every run and after a resume, and masks change
-    from epoch to epoch. Subclasses choose positions in :meth:`choose`; the shared
-    80/10/10 :func:`~fairseq_maskplug.masking.corrupt` replaces them.
+    """Base: items become ``{"source": corrupted tokens, "target": originals where chosen, pad
+    elsewhere}`` through the one policy path (:class:`~.policy_path.PolicyPath` with the
+    :class:`~.policy_path.MLMFormat`), with the item's ``chosen`` and ``maskable`` counts.
+    Subclasses choose positions in :meth:`choose`.
 
     Args:
         dataset: blocked token dataset (with ``<s>`` prepended).
@@ -40,6 +40,7 @@ class SeededMaskingDataset(BaseWrapperDataset):
         self.pad_idx = pad_idx
         self.seed = seed
         self.epoch = 1
+        self.path = PolicyPath(self.choose, MLMFormat(corruption, pad_idx), special_ids, seed)
         self._last = None  # (epoch, index, item): source and target views ask in turn
 
     def set_epoch(self, epoch):
@@ -58,19 +59,7 @@ class SeededMaskingDataset(BaseWrapperDataset):
             return self._last[2]
         tokens = self.dataset[index].numpy()
         side = {name: ds[index].numpy() for name, ds in self.side_info.items()}
-        rng = np.random.default_rng((self.seed, self.epoch, index))
-        maskable = maskable_positions(tokens, self.special_ids)
-        masks = self.choose(tokens, maskable, side, rng, index)
-        sources, targets = [], []
-        for mask in np.atleast_2d(masks):
-            target = np.full_like(tokens, self.pad_idx)
-            target[mask] = tokens[mask]
-            sources.append(corrupt(tokens, mask, rng, self.corruption))
-            targets.append(target)
-        if masks.ndim == 1:
-            item = {"source": torch.from_numpy(sources[0]), "target": torch.from_numpy(targets[0])}
-        else:
-            item = {"source": torch.from_numpy(np.stack(sources)), "target": torch.from_numpy(np.stack(targets))}
+        item = self.path(tokens, side, self.epoch, index)
         self._last = (self.epoch, index, item)
         return item
 
@@ -94,18 +83,6 @@ class PolicyMaskedDataset(SeededMaskingDataset):
 
     def choose(self, tokens, maskable, side, rng, index):
         return checked_choice(self.policy, tokens, maskable, side, rng, index)
-
-
-def checked_choice(policy: MaskPolicy, tokens, maskable, side, rng, index) -> np.ndarray:
-    """``policy.choose(...)``, refused unless it is a boolean array of the tokens' shape that
-    chooses no special token (a plugin's mistake named at the item, not a silent misalignment)."""
-    mask = np.asarray(policy.choose(tokens, maskable, side, rng))
-    if mask.shape != tokens.shape or mask.dtype != bool:
-        raise ValueError(f"{type(policy).__name__}.choose returned {mask.dtype} {mask.shape}, "
-                         f"expected a boolean array of shape {tokens.shape}")
-    if (mask & ~maskable).any():
-        raise ValueError(f"{type(policy).__name__} chose a special token at item {index}")
-    return mask
 
 
 class _FieldView(BaseWrapperDataset):

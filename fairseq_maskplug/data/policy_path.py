@@ -1,0 +1,104 @@
+"""The one policy path (DESIGN: "One policy path, many output formats"): any policy's choice, per
+(seed, epoch, index), handed to an output format.
+
+:class:`PolicyPath` draws from ``numpy.random.default_rng((seed, epoch, index))``: the positions
+first (a chooser: a policy's checked ``choose``, a policy's or the paper's K fully-explored views),
+then the output format's draws on the same generator. The same seed gives the same items in every
+run and after a resume, and items change from epoch to epoch. Every item carries its own mask
+statistics (``chosen``, ``maskable``). The formats:
+
+- :class:`MLMFormat`: the chosen positions corrupted 80/10/10 (Devlin et al.; fairseq
+  ``masked_lm``), the target the originals there and pad elsewhere; K views give K rows;
+- :class:`Seq2SeqFormat`: a BART-style source and a ``full`` or ``masked`` target (Ye, Li et al.;
+  :mod:`fairseq_maskplug.masking.seq2seq`).
+
+(T5's ``preprocessors.py`` composes noise_mask_fn x inputs_fn x targets_fn the same way.)
+"""
+
+from typing import Callable, Mapping, Optional, Sequence
+
+import numpy as np
+import torch
+
+from ..masking import Corruption, MaskPolicy, corrupt, maskable_positions
+from ..masking.seq2seq import seq2seq_source, seq2seq_target
+
+#: ``choose(tokens, maskable, side_info, rng, index)``: a boolean mask, or ``K x len`` for K views
+Chooser = Callable[[np.ndarray, np.ndarray, Mapping[str, np.ndarray], np.random.Generator, int], np.ndarray]
+
+
+class MLMFormat:
+    """``{"source": corrupted tokens, "target": originals where chosen, pad elsewhere}`` (K rows for K views)."""
+
+    def __init__(self, corruption: Corruption, pad_idx: int):
+        self.corruption, self.pad_idx = corruption, pad_idx
+
+    def __call__(self, tokens: np.ndarray, masks: np.ndarray, rng: np.random.Generator) -> dict:
+        sources, targets = [], []
+        for mask in np.atleast_2d(masks):
+            target = np.full_like(tokens, self.pad_idx)
+            target[mask] = tokens[mask]
+            sources.append(corrupt(tokens, mask, rng, self.corruption))
+            targets.append(target)
+        if masks.ndim == 1:
+            return {"source": torch.from_numpy(sources[0]), "target": torch.from_numpy(targets[0])}
+        return {"source": torch.from_numpy(np.stack(sources)), "target": torch.from_numpy(np.stack(targets))}
+
+
+class Seq2SeqFormat:
+    """``{"source", "target"}`` of a text-to-text pair (:func:`seq2seq_source`, :func:`seq2seq_target`)."""
+
+    def __init__(self, target_format: str, collapse: bool, corruption: Optional[Corruption], mask_idx: int, eos: int):
+        self.target_format, self.collapse, self.corruption = target_format, collapse, corruption
+        self.mask_idx, self.eos = mask_idx, eos
+
+    def __call__(self, tokens: np.ndarray, mask: np.ndarray, rng: np.random.Generator) -> dict:
+        source = seq2seq_source(tokens, mask, self.mask_idx, self.collapse, rng, self.corruption)
+        target = seq2seq_target(tokens, mask, self.target_format, self.mask_idx, self.eos)
+        return {"source": torch.from_numpy(source), "target": torch.from_numpy(target)}
+
+
+class PolicyPath:
+    """``path(tokens, side_info, epoch, index)``: the item of one block, with its mask statistics
+    ``chosen`` (positions chosen, over all views) and ``maskable`` (maskable positions, times the
+    number of views)."""
+
+    def __init__(self, choose: Chooser, output_format: Callable, special_ids: Sequence[int], seed: int):
+        self.choose, self.output_format = choose, output_format
+        self.special_ids, self.seed = tuple(special_ids), seed
+
+    def __call__(self, tokens: np.ndarray, side_info: Mapping[str, np.ndarray], epoch: int, index: int) -> dict:
+        rng = np.random.default_rng((self.seed, epoch, index))
+        maskable = maskable_positions(tokens, self.special_ids)
+        masks = self.choose(tokens, maskable, side_info, rng, index)
+        item = self.output_format(tokens, masks, rng)
+        rows = masks.shape[0] if masks.ndim == 2 else 1
+        item.update(chosen=int(masks.sum()), maskable=int(maskable.sum()) * rows)
+        return item
+
+
+def checked_choice(policy: MaskPolicy, tokens, maskable, side, rng, index) -> np.ndarray:
+    """``policy.choose(...)``, refused unless it is a boolean array of the tokens' shape that
+    chooses no special token (a plugin's mistake named at the item, not a silent misalignment)."""
+    mask = np.asarray(policy.choose(tokens, maskable, side, rng))
+    if mask.shape != tokens.shape or mask.dtype != bool:
+        raise ValueError(f"{type(policy).__name__}.choose returned {mask.dtype} {mask.shape}, "
+                         f"expected a boolean array of shape {tokens.shape}")
+    if (mask & ~maskable).any():
+        raise ValueError(f"{type(policy).__name__} chose a special token at item {index}")
+    return mask
+
+
+def checked_views(policy: MaskPolicy, tokens, maskable, side, rng, index, k: int) -> np.ndarray:
+    """``policy.views(...)``, refused unless it is a ``k x len`` boolean array of pairwise-disjoint
+    masks that choose no special token (a plugin's mistake named at the item)."""
+    masks = np.asarray(policy.views(tokens, maskable, side, rng, k))
+    name = type(policy).__name__
+    if masks.shape != (k, len(tokens)) or masks.dtype != bool:
+        raise ValueError(f"{name}.views returned {masks.dtype} {masks.shape}, expected a boolean array of shape "
+                         f"{(k, len(tokens))}")
+    if (masks.sum(axis=0) > 1).any():
+        raise ValueError(f"{name}.views returned overlapping views at item {index}")
+    if (masks & ~maskable).any():
+        raise ValueError(f"{name}.views chose a special token at item {index}")
+    return masks
