@@ -40,3 +40,19 @@ def load_checked_state(checkpoint: str, data: str, trust_dictionary: bool = Fals
     return state
 
 
+def load_checked_model(checkpoint: str, data: str, trust_dictionary: bool = False,
+                       tasks: Optional[Iterable[str]] = None, refuse: Iterable[str] = (), wanted: str = ""):
+    """``(model, task, state)`` of a checkpoint checked by :func:`load_checked_state`, the model on
+    the GPU when there is one (what every scoring command loads)."""
+    state = load_checked_state(checkpoint, data, trust_dictionary, tasks, refuse, wanted)
+    return (*model_from_state(checkpoint, state), state)
+
+
+def model_from_state(checkpoint: str, state: dict):
+    """``(model, task)`` built from a checked ``state`` of ``checkpoint``, the model on the GPU when
+    there is one."""
+    import torch
+    from fairseq import checkpoint_utils
+
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], state=state)
+    return (models[0].cuda() if torch.cuda.is_available() else models[0]), task

@@ -31,6 +31,20 @@ def add_user_dir(parser: argparse.ArgumentParser) -> None:
                              "needed to load a checkpoint trained with them")
 
 
+def add_checkpoint_options(parser: argparse.ArgumentParser) -> None:
+    """What every command loading a checkpoint takes: ``--trust-dictionary`` and ``--user-dir``."""
+    parser.add_argument("--trust-dictionary", action="store_true",
+                        help="skip the dictionary check where the checkpoint records no dictionary and its "
+                             "training data is not found")
+    add_user_dir(parser)
+
+
+def add_splits(parser: argparse.ArgumentParser, default, what: str) -> None:
+    """``--splits A B ...`` (``--split`` is the same option): the splits a command works on."""
+    parser.add_argument("--splits", "--split", nargs="+", dest="splits", default=list(default),
+                        help=f"splits to {what} (--split is the same option), the model loaded once")
+
+
 def import_user_dir(path) -> None:
     """Load the package's plugin and the user's ``--user-dir`` module (None: the plugin only)."""
     import fairseq_maskplug.plugin  # noqa: F401

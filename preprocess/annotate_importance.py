@@ -19,7 +19,7 @@ import numpy as np
 
 from fairseq_maskplug.option_ranges import number
 
-from . import HelpFormatter, add_user_dir, configure_tool_output, import_user_dir, track_name
+from . import HelpFormatter, add_checkpoint_options, add_splits, configure_tool_output, import_user_dir, track_name
 
 
 def parse_args(argv=None):
@@ -27,30 +27,23 @@ def parse_args(argv=None):
     parser.add_argument("--checkpoint", required=True, help="token_importance checkpoint (the tagger)")
     parser.add_argument("--data", required=True, help="binarized corpus directory (dict.txt, SPLIT.bin/.idx; "
                         "a sentence_prediction root: its input0/)")
-    parser.add_argument("--splits", nargs="+", default=["train", "valid"], help="splits to annotate")
+    add_splits(parser, ["train", "valid"], "annotate")
     parser.add_argument("--name", type=track_name, default="importance", help="side-information track name")
     parser.add_argument("--max-tokens", type=number("[1, inf)", int), default=4096, help="padded tokens per forward")
     parser.add_argument("--preview-lines", type=number("[0, inf)", int),
                         default=200, help="lines shown in the preview file")
     parser.add_argument("--gpt2-bpe", default=None,
                         help="GPT-2 BPE directory (encoder.json) of GPT-2 BPE data: the preview shows text, not labels")
-    parser.add_argument("--trust-dictionary", action="store_true",
-                        help="skip the dictionary check where the checkpoint records no dictionary and its "
-                             "training data is not found")
-    add_user_dir(parser)
+    add_checkpoint_options(parser)
     return parser.parse_args(argv)
 
 
 def load_tagger(checkpoint: str, data: str, trust_dictionary: bool = False):
     """The tagger model, its head name and the corpus dictionary (which must be the tagger's)."""
-    import torch
-    from fairseq import checkpoint_utils
-    from fairseq_maskplug.checkpoints import load_checked_state
+    from fairseq_maskplug.checkpoints import load_checked_model
 
-    state = load_checked_state(checkpoint, data, trust_dictionary, tasks=("token_importance",),
-                               wanted="the tagger (a token_importance checkpoint)")
-    models, _, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], state=state)
-    model = models[0].cuda() if torch.cuda.is_available() else models[0]
+    model, task, _ = load_checked_model(checkpoint, data, trust_dictionary, tasks=("token_importance",),
+                                        wanted="the tagger (a token_importance checkpoint)")
     return model, task.cfg.tagger_head_name, task.source_dictionary
 
 

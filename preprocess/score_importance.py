@@ -22,7 +22,7 @@ import numpy as np
 
 from fairseq_maskplug.option_ranges import number
 
-from . import HelpFormatter, add_user_dir, configure_tool_output, import_user_dir, track_name
+from . import HelpFormatter, add_checkpoint_options, add_splits, configure_tool_output, import_user_dir, track_name
 
 
 def parse_args(argv=None):
@@ -30,8 +30,7 @@ def parse_args(argv=None):
     parser.add_argument("--checkpoint", required=True, help="sentence_prediction checkpoint fine-tuned on the task")
     parser.add_argument("--data", required=True, help="sentence_prediction data root (input0/, label/; its "
                         "input0/ is accepted too)")
-    parser.add_argument("--splits", "--split", nargs="+", dest="splits", default=["train"],
-                        help="splits to label (--split is the same option), with the classifier loaded once")
+    add_splits(parser, ["train"], "label")
     parser.add_argument("--name", type=track_name, default="importance", help="side-information track name")
     parser.add_argument("--delta", type=number("(0, 1]", float), default=0.05,
                         help="a token is important when S(w_i) < delta (paper: 0.05; authors' scripts: 0.01)")
@@ -44,10 +43,7 @@ def parse_args(argv=None):
                         help="preview file of a single split (default DATA/input0/SPLIT.NAME.preview.txt)")
     parser.add_argument("--gpt2-bpe", default=None,
                         help="GPT-2 BPE directory (encoder.json) of GPT-2 BPE data: the preview shows text, not labels")
-    parser.add_argument("--trust-dictionary", action="store_true",
-                        help="skip the dictionary check where the checkpoint records no dictionary and its "
-                             "training data is not found")
-    add_user_dir(parser)
+    add_checkpoint_options(parser)
     args = parser.parse_args(argv)
     args.splits = list(dict.fromkeys(args.splits))
     if args.preview and len(args.splits) > 1:
@@ -79,9 +75,7 @@ def load_split(data, split, task, num_classes):
 def load_classifier(checkpoint, data, head, trust_dictionary, splits):
     """``(model, task, num_classes)`` of the classifier fine-tuned on the task, after checking
     that every split exists."""
-    import torch
-    from fairseq import checkpoint_utils
-    from fairseq_maskplug.checkpoints import load_checked_state
+    from fairseq_maskplug.checkpoints import load_checked_state, model_from_state
 
     for split in splits:
         check_split(data, split)
@@ -89,8 +83,7 @@ def load_classifier(checkpoint, data, head, trust_dictionary, splits):
     if not any(k.startswith(f"classification_heads.{head}.") for k in state["model"]):
         raise ValueError(f"{checkpoint} is a {state['cfg']['task']['_name']} checkpoint without a classification "
                          f"head {head!r}; the classifier fine-tuned on the task (sentence_prediction) is needed")
-    models, _, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], state=state)
-    model = models[0].cuda() if torch.cuda.is_available() else models[0]
+    model, task = model_from_state(checkpoint, state)
     return model, task, state["cfg"]["task"]["num_classes"]
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from fairseq_maskplug.option_ranges import number
 
-from . import HelpFormatter, add_user_dir, configure_tool_output, import_user_dir, track_name
+from . import HelpFormatter, add_checkpoint_options, add_splits, configure_tool_output, import_user_dir, track_name
 
 
 def main(argv=None) -> int:
@@ -25,8 +25,7 @@ def main(argv=None) -> int:
     parser.add_argument("--checkpoint", required=True, help="roberta masked-LM checkpoint (frozen)")
     parser.add_argument("--data", required=True,
                         help="binarized token data with dict.txt (a sentence_prediction root: its input0/)")
-    parser.add_argument("--splits", "--split", nargs="+", dest="splits", default=["train"],
-                        help="splits to score (--split is the same option), with the model loaded once")
+    add_splits(parser, ["train"], "score")
     parser.add_argument("--name", type=track_name, default="plt", help="side-information track name")
     parser.add_argument("--metric", default="word_l2r", choices=["word_l2r", "original"],
                         help="word_l2r: mask the token and the later subwords of its word (paper); "
@@ -38,10 +37,7 @@ def main(argv=None) -> int:
     parser.add_argument("--gpt2-vocab-bpe", help="GPT-2 BPE vocab.bpe the data was encoded with")
     parser.add_argument("--max-tokens", type=number("[1, inf)", int), default=2048,
                         help="padded tokens per forward (2048 was fastest on 2 CPU cores; raise it on GPUs)")
-    parser.add_argument("--trust-dictionary", action="store_true",
-                        help="skip the dictionary check where the checkpoint records no dictionary and its "
-                             "training data is not found")
-    add_user_dir(parser)
+    add_checkpoint_options(parser)
     args = parser.parse_args(argv)
     if args.word_starts == "gpt2" and not (args.gpt2_encoder_json and args.gpt2_vocab_bpe):
         parser.error("--word-starts gpt2 needs --gpt2-encoder-json and --gpt2-vocab-bpe")
@@ -56,9 +52,8 @@ def main(argv=None) -> int:
 
 
 def score(args) -> int:
-    import torch
-    from fairseq import checkpoint_utils, data as fdata
-    from fairseq_maskplug.checkpoints import CLASSIFIER_TASKS, check_writable, load_checked_state
+    from fairseq import data as fdata
+    from fairseq_maskplug.checkpoints import CLASSIFIER_TASKS, check_writable, load_checked_model
     from fairseq_maskplug.data import side_info_prefix, write_side_info
     from fairseq_maskplug.scoring.pll import (PLTScorer, iterate_lines, score_in_windows, word_starts_gpt2,
                                               word_starts_sentencepiece)
@@ -73,11 +68,9 @@ def score(args) -> int:
             raise FileNotFoundError(f"binarized split not found: {split_prefix}.bin/.idx")
         prefixes[split_prefix] = side_info_prefix(split_prefix, args.name)
         check_writable(prefixes[split_prefix] + ".bin")
-    state = load_checked_state(args.checkpoint, data, args.trust_dictionary,
-                               refuse=CLASSIFIER_TASKS + ("token_importance",),
-                               wanted="a masked-LM checkpoint (guided_mlm, masked_lm, ...)")
-    models, _, task = checkpoint_utils.load_model_ensemble_and_task([args.checkpoint], state=state)
-    model = models[0].cuda() if torch.cuda.is_available() else models[0]
+    model, task, _ = load_checked_model(args.checkpoint, data, args.trust_dictionary,
+                                        refuse=CLASSIFIER_TASKS + ("token_importance",),
+                                        wanted="a masked-LM checkpoint (guided_mlm, masked_lm, ...)")
     d = task.source_dictionary
     if args.word_starts == "sentencepiece":
         word_starts = word_starts_sentencepiece(d)

@@ -20,7 +20,7 @@ import numpy as np
 
 from fairseq_maskplug.option_ranges import number
 
-from . import HelpFormatter, add_user_dir, configure_tool_output, import_user_dir, track_name
+from . import HelpFormatter, add_checkpoint_options, add_splits, configure_tool_output, import_user_dir, track_name
 
 POLICY_TASKS = ("span_policy", "meta_span_policy")
 
@@ -29,7 +29,7 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--checkpoint", required=True, help="span_policy or meta_span_policy checkpoint")
     parser.add_argument("--data", required=True, help="binarized corpus directory (dict.txt, SPLIT.bin/.idx)")
-    parser.add_argument("--splits", nargs="+", default=["train", "valid"], help="splits to score")
+    add_splits(parser, ["train", "valid"], "score")
     parser.add_argument("--start-name", type=track_name, default="span_start",
                         help="track of start logits (--learned-start-track)")
     parser.add_argument("--end-name", type=track_name, default="span_end",
@@ -39,24 +39,17 @@ def parse_args(argv=None):
                         default=10, help="longest span of the preview (--learned-max-length)")
     parser.add_argument("--preview-lines", type=number("[0, inf)", int),
                         default=200, help="lines shown in the preview file")
-    parser.add_argument("--trust-dictionary", action="store_true",
-                        help="skip the dictionary check where the checkpoint records no dictionary and its "
-                             "training data is not found")
-    add_user_dir(parser)
+    add_checkpoint_options(parser)
     return parser.parse_args(argv)
 
 
 def load_scorer(checkpoint: str, data: str, trust_dictionary: bool = False):
     """The :class:`SpanScorer` of a policy checkpoint and the corpus dictionary (which must be the policy's)."""
-    import torch
-    from fairseq import checkpoint_utils
-    from fairseq_maskplug.checkpoints import load_checked_state
+    from fairseq_maskplug.checkpoints import load_checked_model
     from fairseq_maskplug.scoring.span_scorer import SpanScorer
 
-    state = load_checked_state(checkpoint, data, trust_dictionary, tasks=POLICY_TASKS,
-                               wanted="a span policy (a span_policy or meta_span_policy checkpoint)")
-    models, _, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], state=state)
-    model = models[0].cuda() if torch.cuda.is_available() else models[0]
+    model, task, _ = load_checked_model(checkpoint, data, trust_dictionary, tasks=POLICY_TASKS,
+                                        wanted="a span policy (a span_policy or meta_span_policy checkpoint)")
     d = task.source_dictionary
     return SpanScorer(model, task.cfg.span_head_name, d.bos(), d.eos(), d.pad()), d
 
