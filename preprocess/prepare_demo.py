@@ -132,12 +132,29 @@ def news_sentences(raw_wheel: Path, lower: bool = True) -> List[str]:
     return [s for s in sentences if len(s.split()) >= 4]
 
 
-def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+def add_output_options(parser) -> None:
+    """``--out`` and ``--cache``, as every demo-data command takes them."""
     parser.add_argument("--out", type=Path, required=True,
                         help="output directory (new or empty, or this command's earlier output, which is replaced "
                              "atomically)")
     parser.add_argument("--cache", type=Path, default=None, help="download cache (default: OUT/../downloads)")
+
+
+def output_allowed(args, command: str, writes) -> bool:
+    """Whether ``--out`` may be written (:func:`check_output_directory`, before any work); else the
+    one-line error is printed."""
+    try:
+        check_output_directory(args.out, "--out", command, [("--cache", args.cache), ("--gpt2-bpe", args.gpt2_bpe),
+                                                            ("--srcdict", args.srcdict)], legacy=writes)
+    except (ValueError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return False
+    return True
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    add_output_options(parser)
     parser.add_argument("--general-sentences", type=number("[0, inf)", int),
                         default=40000, help="news sentences kept (0: all)")
     parser.add_argument("--indomain-sentences", type=number("[0, inf)", int),
@@ -178,11 +195,7 @@ def main(argv=None) -> int:
         except FileNotFoundError as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
-    try:
-        check_output_directory(args.out, "--out", COMMAND, [("--cache", args.cache), ("--gpt2-bpe", args.gpt2_bpe),
-                                                            ("--srcdict", args.srcdict)], legacy=WRITES)
-    except (ValueError, OSError) as error:
-        print(f"error: {error}", file=sys.stderr)
+    if not output_allowed(args, COMMAND, WRITES):
         return 2
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in ("out", "cache")}
     if not args.mr_sentences:

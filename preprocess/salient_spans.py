@@ -19,7 +19,6 @@ kept and what was dropped (numeric types, spans across sentences, overlapping sp
 
 import argparse
 import json
-import os
 import sys
 
 from fairseq_maskplug.option_ranges import number
@@ -49,41 +48,16 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-def read_lines(path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read().split("\n")[:-1] if os.path.getsize(path) else []
-    except UnicodeDecodeError as error:
-        raise ValueError(f"{path}: not UTF-8 text ({error})") from None
-
-
 def main(argv=None) -> int:
     configure_tool_output()
     args = parse_args(argv)
-    from fairseq.data import Dictionary
-    from fairseq.data.indexed_dataset import MMapIndexedDataset
-
-    from fairseq_maskplug.checkpoints import check_writable
-    from fairseq_maskplug.data import side_info_prefix, write_side_info
-    from fairseq_maskplug.scoring.alignment import TokenSurfaces, spell_lines
+    from fairseq_maskplug.data import write_side_info
+    from fairseq_maskplug.scoring.alignment import spelled_split
     from fairseq_maskplug.scoring.entities import load_ner, span_tracks
 
-    split_prefix = os.path.join(args.data, args.split)
-    prefix = side_info_prefix(split_prefix, args.name)
     try:
-        if not MMapIndexedDataset.exists(split_prefix):
-            raise FileNotFoundError(f"binarized tokens not found: {split_prefix}.bin/.idx")
-        if args.bpe == "gpt2" and not args.gpt2_encoder_json:
-            raise ValueError("--bpe gpt2 needs --gpt2-encoder-json")
-        check_writable(prefix + ".bin")
-        dictionary = Dictionary.load(os.path.join(args.data, "dict.txt"))
-        surfaces = TokenSurfaces.from_dictionary(dictionary, args.bpe, args.gpt2_encoder_json)
-        tokens = MMapIndexedDataset(split_prefix)
-        lines = read_lines(args.text)
-        if len(lines) != len(tokens):
-            raise ValueError(f"{args.text} has {len(lines)} lines, the binarized split {split_prefix} has {len(tokens)}")
-        texts, ranges = spell_lines(surfaces, (tokens[i].numpy() for i in range(len(tokens))), lines, args.text,
-                                    split_prefix, desc=f"check {args.split}")
+        split_prefix, prefix, texts, ranges, _ = spelled_split(args.data, args.split, args.name, args.text, args.bpe,
+                                                               args.gpt2_encoder_json)
         nlp = load_ner(args.spacy_model)
         dropped = [label for label in args.drop_labels.split(",") if label]
         known = set(nlp.get_pipe("ner").labels)

@@ -19,11 +19,9 @@ Example::
 
 import argparse
 import json
-import os
 import sys
 
 from . import HelpFormatter, configure_tool_output, track_name
-from .salient_spans import read_lines
 
 
 def parse_args(argv=None):
@@ -44,33 +42,15 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     configure_tool_output()
     args = parse_args(argv)
-    from fairseq.data import Dictionary
-    from fairseq.data.indexed_dataset import MMapIndexedDataset
-
-    from fairseq_maskplug.checkpoints import check_writable
-    from fairseq_maskplug.data import side_info_prefix, write_side_info
-    from fairseq_maskplug.scoring.alignment import TokenSurfaces, spell_lines
+    from fairseq_maskplug.data import write_side_info
     from fairseq_maskplug.data.answer_labels import label_row
+    from fairseq_maskplug.scoring.alignment import spelled_split
     from fairseq_maskplug.scoring.span_labels import answer_tokens, parse_answer
 
-    split_prefix = os.path.join(args.data, args.split)
-    prefix = side_info_prefix(split_prefix, args.name)
     try:
-        if not MMapIndexedDataset.exists(split_prefix):
-            raise FileNotFoundError(f"binarized tokens not found: {split_prefix}.bin/.idx")
-        if args.bpe == "gpt2" and not args.gpt2_encoder_json:
-            raise ValueError("--bpe gpt2 needs --gpt2-encoder-json")
-        check_writable(prefix + ".bin")
-        dictionary = Dictionary.load(os.path.join(args.data, "dict.txt"))
-        surfaces = TokenSurfaces.from_dictionary(dictionary, args.bpe, args.gpt2_encoder_json)
-        tokens = MMapIndexedDataset(split_prefix)
-        lines, answers = read_lines(args.text), read_lines(args.answers)
-        for path, rows in ((args.text, lines), (args.answers, answers)):
-            if len(rows) != len(tokens):
-                raise ValueError(f"{path} has {len(rows)} lines, the binarized split {split_prefix} has {len(tokens)}")
+        split_prefix, prefix, texts, ranges, (answers,) = spelled_split(
+            args.data, args.split, args.name, args.text, args.bpe, args.gpt2_encoder_json, also=[args.answers])
         spans = [parse_answer(line, f"{args.answers}:{number}") for number, line in enumerate(answers, start=1)]
-        texts, ranges = spell_lines(surfaces, (tokens[i].numpy() for i in range(len(tokens))), lines, args.text,
-                                    split_prefix, desc=f"check {args.split}")
         rows, lengths = [], []
         for number, (text, byte_ranges, (start, end)) in enumerate(zip(texts, ranges, spans), start=1):
             try:

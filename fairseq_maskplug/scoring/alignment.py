@@ -183,3 +183,46 @@ def token_span(byte_ranges: np.ndarray, byte_start: int, byte_end: int) -> Optio
     if hit.size == 0:
         return None
     return int(hit[0]), int(hit[-1]) + 1
+
+
+def read_text_lines(path) -> List[str]:
+    """The lines of a UTF-8 text file (without their line ends); a ValueError naming the file otherwise."""
+    import os
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read().split("\n")[:-1] if os.path.getsize(path) else []
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not UTF-8 text ({error})") from None
+
+
+def spelled_split(data: str, split: str, track: str, text: str, bpe: str, gpt2_encoder_json: Optional[str],
+                  also: Sequence[str] = ()):
+    """What a command annotating a binarized split from its raw text starts with, every input and
+    the output checked before any work: ``(split prefix, track prefix, texts, byte ranges, lines of
+    each file of also)``. ``text`` holds the raw line of every binarized line (one per line, as do
+    the files of ``also``); each line is spelled by its tokens (:func:`spell_lines`)."""
+    import os
+
+    from fairseq.data import Dictionary
+    from fairseq.data.indexed_dataset import MMapIndexedDataset
+
+    from ..atomic import check_writable
+    from ..data import side_info_prefix
+
+    split_prefix = os.path.join(data, split)
+    prefix = side_info_prefix(split_prefix, track)
+    if not MMapIndexedDataset.exists(split_prefix):
+        raise FileNotFoundError(f"binarized tokens not found: {split_prefix}.bin/.idx")
+    if bpe == "gpt2" and not gpt2_encoder_json:
+        raise ValueError("--bpe gpt2 needs --gpt2-encoder-json")
+    check_writable(prefix + ".bin")
+    surfaces = TokenSurfaces.from_dictionary(Dictionary.load(os.path.join(data, "dict.txt")), bpe, gpt2_encoder_json)
+    tokens = MMapIndexedDataset(split_prefix)
+    files = [read_text_lines(path) for path in (text, *also)]
+    for path, rows in zip((text, *also), files):
+        if len(rows) != len(tokens):
+            raise ValueError(f"{path} has {len(rows)} lines, the binarized split {split_prefix} has {len(tokens)}")
+    texts, ranges = spell_lines(surfaces, (tokens[i].numpy() for i in range(len(tokens))), files[0], text,
+                                split_prefix, desc=f"check {split}")
+    return split_prefix, prefix, texts, ranges, files[1:]
