@@ -27,6 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from smoke import add_smoke_option, shrink  # noqa: E402
 from task_timing import BIN, REPO, make_data  # noqa: E402
 
+from fairseq_maskplug.probe import word_cloze  # noqa: E402
+
 BATCH = 8
 CPU = ["--cpu", "--num-workers", "0", "--required-batch-size-multiple", "1", "--distributed-world-size", "1",
        "--optimizer", "adam", "--lr", "1e-4", "--batch-size", str(BATCH), "--dropout", "0.1"]
@@ -39,12 +41,7 @@ def cloze_data(root: Path, corpus: Path) -> Path:
     lines = (root / "train.txt").read_text().splitlines()[:2000]
     cut = len(lines) * 9 // 10
     for split, part in (("train", lines[:cut]), ("valid", lines[cut:])):
-        questions, answers = [], []
-        for line in part:
-            words = line.split()
-            k = int(rng.integers(len(words)))
-            answers.append(words[k])
-            questions.append(" ".join(words[:k] + ["<mask>"] + words[k + 1:]))
+        questions, answers = word_cloze(part, rng)
         (root / f"cloze.{split}.q").write_text("\n".join(questions) + "\n")
         (root / f"cloze.{split}.a").write_text("\n".join(answers) + "\n")
     subprocess.run([BIN / "fairseq-preprocess", "--source-lang", "q", "--target-lang", "a", "--trainpref",

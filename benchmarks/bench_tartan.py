@@ -42,23 +42,12 @@ def make_task_data(root: Path, train: int = 2000, valid: int = 400) -> Path:
 
 
 def build(data: Path, batch_size: int, weighting: list):
-    import fairseq_maskplug.plugin  # noqa: F401  (registers the tasks with fairseq)
-    import torch
-    from fairseq import optim, options, tasks
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from fairseq_maskplug.train_cli import build_in_process
 
-    args = options.parse_args_and_arch(options.get_training_parser(), [
+    task, model, criterion, optimizer, _ = build_in_process([
         str(data), "--task", "joint_mlm_classification", "--criterion", "joint_mlm_classification",
         "--num-classes", "2", "--tokens-per-sample", "128", "--cpu", "--optimizer", "adam", "--lr", "1e-4",
         "--batch-size", str(batch_size), *SHAPE, *weighting])
-    cfg = convert_namespace_to_omegaconf(args)
-    torch.manual_seed(0)
-    task = tasks.setup_task(cfg.task)
-    model = task.build_model(cfg.model)
-    criterion = task.build_criterion(cfg.criterion)
-    for split in ("train", "valid"):
-        task.load_dataset(split)
-    optimizer = optim.build_optimizer(cfg.optimizer, [p for p in model.parameters() if p.requires_grad])
     return task, model, criterion, optimizer
 
 

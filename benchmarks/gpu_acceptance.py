@@ -132,12 +132,9 @@ def make_data(root: Path, lines: int, tokens: int, vocab: int) -> Path:
         track(root / "mlm" / split, "answer_span", spans, "uint8")
     probe_dict = root / "dict.probe.txt"
     probe_dict.write_text((root / "mlm" / "dict.txt").read_text() + "<mask> 0\n")
-    questions, answers = [], []
-    for line in words:
-        line = line[:64]
-        k = int(rng.integers(len(line)))
-        questions.append(" ".join(line[:k] + ["<mask>"] + line[k + 1:]))
-        answers.append(line[k])
+    from fairseq_maskplug.probe import word_cloze
+
+    questions, answers = word_cloze([" ".join(line[:64]) for line in words], rng)
     write_lines(root / "cloze.train.q", questions)
     write_lines(root / "cloze.train.a", answers)
     subprocess.run([BIN / "fairseq-preprocess", "--source-lang", "q", "--target-lang", "a", "--trainpref",

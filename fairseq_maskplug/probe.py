@@ -108,3 +108,15 @@ def exact_match(hypotheses: Sequence[str], references: Sequence[str]) -> float:
         raise ValueError(f"{len(hypotheses)} hypotheses for {len(references)} references")
     hits = sum(normalise_answer(h) == normalise_answer(r) for h, r in zip(hypotheses, references))
     return 100.0 * hits / len(references)
+
+
+def word_cloze(lines: Sequence[str], rng: np.random.Generator, mask: str = "<mask>") -> Tuple[List[str], List[str]]:
+    """``(questions, answers)``: in each line one uniformly drawn word replaced by ``mask``, the answer
+    that word (the downstream task of the meta-learned span policy's tests and benchmarks)."""
+    questions, answers = [], []
+    for line in lines:
+        words = line.split()
+        k = int(rng.integers(len(words)))
+        answers.append(words[k])
+        questions.append(" ".join(words[:k] + [mask] + words[k + 1:]))
+    return questions, answers

@@ -222,3 +222,25 @@ def main(argv=None) -> int:
 
 def console_main() -> None:
     sys.exit(main())
+
+
+def build_in_process(argv):
+    """``(task, model, criterion, optimizer, cfg)`` as fairseq-train builds them from ``argv`` (train
+    and valid loaded, torch seeded with 0): one training step in this process, for tests and
+    benchmarks."""
+    import torch
+    from fairseq import optim, options, tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    from . import plugin  # noqa: F401  (the package's registrations)
+
+    cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(),
+                                                                     [str(a) for a in argv]))
+    torch.manual_seed(0)
+    task = tasks.setup_task(cfg.task)
+    model = task.build_model(cfg.model)
+    criterion = task.build_criterion(cfg.criterion)
+    for split in ("train", "valid"):
+        task.load_dataset(split)
+    optimizer = optim.build_optimizer(cfg.optimizer, [p for p in model.parameters() if p.requires_grad])
+    return task, model, criterion, optimizer, cfg

@@ -224,18 +224,7 @@ def assert_same_params(a: Path, b: Path) -> None:
 
 
 def build_in_process(argv):
-    """``(task, model, criterion, optimizer, cfg)`` as fairseq-train builds them from ``argv``
-    (train and valid loaded, torch seeded with 0)."""
-    from fairseq import optim, options, tasks
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    """``(task, model, criterion, optimizer, cfg)`` as fairseq-train builds them (the package's helper)."""
+    from fairseq_maskplug.train_cli import build_in_process as build
 
-    cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(),
-                                                                     [str(a) for a in argv]))
-    torch.manual_seed(0)
-    task = tasks.setup_task(cfg.task)
-    model = task.build_model(cfg.model)
-    criterion = task.build_criterion(cfg.criterion)
-    for split in ("train", "valid"):
-        task.load_dataset(split)
-    optimizer = optim.build_optimizer(cfg.optimizer, [p for p in model.parameters() if p.requires_grad])
-    return task, model, criterion, optimizer, cfg
+    return build(argv)

@@ -8,6 +8,7 @@ import torch
 
 from fairseq_helpers import (BIN, CPU_RUN, HALF_PRECISION, TINY_ROBERTA, assert_half_precision_run, assert_same_params,
                              build_in_process, check, json_logs, preprocess, run, train_bart, write_corpus)
+from fairseq_maskplug.probe import word_cloze
 from fairseq_maskplug.weighting.lookahead import lookahead
 
 # ---- the meta-gradient of a tiny model, in float64 ------------------------------------------------
@@ -121,12 +122,7 @@ def meta_data(tmp_path_factory):
     (root / "dict.probe.txt").write_text((corpus / "dict.txt").read_text() + "<mask> 0\n")
     rng = np.random.default_rng(2)
     for split, source in (("train", "train.txt"), ("valid", "valid.txt")):
-        questions, answers = [], []
-        for line in (root / source).read_text().splitlines():
-            words = line.split()
-            k = int(rng.integers(len(words)))
-            answers.append(words[k])
-            questions.append(" ".join(words[:k] + ["<mask>"] + words[k + 1:]))
+        questions, answers = word_cloze((root / source).read_text().splitlines(), rng)
         (root / f"cloze.{split}.q").write_text("\n".join(questions) + "\n")
         (root / f"cloze.{split}.a").write_text("\n".join(answers) + "\n")
     check(run([BIN / "fairseq-preprocess", "--source-lang", "q", "--target-lang", "a", "--trainpref",
