@@ -52,10 +52,9 @@ def main(argv=None) -> int:
     configure_tool_output()
     from fairseq.data import data_utils
     from fairseq_maskplug.data.layout import token_data_dir
-    from fairseq_maskplug.atomic import temporary_name
     from fairseq_maskplug.checkpoints import check_writable
     from fairseq_maskplug.data import side_info_prefix, write_side_info
-    from fairseq_maskplug.scoring.preview import preview_symbols, render_marked
+    from fairseq_maskplug.scoring.preview import preview_symbols, render_marked, write_preview
     from fairseq_maskplug.scoring.tagger import TokenTagger
 
     args.data = token_data_dir(args.data)
@@ -85,11 +84,8 @@ def main(argv=None) -> int:
         prefix = side_info_prefix(split_prefix, args.name)
         write_side_info(prefix, scores, "float64", tokens_prefix=split_prefix)
         preview = prefix + ".preview.txt"
-        tmp = temporary_name(preview)
-        with open(tmp, "w", encoding="utf-8") as f:
-            for line, score in zip(lines[:args.preview_lines], scores):
-                f.write(render_marked([symbols[t] for t in line[:-1]], score[:-1] >= 0.5) + "\n")
-        os.replace(tmp, preview)
+        write_preview(preview, (render_marked([symbols[t] for t in line[:-1]], score[:-1] >= 0.5)
+                                for line, score in zip(lines[:args.preview_lines], scores)))
         words = np.concatenate([s[:-1] for s in scores]) if scores else np.zeros(0)
         print(f"{split}: tagged {len(lines)} lines ({words.size} tokens) in {seconds:.1f} s "
               f"({words.size / max(seconds, 1e-9):.0f} tokens/s); {np.mean(words >= 0.5):.1%} of the tokens "

@@ -131,10 +131,9 @@ def main(argv=None) -> int:
 def label_split(args, classifier, longest, tokens, classes, symbols, split_prefix, prefix, preview) -> None:
     """Score one split with the buffer (Gu et al. 2020, Eq. 1-2) and write its track and preview;
     ``longest`` tokens of a line fit the model besides <s> and </s>."""
-    from fairseq_maskplug.atomic import temporary_name
     from fairseq_maskplug.data import write_side_info
     from fairseq_maskplug.scoring.buffer import buffer_importance
-    from fairseq_maskplug.scoring.preview import render_marked
+    from fairseq_maskplug.scoring.preview import render_marked, write_preview
 
     lines = [tokens[i].numpy() for i in range(len(tokens))]
     sentences = [line[:-1][:longest] for line in lines]  # drop </s>; longer lines: the rest stays 0
@@ -149,12 +148,11 @@ def label_split(args, classifier, longest, tokens, classes, symbols, split_prefi
         row[:len(marks)] = marks
         rows.append(row)
     write_side_info(prefix, rows, "uint8", tokens_prefix=split_prefix)
-    tmp = temporary_name(preview)
-    with open(tmp, "w", encoding="utf-8") as f:
-        for line, row, ok, label in zip(lines, rows, scored, classes):
-            text = render_marked([symbols[t] for t in line[:-1]], row[:-1])
-            f.write(f"{label}\t{text}\n" if ok else f"{label}\t(misclassified, not scored)\t{text}\n")
-    os.replace(tmp, preview)
+    def preview_line(line, row, ok, label):
+        text = render_marked([symbols[t] for t in line[:-1]], row[:-1])
+        return f"{label}\t{text}" if ok else f"{label}\t(misclassified, not scored)\t{text}"
+
+    write_preview(preview, (preview_line(*row) for row in zip(lines, rows, scored, classes)))
     n_tokens = sum(len(s) for s, ok in zip(sentences, scored) if ok)
     n_important = sum(int(m.sum()) for m in importance)
     truncated = sum(len(line) - 1 > longest for line in lines)

@@ -58,11 +58,11 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     configure_tool_output()
     from fairseq.data import data_utils
-    from fairseq_maskplug.atomic import check_distinct_files, temporary_name
+    from fairseq_maskplug.atomic import check_distinct_files
     from fairseq_maskplug.checkpoints import check_writable
     from fairseq_maskplug.data import side_info_prefix, write_side_info
     from fairseq_maskplug.masking.learned_span import choose_learned_spans
-    from fairseq_maskplug.scoring.preview import render_marked
+    from fairseq_maskplug.scoring.preview import render_marked, write_preview
 
     try:
         import_user_dir(args.user_dir)
@@ -90,20 +90,18 @@ def main(argv=None) -> int:
         for prefix, rows in zip(prefixes, (starts, ends)):
             write_side_info(prefix, rows, "float64", tokens_prefix=split_prefix)
         preview = prefixes[0] + ".preview.txt"
-        tmp = temporary_name(preview)
-        lengths = []
-        with open(tmp, "w", encoding="utf-8") as f:
-            for k, (line, start, end) in enumerate(zip(lines, starts, ends)):
-                maskable = line != d.eos()
-                if not maskable.any():
-                    continue
-                (i, j), = choose_learned_spans(start, end, maskable, args.max_length, 1, 0.0, None)
-                lengths.append(j - i + 1)
-                if k < args.preview_lines:
-                    marked = np.zeros(len(line), dtype=bool)
-                    marked[i:j + 1] = True
-                    f.write(render_marked([d[t] for t in line[:-1]], marked[:-1]) + "\n")
-        os.replace(tmp, preview)
+        lengths, shown = [], []
+        for k, (line, start, end) in enumerate(zip(lines, starts, ends)):
+            maskable = line != d.eos()
+            if not maskable.any():
+                continue
+            (i, j), = choose_learned_spans(start, end, maskable, args.max_length, 1, 0.0, None)
+            lengths.append(j - i + 1)
+            if k < args.preview_lines:
+                marked = np.zeros(len(line), dtype=bool)
+                marked[i:j + 1] = True
+                shown.append(render_marked([d[t] for t in line[:-1]], marked[:-1]))
+        write_preview(preview, shown)
         words = sum(len(line) - 1 for line in lines)
         print(f"{split}: scored {len(lines)} lines ({words} tokens) in {seconds:.1f} s "
               f"({words / max(seconds, 1e-9):.0f} tokens/s); top-1 spans hold {np.mean(lengths or [0]):.2f} tokens "

@@ -39,3 +39,17 @@ def render_marked(symbols: Sequence[str], marks: np.ndarray) -> str:
         core = symbol[1:] if lead else symbol
         out.append((" " if lead else "") + (f"[{core}]" if marked else core))
     return "".join(out).strip()
+
+
+def write_preview(path: str, lines) -> None:
+    """Write the preview ``lines`` (strings, without line ends) to ``path`` atomically: under a
+    temporary name, renamed at the end."""
+    import os
+
+    from ..atomic import temporary_name
+
+    tmp = temporary_name(path)
+    with open(tmp, "w", encoding="utf-8") as f:
+        for line in lines:
+            f.write(line + "\n")
+    os.replace(tmp, path)
