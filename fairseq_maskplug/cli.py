@@ -45,6 +45,28 @@ def add_splits(parser: argparse.ArgumentParser, default, what: str) -> None:
                         help=f"splits to {what} (--split is the same option), the model loaded once")
 
 
+def track_outputs(data: str, splits, tracks):
+    """``{split: (split prefix, [track prefix of each of tracks])}`` for a command writing
+    side-information tracks of binarized splits, every split found and every track distinct from
+    the others and from the split, and writable, before any work. ``tracks`` are
+    ``(option, track name)`` pairs, the option named in the errors."""
+    from .atomic import check_distinct_files, check_writable
+    from .data.side_info import side_info_prefix
+
+    outputs = {}
+    for split in splits:
+        split_prefix = os.path.join(data, split)
+        if not os.path.exists(split_prefix + ".idx"):
+            raise FileNotFoundError(f"binarized split not found: {split_prefix}.bin/.idx")
+        prefixes = [side_info_prefix(split_prefix, name) for _, name in tracks]
+        check_distinct_files([(f"{option} track", prefix + ".bin") for (option, _), prefix in zip(tracks, prefixes)]
+                             + [("the split", split_prefix + ".bin")])
+        for prefix in prefixes:
+            check_writable(prefix + ".bin")
+        outputs[split] = (split_prefix, prefixes)
+    return outputs
+
+
 def import_user_dir(path) -> None:
     """Load the package's plugin and the user's ``--user-dir`` module (None: the plugin only)."""
     import fairseq_maskplug.plugin  # noqa: F401

@@ -11,7 +11,6 @@ tagger's dictionary.
 """
 
 import argparse
-import os
 import sys
 import time
 
@@ -19,7 +18,8 @@ import numpy as np
 
 from fairseq_maskplug.option_ranges import number
 
-from . import HelpFormatter, add_checkpoint_options, add_splits, configure_tool_output, import_user_dir, track_name
+from . import (HelpFormatter, add_checkpoint_options, add_splits, configure_tool_output, import_user_dir,
+               track_name, track_outputs)
 
 
 def parse_args(argv=None):
@@ -52,36 +52,26 @@ def main(argv=None) -> int:
     configure_tool_output()
     from fairseq.data import data_utils
     from fairseq_maskplug.data.layout import token_data_dir
-    from fairseq_maskplug.checkpoints import check_writable
-    from fairseq_maskplug.data import side_info_prefix, write_side_info
+    from fairseq_maskplug.data import write_side_info
     from fairseq_maskplug.scoring.preview import preview_symbols, render_marked, write_preview
     from fairseq_maskplug.scoring.tagger import TokenTagger
 
     args.data = token_data_dir(args.data)
     try:
         import_user_dir(args.user_dir)
-        for split in args.splits:  # every output checked before any work
-            split_prefix = os.path.join(args.data, split)
-            if not os.path.exists(split_prefix + ".idx"):
-                raise FileNotFoundError(f"binarized split not found: {split_prefix}.bin/.idx")
-            check_writable(side_info_prefix(split_prefix, args.name) + ".bin")
+        outputs = track_outputs(args.data, args.splits, [("--name", args.name)])
         model, head, d = load_tagger(args.checkpoint, args.data, args.trust_dictionary)
         tagger = TokenTagger(model, head, d.bos(), d.eos(), d.pad())
         symbols = preview_symbols(d, args.gpt2_bpe)
     except (FileNotFoundError, ValueError, PermissionError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    for split in args.splits:
-        split_prefix = os.path.join(args.data, split)
+    for split, (split_prefix, (prefix,)) in outputs.items():
         tokens = data_utils.load_indexed_dataset(split_prefix, d)
-        if tokens is None:
-            print(f"error: binarized split not found: {split_prefix}.bin/.idx", file=sys.stderr)
-            return 2
         lines = [tokens[i].numpy() for i in range(len(tokens))]
         start = time.perf_counter()
         scores = tagger.score(lines, args.max_tokens)
         seconds = time.perf_counter() - start
-        prefix = side_info_prefix(split_prefix, args.name)
         write_side_info(prefix, scores, "float64", tokens_prefix=split_prefix)
         preview = prefix + ".preview.txt"
         write_preview(preview, (render_marked([symbols[t] for t in line[:-1]], score[:-1] >= 0.5)

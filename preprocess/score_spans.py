@@ -12,7 +12,6 @@ logit per token, ``</s>`` = 0, fingerprinted against the tokens), and a preview
 """
 
 import argparse
-import os
 import sys
 import time
 
@@ -20,7 +19,8 @@ import numpy as np
 
 from fairseq_maskplug.option_ranges import number
 
-from . import HelpFormatter, add_checkpoint_options, add_splits, configure_tool_output, import_user_dir, track_name
+from . import (HelpFormatter, add_checkpoint_options, add_splits, configure_tool_output, import_user_dir,
+               track_name, track_outputs)
 
 POLICY_TASKS = ("span_policy", "meta_span_policy")
 
@@ -58,35 +58,24 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     configure_tool_output()
     from fairseq.data import data_utils
-    from fairseq_maskplug.atomic import check_distinct_files
-    from fairseq_maskplug.checkpoints import check_writable
-    from fairseq_maskplug.data import side_info_prefix, write_side_info
+    from fairseq_maskplug.data import write_side_info
     from fairseq_maskplug.masking.learned_span import choose_learned_spans
     from fairseq_maskplug.scoring.preview import render_marked, write_preview
 
     try:
         import_user_dir(args.user_dir)
-        for split in args.splits:  # every output checked before any work
-            split_prefix = os.path.join(args.data, split)
-            if not os.path.exists(split_prefix + ".idx"):
-                raise FileNotFoundError(f"binarized split not found: {split_prefix}.bin/.idx")
-            tracks = [side_info_prefix(split_prefix, name) for name in (args.start_name, args.end_name)]
-            check_distinct_files([("--start-name track", tracks[0] + ".bin"), ("--end-name track", tracks[1] + ".bin"),
-                                  ("the split", split_prefix + ".bin")])
-            for track in tracks:
-                check_writable(track + ".bin")
+        outputs = track_outputs(args.data, args.splits, [("--start-name", args.start_name),
+                                                          ("--end-name", args.end_name)])
         scorer, d = load_scorer(args.checkpoint, args.data, args.trust_dictionary)
     except (FileNotFoundError, ValueError, PermissionError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    for split in args.splits:
-        split_prefix = os.path.join(args.data, split)
+    for split, (split_prefix, prefixes) in outputs.items():
         tokens = data_utils.load_indexed_dataset(split_prefix, d)
         lines = [tokens[i].numpy() for i in range(len(tokens))]
         began = time.perf_counter()
         starts, ends = scorer.start_end(lines, args.max_tokens)
         seconds = time.perf_counter() - began
-        prefixes = [side_info_prefix(split_prefix, name) for name in (args.start_name, args.end_name)]
         for prefix, rows in zip(prefixes, (starts, ends)):
             write_side_info(prefix, rows, "float64", tokens_prefix=split_prefix)
         preview = prefixes[0] + ".preview.txt"
