@@ -56,7 +56,7 @@ def main():
     from fairseq_maskplug.scoring.buffer import SentenceClassifier, buffer_importance
 
     if args.checkpoint:
-        from preprocess.score_importance import load_task_split
+        from fairseq_maskplug.scoring.loading import load_task_split
         model, d, tokens, classes = load_task_split(args.checkpoint, args.data, args.split,
                                                        "sentence_classification_head")
         n = min(args.sentences, len(tokens))

@@ -38,18 +38,10 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-def load_tagger(checkpoint: str, data: str, trust_dictionary: bool = False):
-    """The tagger model, its head name and the corpus dictionary (which must be the tagger's)."""
-    from fairseq_maskplug.checkpoints import load_checked_model
-
-    model, task, _ = load_checked_model(checkpoint, data, trust_dictionary, tasks=("token_importance",),
-                                        wanted="the tagger (a token_importance checkpoint)")
-    return model, task.cfg.tagger_head_name, task.source_dictionary
-
-
 def main(argv=None) -> int:
     args = parse_args(argv)
     configure_tool_output()
+    from fairseq_maskplug.scoring.loading import load_tagger
     from fairseq.data import data_utils
     from fairseq_maskplug.data.layout import token_data_dir
     from fairseq_maskplug.data import write_side_info

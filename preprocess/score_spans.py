@@ -22,7 +22,6 @@ from fairseq_maskplug.option_ranges import number
 from . import (HelpFormatter, add_checkpoint_options, add_splits, configure_tool_output, import_user_dir,
                track_name, track_outputs)
 
-POLICY_TASKS = ("span_policy", "meta_span_policy")
 
 
 def parse_args(argv=None):
@@ -43,20 +42,10 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-def load_scorer(checkpoint: str, data: str, trust_dictionary: bool = False):
-    """The :class:`SpanScorer` of a policy checkpoint and the corpus dictionary (which must be the policy's)."""
-    from fairseq_maskplug.checkpoints import load_checked_model
-    from fairseq_maskplug.scoring.span_scorer import SpanScorer
-
-    model, task, _ = load_checked_model(checkpoint, data, trust_dictionary, tasks=POLICY_TASKS,
-                                        wanted="a span policy (a span_policy or meta_span_policy checkpoint)")
-    d = task.source_dictionary
-    return SpanScorer(model, task.cfg.span_head_name, d.bos(), d.eos(), d.pad()), d
-
-
 def main(argv=None) -> int:
     args = parse_args(argv)
     configure_tool_output()
+    from fairseq_maskplug.scoring.loading import load_scorer
     from fairseq.data import data_utils
     from fairseq_maskplug.data import write_side_info
     from fairseq_maskplug.masking.learned_span import choose_learned_spans

@@ -101,7 +101,7 @@ def annotated(tiny_data, tmp_path_factory, tagger):
 
 
 def load_tagger(checkpoint, corpus):
-    from preprocess.annotate_importance import load_tagger as load
+    from fairseq_maskplug.scoring.loading import load_tagger as load
     from fairseq_maskplug.scoring.tagger import TokenTagger
     model, head, d = load(str(checkpoint), str(corpus))
     return TokenTagger(model, head, d.bos(), d.eos(), d.pad()), d
