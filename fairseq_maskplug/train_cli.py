@@ -28,7 +28,7 @@ quiet_fairseq_import()
 quiet_third_party()
 from . import plugin  # noqa: E402,F401  (registrations in this process and in the workers that re-import it)
 from .launch import configure_launch  # noqa: E402
-from .tasks.criteria import check_criterion  # noqa: E402
+from .tasks.criterion_check import check_criterion  # noqa: E402
 from .train_help import training_help, wants_help  # noqa: E402
 
 
@@ -231,8 +231,6 @@ def build_in_process(argv):
     import torch
     from fairseq import optim, options, tasks
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-
-    from . import plugin  # noqa: F401  (the package's registrations)
 
     cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(),
                                                                      [str(a) for a in argv]))

@@ -5,7 +5,7 @@ every criterion here casts them to float32 locally (``logits.float()``) before a
 cross-entropy, so a softmax over the vocabulary, over a sentence's span candidates or over the
 classes neither overflows nor loses the small probabilities; fairseq's own ``masked_lm`` and
 ``cross_entropy`` do the same. The meta-learned span policy's lookahead step
-(``weighting/lookahead.py``) runs on the frozen seq2seq model, which its task loads in float32
+(``criterions/lookahead.py``) runs on the frozen seq2seq model, which its task loads in float32
 whatever the precision flags (fairseq halves only the trained model), so the virtual SGD step and its
 finite differences are float32. META-TARTAN's weights and dev head are float32 whatever the model
 (``weighting/meta_tartan.py``). Every task trains under ``--memory-efficient-fp16 --cpu`` in the tests.

@@ -11,7 +11,7 @@ from fairseq.logging import metrics
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from ..models import unwrap_model, zero_gradient_term
-from ..weighting.lookahead import lookahead, substituted
+from .lookahead import lookahead, substituted
 
 
 def candidate_weights(logits: torch.Tensor, candidates: torch.Tensor):

@@ -19,7 +19,7 @@ from ..data.blocking import check_block_sizes
 from ..data.dictionaries import STATE_KEY, dictionary_sha256, load_dictionary
 from ..data.layout import required_data, token_data_dir
 from ..masking import Corruption
-from .criteria import CriterionChecked
+from .criterion_check import CriterionChecked
 from .mask_stats import log_mask_statistics, mask_statistics, mlm_mask_counts
 from .model_checks import check_model
 from .token_heads import OneDictionaryTask

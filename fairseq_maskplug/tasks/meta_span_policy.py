@@ -16,7 +16,7 @@ quickly"). The formulation is ours (the paper's is not reachable here):
   per answer token) on ``--meta-downstream-batch`` pairs of the downstream **training**
   split (``--downstream-data``, fairseq translation data), drawn from
   ``default_rng((seed, update))``: a resumed run draws the same pairs;
-* its gradient w.r.t. φ flows through θ' (:mod:`fairseq_maskplug.weighting.lookahead`:
+* its gradient w.r.t. φ flows through θ' (:mod:`fairseq_maskplug.criterions.lookahead`:
   ``--meta-gradient exact`` second order, or ``finite_difference`` as DARTS eq. 8).
 
 θ stays the general model: the policy learns which spans, trained on from the model it
@@ -43,7 +43,7 @@ from ..data import load_blocked_split
 from ..data.dictionaries import check_checkpoint_dictionary, check_token_ids
 from ..data.layout import check_hydra_path
 from ..data.meta_span_dataset import MetaSpanDataset
-from ..weighting.lookahead import MODES
+from ..criterions.lookahead import MODES
 from .sentence_items import sentence_blocking
 from .span_policy import SpanPolicyTask
 

@@ -12,7 +12,7 @@ from ..data import load_blocked_split
 from ..data.dictionaries import STATE_KEY, dictionary_sha256, load_dictionary
 from ..data.layout import required_data, token_data_dir
 from ..masking.values import ValueRule
-from .criteria import CriterionChecked
+from .criterion_check import CriterionChecked
 from .sentence_items import build_model_for_items, sentence_blocking, tagged_items
 
 logger = logging.getLogger(__name__)
