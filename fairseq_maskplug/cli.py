@@ -56,7 +56,7 @@ def track_outputs(data: str, splits, tracks):
     outputs = {}
     for split in splits:
         split_prefix = os.path.join(data, split)
-        if not os.path.exists(split_prefix + ".idx"):
+        if not all(os.path.exists(split_prefix + suffix) for suffix in (".idx", ".bin")):
             raise FileNotFoundError(f"binarized split not found: {split_prefix}.bin/.idx")
         prefixes = [side_info_prefix(split_prefix, name) for _, name in tracks]
         check_distinct_files([(f"{option} track", prefix + ".bin") for (option, _), prefix in zip(tracks, prefixes)]

@@ -9,7 +9,6 @@ data's dictionary (its ``dict.txt``).
 """
 
 import argparse
-import os
 import sys
 import time
 
@@ -17,7 +16,8 @@ import numpy as np
 
 from fairseq_maskplug.option_ranges import number
 
-from . import HelpFormatter, add_checkpoint_options, add_splits, configure_tool_output, import_user_dir, track_name
+from . import (HelpFormatter, add_checkpoint_options, add_splits, configure_tool_output, import_user_dir,
+               track_name, track_outputs)
 
 
 def main(argv=None) -> int:
@@ -53,21 +53,15 @@ def main(argv=None) -> int:
 
 def score(args) -> int:
     from fairseq import data as fdata
-    from fairseq_maskplug.checkpoints import CLASSIFIER_TASKS, check_writable, load_checked_model
-    from fairseq_maskplug.data import side_info_prefix, write_side_info
+    from fairseq_maskplug.checkpoints import CLASSIFIER_TASKS, load_checked_model
+    from fairseq_maskplug.data import write_side_info
     from fairseq_maskplug.scoring.pll import (PLTScorer, iterate_lines, score_in_windows, word_starts_gpt2,
                                               word_starts_sentencepiece)
 
     from fairseq_maskplug.data.layout import token_data_dir
 
     data = token_data_dir(args.data)
-    prefixes = {}
-    for split in dict.fromkeys(args.splits):  # every split and output checked before any work
-        split_prefix = os.path.join(data, split)
-        if not fdata.indexed_dataset.MMapIndexedDataset.exists(split_prefix):
-            raise FileNotFoundError(f"binarized split not found: {split_prefix}.bin/.idx")
-        prefixes[split_prefix] = side_info_prefix(split_prefix, args.name)
-        check_writable(prefixes[split_prefix] + ".bin")
+    outputs = track_outputs(data, dict.fromkeys(args.splits), [("--name", args.name)])  # before any work
     model, task, _ = load_checked_model(args.checkpoint, data, args.trust_dictionary,
                                         refuse=CLASSIFIER_TASKS + ("token_importance",),
                                         wanted="a masked-LM checkpoint (guided_mlm, masked_lm, ...)")
@@ -82,7 +76,7 @@ def score(args) -> int:
     else:
         word_starts = np.ones(len(d), dtype=bool)
     scorer = PLTScorer(model, task.mask_idx, d.pad(), word_starts, args.metric)
-    for split_prefix, prefix in prefixes.items():
+    for split_prefix, (prefix,) in outputs.values():
         tokens = fdata.data_utils.load_indexed_dataset(split_prefix, d)
         lines = list(iterate_lines(tokens, d.bos()))
         start = time.perf_counter()
