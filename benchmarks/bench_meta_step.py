@@ -15,7 +15,6 @@ repeats, median. Takes about 2 minutes on 2 CPU cores. The last line is
 
 import argparse
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -24,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from commands import run_checked  # noqa: E402
 from smoke import add_smoke_option, shrink  # noqa: E402
 from task_timing import BIN, REPO, make_data  # noqa: E402
 
@@ -44,10 +44,9 @@ def cloze_data(root: Path, corpus: Path) -> Path:
         questions, answers = word_cloze(part, rng)
         (root / f"cloze.{split}.q").write_text("\n".join(questions) + "\n")
         (root / f"cloze.{split}.a").write_text("\n".join(answers) + "\n")
-    subprocess.run([BIN / "fairseq-preprocess", "--source-lang", "q", "--target-lang", "a", "--trainpref",
-                    root / "cloze.train", "--validpref", root / "cloze.valid", "--srcdict", root / "dict.probe.txt",
-                    "--tgtdict", root / "dict.probe.txt", "--destdir", root / "cloze", "--workers", "2"],
-                   check=True, capture_output=True)
+    run_checked([BIN / "fairseq-preprocess", "--source-lang", "q", "--target-lang", "a", "--trainpref",
+                 root / "cloze.train", "--validpref", root / "cloze.valid", "--srcdict", root / "dict.probe.txt",
+                 "--tgtdict", root / "dict.probe.txt", "--destdir", root / "cloze", "--workers", "2"])
     return root / "cloze"
 
 
@@ -92,11 +91,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         corpus = make_data(root, lines=args.lines)
-        subprocess.run([BIN / "fairseq-train", corpus, "--user-dir", REPO / "fairseq_maskplug", "--task",
-                        "guided_denoising", "--criterion", "cross_entropy", "--arch", "bart_tiny", "--max-update", "1",
-                        "--tokens-per-sample", "64", "--save-dir", root / "bart", "--no-epoch-checkpoints",
-                        "--disable-validation", *CPU],
-                       check=True, capture_output=True)
+        run_checked([BIN / "fairseq-train", corpus, "--user-dir", REPO / "fairseq_maskplug", "--task",
+                     "guided_denoising", "--criterion", "cross_entropy", "--arch", "bart_tiny", "--max-update", "1",
+                     "--tokens-per-sample", "64", "--save-dir", root / "bart", "--no-epoch-checkpoints",
+                     "--disable-validation", *CPU])
         cloze = cloze_data(root, corpus)
         common = ["--tokens-per-sample", "64", *CPU]
         plain = build([corpus, "--task", "guided_denoising", "--criterion", "cross_entropy", "--arch", "bart_tiny",

@@ -11,7 +11,6 @@ round counts. Prints both speeds and last ``ratio=<tartan / fixed updates per se
 """
 
 import argparse
-import subprocess
 import sys
 import tempfile
 import time
@@ -20,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from commands import run_checked  # noqa: E402
 from smoke import add_smoke_option, shrink  # noqa: E402
 
 BIN = Path(sys.executable).parent
@@ -35,9 +35,8 @@ def make_task_data(root: Path, train: int = 2000, valid: int = 400) -> Path:
         (root / f"{split}.input0").write_text("\n".join(lines) + "\n")
         (root / f"{split}.label").write_text("\n".join("yes" if "w1" in l.split() else "no" for l in lines) + "\n")
     for sub in ("input0", "label"):
-        subprocess.run([BIN / "fairseq-preprocess", "--only-source", "--trainpref", root / f"train.{sub}",
-                        "--validpref", root / f"valid.{sub}", "--destdir", root / "task" / sub, "--workers", "2"],
-                       check=True, capture_output=True)
+        run_checked([BIN / "fairseq-preprocess", "--only-source", "--trainpref", root / f"train.{sub}",
+                     "--validpref", root / f"valid.{sub}", "--destdir", root / "task" / sub, "--workers", "2"])
     return root / "task"
 
 

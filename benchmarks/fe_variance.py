@@ -28,7 +28,6 @@ Last line: ``ratio=<var_fe / var_random>`` (expected below 1).
 import argparse
 import csv
 import re
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -38,6 +37,7 @@ import torch
 from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from commands import run_checked  # noqa: E402
 from smoke import add_smoke_option, shrink  # noqa: E402
 from task_timing import BIN, REPO, make_data  # noqa: E402
 
@@ -149,13 +149,12 @@ def smoke_checkpoint(root: Path, plt_track: str = None):
             tokens = data_utils.load_indexed_dataset(str(data / split), Dictionary.load(str(data / "dict.txt")))
             write_side_info(str(data / f"{split}.{plt_track}"), (rng.beta(4, 1, n) for n in np.array(tokens.sizes)),
                             tokens_prefix=str(data / split))
-    subprocess.run([BIN / "fairseq-train", data, "--user-dir", REPO / "fairseq_maskplug", "--task", "guided_mlm",
-                    "--criterion", "masked_lm", "--arch", "roberta_base", "--encoder-layers", "2",
-                    "--encoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64", "--encoder-attention-heads", "2",
-                    "--max-positions", "64", "--tokens-per-sample", "64", "--max-update", "1", "--cpu",
-                    "--optimizer", "adam", "--lr", "1e-4", "--batch-size", "8", "--no-epoch-checkpoints",
-                    "--disable-validation", "--save-dir", root / "ck", "--valid-subset", "train"],
-                   check=True, capture_output=True)
+    run_checked([BIN / "fairseq-train", data, "--user-dir", REPO / "fairseq_maskplug", "--task", "guided_mlm",
+                 "--criterion", "masked_lm", "--arch", "roberta_base", "--encoder-layers", "2",
+                 "--encoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64", "--encoder-attention-heads", "2",
+                 "--max-positions", "64", "--tokens-per-sample", "64", "--max-update", "1", "--cpu",
+                 "--optimizer", "adam", "--lr", "1e-4", "--batch-size", "8", "--no-epoch-checkpoints",
+                 "--disable-validation", "--save-dir", root / "ck", "--valid-subset", "train"])
     return str(root / "ck" / "checkpoint_last.pt"), str(data)
 
 

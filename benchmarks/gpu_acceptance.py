@@ -38,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
+from commands import run_checked
 from smoke import add_smoke_option, shrink
 
 REPO = Path(__file__).resolve().parents[1]
@@ -92,8 +93,8 @@ def write_lines(path: Path, lines) -> Path:
 
 
 def preprocess(destdir: Path, trainpref: Path, *extra) -> None:
-    subprocess.run([BIN / "fairseq-preprocess", "--only-source", "--trainpref", trainpref, "--destdir", destdir,
-                    "--workers", str(min(8, os.cpu_count() or 1)), *extra], check=True, capture_output=True)
+    run_checked([BIN / "fairseq-preprocess", "--only-source", "--trainpref", trainpref, "--destdir", destdir,
+                 "--workers", str(min(8, os.cpu_count() or 1)), *extra])
 
 
 def track(split_prefix: Path, name: str, rows, dtype: str) -> None:
@@ -137,9 +138,9 @@ def make_data(root: Path, lines: int, tokens: int, vocab: int) -> Path:
     questions, answers = word_cloze([" ".join(line[:64]) for line in words], rng)
     write_lines(root / "cloze.train.q", questions)
     write_lines(root / "cloze.train.a", answers)
-    subprocess.run([BIN / "fairseq-preprocess", "--source-lang", "q", "--target-lang", "a", "--trainpref",
-                    root / "cloze.train", "--validpref", root / "cloze.train", "--srcdict", probe_dict, "--tgtdict",
-                    probe_dict, "--destdir", root / "cloze", "--workers", "1"], check=True, capture_output=True)
+    run_checked([BIN / "fairseq-preprocess", "--source-lang", "q", "--target-lang", "a", "--trainpref",
+                 root / "cloze.train", "--validpref", root / "cloze.train", "--srcdict", probe_dict, "--tgtdict",
+                 probe_dict, "--destdir", root / "cloze", "--workers", "1"])
     return root
 
 

@@ -21,6 +21,7 @@ from typing import Dict, Sequence
 
 import numpy as np
 
+from commands import run_checked
 from smoke import add_smoke_option, shrink
 
 REPO = Path(__file__).resolve().parents[1]
@@ -38,8 +39,8 @@ def make_data(root: Path, lines: int = 6000) -> Path:
         for n in lengths:
             f.write(" ".join(f"w{w}" for w in words[pos:pos + n]) + "\n")
             pos += n
-    subprocess.run([BIN / "fairseq-preprocess", "--only-source", "--trainpref", text, "--destdir",
-                    root / "bin", "--workers", "2"], check=True, capture_output=True)
+    run_checked([BIN / "fairseq-preprocess", "--only-source", "--trainpref", text, "--destdir",
+                 root / "bin", "--workers", "2"])
     return root / "bin"
 
 

@@ -50,3 +50,18 @@ def test_gpu_acceptance_covers_every_registered_task(tmp_path):
     registered = {name for name, cls in TASK_REGISTRY.items() if cls.__module__.startswith("fairseq_maskplug.")}
     assert registered <= covered, f"gpu_acceptance.py does not run {sorted(registered - covered)}"
     assert {"masked_lm", "denoising"} <= covered  # fairseq's own tasks, the two references
+
+
+def test_a_failed_preparation_command_names_its_signal_and_shows_its_output():
+    import sys
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from commands import run_checked
+
+    aborting = [sys.executable, "-c", "import os, signal, sys; print('half done', file=sys.stderr, flush=True); "
+                "os.kill(os.getpid(), signal.SIGABRT)"]
+    with pytest.raises(RuntimeError, match=r"(?s)ended with signal SIGABRT.*half done"):
+        run_checked(aborting)
+    with pytest.raises(RuntimeError, match="ended with exit status 3"):
+        run_checked([sys.executable, "-c", "raise SystemExit(3)"])
+    assert run_checked([sys.executable, "-c", "print('ok')"]).stdout == "ok\n"
