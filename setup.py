@@ -35,8 +35,8 @@ setup(
     },
     entry_points={
         "console_scripts": [
-            "fairseq-maskplug-dir = fairseq_maskplug.cli:print_user_dir",
-            "fairseq-maskplug-train = fairseq_maskplug.train_cli:console_main",
+            "fairseq-maskplug-dir = fairseq_maskplug.tools.cli:print_user_dir",
+            "fairseq-maskplug-train = fairseq_maskplug.commands.train_cli:console_main",
             "fairseq-maskplug-prepare-demo = fairseq_maskplug.preprocess.prepare_demo:main",
             "fairseq-maskplug-prepare-text = fairseq_maskplug.preprocess.prepare_text:main",
             "fairseq-maskplug-binarize-side-info = fairseq_maskplug.preprocess.binarize_side_info:main",
@@ -49,8 +49,8 @@ setup(
             "fairseq-maskplug-show-examples = fairseq_maskplug.preprocess.show_examples:main",
             "fairseq-maskplug-retrieve = fairseq_maskplug.preprocess.retrieve:main",
             "fairseq-maskplug-convert = fairseq_maskplug.preprocess.convert:main",
-            "fairseq-maskplug-evaluate = fairseq_maskplug.evaluate:main",
-            "fairseq-maskplug-evaluate-mlm = fairseq_maskplug.evaluate_mlm:main",
+            "fairseq-maskplug-evaluate = fairseq_maskplug.evaluation.evaluate:main",
+            "fairseq-maskplug-evaluate-mlm = fairseq_maskplug.evaluation.evaluate_mlm:main",
         ],
     },
 )

@@ -27,7 +27,7 @@ from commands import run_checked  # noqa: E402
 from smoke import add_smoke_option, shrink  # noqa: E402
 from task_timing import BIN, REPO, make_data  # noqa: E402
 
-from fairseq_maskplug.probe import word_cloze  # noqa: E402
+from fairseq_maskplug.evaluation.probe import word_cloze  # noqa: E402
 
 BATCH = 8
 CPU = ["--cpu", "--num-workers", "0", "--required-batch-size-multiple", "1", "--distributed-world-size", "1",

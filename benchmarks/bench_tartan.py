@@ -41,7 +41,7 @@ def make_task_data(root: Path, train: int = 2000, valid: int = 400) -> Path:
 
 
 def build(data: Path, batch_size: int, weighting: list):
-    from fairseq_maskplug.train_cli import build_in_process
+    from fairseq_maskplug.commands.train_cli import build_in_process
 
     task, model, criterion, optimizer, _ = build_in_process([
         str(data), "--task", "joint_mlm_classification", "--criterion", "joint_mlm_classification",

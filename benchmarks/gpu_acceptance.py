@@ -133,7 +133,7 @@ def make_data(root: Path, lines: int, tokens: int, vocab: int) -> Path:
         track(root / "mlm" / split, "answer_span", spans, "uint8")
     probe_dict = root / "dict.probe.txt"
     probe_dict.write_text((root / "mlm" / "dict.txt").read_text() + "<mask> 0\n")
-    from fairseq_maskplug.probe import word_cloze
+    from fairseq_maskplug.evaluation.probe import word_cloze
 
     questions, answers = word_cloze([" ".join(line[:64]) for line in words], rng)
     write_lines(root / "cloze.train.q", questions)
@@ -150,7 +150,7 @@ def make_data(root: Path, lines: int, tokens: int, vocab: int) -> Path:
 RUNNER = ("import atexit, sys, torch\n"
           "atexit.register(lambda: print('PEAK_MEMORY', torch.cuda.max_memory_allocated() if torch.cuda.is_available()"
           " else -1, flush=True))\n"
-          "from fairseq_maskplug.train_cli import console_main\n"
+          "from fairseq_maskplug.commands.train_cli import console_main\n"
           "sys.argv[0] = 'fairseq-maskplug-train'\n"
           "console_main()\n")
 

@@ -7,7 +7,7 @@ criteria and model heads. ``fairseq-train --user-dir "$(fairseq-maskplug-dir)"``
 script (``import fairseq_maskplug.plugin``).
 """
 
-from . import compat
+from .integration import compat
 
 compat.install()
 

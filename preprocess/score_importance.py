@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from fairseq_maskplug.option_ranges import number
+from fairseq_maskplug.common.option_ranges import number
 
 from . import HelpFormatter, add_checkpoint_options, add_splits, configure_tool_output, import_user_dir, track_name
 
@@ -55,8 +55,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     configure_tool_output()
     from fairseq_maskplug.scoring.loading import load_classifier, load_split
-    from fairseq_maskplug.atomic import check_distinct_files
-    from fairseq_maskplug.checkpoints import check_writable
+    from fairseq_maskplug.common.atomic import check_distinct_files
+    from fairseq_maskplug.tools.checkpoints import check_writable
     from fairseq_maskplug.data import side_info_prefix
     from fairseq_maskplug.data.layout import sentence_prediction_dir
 

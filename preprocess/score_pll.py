@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from fairseq_maskplug.option_ranges import number
+from fairseq_maskplug.common.option_ranges import number
 
 from . import (HelpFormatter, add_checkpoint_options, add_splits, configure_tool_output, import_user_dir,
                track_name, track_outputs)
@@ -53,7 +53,7 @@ def main(argv=None) -> int:
 
 def score(args) -> int:
     from fairseq import data as fdata
-    from fairseq_maskplug.checkpoints import CLASSIFIER_TASKS, load_checked_model
+    from fairseq_maskplug.tools.checkpoints import CLASSIFIER_TASKS, load_checked_model
     from fairseq_maskplug.data import write_side_info
     from fairseq_maskplug.scoring.pll import (PLTScorer, iterate_lines, score_in_windows, word_starts_gpt2,
                                               word_starts_sentencepiece)

@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from fairseq_maskplug.option_ranges import number
+from fairseq_maskplug.common.option_ranges import number
 
 from . import (HelpFormatter, add_checkpoint_options, add_splits, configure_tool_output, import_user_dir,
                track_name, track_outputs)

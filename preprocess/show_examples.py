@@ -17,7 +17,7 @@ Example::
 import argparse
 import sys
 
-from fairseq_maskplug.option_ranges import number
+from fairseq_maskplug.common.option_ranges import number
 
 from . import HelpFormatter, configure_tool_output
 

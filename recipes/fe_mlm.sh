@@ -42,7 +42,7 @@ done
 # each run's validation during training uses its own masking (span targets are harder):
 # score every checkpoint of every run under the same random 15% masks instead
 score_checkpoints() {
-    python -m fairseq_maskplug.evaluate_mlm --data "$WORK/data/indomain" --split valid \
+    python -m fairseq_maskplug.evaluation.evaluate_mlm --data "$WORK/data/indomain" --split valid \
         "$OUT/$1"/checkpoint_*_*.pt > "$OUT/valid_loss_$1.jsonl"
 }
 for run in mlm fe_subword mlm_span fe_span; do

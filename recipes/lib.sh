@@ -14,7 +14,7 @@
 # MASKPLUG_BATCH is per worker (GPU or CPU process): a batch holds workers x MASKPLUG_BATCH.
 #
 # LAUNCH: a launcher prefix for every fairseq-train of the recipe (one run over all its processes;
-# fairseq_maskplug.launch reads the launcher's environment), e.g. on each of 2 nodes
+# fairseq_maskplug.integration.launch reads the launcher's environment), e.g. on each of 2 nodes
 #   LAUNCH="torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint HOST:29500"
 #   LAUNCH="srun"   (in an sbatch script with MASTER_ADDR and MASTER_PORT exported)
 # and MASKPLUG_WORKERS=16. torchrun gets the fairseq-maskplug-train script, other launchers the command.
@@ -225,7 +225,7 @@ finetune_and_score() {
 score_on_mr() {
     local checkpoint=$1 prefix=$2
     for split in valid test; do
-        python -m fairseq_maskplug.evaluate --checkpoint "$checkpoint" --data "$WORK/data/mr" \
+        python -m fairseq_maskplug.evaluation.evaluate --checkpoint "$checkpoint" --data "$WORK/data/mr" \
             --split "$split" --output "$prefix.$split.json" || return 1
     done
 }

@@ -227,8 +227,8 @@ def collect(args, wheels: Path, log=print):
 def main(argv=None) -> int:
     args = parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    from fairseq_maskplug.atomic import check_output_directory
-    from fairseq_maskplug.binarize import atomic_directory
+    from fairseq_maskplug.common.atomic import check_output_directory
+    from fairseq_maskplug.tools.binarize import atomic_directory
     try:
         check_output_directory(args.out, "OUT", COMMAND, [("the repository", ROOT)])
         with atomic_directory(args.out, COMMAND) as out:

@@ -2,7 +2,7 @@
 
     python recipes/plot_valid_loss.py --out valid_loss.png NAME=SCORES.jsonl [NAME=SCORES.jsonl ...]
 
-Each JSONL file holds ``python -m fairseq_maskplug.evaluate_mlm`` lines
+Each JSONL file holds ``python -m fairseq_maskplug.evaluation.evaluate_mlm`` lines
 (``{"checkpoint", "updates", "loss"}``) for the checkpoints of one run.
 """
 

@@ -1,7 +1,7 @@
 """Exact match of a fine-tuned probe checkpoint on the probe's seen (test) and held-out (test1) splits.
 
 Runs ``fairseq-generate --task translation -s q -t a`` (beam search) on each split, compares
-each hypothesis with its reference answer after :func:`fairseq_maskplug.probe.normalise_answer`
+each hypothesis with its reference answer after :func:`fairseq_maskplug.evaluation.probe.normalise_answer`
 (pieces joined, case-folded) and writes ``{"seen": EM, "heldout": EM, "n_seen": ..., ...}``
 (EM in percent) to ``--output``.
 
@@ -19,7 +19,7 @@ sys.path.insert(0, str(REPO))
 
 from fairseq.data.indexed_dataset import MMapIndexedDataset  # noqa: E402
 
-from fairseq_maskplug.probe import exact_match  # noqa: E402
+from fairseq_maskplug.evaluation.probe import exact_match  # noqa: E402
 
 SPLITS = {"seen": "test", "heldout": "test1"}
 

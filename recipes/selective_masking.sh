@@ -92,7 +92,7 @@ print(f'    $run: valid mask rate {r[\"valid_mask_rate\"]}, masks/seq {r[\"valid
 done
 # each run's logged valid loss is on its own masks (selective vs random positions): not comparable.
 # One fixed set of random masks for both (fairseq-maskplug-evaluate-mlm):
-python -m fairseq_maskplug.evaluate_mlm --data "$WORK/data/indomain" --split valid \
+python -m fairseq_maskplug.evaluation.evaluate_mlm --data "$WORK/data/indomain" --split valid \
     "$OUT/taskpt_selective/checkpoint_last.pt" "$OUT/taskpt_matched/checkpoint_last.pt" \
     > "$OUT/fixed_mask_loss.jsonl" 2> "$WORK/logs/sm_fixed_mask_loss.log"
 python - "$OUT/fixed_mask_loss.jsonl" <<'PY'

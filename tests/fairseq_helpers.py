@@ -76,7 +76,7 @@ def entry_point(args):
         module = importlib.import_module(args[2])
         return (args[2], module.main) if callable(getattr(module, "main", None)) else None
     if program.name == "fairseq-maskplug-train":  # its console_main is sys.exit(main())
-        from fairseq_maskplug.train_cli import main
+        from fairseq_maskplug.commands.train_cli import main
         return program.name, main
     if program.name == "fairseq-hydra-train":  # hydra's ConfigStore and GlobalHydra live on between runs
         return None
@@ -225,6 +225,6 @@ def assert_same_params(a: Path, b: Path) -> None:
 
 def build_in_process(argv):
     """``(task, model, criterion, optimizer, cfg)`` as fairseq-train builds them (the package's helper)."""
-    from fairseq_maskplug.train_cli import build_in_process as build
+    from fairseq_maskplug.commands.train_cli import build_in_process as build
 
     return build(argv)

@@ -133,7 +133,7 @@ def test_unknown_class_label_stops_training_and_evaluation(tiny_data, task_dir, 
     assert no_checkpoint(tmp_path / "ck")
     check(maskplug_train(task_dir, tmp_path / "good", "--num-classes", "2", task="joint_mlm_classification",
                          criterion="joint_mlm_classification"))
-    scored = run([BIN / "python", "-m", "fairseq_maskplug.evaluate", "--checkpoint",
+    scored = run([BIN / "python", "-m", "fairseq_maskplug.evaluation.evaluate", "--checkpoint",
                   tmp_path / "good" / "checkpoint_last.pt", "--data", data, "--split", "valid"])
     one_line_error(scored, "line 7 has label '<unk>'")
 
@@ -250,14 +250,14 @@ def test_tools_refuse_fairseq_s_own_classifier_on_a_reordered_dictionary(task_di
     """The check read --data's dictionary twice (the data path was overridden before it was read)."""
     other = reordered_task(task_dir, tmp_path)
     message = f"{other / 'input0' / 'dict.txt'} is not the dictionary {fairseq_classifier} was trained with"
-    evaluated = run([BIN / "python", "-m", "fairseq_maskplug.evaluate", "--checkpoint", fairseq_classifier,
+    evaluated = run([BIN / "python", "-m", "fairseq_maskplug.evaluation.evaluate", "--checkpoint", fairseq_classifier,
                      "--data", other, "--split", "valid"])
     one_line_error(evaluated, message, f"its training data's {task_dir / 'input0' / 'dict.txt'}")
     scored = run([BIN / "python", "-m", "preprocess.score_importance", "--checkpoint", fairseq_classifier,
                   "--data", other, "--split", "valid"])
     one_line_error(scored, message)
     assert not list((other / "input0").glob("valid.importance*"))
-    check(run([BIN / "python", "-m", "fairseq_maskplug.evaluate", "--checkpoint", fairseq_classifier,
+    check(run([BIN / "python", "-m", "fairseq_maskplug.evaluation.evaluate", "--checkpoint", fairseq_classifier,
                "--data", task_dir, "--split", "valid"]))  # its own dictionary: accepted
 
 
@@ -511,8 +511,8 @@ def test_refused_before_work_with_one_line(tiny_data, mlm_checkpoint, bart_check
 def test_two_paths_of_one_command_cannot_be_one_file(task_dir, fairseq_classifier, tmp_path):
     """Outputs written over the checkpoint, the binarized split or each other were accepted."""
     before = fairseq_classifier.read_bytes()
-    one_line_error(run([BIN / "python", "-m", "fairseq_maskplug.evaluate", "--checkpoint", fairseq_classifier,
-                        "--data", task_dir, "--split", "valid", "--output", fairseq_classifier]),
+    one_line_error(run([BIN / "python", "-m", "fairseq_maskplug.evaluation.evaluate", "--checkpoint",
+                        fairseq_classifier, "--data", task_dir, "--split", "valid", "--output", fairseq_classifier]),
                    f"--output {fairseq_classifier} is also --checkpoint: one would overwrite the other")
     assert fairseq_classifier.read_bytes() == before
     split = task_dir / "input0" / "valid.bin"

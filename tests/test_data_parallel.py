@@ -17,7 +17,7 @@ import torch
 
 from fairseq_helpers import (BIN, CPU_RUN, HALF_PRECISION, REPO, TINY_BART, TINY_ROBERTA, assert_half_precision_run,
                              build_in_process, check, json_logs, model_params, run)
-from fairseq_maskplug.launch import LaunchError, configure_launch, detect_launch
+from fairseq_maskplug.integration.launch import LaunchError, configure_launch, detect_launch
 from test_finetune_e2e import write_task
 
 _AT = CPU_RUN.index("--distributed-world-size")

@@ -34,7 +34,7 @@ def test_finetune_from_guided_mlm_and_evaluate(tiny_data, tmp_path):
                         "--save-dir", tmp_path / "ft", "--no-epoch-checkpoints"]))
     assert "loading pretrained model from" in (result.stdout + result.stderr).lower()
     best = max(float(r["valid_accuracy"]) for r in json_logs(result, "valid"))
-    scored = check(run([BIN / "python", "-m", "fairseq_maskplug.evaluate", "--checkpoint",
+    scored = check(run([BIN / "python", "-m", "fairseq_maskplug.evaluation.evaluate", "--checkpoint",
                         tmp_path / "ft" / "checkpoint_best.pt", "--data", task, "--split", "valid",
                         "--output", tmp_path / "valid.json"]))
     record = json.loads((tmp_path / "valid.json").read_text())

@@ -17,8 +17,8 @@ from fairseq_maskplug.data.blocking import check_block_sizes
 from fairseq_maskplug.data.layout import sentence_prediction_dir, token_data_dir
 from fairseq_maskplug.tasks.joint_mlm_classification import JointMLMClassificationTask
 from fairseq_maskplug.tasks.policy_options import build_task_policy
-from fairseq_maskplug.train_cli import main as train_main, with_task_criterion
-from fairseq_maskplug.train_help import training_help
+from fairseq_maskplug.commands.train_cli import main as train_main, with_task_criterion
+from fairseq_maskplug.commands.train_help import training_help
 
 ALL_POLICY_FLAGS = ("--mask-prob", "--matched-policy", "--l3-mean", "--selective-cap", "--span-max-length")
 

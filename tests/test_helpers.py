@@ -70,6 +70,6 @@ def test_in_process_errors_keep_their_exit_status_and_stderr(tiny_data, tmp_path
     assert refused.returncode == 2 and "fairseq-maskplug-train: error: --mask-prob" in refused.stderr
     unknown = run([BIN / "fairseq-train", tiny_data / "bin", "--task", "no_such_task"])
     assert unknown.returncode == 2 and "invalid choice: 'no_such_task'" in unknown.stderr
-    missing = run([BIN / "python", "-m", "fairseq_maskplug.evaluate", "--checkpoint", tmp_path / "missing.pt",
-                   "--data", tiny_data / "bin"])
+    missing = run([BIN / "python", "-m", "fairseq_maskplug.evaluation.evaluate",
+                   "--checkpoint", tmp_path / "missing.pt", "--data", tiny_data / "bin"])
     assert missing.returncode != 0 and missing.stderr

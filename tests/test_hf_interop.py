@@ -17,7 +17,7 @@ import torch
 
 from fairseq_helpers import BIN, check, run
 
-from fairseq_maskplug.atomic import OWNER_FILE
+from fairseq_maskplug.common.atomic import OWNER_FILE
 from fairseq_maskplug.interop import import_transformers
 
 try:
@@ -94,7 +94,7 @@ def converted(tmp_path_factory):
 def fairseq_hub(release: Path):
     from fairseq.models.roberta import RobertaModel
 
-    from fairseq_maskplug.compat import allow_fairseq_checkpoint_globals
+    from fairseq_maskplug.integration.compat import allow_fairseq_checkpoint_globals
     allow_fairseq_checkpoint_globals()
     hub = RobertaModel.from_pretrained(str(release), checkpoint_file="model.pt", bpe="gpt2",
                                        gpt2_encoder_json=str(release / "encoder.json"),

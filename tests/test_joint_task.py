@@ -51,7 +51,7 @@ def test_l3_joint_training_logs_both_objectives_and_resumes(tiny_data, task_data
     check(joint(task_data, tmp_path / "parts", *common, "--max-update", "30"))
     assert_same_params(tmp_path / "whole" / "checkpoint_last.pt", tmp_path / "parts" / "checkpoint_last.pt")
     # the evaluator scores joint checkpoints too, and agrees with fairseq's validation
-    scored = check(run([BIN / "python", "-m", "fairseq_maskplug.evaluate", "--checkpoint",
+    scored = check(run([BIN / "python", "-m", "fairseq_maskplug.evaluation.evaluate", "--checkpoint",
                         tmp_path / "whole" / "checkpoint_last.pt", "--data", task_data, "--split", "valid"]))
     result = json.loads(scored.stdout.strip().splitlines()[-1])
     assert result["units"] == "percent"

@@ -48,38 +48,71 @@ def test_preprocessing_tools_are_console_commands_that_run_anywhere_and_show_def
         assert default in " ".join(result.stdout.split()), (command, result.stdout)
 
 
-# the layers of the design (../DESIGN.md, "Layers"): a package may import its own layer and the layers below
-LAYER = {"masking": 1, "data": 2, "tasks": 3, "criterions": 3, "models": 3, "weighting": 3,
-         "scoring": 4, "retrieval": 4, "interop": 4}
+# the layers of the design (../DESIGN.md, "Layers"), with the package's own folders placed among them:
+# common/ below everything; integration/ and the plugin module (fairseq's registrations) beside tasks;
+# tools/ (what the commands share) beside the producers; evaluation/ and commands/ at the commands' layer.
+# A folder (or root module) may import its own layer and the layers below.
+LAYER = {"common": 0, "masking": 1, "data": 2, "tasks": 3, "criterions": 3, "models": 3, "weighting": 3,
+         "integration": 3, "plugin": 3, "scoring": 4, "retrieval": 4, "interop": 4, "tools": 4,
+         "evaluation": 5, "commands": 5, "__init__": 6}
+OUTSIDE = {"preprocess", "recipes", "benchmarks", "tests"}  # layers 5 to 8: never imported by the package
+
+
+def unit(path) -> str:
+    """The layer unit of a file of the package: its folder, or its own name at the root."""
+    parts = path.relative_to(REPO / "fairseq_maskplug").parts
+    return parts[0] if len(parts) > 1 else parts[0][:-len(".py")]
 
 
 def package_imports():
-    """``(importing package, imported package, file)`` for every import of one package of
-    fairseq_maskplug by another (relative or absolute)."""
+    """``(importing unit, imported unit, file)`` for every import of one unit of fairseq_maskplug by
+    another (relative or absolute, at module level or inside a function), and of a folder outside it."""
     import ast
 
     root = REPO / "fairseq_maskplug"
     for path in root.rglob("*.py"):
-        parts = path.relative_to(root).parts
-        if len(parts) < 2:
-            continue
+        own, depth = unit(path), len(path.relative_to(root).parts) - 1
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if not isinstance(node, ast.ImportFrom):
-                continue
-            if node.level == 0 and (node.module or "").startswith("fairseq_maskplug."):
-                target = node.module.split(".")[1]
-            elif node.level >= 2:
-                target = node.module.split(".")[0] if node.module else node.names[0].name
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                modules = [node.module or ""]
+            elif isinstance(node, ast.ImportFrom) and node.level == depth + 1:  # relative to the package root
+                modules = [f"fairseq_maskplug.{node.module}"] if node.module else \
+                    [f"fairseq_maskplug.{alias.name}" for alias in node.names]
             else:
-                continue
-            if target != parts[0]:
-                yield parts[0], target, path.relative_to(REPO)
+                continue  # within its own folder
+            for module in modules:
+                head, _, rest = module.partition(".")
+                if head == "fairseq_maskplug" and rest:
+                    target = rest.split(".")[0]
+                elif head in OUTSIDE:
+                    target = head
+                else:
+                    continue
+                if target != own:
+                    yield own, target, path.relative_to(REPO)
+
+
+def test_every_folder_and_root_module_of_the_package_has_a_layer():
+    units = {unit(path) for path in (REPO / "fairseq_maskplug").rglob("*.py")}
+    assert units - set(LAYER) == set()
 
 
 def test_no_layer_imports_a_layer_above_it():
-    """masking imports no other layer; data only masking; tasks, criteria, models and weightings
-    no producer (scoring/, retrieval/, interop/): what two layers share lives in the lower one."""
-    upward = [f"{path}: {own} imports {target}" for own, target, path in package_imports()
-              if own in LAYER and target in LAYER and LAYER[target] > LAYER[own]]
+    """common imports nothing else; masking only common; data only masking and common; tasks, criteria,
+    models and weightings no producer (scoring/, retrieval/, interop/) and no command: what two layers share
+    lives in the lower one; and nothing in the package imports preprocess/, recipes/, benchmarks/ or tests/."""
+    imports = list(package_imports())
+    upward = [f"{path}: {own} imports {target}" for own, target, path in imports
+              if target in OUTSIDE or LAYER[target] > LAYER[own]]
     assert upward == []
-    assert any(own == "tasks" and target == "data" for own, target, _ in package_imports())  # the scan sees imports
+    seen = {(own, target) for own, target, _ in imports}  # the scan sees imports of every kind
+    assert {("tasks", "data"), ("plugin", "integration"), ("masking", "common"), ("commands", "plugin")} <= seen
+
+
+def test_common_imports_without_fairseq_or_torch():
+    result = python("import fairseq_maskplug.common.atomic, fairseq_maskplug.common.progress, "
+                    "fairseq_maskplug.common.option_ranges, fairseq_maskplug.common.metrics, sys; "
+                    "assert 'fairseq' not in sys.modules and 'torch' not in sys.modules, sorted(sys.modules)")
+    assert result.returncode == 0, result.stderr

@@ -10,7 +10,7 @@ from fairseq.data.indexed_dataset import MMapIndexedDataset
 
 from fairseq_helpers import (BIN, CPU_RUN, HALF_PRECISION, TINY_ROBERTA, assert_half_precision_run, assert_same_params,
                              build_in_process, check, json_logs, run)
-from fairseq_maskplug.binarize import encode, train_sentencepiece, write_fairseq_dict, write_lines
+from fairseq_maskplug.tools.binarize import encode, train_sentencepiece, write_fairseq_dict, write_lines
 from fairseq_maskplug.data import load_side_info
 from fairseq_maskplug.masking import build_mask_policy
 from fairseq_maskplug.masking.learned_span import candidate_spans, choose_learned_spans, span_distribution

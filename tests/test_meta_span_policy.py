@@ -8,7 +8,7 @@ import torch
 
 from fairseq_helpers import (BIN, CPU_RUN, HALF_PRECISION, TINY_ROBERTA, assert_half_precision_run, assert_same_params,
                              build_in_process, check, json_logs, preprocess, run, train_bart, write_corpus)
-from fairseq_maskplug.probe import word_cloze
+from fairseq_maskplug.evaluation.probe import word_cloze
 from fairseq_maskplug.criterions.lookahead import lookahead
 
 # ---- the meta-gradient of a tiny model, in float64 ------------------------------------------------

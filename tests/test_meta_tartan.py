@@ -272,7 +272,7 @@ def test_tartan_finetunes_a_vanilla_checkpoint_and_the_result_evaluates(tiny_dat
                                 "--finetune-from-model", vanilla))
     assert "loading pretrained model from" in (result.stdout + result.stderr).lower()
     assert float(json_logs(result, "train_inner")[0]["w_mlm"]) == 0.5  # starts from equal weights
-    scored = check(run([BIN / "python", "-m", "fairseq_maskplug.evaluate", "--checkpoint",
+    scored = check(run([BIN / "python", "-m", "fairseq_maskplug.evaluation.evaluate", "--checkpoint",
                         tmp_path / "ft" / "checkpoint_last.pt", "--data", task_dir, "--split", "valid"]))
     assert '"n": 40' in scored.stdout
 

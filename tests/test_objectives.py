@@ -4,7 +4,7 @@ task (fixed weights, META-TARTAN) and TLM (ρ2), with the very arithmetic each u
 import pytest
 import torch
 
-from fairseq_maskplug.train_help import training_help
+from fairseq_maskplug.commands.train_help import training_help
 from fairseq_maskplug.weighting import FixedWeights, MetaTartanTraining, combine
 
 

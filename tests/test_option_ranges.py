@@ -17,7 +17,7 @@ from fairseq.tasks import TASK_REGISTRY
 from fairseq_helpers import BIN, CPU_RUN, REPO, TINY_BART, TINY_ROBERTA, run
 from fairseq_maskplug.masking import MaskPolicy, register_mask_policy
 from fairseq_maskplug.masking.registry import MASK_POLICY_DATACLASS_REGISTRY
-from fairseq_maskplug.option_ranges import Interval, check_ranges, declared_range, number
+from fairseq_maskplug.common.option_ranges import Interval, check_ranges, declared_range, number
 from test_finetune_e2e import write_task
 
 # option -> (task that reads it, arguments that make the task read it)
@@ -103,8 +103,8 @@ COMMAND_OPTIONS = {
 
 #: the source file of each command (the modules without a console script run with python -m)
 COMMAND_SOURCES = {
-    "fairseq-maskplug-evaluate": "fairseq_maskplug/evaluate.py",
-    "fairseq-maskplug-evaluate-mlm": "fairseq_maskplug/evaluate_mlm.py",
+    "fairseq-maskplug-evaluate": "fairseq_maskplug/evaluation/evaluate.py",
+    "fairseq-maskplug-evaluate-mlm": "fairseq_maskplug/evaluation/evaluate_mlm.py",
     "fairseq-maskplug-prepare-demo": "preprocess/prepare_demo.py",
     "fairseq-maskplug-salient-spans": "preprocess/salient_spans.py",
     "prepare_tlm_data": "preprocess/prepare_tlm_data.py",

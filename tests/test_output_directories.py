@@ -1,4 +1,4 @@
-"""A command never deletes or replaces a directory it did not write (fairseq_maskplug/atomic.py):
+"""A command never deletes or replaces a directory it did not write (fairseq_maskplug/common/atomic.py):
 an output directory is replaced only when absent, empty, or written by an earlier run of the same
 command; outputs that are, hold or lie in another input or output are refused; all before any work.
 Two retrieval runs on one --index share it instead of racing."""
@@ -10,8 +10,8 @@ import subprocess
 import pytest
 
 from fairseq_helpers import BIN, REPO, run
-from fairseq_maskplug.atomic import OWNER_FILE, check_output_directory, replaceable, write_owner
-from fairseq_maskplug.binarize import atomic_directory
+from fairseq_maskplug.common.atomic import OWNER_FILE, check_output_directory, replaceable, write_owner
+from fairseq_maskplug.tools.binarize import atomic_directory
 
 
 def user_directory(path):

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from fairseq_maskplug.masking import build_mask_policy
 from fairseq_maskplug.masking.registry import MASK_POLICY_DATACLASS_REGISTRY
 from fairseq_maskplug.masking.salient import SPAN_IDS, SPAN_LENGTH_BASE, span_ids
-from fairseq_maskplug.option_ranges import declared_range
+from fairseq_maskplug.common.option_ranges import declared_range
 
 BUILT_IN = ("random", "matched_random", "span", "l3", "selective", "salient_span", "learned_span")
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

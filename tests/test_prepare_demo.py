@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from sklearn.metrics import f1_score
 
-from fairseq_maskplug.binarize import atomic_directory
-from fairseq_maskplug.metrics import macro_f1
+from fairseq_maskplug.tools.binarize import atomic_directory
+from fairseq_maskplug.common.metrics import macro_f1
 from preprocess.prepare_demo import dedupe, read_polarity_csv, split_fixed
 
 BOM = "\ufeff"
@@ -66,7 +66,7 @@ def test_macro_f1_matches_scikit_learn():
 
 def test_a_vocabulary_larger_than_the_text_allows_is_one_line(tmp_path):
     """sentencepiece's RuntimeError (a traceback from prepare_demo on small data) becomes a ValueError."""
-    from fairseq_maskplug.binarize import train_sentencepiece
+    from fairseq_maskplug.tools.binarize import train_sentencepiece
 
     with pytest.raises(ValueError, match=r"sentencepiece on 3 lines: Vocabulary size too high \(8000\)\. .*"
                                          r"\(--vocab-size 8000\)"):

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from fairseq_maskplug.probe import build_probe, entity_key, exact_match, make_cloze
+from fairseq_maskplug.evaluation.probe import build_probe, entity_key, exact_match, make_cloze
 
 
 def corpus(seed=0, n=400, entities=30):

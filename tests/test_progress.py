@@ -1,7 +1,7 @@
 """Long loops report whole lines without a terminal (a recipe's log, a batch job), at most every
 interval, with an ETA, and one line at the end of a loop that lasted an interval."""
 
-from fairseq_maskplug.progress import LineProgress, progress_bar
+from fairseq_maskplug.common.progress import LineProgress, progress_bar
 
 
 class Clock:

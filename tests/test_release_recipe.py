@@ -147,7 +147,7 @@ def test_fine_tuned_classifier_exports_to_hugging_face_with_the_same_accuracy(re
     from fairseq import checkpoint_utils
     from fairseq.data import data_utils
 
-    from fairseq_maskplug.compat import allow_fairseq_checkpoint_globals
+    from fairseq_maskplug.integration.compat import allow_fairseq_checkpoint_globals
     allow_fairseq_checkpoint_globals()
     (fs_model,), _, task = checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)])
     fs_tokens = data_utils.load_indexed_dataset(str(work / "data" / "mr" / "input0" / "valid"), task.source_dictionary)

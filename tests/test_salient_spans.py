@@ -8,7 +8,7 @@ from fairseq.data import Dictionary
 from fairseq.data.indexed_dataset import MMapIndexedDataset
 
 from fairseq_helpers import preprocess
-from fairseq_maskplug.binarize import encode, train_sentencepiece, write_fairseq_dict, write_lines
+from fairseq_maskplug.tools.binarize import encode, train_sentencepiece, write_fairseq_dict, write_lines
 from fairseq_maskplug.masking.salient import SPAN_LENGTH_BASE, complete_spans
 from fairseq_maskplug.scoring.alignment import (TextMismatchError, TokenSurfaces, char_to_byte_offsets, line_text,
                                                 token_span)

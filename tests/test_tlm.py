@@ -178,7 +178,7 @@ def test_stage_two_starts_a_fresh_head_from_the_stage_one_encoder(data, tmp_path
     assert new.shape == old.shape and not torch.allclose(new, old, atol=1e-3)
     (record,) = json_logs(result, "train")
     assert "train_mlm_task" not in record and int(record["train_external_batches"]) == 0  # classification only
-    scored = check(run([BIN / "python", "-m", "fairseq_maskplug.evaluate", "--checkpoint",
+    scored = check(run([BIN / "python", "-m", "fairseq_maskplug.evaluation.evaluate", "--checkpoint",
                         tmp_path / "s2" / "checkpoint_last.pt", "--data", data / "task", "--split", "valid"]))
     assert '"accuracy"' in scored.stdout
 

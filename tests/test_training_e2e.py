@@ -44,7 +44,7 @@ def test_training_logs_what_the_policy_did(tiny_data, tmp_path):
         # a block gets no mask only if 0.15 n < 1
         assert float(record[f"{split}_seq_unmasked"]) <= short / n_blocks + 5e-5
     # the fixed-mask scorer used to compare runs reproduces fairseq's own validation loss
-    scored = check(run([BIN / "python", "-m", "fairseq_maskplug.evaluate_mlm", "--data", tiny_data / "bin",
+    scored = check(run([BIN / "python", "-m", "fairseq_maskplug.evaluation.evaluate_mlm", "--data", tiny_data / "bin",
                         "--mask-prob", "0.15", tmp_path / "ck" / "checkpoint_last.pt"]))
     score = json.loads(scored.stdout.strip().splitlines()[-1])
     last_valid = json_logs(result, "valid")[-1]

@@ -9,7 +9,7 @@ from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import FairseqDataclass
 from fairseq.logging import metrics
 
-from ..metrics import f1_from_counts
+from ..common.metrics import f1_from_counts
 from ..models import unwrap_model, zero_gradient_term
 
 

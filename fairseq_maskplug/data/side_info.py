@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from fairseq.data.indexed_dataset import MMapIndexedDataset, MMapIndexedDatasetBuilder
 
-from ..atomic import temporary_name
+from ..common.atomic import temporary_name
 from ..masking.values import FINITE, ValueRule, check_track_name
 
 SIDE_INFO_DTYPES = {"float64": np.float64, "int64": np.int64, "int32": np.int32, "uint8": np.uint8}

@@ -40,7 +40,7 @@ def read_model_args(checkpoint: Path) -> Namespace:
     """The model options a checkpoint was trained with (old releases: ``args``; newer: ``cfg.model``)."""
     import torch
 
-    from ..compat import allow_fairseq_checkpoint_globals
+    from ..integration.compat import allow_fairseq_checkpoint_globals
     allow_fairseq_checkpoint_globals()
     state = torch.load(checkpoint, map_location="cpu", mmap=True)
     if state.get("args") is not None:
@@ -101,7 +101,7 @@ def main(argv=None) -> int:
         print("usage: python -m fairseq_maskplug.interop.release RELEASE_DIR  (prints its fairseq-train model options)",
               file=sys.stderr)
         return 2
-    from ..cli import configure_tool_output
+    from ..tools.cli import configure_tool_output
     configure_tool_output()
     try:
         print(" ".join(model_options(read_model_args(release_files(Path(argv[0]))))))

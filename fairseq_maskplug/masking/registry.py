@@ -14,7 +14,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Typ
 
 import numpy as np
 
-from ..option_ranges import Interval, check_ranges
+from ..common.option_ranges import Interval, check_ranges
 from .values import FINITE, ValueRule
 
 

@@ -30,7 +30,7 @@ from typing import Dict
 
 import numpy as np
 
-from ..atomic import temporary_name
+from ..common.atomic import temporary_name
 from .analysis import Analyser, check_bm25_parameters, lucene_idf, lucene_term_score
 from .corpus import file_sha256, read_lines
 
@@ -79,7 +79,7 @@ def build_index(corpus: str, index_dir: str, analyser: Analyser, k1: float, b: f
                 chunk_docs: int = 100_000, progress: bool = True, settings: dict = None) -> dict:
     """Index ``corpus`` (one document per line) into ``index_dir``, written atomically
     (built under a temporary name, renamed at the end). Returns the manifest."""
-    from ..progress import progress_bar
+    from ..common.progress import progress_bar
 
     check_bm25_parameters(k1, b)
     if chunk_docs < 1:

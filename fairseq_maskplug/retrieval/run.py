@@ -38,7 +38,7 @@ def retrieve(searcher, queries: List[str], k: int, workers: int = 1, progress: b
     """Top-``k`` of every query; with ``workers`` > 1, in forked processes sharing the searcher
     (a memory-mapped index is shared through the page cache). Results are in query order."""
     global _SEARCHER
-    from ..progress import progress_bar
+    from ..common.progress import progress_bar
 
     bar = progress_bar(total=len(queries), desc=f"retrieve ({searcher.name})", unit="query",
                disable=None if progress else True)

@@ -73,7 +73,7 @@ class RankBm25Searcher:
     def __init__(self, corpus: str, analyser: Analyser, k1: float, b: float, progress: bool = True):
         from rank_bm25 import BM25Okapi
 
-        from ..progress import progress_bar
+        from ..common.progress import progress_bar
 
         check_bm25_parameters(k1, b)
         self.analyser, self.k1 = analyser, k1

@@ -155,7 +155,7 @@ def spell_lines(surfaces: TokenSurfaces, token_rows: Iterable[Sequence[int]], ra
     """:func:`line_text` of every line, with a progress bar: ``(texts, byte ranges)``. The first
     line that does not reproduce its tokens raises :class:`TextMismatchError` naming
     ``text_name:LINE`` and the line of ``tokens_name``."""
-    from ..progress import progress_bar
+    from ..common.progress import progress_bar
 
     texts, ranges = [], []
     rows = progress_bar(zip(token_rows, raw_lines), total=len(raw_lines), desc=desc, unit="line", disable=None)
@@ -207,7 +207,7 @@ def spelled_split(data: str, split: str, track: str, text: str, bpe: str, gpt2_e
     from fairseq.data import Dictionary
     from fairseq.data.indexed_dataset import MMapIndexedDataset
 
-    from ..atomic import check_writable
+    from ..common.atomic import check_writable
     from ..data import side_info_prefix
 
     split_prefix = os.path.join(data, split)

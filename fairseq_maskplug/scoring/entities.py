@@ -115,7 +115,7 @@ def span_tracks(nlp, texts: Sequence[str], byte_ranges: Sequence[np.ndarray], dr
     """``(tracks, counts)``: a generator of every line's span-id track (``texts`` as the tokens
     spell them, ``byte_ranges`` from :func:`~.alignment.line_text`), running ``nlp`` in batches
     with a progress bar, and the :class:`SpanCounts` that fills as the tracks are consumed."""
-    from ..progress import progress_bar
+    from ..common.progress import progress_bar
 
     dropped_labels = tuple(dropped_labels)
     counts = SpanCounts()

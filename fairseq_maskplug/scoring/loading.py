@@ -4,7 +4,7 @@ and a span policy (``score_spans``). The commands in ``preprocess/`` are thin fr
 
 import os
 
-from ..checkpoints import load_checked_model, load_checked_state, model_from_state
+from ..tools.checkpoints import load_checked_model, load_checked_state, model_from_state
 
 #: the tasks whose checkpoints hold a span-policy head
 POLICY_TASKS = ("span_policy", "meta_span_policy")

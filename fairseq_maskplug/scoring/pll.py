@@ -15,7 +15,7 @@ from typing import Iterable, List, Sequence, Tuple
 import numpy as np
 import torch
 
-from ..progress import progress_bar
+from ..common.progress import progress_bar
 from .batching import budget_runs
 
 METRICS = ("word_l2r", "original")

@@ -46,7 +46,7 @@ def write_preview(path: str, lines) -> None:
     temporary name, renamed at the end."""
     import os
 
-    from ..atomic import temporary_name
+    from ..common.atomic import temporary_name
 
     tmp = temporary_name(path)
     with open(tmp, "w", encoding="utf-8") as f:

@@ -13,7 +13,7 @@ from typing import Callable, List, Sequence
 import numpy as np
 import torch
 
-from ..progress import progress_bar
+from ..common.progress import progress_bar
 from .batching import budget_runs
 from .heads import FramedHeadModel
 

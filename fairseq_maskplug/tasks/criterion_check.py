@@ -12,7 +12,7 @@ from typing import Sequence
 
 from fairseq.criterions import CRITERION_DATACLASS_REGISTRY
 
-from ..option_ranges import check_ranges
+from ..common.option_ranges import check_ranges
 
 #: why a criterion someone might reach for is wrong for these tasks
 _WHY_NOT = {

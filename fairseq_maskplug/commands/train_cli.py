@@ -22,13 +22,13 @@ import logging
 import os
 import sys
 
-from .cli import package_dir, quiet_fairseq_import, quiet_third_party
+from ..tools.cli import package_dir, quiet_fairseq_import, quiet_third_party
 
 quiet_fairseq_import()
 quiet_third_party()
-from . import plugin  # noqa: E402,F401  (registrations in this process and in the workers that re-import it)
-from .launch import configure_launch  # noqa: E402
-from .tasks.criterion_check import check_criterion  # noqa: E402
+from .. import plugin  # noqa: E402,F401  (registrations in this process and in the workers that re-import it)
+from ..integration.launch import configure_launch  # noqa: E402
+from ..tasks.criterion_check import check_criterion  # noqa: E402
 from .train_help import training_help, wants_help  # noqa: E402
 
 
@@ -49,7 +49,7 @@ def package_task(name):
     from fairseq.tasks import TASK_REGISTRY
 
     task_cls = TASK_REGISTRY.get(name)
-    return task_cls if task_cls is not None and task_cls.__module__.startswith(__package__ + ".") else None
+    return task_cls if task_cls is not None and task_cls.__module__.startswith("fairseq_maskplug.") else None
 
 
 def with_task_criterion(argv):

@@ -37,7 +37,7 @@ def _policies_shown(argv: Sequence[str], policy: Optional[str]) -> List[str]:
     """Every registered policy, or the ones ``--mask-policy policy`` reads."""
     from fairseq.dataclass.utils import gen_parser_from_dataclass
 
-    from .masking import MASK_POLICY_REGISTRY, build_mask_policy, policy_option_dataclasses
+    from ..masking import MASK_POLICY_REGISTRY, build_mask_policy, policy_option_dataclasses
 
     if policy is None:
         return list(MASK_POLICY_REGISTRY)
@@ -56,8 +56,8 @@ def _add_task_options(parser: argparse.ArgumentParser, task_name: str, argv: Seq
     from fairseq.dataclass.utils import gen_parser_from_dataclass
     from fairseq.tasks import TASK_REGISTRY
 
-    from .masking import MASK_POLICY_DATACLASS_REGISTRY
-    from .tasks.policy_options import policy_task_options
+    from ..masking import MASK_POLICY_DATACLASS_REGISTRY
+    from ..tasks.policy_options import policy_task_options
 
     task_cls = TASK_REGISTRY[task_name]
     own = policy_task_options(task_name)
@@ -117,8 +117,8 @@ def _annotate(parser: argparse.ArgumentParser, args) -> None:
     from fairseq.criterions import CRITERION_DATACLASS_REGISTRY
     from fairseq.tasks import TASK_REGISTRY
 
-    from .masking import MASK_POLICY_REGISTRY, policy_option_dataclasses
-    from .option_ranges import declared_range
+    from ..masking import MASK_POLICY_REGISTRY, policy_option_dataclasses
+    from ..common.option_ranges import declared_range
 
     sources = [getattr(TASK_REGISTRY.get(args.task), "__dataclass", None), *policy_option_dataclasses(),
                CRITERION_DATACLASS_REGISTRY.get(getattr(args, "criterion", None))]

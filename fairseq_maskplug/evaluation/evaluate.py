@@ -14,11 +14,11 @@ import sys
 import numpy as np
 import torch
 
-from .atomic import check_distinct_files, temporary_name
-from .checkpoints import check_writable
-from .cli import HelpFormatter, add_user_dir, configure_tool_output, import_user_dir
-from .metrics import macro_f1
-from .option_ranges import number
+from ..common.atomic import check_distinct_files, temporary_name
+from ..tools.checkpoints import check_writable
+from ..tools.cli import HelpFormatter, add_user_dir, configure_tool_output, import_user_dir
+from ..common.metrics import macro_f1
+from ..common.option_ranges import number
 
 
 @torch.no_grad()
@@ -33,8 +33,8 @@ def evaluate(checkpoint: str, data: str, split: str, batch_size: int = 64, trust
     from fairseq import checkpoint_utils
     from fairseq.data import data_utils
 
-    from .checkpoints import CLASSIFIER_TASKS, load_checked_state
-    from .data.classification import load_classification_split
+    from ..tools.checkpoints import CLASSIFIER_TASKS, load_checked_state
+    from ..data.classification import load_classification_split
 
     state = load_checked_state(checkpoint, data, trust_dictionary, tasks=CLASSIFIER_TASKS,
                                wanted="a classifier (sentence_prediction, joint_mlm_classification or tlm)")
@@ -81,7 +81,7 @@ def main(argv=None) -> int:
     add_user_dir(parser)
     args = parser.parse_args(argv)
     configure_tool_output()
-    from .data.layout import sentence_prediction_dir
+    from ..data.layout import sentence_prediction_dir
 
     args.data = sentence_prediction_dir(args.data)
     try:

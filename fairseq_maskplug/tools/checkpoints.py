@@ -3,8 +3,8 @@
 import os
 from typing import Iterable, Optional
 
-from .atomic import check_writable  # noqa: F401  (re-exported: the tools import it from here)
-from .data.dictionaries import check_dictionary_file, data_dictionary_path
+from ..common.atomic import check_writable  # noqa: F401  (re-exported: the tools import it from here)
+from ..data.dictionaries import check_dictionary_file, data_dictionary_path
 
 CLASSIFIER_TASKS = ("sentence_prediction", "joint_mlm_classification", "tlm")
 

@@ -17,7 +17,7 @@ import sys
 
 import torch
 
-from .option_ranges import number
+from ..common.option_ranges import number
 
 
 class FixedMaskScorer:
@@ -76,7 +76,7 @@ class FixedMaskScorer:
 
 
 def main(argv=None) -> int:
-    from .cli import HelpFormatter, add_user_dir, configure_tool_output, import_user_dir
+    from ..tools.cli import HelpFormatter, add_user_dir, configure_tool_output, import_user_dir
 
     parser = argparse.ArgumentParser(prog="fairseq-maskplug-evaluate-mlm", description=__doc__,
                                      formatter_class=HelpFormatter)
@@ -90,7 +90,7 @@ def main(argv=None) -> int:
     add_user_dir(parser)
     args = parser.parse_args(argv)
     configure_tool_output()
-    from .data.layout import token_data_dir
+    from ..data.layout import token_data_dir
 
     try:
         import_user_dir(args.user_dir)

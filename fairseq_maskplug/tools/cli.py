@@ -15,7 +15,7 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescript
 
 def track_name(text: str) -> str:
     """argparse type of a side-information track name (a file-name part, never a path)."""
-    from .masking.values import check_track_name
+    from ..masking.values import check_track_name
 
     try:
         return check_track_name(text)
@@ -50,8 +50,8 @@ def track_outputs(data: str, splits, tracks):
     side-information tracks of binarized splits, every split found and every track distinct from
     the others and from the split, and writable, before any work. ``tracks`` are
     ``(option, track name)`` pairs, the option named in the errors."""
-    from .atomic import check_distinct_files, check_writable
-    from .data.side_info import side_info_prefix
+    from ..common.atomic import check_distinct_files, check_writable
+    from ..data.side_info import side_info_prefix
 
     outputs = {}
     for split in splits:
@@ -82,7 +82,7 @@ def import_user_dir(path) -> None:
 
 def package_dir() -> str:
     """The installed package directory, the value for ``fairseq-train --user-dir``."""
-    return os.path.dirname(os.path.abspath(__file__))
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # this file is in tools/
 
 
 def print_user_dir() -> None:

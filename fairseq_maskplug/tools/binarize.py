@@ -9,8 +9,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, List, Sequence, Tuple
 
-from .atomic import replaceable, temporary_name, write_owner
-from .progress import progress_bar
+from ..common.atomic import replaceable, temporary_name, write_owner
+from ..common.progress import progress_bar
 
 
 @contextmanager
@@ -20,7 +20,7 @@ def atomic_directory(final: Path, command: str, legacy: Iterable[str] = ()):
 
     An interrupted run leaves ``final`` as it was (absent or the previous complete
     version) and no half-written directory under the final name. ``final`` is replaced only if
-    :func:`~fairseq_maskplug.atomic.replaceable` by ``command`` (checked again before the swap:
+    :func:`~fairseq_maskplug.common.atomic.replaceable` by ``command`` (checked again before the swap:
     the command checks it before any work with ``check_output_directory``).
     """
     final = Path(final)

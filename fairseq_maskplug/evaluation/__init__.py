@@ -1,0 +1,2 @@
+"""Judging a trained model: accuracy and macro-F1 of a classifier (:mod:`.evaluate`), masked-LM
+loss under one fixed masking (:mod:`.evaluate_mlm`) and the closed-book entity cloze (:mod:`.probe`)."""
