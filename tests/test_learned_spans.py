@@ -113,6 +113,19 @@ def spm_model(tmp_path_factory):
     return root, model
 
 
+@pytest.mark.parametrize("task, option, field", [("span_policy", "--answer-max-length", "answer_max_length"),
+                                                 ("meta_span_policy", "--candidate-max-length", "candidate_max_length")])
+def test_the_span_tasks_length_options_keep_their_former_name(task, option, field):
+    """--span-max-length named both a policy's longest span and these tasks' limits; the tasks' options were
+    renamed and the former name still sets them (command lines written before the rename)."""
+    from fairseq import options
+
+    for flag in (option, "--span-max-length"):
+        parser = options.get_training_parser()
+        args = options.parse_args_and_arch(parser, ["data", "--task", task, "--arch", "roberta_tiny", flag, "4"])
+        assert getattr(args, field) == 4 and not hasattr(args, "span_max_length")
+
+
 def test_answer_labels_from_character_offsets(spm_model):
     root, model = spm_model
     texts = ["the song was written by Zorbalina in the city", "Zorbalina sang"]

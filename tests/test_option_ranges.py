@@ -35,6 +35,7 @@ TRAIN_OPTIONS = {
     "selective_cap": ("selective_mlm", []),
     "selective_threshold": ("guided_mlm", ["--mask-policy", "selective"]),
     "span_geometric_p": ("guided_mlm", ["--mask-policy", "span"]),
+    "span_max_length": ("guided_mlm", ["--mask-policy", "span"]),
     "span_mask_prob": ("guided_denoising", ["--mask-policy", "span"]),
     "fe_views": ("fe_mlm", []),
     "fe_mask_prob": ("fe_mlm", []),
@@ -50,7 +51,8 @@ TRAIN_OPTIONS = {
     "tartan_dev_head_weight_decay": ("joint_mlm_classification", ["--loss-weighting", "tartan"]),
     "tlm_external_ratio": ("tlm", []),
     "tlm_task_mlm_weight": ("tlm", ["--tlm-external-ratio", "0"]),
-    "span_max_length": ("span_policy", []),  # span_policy's own; the span policy's is the same name
+    "answer_max_length": ("span_policy", []),
+    "candidate_max_length": ("meta_span_policy", []),
     "meta_candidates": ("meta_span_policy", []),
     "meta_inner_lr": ("meta_span_policy", []),
     "meta_downstream_batch": ("meta_span_policy", []),

@@ -37,7 +37,7 @@ class SpanPolicyCriterion(FairseqCriterion):
     """``(CE(start) + CE(end)) / 2`` per context, softmax over its allowed positions.
 
     Logs ``loss`` (bits per context), ``start_acc`` and ``end_acc`` (arg-max position
-    right, in %) and ``span_em`` (the top-1 span within ``--span-max-length`` is the
+    right, in %) and ``span_em`` (the top-1 span within ``--answer-max-length`` is the
     answer, in %).
     """
 
@@ -59,7 +59,7 @@ class SpanPolicyCriterion(FairseqCriterion):
         loss = loss + zero_gradient_term(unwrap_model(model).encoder.lm_head)  # unused: see models.data_parallel
         n = gold.size(0)
         with torch.no_grad():
-            top = top_spans(start, end, allowed, self.task.cfg.span_max_length)
+            top = top_spans(start, end, allowed, self.task.cfg.answer_max_length)
             logging_output = {
                 "loss": float(loss.detach()), "ntokens": sample["ntokens"], "nsentences": n, "sample_size": n,
                 "start_right": int((start.argmax(1) == gold[:, 0]).sum()),

@@ -35,9 +35,9 @@ import numpy as np
 import torch
 from fairseq import checkpoint_utils, models
 from fairseq.data import LanguagePairDataset, SortDataset, data_utils
-from fairseq.dataclass import ChoiceEnum, FairseqDataclass
+from fairseq.dataclass import ChoiceEnum
 from fairseq.tasks import register_task
-from omegaconf import II, MISSING
+from omegaconf import MISSING
 
 from ..data import load_blocked_split
 from ..data.dictionaries import check_checkpoint_dictionary, check_token_ids
@@ -45,13 +45,13 @@ from ..data.layout import check_hydra_path
 from ..data.meta_span_dataset import MetaSpanDataset
 from ..criterions.lookahead import MODES
 from .sentence_items import sentence_blocking
-from .span_policy import SpanPolicyTask
+from .span_policy import SpanPolicyTask, SpanScorerConfig
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
-class MetaSpanPolicyConfig(FairseqDataclass):
+class MetaSpanPolicyConfig(SpanScorerConfig):
     data: str = field(default=MISSING, metadata={
         "help": "binarized intermediate corpus (dict.txt, SPLIT.bin/.idx), one sentence per line"})
     downstream_data: str = field(default=MISSING, metadata={
@@ -62,14 +62,10 @@ class MetaSpanPolicyConfig(FairseqDataclass):
     seq2seq_checkpoint: str = field(default=MISSING, metadata={
         "help": "the text-to-text model (a guided_denoising or translation checkpoint of a BART) the policy "
                 "masks for; frozen"})
-    tokens_per_sample: int = field(default=128, metadata={"range": "[2, inf)",
-        "help": "longest sentence including <s> (longer ones are "
-                                                                  "truncated)"})
-    span_head_name: str = field(default="span_policy_head", metadata={
-        "help": "name of the start/end head (preprocess.score_spans reads it)"})
-    span_max_length: int = field(default=10, metadata={
-        "range": "[1, inf)",
-        "help": "longest candidate span in tokens (as the learned_span policy's --learned-max-length)"})
+    candidate_max_length: int = field(default=10, metadata={
+        "range": "[1, inf)", "argparse_alias": "--span-max-length",
+        "help": "longest candidate span in tokens (as the learned_span policy's --learned-max-length); "
+                "--span-max-length is its former name"})
     meta_candidates: int = field(default=8, metadata={
         "range": "[1, inf)", "help": "candidate spans per sentence, drawn uniformly among its allowed spans (ours)"})
     meta_inner_lr: float = field(default=0.1, metadata={"range": "(0, inf)",
@@ -81,7 +77,6 @@ class MetaSpanPolicyConfig(FairseqDataclass):
                 "(no second-order graph, for large models)"})
     meta_fd_epsilon: float = field(default=0.01, metadata={
         "range": "(0, inf)", "help": "finite_difference: epsilon = this / norm of the downstream gradient (DARTS)"})
-    seed: int = II("common.seed")
 
 
 def load_seq2seq(path: str, dictionary, corpus: str):
@@ -131,7 +126,7 @@ class MetaSpanPolicyTask(SpanPolicyTask):
         # framing 2: a line truncated to --tokens-per-sample keeps room for the </s> the dataset appends
         tokens, _ = load_blocked_split(blocking, split, self.dictionary, {}, epoch, combine, framing=2)
         d = self.dictionary
-        dataset = MetaSpanDataset(tokens, self.cfg.meta_candidates, self.cfg.span_max_length, self.mask_idx,
+        dataset = MetaSpanDataset(tokens, self.cfg.meta_candidates, self.cfg.candidate_max_length, self.mask_idx,
                                   (d.bos(), d.eos(), d.pad(), self.mask_idx), d.eos(), d.pad(), self.cfg.seed)
         with data_utils.numpy_seed(self.cfg.seed):
             shuffle = np.random.permutation(len(tokens))

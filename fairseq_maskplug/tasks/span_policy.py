@@ -35,23 +35,30 @@ START_LOGIT, END_LOGIT = 0, 1
 
 
 @dataclass
-class SpanPolicyConfig(FairseqDataclass):
+class SpanScorerConfig(FairseqDataclass):
+    """What the tasks training the span scorer share (``span_policy``, ``meta_span_policy``): one
+    sentence or context per item and the start/end head."""
+
+    tokens_per_sample: int = field(default=128, metadata={"range": "[2, inf)", "help":
+        "longest item including <s> (longer lines are truncated; span_policy refuses a context whose answer "
+        "is cut off)"})
+    span_head_name: str = field(default="span_policy_head", metadata={
+        "help": "name of the start/end head (preprocess.score_spans reads it)"})
+    seed: int = II("common.seed")
+
+
+@dataclass
+class SpanPolicyConfig(SpanScorerConfig):
     data: str = field(default=MISSING, metadata={
         "help": "binarized contexts with dict.txt and the answer-span track (preprocess.span_labels)"})
     label_track: str = field(default="answer_span", metadata={
         "help": "side-information track of answer labels: 1 first token, 2 last token, 3 both"})
-    tokens_per_sample: int = field(default=128, metadata={"range": "[2, inf)",
-        "help": "longest item including <s> (longer contexts are "
-                                                                  "truncated; an answer cut off is refused)"})
-    span_head_name: str = field(default="span_policy_head", metadata={
-        "help": "name of the start/end head (preprocess.score_spans reads it)"})
-    span_max_length: int = field(default=10, metadata={
-        "range": "[1, inf)",
+    answer_max_length: int = field(default=10, metadata={
+        "range": "[1, inf)", "argparse_alias": "--span-max-length",
         "help": "longest span in tokens when the logged span_em decodes the top-1 span (as the learned_span "
-                "policy's --learned-max-length)"})
+                "policy's --learned-max-length); --span-max-length is its former name"})
     side_info_without_fingerprint: bool = field(default=False, metadata={
         "help": "accept a label track that lacks its .json fingerprint (then checked by line lengths only)"})
-    seed: int = II("common.seed")
 
 
 class AnswerTargets(BaseWrapperDataset):
