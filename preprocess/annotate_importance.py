@@ -45,7 +45,7 @@ def main(argv=None) -> int:
     from fairseq.data import data_utils
     from fairseq_maskplug.data.layout import token_data_dir
     from fairseq_maskplug.data import write_side_info
-    from fairseq_maskplug.scoring.preview import preview_symbols, render_marked, write_preview
+    from fairseq_maskplug.scoring.preview import preview_symbols, render_marked, throughput, write_preview
     from fairseq_maskplug.scoring.tagger import TokenTagger
 
     args.data = token_data_dir(args.data)
@@ -69,9 +69,8 @@ def main(argv=None) -> int:
         write_preview(preview, (render_marked([symbols[t] for t in line[:-1]], score[:-1] >= 0.5)
                                 for line, score in zip(lines[:args.preview_lines], scores)))
         words = np.concatenate([s[:-1] for s in scores]) if scores else np.zeros(0)
-        print(f"{split}: tagged {len(lines)} lines ({words.size} tokens) in {seconds:.1f} s "
-              f"({words.size / max(seconds, 1e-9):.0f} tokens/s); {np.mean(words >= 0.5):.1%} of the tokens "
-              f"scored >= 0.5; wrote {prefix}.bin/.idx and {preview}")
+        print(f"{split}: {throughput('tagged', len(lines), words.size, seconds)}; {np.mean(words >= 0.5):.1%} of "
+              f"the tokens scored >= 0.5; wrote {prefix}.bin/.idx and {preview}")
     return 0
 
 

@@ -49,7 +49,7 @@ def main(argv=None) -> int:
     from fairseq.data import data_utils
     from fairseq_maskplug.data import write_side_info
     from fairseq_maskplug.masking.learned_span import choose_learned_spans
-    from fairseq_maskplug.scoring.preview import render_marked, write_preview
+    from fairseq_maskplug.scoring.preview import render_marked, throughput, write_preview
 
     try:
         import_user_dir(args.user_dir)
@@ -81,9 +81,9 @@ def main(argv=None) -> int:
                 shown.append(render_marked([d[t] for t in line[:-1]], marked[:-1]))
         write_preview(preview, shown)
         words = sum(len(line) - 1 for line in lines)
-        print(f"{split}: scored {len(lines)} lines ({words} tokens) in {seconds:.1f} s "
-              f"({words / max(seconds, 1e-9):.0f} tokens/s); top-1 spans hold {np.mean(lengths or [0]):.2f} tokens "
-              f"on average; wrote {prefixes[0]}, {prefixes[1]} (.bin/.idx) and {preview}")
+        print(f"{split}: {throughput('scored', len(lines), words, seconds)}; top-1 spans hold "
+              f"{np.mean(lengths or [0]):.2f} tokens on average; wrote {prefixes[0]}, {prefixes[1]} (.bin/.idx) "
+              f"and {preview}")
     return 0
 
 

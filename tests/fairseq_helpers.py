@@ -228,3 +228,15 @@ def build_in_process(argv):
     from fairseq_maskplug.commands.train_cli import build_in_process as build
 
     return build(argv)
+
+
+def binarize_with_reordered_dictionary(dictionary: Path, text: Path, destdir: Path) -> Path:
+    """``text`` binarized into ``destdir`` with a copy of ``dictionary`` whose first two symbols are
+    swapped: the same size, so every shape fits while token ids mean other words."""
+    lines = dictionary.read_text().splitlines()
+    lines[0], lines[1] = lines[1], lines[0]
+    swapped = destdir.parent / f"{destdir.name}.dict.txt"
+    swapped.write_text("\n".join(lines) + "\n")
+    check(run([BIN / "fairseq-preprocess", "--only-source", "--trainpref", text, "--srcdict", swapped,
+               "--destdir", destdir, "--workers", "1"]))
+    return destdir

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from fairseq_helpers import BIN, CPU_RUN, REPO, TINY_BART, TINY_ROBERTA, check, run, train, write_corpus
+from fairseq_helpers import (BIN, CPU_RUN, REPO, TINY_BART, TINY_ROBERTA, binarize_with_reordered_dictionary, check,
+                             run, train, write_corpus)
 from test_finetune_e2e import write_task
 
 pytestmark = pytest.mark.e2e
@@ -184,12 +185,8 @@ def test_a_track_without_its_fingerprint_needs_an_explicit_flag(tiny_data, tmp_p
 
 def reordered_copy(tiny_data, tmp_path):
     """The valid split binarized with the same dictionary, two symbols swapped (same size)."""
-    lines = (tiny_data / "bin" / "dict.txt").read_text().splitlines()
-    lines[0], lines[1] = lines[1], lines[0]
-    (tmp_path / "dict.txt").write_text("\n".join(lines) + "\n")
-    check(run([BIN / "fairseq-preprocess", "--only-source", "--trainpref", tiny_data / "valid.txt", "--srcdict",
-               tmp_path / "dict.txt", "--destdir", tmp_path / "other", "--workers", "1"]))
-    return tmp_path / "other"
+    return binarize_with_reordered_dictionary(tiny_data / "bin" / "dict.txt", tiny_data / "valid.txt",
+                                              tmp_path / "other")
 
 
 def test_score_pll_refuses_a_reordered_dictionary_and_words_without_word_starts(tiny_data, mlm_checkpoint, tmp_path):

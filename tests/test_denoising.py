@@ -277,11 +277,12 @@ def test_full_and_masked_formats_and_logged_counts(span_data):
         block = dataset.framed(i)[0]
         item = dataset[i]
         assert item["target"].tolist() == block.tolist()
-        assert (item["source"] == full.mask_idx).sum() == item["chosen"]  # one <mask> per token: no collapse
-        assert item["maskable"] == int(((block != 0) & (block != 2)).sum())
+        (chosen, maskable), = item["mask_counts"].tolist()
+        assert (item["source"] == full.mask_idx).sum() == chosen  # one <mask> per token: no collapse
+        assert maskable == int(((block != 0) & (block != 2)).sum())
     sample = full.dataset("valid").collater([full.dataset("valid")[i] for i in range(8)])
     chosen, maskable = full.mask_counts(sample)
-    assert int(chosen.sum()) == sum(full.dataset("valid")[i]["chosen"] for i in range(8))
+    assert chosen.tolist() == [full.dataset("valid")[i]["mask_counts"][0, 0] for i in range(8)]
     assert sample["ntokens"] == int(sample["target"].ne(1).sum())
     assert torch.equal(sample["net_input"]["prev_output_tokens"][:, 0], torch.full((8,), 2))
 
@@ -296,7 +297,7 @@ def test_ssm_masks_one_whole_entity_and_collapses_it(span_data):
         item = dataset[i]
         spans = complete_spans(side["salient_spans"], maskable_positions(tokens, task.special_ids))
         if not spans:
-            assert item["chosen"] == 0 and item["target"].tolist() == [2]
+            assert item["mask_counts"][0, 0] == 0 and item["target"].tolist() == [2]
             unmasked += 1
             continue
         answer = item["target"].tolist()[:-1]

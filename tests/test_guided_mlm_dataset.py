@@ -27,6 +27,34 @@ def items(task, split="train", epoch=1):
     return [ds[i] for i in range(len(ds))]
 
 
+@pytest.mark.parametrize("policy", ["random", "span"])
+def test_a_batch_carries_its_items_mask_counts_as_the_batch_shows_them(tiny_data, policy):
+    """Items carry (chosen, maskable) per row; the logged statistics read them from the batch. They agree
+    with what the batch itself shows: non-pad targets, and inputs other than <s>, </s> and pad."""
+    task = make_task(tiny_data / "bin", "--mask-policy", policy)
+    task.load_dataset("train")
+    dataset, d = task.dataset("train"), task.source_dictionary
+    batch = dataset.collater([dataset[i] for i in range(min(16, len(dataset)))])
+    src, target = batch["net_input"]["src_tokens"], batch["target"]
+    maskable = (src.ne(d.pad()) & src.ne(d.bos()) & src.ne(d.eos())).sum(dim=1)
+    assert batch["mask_counts"].tolist() == torch.stack([target.ne(d.pad()).sum(dim=1), maskable], dim=1).tolist()
+    chosen, counted = task.mask_counts(batch)
+    assert int(chosen.sum()) > 0 and torch.equal(counted, maskable)
+
+
+def test_a_policy_task_must_build_its_policy_through_the_shared_base():
+    from fairseq.tasks import TASK_REGISTRY, FairseqTask
+    from fairseq_maskplug.tasks import PolicyTask, register_policy_task
+
+    with pytest.raises(TypeError, match=r"register_policy_task\('no_policy_base'\): Plain must derive from "
+                                        r"fairseq_maskplug.tasks.PolicyTask"):
+        register_policy_task("no_policy_base", dataclass=object)(type("Plain", (FairseqTask,), {}))
+    assert "no_policy_base" not in TASK_REGISTRY
+    assert all(issubclass(TASK_REGISTRY[name], PolicyTask)
+               for name in ("guided_mlm", "selective_mlm", "fe_mlm", "guided_denoising", "joint_mlm_classification",
+                            "tlm"))
+
+
 def test_policy_options_become_task_flags(tiny_data):
     task = make_task(tiny_data / "bin", "--mask-prob", "0.3", "--seed", "4")
     assert task.cfg.mask_prob == 0.3 and task.cfg.mask_policy == "random" and task.cfg.seed == 4

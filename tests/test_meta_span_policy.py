@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from fairseq_helpers import (BIN, CPU_RUN, HALF_PRECISION, TINY_ROBERTA, assert_half_precision_run, assert_same_params,
-                             build_in_process, check, json_logs, preprocess, run, train_bart, write_corpus)
+                             binarize_with_reordered_dictionary, build_in_process, check, json_logs, preprocess, run,
+                             train_bart, write_corpus)
 from fairseq_maskplug.evaluation.probe import word_cloze
 from fairseq_maskplug.criterions.lookahead import lookahead
 
@@ -186,11 +187,8 @@ def test_meta_policy_refuses_a_downstream_task_on_another_dictionary(meta_data, 
 @pytest.mark.e2e
 def test_meta_policy_refuses_a_seq2seq_model_of_a_reordered_dictionary_before_training(meta_data, tmp_path):
     """Same size, two symbols swapped: every shape fits, every token id means another word."""
-    lines = (meta_data / "corpus" / "dict.txt").read_text().splitlines()
-    lines[0], lines[1] = lines[1], lines[0]
-    (tmp_path / "dict.txt").write_text("\n".join(lines) + "\n")
-    check(run([BIN / "fairseq-preprocess", "--only-source", "--trainpref", meta_data / "train.txt", "--srcdict",
-               tmp_path / "dict.txt", "--destdir", tmp_path / "reordered", "--workers", "1"]))
+    binarize_with_reordered_dictionary(meta_data / "corpus" / "dict.txt", meta_data / "train.txt",
+                                       tmp_path / "reordered")
     check(train_bart(tmp_path / "reordered", tmp_path / "bart", "--max-update", "1", "--no-epoch-checkpoints",
                      "--disable-validation"))
     result = meta_train(meta_data, tmp_path / "ck", "--max-update", "1", "--seq2seq-checkpoint",

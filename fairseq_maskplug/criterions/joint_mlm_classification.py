@@ -1,6 +1,5 @@
 """``--criterion joint_mlm_classification``: classification loss + weighted auxiliary MLM loss."""
 
-import math
 
 import numpy as np
 import torch
@@ -10,6 +9,7 @@ from fairseq.logging import metrics
 
 from ..common.metrics import f1_from_counts
 from ..models import unwrap_model, zero_gradient_term
+from .logged import log_bits, summed
 
 
 def class_counts(predictions, labels, num_classes: int) -> dict:
@@ -109,12 +109,11 @@ class JointMLMClassificationCriterion(FairseqCriterion):
 
     @staticmethod
     def reduce_metrics(logging_outputs) -> None:
-        total = lambda key: sum(log.get(key, 0) for log in logging_outputs)  # noqa: E731
-        batches, sentences, masked = total("sample_size"), total("nsentences"), total("n_masked")
-        metrics.log_scalar("loss", total("loss") / batches / math.log(2), batches, round=3)
-        metrics.log_scalar("cls_loss", total("cls_loss") / sentences / math.log(2), sentences, round=3)
-        if masked:
-            metrics.log_scalar("mlm_loss", total("mlm_loss") / masked / math.log(2), masked, round=3)
+        total = summed(logging_outputs)
+        sentences = total("nsentences")
+        log_bits("loss", total("loss"), total("sample_size"))
+        log_bits("cls_loss", total("cls_loss"), sentences)
+        log_bits("mlm_loss", total("mlm_loss"), total("n_masked"))
         metrics.log_scalar("accuracy", 100.0 * total("ncorrect") / sentences, sentences, round=1)
         if total("weighted_batches"):
             metrics.log_scalar("w_mlm", total("w_mlm") / total("weighted_batches"), total("weighted_batches"),

@@ -2,15 +2,14 @@
 model on the policy's spans (:mod:`fairseq_maskplug.tasks.meta_span_policy`)."""
 
 import contextlib
-import math
 
 import torch
 import torch.nn.functional as F
 from fairseq.criterions import FairseqCriterion, register_criterion
-from fairseq.logging import metrics
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from ..models import unwrap_model, zero_gradient_term
+from .logged import log_bits, summed
 from .lookahead import lookahead, substituted
 
 
@@ -77,16 +76,13 @@ class MetaSpanPolicyCriterion(FairseqCriterion):
 
     @staticmethod
     def reduce_metrics(logging_outputs) -> None:
-        total = lambda key: sum(log.get(key, 0) for log in logging_outputs)  # noqa: E731
+        total = summed(logging_outputs)
         batches = total("batches")
-        if batches:
-            after, before = total("loss") / batches, total("task_before") / batches
-            metrics.log_scalar("loss", after / math.log(2), batches, round=4)
-            metrics.log_scalar("task_before", before / math.log(2), batches, round=4)
-            metrics.log_scalar("gain", (before - after) / math.log(2), batches, round=5)
-            metrics.log_scalar("inner", total("inner") / batches / math.log(2), batches, round=3)
-        if total("rows"):
-            metrics.log_scalar("entropy", total("entropy_sum") / total("rows") / math.log(2), total("rows"), round=3)
+        log_bits("loss", total("loss"), batches, round=4)
+        log_bits("task_before", total("task_before"), batches, round=4)
+        log_bits("gain", total("task_before") - total("loss"), batches, round=5)
+        log_bits("inner", total("inner"), batches)
+        log_bits("entropy", total("entropy_sum"), total("rows"))
 
     @staticmethod
     def logging_outputs_can_be_summed() -> bool:

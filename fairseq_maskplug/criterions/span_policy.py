@@ -1,7 +1,6 @@
 """``--criterion span_policy``: start/end cross-entropy of an extractive span scorer
 (BERT for SQuAD, Devlin et al. 2019 §4.2), the loss of the supervised masking policy."""
 
-import math
 
 import torch
 import torch.nn.functional as F
@@ -9,6 +8,7 @@ from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.logging import metrics
 
 from ..models import unwrap_model, zero_gradient_term
+from .logged import log_bits, summed
 
 
 def position_mask(tokens: torch.Tensor, special_ids) -> torch.Tensor:
@@ -70,10 +70,10 @@ class SpanPolicyCriterion(FairseqCriterion):
 
     @staticmethod
     def reduce_metrics(logging_outputs) -> None:
-        total = lambda key: sum(log.get(key, 0) for log in logging_outputs)  # noqa: E731
+        total = summed(logging_outputs)
         n = total("nsentences")
+        log_bits("loss", total("loss"), n)
         if n:
-            metrics.log_scalar("loss", total("loss") / n / math.log(2), n, round=3)
             for key, name in (("start_right", "start_acc"), ("end_right", "end_acc"), ("span_right", "span_em")):
                 metrics.log_scalar(name, 100.0 * total(key) / n, n, round=2)
 

@@ -9,6 +9,7 @@ from fairseq.logging import metrics
 
 from ..models import unwrap_model, zero_gradient_term
 from .joint_mlm_classification import JointMLMClassificationCriterion, class_counts, log_f1
+from .logged import log_bits, summed
 
 
 @register_criterion("tlm")
@@ -83,16 +84,14 @@ class TLMCriterion(JointMLMClassificationCriterion):
 
     @staticmethod
     def reduce_metrics(logging_outputs) -> None:
-        total = lambda key: sum(log.get(key, 0) for log in logging_outputs)  # noqa: E731
+        total = summed(logging_outputs)
         batches = total("sample_size")
         metrics.log_scalar("loss", total("loss") / max(batches, 1) / math.log(2), batches, round=3)
         for source in ("task", "external"):
-            masked = total(f"n_masked_{source}")
-            if masked:
-                metrics.log_scalar(f"mlm_{source}", total(f"mlm_{source}") / masked / math.log(2), masked, round=3)
+            log_bits(f"mlm_{source}", total(f"mlm_{source}"), total(f"n_masked_{source}"))
             metrics.log_scalar_sum(f"{source}_batches", total(f"{source}_batches"))
         sentences = total("cls_sentences")
+        log_bits("cls_loss", total("cls_loss"), sentences)
         if sentences:
-            metrics.log_scalar("cls_loss", total("cls_loss") / sentences / math.log(2), sentences, round=3)
             metrics.log_scalar("accuracy", 100.0 * total("ncorrect") / sentences, sentences, round=1)
             log_f1(logging_outputs, micro=True)

@@ -1,6 +1,5 @@
 """``--criterion token_importance``: weighted cross-entropy of the importance tagger (Gu et al. 2020)."""
 
-import math
 from dataclasses import dataclass, field
 
 import torch
@@ -11,6 +10,7 @@ from fairseq.logging import metrics
 
 from ..common.metrics import f1_from_counts
 from ..models import unwrap_model, zero_gradient_term
+from .logged import log_bits, summed
 
 
 @dataclass
@@ -53,10 +53,8 @@ class TokenImportanceCriterion(FairseqCriterion):
 
     @staticmethod
     def reduce_metrics(logging_outputs) -> None:
-        total = lambda key: sum(log.get(key, 0) for log in logging_outputs)  # noqa: E731
-        n = total("n_labelled")
-        if n:
-            metrics.log_scalar("loss", total("loss") / n / math.log(2), n, round=3)
+        total = summed(logging_outputs)
+        log_bits("loss", total("loss"), total("n_labelled"))
         for kind in ("tp", "fp", "fn"):
             metrics.log_scalar_sum(f"_{kind}", total(kind))
         # float(): summed across workers, the counts are tensors

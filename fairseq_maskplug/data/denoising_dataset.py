@@ -7,6 +7,7 @@ turns them into a pair. Unlike fairseq's ``DenoisingDataset``, every draw comes 
 batches and a resumed run builds the batches the uninterrupted run would have built.
 """
 
+from functools import partial
 from typing import Mapping, Optional, Sequence
 
 import numpy as np
@@ -19,8 +20,9 @@ from .policy_path import PolicyPath, Seq2SeqFormat, checked_choice
 
 
 class PolicyDenoisingDataset(FairseqDataset):
-    """Items ``{"id", "source", "target", "chosen", "maskable"}``; the collater builds fairseq's
-    seq2seq batch (``net_input.src_tokens/src_lengths/prev_output_tokens``, ``target``).
+    """Items ``{"id", "source", "target", "mask_counts"}``; the collater builds fairseq's seq2seq
+    batch (``net_input.src_tokens/src_lengths/prev_output_tokens``, ``target``) and the batch's
+    ``mask_counts`` (one row per item).
 
     Blocks come from the masked-LM blocking with ``<s>`` prepended; a block that does not end
     with ``</s>`` (cut inside a line) gets one appended, as BART frames ``<s> ... </s>``, and
@@ -47,19 +49,10 @@ class PolicyDenoisingDataset(FairseqDataset):
         super().__init__()
         self.dataset = dataset
         self.side_info = dict(side_info)
-        self.policy = policy
-        self.target_format = target_format
-        self.collapse = collapse
-        self.corruption = corruption
-        self.mask_idx = mask_idx
-        self.special_ids = tuple(special_ids)
-        self.eos = eos
-        self.pad = pad
-        self.seed = seed
+        self.eos, self.pad = eos, pad  # framing and collating; the format keeps the rest
         self.epoch = 1
         self._sizes = np.asarray(dataset.sizes, dtype=np.int64) + 1
-        self.path = PolicyPath(lambda tokens, maskable, side, rng, index: checked_choice(policy, tokens, maskable,
-                                                                                          side, rng, index),
+        self.path = PolicyPath(partial(checked_choice, policy),
                                Seq2SeqFormat(target_format, collapse, corruption, mask_idx, eos), special_ids, seed)
 
     def __len__(self):
@@ -116,5 +109,5 @@ class PolicyDenoisingDataset(FairseqDataset):
                 "prev_output_tokens": previous,
             },
             "target": target,
-            "mask_counts": torch.LongTensor([[s["chosen"], s["maskable"]] for s in samples]),
+            "mask_counts": torch.cat([s["mask_counts"] for s in samples]),
         }

@@ -19,7 +19,7 @@ from .policy_path import MLMFormat, PolicyPath, checked_choice
 class SeededMaskingDataset(BaseWrapperDataset):
     """Base: items become ``{"source": corrupted tokens, "target": originals where chosen, pad
     elsewhere}`` through the one policy path (:class:`~.policy_path.PolicyPath` with the
-    :class:`~.policy_path.MLMFormat`), with the item's ``chosen`` and ``maskable`` counts.
+    :class:`~.policy_path.MLMFormat`), with the item's ``mask_counts``.
     Subclasses choose positions in :meth:`choose`.
 
     Args:
@@ -73,6 +73,12 @@ class SeededMaskingDataset(BaseWrapperDataset):
         """Dataset view of the prediction targets (pad where nothing is predicted)."""
         return _FieldView(self, "target")
 
+    @cached_property
+    def mask_counts(self):
+        """Dataset view of the items' mask statistics, collated into one ``rows x 2`` tensor
+        (:class:`~.policy_path.PolicyPath`; K rows per item for K views, in the batch's row order)."""
+        return _CountsView(self, "mask_counts")
+
 
 class PolicyMaskedDataset(SeededMaskingDataset):
     """One mask per item, chosen by a :class:`~fairseq_maskplug.masking.MaskPolicy`."""
@@ -92,3 +98,8 @@ class _FieldView(BaseWrapperDataset):
 
     def __getitem__(self, index):
         return self.dataset[index][self.field]
+
+
+class _CountsView(_FieldView):
+    def collater(self, samples):
+        return torch.cat(samples) if samples else torch.zeros((0, 2), dtype=torch.long)

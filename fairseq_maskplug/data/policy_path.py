@@ -5,7 +5,7 @@
 first (a chooser: a policy's checked ``choose``, a policy's or the paper's K fully-explored views),
 then the output format's draws on the same generator. The same seed gives the same items in every
 run and after a resume, and items change from epoch to epoch. Every item carries its own mask
-statistics (``chosen``, ``maskable``). The formats:
+statistics (``mask_counts``: chosen and maskable positions per row). The formats:
 
 - :class:`MLMFormat`: the chosen positions corrupted 80/10/10 (Devlin et al.; fairseq
   ``masked_lm``), the target the originals there and pad elsewhere; K views give K rows;
@@ -60,8 +60,8 @@ class Seq2SeqFormat:
 
 class PolicyPath:
     """``path(tokens, side_info, epoch, index)``: the item of one block, with its mask statistics
-    ``chosen`` (positions chosen, over all views) and ``maskable`` (maskable positions, times the
-    number of views)."""
+    ``mask_counts``, an int64 ``rows x 2`` tensor of (positions chosen, maskable positions) per row
+    of the item (one row; K rows for K views). The tasks log them (``tasks/mask_stats.py``)."""
 
     def __init__(self, choose: Chooser, output_format: Callable, special_ids: Sequence[int], seed: int):
         self.choose, self.output_format = choose, output_format
@@ -72,8 +72,8 @@ class PolicyPath:
         maskable = maskable_positions(tokens, self.special_ids)
         masks = self.choose(tokens, maskable, side_info, rng, index)
         item = self.output_format(tokens, masks, rng)
-        rows = masks.shape[0] if masks.ndim == 2 else 1
-        item.update(chosen=int(masks.sum()), maskable=int(maskable.sum()) * rows)
+        chosen = np.atleast_2d(masks).sum(axis=1)
+        item["mask_counts"] = torch.from_numpy(np.stack([chosen, np.full_like(chosen, maskable.sum())], axis=1))
         return item
 
 

@@ -53,3 +53,8 @@ def write_preview(path: str, lines) -> None:
         for line in lines:
             f.write(line + "\n")
     os.replace(tmp, path)
+
+
+def throughput(verb: str, lines: int, tokens: int, seconds: float) -> str:
+    """The start of a scoring command's summary line: ``"<verb> N lines (T tokens) in S s (R tokens/s)"``."""
+    return f"{verb} {lines} lines ({tokens} tokens) in {seconds:.1f} s ({tokens / max(seconds, 1e-9):.0f} tokens/s)"

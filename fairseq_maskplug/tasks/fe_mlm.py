@@ -13,7 +13,7 @@ from ..masking import MASK_POLICY_DATACLASS_REGISTRY, MaskPolicy, maskable_posit
 from ..masking.spans import GeometricSpans
 from ..common.progress import progress_bar
 from .masked_lm_base import MaskedLMBaseTask, MaskedLMDataConfig
-from .policy_options import build_task_policy, register_policy_task
+from .policy_options import PolicyTask, build_task_policy, register_policy_task
 
 #: the options of the paper's views, which a --mask-policy replaces by its own
 PAPER_VIEW_OPTIONS = ("fe_mask_prob", "fe_granularity", "fe_span_p", "fe_span_max")
@@ -40,7 +40,7 @@ class FullyExploredMLMConfig(MaskedLMDataConfig):
 
 
 @register_policy_task("fe_mlm", dataclass=FullyExploredMLMConfig)
-class FullyExploredMLMTask(MaskedLMBaseTask):
+class FullyExploredMLMTask(PolicyTask, MaskedLMBaseTask):
     """Every sequence becomes K views, each masking a disjoint set of tau tokens (Eq. 10).
 
     The K views of a sequence sit in the same batch, so with fairseq's ``masked_lm``
@@ -63,16 +63,14 @@ class FullyExploredMLMTask(MaskedLMBaseTask):
     cfg: FullyExploredMLMConfig
 
     def __init__(self, cfg, dictionary):
-        super().__init__(cfg, dictionary)
-        self.policy = policy_views(cfg)
+        super().__init__(cfg, dictionary)  # builds the policy (PolicyTask)
         if self.policy is None and cfg.fe_views * cfg.fe_mask_prob > 1:
             raise ValueError(f"--fe-views * --fe-mask-prob must be <= 1 (K disjoint masks), got "
                              f"{cfg.fe_views} * {cfg.fe_mask_prob}")
         self.span = GeometricSpans(cfg.fe_span_p, cfg.fe_span_max) if cfg.fe_granularity == "span" else None
 
-    @property
-    def side_info_rules(self):
-        return self.policy.side_info_rules if self.policy is not None else {}
+    def build_policy(self, cfg):
+        return policy_views(cfg)
 
     def build_inputs(self, split, tokens, side_info):
         if self.cfg.sample_break_mode == "eos":
@@ -95,6 +93,7 @@ class FullyExploredMLMTask(MaskedLMBaseTask):
                 "id": IdDataset(),
                 "net_input": {"src_tokens": FlatViewsDataset(views.source, pad)},
                 "target": FlatViewsDataset(views.target, pad),
+                "mask_counts": views.mask_counts,
                 "nsentences": NumSamplesDataset(),
                 "ntokens": NumelDataset(views.source, reduce=True),
             },

@@ -17,7 +17,7 @@ from fairseq.dataclass import ChoiceEnum
 from ..data.denoising_dataset import PolicyDenoisingDataset
 from ..masking.seq2seq import TARGET_FORMATS
 from .masked_lm_base import MaskedLMBaseTask, MaskedLMDataConfig
-from .policy_options import build_task_policy, register_policy_task
+from .policy_options import PolicyTask, register_policy_task
 
 
 @dataclass
@@ -44,7 +44,7 @@ class GuidedDenoisingConfig(MaskedLMDataConfig):
 
 
 @register_policy_task("guided_denoising", dataclass=GuidedDenoisingConfig)
-class GuidedDenoisingTask(MaskedLMBaseTask):
+class GuidedDenoisingTask(PolicyTask, MaskedLMBaseTask):
     """Text-to-text denoising for fairseq's BART models (``bart_base``, ``bart_large``,
     ``bart_tiny``, any encoder-decoder) with a pluggable mask policy.
 
@@ -61,27 +61,18 @@ class GuidedDenoisingTask(MaskedLMBaseTask):
     framing_tokens = 2
 
     def __init__(self, cfg, dictionary):
-        super().__init__(cfg, dictionary)
-        self.policy = build_task_policy(cfg)
+        super().__init__(cfg, dictionary)  # builds the policy (PolicyTask)
         if cfg.collapse_spans and cfg.no_collapse_spans:
             raise ValueError("--collapse-spans and --no-collapse-spans contradict each other: give one")
         self.collapse = cfg.collapse_spans or (self.policy.chooses_spans and not cfg.no_collapse_spans)
         corrupting = cfg.leave_unmasked_prob > 0 or cfg.random_token_prob > 0
         self.seq2seq_corruption = self.corruption if corrupting else None
 
-    @property
-    def side_info_rules(self):
-        return self.policy.side_info_rules
-
     def build_inputs(self, split, tokens, side_info):
         d = self.dictionary
         return PolicyDenoisingDataset(tokens, side_info, self.policy, self.cfg.target_format, self.collapse,
                                       self.seq2seq_corruption, self.mask_idx, self.special_ids, eos=d.eos(),
                                       pad=d.pad(), seed=self.cfg.seed)
-
-    def mask_counts(self, sample):
-        counts = sample["mask_counts"]
-        return counts[:, 0], counts[:, 1]
 
     def build_dataset_for_inference(self, src_tokens, src_lengths, **kwargs):
         """Sources as given (``<s> ... </s>`` with ``<mask>`` where text is to be filled in),

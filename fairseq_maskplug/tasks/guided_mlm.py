@@ -6,7 +6,7 @@ from fairseq.data import IdDataset, NestedDictionaryDataset, NumelDataset, NumSa
 
 from ..data import PolicyMaskedDataset
 from .masked_lm_base import MaskedLMBaseTask, MaskedLMDataConfig
-from .policy_options import build_task_policy, register_policy_task
+from .policy_options import PolicyTask, register_policy_task
 
 
 @dataclass
@@ -16,7 +16,7 @@ class GuidedMLMConfig(MaskedLMDataConfig):
 
 
 @register_policy_task("guided_mlm", dataclass=GuidedMLMConfig)
-class GuidedMLMTask(MaskedLMBaseTask):
+class GuidedMLMTask(PolicyTask, MaskedLMBaseTask):
     """Masked-LM training with a pluggable mask policy (``--mask-policy``).
 
     Data layout and blocking are those of fairseq ``masked_lm``; the chosen policy
@@ -26,14 +26,6 @@ class GuidedMLMTask(MaskedLMBaseTask):
     """
 
     cfg: GuidedMLMConfig
-
-    def __init__(self, cfg, dictionary):
-        super().__init__(cfg, dictionary)
-        self.policy = build_task_policy(cfg)
-
-    @property
-    def side_info_rules(self):
-        return self.policy.side_info_rules
 
     def build_inputs(self, split, tokens, side_info):
         masked = PolicyMaskedDataset(tokens, side_info, self.policy, self.corruption, self.special_ids,
@@ -47,6 +39,7 @@ class GuidedMLMTask(MaskedLMBaseTask):
                     "src_lengths": NumelDataset(masked.source, reduce=False),
                 },
                 "target": RightPadDataset(masked.target, pad_idx=pad),
+                "mask_counts": masked.mask_counts,
                 "nsentences": NumSamplesDataset(),
                 "ntokens": NumelDataset(masked.source, reduce=True),
             },

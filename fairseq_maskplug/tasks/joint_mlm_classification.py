@@ -32,7 +32,7 @@ from ..data.layout import required_data, sentence_prediction_dir
 from ..models import unwrap_model
 from ..weighting import FixedWeights, MetaTartanTraining, combine
 from .masked_lm_base import MaskedLMBaseTask, MaskingConfig
-from .policy_options import build_task_policy, register_policy_task
+from .policy_options import PolicyTask, register_policy_task
 from .sentence_items import build_model_for_items, sentence_blocking
 
 OBJECTIVES = ("cls", "mlm")
@@ -83,7 +83,7 @@ class JointConfig(ClassificationMLMConfig):
         "range": "[0, inf)", "help": "META-TARTAN: dev head weight decay (authors: --classf_dev_wd 0.1)"})
 
 
-class ClassificationMLMTask(MaskedLMBaseTask):
+class ClassificationMLMTask(PolicyTask, MaskedLMBaseTask):
     """Classification + MLM on the same texts, in fairseq's sentence_prediction layout (a base).
 
     Data: ``DATA/input0/`` (texts, ``dict.txt``, side information such as
@@ -103,7 +103,6 @@ class ClassificationMLMTask(MaskedLMBaseTask):
             raise ValueError(f"{cfg.data}/label/dict.txt has {n_labels} labels but --num-classes is "
                              f"{cfg.num_classes}")
         self.label_dictionary = label_dictionary
-        self.policy = build_task_policy(cfg)
         self.weighting = self.build_weighting()
 
     def build_weighting(self):
@@ -125,10 +124,6 @@ class ClassificationMLMTask(MaskedLMBaseTask):
                                  "(input0/, label/): input0/ and label/")
                  for sub in ("input0", "label")]
         return cls(cfg, *dicts)
-
-    @property
-    def side_info_rules(self):
-        return self.policy.side_info_rules
 
     sort_by_length = False  # as fairseq sentence_prediction
 
@@ -154,20 +149,20 @@ class ClassificationMLMTask(MaskedLMBaseTask):
         )
 
     def mlm_inputs(self, tokens, side_info) -> dict:
-        """An item's ``mlm`` entry: its policy-masked copy and the targets, right-padded."""
+        """An item's ``mlm`` entry: its policy-masked copy and the targets, right-padded, and its mask counts."""
         masked = PolicyMaskedDataset(tokens, side_info, self.policy, self.corruption, self.special_ids,
                                      pad_idx=self.dictionary.pad(), seed=self.cfg.seed)
         pad = self.dictionary.pad()
         return {"src_tokens": RightPadDataset(masked.source, pad_idx=pad),
-                "target": RightPadDataset(masked.target, pad_idx=pad)}
+                "target": RightPadDataset(masked.target, pad_idx=pad), "mask_counts": masked.mask_counts}
 
     def build_model(self, cfg, from_checkpoint=False):
         model = build_model_for_items(self, cfg, from_checkpoint)
         model.register_classification_head(self.cfg.classification_head_name, num_classes=self.cfg.num_classes)
         return model
 
-    def mlm_batch(self, sample):
-        return sample["mlm"]["src_tokens"], sample["mlm"]["target"]
+    def mlm_sample(self, sample):
+        return sample["mlm"]
 
 
 @register_policy_task("joint_mlm_classification", dataclass=JointConfig)

@@ -1,18 +1,7 @@
-"""What a policy did: realised mask rate, masks per sequence, share of sequences with none."""
+"""What a policy did: realised mask rate, masks per sequence, share of sequences with none, from the
+counts every item carries (``mask_counts``: chosen and maskable positions per row)."""
 
 from fairseq.logging import metrics
-
-
-def mlm_mask_counts(tokens, target, dictionary):
-    """Per row of a masked-LM batch: ``(chosen positions, maskable positions)``.
-
-    Chosen positions are those with a non-pad target; maskable positions are the
-    non-special tokens of the input (corruption never writes a special token). Tasks whose
-    target is not pad-except-chosen (text-to-text) send their counts with the batch instead.
-    """
-    chosen = target.ne(dictionary.pad()).sum(dim=1)
-    maskable = (tokens.ne(dictionary.pad()) & tokens.ne(dictionary.bos()) & tokens.ne(dictionary.eos())).sum(dim=1)
-    return chosen, maskable
 
 
 def mask_statistics(chosen, maskable) -> dict:

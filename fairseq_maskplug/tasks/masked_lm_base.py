@@ -20,7 +20,7 @@ from ..data.dictionaries import STATE_KEY, dictionary_sha256, load_dictionary
 from ..data.layout import required_data, token_data_dir
 from ..masking import Corruption
 from .criterion_check import CriterionChecked
-from .mask_stats import log_mask_statistics, mask_statistics, mlm_mask_counts
+from .mask_stats import log_mask_statistics, mask_statistics
 from .model_checks import check_model
 from .token_heads import OneDictionaryTask
 
@@ -138,13 +138,15 @@ class MaskedLMBaseTask(OneDictionaryTask, CriterionChecked, FairseqTask):
     def build_inputs(self, split, tokens, side_info):
         raise NotImplementedError
 
-    def mlm_batch(self, sample):
-        """``(masked inputs, targets)`` of a batch: what the mask statistics are computed on."""
-        return sample["net_input"]["src_tokens"], sample["target"]
+    def mlm_sample(self, sample):
+        """The part of a batch that holds the masked items and their ``mask_counts``."""
+        return sample
 
     def mask_counts(self, sample):
-        """Per row of a batch: ``(chosen positions, maskable positions)``."""
-        return mlm_mask_counts(*self.mlm_batch(sample), self.dictionary)
+        """Per row of a batch: ``(chosen positions, maskable positions)``, as its items carried them
+        (:class:`~fairseq_maskplug.data.policy_path.PolicyPath`)."""
+        counts = self.mlm_sample(sample)["mask_counts"]
+        return counts[:, 0], counts[:, 1]
 
     #: batches group items of similar length (fairseq masked_lm); False: shuffle only
     sort_by_length = True

@@ -1,4 +1,5 @@
-"""Expose every registered mask policy's options on every policy-consuming task.
+"""Tasks that take ``--mask-policy``: what they share (:class:`PolicyTask`) and every registered mask
+policy's options exposed on each of them.
 
 fairseq reads a task's options from its dataclass in three places: the class
 attribute ``__dataclass`` (argparse flags), ``TASK_DATACLASS_REGISTRY`` (flags ->
@@ -41,10 +42,38 @@ def _install(name: str, task_cls: type, dataclass: type) -> None:
     ConfigStore.instance().store(name=name, group="task", node=node, provider="fairseq")
 
 
+class PolicyTask:
+    """What every task with ``--mask-policy`` shares, as a base listed before its fairseq task base:
+    :attr:`policy`, built from the task's options when the task is made (:meth:`build_policy`), and
+    the side-information tracks that policy reads (:attr:`side_info_rules`, loaded and checked with
+    the tokens). Register such a task with :func:`register_policy_task`."""
+
+    policy = None
+
+    def __init__(self, cfg, *args, **kwargs):
+        super().__init__(cfg, *args, **kwargs)
+        self.policy = self.build_policy(cfg)
+
+    def build_policy(self, cfg):
+        """The policy ``--mask-policy`` names (:func:`build_task_policy`); a task may return None
+        where no policy was asked for (``fe_mlm``'s paper views)."""
+        return build_task_policy(cfg)
+
+    @property
+    def side_info_rules(self):
+        """The side-information tracks the policy reads, each mapped to the rule its values follow."""
+        return self.policy.side_info_rules if self.policy is not None else {}
+
+
 def register_policy_task(name: str, dataclass: type):
-    """``register_task(name, dataclass)`` whose options also include all policies' options."""
+    """``register_task(name, dataclass)`` whose options also include all policies' options; the task
+    must derive from :class:`PolicyTask`."""
 
     def register(cls):
+        if not issubclass(cls, PolicyTask):
+            raise TypeError(f"register_policy_task({name!r}): {cls.__name__} must derive from "
+                            f"fairseq_maskplug.tasks.PolicyTask (listed before its fairseq task base), which "
+                            f"builds the policy its options name")
         register_task(name, dataclass=with_policy_options(dataclass))(cls)
         _POLICY_TASKS[name] = (cls, dataclass)
         return cls
