@@ -360,3 +360,14 @@ def test_shorten_data_split_list_names_splits_that_are_shortened(tiny_data, tmp_
     assert result.returncode == 2, result.stderr[-3000:]
     errors = [line for line in result.stderr.splitlines() if "error:" in line]
     assert len(errors) == 1 and message in errors[0], result.stderr[-3000:]
+
+
+def test_option_declares_help_and_range_and_refuses_a_malformed_range_where_it_is_declared():
+    from fairseq_maskplug.common.option_ranges import option
+
+    declared = option(0.5, "a share", range="(0, 1]", argparse_alias="--share")
+    assert declared.default == 0.5 and dict(declared.metadata) == {"help": "a share", "range": "(0, 1]",
+                                                                   "argparse_alias": "--share"}
+    assert "range" not in option("x", "a name").metadata
+    with pytest.raises(ValueError, match=r"^'\(0, 1' is not an interval"):
+        option(0.5, "a share", range="(0, 1")

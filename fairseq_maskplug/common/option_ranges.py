@@ -1,8 +1,9 @@
 """Ranges of numeric options, declared once beside each option and checked before any work.
 
-A dataclass option declares its range in its field's metadata, in interval notation::
+A dataclass option declares its range in its field's metadata, in interval notation, written with
+:func:`option`::
 
-    mask_prob: float = field(default=0.15, metadata={"help": "...", "range": "(0, 1]"})
+    mask_prob: float = option(0.15, "share of the maskable tokens masked", range="(0, 1]")
 
 and a command-line option in its argparse type::
 
@@ -20,6 +21,17 @@ import dataclasses
 import math
 import re
 from typing import Callable, Optional
+
+def option(default, help: str, range: Optional[str] = None, **metadata):
+    """A dataclass option: ``field(default=default, metadata={"help": help, "range": range, ...})``.
+    ``range`` (interval notation) is checked before any work; further metadata (fairseq's
+    ``argparse_alias``) passes through."""
+    metadata = {"help": help, **metadata}
+    if range is not None:
+        Interval.parse(range)  # a malformed range fails where it is declared
+        metadata["range"] = range
+    return dataclasses.field(default=default, metadata=metadata)
+
 
 _INTERVAL = re.compile(r"^\s*([\[(])\s*(-?inf|-?[0-9.e+-]+)\s*,\s*(-?inf|-?[0-9.e+-]+)\s*([\])])\s*$")
 

@@ -1,6 +1,6 @@
 """``--criterion token_importance``: weighted cross-entropy of the importance tagger (Gu et al. 2020)."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -9,15 +9,15 @@ from fairseq.dataclass import FairseqDataclass
 from fairseq.logging import metrics
 
 from ..common.metrics import f1_from_counts
+from ..common.option_ranges import option
 from ..models import unwrap_model, zero_gradient_term
 from .logged import log_bits, summed
 
 
 @dataclass
 class TokenImportanceCriterionConfig(FairseqDataclass):
-    positive_class_weight: float = field(default=1.5, metadata={
-        "range": "(0, inf)",
-        "help": "cross-entropy weight of class 1 (important); class 0 has weight 1 (paper 1.5, authors' scripts 3)"})
+    positive_class_weight: float = option(1.5, "cross-entropy weight of class 1 (important); class 0 has weight 1 "
+                                          "(paper 1.5, authors' scripts 3)", range="(0, inf)")
 
 
 @register_criterion("token_importance", dataclass=TokenImportanceCriterionConfig)

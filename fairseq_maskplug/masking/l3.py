@@ -9,11 +9,12 @@ mean falls below ``p_bar``); the surprisal transform is offered here as an optio
 always with the redistribution, so the mean is exact either way.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
 
+from ..common.option_ranges import option
 from .registry import MaskPolicy, register_mask_policy
 from .values import PROBABILITY
 
@@ -86,18 +87,16 @@ def mask_probabilities(plt: np.ndarray, mean: float = 0.15, maskable: Optional[n
 
 @dataclass
 class L3PolicyOptions:
-    l3_track: str = field(default="plt", metadata={
-        "help": "l3 policy: side-information track with the token pseudo-likelihoods (PLT)"})
-    l3_mean: float = field(default=0.15, metadata={
-        "range": "(0, 1]", "help": "l3 policy: mean mask probability p_bar over the maskable tokens of a block"})
-    l3_transform: str = field(default="complement", metadata={
-        "help": "l3 policy: complement (paper, 1 - PLT) or surprisal (authors' code, -log PLT / max)"})
-    l3_redistribute: str = field(default="equal", metadata={
-        "help": "l3 policy: spread the excess of probabilities clipped at 1 equally (paper) or proportional"})
-    l3_max_prob: float = field(default=1.0, metadata={
-        "range": "(0, 1]",
-        "help": "l3 policy: largest mask probability of a token, the excess spread as above (paper: 1; "
-                "ours: --task fe_mlm with K views needs at most 1/K); at least --l3-mean"})
+    l3_track: str = option("plt", "l3 policy: side-information track with the token pseudo-likelihoods (PLT)")
+    l3_mean: float = option(0.15, "l3 policy: mean mask probability p_bar over the maskable tokens of a block",
+                            range="(0, 1]")
+    l3_transform: str = option("complement", "l3 policy: complement (paper, 1 - PLT) or surprisal (authors' code, "
+                               "-log PLT / max)")
+    l3_redistribute: str = option("equal", "l3 policy: spread the excess of probabilities clipped at 1 equally "
+                                  "(paper) or proportional")
+    l3_max_prob: float = option(1.0, "l3 policy: largest mask probability of a token, the excess spread as above "
+                                "(paper: 1; ours: --task fe_mlm with K views needs at most 1/K); at least --l3-mean",
+                                range="(0, 1]")
 
 
 @register_mask_policy("l3", dataclass=L3PolicyOptions)

@@ -18,11 +18,12 @@ chosen among the candidates that do not overlap the spans already chosen (renorm
 The slides of the paper do not say which of these the authors used; top-1 is ours.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import List, Tuple
 
 import numpy as np
 
+from ..common.option_ranges import option
 from .registry import MaskPolicy, register_mask_policy
 from .values import FINITE
 
@@ -112,19 +113,16 @@ def choose_learned_spans(start_logits: np.ndarray, end_logits: np.ndarray, maska
 
 @dataclass
 class LearnedSpanOptions:
-    learned_start_track: str = field(default="span_start", metadata={
-        "help": "learned_span policy: side-information track of start logits (preprocess.score_spans)"})
-    learned_end_track: str = field(default="span_end", metadata={
-        "help": "learned_span policy: side-information track of end logits (preprocess.score_spans)"})
-    learned_max_length: int = field(default=10, metadata={
-        "range": "[1, inf)",
-        "help": "learned_span policy: longest span in tokens (the end lies fewer than this many tokens after "
-                "the start)"})
-    learned_spans: int = field(default=1, metadata={
-        "range": "[1, inf)", "help": "learned_span policy: non-overlapping spans masked per block"})
-    learned_temperature: float = field(default=0.0, metadata={
-        "range": "[0, inf)", "help": "learned_span policy: 0 masks the top-1 span; a positive value samples from "
-                "softmax((start + end) / temperature), seeded per (seed, epoch, index)"})
+    learned_start_track: str = option("span_start", "learned_span policy: side-information track of start logits "
+                                      "(preprocess.score_spans)")
+    learned_end_track: str = option("span_end", "learned_span policy: side-information track of end logits "
+                                    "(preprocess.score_spans)")
+    learned_max_length: int = option(10, "learned_span policy: longest span in tokens (the end lies fewer than this "
+                                     "many tokens after the start)", range="[1, inf)")
+    learned_spans: int = option(1, "learned_span policy: non-overlapping spans masked per block", range="[1, inf)")
+    learned_temperature: float = option(0.0, "learned_span policy: 0 masks the top-1 span; a positive value samples "
+                                        "from softmax((start + end) / temperature), seeded per (seed, epoch, index)",
+                                        range="[0, inf)")
 
 
 @register_mask_policy("learned_span", dataclass=LearnedSpanOptions)

@@ -14,11 +14,12 @@ a block without a complete span gets no mask (``seq_unmasked`` in the logs) unle
 ``--salient-fallback random`` asks for random masking at ``--mask-prob`` instead.
 """
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import List, Sequence, Tuple
 
 import numpy as np
 
+from ..common.option_ranges import option
 from .random_masks import random_mask
 from .registry import MaskPolicy, register_mask_policy
 from .values import ValueRule
@@ -82,16 +83,12 @@ def choose_spans(spans: Sequence[Tuple[int, int]], count: int, length: int,
 
 @dataclass
 class SalientSpanOptions:
-    salient_track: str = field(default="salient_spans", metadata={
-        "help": "salient_span policy: side-information track of span ids (preprocess.salient_spans writes "
-                "<split>.salient_spans)"})
-    salient_spans_per_block: int = field(default=1, metadata={
-        "range": "[1, inf)",
-        "help": "salient_span policy: spans masked per block, drawn uniformly among its complete spans "
-                "(REALM: 1)"})
-    salient_fallback: str = field(default="none", metadata={
-        "help": "salient_span policy: a block without a complete span gets no mask (none) or random masking "
-                "at --mask-prob (random)"})
+    salient_track: str = option("salient_spans", "salient_span policy: side-information track of span ids "
+                                "(preprocess.salient_spans writes <split>.salient_spans)")
+    salient_spans_per_block: int = option(1, "salient_span policy: spans masked per block, drawn uniformly among its "
+                                          "complete spans (REALM: 1)", range="[1, inf)")
+    salient_fallback: str = option("none", "salient_span policy: a block without a complete span gets no mask (none) "
+                                   "or random masking at --mask-prob (random)")
 
 
 @register_mask_policy("salient_span", dataclass=SalientSpanOptions)

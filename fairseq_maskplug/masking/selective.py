@@ -16,10 +16,11 @@ highest-scoring tokens of any of its sentences win).
 """
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
+from ..common.option_ranges import option
 from .random_masks import maskable_runs
 from .registry import MaskPolicy, register_mask_policy
 
@@ -76,21 +77,20 @@ def selective_mask_per_sentence(scores: np.ndarray, maskable: np.ndarray, thresh
 
 @dataclass
 class SelectivePolicyOptions:
-    selective_track: str = field(default="importance", metadata={
-        "help": "selective policy: side-information track with per-token importance scores "
-                "(preprocess.annotate_importance) or 0/1 labels (preprocess.score_importance)"})
-    selective_threshold: float = field(default=0.5, metadata={
-        "range": "(0, 1]", "help": "selective policy: tokens whose score is at least this are selected"})
-    selective_cap: float = field(default=0.15, metadata={
-        "range": "(0, 1]", "help": "selective policy: at most max(1, floor(cap * n)) selected tokens are masked per "
-                "sentence (or block) of n maskable tokens (a cap, not a target: there is no random fill; "
-                "the paper states no cap, the authors' code caps at 0.15)"})
-    selective_cap_scope: str = field(default="sentence", metadata={
-        "help": "selective policy: sentence = the cap holds for every sentence of a block on its own "
-                "(authors' code); block = for the whole block"})
-    selective_masks: str = field(default="fixed", metadata={
-        "help": "selective policy: fixed = the highest-scoring selected tokens at every epoch (paper's "
-                "static masks); per_epoch = a random subset of the selected tokens, re-drawn per visit"})
+    selective_track: str = option("importance", "selective policy: side-information track with per-token importance "
+                                  "scores (preprocess.annotate_importance) or 0/1 labels "
+                                  "(preprocess.score_importance)")
+    selective_threshold: float = option(0.5, "selective policy: tokens whose score is at least this are selected",
+                                        range="(0, 1]")
+    selective_cap: float = option(0.15, "selective policy: at most max(1, floor(cap * n)) selected tokens are masked "
+                                  "per sentence (or block) of n maskable tokens (a cap, not a target: there is no "
+                                  "random fill; the paper states no cap, the authors' code caps at 0.15)",
+                                  range="(0, 1]")
+    selective_cap_scope: str = option("sentence", "selective policy: sentence = the cap holds for every sentence of "
+                                      "a block on its own (authors' code); block = for the whole block")
+    selective_masks: str = option("fixed", "selective policy: fixed = the highest-scoring selected tokens at every "
+                                  "epoch (paper's static masks); per_epoch = a random subset of the selected tokens, "
+                                  "re-drawn per visit")
 
 
 @register_mask_policy("selective", dataclass=SelectivePolicyOptions)

@@ -10,10 +10,11 @@ the last span cut to fit. So exactly the random policy's count is masked per seq
 whole words; here spans are subword runs (this package scores subwords everywhere).
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
+from ..common.option_ranges import option
 from .random_masks import maskable_runs, probabilistic_count
 from .registry import MaskPolicy, register_mask_policy
 
@@ -62,14 +63,10 @@ def span_mask(maskable: np.ndarray, rate: float, spans: GeometricSpans, rng: np.
 
 @dataclass
 class SpanPolicyOptions:
-    span_mask_prob: float = field(default=0.15, metadata={
-        "range": "(0, 1]",
-        "help": "span policy: share of the maskable tokens masked, count per sequence floor(p*n + U) as the "
-                "random policy (SpanBERT: 0.15)"})
-    span_geometric_p: float = field(default=0.2, metadata={
-        "range": "(0, 1]", "help": "span policy: span lengths ~ Geometric(p) (SpanBERT: 0.2)"})
-    span_max_length: int = field(default=10, metadata={
-        "range": "[1, inf)", "help": "span policy: longest span (SpanBERT: 10)"})
+    span_mask_prob: float = option(0.15, "span policy: share of the maskable tokens masked, count per sequence "
+                                   "floor(p*n + U) as the random policy (SpanBERT: 0.15)", range="(0, 1]")
+    span_geometric_p: float = option(0.2, "span policy: span lengths ~ Geometric(p) (SpanBERT: 0.2)", range="(0, 1]")
+    span_max_length: int = option(10, "span policy: longest span (SpanBERT: 10)", range="[1, inf)")
 
 
 @register_mask_policy("span", dataclass=SpanPolicyOptions)

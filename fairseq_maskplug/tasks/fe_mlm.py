@@ -2,12 +2,13 @@
 of the paper's uniform masks or (ours) of any mask policy that defines views."""
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from fairseq.data import IdDataset, NestedDictionaryDataset, NumelDataset, NumSamplesDataset
 from fairseq.dataclass import ChoiceEnum
 
+from ..common.option_ranges import option
 from ..data import FlatViewsDataset, FullyExploredDataset, ViewCountedDataset
 from ..masking import MASK_POLICY_DATACLASS_REGISTRY, MaskPolicy, maskable_positions
 from ..masking.spans import GeometricSpans
@@ -21,22 +22,18 @@ PAPER_VIEW_OPTIONS = ("fe_mask_prob", "fe_granularity", "fe_span_p", "fe_span_ma
 
 @dataclass
 class FullyExploredMLMConfig(MaskedLMDataConfig):
-    mask_policy: str = field(default="", metadata={
-        "help": "a registered mask policy whose K disjoint views replace the paper's (ours): random (the "
-                "paper's subword views at --mask-prob), span, l3 (each view has exactly l3's distribution; "
-                "needs K * max p_i <= 1), or a plugin's policy that defines probabilities() or views(); "
-                "empty: the paper's views (--fe-mask-prob, --fe-granularity)"})
-    fe_views: int = field(default=4, metadata={
-        "range": "[1, inf)",
-        "help": "K: disjoint masked views of every sequence (paper default 4); needs K * fe_mask_prob <= 1"})
-    fe_mask_prob: float = field(default=0.15, metadata={
-        "range": "(0, 1]", "help": "masking ratio of each view, tau / n over the maskable tokens"})
-    fe_granularity: ChoiceEnum(["subword", "span"]) = field(default="subword", metadata={
-        "help": "subword: each view masks tau random tokens; span: tau tokens in contiguous spans"})
-    fe_span_p: float = field(default=0.2, metadata={
-        "range": "(0, 1]", "help": "span granularity: span lengths ~ Geometric(p) (SpanBERT: 0.2)"})
-    fe_span_max: int = field(default=10, metadata={
-        "range": "[1, inf)", "help": "span granularity: longest span (SpanBERT: 10)"})
+    mask_policy: str = option("", "a registered mask policy whose K disjoint views replace the paper's (ours): "
+                              "random (the paper's subword views at --mask-prob), span, l3 (each view has exactly "
+                              "l3's distribution; needs K * max p_i <= 1), or a plugin's policy that defines "
+                              "probabilities() or views(); empty: the paper's views (--fe-mask-prob, "
+                              "--fe-granularity)")
+    fe_views: int = option(4, "K: disjoint masked views of every sequence (paper default 4); needs K * fe_mask_prob "
+                           "<= 1", range="[1, inf)")
+    fe_mask_prob: float = option(0.15, "masking ratio of each view, tau / n over the maskable tokens", range="(0, 1]")
+    fe_granularity: ChoiceEnum(["subword", "span"]) = option("subword", "subword: each view masks tau random tokens; "
+                                                             "span: tau tokens in contiguous spans")
+    fe_span_p: float = option(0.2, "span granularity: span lengths ~ Geometric(p) (SpanBERT: 0.2)", range="(0, 1]")
+    fe_span_max: int = option(10, "span granularity: longest span (SpanBERT: 10)", range="[1, inf)")
 
 
 @register_policy_task("fe_mlm", dataclass=FullyExploredMLMConfig)

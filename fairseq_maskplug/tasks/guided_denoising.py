@@ -9,11 +9,12 @@ The paper's heuristic rows are one flag each (15% random tokens for +Orig and +R
     +SSM   --mask-policy salient_span --target-format masked
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from fairseq.data import LanguagePairDataset
 from fairseq.dataclass import ChoiceEnum
 
+from ..common.option_ranges import option
 from ..data.denoising_dataset import PolicyDenoisingDataset
 from ..masking.seq2seq import TARGET_FORMATS
 from .masked_lm_base import MaskedLMBaseTask, MaskedLMDataConfig
@@ -22,25 +23,21 @@ from .policy_options import PolicyTask, register_policy_task
 
 @dataclass
 class GuidedDenoisingConfig(MaskedLMDataConfig):
-    mask_policy: str = field(default="random", metadata={
-        "help": "registered mask policy that chooses the positions to mask (random, span, salient_span, learned_span, "
-                "selective, l3, ...; plugins add more)"})
-    target_format: ChoiceEnum(list(TARGET_FORMATS)) = field(default="masked", metadata={
-        "help": "full: the target is the original block (+Orig, BART); masked: only the chosen tokens, "
-                "runs separated by <mask>, then </s> (+Rand, +SSM; the paper states no format)"})
-    collapse_spans: bool = field(default=False, metadata={
-        "help": "one <mask> per run of chosen positions in the source (BART text infilling); the default "
-                "for span policies (span, salient_span)"})
-    no_collapse_spans: bool = field(default=False, metadata={
-        "help": "one <mask> per chosen token even for span policies; the default for token policies "
-                "(random, selective, l3)"})
+    mask_policy: str = option("random", "registered mask policy that chooses the positions to mask (random, span, "
+                              "salient_span, learned_span, selective, l3, ...; plugins add more)")
+    target_format: ChoiceEnum(list(TARGET_FORMATS)) = option("masked", "full: the target is the original block "
+                                                             "(+Orig, BART); masked: only the chosen tokens, runs "
+                                                             "separated by <mask>, then </s> (+Rand, +SSM; the paper "
+                                                             "states no format)")
+    collapse_spans: bool = option(False, "one <mask> per run of chosen positions in the source (BART text "
+                                  "infilling); the default for span policies (span, salient_span)")
+    no_collapse_spans: bool = option(False, "one <mask> per chosen token even for span policies; the default for "
+                                     "token policies (random, selective, l3)")
     # the paper's examples replace every chosen token by <mask>: no 80/10/10 unless asked
-    leave_unmasked_prob: float = field(default=0.0, metadata={
-        "range": "[0, 1]",
-        "help": "share of chosen positions left unchanged (BERT's 80/10/10 rule: 0.1; paper's examples: 0)"})
-    random_token_prob: float = field(default=0.0, metadata={
-        "range": "[0, 1]", "help": "share of chosen positions replaced by a random token (BERT's 80/10/10 rule: 0.1; "
-                "paper's examples: 0)"})
+    leave_unmasked_prob: float = option(0.0, "share of chosen positions left unchanged (BERT's 80/10/10 rule: 0.1; "
+                                        "paper's examples: 0)", range="[0, 1]")
+    random_token_prob: float = option(0.0, "share of chosen positions replaced by a random token (BERT's 80/10/10 "
+                                      "rule: 0.1; paper's examples: 0)", range="[0, 1]")
 
 
 @register_policy_task("guided_denoising", dataclass=GuidedDenoisingConfig)

@@ -1,9 +1,10 @@
 """``--task guided_mlm``: masked-LM training where a registered policy chooses what to mask."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from fairseq.data import IdDataset, NestedDictionaryDataset, NumelDataset, NumSamplesDataset, RightPadDataset
 
+from ..common.option_ranges import option
 from ..data import PolicyMaskedDataset
 from .masked_lm_base import MaskedLMBaseTask, MaskedLMDataConfig
 from .policy_options import PolicyTask, register_policy_task
@@ -11,8 +12,8 @@ from .policy_options import PolicyTask, register_policy_task
 
 @dataclass
 class GuidedMLMConfig(MaskedLMDataConfig):
-    mask_policy: str = field(default="random", metadata={
-        "help": "registered mask policy that chooses the positions to predict (plugins add more)"})
+    mask_policy: str = option("random", "registered mask policy that chooses the positions to predict (plugins add "
+                              "more)")
 
 
 @register_policy_task("guided_mlm", dataclass=GuidedMLMConfig)

@@ -14,7 +14,7 @@ its own options.
 
 import dataclasses
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -25,6 +25,7 @@ from fairseq.dataclass import ChoiceEnum
 from fairseq.optim.amp_optimizer import AMPOptimizer
 from omegaconf import MISSING
 
+from ..common.option_ranges import option
 from ..data import PolicyMaskedDataset
 from ..data.classification import label_names, load_class_indices
 from ..data.dictionaries import load_dictionary
@@ -41,46 +42,39 @@ OBJECTIVES = ("cls", "mlm")
 @dataclass
 class ClassificationMLMConfig(MaskingConfig):
     """What every classification + MLM task reads (``joint_mlm_classification``, ``tlm``)."""
-    data: str = field(default=MISSING, metadata={
-        "help": "sentence_prediction data root (input0/ with the texts and their side information, label/); "
-                "its input0/ is accepted too"})
-    num_classes: int = field(default=2, metadata={"range": "[2, inf)", "help": "number of classes"})
-    mask_policy: str = field(default="random", metadata={
-        "help": "policy of the auxiliary MLM (random = RTM; l3 needs a PLT track from preprocess.score_pll)"})
-    classification_head_name: str = field(default="sentence_classification_head", metadata={
-        "help": "name of the classification head (as fairseq sentence_prediction)"})
+    data: str = option(MISSING, "sentence_prediction data root (input0/ with the texts and their side information, "
+                       "label/); its input0/ is accepted too")
+    num_classes: int = option(2, "number of classes", range="[2, inf)")
+    mask_policy: str = option("random", "policy of the auxiliary MLM (random = RTM; l3 needs a PLT track from "
+                              "preprocess.score_pll)")
+    classification_head_name: str = option("sentence_classification_head", "name of the classification head (as "
+                                           "fairseq sentence_prediction)")
 
 
 @dataclass
 class JointConfig(ClassificationMLMConfig):
-    mlm_weight: float = field(default=1.0, metadata={
-        "range": "[0, inf)",
-        "help": "with --loss-weighting fixed: weight of the auxiliary MLM loss (0: classification only, "
-                "STL); the classification loss has weight 1; each loss is first normalised by its own "
-                "sample size"})
-    loss_weighting: ChoiceEnum(["fixed", "tartan"]) = field(default="fixed", metadata={
-        "help": "fixed: loss = L_cls + mlm_weight * L_mlm; tartan: META-TARTAN, loss = w_cls L_cls + "
-                "w_mlm L_mlm with w = softmax(lambda), lambda_k += tartan_meta_lr * cos(g_dev, g_k) after "
-                "every update (g: gradients over the encoder; g_dev from a dev head fitted on dev data)"})
-    tartan_meta_lr: float = field(default=0.01, metadata={
-        "range": "(0, inf)",
-        "help": "META-TARTAN: learning rate of the weight logits (authors: --meta-lr-weight 1e-2)"})
-    tartan_dev_subset: str = field(default="valid", metadata={
-        "help": "META-TARTAN: labelled split the dev head and dev gradient are drawn from (the authors "
-                "use the validation set, which then also selects checkpoints)"})
-    tartan_dev_fit_size: int = field(default=32, metadata={
-        "range": "[1, inf)",
-        "help": "META-TARTAN: dev sentences the dev head is fitted on, per step (authors: --dev_batch_sz 32)"})
-    tartan_dev_batch_size: int = field(default=64, metadata={
-        "range": "[1, inf)",
-        "help": "META-TARTAN: further dev sentences the dev gradient is computed on (authors: 64)"})
-    tartan_dev_head_steps: int = field(default=10, metadata={
-        "range": "[1, inf)",
-        "help": "META-TARTAN: AdamW steps fitting the fresh dev head (authors: --classf_ft_iters 10)"})
-    tartan_dev_head_lr: float = field(default=1e-3, metadata={
-        "range": "(0, inf)", "help": "META-TARTAN: dev head learning rate (authors: --classf_dev_lr 1e-3)"})
-    tartan_dev_head_weight_decay: float = field(default=0.1, metadata={
-        "range": "[0, inf)", "help": "META-TARTAN: dev head weight decay (authors: --classf_dev_wd 0.1)"})
+    mlm_weight: float = option(1.0, "with --loss-weighting fixed: weight of the auxiliary MLM loss (0: "
+                               "classification only, STL); the classification loss has weight 1; each loss is first "
+                               "normalised by its own sample size", range="[0, inf)")
+    loss_weighting: ChoiceEnum(["fixed", "tartan"]) = option("fixed", "fixed: loss = L_cls + mlm_weight * L_mlm; "
+                                                             "tartan: META-TARTAN, loss = w_cls L_cls + w_mlm L_mlm "
+                                                             "with w = softmax(lambda), lambda_k += tartan_meta_lr * "
+                                                             "cos(g_dev, g_k) after every update (g: gradients over "
+                                                             "the encoder; g_dev from a dev head fitted on dev data)")
+    tartan_meta_lr: float = option(0.01, "META-TARTAN: learning rate of the weight logits (authors: --meta-lr-weight "
+                                   "1e-2)", range="(0, inf)")
+    tartan_dev_subset: str = option("valid", "META-TARTAN: labelled split the dev head and dev gradient are drawn "
+                                    "from (the authors use the validation set, which then also selects checkpoints)")
+    tartan_dev_fit_size: int = option(32, "META-TARTAN: dev sentences the dev head is fitted on, per step (authors: "
+                                      "--dev_batch_sz 32)", range="[1, inf)")
+    tartan_dev_batch_size: int = option(64, "META-TARTAN: further dev sentences the dev gradient is computed on "
+                                        "(authors: 64)", range="[1, inf)")
+    tartan_dev_head_steps: int = option(10, "META-TARTAN: AdamW steps fitting the fresh dev head (authors: "
+                                        "--classf_ft_iters 10)", range="[1, inf)")
+    tartan_dev_head_lr: float = option(1e-3, "META-TARTAN: dev head learning rate (authors: --classf_dev_lr 1e-3)",
+                                       range="(0, inf)")
+    tartan_dev_head_weight_decay: float = option(0.1, "META-TARTAN: dev head weight decay (authors: --classf_dev_wd "
+                                                 "0.1)", range="[0, inf)")
 
 
 class ClassificationMLMTask(PolicyTask, MaskedLMBaseTask):

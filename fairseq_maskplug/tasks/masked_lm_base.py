@@ -3,7 +3,7 @@ data, blocking, corruption, statistics."""
 
 import logging
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -14,6 +14,7 @@ from fairseq.tasks import FairseqTask
 from fairseq.tasks.language_modeling import SAMPLE_BREAK_MODE_CHOICES, SHORTEN_METHOD_CHOICES
 from omegaconf import II, MISSING
 
+from ..common.option_ranges import option
 from ..data import load_blocked_split
 from ..data.blocking import check_block_sizes
 from ..data.dictionaries import STATE_KEY, dictionary_sha256, load_dictionary
@@ -31,19 +32,18 @@ logger = logging.getLogger(__name__)
 class MaskingConfig(FairseqDataclass):
     """Options every masked-LM task of the package has: data, length, corruption, seed."""
 
-    data: str = field(default=MISSING, metadata={
-        "help": "fairseq-preprocess output directories, colon-separated (iterated round-robin over "
-                "epochs); the first holds dict.txt; a sentence_prediction root is read through its input0/"})
-    tokens_per_sample: int = field(default=512, metadata={"range": "[2, inf)", "help": "longest item including <s>"})
-    leave_unmasked_prob: float = field(default=0.1, metadata={
-        "range": "[0, 1]", "help": "share of chosen positions left unchanged (80/10/10 rule)"})
-    random_token_prob: float = field(default=0.1, metadata={
-        "range": "[0, 1]", "help": "share of chosen positions replaced by a random token (80/10/10 rule)"})
-    freq_weighted_replacement: bool = field(default=False, metadata={
-        "help": "draw random replacements by corpus frequency instead of uniformly"})
-    side_info_without_fingerprint: bool = field(default=False, metadata={
-        "help": "accept side-information tracks that lack their .json fingerprint (then checked against the "
-                "token data by line lengths only)"})
+    data: str = option(MISSING, "fairseq-preprocess output directories, colon-separated (iterated round-robin over "
+                       "epochs); the first holds dict.txt; a sentence_prediction root is read through its input0/")
+    tokens_per_sample: int = option(512, "longest item including <s>", range="[2, inf)")
+    leave_unmasked_prob: float = option(0.1, "share of chosen positions left unchanged (80/10/10 rule)",
+                                        range="[0, 1]")
+    random_token_prob: float = option(0.1, "share of chosen positions replaced by a random token (80/10/10 rule)",
+                                      range="[0, 1]")
+    freq_weighted_replacement: bool = option(False, "draw random replacements by corpus frequency instead of "
+                                             "uniformly")
+    side_info_without_fingerprint: bool = option(False, "accept side-information tracks that lack their .json "
+                                                 "fingerprint (then checked against the token data by line lengths "
+                                                 "only)")
     seed: int = II("common.seed")
 
 
@@ -51,15 +51,14 @@ class MaskingConfig(FairseqDataclass):
 class MaskedLMDataConfig(MaskingConfig):
     """Plus fairseq masked_lm's blocking options."""
 
-    sample_break_mode: SAMPLE_BREAK_MODE_CHOICES = field(default="none", metadata={
-        "help": "none: fill each block with tokens_per_sample tokens across sentences; complete: "
-                "whole sentences up to tokens_per_sample; complete_doc: never cross a document "
-                "boundary (empty line); eos: one sentence per block"})
-    shorten_method: SHORTEN_METHOD_CHOICES = field(default="none", metadata={
-        "help": "shorten lines longer than tokens_per_sample - 1: truncate or random_crop "
-                "(side information is shortened identically)"})
-    shorten_data_split_list: str = field(default="", metadata={
-        "help": "comma-separated splits to shorten (default: all)"})
+    sample_break_mode: SAMPLE_BREAK_MODE_CHOICES = option("none", "none: fill each block with tokens_per_sample "
+                                                          "tokens across sentences; complete: whole sentences up to "
+                                                          "tokens_per_sample; complete_doc: never cross a document "
+                                                          "boundary (empty line); eos: one sentence per block")
+    shorten_method: SHORTEN_METHOD_CHOICES = option("none", "shorten lines longer than tokens_per_sample - 1: "
+                                                    "truncate or random_crop (side information is shortened "
+                                                    "identically)")
+    shorten_data_split_list: str = option("", "comma-separated splits to shorten (default: all)")
 
 
 def replacement_vocabulary(dictionary: Dictionary, mask_idx: int, freq_weighted: bool):

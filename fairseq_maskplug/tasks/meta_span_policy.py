@@ -28,7 +28,7 @@ downstream valid split. Logged: ``loss`` (L_task(θ')), ``task_before`` (L_task(
 
 import logging
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import SimpleNamespace
 
 import numpy as np
@@ -39,6 +39,7 @@ from fairseq.dataclass import ChoiceEnum
 from fairseq.tasks import register_task
 from omegaconf import MISSING
 
+from ..common.option_ranges import option
 from ..data import load_blocked_split
 from ..data.dictionaries import check_checkpoint_dictionary, check_token_ids
 from ..data.layout import check_hydra_path
@@ -52,31 +53,25 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class MetaSpanPolicyConfig(SpanScorerConfig):
-    data: str = field(default=MISSING, metadata={
-        "help": "binarized intermediate corpus (dict.txt, SPLIT.bin/.idx), one sentence per line"})
-    downstream_data: str = field(default=MISSING, metadata={
-        "help": "fairseq translation data of the downstream task (train and valid splits); its dictionary must "
-                "be the corpus dictionary plus <mask>"})
-    downstream_source_lang: str = field(default="q", metadata={"help": "source language of --downstream-data"})
-    downstream_target_lang: str = field(default="a", metadata={"help": "target language of --downstream-data"})
-    seq2seq_checkpoint: str = field(default=MISSING, metadata={
-        "help": "the text-to-text model (a guided_denoising or translation checkpoint of a BART) the policy "
-                "masks for; frozen"})
-    candidate_max_length: int = field(default=10, metadata={
-        "range": "[1, inf)", "argparse_alias": "--span-max-length",
-        "help": "longest candidate span in tokens (as the learned_span policy's --learned-max-length); "
-                "--span-max-length is its former name"})
-    meta_candidates: int = field(default=8, metadata={
-        "range": "[1, inf)", "help": "candidate spans per sentence, drawn uniformly among its allowed spans (ours)"})
-    meta_inner_lr: float = field(default=0.1, metadata={"range": "(0, inf)",
-        "help": "alpha: the virtual SGD step on the seq2seq model"})
-    meta_downstream_batch: int = field(default=16, metadata={
-        "range": "[1, inf)", "help": "downstream pairs in the outer loss of each step"})
-    meta_gradient: ChoiceEnum(list(MODES)) = field(default="exact", metadata={
-        "help": "exact: second-order autograd through the virtual step; finite_difference: DARTS eq. 8 "
-                "(no second-order graph, for large models)"})
-    meta_fd_epsilon: float = field(default=0.01, metadata={
-        "range": "(0, inf)", "help": "finite_difference: epsilon = this / norm of the downstream gradient (DARTS)"})
+    data: str = option(MISSING, "binarized intermediate corpus (dict.txt, SPLIT.bin/.idx), one sentence per line")
+    downstream_data: str = option(MISSING, "fairseq translation data of the downstream task (train and valid "
+                                  "splits); its dictionary must be the corpus dictionary plus <mask>")
+    downstream_source_lang: str = option("q", "source language of --downstream-data")
+    downstream_target_lang: str = option("a", "target language of --downstream-data")
+    seq2seq_checkpoint: str = option(MISSING, "the text-to-text model (a guided_denoising or translation checkpoint "
+                                     "of a BART) the policy masks for; frozen")
+    candidate_max_length: int = option(10, "longest candidate span in tokens (as the learned_span policy's "
+                                       "--learned-max-length); --span-max-length is its former name",
+                                       range="[1, inf)", argparse_alias="--span-max-length")
+    meta_candidates: int = option(8, "candidate spans per sentence, drawn uniformly among its allowed spans (ours)",
+                                  range="[1, inf)")
+    meta_inner_lr: float = option(0.1, "alpha: the virtual SGD step on the seq2seq model", range="(0, inf)")
+    meta_downstream_batch: int = option(16, "downstream pairs in the outer loss of each step", range="[1, inf)")
+    meta_gradient: ChoiceEnum(list(MODES)) = option("exact", "exact: second-order autograd through the virtual step; "
+                                                    "finite_difference: DARTS eq. 8 (no second-order graph, for "
+                                                    "large models)")
+    meta_fd_epsilon: float = option(0.01, "finite_difference: epsilon = this / norm of the downstream gradient "
+                                    "(DARTS)", range="(0, inf)")
 
 
 def load_seq2seq(path: str, dictionary, corpus: str):

@@ -6,17 +6,18 @@ tagger selected are masked, highest score first, capped per sequence. The fair
 baseline at the same budget is ``--mask-policy matched_random --matched-policy selective``.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from ..common.option_ranges import option
 from .guided_mlm import GuidedMLMConfig, GuidedMLMTask
 from .policy_options import register_policy_task
 
 
 @dataclass
 class SelectiveMLMConfig(GuidedMLMConfig):
-    mask_policy: str = field(default="selective", metadata={
-        "help": "mask policy: selective (default; options --selective-*), or matched_random "
-                "--matched-policy selective for the random baseline with the same number of masks"})
+    mask_policy: str = option("selective", "mask policy: selective (default; options --selective-*), or "
+                              "matched_random --matched-policy selective for the random baseline with the same "
+                              "number of masks")
 
 
 @register_policy_task("selective_mlm", dataclass=SelectiveMLMConfig)

@@ -17,7 +17,7 @@ needs no seq2seq checkpoint to score a corpus, and a roberta trained by this pac
 tracks the ``learned_span`` policy reads.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -26,6 +26,7 @@ from fairseq.dataclass import FairseqDataclass
 from fairseq.tasks import register_task
 from omegaconf import II, MISSING
 
+from ..common.option_ranges import option
 from ..data.answer_labels import ANSWER_LABELS, answer_positions
 from ..models import register_token_tagging_head
 from .token_heads import TokenHeadTask
@@ -39,26 +40,22 @@ class SpanScorerConfig(FairseqDataclass):
     """What the tasks training the span scorer share (``span_policy``, ``meta_span_policy``): one
     sentence or context per item and the start/end head."""
 
-    tokens_per_sample: int = field(default=128, metadata={"range": "[2, inf)", "help":
-        "longest item including <s> (longer lines are truncated; span_policy refuses a context whose answer "
-        "is cut off)"})
-    span_head_name: str = field(default="span_policy_head", metadata={
-        "help": "name of the start/end head (preprocess.score_spans reads it)"})
+    tokens_per_sample: int = option(128, "longest item including <s> (longer lines are truncated; span_policy "
+                                    "refuses a context whose answer is cut off)", range="[2, inf)")
+    span_head_name: str = option("span_policy_head", "name of the start/end head (preprocess.score_spans reads it)")
     seed: int = II("common.seed")
 
 
 @dataclass
 class SpanPolicyConfig(SpanScorerConfig):
-    data: str = field(default=MISSING, metadata={
-        "help": "binarized contexts with dict.txt and the answer-span track (preprocess.span_labels)"})
-    label_track: str = field(default="answer_span", metadata={
-        "help": "side-information track of answer labels: 1 first token, 2 last token, 3 both"})
-    answer_max_length: int = field(default=10, metadata={
-        "range": "[1, inf)", "argparse_alias": "--span-max-length",
-        "help": "longest span in tokens when the logged span_em decodes the top-1 span (as the learned_span "
-                "policy's --learned-max-length); --span-max-length is its former name"})
-    side_info_without_fingerprint: bool = field(default=False, metadata={
-        "help": "accept a label track that lacks its .json fingerprint (then checked by line lengths only)"})
+    data: str = option(MISSING, "binarized contexts with dict.txt and the answer-span track (preprocess.span_labels)")
+    label_track: str = option("answer_span", "side-information track of answer labels: 1 first token, 2 last token, "
+                              "3 both")
+    answer_max_length: int = option(10, "longest span in tokens when the logged span_em decodes the top-1 span (as "
+                                    "the learned_span policy's --learned-max-length); --span-max-length is its "
+                                    "former name", range="[1, inf)", argparse_alias="--span-max-length")
+    side_info_without_fingerprint: bool = option(False, "accept a label track that lacks its .json fingerprint (then "
+                                                 "checked by line lengths only)")
 
 
 class AnswerTargets(BaseWrapperDataset):

@@ -19,13 +19,14 @@ then drops the stage-1 head when it loads the checkpoint and the new head starts
 """
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from fairseq.data import IdDataset, NestedDictionaryDataset, NumelDataset, NumSamplesDataset
 from fairseq.data import iterators
 from omegaconf import II
 
+from ..common.option_ranges import option
 from ..data import load_blocked_split
 from ..data.dictionaries import load_dictionary
 from ..data.layout import check_hydra_path
@@ -41,22 +42,19 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class TLMConfig(ClassificationMLMConfig):
-    tlm_external_data: str = field(default="", metadata={
-        "help": "fairseq-preprocess output directory of the retrieved documents (its train split, binarized "
-                "with the task's input0/dict.txt; side information of --mask-policy beside it); needed when "
-                "--tlm-external-ratio > 0"})
-    tlm_external_ratio: int = field(default=999, metadata={
-        "range": "[0, inf)",
-        "help": "rho1: external batches per task batch; a step takes a task batch when (step + 1) mod "
-                "(rho1 + 1) = 0 (authors' stage 1: 999); 0: task batches only (stage 2)"})
-    tlm_task_mlm_weight: float = field(default=20.0, metadata={
-        "range": "[0, inf)",
-        "help": "rho2: a task batch's loss is (rho2 * MLM + CE) / (rho2 + 1) (authors' stage 1: 20); 0: "
-                "classification only, on the clean text (stage 2)"})
-    tlm_classify_masked: bool = field(default=False, metadata={
-        "help": "classify the masked task text, one forward feeding both heads: the default (as the authors)"})
-    no_tlm_classify_masked: bool = field(default=False, metadata={
-        "help": "classify the clean task text instead (the clean and the masked copy share one forward)"})
+    tlm_external_data: str = option("", "fairseq-preprocess output directory of the retrieved documents (its train "
+                                    "split, binarized with the task's input0/dict.txt; side information of "
+                                    "--mask-policy beside it); needed when --tlm-external-ratio > 0")
+    tlm_external_ratio: int = option(999, "rho1: external batches per task batch; a step takes a task batch when "
+                                     "(step + 1) mod (rho1 + 1) = 0 (authors' stage 1: 999); 0: task batches only "
+                                     "(stage 2)", range="[0, inf)")
+    tlm_task_mlm_weight: float = option(20.0, "rho2: a task batch's loss is (rho2 * MLM + CE) / (rho2 + 1) (authors' "
+                                        "stage 1: 20); 0: classification only, on the clean text (stage 2)",
+                                        range="[0, inf)")
+    tlm_classify_masked: bool = option(False, "classify the masked task text, one forward feeding both heads: the "
+                                       "default (as the authors)")
+    no_tlm_classify_masked: bool = option(False, "classify the clean task text instead (the clean and the masked "
+                                          "copy share one forward)")
     train_subset: str = II("dataset.train_subset")
 
 

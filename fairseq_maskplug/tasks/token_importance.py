@@ -10,7 +10,7 @@ encoder (start from the GenePT checkpoint with ``--finetune-from-model``) with a
 (``--best-checkpoint-metric f1 --maximize-best-checkpoint-metric``).
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -19,6 +19,7 @@ from fairseq.dataclass import FairseqDataclass
 from fairseq.tasks import register_task
 from omegaconf import II, MISSING
 
+from ..common.option_ranges import option
 from ..masking.values import BINARY_LABEL
 from ..models import register_token_tagging_head
 from .token_heads import TokenHeadTask
@@ -28,17 +29,14 @@ IGNORE = -1  # target value of positions without a label (<s>, </s>, padding)
 
 @dataclass
 class TokenImportanceConfig(FairseqDataclass):
-    data: str = field(default=MISSING, metadata={
-        "help": "binarized texts with dict.txt and the label track (a sentence_prediction root is read "
-                "through its input0/)"})
-    label_track: str = field(default="importance", metadata={
-        "help": "side-information track with one 0/1 label per token (preprocess.score_importance)"})
-    tokens_per_sample: int = field(default=128, metadata={"range": "[2, inf)",
-        "help": "longest item including <s> (longer lines are "
-                                                                  "truncated)"})
-    tagger_head_name: str = field(default="token_importance_head", metadata={"help": "name of the tagging head"})
-    side_info_without_fingerprint: bool = field(default=False, metadata={
-        "help": "accept a label track that lacks its .json fingerprint (then checked by line lengths only)"})
+    data: str = option(MISSING, "binarized texts with dict.txt and the label track (a sentence_prediction root is "
+                       "read through its input0/)")
+    label_track: str = option("importance", "side-information track with one 0/1 label per token "
+                              "(preprocess.score_importance)")
+    tokens_per_sample: int = option(128, "longest item including <s> (longer lines are truncated)", range="[2, inf)")
+    tagger_head_name: str = option("token_importance_head", "name of the tagging head")
+    side_info_without_fingerprint: bool = option(False, "accept a label track that lacks its .json fingerprint (then "
+                                                 "checked by line lengths only)")
     seed: int = II("common.seed")
 
 
