@@ -240,7 +240,7 @@ def test_fairseq_denoising_dataset_is_not_reproducible_from_its_seed(span_data):
     from fairseq.data import DenoisingDataset
 
     task = denoising_task(span_data)
-    blocks = task.dataset("valid").dataset.dataset  # SortDataset -> PolicyDenoisingDataset -> blocks
+    blocks = task.dataset("valid").dataset.items.blocks  # SortDataset -> PolicyDenoisingDataset -> blocks
     framed = [torch.from_numpy(task.dataset("valid").dataset.framed(i)[0]) for i in range(len(blocks))]
 
     class Framed(torch.utils.data.Dataset):

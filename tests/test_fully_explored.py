@@ -243,14 +243,19 @@ class Block(list):
     """A list of token tensors standing for blocked data (what the FE dataset wraps)."""
 
 
+def fe_corruption():
+    from fairseq_maskplug.masking import Corruption
+
+    return Corruption(mask_idx=3, replacement_ids=np.arange(4, 30))
+
+
 def fe_dataset(policy=None, ratio=0.2, k=3, side=None):
     from fairseq_maskplug.data import FullyExploredDataset
-    from fairseq_maskplug.masking import Corruption
 
     rng = np.random.default_rng(0)
     blocks = Block(torch.from_numpy(np.concatenate([[0], rng.integers(4, 30, n), [2]])) for n in (12, 20, 7, 30))
-    corruption = Corruption(mask_idx=3, replacement_ids=np.arange(4, 30))
-    return FullyExploredDataset(blocks, k, ratio, None, corruption, (0, 1, 2), 1, 5, policy=policy, side_info=side)
+    return FullyExploredDataset(blocks, k, ratio, None, fe_corruption(), (0, 1, 2), 1, 5, policy=policy,
+                                side_info=side)
 
 
 def test_paper_views_are_unchanged_and_random_policy_views_are_the_same():
@@ -269,7 +274,7 @@ def test_paper_views_are_unchanged_and_random_policy_views_are_the_same():
         tokens = paper.dataset[index].numpy()
         rng = np.random.default_rng((5, 2, index))
         masks = fully_explored_masks(len(tokens), 3, 0.2, rng, maskable_positions(tokens, (0, 1, 2)))
-        sources = [corrupt(tokens, m, rng, paper.corruption) for m in masks]
+        sources = [corrupt(tokens, m, rng, fe_corruption()) for m in masks]
         assert np.array_equal(paper[index]["source"].numpy(), np.stack(sources))
         assert torch.equal(paper[index]["source"], random[index]["source"])
         assert torch.equal(paper[index]["target"], random[index]["target"])

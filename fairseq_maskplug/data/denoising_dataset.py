@@ -16,7 +16,7 @@ from fairseq.data import FairseqDataset, data_utils
 
 from ..masking import Corruption, MaskPolicy
 from ..masking.seq2seq import previous_output_tokens
-from .policy_path import PolicyPath, Seq2SeqFormat, checked_choice
+from .policy_path import PolicyItems, PolicyPath, Seq2SeqFormat, checked_choice
 
 
 class PolicyDenoisingDataset(FairseqDataset):
@@ -47,22 +47,17 @@ class PolicyDenoisingDataset(FairseqDataset):
                  collapse: bool, corruption: Optional[Corruption], mask_idx: int, special_ids: Sequence[int],
                  eos: int, pad: int, seed: int):
         super().__init__()
-        self.dataset = dataset
-        self.side_info = dict(side_info)
         self.eos, self.pad = eos, pad  # framing and collating; the format keeps the rest
-        self.epoch = 1
         self._sizes = np.asarray(dataset.sizes, dtype=np.int64) + 1
-        self.path = PolicyPath(partial(checked_choice, policy),
-                               Seq2SeqFormat(target_format, collapse, corruption, mask_idx, eos), special_ids, seed)
+        path = PolicyPath(partial(checked_choice, policy), Seq2SeqFormat(target_format, collapse, corruption,
+                                                                         mask_idx, eos), special_ids, seed)
+        self.items = PolicyItems(dataset, side_info, path, frame=self.with_eos)
 
     def __len__(self):
-        return len(self.dataset)
+        return len(self.items.blocks)
 
     def set_epoch(self, epoch):
-        for side in (self.dataset, *self.side_info.values()):
-            if hasattr(side, "set_epoch"):
-                side.set_epoch(epoch)
-        self.epoch = epoch
+        self.items.set_epoch(epoch)
 
     @property
     def can_reuse_epoch_itr_across_epochs(self):
@@ -78,18 +73,20 @@ class PolicyDenoisingDataset(FairseqDataset):
     def num_tokens(self, index):
         return int(self._sizes[index])
 
-    def framed(self, index):
-        """The block and its side information, ``</s>`` appended where the block lacks one."""
-        tokens = self.dataset[index].numpy()
-        side = {name: ds[index].numpy() for name, ds in self.side_info.items()}
+    def with_eos(self, tokens, side):
+        """The block and its side information, ``</s>`` appended where the block lacks one (a 0 in
+        every track)."""
         if tokens[-1] != self.eos:
             tokens = np.append(tokens, self.eos).astype(tokens.dtype)
             side = {name: np.append(values, 0).astype(values.dtype) for name, values in side.items()}
         return tokens, side
 
+    def framed(self, index):
+        """The block ``index`` and its side information as the policy sees them (:meth:`with_eos`)."""
+        return self.items.framed(index)
+
     def __getitem__(self, index):
-        tokens, side = self.framed(index)
-        return {"id": index, **self.path(tokens, side, self.epoch, index)}
+        return {"id": index, **self.items[index]}
 
     def collater(self, samples):
         if not samples:

@@ -13,7 +13,7 @@ import torch
 from fairseq.data import BaseWrapperDataset
 
 from ..masking import Corruption, MaskPolicy
-from .policy_path import MLMFormat, PolicyPath, checked_choice
+from .policy_path import MLMFormat, PolicyItems, PolicyPath, checked_choice
 
 
 class SeededMaskingDataset(BaseWrapperDataset):
@@ -34,34 +34,22 @@ class SeededMaskingDataset(BaseWrapperDataset):
     def __init__(self, dataset, side_info: Mapping[str, object], corruption: Corruption,
                  special_ids: Sequence[int], pad_idx: int, seed: int):
         super().__init__(dataset)
-        self.side_info = dict(side_info)
-        self.corruption = corruption
-        self.special_ids = tuple(special_ids)
-        self.pad_idx = pad_idx
-        self.seed = seed
-        self.epoch = 1
-        self.path = PolicyPath(self.choose, MLMFormat(corruption, pad_idx), special_ids, seed)
-        self._last = None  # (epoch, index, item): source and target views ask in turn
+        self.items = PolicyItems(dataset, side_info, PolicyPath(self.choose, MLMFormat(corruption, pad_idx),
+                                                                special_ids, seed))
+        self._last = None  # (epoch, index, item): the source, target and count views ask in turn
 
     def set_epoch(self, epoch):
-        super().set_epoch(epoch)
-        for side in self.side_info.values():
-            if hasattr(side, "set_epoch"):
-                side.set_epoch(epoch)
-        self.epoch = epoch
+        self.items.set_epoch(epoch)
 
     def choose(self, tokens, maskable, side, rng, index) -> np.ndarray:
         """Boolean mask (1-D, or ``K x len`` for K views) of the positions to predict."""
         raise NotImplementedError
 
     def __getitem__(self, index) -> Dict[str, torch.Tensor]:
-        if self._last is not None and self._last[:2] == (self.epoch, index):
-            return self._last[2]
-        tokens = self.dataset[index].numpy()
-        side = {name: ds[index].numpy() for name, ds in self.side_info.items()}
-        item = self.path(tokens, side, self.epoch, index)
-        self._last = (self.epoch, index, item)
-        return item
+        epoch = self.items.epoch
+        if self._last is None or self._last[:2] != (epoch, index):
+            self._last = (epoch, index, self.items[index])
+        return self._last[2]
 
     @cached_property
     def source(self):

@@ -13,6 +13,10 @@ statistics (``mask_counts``: chosen and maskable positions per row). The formats
   :mod:`fairseq_maskplug.masking.seq2seq`).
 
 (T5's ``preprocessors.py`` composes noise_mask_fn x inputs_fn x targets_fn the same way.)
+
+:class:`PolicyItems` is the dataset core both dataset kinds hold (``PolicyMaskedDataset`` and the
+fully-explored views, ``PolicyDenoisingDataset``): blocks and side information read at an index,
+framed, and passed through the path at the current epoch.
 """
 
 from typing import Callable, Mapping, Optional, Sequence
@@ -75,6 +79,35 @@ class PolicyPath:
         chosen = np.atleast_2d(masks).sum(axis=1)
         item["mask_counts"] = torch.from_numpy(np.stack([chosen, np.full_like(chosen, maskable.sum())], axis=1))
         return item
+
+
+def unframed(tokens: np.ndarray, side_info: Mapping[str, np.ndarray]):
+    """The block as it was blocked (:class:`PolicyItems`' default framing)."""
+    return tokens, side_info
+
+
+class PolicyItems:
+    """The one dataset core that the masked-LM and text-to-text datasets hold: blocked tokens and their
+    side information (aligned, blocked alike), read at an index, framed (``frame(tokens, side)``:
+    as blocked, or with ``</s>`` appended for BART) and made into the item of the current epoch by a
+    :class:`PolicyPath`. ``set_epoch`` reaches the blocks and every side-information track."""
+
+    def __init__(self, blocks, side_info: Mapping[str, object], path: PolicyPath, frame: Callable = unframed):
+        self.blocks, self.side_info, self.path, self.frame = blocks, dict(side_info), path, frame
+        self.epoch = 1
+
+    def set_epoch(self, epoch: int) -> None:
+        for part in (self.blocks, *self.side_info.values()):
+            if hasattr(part, "set_epoch"):
+                part.set_epoch(epoch)
+        self.epoch = epoch
+
+    def framed(self, index: int):
+        """``(tokens, side information)`` of block ``index``, framed."""
+        return self.frame(self.blocks[index].numpy(), {name: ds[index].numpy() for name, ds in self.side_info.items()})
+
+    def __getitem__(self, index: int) -> dict:
+        return self.path(*self.framed(index), self.epoch, index)
 
 
 def checked_choice(policy: MaskPolicy, tokens, maskable, side, rng, index) -> np.ndarray:
