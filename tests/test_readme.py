@@ -1,11 +1,12 @@
-"""Every shell command in the README runs as written, so docs and code cannot drift.
+"""Every shell command in the README and the docs pages runs as written, so docs and code cannot drift.
 
 The README's commands run on the quickstart's outputs (``work/data``,
 ``work/general/checkpoint_last.pt``). Here a small ``work/`` of the same layout is made
 (generated text, real ``fairseq-preprocess``, the side-information tracks the quickstart
 writes, a ``roberta_tiny`` general checkpoint from a real ``fairseq-maskplug-train`` run),
-and every ```` ```bash ```` block of the README runs in it, in document order, after the
-First steps' block that sets ``$TRY``. A block that is not meant to run (the two main
+and every ```` ```bash ```` block of the README and of ``docs/`` (in the site's order,
+``mkdocs.yml``) runs in it, in document order, after the README's First steps' block that sets
+``$TRY``. A block that is not meant to run (the two main
 commands, installing, GPU launches, benchmarks) is preceded by
 ``<!-- not run by tests/test_readme.py: REASON -->``.
 """
@@ -23,15 +24,22 @@ SKIP = re.compile(r"<!-- not run by tests/test_readme\.py: (?P<reason>[^>]+) -->
 BLOCK = re.compile(r"^```bash\n(?P<body>.*?)^```", re.S | re.M)
 
 
+def doc_pages():
+    """README.md, then the pages of ``docs/`` in the order of the site's nav (``mkdocs.yml``)."""
+    nav = re.findall(r"^\s*- [^:]+: (\S+\.md)\s*$", (REPO / "mkdocs.yml").read_text(encoding="utf-8"), re.M)
+    return ["README.md"] + [f"docs/{page}" for page in nav]
+
+
 def readme_blocks():
-    """``(line, body, skip reason or None)`` of every bash block of the README."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    """``("page:line", body, skip reason or None)`` of every bash block of the README and the docs."""
     blocks = []
-    for match in BLOCK.finditer(text):
-        before = text[:match.start()].rstrip("\n").rsplit("\n", 1)[-1]
-        skip = SKIP.search(before)
-        blocks.append((text[:match.start()].count("\n") + 1, match.group("body"),
-                       skip["reason"] if skip else None))
+    for page in doc_pages():
+        text = (REPO / page).read_text(encoding="utf-8")
+        for match in BLOCK.finditer(text):
+            before = text[:match.start()].rstrip("\n").rsplit("\n", 1)[-1]
+            skip = SKIP.search(before)
+            blocks.append((f"{page}:{text[:match.start()].count(chr(10)) + 1}", match.group("body"),
+                           skip["reason"] if skip else None))
     return blocks
 
 
@@ -40,10 +48,15 @@ PREAMBLE = next(body for _, body, _ in BLOCKS if body.startswith("TRY="))
 RUNNABLE = [(line, body) for line, body, reason in BLOCKS if reason is None and body is not PREAMBLE]
 
 
+def test_every_docs_page_is_in_the_site():
+    pages = {f"docs/{path.name}" for path in (REPO / "docs").glob("*.md")}
+    assert pages == set(doc_pages()) - {"README.md"}, "add the page to mkdocs.yml's nav"
+
+
 def test_readme_blocks_are_run_or_say_why_not():
-    assert len(RUNNABLE) >= 8, "the README lost its runnable examples"
+    assert len(RUNNABLE) >= 8, "the README and docs lost their runnable examples"
     for line, body, reason in BLOCKS:
-        assert "..." not in body or reason, f"README line {line}: a command with '...' cannot run as written"
+        assert "..." not in body or reason, f"{line}: a command with '...' cannot run as written"
     tasks = " ".join(body for _, body in RUNNABLE)
     for task in ("guided_mlm", "selective_mlm", "fe_mlm", "token_importance", "joint_mlm_classification",
                  "guided_denoising"):
@@ -85,9 +98,9 @@ def run_readme_block(work_root, line, body):
     result = subprocess.run(["bash", "-euo", "pipefail", "-c", PREAMBLE + body], cwd=work_root,
                             capture_output=True, text=True, env=env)
     output = result.stdout + result.stderr
-    assert result.returncode == 0, f"README line {line} failed:\n{body}\n{output[-4000:]}"
+    assert result.returncode == 0, f"{line} failed:\n{body}\n{output[-4000:]}"
     trainings = len(re.findall(r"^\s*(?:fairseq-maskplug-train|fairseq-train|fairseq-hydra-train) ", body, re.M))
-    assert output.count("done training") == trainings, f"README line {line}: not every training finished"
+    assert output.count("done training") == trainings, f"{line}: not every training finished"
     assert "| nan |" not in output and " loss nan " not in output
     if "fairseq-maskplug-evaluate " in body:
         assert '"units": "percent"' in result.stdout
@@ -136,6 +149,6 @@ def finish_work(root):
 
 @pytest.mark.e2e
 @pytest.mark.full
-@pytest.mark.parametrize("line,body", RUNNABLE, ids=[f"line{line}" for line, _ in RUNNABLE])
+@pytest.mark.parametrize("line,body", RUNNABLE, ids=[line for line, _ in RUNNABLE])
 def test_readme_command_runs(quickstart_work, line, body):
     run_readme_block(quickstart_work, line, body)

@@ -27,6 +27,6 @@ def demo_work(tmp_path_factory):
 
 @pytest.mark.e2e
 @pytest.mark.full
-@pytest.mark.parametrize("line,body", RUNNABLE, ids=[f"line{line}" for line, _ in RUNNABLE])
+@pytest.mark.parametrize("line,body", RUNNABLE, ids=[line for line, _ in RUNNABLE])
 def test_readme_command_runs_on_the_demo_data(demo_work, line, body):
     run_readme_block(demo_work, line, body)
