@@ -8,13 +8,19 @@ is what the model sees. In masked-LM targets ``_`` marks a position not predicte
 ``--task span_policy`` the target is the answer's first and last token position, shown with
 the tokens it spans.
 
+With ``--format html`` the same items become one HTML page on stdout: every masked-LM row is the
+original text with the chosen positions coloured (one colour per fully-explored view, the input the
+model saw there in the tooltip), every text-to-text row its tokens with ``<mask>`` coloured.
+
 Example::
 
     fairseq-maskplug-show-examples work/bart/data/news --task guided_denoising \\
         --mask-policy salient_span --target-format masked -n 3 --post-process sentencepiece
+    fairseq-maskplug-show-examples work/data/indomain --task fe_mlm --fe-views 4 -n 3 --format html > fe.html
 """
 
 import argparse
+import html
 import sys
 
 from fairseq_maskplug.common.option_ranges import number
@@ -36,7 +42,58 @@ def own_parser():
                         default=1, help="training epoch whose masks are shown (from 1)")
     parser.add_argument("--post-process", default="none", choices=["none", "sentencepiece"],
                         help="sentencepiece: join pieces into words (▁ -> space)")
+    parser.add_argument("--format", default="text", choices=["text", "html"],
+                        help="html: one page on stdout, the chosen positions coloured")
     return parser
+
+
+#: background colours of the chosen positions, one per fully-explored view
+VIEW_COLOURS = ("#ffd166", "#8ecae6", "#b5e48c", "#f4a3c0", "#cdb4db", "#ffb4a2", "#a8dadc", "#e9c46a")
+PAGE = ("<!doctype html>\n<meta charset='utf-8'>\n<title>{title}</title>\n<style>body{{font-family:sans-serif}}"
+        "p{{line-height:1.9}} span{{padding:1px 2px;border-radius:3px}} .k{{color:#666;font-size:90%}}</style>\n"
+        "<h1>{title}</h1>\n{body}\n")
+
+
+def html_symbols(tokens, dictionary, post_process: str):
+    """Display text per position: sentencepiece pieces show their word start as a space."""
+    symbols = [dictionary[t] for t in tokens.tolist()]
+    if post_process == "sentencepiece":
+        symbols = [s.replace("\u2581", " ") for s in symbols]
+    return symbols
+
+
+def html_masked_rows(source, target, dictionary, post_process: str) -> str:
+    """Masked-LM rows (one per view) as one line of the original text, each view's chosen positions in
+    its colour; the tooltip holds what the model saw there (``<mask>``, a random token or the original)."""
+    pad = dictionary.pad()
+    chosen = target.ne(pad)
+    original = target.where(chosen, source)[0]
+    shown = html_symbols(original, dictionary, post_process)
+    seen = [html_symbols(row, dictionary, post_process) for row in source]
+    parts = []
+    for position, symbol in enumerate(shown):
+        if original[position].item() == pad:
+            continue
+        views = [k for k in range(len(source)) if chosen[k, position]]
+        text = html.escape(symbol)
+        if views:
+            k = views[0]
+            tip = html.escape(f"view {k + 1}: input {seen[k][position]}" if len(source) > 1
+                              else f"input {seen[k][position]}")
+            text = f"<span style='background:{VIEW_COLOURS[k % len(VIEW_COLOURS)]}' title='{tip}'>{text}</span>"
+        parts.append(text)
+    return ("" if post_process == "sentencepiece" else " ").join(parts)
+
+
+def html_token_row(row, dictionary, post_process: str, mask_idx) -> str:
+    """A text-to-text row, ``<mask>`` coloured."""
+    parts = []
+    for token, symbol in zip(row.tolist(), html_symbols(row, dictionary, post_process)):
+        if token == dictionary.pad():
+            continue
+        text = html.escape(symbol)
+        parts.append(f"<span style='background:{VIEW_COLOURS[0]}'>{text}</span>" if token == mask_idx else text)
+    return ("" if post_process == "sentencepiece" else " ").join(parts)
 
 
 def render(tokens, dictionary, post_process: str, blank_pad: bool) -> str:
@@ -85,6 +142,9 @@ def main(argv=None) -> int:
     dataset.set_epoch(own.epoch)
     dictionary = task.source_dictionary
     answer_positions = isinstance(task, SpanPolicyTask)  # its target holds positions, not tokens
+    if own.format == "html":
+        print(html_page(task, dataset, own, args.seed))
+        return 0
     for index in range(min(own.n, len(dataset))):
         sample = dataset.collater([dataset[index]])
         seq2seq = "prev_output_tokens" in sample["net_input"]  # text-to-text targets have no pad filler
@@ -107,6 +167,32 @@ def main(argv=None) -> int:
                 name = label if len(value) == 1 else f"{label} (view {k + 1})"
                 print(f"  {name}: {render(row, dictionary, own.post_process, blank)}")
     return 0
+
+
+def html_page(task, dataset, own, seed) -> str:
+    """The items as one HTML page (``--format html``)."""
+    dictionary = task.source_dictionary
+    mask_idx = dictionary.index("<mask>")
+    body = []
+    for index in range(min(own.n, len(dataset))):
+        sample = dataset.collater([dataset[index]])
+        seq2seq = "prev_output_tokens" in sample["net_input"]
+        body.append(f"<p><span class='k'>item {index} (epoch {own.epoch}, seed {seed})</span><br>")
+        for prefix in ("", "mlm "):
+            source = field(sample, ("mlm", "src_tokens") if prefix else ("net_input", "src_tokens"))
+            target = field(sample, ("mlm", "target") if prefix else ("target",))
+            if source is None or target is None or target.dim() == 1:  # class labels
+                continue
+            if seq2seq:
+                rows = [html_token_row(row[0], dictionary, own.post_process, mask_idx) for row in (source, target)]
+                body.append(f"<span class='k'>source</span> {rows[0]}<br><span class='k'>target</span> {rows[1]}<br>")
+            else:
+                body.append(f"<span class='k'>{prefix}masked</span> "
+                            f"{html_masked_rows(source, target, dictionary, own.post_process)}<br>")
+        body.append("</p>")
+    title = html.escape(f"{task.cfg._name}: {getattr(task.cfg, 'mask_policy', '') or 'its own masks'}, "
+                        f"split {own.split}")
+    return PAGE.format(title=title, body="\n".join(body))
 
 
 if __name__ == "__main__":

@@ -403,6 +403,33 @@ def test_show_examples_prints_the_items_training_builds(span_data, capsys):
     assert "argument --epoch: must lie in [1, inf), got 0" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("task_flags, views", [(["--task", "guided_mlm", "--mask-policy", "span"], 1),
+                                              (["--task", "fe_mlm", "--fe-views", "3"], 3)])
+def test_show_examples_html_colours_exactly_the_chosen_positions(span_data, capsys, task_flags, views):
+    """--format html: the original text of each item, one coloured span per chosen position (per view's
+    colour), as many as the item's targets predict."""
+    import re
+
+    from fairseq import options, tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from preprocess import show_examples
+
+    flags = [str(span_data), *task_flags, "--tokens-per-sample", "32", "--seed", "4"]
+    assert show_examples.main([*flags, "--split", "valid", "-n", "2", "--format", "html"]) == 0
+    page = capsys.readouterr().out
+    assert page.startswith("<!doctype html>") and page.count("<p>") == 2
+    args = options.parse_args_and_arch(options.get_training_parser(), [*flags, "--arch", "roberta_tiny"])
+    task = tasks.setup_task(convert_namespace_to_omegaconf(args).task)
+    task.load_dataset("valid")
+    dataset = task.dataset("valid")
+    for i, item in enumerate(page.split("<p>")[1:]):
+        target = dataset.collater([dataset[i]])["target"]
+        chosen = target.ne(task.dictionary.pad()).sum(dim=0)  # per position, over the views
+        assert item.count("<span style='background") == int(chosen.sum())
+        colours = set(re.findall(r"background:(#[0-9a-f]{6})", item))
+        assert len(colours) == len([k for k in range(views) if target[k].ne(task.dictionary.pad()).any()])
+
+
 def test_a_misaligned_or_malformed_span_track_stops_before_training(span_data, tmp_path):
     from fairseq_maskplug.data import SideInfoMismatchError
 
