@@ -125,6 +125,7 @@ def main(argv=None) -> int:
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
     from fairseq_maskplug.tasks.span_policy import SpanPolicyTask
+    from fairseq_maskplug.tasks.token_heads import TokenHeadTask
 
     try:
         if not any(a == "--task" or a.startswith("--task=") for a in rest):
@@ -134,6 +135,9 @@ def main(argv=None) -> int:
             rest = [*rest, "--arch", "roberta_tiny"]  # fairseq's parser needs one; items do not depend on it
         args = options.parse_args_and_arch(options.get_training_parser(), rest)
         task = tasks.setup_task(convert_namespace_to_omegaconf(args).task)
+        if own.format == "html" and isinstance(task, TokenHeadTask):  # labels or answer positions, no masks
+            raise ValueError(f"--format html colours masked positions; --task {args.task} trains a token head on "
+                             "unmasked text: use the text format")
         task.load_dataset(own.split, epoch=own.epoch)
     except (ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
@@ -178,9 +182,8 @@ def html_page(task, dataset, own, seed) -> str:
         sample = dataset.collater([dataset[index]])
         seq2seq = "prev_output_tokens" in sample["net_input"]
         body.append(f"<p><span class='k'>item {index} (epoch {own.epoch}, seed {seed})</span><br>")
-        for prefix in ("", "mlm "):
-            source = field(sample, ("mlm", "src_tokens") if prefix else ("net_input", "src_tokens"))
-            target = field(sample, ("mlm", "target") if prefix else ("target",))
+        for prefix, (_, source_path), (_, target_path) in (("", *FIELDS[:2]), ("mlm ", *FIELDS[2:])):
+            source, target = field(sample, source_path), field(sample, target_path)
             if source is None or target is None or target.dim() == 1:  # class labels
                 continue
             if seq2seq:

@@ -483,6 +483,10 @@ REFUSALS = {  # case: (command line from the context, fragment of the one error 
     "show-examples without --task": (
         lambda ctx: [BIN / "fairseq-maskplug-show-examples", ctx["data"], "--mask-policy", "span"],
         "give the task and its data as fairseq-train takes them"),
+    "show-examples --format html of a task without masks": (
+        lambda ctx: [BIN / "fairseq-maskplug-show-examples", ctx["data"], "--task", "token_importance", "--format",
+                     "html"],
+        "--format html colours masked positions; --task token_importance trains a token head"),
     "salient-spans with an unknown --drop-labels": (
         lambda ctx: [BIN / "fairseq-maskplug-salient-spans", "--data", ctx["data"], "--split", "valid", "--text",
                      ctx["text"], "--bpe", "sentencepiece", "--drop-labels", "FOO,GPE", "--name", "refused"],
