@@ -88,14 +88,15 @@ def render() -> str:
                      for f in dataclasses.fields(dc)}
     out = [HEADER, "## Tasks\n"]
     for name in ours(TASK_REGISTRY):
-        cls, own = policy_task_options(name) or (TASK_REGISTRY[name], TASK_DATACLASS_REGISTRY[name])
+        takes_policy = policy_task_options(name) is not None
+        cls, own = policy_task_options(name) if takes_policy else (TASK_REGISTRY[name], TASK_DATACLASS_REGISTRY[name])
         criteria = ", ".join(f"`{c}`" for c in getattr(cls, "criteria", ()))
         out.append(f"### `--task {name}`\n\n{_doc(cls)}\n")
         if criteria:
             out.append(f"Criteria: {criteria} (the first is the default of `fairseq-maskplug-train`).\n")
-        if policy_task_options(name):
+        if takes_policy:
             out.append("Takes `--mask-policy` and the options of every mask policy (below).\n")
-        out.extend(option_rows(own, exclude=policy_fields if policy_task_options(name) else frozenset()))
+        out.extend(option_rows(own, exclude=policy_fields if takes_policy else frozenset()))
         out.append("")
     out.append("## Criteria\n")
     for name in ours(CRITERION_REGISTRY):
@@ -132,13 +133,10 @@ def main(argv=None) -> int:
                   file=sys.stderr)
             return 1
         return 0
-    from ..common.atomic import temporary_name
+    from ..common.atomic import write_text
 
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
-    temporary = temporary_name(args.output)
-    with open(temporary, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(temporary, args.output)
+    write_text(args.output, text)
     print(f"wrote {args.output}")
     return 0
 

@@ -50,6 +50,14 @@ def temporary_name(final: str) -> str:
     return f"{final}.tmp-{os.getpid()}"
 
 
+def write_text(path: str, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically: under :func:`temporary_name`, renamed at the end."""
+    tmp = temporary_name(path)
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
 def check_writable(path: str) -> None:
     """Refuse now, before any work, an output file whose directory cannot be written."""
     directory = os.path.dirname(os.path.abspath(path))

@@ -8,13 +8,12 @@ percent as fairseq logs ``accuracy`` (and writes it atomically to ``--output`` i
 
 import argparse
 import json
-import os
 import sys
 
 import numpy as np
 import torch
 
-from ..common.atomic import check_distinct_files, temporary_name
+from ..common.atomic import check_distinct_files, write_text
 from ..tools.checkpoints import check_writable
 from ..tools.cli import HelpFormatter, add_user_dir, configure_tool_output, import_user_dir
 from ..common.metrics import macro_f1
@@ -94,10 +93,7 @@ def main(argv=None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     if args.output:
-        tmp = temporary_name(args.output)
-        with open(tmp, "w") as f:
-            f.write(line + "\n")
-        os.replace(tmp, args.output)
+        write_text(args.output, line + "\n")
     print(line)
     return 0
 

@@ -42,17 +42,11 @@ def render_marked(symbols: Sequence[str], marks: np.ndarray) -> str:
 
 
 def write_preview(path: str, lines) -> None:
-    """Write the preview ``lines`` (strings, without line ends) to ``path`` atomically: under a
-    temporary name, renamed at the end."""
-    import os
+    """Write the preview ``lines`` (strings, without line ends) to ``path`` atomically
+    (:func:`~fairseq_maskplug.common.atomic.write_text`)."""
+    from ..common.atomic import write_text
 
-    from ..common.atomic import temporary_name
-
-    tmp = temporary_name(path)
-    with open(tmp, "w", encoding="utf-8") as f:
-        for line in lines:
-            f.write(line + "\n")
-    os.replace(tmp, path)
+    write_text(path, "".join(line + "\n" for line in lines))
 
 
 def throughput(verb: str, lines: int, tokens: int, seconds: float) -> str:
