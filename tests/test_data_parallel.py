@@ -7,6 +7,7 @@ workers average their gradients (full tier).
 """
 
 import os
+import shutil
 import socket
 import subprocess
 from types import SimpleNamespace
@@ -40,10 +41,7 @@ def data(tiny_data, tmp_path_factory):
     """Masked-LM data and a sentence_prediction task, both with an ``importance`` track."""
     root = tmp_path_factory.mktemp("ddp")
     task = write_task(tiny_data, root)
-    mlm = root / "mlm"
-    mlm.mkdir()
-    for f in (tiny_data / "bin").iterdir():
-        (mlm / f.name).write_bytes(f.read_bytes())
+    mlm = shutil.copytree(tiny_data / "bin", root / "mlm")
     for i, split in enumerate(("train", "valid")):
         write_labels_track(mlm / split, i)
         write_labels_track(task / "input0" / split, 10 + i)

@@ -2,6 +2,8 @@
 takes ``--mask-policy``, loads its side information with the tokens and masks items (``mask_counts``
 carried by the items); ``fe_mlm`` takes the policies that define views and refuses the others."""
 
+import shutil
+
 import numpy as np
 import pytest
 from fairseq import options, tasks
@@ -37,10 +39,7 @@ def write_tracks(directory, rng):
 def matrix_data(tiny_data, tmp_path_factory):
     root = tmp_path_factory.mktemp("matrix")
     classification = write_task(tiny_data, root)
-    mlm = root / "mlm"
-    mlm.mkdir()
-    for name in ("dict.txt", "train.bin", "train.idx", "valid.bin", "valid.idx"):
-        (mlm / name).write_bytes((tiny_data / "bin" / name).read_bytes())
+    mlm = shutil.copytree(tiny_data / "bin", root / "mlm")
     rng = np.random.default_rng(0)
     write_tracks(mlm, rng)
     write_tracks(classification / "input0", rng)
