@@ -98,7 +98,7 @@ def check_outputs(args) -> None:
     """Refuse now, before any work: an ``--out`` this command may not replace (absent, empty, or
     its own earlier output: ``atomic.check_output_directory``), outputs that are, hold or lie in
     an input or each other, and an ``--index`` that is neither absent, empty, nor an index."""
-    from fairseq_maskplug.common.atomic import check_output_directory, check_writable
+    from fairseq_maskplug.common.atomic import check_creatable, check_output_directory
     from fairseq_maskplug.retrieval.index import MANIFEST, is_empty_directory
 
     inputs = [("--corpus", args.corpus), ("--queries", args.queries), ("--stopwords", args.stopwords)]
@@ -112,7 +112,7 @@ def check_outputs(args) -> None:
         if os.path.exists(index) and not (os.path.isfile(os.path.join(index, MANIFEST)) or is_empty_directory(index)):
             raise ValueError(f"--index {args.index} exists and is not an index of this tool (no {MANIFEST}) nor an "
                              "empty directory: give a new --index directory")
-        check_writable(index)
+        check_creatable(index)
 
 
 def open_searcher(args, analyser):

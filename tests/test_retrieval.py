@@ -185,3 +185,17 @@ def test_bad_input_stops_naming_file_and_line(tmp_path, capsys, case):
     assert err[-1].startswith("error: ") and expected in err[-1], err
     assert not (tmp_path / "out").exists() and not (tmp_path / "idx").exists()
     assert not [p for p in os.listdir(tmp_path) if ".tmp-" in p]  # no half-built index left behind
+
+
+def test_index_and_out_under_missing_parents_are_made_and_an_unwritable_one_is_refused_first(tmp_path, capsys):
+    corpus = write(tmp_path / "c.txt", ["red apple pie", "green apple"])
+    queries = write(tmp_path / "q.txt", ["apple"])
+    assert run_cli(tmp_path, corpus, queries, "--index", str(tmp_path / "new" / "idx"), out="new/out") == 0
+    assert (tmp_path / "new" / "out" / "retrieved.ids").read_text().split() == ["0", "1"]
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    if os.access(locked, os.W_OK):  # running as root: permissions do not bind
+        return
+    assert run_cli(tmp_path, corpus, queries, "--index", str(locked / "a" / "idx"), out="other") == 2
+    assert f"cannot write {locked / 'a' / 'idx'}" in capsys.readouterr().err
+    assert not (tmp_path / "other").exists()

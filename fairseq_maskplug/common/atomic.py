@@ -145,7 +145,16 @@ def check_output_directory(out, option: str, command: str, others: Iterable[Tupl
         raise ValueError(f"{option} {out} {what}: {command} writes its output in a new or empty directory, or "
                          f"replaces its own earlier output (marked by {OWNER_FILE}); give another {option} "
                          "or remove it yourself")
-    parent = os.path.dirname(path)
-    while not os.path.exists(parent) and os.path.dirname(parent) != parent:  # the command makes missing parents
+    check_creatable(path)
+
+
+def check_creatable(path) -> None:
+    """Refuse now, before any work, an output path that cannot be made: the nearest existing
+    directory above it must be writable (the command makes the missing parents when it writes)."""
+    parent = os.path.dirname(os.path.realpath(os.fspath(path)))
+    while not os.path.exists(parent) and os.path.dirname(parent) != parent:
         parent = os.path.dirname(parent)
-    check_writable(os.path.join(parent, os.path.basename(path)))
+    try:
+        check_writable(os.path.join(parent, "probe"))
+    except PermissionError:
+        raise PermissionError(f"cannot write {path}: {parent} is not writable") from None

@@ -174,6 +174,7 @@ def index_lock(index_dir: str):
     built, so that a second run on the same ``--index`` waits for the first run's build and then
     reuses it (instead of building its own beside it)."""
     parent = os.path.dirname(os.path.abspath(index_dir.rstrip("/"))) or "."
+    os.makedirs(parent, exist_ok=True)  # a missing parent is made, like fairseq-train's --save-dir
     fd = os.open(parent, os.O_RDONLY)
     try:
         try:
