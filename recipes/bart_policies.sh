@@ -159,6 +159,11 @@ echo "[6/6] what each policy masks (recipes/mask_analysis.py)"
 python recipes/mask_analysis.py --data "$DATA" --output "$OUT/results/masks.png" --policies rand ssm sup transfer meta \
     | tee "$OUT/results/masks.json"
 
+seed=${SEEDS%% *}
+echo "probe fine-tuning, validation loss against updates (seed $seed) -> $OUT/results/probe_valid_loss.svg"
+runs=()
+for row in $ROWS; do runs+=("$row=$WORK/logs/bart_probe_${row}__seed$seed.log"); done
+plot_runs "$OUT/results/probe_valid_loss.svg" loss "closed-book QA probe fine-tuning, seed $seed" "${runs[@]}"
 echo
 echo "Closed-book entity cloze, exact match in % (mean ± std over seeds $SEEDS):"
 python recipes/bart_table.py "$OUT/results" --rows "$(echo $ROWS | tr ' ' ,)" | tee "$OUT/results/table.md"

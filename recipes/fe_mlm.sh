@@ -48,7 +48,8 @@ score_checkpoints() {
 for run in mlm fe_subword mlm_span fe_span; do
     stage "fe_mlm_score_$run" "$WORK/logs/fe_mlm_score_$run.log" score_checkpoints "$run"
 done
-python recipes/plot_valid_loss.py --out "$OUT/valid_loss.png" \
+echo "    validation MLM loss against updates, one fixed set of random masks -> $OUT/valid_loss.svg"
+plot_runs "$OUT/valid_loss.svg" loss "FE-MLM vs MLM: in-domain valid loss under the same random masks" \
     mlm="$OUT/valid_loss_mlm.jsonl" fe_subword="$OUT/valid_loss_fe_subword.jsonl" \
     mlm_span="$OUT/valid_loss_mlm_span.jsonl" fe_span="$OUT/valid_loss_fe_span.jsonl"
 

@@ -74,6 +74,11 @@ if [ "$WEIGHTING" = tartan ]; then
             "import json,sys; r=json.load(sys.stdin); print('$row', 'w_mlm', r['train_w_mlm'], 'cos_cls', r['train_cos_cls'], 'cos_mlm', r['train_cos_mlm'])"
     done
 fi
+seed=${SEEDS%% *}
+echo "validation accuracy against updates (seed $seed) -> $OUT/results/valid_accuracy.svg"
+plot_runs "$OUT/results/valid_accuracy.svg" accuracy "L3Masking: MR joint fine-tuning, seed $seed" \
+    STL="$WORK/logs/l3_stl__seed$seed.log" "RTM-$WEIGHTING=$WORK/logs/l3_rtm_${WEIGHTING}__seed$seed.log" \
+    "L3-$WEIGHTING=$WORK/logs/l3_l3_${WEIGHTING}__seed$seed.log"
 echo
 echo "MR sentence polarity, joint fine-tuning from the vanilla model (accuracy and macro-F1 in %):"
 python recipes/results_table.py "$OUT/results" --rows "STL,RTM-$WEIGHTING,L3-$WEIGHTING"

@@ -230,6 +230,14 @@ score_on_mr() {
     done
 }
 
+# plot_runs SVG METRIC TITLE NAME=LOG...: a validation METRIC of each run against updates (the first
+# run is the baseline, dashed) -> a table on stdout and SVG, from the runs' fairseq logs
+# (recipes/plot_valid_loss.py; the docs pages show these plots beside their results tables)
+plot_runs() {
+    local svg=$1 metric=$2 title=$3; shift 3
+    python recipes/plot_valid_loss.py --out "$svg" --metric "$metric" --title "$title" "$@" | sed 's/^/    /'
+}
+
 # quick_note: under a results table of a QUICK=1 run, say what the figures are worth
 quick_note() {
     if [ -n "${QUICK:-}" ]; then

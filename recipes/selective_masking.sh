@@ -112,6 +112,11 @@ for row in matched-random selective; do
     done
 done
 
+seed=${SEEDS%% *}
+echo "    MR fine-tuning, validation accuracy against updates (seed $seed) -> $OUT/results/finetune_valid_accuracy.svg"
+plot_runs "$OUT/results/finetune_valid_accuracy.svg" accuracy "Selective masking: MR fine-tuning, seed $seed" \
+    no-TaskPT="$WORK/logs/sm_ft_no-TaskPT__seed$seed.log" \
+    matched-random="$WORK/logs/sm_ft_matched-random__seed$seed.log" selective="$WORK/logs/sm_ft_selective__seed$seed.log"
 echo
 echo "MR sentence polarity ($EPOCHS fine-tuning epochs; GenePT = $GENERAL_DESCRIPTION;"
 echo "TaskPT = $UPDATES in-domain updates, masks capped at $CAP, $MASKS), accuracy and macro-F1 in %:"

@@ -92,7 +92,11 @@ for seed in $SEEDS; do
         finetune_and_score general-ft "$GENERAL_CHECKPOINT" "$seed" "$FT_EPOCHS" "$OUT/results" "$OUT/stage2"
 done
 
-echo "[5/5] table"
+seed=${SEEDS%% *}
+echo "[5/5] stage-1 validation accuracy against updates (seed $seed) -> $OUT/results/stage1_valid_accuracy.svg, and the table"
+plot_runs "$OUT/results/stage1_valid_accuracy.svg" accuracy "TLM stage 1 on MR, seed $seed" \
+    task-only="$WORK/logs/tlm_s1_task-only__seed$seed.log" tlm-bm25="$WORK/logs/tlm_s1_tlm-bm25__seed$seed.log" \
+    tlm-random="$WORK/logs/tlm_s1_tlm-random__seed$seed.log"
 python recipes/tlm_table.py --results "$OUT/results" --logs "$WORK/logs" --general-log "$WORK/logs/general.log" \
     --checkpoint "$OUT/stage2/task-only__seed${SEEDS%% *}/checkpoint_best.pt" --seeds "$SEEDS" \
     --external "$OUT/data/external.json"

@@ -65,6 +65,8 @@ def test_quick_quickstart_runs_every_stage_and_says_it_is_a_smoke_run(tmp_path):
         assert f"| {row} | 1 | " in out
     assert "QUICK=1: a smoke run at toy size" in out
     assert "in-domain valid MLM loss on one fixed set of random masks" in out
+    plot = (tmp_path / "work" / "selective" / "results" / "finetune_valid_accuracy.svg").read_text()
+    assert [f'data-run="{row}"' in plot for row in ("no-TaskPT", "matched-random", "selective")] == [True] * 3
 
 
 def test_results_table_notes_constant_predictors_and_identical_rows(tmp_path):
