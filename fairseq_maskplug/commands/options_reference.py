@@ -1,11 +1,15 @@
 """The options reference (``docs/reference.md``), rendered from the registered dataclasses.
 
-    python -m fairseq_maskplug.commands.options_reference            # rewrite docs/reference.md
-    python -m fairseq_maskplug.commands.options_reference --check    # exit 1 when it is not current
+    python -m fairseq_maskplug.commands.options_reference            # rewrite docs/reference.md and the tables
+    python -m fairseq_maskplug.commands.options_reference --check    # exit 1 when one is not current
 
 Every task, criterion and mask policy this package registers, each option with its flag, type,
 default, range and help, exactly as ``fairseq-train`` reads them: nothing about options is written
 by hand twice. A policy task takes every policy's options; they are listed once, under the policy.
+Each option says where its default comes from (the paper, its authors' code, ours, or a convention:
+``option(..., source=...)``). The method pages beside the reference hold generated tables of the
+options that matter to them, between ``<!-- options of task NAME, policy NAME (generated ...) -->``
+and ``<!-- end of the generated options -->``; they are rewritten and checked with the reference.
 The test suite runs ``--check`` (``tests/test_options_reference.py``).
 """
 
@@ -47,19 +51,30 @@ def _cell(text: str) -> str:
     return " ".join(str(text).split()).replace("|", "\\|").replace("<", "&lt;")
 
 
-def option_rows(options: type, exclude=frozenset()) -> List[str]:
-    """A markdown table of the options of dataclass ``options`` (``_name`` and ``exclude`` left out)."""
-    rows = ["| option | type | default | range | meaning |", "| --- | --- | --- | --- | --- |"]
+def _fields(options: type, exclude=frozenset()):
+    """The fields of dataclass ``options`` that are flags (``_name``, ``exclude`` and fairseq's own
+    interpolated options, of which fairseq makes no flag, left out)."""
     for field in dataclasses.fields(options):
         if field.name.startswith("_") or field.name in exclude:
             continue
         if isinstance(field.default, str) and field.default.startswith("${"):
-            continue  # fairseq's own option, interpolated (fairseq makes no flag of it)
-        flag = "--" + field.name.replace("_", "-")
-        alias = field.metadata.get("argparse_alias")
-        flags = f"`{flag}`" + (f" (also `{alias}`)" if alias else "")
-        rows.append(f"| {flags} | {_type_name(field.type)} | {_default(field)} | "
-                    f"{_cell(field.metadata.get('range', ''))} | {_cell(field.metadata.get('help', ''))} |")
+            continue
+        yield field
+
+
+def _flags(field: dataclasses.Field) -> str:
+    alias = field.metadata.get("argparse_alias")
+    return f"`--{field.name.replace('_', '-')}`" + (f" (also `{alias}`)" if alias else "")
+
+
+def option_rows(options: type, exclude=frozenset()) -> List[str]:
+    """A markdown table of the options of dataclass ``options`` (``_name`` and ``exclude`` left out);
+    "default from" is the option's declared source (``option(..., source=...)``)."""
+    rows = ["| option | type | default | range | default from | meaning |", "| --- | --- | --- | --- | --- | --- |"]
+    for field in _fields(options, exclude):
+        rows.append(f"| {_flags(field)} | {_type_name(field.type)} | {_default(field)} | "
+                    f"{_cell(field.metadata.get('range', ''))} | {_cell(field.metadata.get('source', ''))} | "
+                    f"{_cell(field.metadata.get('help', ''))} |")
     return rows
 
 
@@ -73,30 +88,43 @@ def _doc(cls) -> str:
     return _cell(_ROLE.sub(lambda m: f"`{m.group(1).split('.')[-1]}`", text).replace("``", "`"))
 
 
+def _task_options(name: str):
+    """``(task class, its own options dataclass, fields to leave out)`` of a registered task: a policy
+    task's policy options are listed under their policies."""
+    from fairseq.tasks import TASK_DATACLASS_REGISTRY, TASK_REGISTRY
+
+    from ..masking import MASK_POLICY_DATACLASS_REGISTRY
+    from ..tasks.policy_options import policy_task_options
+
+    if policy_task_options(name) is None:
+        return TASK_REGISTRY[name], TASK_DATACLASS_REGISTRY[name], frozenset()
+    policy_fields = {f.name for dc in MASK_POLICY_DATACLASS_REGISTRY.values() if dc is not None
+                     for f in dataclasses.fields(dc)}
+    cls, own = policy_task_options(name)
+    return cls, own, frozenset(policy_fields)
+
+
 def render() -> str:
     """The whole reference page."""
     import fairseq_maskplug.plugin  # noqa: F401  (the registrations)
     from fairseq.criterions import CRITERION_DATACLASS_REGISTRY, CRITERION_REGISTRY
-    from fairseq.tasks import TASK_DATACLASS_REGISTRY, TASK_REGISTRY
+    from fairseq.tasks import TASK_REGISTRY
 
     from ..masking import MASK_POLICY_DATACLASS_REGISTRY, MASK_POLICY_REGISTRY
-    from ..tasks.policy_options import policy_task_options
 
     ours = lambda registry: sorted(name for name, cls in registry.items()  # noqa: E731
                                    if cls.__module__.startswith("fairseq_maskplug."))
-    policy_fields = {f.name for dc in MASK_POLICY_DATACLASS_REGISTRY.values() if dc is not None
-                     for f in dataclasses.fields(dc)}
     out = [HEADER, "## Tasks\n"]
     for name in ours(TASK_REGISTRY):
-        takes_policy = policy_task_options(name) is not None
-        cls, own = policy_task_options(name) if takes_policy else (TASK_REGISTRY[name], TASK_DATACLASS_REGISTRY[name])
+        cls, own, policy_fields = _task_options(name)
+        takes_policy = bool(policy_fields)
         criteria = ", ".join(f"`{c}`" for c in getattr(cls, "criteria", ()))
         out.append(f"### `--task {name}`\n\n{_doc(cls)}\n")
         if criteria:
             out.append(f"Criteria: {criteria} (the first is the default of `fairseq-maskplug-train`).\n")
         if takes_policy:
             out.append("Takes `--mask-policy` and the options of every mask policy (below).\n")
-        out.extend(option_rows(own, exclude=policy_fields if takes_policy else frozenset()))
+        out.extend(option_rows(own, exclude=policy_fields))
         out.append("")
     out.append("## Criteria\n")
     for name in ours(CRITERION_REGISTRY):
@@ -115,6 +143,44 @@ def render() -> str:
     return "\n".join(out).rstrip("\n") + "\n"
 
 
+# ---- the option tables of the method pages ---------------------------------------------------
+
+PAGE_TABLE = re.compile(r"(?P<open><!-- options of (?P<keys>[^>]+?) \(generated[^>]*-->\n)(?P<body>.*?)"
+                        r"(?P<close><!-- end of the generated options -->)", re.S)
+
+
+def options_that_matter(keys: str) -> str:
+    """The table of a method page: the options of the sections named in ``keys`` (comma-separated
+    ``task NAME``, ``policy NAME``, ``criterion NAME``) that declare where their default comes from,
+    each once, in the order named."""
+    import fairseq_maskplug.plugin  # noqa: F401  (the registrations)
+    from fairseq.criterions import CRITERION_DATACLASS_REGISTRY
+
+    from ..masking import MASK_POLICY_DATACLASS_REGISTRY
+
+    rows, seen = ["| option | default | default from | meaning |", "| --- | --- | --- | --- |"], set()
+    for key in (k.strip() for k in keys.split(",")):
+        kind, _, name = key.partition(" ")
+        if kind == "task":
+            _, options, exclude = _task_options(name)
+        elif kind in ("policy", "criterion"):
+            options, exclude = (MASK_POLICY_DATACLASS_REGISTRY if kind == "policy"
+                                else CRITERION_DATACLASS_REGISTRY)[name], frozenset()
+        else:
+            raise ValueError(f"options of {keys!r}: {key!r} is not 'task NAME', 'policy NAME' or 'criterion NAME'")
+        for field in _fields(options, exclude):
+            if "source" in field.metadata and field.name not in seen:
+                seen.add(field.name)
+                rows.append(f"| {_flags(field)} | {_default(field)} | {_cell(field.metadata['source'])} | "
+                            f"{_cell(field.metadata.get('help', ''))} |")
+    return "\n".join(rows) + "\n"
+
+
+def render_page(text: str) -> str:
+    """``text`` with every generated options table (between its two markers) rendered anew."""
+    return PAGE_TABLE.sub(lambda m: m["open"] + options_that_matter(m["keys"]) + m["close"], text)
+
+
 def default_path() -> str:
     return os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                         "docs", "reference.md")
@@ -125,19 +191,28 @@ def main(argv=None) -> int:
     parser.add_argument("--output", default=default_path(), help="the page to write or check")
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 when the page is not current")
     args = parser.parse_args(argv)
-    text = render()
+    pages = {args.output: render()}  # the reference, and the pages beside it with generated tables
+    directory = os.path.dirname(os.path.abspath(args.output))
+    for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else ():
+        path = os.path.join(directory, name)
+        if name.endswith(".md") and path != os.path.abspath(args.output):
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            if PAGE_TABLE.search(text):
+                pages[path] = render_page(text)
+    stale = [path for path, text in pages.items()
+             if not os.path.isfile(path) or open(path, encoding="utf-8").read() != text]
     if args.check:
-        current = open(args.output, encoding="utf-8").read() if os.path.isfile(args.output) else None
-        if current != text:
-            print(f"{args.output} is not current: run python -m fairseq_maskplug.commands.options_reference",
+        for path in stale:
+            print(f"{path} is not current: run python -m fairseq_maskplug.commands.options_reference",
                   file=sys.stderr)
-            return 1
-        return 0
+        return 1 if stale else 0
     from ..common.atomic import write_text
 
-    os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
-    write_text(args.output, text)
-    print(f"wrote {args.output}")
+    os.makedirs(directory, exist_ok=True)
+    for path in stale:
+        write_text(path, pages[path])
+        print(f"wrote {path}")
     return 0
 
 

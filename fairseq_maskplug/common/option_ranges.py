@@ -22,14 +22,24 @@ import math
 import re
 from typing import Callable, Optional
 
-def option(default, help: str, range: Optional[str] = None, **metadata):
+SOURCES = ("paper", "authors' code", "ours", "fairseq", "BERT", "SpanBERT", "BART", "REALM", "DARTS")
+
+
+def option(default, help: str, range: Optional[str] = None, source: Optional[str] = None, **metadata):
     """A dataclass option: ``field(default=default, metadata={"help": help, "range": range, ...})``.
-    ``range`` (interval notation) is checked before any work; further metadata (fairseq's
-    ``argparse_alias``) passes through."""
+    ``range`` (interval notation) is checked before any work. ``source`` says where the default
+    comes from: it starts with one of :data:`SOURCES` (the method's paper, its authors' code, ours:
+    designed here, or the convention of fairseq, BERT, SpanBERT, BART, REALM, DARTS), optionally
+    followed by a note; the options reference and the method pages show it. Further metadata
+    (fairseq's ``argparse_alias``) passes through."""
     metadata = {"help": help, **metadata}
     if range is not None:
         Interval.parse(range)  # a malformed range fails where it is declared
         metadata["range"] = range
+    if source is not None:
+        if not any(source == s or source.startswith(s + " ") for s in SOURCES):
+            raise ValueError(f"source {source!r} must start with one of {', '.join(SOURCES)}")
+        metadata["source"] = source
     return dataclasses.field(default=default, metadata=metadata)
 
 

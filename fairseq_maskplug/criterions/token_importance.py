@@ -17,7 +17,8 @@ from .logged import log_bits, summed
 @dataclass
 class TokenImportanceCriterionConfig(FairseqDataclass):
     positive_class_weight: float = option(1.5, "cross-entropy weight of class 1 (important); class 0 has weight 1 "
-                                          "(paper 1.5, authors' scripts 3)", range="(0, inf)")
+                                          "(paper 1.5, authors' scripts 3)", range="(0, inf)",
+                                          source="paper (authors' scripts: 3)")
 
 
 @register_criterion("token_importance", dataclass=TokenImportanceCriterionConfig)

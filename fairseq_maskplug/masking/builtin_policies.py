@@ -1,6 +1,8 @@
 """Built-in policies: ``random`` (RoBERTa) and ``matched_random`` (the fair baseline)."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+from ..common.option_ranges import option
 
 from .random_masks import matched_random_mask, random_mask
 from .registry import MaskPolicy, build_mask_policy, register_mask_policy
@@ -8,11 +10,8 @@ from .registry import MaskPolicy, build_mask_policy, register_mask_policy
 
 @dataclass
 class RandomPolicyOptions:
-    mask_prob: float = field(
-        default=0.15,
-        metadata={"range": "(0, 1]", "help": "random policy: probability that a maskable token is chosen "
-                          "(count per sequence = floor(p*n + U[0,1)), as in fairseq masked_lm)"},
-    )
+    mask_prob: float = option(0.15, "random policy: probability that a maskable token is chosen (count per sequence "
+                              "= floor(p*n + U[0,1)), as in fairseq masked_lm)", range="(0, 1]", source="BERT")
 
 
 @register_mask_policy("random", dataclass=RandomPolicyOptions)
@@ -34,11 +33,9 @@ class RandomPolicy(MaskPolicy):
 
 @dataclass
 class MatchedRandomOptions:
-    matched_policy: str = field(
-        default="random",
-        metadata={"help": "matched_random policy: the policy whose number of masks per "
-                          "sequence is matched; positions are then chosen uniformly at random"},
-    )
+    matched_policy: str = option("random", "matched_random policy: the policy whose number of masks per sequence is "
+                                 "matched; positions are then chosen uniformly at random",
+                                 source="ours (the baseline with the same number of masks per sequence)")
 
 
 @register_mask_policy("matched_random", dataclass=MatchedRandomOptions)

@@ -89,14 +89,14 @@ def mask_probabilities(plt: np.ndarray, mean: float = 0.15, maskable: Optional[n
 class L3PolicyOptions:
     l3_track: str = option("plt", "l3 policy: side-information track with the token pseudo-likelihoods (PLT)")
     l3_mean: float = option(0.15, "l3 policy: mean mask probability p_bar over the maskable tokens of a block",
-                            range="(0, 1]")
+                            range="(0, 1]", source="paper")
     l3_transform: str = option("complement", "l3 policy: complement (paper, 1 - PLT) or surprisal (authors' code, "
-                               "-log PLT / max)")
+                               "-log PLT / max)", source="paper (authors' code: surprisal)")
     l3_redistribute: str = option("equal", "l3 policy: spread the excess of probabilities clipped at 1 equally "
-                                  "(paper) or proportional")
+                                  "(paper) or proportional", source="paper")
     l3_max_prob: float = option(1.0, "l3 policy: largest mask probability of a token, the excess spread as above "
                                 "(paper: 1; ours: --task fe_mlm with K views needs at most 1/K); at least --l3-mean",
-                                range="(0, 1]")
+                                range="(0, 1]", source="paper (no cap below 1)")
 
 
 @register_mask_policy("l3", dataclass=L3PolicyOptions)

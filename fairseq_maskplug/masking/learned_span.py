@@ -118,11 +118,14 @@ class LearnedSpanOptions:
     learned_end_track: str = option("span_end", "learned_span policy: side-information track of end logits "
                                     "(preprocess.score_spans)")
     learned_max_length: int = option(10, "learned_span policy: longest span in tokens (the end lies fewer than this "
-                                     "many tokens after the start)", range="[1, inf)")
-    learned_spans: int = option(1, "learned_span policy: non-overlapping spans masked per block", range="[1, inf)")
+                                     "many tokens after the start)", range="[1, inf)",
+                                     source="ours (the paper states none)")
+    learned_spans: int = option(1, "learned_span policy: non-overlapping spans masked per block", range="[1, inf)",
+                                source="ours (one span, as +SSM)")
     learned_temperature: float = option(0.0, "learned_span policy: 0 masks the top-1 span; a positive value samples "
                                         "from softmax((start + end) / temperature), seeded per (seed, epoch, index)",
-                                        range="[0, inf)")
+                                        range="[0, inf)",
+                                        source="ours (top-1; the paper does not say top-1 or sampled)")
 
 
 @register_mask_policy("learned_span", dataclass=LearnedSpanOptions)

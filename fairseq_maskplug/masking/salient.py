@@ -86,9 +86,10 @@ class SalientSpanOptions:
     salient_track: str = option("salient_spans", "salient_span policy: side-information track of span ids "
                                 "(preprocess.salient_spans writes <split>.salient_spans)")
     salient_spans_per_block: int = option(1, "salient_span policy: spans masked per block, drawn uniformly among its "
-                                          "complete spans (REALM: 1)", range="[1, inf)")
+                                          "complete spans (REALM: 1)", range="[1, inf)",
+                                          source="REALM (one salient span)")
     salient_fallback: str = option("none", "salient_span policy: a block without a complete span gets no mask (none) "
-                                   "or random masking at --mask-prob (random)")
+                                   "or random masking at --mask-prob (random)", source="ours")
 
 
 @register_mask_policy("salient_span", dataclass=SalientSpanOptions)

@@ -81,16 +81,17 @@ class SelectivePolicyOptions:
                                   "scores (preprocess.annotate_importance) or 0/1 labels "
                                   "(preprocess.score_importance)")
     selective_threshold: float = option(0.5, "selective policy: tokens whose score is at least this are selected",
-                                        range="(0, 1]")
+                                        range="(0, 1]", source="authors' code")
     selective_cap: float = option(0.15, "selective policy: at most max(1, floor(cap * n)) selected tokens are masked "
                                   "per sentence (or block) of n maskable tokens (a cap, not a target: there is no "
                                   "random fill; the paper states no cap, the authors' code caps at 0.15)",
-                                  range="(0, 1]")
+                                  range="(0, 1]", source="authors' code (the paper states no cap)")
     selective_cap_scope: str = option("sentence", "selective policy: sentence = the cap holds for every sentence of "
-                                      "a block on its own (authors' code); block = for the whole block")
+                                      "a block on its own (authors' code); block = for the whole block",
+                                      source="authors' code")
     selective_masks: str = option("fixed", "selective policy: fixed = the highest-scoring selected tokens at every "
                                   "epoch (paper's static masks); per_epoch = a random subset of the selected tokens, "
-                                  "re-drawn per visit")
+                                  "re-drawn per visit", source="paper and authors' code (static masks)")
 
 
 @register_mask_policy("selective", dataclass=SelectivePolicyOptions)

@@ -64,9 +64,11 @@ def span_mask(maskable: np.ndarray, rate: float, spans: GeometricSpans, rng: np.
 @dataclass
 class SpanPolicyOptions:
     span_mask_prob: float = option(0.15, "span policy: share of the maskable tokens masked, count per sequence "
-                                   "floor(p*n + U) as the random policy (SpanBERT: 0.15)", range="(0, 1]")
-    span_geometric_p: float = option(0.2, "span policy: span lengths ~ Geometric(p) (SpanBERT: 0.2)", range="(0, 1]")
-    span_max_length: int = option(10, "span policy: longest span (SpanBERT: 10)", range="[1, inf)")
+                                   "floor(p*n + U) as the random policy (SpanBERT: 0.15)", range="(0, 1]",
+                                   source="SpanBERT")
+    span_geometric_p: float = option(0.2, "span policy: span lengths ~ Geometric(p) (SpanBERT: 0.2)", range="(0, 1]",
+                                     source="SpanBERT")
+    span_max_length: int = option(10, "span policy: longest span (SpanBERT: 10)", range="[1, inf)", source="SpanBERT")
 
 
 @register_mask_policy("span", dataclass=SpanPolicyOptions)

@@ -26,14 +26,17 @@ class FullyExploredMLMConfig(MaskedLMDataConfig):
                               "random (the paper's subword views at --mask-prob), span, l3 (each view has exactly "
                               "l3's distribution; needs K * max p_i <= 1), or a plugin's policy that defines "
                               "probabilities() or views(); empty: the paper's views (--fe-mask-prob, "
-                              "--fe-granularity)")
+                              "--fe-granularity)", source="ours (no policy: the paper's views)")
     fe_views: int = option(4, "K: disjoint masked views of every sequence (paper default 4); needs K * fe_mask_prob "
-                           "<= 1", range="[1, inf)")
-    fe_mask_prob: float = option(0.15, "masking ratio of each view, tau / n over the maskable tokens", range="(0, 1]")
+                           "<= 1", range="[1, inf)", source="paper")
+    fe_mask_prob: float = option(0.15, "masking ratio of each view, tau / n over the maskable tokens", range="(0, 1]",
+                                 source="BERT (15%)")
     fe_granularity: ChoiceEnum(["subword", "span"]) = option("subword", "subword: each view masks tau random tokens; "
-                                                             "span: tau tokens in contiguous spans")
-    fe_span_p: float = option(0.2, "span granularity: span lengths ~ Geometric(p) (SpanBERT: 0.2)", range="(0, 1]")
-    fe_span_max: int = option(10, "span granularity: longest span (SpanBERT: 10)", range="[1, inf)")
+                                                             "span: tau tokens in contiguous spans",
+                                                             source="paper (subword and span both studied)")
+    fe_span_p: float = option(0.2, "span granularity: span lengths ~ Geometric(p) (SpanBERT: 0.2)", range="(0, 1]",
+                              source="SpanBERT")
+    fe_span_max: int = option(10, "span granularity: longest span (SpanBERT: 10)", range="[1, inf)", source="SpanBERT")
 
 
 @register_policy_task("fe_mlm", dataclass=FullyExploredMLMConfig)

@@ -28,16 +28,19 @@ class GuidedDenoisingConfig(MaskedLMDataConfig):
     target_format: ChoiceEnum(list(TARGET_FORMATS)) = option("masked", "full: the target is the original block "
                                                              "(+Orig, BART); masked: only the chosen tokens, runs "
                                                              "separated by <mask>, then </s> (+Rand, +SSM; the paper "
-                                                             "states no format)")
+                                                             "states no format)", source="paper (+Rand)")
     collapse_spans: bool = option(False, "one <mask> per run of chosen positions in the source (BART text "
-                                  "infilling); the default for span policies (span, salient_span)")
+                                  "infilling); the default for span policies (span, salient_span)",
+                                  source="BART (text infilling)")
     no_collapse_spans: bool = option(False, "one <mask> per chosen token even for span policies; the default for "
                                      "token policies (random, selective, l3)")
     # the paper's examples replace every chosen token by <mask>: no 80/10/10 unless asked
     leave_unmasked_prob: float = option(0.0, "share of chosen positions left unchanged (BERT's 80/10/10 rule: 0.1; "
-                                        "paper's examples: 0)", range="[0, 1]")
+                                        "paper's examples: 0)", range="[0, 1]",
+                                        source="paper (its examples: every chosen token becomes <mask>)")
     random_token_prob: float = option(0.0, "share of chosen positions replaced by a random token (BERT's 80/10/10 "
-                                      "rule: 0.1; paper's examples: 0)", range="[0, 1]")
+                                      "rule: 0.1; paper's examples: 0)", range="[0, 1]",
+                                      source="paper (its examples: every chosen token becomes <mask>)")
 
 
 @register_policy_task("guided_denoising", dataclass=GuidedDenoisingConfig)

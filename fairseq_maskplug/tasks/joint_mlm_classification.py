@@ -44,9 +44,9 @@ class ClassificationMLMConfig(MaskingConfig):
     """What every classification + MLM task reads (``joint_mlm_classification``, ``tlm``)."""
     data: str = option(MISSING, "sentence_prediction data root (input0/ with the texts and their side information, "
                        "label/); its input0/ is accepted too")
-    num_classes: int = option(2, "number of classes", range="[2, inf)")
+    num_classes: int = option(2, "number of classes", range="[2, inf)", source="fairseq (sentence_prediction)")
     mask_policy: str = option("random", "policy of the auxiliary MLM (random = RTM; l3 needs a PLT track from "
-                              "preprocess.score_pll)")
+                              "preprocess.score_pll)", source="paper (L3Masking's baseline: RTM)")
     classification_head_name: str = option("sentence_classification_head", "name of the classification head (as "
                                            "fairseq sentence_prediction)")
 
@@ -55,26 +55,28 @@ class ClassificationMLMConfig(MaskingConfig):
 class JointConfig(ClassificationMLMConfig):
     mlm_weight: float = option(1.0, "with --loss-weighting fixed: weight of the auxiliary MLM loss (0: "
                                "classification only, STL); the classification loss has weight 1; each loss is first "
-                               "normalised by its own sample size", range="[0, inf)")
+                               "normalised by its own sample size", range="[0, inf)", source="ours (equal weights)")
     loss_weighting: ChoiceEnum(["fixed", "tartan"]) = option("fixed", "fixed: loss = L_cls + mlm_weight * L_mlm; "
                                                              "tartan: META-TARTAN, loss = w_cls L_cls + w_mlm L_mlm "
                                                              "with w = softmax(lambda), lambda_k += tartan_meta_lr * "
                                                              "cos(g_dev, g_k) after every update (g: gradients over "
-                                                             "the encoder; g_dev from a dev head fitted on dev data)")
+                                                             "the encoder; g_dev from a dev head fitted on dev data)",
+                                                             source="ours (the authors use tartan)")
     tartan_meta_lr: float = option(0.01, "META-TARTAN: learning rate of the weight logits (authors: --meta-lr-weight "
-                                   "1e-2)", range="(0, inf)")
+                                   "1e-2)", range="(0, inf)", source="authors' code")
     tartan_dev_subset: str = option("valid", "META-TARTAN: labelled split the dev head and dev gradient are drawn "
-                                    "from (the authors use the validation set, which then also selects checkpoints)")
+                                    "from (the authors use the validation set, which then also selects checkpoints)",
+                                    source="authors' code")
     tartan_dev_fit_size: int = option(32, "META-TARTAN: dev sentences the dev head is fitted on, per step (authors: "
-                                      "--dev_batch_sz 32)", range="[1, inf)")
+                                      "--dev_batch_sz 32)", range="[1, inf)", source="authors' code")
     tartan_dev_batch_size: int = option(64, "META-TARTAN: further dev sentences the dev gradient is computed on "
-                                        "(authors: 64)", range="[1, inf)")
+                                        "(authors: 64)", range="[1, inf)", source="authors' code")
     tartan_dev_head_steps: int = option(10, "META-TARTAN: AdamW steps fitting the fresh dev head (authors: "
-                                        "--classf_ft_iters 10)", range="[1, inf)")
+                                        "--classf_ft_iters 10)", range="[1, inf)", source="authors' code")
     tartan_dev_head_lr: float = option(1e-3, "META-TARTAN: dev head learning rate (authors: --classf_dev_lr 1e-3)",
-                                       range="(0, inf)")
+                                       range="(0, inf)", source="authors' code")
     tartan_dev_head_weight_decay: float = option(0.1, "META-TARTAN: dev head weight decay (authors: --classf_dev_wd "
-                                                 "0.1)", range="[0, inf)")
+                                                 "0.1)", range="[0, inf)", source="authors' code")
 
 
 class ClassificationMLMTask(PolicyTask, MaskedLMBaseTask):

@@ -34,13 +34,13 @@ class MaskingConfig(FairseqDataclass):
 
     data: str = option(MISSING, "fairseq-preprocess output directories, colon-separated (iterated round-robin over "
                        "epochs); the first holds dict.txt; a sentence_prediction root is read through its input0/")
-    tokens_per_sample: int = option(512, "longest item including <s>", range="[2, inf)")
+    tokens_per_sample: int = option(512, "longest item including <s>", range="[2, inf)", source="fairseq")
     leave_unmasked_prob: float = option(0.1, "share of chosen positions left unchanged (80/10/10 rule)",
-                                        range="[0, 1]")
+                                        range="[0, 1]", source="BERT (80/10/10)")
     random_token_prob: float = option(0.1, "share of chosen positions replaced by a random token (80/10/10 rule)",
-                                      range="[0, 1]")
+                                      range="[0, 1]", source="BERT (80/10/10)")
     freq_weighted_replacement: bool = option(False, "draw random replacements by corpus frequency instead of "
-                                             "uniformly")
+                                             "uniformly", source="fairseq")
     side_info_without_fingerprint: bool = option(False, "accept side-information tracks that lack their .json "
                                                  "fingerprint (then checked against the token data by line lengths "
                                                  "only)")
@@ -54,10 +54,11 @@ class MaskedLMDataConfig(MaskingConfig):
     sample_break_mode: SAMPLE_BREAK_MODE_CHOICES = option("none", "none: fill each block with tokens_per_sample "
                                                           "tokens across sentences; complete: whole sentences up to "
                                                           "tokens_per_sample; complete_doc: never cross a document "
-                                                          "boundary (empty line); eos: one sentence per block")
+                                                          "boundary (empty line); eos: one sentence per block",
+                                                          source="fairseq")
     shorten_method: SHORTEN_METHOD_CHOICES = option("none", "shorten lines longer than tokens_per_sample - 1: "
                                                     "truncate or random_crop (side information is shortened "
-                                                    "identically)")
+                                                    "identically)", source="fairseq")
     shorten_data_split_list: str = option("", "comma-separated splits to shorten (default: all)")
 
 

@@ -62,16 +62,19 @@ class MetaSpanPolicyConfig(SpanScorerConfig):
                                      "of a BART) the policy masks for; frozen")
     candidate_max_length: int = option(10, "longest candidate span in tokens (as the learned_span policy's "
                                        "--learned-max-length); --span-max-length is its former name",
-                                       range="[1, inf)", argparse_alias="--span-max-length")
+                                       range="[1, inf)", argparse_alias="--span-max-length", source="ours")
     meta_candidates: int = option(8, "candidate spans per sentence, drawn uniformly among its allowed spans (ours)",
-                                  range="[1, inf)")
-    meta_inner_lr: float = option(0.1, "alpha: the virtual SGD step on the seq2seq model", range="(0, inf)")
-    meta_downstream_batch: int = option(16, "downstream pairs in the outer loss of each step", range="[1, inf)")
+                                  range="[1, inf)", source="ours")
+    meta_inner_lr: float = option(0.1, "alpha: the virtual SGD step on the seq2seq model", range="(0, inf)",
+                                  source="ours")
+    meta_downstream_batch: int = option(16, "downstream pairs in the outer loss of each step", range="[1, inf)",
+                                        source="ours")
     meta_gradient: ChoiceEnum(list(MODES)) = option("exact", "exact: second-order autograd through the virtual step; "
                                                     "finite_difference: DARTS eq. 8 (no second-order graph, for "
-                                                    "large models)")
+                                                    "large models)",
+                                                    source="ours (the paper's meta-objective is not stated)")
     meta_fd_epsilon: float = option(0.01, "finite_difference: epsilon = this / norm of the downstream gradient "
-                                    "(DARTS)", range="(0, inf)")
+                                    "(DARTS)", range="(0, inf)", source="DARTS")
 
 
 def load_seq2seq(path: str, dictionary, corpus: str):

@@ -41,7 +41,7 @@ class SpanScorerConfig(FairseqDataclass):
     sentence or context per item and the start/end head."""
 
     tokens_per_sample: int = option(128, "longest item including <s> (longer lines are truncated; span_policy "
-                                    "refuses a context whose answer is cut off)", range="[2, inf)")
+                                    "refuses a context whose answer is cut off)", range="[2, inf)", source="ours")
     span_head_name: str = option("span_policy_head", "name of the start/end head (preprocess.score_spans reads it)")
     seed: int = II("common.seed")
 
@@ -53,7 +53,7 @@ class SpanPolicyConfig(SpanScorerConfig):
                               "3 both")
     answer_max_length: int = option(10, "longest span in tokens when the logged span_em decodes the top-1 span (as "
                                     "the learned_span policy's --learned-max-length); --span-max-length is its "
-                                    "former name", range="[1, inf)", argparse_alias="--span-max-length")
+                                    "former name", range="[1, inf)", argparse_alias="--span-max-length", source="ours")
     side_info_without_fingerprint: bool = option(False, "accept a label track that lacks its .json fingerprint (then "
                                                  "checked by line lengths only)")
 

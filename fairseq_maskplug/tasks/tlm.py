@@ -47,12 +47,12 @@ class TLMConfig(ClassificationMLMConfig):
                                     "--mask-policy beside it); needed when --tlm-external-ratio > 0")
     tlm_external_ratio: int = option(999, "rho1: external batches per task batch; a step takes a task batch when "
                                      "(step + 1) mod (rho1 + 1) = 0 (authors' stage 1: 999); 0: task batches only "
-                                     "(stage 2)", range="[0, inf)")
+                                     "(stage 2)", range="[0, inf)", source="authors' code (stage 1)")
     tlm_task_mlm_weight: float = option(20.0, "rho2: a task batch's loss is (rho2 * MLM + CE) / (rho2 + 1) (authors' "
                                         "stage 1: 20); 0: classification only, on the clean text (stage 2)",
-                                        range="[0, inf)")
+                                        range="[0, inf)", source="authors' code (stage 1)")
     tlm_classify_masked: bool = option(False, "classify the masked task text, one forward feeding both heads: the "
-                                       "default (as the authors)")
+                                       "default (as the authors)", source="authors' code")
     no_tlm_classify_masked: bool = option(False, "classify the clean task text instead (the clean and the masked "
                                           "copy share one forward)")
     train_subset: str = II("dataset.train_subset")

@@ -33,7 +33,8 @@ class TokenImportanceConfig(FairseqDataclass):
                        "read through its input0/)")
     label_track: str = option("importance", "side-information track with one 0/1 label per token "
                               "(preprocess.score_importance)")
-    tokens_per_sample: int = option(128, "longest item including <s> (longer lines are truncated)", range="[2, inf)")
+    tokens_per_sample: int = option(128, "longest item including <s> (longer lines are truncated)", range="[2, inf)",
+                                    source="authors' code")
     tagger_head_name: str = option("token_importance_head", "name of the tagging head")
     side_info_without_fingerprint: bool = option(False, "accept a label track that lacks its .json fingerprint (then "
                                                  "checked by line lengths only)")
