@@ -14,7 +14,8 @@ tokenized split, so line k is training item k).
 at random (``random/``), report the share of review documents of both, and tokenize and
 binarize both with the demo's tokenizer (its sentencepiece model, or the GPT-2 BPE of a released
 model when the demo data was made with ``prepare_demo --gpt2-bpe``) and ``dict.txt``
-(``bin_bm25/``, ``bin_random/``).
+(``bin_bm25/``, ``bin_random/``). ``--selected NAME``: also a selection in the same layout in
+``OUT/NAME/`` (``fairseq-maskplug-select``'s DSIR output), binarized to ``bin_NAME/``.
 
 Example::
 
@@ -98,11 +99,26 @@ WRITES = {"corpus": ("corpus.txt", "corpus.source", "queries.txt", "manifest.jso
 STEP_OUTPUTS = {"corpus": ("corpus",), "external": ("bin_bm25", "bin_random")}
 
 
+def step_outputs(args):
+    """The directories the step writes in ``--out``."""
+    return STEP_OUTPUTS[args.step] + tuple(f"bin_{name}" for name in args.selected)
+
+
 def check_outputs(args) -> None:
-    """Refuse, before any work, an output of the step that may not be replaced (atomic.py's rule)."""
-    for name in STEP_OUTPUTS[args.step]:
+    """Refuse, before any work, an output of the step that may not be replaced (atomic.py's rule),
+    and a ``--selected`` selection that is missing or named like a built-in one."""
+    if args.selected and args.step != "external":
+        raise ValueError("--selected belongs to the external step")
+    for name in args.selected:
+        if name in ("bm25", "random", "corpus") or "/" in name:
+            raise ValueError(f"--selected {name}: give the name of a directory of --out other than bm25, random "
+                             "and corpus")
+        if not (args.out / name / "retrieved.ids").is_file():
+            raise FileNotFoundError(f"--selected {name}: {args.out / name / 'retrieved.ids'} does not exist "
+                                    "(run fairseq-maskplug-select --out there first)")
+    for name in step_outputs(args):
         check_output_directory(args.out / name, "--out", COMMAND,
-                               [("--demo", args.demo), ("--cache", args.cache)], legacy=WRITES[name])
+                               [("--demo", args.demo), ("--cache", args.cache)], legacy=WRITES.get(name, ()))
 
 
 def corpus_step(args) -> dict:
@@ -127,14 +143,16 @@ def external_step(args) -> dict:
     corpus = args.out / "corpus"
     docs = (corpus / "corpus.txt").read_text(encoding="utf-8").splitlines()
     sources = (corpus / "corpus.source").read_text().splitlines()
-    bm25_ids = [int(x) for x in (args.out / "bm25" / "retrieved.ids").read_text().split()]
+    read_ids = lambda name: [int(x) for x in (args.out / name / "retrieved.ids").read_text().split()]  # noqa: E731
+    bm25_ids = read_ids("bm25")
     random_ids = sorted(random.Random(args.seed).sample(range(len(docs)), len(bm25_ids)))
+    selections = {"bm25": bm25_ids, "random": random_ids, **{name: read_ids(name) for name in args.selected}}
     summary = {"documents": len(docs), "retrieved": len(bm25_ids),
                "review_share_corpus": review_share(range(len(docs)), sources),
-               "review_share_bm25": review_share(bm25_ids, sources),
-               "review_share_random": review_share(random_ids, sources)}
-    for name, ids in (("bm25", bm25_ids), ("random", random_ids)):
-        with atomic_directory(args.out / f"bin_{name}", COMMAND, WRITES[f"bin_{name}"]) as out:
+               **{f"review_share_{name}": review_share(ids, sources) for name, ids in selections.items()},
+               **{f"documents_{name}": len(ids) for name, ids in selections.items() if name in args.selected}}
+    for name, ids in selections.items():
+        with atomic_directory(args.out / f"bin_{name}", COMMAND, WRITES.get(f"bin_{name}", ())) as out:
             tokenized = out / "train.tok"
             texts, bpe_dir = [docs[i] for i in ids], demo_gpt2_bpe(args.demo)
             write_lines(tokenized, encode_gpt2(bpe_dir, texts, f"external {name}") if bpe_dir is not None
@@ -156,6 +174,9 @@ def main(argv=None) -> int:
                         default=3, help="sentences (lines) per corpus document")
     parser.add_argument("--seed", type=number("[0, inf)", int),
                         default=1234, help="seed of the corpus order and of random retrieval")
+    parser.add_argument("--selected", action="append", default=[], metavar="NAME",
+                        help="external step: also binarize the selection in OUT/NAME/ (retrieve's layout, e.g. "
+                             "fairseq-maskplug-select's DSIR output) to OUT/bin_NAME/; repeatable")
     args = parser.parse_args(argv)
     try:
         check_outputs(args)

@@ -8,6 +8,8 @@
 # Rows (stage 1 gets the same TLM_UPDATES updates of at most TLM_MAX_TOKENS tokens each):
 #   task-only    joint task + MLM on the MR training texts alone (rho1 = 0)
 #   tlm-bm25     task + the BM25 top-TLM_TOP_K documents of each MR training text
+#   tlm-dsir     task + as many documents selected by DSIR (Xie et al. 2023: hashed n-gram
+#                importance resampling toward the MR training texts, fairseq-maskplug-select)
 #   tlm-random   task + as many documents drawn uniformly from the corpus
 #   general-ft   the demo's general MLM checkpoint (recipes/lib.sh) fine-tuned on MR (its
 #                pre-training FLOPs are counted too)
@@ -42,14 +44,19 @@ echo "[2/5] general corpus (news + reviews) and the MR queries"
 [ -f "$OUT/data/corpus/manifest.json" ] || python -m preprocess.prepare_tlm_data corpus --demo "$WORK/data" --out "$OUT/data"
 cat "$OUT/data/corpus/manifest.json"
 
-echo "[3/5] BM25 retrieval (top $TOP_K per MR training text, $BACKEND) and random retrieval of as many documents"
+echo "[3/5] BM25 retrieval (top $TOP_K per MR training text, $BACKEND), DSIR selection and random retrieval of as many documents"
 if [ "$BACKEND" = bm25s ]; then INDEX_ARGS=(--index "$OUT/data/index"); else INDEX_ARGS=(); fi
 stage "tlm_retrieve_k$TOP_K" "$WORK/logs/tlm_retrieve.log" fairseq-maskplug-retrieve \
     --corpus "$OUT/data/corpus/corpus.txt" --queries "$OUT/data/corpus/queries.txt" --top-k "$TOP_K" \
     --backend "$BACKEND" "${INDEX_ARGS[@]}" --out "$OUT/data/bm25"
 tail -1 "$WORK/logs/tlm_retrieve.log"
-stage "tlm_external_k$TOP_K" "$WORK/logs/tlm_external.log" python -m preprocess.prepare_tlm_data external \
-    --demo "$WORK/data" --out "$OUT/data"
+retrieved=$(wc -l < "$OUT/data/bm25/retrieved.ids")
+stage "tlm_dsir_k$TOP_K" "$WORK/logs/tlm_dsir.log" fairseq-maskplug-select \
+    --corpus "$OUT/data/corpus/corpus.txt" --target "$OUT/data/corpus/queries.txt" --num-docs "$retrieved" \
+    --out "$OUT/data/dsir"
+tail -1 "$WORK/logs/tlm_dsir.log"
+stage "tlm_external_dsir_k$TOP_K" "$WORK/logs/tlm_external.log" python -m preprocess.prepare_tlm_data external \
+    --demo "$WORK/data" --out "$OUT/data" --selected dsir
 cat "$OUT/data/external.json"
 
 TLM_MODEL_ARGS=("${MODEL_ARGS[@]}" --pooler-activation-fn gelu --pooler-dropout 0.0)  # the authors' head
@@ -81,11 +88,11 @@ echo "[4/5] stage 1 ($UPDATES updates of <= $MAX_TOKENS tokens, rho1 $RATIO, rho
 for seed in $SEEDS; do
     stage "tlm_s1_task-only__seed$seed" "$WORK/logs/tlm_s1_task-only__seed$seed.log" \
         stage1 task-only "$seed" --tlm-external-ratio 0
-    for source in bm25 random; do
+    for source in bm25 dsir random; do
         stage "tlm_s1_tlm-${source}__seed$seed" "$WORK/logs/tlm_s1_tlm-${source}__seed$seed.log" \
             stage1 "tlm-$source" "$seed" --tlm-external-ratio "$RATIO" --tlm-external-data "$OUT/data/bin_$source"
     done
-    for row in task-only tlm-bm25 tlm-random; do
+    for row in task-only tlm-bm25 tlm-dsir tlm-random; do
         stage "tlm_s2_${row}__seed$seed" "$WORK/logs/tlm_s2_${row}__seed$seed.log" stage2 "$row" "$seed"
     done
     stage "tlm_general-ft__seed$seed" "$WORK/logs/tlm_general-ft__seed$seed.log" \
@@ -96,7 +103,7 @@ seed=${SEEDS%% *}
 echo "[5/5] stage-1 validation accuracy against updates (seed $seed) -> $OUT/results/stage1_valid_accuracy.svg, and the table"
 plot_runs "$OUT/results/stage1_valid_accuracy.svg" accuracy "TLM stage 1 on MR, seed $seed" \
     task-only="$WORK/logs/tlm_s1_task-only__seed$seed.log" tlm-bm25="$WORK/logs/tlm_s1_tlm-bm25__seed$seed.log" \
-    tlm-random="$WORK/logs/tlm_s1_tlm-random__seed$seed.log"
+    tlm-dsir="$WORK/logs/tlm_s1_tlm-dsir__seed$seed.log" tlm-random="$WORK/logs/tlm_s1_tlm-random__seed$seed.log"
 python recipes/tlm_table.py --results "$OUT/results" --logs "$WORK/logs" --general-log "$WORK/logs/general.log" \
     --checkpoint "$OUT/stage2/task-only__seed${SEEDS%% *}/checkpoint_best.pt" --seeds "$SEEDS" \
     --external "$OUT/data/external.json"

@@ -17,8 +17,9 @@ from pathlib import Path
 
 from results_table import fmt  # recipes/ is on the path when this script runs
 
-ROWS = ("task-only", "tlm-bm25", "tlm-random", "general-ft")
-COMPARISONS = (("tlm-bm25", "tlm-random"), ("tlm-bm25", "task-only"), ("tlm-bm25", "general-ft"))
+ROWS = ("task-only", "tlm-bm25", "tlm-dsir", "tlm-random", "general-ft")
+COMPARISONS = (("tlm-bm25", "tlm-random"), ("tlm-dsir", "tlm-random"), ("tlm-bm25", "tlm-dsir"),
+               ("tlm-bm25", "task-only"), ("tlm-bm25", "general-ft"))
 
 
 def train_tokens(log: Path) -> int:
@@ -79,9 +80,9 @@ def main():
         print("general-ft: tokens and FLOPs count fine-tuning only (no general-stage log: a released model)")
     if args.external:
         shares = json.loads(args.external.read_text())
-        print(f"review documents: {100 * shares['review_share_bm25']:.1f}% of BM25's {shares['retrieved']} vs "
-              f"{100 * shares['review_share_random']:.1f}% of random's (corpus: "
-              f"{100 * shares['review_share_corpus']:.1f}%)")
+        print(f"review documents: {100 * shares['review_share_bm25']:.1f}% of BM25's {shares['retrieved']}, "
+              f"{100 * shares['review_share_dsir']:.1f}% of DSIR's {shares['documents_dsir']}, "
+              f"{100 * shares['review_share_random']:.1f}% of random's (corpus: {100 * shares['review_share_corpus']:.1f}%)")
     header = ["row", "seeds", "valid acc", "test acc", "test macro-F1", "tokens (M)", "FLOPs (1e12)"]
     print("| " + " | ".join(header) + " |")
     print("|" + " --- |" * len(header))

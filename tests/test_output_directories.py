@@ -168,5 +168,10 @@ def test_data_preparation_refuses_a_user_directory_before_downloading(tmp_path):
     tlm = run([BIN / "python", "-m", "preprocess.prepare_tlm_data", "corpus", "--demo", tmp_path / "demo", "--out",
                tmp_path / "tlm"])
     assert tlm.returncode == 2 and f"--out {tmp_path / 'tlm' / 'corpus'} is a directory" in tlm.stderr
+    for selected, expected in (("bm25", "other than bm25, random and corpus"),
+                               ("dsir", f"{tmp_path / 'tlm' / 'dsir' / 'retrieved.ids'} does not exist")):
+        external = run([BIN / "python", "-m", "preprocess.prepare_tlm_data", "external", "--demo", tmp_path / "demo",
+                        "--out", tmp_path / "tlm", "--selected", selected])
+        assert external.returncode == 2 and expected in external.stderr, external.stderr
     assert untouched(mine) and untouched(tmp_path / "tlm" / "corpus")
     assert not (tmp_path / "no_downloads").exists() and not (tmp_path / "none").exists()
