@@ -13,8 +13,8 @@ from fairseq_helpers import BIN, CPU_RUN, TINY_BART, assert_same_params, check, 
 from fairseq_maskplug.data import write_side_info
 from fairseq_maskplug.masking import Corruption, build_mask_policy, maskable_positions
 from fairseq_maskplug.masking.salient import SPAN_LENGTH_BASE, choose_spans, complete_spans, span_ids
-from fairseq_maskplug.masking.seq2seq import (collapse_runs, previous_output_tokens, seq2seq_source,
-                                              seq2seq_target)
+from fairseq_maskplug.masking.seq2seq import (chosen_runs, collapse_runs, previous_output_tokens, seq2seq_source,
+                                              seq2seq_target, t5_pair)
 from stats_helpers import assert_proportion, assert_uniform
 
 BOS, PAD, EOS, MASK = 0, 1, 2, 99
@@ -444,3 +444,97 @@ def test_a_misaligned_or_malformed_span_track_stops_before_training(span_data, t
     write_side_info(str(bad / "valid") + ".salient_spans", rows, "int32", tokens_prefix=str(bad / "valid"))
     with pytest.raises(ValueError, match="line 1, value 1: -1 is not a span id"):
         denoising_task(bad, "--mask-policy", "salient_span")
+
+
+# ---- T5 span corruption (--target-format t5) ------------------------------------------------
+
+def test_t5_pair_is_the_t5_papers_example():
+    """Raffel et al. 2020, Fig. 2: "Thank you for inviting me to your party last week." with
+    "for inviting" and "last" dropped."""
+    words = ["<s>", "Thank", "you", "for", "inviting", "me", "to", "your", "party", "last", "week", ".", "</s>"]
+    ids = {w: i for i, w in enumerate(words)}
+    X, Y, Z = 100, 101, 102
+    tokens = np.array([ids[w] for w in words])
+    mask = np.isin(np.arange(len(words)), [3, 4, 9])
+    source, target = t5_pair(tokens, mask, [X, Y, Z, 103], eos=ids["</s>"])
+    name = {**{i: w for w, i in ids.items()}, X: "<X>", Y: "<Y>", Z: "<Z>"}
+    assert [name[t] for t in source] == ["<s>", "Thank", "you", "<X>", "me", "to", "your", "party", "<Y>", "week",
+                                         ".", "</s>"]
+    assert [name[t] for t in target] == ["<X>", "for", "inviting", "<Y>", "last", "<Z>", "</s>"]
+    unmasked_source, unmasked_target = t5_pair(tokens, np.zeros(len(words), bool), [X], eos=ids["</s>"])
+    assert unmasked_source.tolist() == tokens.tolist() and unmasked_target.tolist() == [X, ids["</s>"]]
+    with pytest.raises(ValueError, match="needs 3 sentinels, and --t5-sentinels gives 2"):
+        t5_pair(tokens, mask, [X, Y], eos=ids["</s>"])
+
+
+def fill_in_sentinels(source, target, sentinels, eos):
+    """The block back from a t5 pair: each sentinel of the source replaced by its run in the target."""
+    runs, current = {}, None
+    for t in target[:-1]:
+        if t in sentinels:
+            current = t
+            runs[current] = []
+        else:
+            runs[current].append(t)
+    assert target[-1] == eos and current == sentinels[len(runs) - 1] and runs[current] == []
+    return [x for t in source for x in (runs[t] if t in sentinels else [t])]
+
+
+@pytest.mark.parametrize("policy", ["random", "span"])
+def test_t5_source_and_target_hold_the_block_with_sentinels_in_order(policy):
+    """Over 300 seeded blocks: filling each source sentinel with its target run gives the block back,
+    sentinels appear in order <extra_id_0>, <extra_id_1>, ..., each run masked is one sentinel."""
+    from fairseq_maskplug.masking.builtin_policies import RandomPolicyOptions
+    from fairseq_maskplug.masking.spans import SpanPolicyOptions
+
+    cfg = RandomPolicyOptions(mask_prob=0.3) if policy == "random" else SpanPolicyOptions(span_mask_prob=0.3)
+    chooser = build_mask_policy(policy, cfg)
+    sentinels = list(range(1000, 1100))
+    for seed in range(300):
+        rng = np.random.default_rng(seed)
+        tokens = np.concatenate([[0], rng.integers(4, 50, rng.integers(3, 60)), [2]])
+        mask = chooser.choose(tokens, maskable_positions(tokens, (0, 1, 2)), {}, rng)
+        source, target = t5_pair(tokens, mask, sentinels, eos=2)
+        assert fill_in_sentinels(source.tolist(), target.tolist(), sentinels, 2) == tokens.tolist()
+        used = [t for t in source.tolist() if t in sentinels]
+        assert used == sentinels[:len(used)] and len(used) == len(chosen_runs(mask)[0])
+
+
+def test_t5_task_adds_sentinels_builds_pairs_and_refuses_what_contradicts_it(span_data, tmp_path):
+    task = denoising_task(span_data, "--mask-policy", "span", "--target-format", "t5", "--t5-sentinels", "20")
+    sentinels = [task.dictionary.index(f"<extra_id_{k}>") for k in range(20)]
+    assert sentinels == list(range(task.mask_idx + 1, task.mask_idx + 21))  # after <mask>, in order
+    assert len(task.dictionary) == task.mask_idx + 21
+    dataset = task.dataset("valid").dataset
+    for i in range(len(dataset)):
+        tokens, _ = dataset.framed(i)
+        item = dataset[i]
+        assert fill_in_sentinels(item["source"].tolist(), item["target"].tolist(), sentinels, 2) == tokens.tolist()
+        assert task.mask_idx not in item["source"].tolist()
+    other = denoising_task(span_data, "--mask-policy", "span")
+    assert len(other.dictionary) == other.mask_idx + 1  # the other formats add no symbol
+    with pytest.raises(ValueError, match="--no-collapse-spans contradicts it"):
+        denoising_task(span_data, "--target-format", "t5", "--no-collapse-spans")
+    with pytest.raises(ValueError, match="no 80/10/10"):
+        denoising_task(span_data, "--target-format", "t5", "--random-token-prob", "0.1")
+    with pytest.raises(ValueError, match=r"t5-sentinels must lie in \[2, inf\)"):
+        denoising_task(span_data, "--target-format", "t5", "--t5-sentinels", "1")
+    taken = tmp_path / "taken"
+    shutil.copytree(span_data, taken)
+    with open(taken / "dict.txt", "a") as f:
+        f.write("<extra_id_0> 1\n")
+    with pytest.raises(ValueError, match="already holds <extra_id_0>"):
+        denoising_task(taken, "--target-format", "t5")
+
+
+@pytest.mark.e2e
+def test_t5_span_corruption_trains_a_tiny_bart(span_data, tmp_path):
+    result = check(train_bart(span_data, tmp_path / "t5", "--mask-policy", "span", "--target-format", "t5",
+                              "--t5-sentinels", "20", "--max-update", "6", "--log-format", "json"))
+    losses = [float(r["train_loss"]) for r in json_logs(result, "train")] + \
+        [float(r["valid_loss"]) for r in json_logs(result, "valid")]
+    assert len(losses) >= 2 and all(math.isfinite(x) for x in losses), losses
+    state = torch.load(tmp_path / "t5" / "checkpoint_last.pt", map_location="cpu", weights_only=False)
+    embeddings = state["model"]["encoder.embed_tokens.weight"]
+    dictionary_size = sum(1 for _ in open(span_data / "dict.txt")) + 4 + 1 + 20  # specials, <mask>, sentinels
+    assert embeddings.shape[0] == dictionary_size

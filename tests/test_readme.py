@@ -130,7 +130,7 @@ def quickstart_work(tmp_path_factory):
     text.mkdir(parents=True)
     rng = np.random.default_rng(0)
     vocab = [f"{w}{'x' * int(k)}" for w, k in zip("abcdefghijklmnopqrstuvwxyz", rng.integers(0, 8, 26))]
-    files = {"general.train": (160, 5, 60), "general.valid": (60, 5, 60), "indomain.train": (160, 5, 60),
+    files = {"general.train": (2400, 5, 60), "general.valid": (60, 5, 60), "indomain.train": (160, 5, 60),
              "indomain.valid": (60, 5, 60), "mr.train": (48, 3, 20), "mr.valid": (100, 3, 20),
              "mr.test": (16, 3, 20)}
     for name, (n, lo, hi) in files.items():

@@ -22,14 +22,14 @@ import math
 import re
 from typing import Callable, Optional
 
-SOURCES = ("paper", "authors' code", "ours", "fairseq", "BERT", "SpanBERT", "BART", "REALM", "DARTS")
+SOURCES = ("paper", "authors' code", "ours", "fairseq", "BERT", "SpanBERT", "BART", "T5", "REALM", "DARTS")
 
 
 def option(default, help: str, range: Optional[str] = None, source: Optional[str] = None, **metadata):
     """A dataclass option: ``field(default=default, metadata={"help": help, "range": range, ...})``.
     ``range`` (interval notation) is checked before any work. ``source`` says where the default
     comes from: it starts with one of :data:`SOURCES` (the method's paper, its authors' code, ours:
-    designed here, or the convention of fairseq, BERT, SpanBERT, BART, REALM, DARTS), optionally
+    designed here, or the convention of fairseq, BERT, SpanBERT, BART, T5, REALM, DARTS), optionally
     followed by a note; the options reference and the method pages show it. Further metadata
     (fairseq's ``argparse_alias``) passes through."""
     metadata = {"help": help, **metadata}

@@ -35,22 +35,23 @@ class PolicyDenoisingDataset(FairseqDataset):
         dataset: blocked tokens (``<s>`` prepended), as for the masked-LM tasks.
         side_info: blocked side information by name, aligned with ``dataset``.
         policy: chooses the positions.
-        target_format: ``full`` or ``masked``.
+        target_format: ``full``, ``masked`` or ``t5``.
         collapse: one ``<mask>`` per run of chosen positions in the source.
         corruption: ``None`` replaces every chosen token by ``<mask>``; a
             :class:`Corruption` applies its 80/10/10 shares.
         mask_idx, special_ids, eos, pad: dictionary ids.
         seed: base seed.
+        sentinels: the ``t5`` format's sentinel ids, ``<extra_id_0>`` first.
     """
 
     def __init__(self, dataset, side_info: Mapping[str, object], policy: MaskPolicy, target_format: str,
                  collapse: bool, corruption: Optional[Corruption], mask_idx: int, special_ids: Sequence[int],
-                 eos: int, pad: int, seed: int):
+                 eos: int, pad: int, seed: int, sentinels: Sequence[int] = ()):
         super().__init__()
         self.eos, self.pad = eos, pad  # framing and collating; the format keeps the rest
         self._sizes = np.asarray(dataset.sizes, dtype=np.int64) + 1
         path = PolicyPath(partial(checked_choice, policy), Seq2SeqFormat(target_format, collapse, corruption,
-                                                                         mask_idx, eos), special_ids, seed)
+                                                                         mask_idx, eos, sentinels), special_ids, seed)
         self.items = PolicyItems(dataset, side_info, path, frame=self.with_eos)
 
     def __len__(self):

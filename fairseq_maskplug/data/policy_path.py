@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from ..masking import Corruption, MaskPolicy, corrupt, maskable_positions
-from ..masking.seq2seq import seq2seq_source, seq2seq_target
+from ..masking.seq2seq import seq2seq_source, seq2seq_target, t5_pair
 
 #: ``choose(tokens, maskable, side_info, rng, index)``: a boolean mask, or ``K x len`` for K views
 Chooser = Callable[[np.ndarray, np.ndarray, Mapping[str, np.ndarray], np.random.Generator, int], np.ndarray]
@@ -50,15 +50,22 @@ class MLMFormat:
 
 
 class Seq2SeqFormat:
-    """``{"source", "target"}`` of a text-to-text pair (:func:`seq2seq_source`, :func:`seq2seq_target`)."""
+    """``{"source", "target"}`` of a text-to-text pair (:func:`seq2seq_source`, :func:`seq2seq_target`;
+    :func:`t5_pair` for the ``t5`` format, with its ``sentinels``)."""
 
-    def __init__(self, target_format: str, collapse: bool, corruption: Optional[Corruption], mask_idx: int, eos: int):
+    def __init__(self, target_format: str, collapse: bool, corruption: Optional[Corruption], mask_idx: int, eos: int,
+                 sentinels: Sequence[int] = ()):
         self.target_format, self.collapse, self.corruption = target_format, collapse, corruption
-        self.mask_idx, self.eos = mask_idx, eos
+        self.mask_idx, self.eos, self.sentinels = mask_idx, eos, tuple(sentinels)
+        if target_format == "t5" and not self.sentinels:
+            raise ValueError("the t5 target format needs sentinel ids")
 
     def __call__(self, tokens: np.ndarray, mask: np.ndarray, rng: np.random.Generator) -> dict:
-        source = seq2seq_source(tokens, mask, self.mask_idx, self.collapse, rng, self.corruption)
-        target = seq2seq_target(tokens, mask, self.target_format, self.mask_idx, self.eos)
+        if self.target_format == "t5":
+            source, target = t5_pair(tokens, mask, self.sentinels, self.eos)
+        else:
+            source = seq2seq_source(tokens, mask, self.mask_idx, self.collapse, rng, self.corruption)
+            target = seq2seq_target(tokens, mask, self.target_format, self.mask_idx, self.eos)
         return {"source": torch.from_numpy(source), "target": torch.from_numpy(target)}
 
 

@@ -19,6 +19,14 @@ closed-book answer ``Charles Schulz </s>`` has exactly the shape of a one-span t
     target  b c <mask> e </s>                      (masked)
     target  <s> a b c d e </s>                     (full)
 
+* **t5** (Raffel et al. 2020, §3.1.4 "span corruption", Fig. 2): each run of chosen positions
+  becomes one sentinel in the source, the k-th run ``<extra_id_k>``; the target is each sentinel
+  followed by its run, then one more sentinel and ``</s>``::
+
+    tokens  <s> a  b  c  d  e </s>      chosen: b c, e
+    source  <s> a <extra_id_0> d <extra_id_1> </s>
+    target  <extra_id_0> b c <extra_id_1> e <extra_id_2> </s>
+
 The k-th ``<mask>`` of a collapsed source stands for the k-th run of the target.
 ``collapse`` is BART's text infilling (Lewis et al. 2020, §2.2: a span becomes one
 ``<mask>``) and the paper's single-``<mask>`` examples. Every chosen token becomes
@@ -33,7 +41,7 @@ import numpy as np
 from .corruption import Corruption, corrupt
 from .random_masks import maskable_runs
 
-TARGET_FORMATS = ("full", "masked")
+TARGET_FORMATS = ("full", "masked", "t5")
 
 
 def chosen_runs(mask: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
@@ -85,7 +93,7 @@ def seq2seq_target(tokens: np.ndarray, mask: np.ndarray, target_format: str, mas
     if target_format == "full":
         return tokens.copy()
     if target_format != "masked":
-        raise ValueError(f"unknown target format {target_format!r}; choose one of {TARGET_FORMATS}")
+        raise ValueError(f"target format {target_format!r} is not full or masked (t5: t5_pair)")
     pieces = []
     for k, (start, end) in enumerate(zip(*chosen_runs(mask))):
         if k:
@@ -93,6 +101,28 @@ def seq2seq_target(tokens: np.ndarray, mask: np.ndarray, target_format: str, mas
         pieces.append(tokens[start:end])
     pieces.append([eos])
     return np.concatenate(pieces).astype(tokens.dtype)
+
+
+def t5_pair(tokens: np.ndarray, mask: np.ndarray, sentinels, eos: int) -> Tuple[np.ndarray, np.ndarray]:
+    """T5's span corruption (module docstring): ``(source, target)`` with ``sentinels[k]`` for the
+    k-th run of chosen positions; the target ends with the next sentinel and ``eos``. Refuses a
+    block with more runs than ``len(sentinels) - 1``."""
+    tokens = np.asarray(tokens)
+    mask = np.asarray(mask, dtype=bool)
+    if mask.shape != tokens.shape:
+        raise ValueError(f"mask shape {mask.shape} does not match tokens {tokens.shape}")
+    starts, ends = chosen_runs(mask)
+    if len(starts) + 1 > len(sentinels):
+        raise ValueError(f"a block with {len(starts)} masked runs needs {len(starts) + 1} sentinels, and "
+                         f"--t5-sentinels gives {len(sentinels)}: raise it, or mask fewer runs")
+    source, target, previous = [], [], 0
+    for k, (start, end) in enumerate(zip(starts, ends)):
+        source += [tokens[previous:start], [sentinels[k]]]
+        target += [[sentinels[k]], tokens[start:end]]
+        previous = end
+    source.append(tokens[previous:])
+    target.append([sentinels[len(starts)], eos])
+    return np.concatenate(source).astype(tokens.dtype), np.concatenate(target).astype(tokens.dtype)
 
 
 def previous_output_tokens(target: np.ndarray, eos: int) -> np.ndarray:

@@ -7,6 +7,11 @@ The paper's heuristic rows are one flag each (15% random tokens for +Orig and +R
     +Orig  --mask-policy random       --target-format full
     +Rand  --mask-policy random       --target-format masked
     +SSM   --mask-policy salient_span --target-format masked
+
+``--target-format t5`` is T5's span corruption (Raffel et al. 2020, §3.1.4): one sentinel per
+run of chosen positions in the source, each sentinel and its run in the target; the sentinels
+``<extra_id_0>`` ... are added to the dictionary (so the model needs that dictionary: train from
+scratch, or from a checkpoint trained with the same format and ``--t5-sentinels``).
 """
 
 from dataclasses import dataclass
@@ -28,7 +33,12 @@ class GuidedDenoisingConfig(MaskedLMDataConfig):
     target_format: ChoiceEnum(list(TARGET_FORMATS)) = option("masked", "full: the target is the original block "
                                                              "(+Orig, BART); masked: only the chosen tokens, runs "
                                                              "separated by <mask>, then </s> (+Rand, +SSM; the paper "
-                                                             "states no format)", source="paper (+Rand)")
+                                                             "states no format); t5: T5's span corruption, one "
+                                                             "sentinel <extra_id_k> per run in the source, sentinel "
+                                                             "+ run in the target", source="paper (+Rand)")
+    t5_sentinels: int = option(100, "target format t5: sentinel symbols <extra_id_0> ... <extra_id_N-1> added to "
+                               "the dictionary; a block may hold at most N-1 masked runs", range="[2, inf)",
+                               source="T5 (100 extra ids)")
     collapse_spans: bool = option(False, "one <mask> per run of chosen positions in the source (BART text "
                                   "infilling); the default for span policies (span, salient_span)",
                                   source="BART (text infilling)")
@@ -67,12 +77,29 @@ class GuidedDenoisingTask(PolicyTask, MaskedLMBaseTask):
         self.collapse = cfg.collapse_spans or (self.policy.chooses_spans and not cfg.no_collapse_spans)
         corrupting = cfg.leave_unmasked_prob > 0 or cfg.random_token_prob > 0
         self.seq2seq_corruption = self.corruption if corrupting else None
+        self.sentinels = self.add_sentinels(dictionary) if cfg.target_format == "t5" else ()
+
+    def add_sentinels(self, dictionary):
+        """T5's sentinels, added after ``<mask>``; refused with options that contradict the format
+        and with data whose dictionary already holds a sentinel."""
+        cfg = self.cfg
+        if cfg.no_collapse_spans:
+            raise ValueError("--target-format t5 replaces each run by one sentinel: --no-collapse-spans "
+                             "contradicts it")
+        if cfg.leave_unmasked_prob > 0 or cfg.random_token_prob > 0:
+            raise ValueError("--target-format t5 replaces every chosen token by its run's sentinel (no 80/10/10): "
+                             "give --leave-unmasked-prob 0 --random-token-prob 0")
+        taken = [s for s in dictionary.symbols if s.startswith("<extra_id_")]
+        if taken:
+            raise ValueError(f"the data's dictionary already holds {taken[0]} ({len(taken)} symbols <extra_id_...>): "
+                             "--target-format t5 adds its own sentinels; rename those symbols in the text")
+        return [dictionary.add_symbol(f"<extra_id_{k}>") for k in range(cfg.t5_sentinels)]
 
     def build_inputs(self, split, tokens, side_info):
         d = self.dictionary
         return PolicyDenoisingDataset(tokens, side_info, self.policy, self.cfg.target_format, self.collapse,
                                       self.seq2seq_corruption, self.mask_idx, self.special_ids, eos=d.eos(),
-                                      pad=d.pad(), seed=self.cfg.seed)
+                                      pad=d.pad(), seed=self.cfg.seed, sentinels=self.sentinels)
 
     def build_dataset_for_inference(self, src_tokens, src_lengths, **kwargs):
         """Sources as given (``<s> ... </s>`` with ``<mask>`` where text is to be filled in),
