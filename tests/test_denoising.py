@@ -517,6 +517,8 @@ def test_t5_task_adds_sentinels_builds_pairs_and_refuses_what_contradicts_it(spa
         denoising_task(span_data, "--target-format", "t5", "--no-collapse-spans")
     with pytest.raises(ValueError, match="no 80/10/10"):
         denoising_task(span_data, "--target-format", "t5", "--random-token-prob", "0.1")
+    with pytest.raises(ValueError, match="--t5-sentinels belongs to --target-format t5"):
+        denoising_task(span_data, "--t5-sentinels", "20")
     with pytest.raises(ValueError, match=r"t5-sentinels must lie in \[2, inf\)"):
         denoising_task(span_data, "--target-format", "t5", "--t5-sentinels", "1")
     taken = tmp_path / "taken"

@@ -168,7 +168,7 @@ def options_that_matter(keys: str) -> str:
                                 else CRITERION_DATACLASS_REGISTRY)[name], frozenset()
         else:
             raise ValueError(f"options of {keys!r}: {key!r} is not 'task NAME', 'policy NAME' or 'criterion NAME'")
-        for field in _fields(options, exclude):
+        for field in _fields(options, exclude) if options is not None else ():  # a policy without options
             if "source" in field.metadata and field.name not in seen:
                 seen.add(field.name)
                 rows.append(f"| {_flags(field)} | {_default(field)} | {_cell(field.metadata['source'])} | "

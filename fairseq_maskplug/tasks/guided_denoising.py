@@ -25,6 +25,8 @@ from ..masking.seq2seq import TARGET_FORMATS
 from .masked_lm_base import MaskedLMBaseTask, MaskedLMDataConfig
 from .policy_options import PolicyTask, register_policy_task
 
+T5_SENTINELS = 100  # T5's extra ids
+
 
 @dataclass
 class GuidedDenoisingConfig(MaskedLMDataConfig):
@@ -36,7 +38,7 @@ class GuidedDenoisingConfig(MaskedLMDataConfig):
                                                              "states no format); t5: T5's span corruption, one "
                                                              "sentinel <extra_id_k> per run in the source, sentinel "
                                                              "+ run in the target", source="paper (+Rand)")
-    t5_sentinels: int = option(100, "target format t5: sentinel symbols <extra_id_0> ... <extra_id_N-1> added to "
+    t5_sentinels: int = option(T5_SENTINELS, "target format t5: sentinel symbols <extra_id_0> ... <extra_id_N-1> added to "
                                "the dictionary; a block may hold at most N-1 masked runs", range="[2, inf)",
                                source="T5 (100 extra ids)")
     collapse_spans: bool = option(False, "one <mask> per run of chosen positions in the source (BART text "
@@ -77,6 +79,9 @@ class GuidedDenoisingTask(PolicyTask, MaskedLMBaseTask):
         self.collapse = cfg.collapse_spans or (self.policy.chooses_spans and not cfg.no_collapse_spans)
         corrupting = cfg.leave_unmasked_prob > 0 or cfg.random_token_prob > 0
         self.seq2seq_corruption = self.corruption if corrupting else None
+        if cfg.target_format != "t5" and cfg.t5_sentinels != T5_SENTINELS:
+            raise ValueError(f"--t5-sentinels belongs to --target-format t5 (here {cfg.target_format}, which would "
+                             "ignore it)")
         self.sentinels = self.add_sentinels(dictionary) if cfg.target_format == "t5" else ()
 
     def add_sentinels(self, dictionary):
