@@ -13,5 +13,5 @@ def run_checked(args, tail: int = 4000, **kwargs) -> subprocess.CompletedProcess
         code = result.returncode
         ended = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
         raise RuntimeError(f"{args[0]} ended with {ended}; its stderr:\n{result.stderr[-tail:]}\n"
-                           f"its stdout:\n{result.stdout[-tail:]}")
+                           f"its stdout:\n{result.stdout[-tail:]}\n({args[0]} ended with {ended})")
     return result

@@ -138,7 +138,8 @@ def l3_sets(probs: np.ndarray, k: int, rng):
 
 def smoke_checkpoint(root: Path, plt_track: str = None):
     """``(checkpoint, data)`` for ``--smoke``: a tiny roberta trained one update on a synthetic corpus
-    (with a random PLT track named ``plt_track``, if given)."""
+    (with a random PLT track named ``plt_track``, if given), in one process (``--num-workers 0``: no
+    data-loader process to tear down at exit, where CI twice saw this run fail after it had trained)."""
     data = make_data(root, lines=200)
     if plt_track:
         from fairseq.data import Dictionary, data_utils
@@ -153,6 +154,7 @@ def smoke_checkpoint(root: Path, plt_track: str = None):
                  "--criterion", "masked_lm", "--arch", "roberta_base", "--encoder-layers", "2",
                  "--encoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64", "--encoder-attention-heads", "2",
                  "--max-positions", "64", "--tokens-per-sample", "64", "--max-update", "1", "--cpu",
+                 "--num-workers", "0",
                  "--optimizer", "adam", "--lr", "1e-4", "--batch-size", "8", "--no-epoch-checkpoints",
                  "--disable-validation", "--save-dir", root / "ck", "--valid-subset", "train"])
     return str(root / "ck" / "checkpoint_last.pt"), str(data)

@@ -37,6 +37,7 @@ TRAIN_OPTIONS = {
     "span_geometric_p": ("guided_mlm", ["--mask-policy", "span"]),
     "span_max_length": ("guided_mlm", ["--mask-policy", "span"]),
     "span_mask_prob": ("guided_denoising", ["--mask-policy", "span"]),
+    "t5_sentinels": ("guided_denoising", ["--target-format", "t5"]),
     "fe_views": ("fe_mlm", []),
     "fe_mask_prob": ("fe_mlm", []),
     "fe_span_p": ("fe_mlm", ["--fe-granularity", "span"]),

@@ -93,7 +93,7 @@ def seq2seq_target(tokens: np.ndarray, mask: np.ndarray, target_format: str, mas
     if target_format == "full":
         return tokens.copy()
     if target_format != "masked":
-        raise ValueError(f"target format {target_format!r} is not full or masked (t5: t5_pair)")
+        raise ValueError(f"unknown target format {target_format!r} here; choose full or masked (t5: t5_pair)")
     pieces = []
     for k, (start, end) in enumerate(zip(*chosen_runs(mask))):
         if k:
