@@ -18,5 +18,5 @@ selective_masking.sh selective/results/finetune_valid_accuracy.svg selective_fin
 l3_masking.sh l3_masking/results/valid_accuracy.svg l3_valid_accuracy.svg
 fe_mlm.sh fe_mlm/valid_loss.svg fe_mlm_valid_loss.svg
 bart_policies.sh bart/results/probe_valid_loss.svg bart_probe_valid_loss.svg
-tlm.sh tlm/results/stage1_valid_accuracy.svg tlm_stage1_valid_accuracy.svg
+tlm.sh tlm/results/stage2_valid_accuracy.svg tlm_stage2_valid_accuracy.svg
 PLOTS

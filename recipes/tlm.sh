@@ -100,10 +100,11 @@ for seed in $SEEDS; do
 done
 
 seed=${SEEDS%% *}
-echo "[5/5] stage-1 validation accuracy against updates (seed $seed) -> $OUT/results/stage1_valid_accuracy.svg, and the table"
-plot_runs "$OUT/results/stage1_valid_accuracy.svg" accuracy "TLM stage 1 on MR, seed $seed" \
-    task-only="$WORK/logs/tlm_s1_task-only__seed$seed.log" tlm-bm25="$WORK/logs/tlm_s1_tlm-bm25__seed$seed.log" \
-    tlm-dsir="$WORK/logs/tlm_s1_tlm-dsir__seed$seed.log" tlm-random="$WORK/logs/tlm_s1_tlm-random__seed$seed.log"
+echo "[5/5] stage-2 validation accuracy against updates (seed $seed) -> $OUT/results/stage2_valid_accuracy.svg, and the table"
+plot_runs "$OUT/results/stage2_valid_accuracy.svg" accuracy "TLM stage 2 (and general-ft) on MR, seed $seed" \
+    task-only="$WORK/logs/tlm_s2_task-only__seed$seed.log" tlm-bm25="$WORK/logs/tlm_s2_tlm-bm25__seed$seed.log" \
+    tlm-dsir="$WORK/logs/tlm_s2_tlm-dsir__seed$seed.log" tlm-random="$WORK/logs/tlm_s2_tlm-random__seed$seed.log" \
+    general-ft="$WORK/logs/tlm_general-ft__seed$seed.log"
 python recipes/tlm_table.py --results "$OUT/results" --logs "$WORK/logs" --general-log "$WORK/logs/general.log" \
     --checkpoint "$OUT/stage2/task-only__seed${SEEDS%% *}/checkpoint_best.pt" --seeds "$SEEDS" \
     --external "$OUT/data/external.json"
