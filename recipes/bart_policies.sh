@@ -72,10 +72,11 @@ probe() {
         --save-interval-updates 100 --keep-interval-updates 1 --seed "$seed" --save-dir "$save" --no-last-checkpoints
 }
 
-# policy_train DATA SAVE UPDATES [args...]: a span policy (roberta_tiny with a start/end head)
+# policy_train DATA SAVE UPDATES [args...]: a span policy (roberta_tiny with a start/end head), its
+# contexts read whole: 128 tokens, roberta_tiny's positions, whatever MASKPLUG_TOKENS (QUICK=1: 64) says
 policy_train() {
     local data=$1 save=$2 updates=$3; shift 3
-    maskplug_train "$data" --arch roberta_tiny --tokens-per-sample "$MASKPLUG_TOKENS" "${COMMON_ARGS[@]}" \
+    maskplug_train "$data" --arch roberta_tiny --tokens-per-sample 128 "${COMMON_ARGS[@]}" \
         --lr 1e-3 --lr-scheduler inverse_sqrt --warmup-updates $((updates / 10 + 1)) --max-update "$updates" \
         --no-epoch-checkpoints --seed 1 --save-dir "$save" "$@"
 }
