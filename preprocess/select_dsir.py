@@ -78,7 +78,7 @@ def log_weights(args, ratio, progress=True):
     weights = []
     for _, text in progress_bar(read_lines(args.corpus, "corpus"), desc="weights", unit="doc", disable=not progress):
         buckets = hashed_ngrams(text, args.buckets, args.ngrams)
-        short = len(buckets) == 0 or len(WORD_PUNCT.findall(text)) < args.min_words
+        short = len(buckets) == 0 or (args.min_words > 0 and len(WORD_PUNCT.findall(text)) < args.min_words)
         weights.append(-np.inf if short else float(ratio[buckets].sum()))
     return np.asarray(weights, dtype=np.float64)
 

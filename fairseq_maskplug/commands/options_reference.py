@@ -96,11 +96,12 @@ def _task_options(name: str):
     from ..masking import MASK_POLICY_DATACLASS_REGISTRY
     from ..tasks.policy_options import policy_task_options
 
-    if policy_task_options(name) is None:
+    policy_task = policy_task_options(name)  # (task class, its own options) of a policy task, else None
+    if policy_task is None:
         return TASK_REGISTRY[name], TASK_DATACLASS_REGISTRY[name], frozenset()
     policy_fields = {f.name for dc in MASK_POLICY_DATACLASS_REGISTRY.values() if dc is not None
                      for f in dataclasses.fields(dc)}
-    cls, own = policy_task_options(name)
+    cls, own = policy_task
     return cls, own, frozenset(policy_fields)
 
 

@@ -91,7 +91,7 @@ class GuidedDenoisingTask(PolicyTask, MaskedLMBaseTask):
         if cfg.no_collapse_spans:
             raise ValueError("--target-format t5 replaces each run by one sentinel: --no-collapse-spans "
                              "contradicts it")
-        if cfg.leave_unmasked_prob > 0 or cfg.random_token_prob > 0:
+        if self.seq2seq_corruption is not None:
             raise ValueError("--target-format t5 replaces every chosen token by its run's sentinel (no 80/10/10): "
                              "give --leave-unmasked-prob 0 --random-token-prob 0")
         taken = [s for s in dictionary.symbols if s.startswith("<extra_id_")]
