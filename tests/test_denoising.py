@@ -277,11 +277,12 @@ def test_full_and_masked_formats_and_logged_counts(span_data):
         block = dataset.framed(i)[0]
         item = dataset[i]
         assert item["target"].tolist() == block.tolist()
-        (chosen, maskable), = item["mask_counts"].tolist()
+        (chosen, maskable, units_chosen, units), = item["mask_counts"].tolist()
+        assert (units_chosen, units) == (chosen, maskable)  # token units
         assert (item["source"] == full.mask_idx).sum() == chosen  # one <mask> per token: no collapse
         assert maskable == int(((block != 0) & (block != 2)).sum())
     sample = full.dataset("valid").collater([full.dataset("valid")[i] for i in range(8)])
-    chosen, maskable = full.mask_counts(sample)
+    chosen, maskable, _, _ = full.mask_counts(sample)
     assert chosen.tolist() == [full.dataset("valid")[i]["mask_counts"][0, 0] for i in range(8)]
     assert sample["ntokens"] == int(sample["target"].ne(1).sum())
     assert torch.equal(sample["net_input"]["prev_output_tokens"][:, 0], torch.full((8,), 2))

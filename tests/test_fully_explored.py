@@ -127,7 +127,8 @@ def test_batch_rows_are_the_views_of_each_sequence(tiny_data):
         assert len(set(picked.sum(dim=1).tolist())) == 1
     # the counts the items carried (one row per view) are what the batch shows
     maskable = (src.ne(d.pad()) & src.ne(d.bos()) & src.ne(d.eos())).sum(dim=1)
-    assert batch["mask_counts"].tolist() == torch.stack([tgt.ne(d.pad()).sum(dim=1), maskable], dim=1).tolist()
+    chosen = tgt.ne(d.pad()).sum(dim=1)
+    assert batch["mask_counts"].tolist() == torch.stack([chosen, maskable, chosen, maskable], dim=1).tolist()
 
 
 def test_max_tokens_counts_the_tokens_of_all_views(tiny_data):

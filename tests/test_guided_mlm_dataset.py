@@ -29,16 +29,18 @@ def items(task, split="train", epoch=1):
 
 @pytest.mark.parametrize("policy", ["random", "span"])
 def test_a_batch_carries_its_items_mask_counts_as_the_batch_shows_them(tiny_data, policy):
-    """Items carry (chosen, maskable) per row; the logged statistics read them from the batch. They agree
-    with what the batch itself shows: non-pad targets, and inputs other than <s>, </s> and pad."""
+    """Items carry (chosen, maskable) per row, and the same as units (each token a unit); the logged
+    statistics read them from the batch. They agree with what the batch itself shows: non-pad targets,
+    and inputs other than <s>, </s> and pad."""
     task = make_task(tiny_data / "bin", "--mask-policy", policy)
     task.load_dataset("train")
     dataset, d = task.dataset("train"), task.source_dictionary
     batch = dataset.collater([dataset[i] for i in range(min(16, len(dataset)))])
     src, target = batch["net_input"]["src_tokens"], batch["target"]
     maskable = (src.ne(d.pad()) & src.ne(d.bos()) & src.ne(d.eos())).sum(dim=1)
-    assert batch["mask_counts"].tolist() == torch.stack([target.ne(d.pad()).sum(dim=1), maskable], dim=1).tolist()
-    chosen, counted = task.mask_counts(batch)
+    chosen = target.ne(d.pad()).sum(dim=1)
+    assert batch["mask_counts"].tolist() == torch.stack([chosen, maskable, chosen, maskable], dim=1).tolist()
+    chosen, counted, _, _ = task.mask_counts(batch)
     assert int(chosen.sum()) > 0 and torch.equal(counted, maskable)
 
 

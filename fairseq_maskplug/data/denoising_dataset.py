@@ -51,7 +51,8 @@ class PolicyDenoisingDataset(FairseqDataset):
         self.eos, self.pad = eos, pad  # framing and collating; the format keeps the rest
         self._sizes = np.asarray(dataset.sizes, dtype=np.int64) + 1
         path = PolicyPath(partial(checked_choice, policy), Seq2SeqFormat(target_format, collapse, corruption,
-                                                                         mask_idx, eos, sentinels), special_ids, seed)
+                                                                         mask_idx, eos, sentinels), special_ids, seed,
+                          policy)
         self.items = PolicyItems(dataset, side_info, path, frame=self.with_eos)
 
     def __len__(self):

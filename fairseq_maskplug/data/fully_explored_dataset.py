@@ -21,8 +21,8 @@ class FullyExploredDataset(SeededMaskingDataset):
 
     def __init__(self, dataset, views: int, ratio: float, span: Optional[GeometricSpans],
                  corruption, special_ids, pad_idx, seed, policy: Optional[MaskPolicy] = None, side_info=None):
-        super().__init__(dataset, side_info or {}, corruption, special_ids, pad_idx, seed)
-        self.views, self.ratio, self.span, self.policy = views, ratio, span, policy
+        super().__init__(dataset, side_info or {}, corruption, special_ids, pad_idx, seed, policy)
+        self.views, self.ratio, self.span = views, ratio, span
 
     def choose(self, tokens, maskable, side, rng, index):
         if self.policy is None:

@@ -6,7 +6,7 @@ its epoch iterator (``can_reuse_epoch_itr_across_epochs``, as for ``MaskTokensDa
 """
 
 from functools import cached_property
-from typing import Dict, Mapping, Sequence
+from typing import Dict, Mapping, Optional, Sequence
 
 import numpy as np
 import torch
@@ -32,10 +32,11 @@ class SeededMaskingDataset(BaseWrapperDataset):
     """
 
     def __init__(self, dataset, side_info: Mapping[str, object], corruption: Corruption,
-                 special_ids: Sequence[int], pad_idx: int, seed: int):
+                 special_ids: Sequence[int], pad_idx: int, seed: int, policy: Optional[MaskPolicy] = None):
         super().__init__(dataset)
+        self.policy = policy
         self.items = PolicyItems(dataset, side_info, PolicyPath(self.choose, MLMFormat(corruption, pad_idx),
-                                                                special_ids, seed))
+                                                                special_ids, seed, policy))
         self._last = None  # (epoch, index, item): the source, target and count views ask in turn
 
     def set_epoch(self, epoch):
@@ -63,7 +64,7 @@ class SeededMaskingDataset(BaseWrapperDataset):
 
     @cached_property
     def mask_counts(self):
-        """Dataset view of the items' mask statistics, collated into one ``rows x 2`` tensor
+        """Dataset view of the items' mask statistics, collated into one ``rows x 4`` tensor
         (:class:`~.policy_path.PolicyPath`; K rows per item for K views, in the batch's row order)."""
         return _CountsView(self, "mask_counts")
 
@@ -72,8 +73,7 @@ class PolicyMaskedDataset(SeededMaskingDataset):
     """One mask per item, chosen by a :class:`~fairseq_maskplug.masking.MaskPolicy`."""
 
     def __init__(self, dataset, side_info, policy: MaskPolicy, corruption, special_ids, pad_idx, seed):
-        super().__init__(dataset, side_info, corruption, special_ids, pad_idx, seed)
-        self.policy = policy
+        super().__init__(dataset, side_info, corruption, special_ids, pad_idx, seed, policy)
 
     def choose(self, tokens, maskable, side, rng, index):
         return checked_choice(self.policy, tokens, maskable, side, rng, index)
@@ -90,4 +90,4 @@ class _FieldView(BaseWrapperDataset):
 
 class _CountsView(_FieldView):
     def collater(self, samples):
-        return torch.cat(samples) if samples else torch.zeros((0, 2), dtype=torch.long)
+        return torch.cat(samples) if samples else torch.zeros((0, 4), dtype=torch.long)

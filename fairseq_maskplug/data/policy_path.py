@@ -37,12 +37,13 @@ class MLMFormat:
     def __init__(self, corruption: Corruption, pad_idx: int):
         self.corruption, self.pad_idx = corruption, pad_idx
 
-    def __call__(self, tokens: np.ndarray, masks: np.ndarray, rng: np.random.Generator) -> dict:
+    def __call__(self, tokens: np.ndarray, masks: np.ndarray, rng: np.random.Generator,
+                 units: Optional[np.ndarray] = None) -> dict:
         sources, targets = [], []
         for mask in np.atleast_2d(masks):
             target = np.full_like(tokens, self.pad_idx)
             target[mask] = tokens[mask]
-            sources.append(corrupt(tokens, mask, rng, self.corruption))
+            sources.append(corrupt(tokens, mask, rng, self.corruption, units))
             targets.append(target)
         if masks.ndim == 1:
             return {"source": torch.from_numpy(sources[0]), "target": torch.from_numpy(targets[0])}
@@ -60,7 +61,9 @@ class Seq2SeqFormat:
         if target_format == "t5" and not self.sentinels:
             raise ValueError("the t5 target format needs sentinel ids")
 
-    def __call__(self, tokens: np.ndarray, mask: np.ndarray, rng: np.random.Generator) -> dict:
+    def __call__(self, tokens: np.ndarray, mask: np.ndarray, rng: np.random.Generator,
+                 units: Optional[np.ndarray] = None) -> dict:
+        """(``units`` are not read: a text-to-text source masks every chosen token.)"""
         if self.target_format == "t5":
             source, target = t5_pair(tokens, mask, self.sentinels, self.eos)
         else:
@@ -71,21 +74,43 @@ class Seq2SeqFormat:
 
 class PolicyPath:
     """``path(tokens, side_info, epoch, index)``: the item of one block, with its mask statistics
-    ``mask_counts``, an int64 ``rows x 2`` tensor of (positions chosen, maskable positions) per row
-    of the item (one row; K rows for K views). The tasks log them (``tasks/mask_stats.py``)."""
+    ``mask_counts``, an int64 ``rows x 4`` tensor per row of the item (one row; K rows for K views):
+    positions chosen, maskable positions, units chosen, maskable units. The tasks log them
+    (``tasks/mask_stats.py``).
 
-    def __init__(self, choose: Chooser, output_format: Callable, special_ids: Sequence[int], seed: int):
-        self.choose, self.output_format = choose, output_format
+    ``policy`` (optional) supplies the units: :meth:`~fairseq_maskplug.masking.MaskPolicy.units`
+    (words under ``--mask-unit word``, PMI units); without units each token is one. A policy that
+    :attr:`~fairseq_maskplug.masking.MaskPolicy.corrupts_units` has its units passed to the format.
+    """
+
+    def __init__(self, choose: Chooser, output_format: Callable, special_ids: Sequence[int], seed: int,
+                 policy: Optional[MaskPolicy] = None):
+        self.choose, self.output_format, self.policy = choose, output_format, policy
         self.special_ids, self.seed = tuple(special_ids), seed
 
     def __call__(self, tokens: np.ndarray, side_info: Mapping[str, np.ndarray], epoch: int, index: int) -> dict:
         rng = np.random.default_rng((self.seed, epoch, index))
         maskable = maskable_positions(tokens, self.special_ids)
         masks = self.choose(tokens, maskable, side_info, rng, index)
-        item = self.output_format(tokens, masks, rng)
-        chosen = np.atleast_2d(masks).sum(axis=1)
-        item["mask_counts"] = torch.from_numpy(np.stack([chosen, np.full_like(chosen, maskable.sum())], axis=1))
+        units = None if self.policy is None else self.policy.units(tokens, maskable, side_info)
+        item = self.output_format(tokens, masks, rng, units if units is not None and self.policy.corrupts_units
+                                  else None)
+        item["mask_counts"] = torch.from_numpy(mask_counts(np.atleast_2d(masks), maskable, units))
         return item
+
+
+def mask_counts(masks: np.ndarray, maskable: np.ndarray, units: Optional[np.ndarray]) -> np.ndarray:
+    """``rows x 4`` int64: per mask row, positions chosen, maskable positions, units with a chosen
+    position, maskable units (each token a unit when ``units`` is None)."""
+    chosen = masks.sum(axis=1)
+    if units is None:
+        unit_chosen, unit_total = chosen, int(maskable.sum())
+    else:
+        units = np.asarray(units)
+        unit_chosen = np.array([np.unique(units[row]).size for row in masks])
+        unit_total = np.unique(units[maskable]).size
+    return np.stack([chosen, np.full_like(chosen, maskable.sum()), unit_chosen,
+                     np.full_like(chosen, unit_total)], axis=1).astype(np.int64)
 
 
 def unframed(tokens: np.ndarray, side_info: Mapping[str, np.ndarray]):

@@ -17,8 +17,8 @@ from .registry import (
     policy_option_dataclasses,
     register_mask_policy,
 )
-# registers random, matched_random, l3, selective, span, salient_span, learned_span
-from . import builtin_policies, l3, learned_span, salient, selective, spans  # noqa: F401
+# registers random, matched_random, l3, selective, span, salient_span, learned_span, pmi
+from . import builtin_policies, l3, learned_span, pmi, salient, selective, spans  # noqa: F401
 from .l3 import mask_probabilities
 from .learned_span import candidate_spans, choose_learned_spans, span_distribution
 from .salient import SPAN_IDS, SPAN_LENGTH_BASE, complete_spans, span_ids

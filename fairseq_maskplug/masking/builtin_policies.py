@@ -65,6 +65,10 @@ class MatchedRandomPolicy(MaskPolicy):
     def side_info_rules(self):
         return self.reference.side_info_rules
 
+    @property
+    def word_reductions(self):  # both run on the word sequence: the count matched is in words
+        return self.reference.word_reductions
+
     def choose(self, tokens, maskable, side_info, rng):
         count = int(self.reference.choose(tokens, maskable, side_info, rng).sum())
         return matched_random_mask(maskable, count, rng)

@@ -45,13 +45,15 @@ class Corruption:
 
 
 def corrupt(tokens: np.ndarray, mask: np.ndarray, rng: np.random.Generator,
-            corruption: Corruption) -> np.ndarray:
+            corruption: Corruption, units: Optional[np.ndarray] = None) -> np.ndarray:
     """Return a copy of ``tokens`` with the ``mask`` positions corrupted 80/10/10.
 
     One uniform draw per chosen position decides its fate independently (as in
     fairseq's ``MaskTokensDataset``): ``u < leave`` keeps the token, ``u < leave +
     random`` draws a replacement from ``corruption.replacement_ids``, otherwise the
-    position becomes ``<mask>``.
+    position becomes ``<mask>``. With ``units`` (one integer per position, equal within a
+    unit) one draw per chosen unit decides the fate of all its positions: a unit is kept,
+    replaced token by token at random, or masked whole (PMI-Masking's units).
     """
     mask = np.asarray(mask, dtype=bool)
     if mask.shape != tokens.shape:
@@ -60,7 +62,11 @@ def corrupt(tokens: np.ndarray, mask: np.ndarray, rng: np.random.Generator,
     positions = np.flatnonzero(mask)
     if positions.size == 0:
         return source
-    fate = rng.random(positions.size)
+    if units is None:
+        fate = rng.random(positions.size)
+    else:
+        _, unit_of_position = np.unique(np.asarray(units)[positions], return_inverse=True)
+        fate = rng.random(int(unit_of_position.max()) + 1)[unit_of_position]
     keep = fate < corruption.leave_unmasked_prob
     randomise = ~keep & (fate < corruption.leave_unmasked_prob + corruption.random_token_prob)
     source[positions[~keep & ~randomise]] = corruption.mask_idx

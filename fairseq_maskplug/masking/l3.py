@@ -124,6 +124,13 @@ class L3Policy(MaskPolicy):
     def side_info_rules(self):
         return {self.cfg.l3_track: PROBABILITY}
 
+    @property
+    def word_reductions(self):
+        """``--mask-unit word``: a word's PLT is the product of its subwords' PLTs (ours: each subword's
+        pseudo-likelihood was scored with only that subword masked, so the product approximates the
+        word's), and ``p_bar`` is the mean over the words."""
+        return {self.cfg.l3_track: "prod"}
+
     def probabilities(self, tokens, maskable, side_info):
         return mask_probabilities(side_info[self.cfg.l3_track], self.cfg.l3_mean, maskable,
                                   self.cfg.l3_transform, self.cfg.l3_redistribute, self.cfg.l3_max_prob)

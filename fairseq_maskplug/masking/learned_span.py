@@ -133,6 +133,8 @@ class LearnedSpanPolicy(MaskPolicy):
     """Mask the spans a span-scoring model (supervised or meta-learned) scores highest."""
 
     chooses_spans = True
+    #: ``--mask-unit word``: a chosen span grows to the whole words it touches
+    words_by_expansion = True
 
     @property
     def side_info_names(self):

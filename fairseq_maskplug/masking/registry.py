@@ -70,6 +70,23 @@ class MaskPolicy:
         """
         raise NotImplementedError
 
+    #: ``--mask-unit word`` (:mod:`.words`): how each side-information track combines over a word's
+    #: subwords (``first``, ``max``, ``min``, ``sum``, ``prod``) when the policy runs on the word sequence
+    word_reductions: Mapping[str, str] = {}
+
+    #: ``--mask-unit word``: True when the policy chooses tokens and every word it touches is predicted
+    #: whole (spans whose units are given, not drawn at a rate); False: it runs on the word sequence
+    words_by_expansion: bool = False
+
+    #: True when the 80/10/10 replacement draws one fate per unit of :meth:`units` (``pmi``), not per token
+    corrupts_units: bool = False
+
+    def units(self, tokens: np.ndarray, maskable: np.ndarray,
+              side_info: Mapping[str, np.ndarray]) -> Optional[np.ndarray]:
+        """The unit each position belongs to (integers, equal within a unit) when the policy chooses
+        whole units (n-grams, words), else None (each token is a unit). Logged as ``unit_mask_rate``."""
+        return None
+
     #: why ``--task fe_mlm`` refuses this policy (one line), for a policy whose K disjoint views
     #: cannot have its own mask distribution; None: see :meth:`defines_views`
     views_refused: Optional[str] = None

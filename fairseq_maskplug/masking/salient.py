@@ -97,6 +97,8 @@ class SalientSpanPolicy(MaskPolicy):
     """Mask whole salient spans (named entities, dates), uniformly among a block's complete spans."""
 
     chooses_spans = True
+    #: ``--mask-unit word``: a chosen span grows to the whole words it touches
+    words_by_expansion = True
 
     def __init__(self, cfg):
         super().__init__(cfg)

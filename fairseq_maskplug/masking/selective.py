@@ -120,6 +120,12 @@ class SelectivePolicy(MaskPolicy):
     def side_info_names(self):
         return (self.cfg.selective_track,)
 
+    @property
+    def word_reductions(self):
+        """``--mask-unit word``: a word is as important as its most important subword (ours); the cap
+        then counts words."""
+        return {self.cfg.selective_track: "max"}
+
     def choose(self, tokens, maskable, side_info, rng):
         return self.mask_fn(side_info[self.cfg.selective_track], maskable, self.cfg.selective_threshold,
                             self.cfg.selective_cap, rng if self.cfg.selective_masks == "per_epoch" else None)

@@ -10,7 +10,7 @@ from fairseq.dataclass import ChoiceEnum
 
 from ..common.option_ranges import option
 from ..data import FlatViewsDataset, FullyExploredDataset, ViewCountedDataset
-from ..masking import MASK_POLICY_DATACLASS_REGISTRY, MaskPolicy, maskable_positions
+from ..masking import MASK_POLICY_DATACLASS_REGISTRY, maskable_positions
 from ..masking.spans import GeometricSpans
 from ..common.progress import progress_bar
 from .masked_lm_base import MaskedLMBaseTask, MaskedLMDataConfig
@@ -133,11 +133,11 @@ def check_view_capacity(policy, split, tokens, side_info, special_ids, k: int) -
     """Refuse, before training, a split whose views cannot be drawn: for a policy with per-token
     probabilities, any block with ``k * p_i > 1`` (scanned over the whole split, naming the largest
     ``p_i``); for any other, the views of the first block (a rate too high for k views fails there)."""
-    if type(policy).probabilities is MaskPolicy.probabilities:  # no per-token probabilities
-        first = tokens[0].numpy()
+    first = tokens[0].numpy()
+    first_side = {n: d[0].numpy() for n, d in side_info.items()}
+    if policy.probabilities(first, maskable_positions(first, special_ids), first_side) is None:  # none per token
         try:
-            policy.views(first, maskable_positions(first, special_ids),
-                         {n: d[0].numpy() for n, d in side_info.items()}, np.random.default_rng(0), k)
+            policy.views(first, maskable_positions(first, special_ids), first_side, np.random.default_rng(0), k)
         except ValueError as error:
             raise ValueError(f"--fe-views {k} with --mask-policy {policy.registered_name}: {error}") from None
         return

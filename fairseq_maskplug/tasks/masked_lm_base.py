@@ -143,10 +143,10 @@ class MaskedLMBaseTask(OneDictionaryTask, CriterionChecked, FairseqTask):
         return sample
 
     def mask_counts(self, sample):
-        """Per row of a batch: ``(chosen positions, maskable positions)``, as its items carried them
-        (:class:`~fairseq_maskplug.data.policy_path.PolicyPath`)."""
+        """Per row of a batch: ``(chosen positions, maskable positions, chosen units, maskable units)``,
+        as its items carried them (:class:`~fairseq_maskplug.data.policy_path.PolicyPath`)."""
         counts = self.mlm_sample(sample)["mask_counts"]
-        return counts[:, 0], counts[:, 1]
+        return counts[:, 0], counts[:, 1], counts[:, 2], counts[:, 3]
 
     #: batches group items of similar length (fairseq masked_lm); False: shuffle only
     sort_by_length = True

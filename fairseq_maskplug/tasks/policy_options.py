@@ -10,20 +10,40 @@ policy registers (for instance from a user's ``--user-dir`` module).
 """
 
 import dataclasses
+from dataclasses import dataclass
 from typing import Dict, Tuple
 
+from fairseq.dataclass import ChoiceEnum
 from fairseq.tasks import TASK_DATACLASS_REGISTRY, register_task
 from hydra.core.config_store import ConfigStore
 
+from ..common.option_ranges import option
+from ..data.word_boundaries import BOUNDARIES, word_start_symbols
 from ..masking import build_mask_policy, ignored_policy_options, on_policy_registered, policy_option_dataclasses
+from ..masking.words import WordUnitPolicy
 
 _POLICY_TASKS: Dict[str, Tuple[type, type]] = {}
 
 
+@dataclass
+class MaskUnitOptions:
+    """What any policy chooses: tokens, or whole words (:mod:`fairseq_maskplug.masking.words`)."""
+
+    mask_unit: ChoiceEnum(["token", "word"]) = option(
+        "token", "token: the policy chooses subword tokens; word: it chooses whole words (its rate is then per word; "
+        "entity and learned spans grow to whole words); both rates are logged (mask_rate, unit_mask_rate)",
+        source="paper (every method masks subwords; word: ours, for any policy)")
+    word_boundaries: ChoiceEnum(list(BOUNDARIES)) = option(
+        "auto", "with --mask-unit word: where words start: sentencepiece (a piece with the word-start mark), gpt2 (a "
+        "token with GPT-2's space byte; needs --gpt2-encoder-json), whitespace (every token is a word); auto reads "
+        "dict.txt", source="fairseq (get_whole_word_mask's rule)")
+    gpt2_encoder_json: str = option("", "with --mask-unit word on GPT-2 BPE data: the BPE's encoder.json")
+
+
 def with_policy_options(base: type) -> type:
-    """``base`` extended with the option fields of all registered policies."""
+    """``base`` extended with the option fields of all registered policies and :class:`MaskUnitOptions`."""
     own = {f.name for f in dataclasses.fields(base)}
-    options = policy_option_dataclasses()
+    options = [*policy_option_dataclasses(), MaskUnitOptions]
     for dc in options:
         clash = own & {f.name for f in dataclasses.fields(dc)}
         if clash:
@@ -52,7 +72,7 @@ class PolicyTask:
 
     def __init__(self, cfg, *args, **kwargs):
         super().__init__(cfg, *args, **kwargs)
-        self.policy = self.build_policy(cfg)
+        self.policy = with_mask_unit(self.build_policy(cfg), cfg, self.dictionary)
 
     def build_policy(self, cfg):
         """The policy ``--mask-policy`` names (:func:`build_task_policy`); a task may return None
@@ -93,6 +113,23 @@ def build_task_policy(cfg):
         raise ValueError(f"{f'--task {task} ' if task else ''}--mask-policy {cfg.mask_policy} does not read "
                          f"{listed}: leave {'it' if len(ignored) == 1 else 'them'} out, or use {owners}")
     return policy
+
+
+def with_mask_unit(policy, cfg, dictionary):
+    """``policy`` as ``--mask-unit`` asks: itself for tokens, a :class:`WordUnitPolicy` for words; the
+    word options without ``--mask-unit word`` are refused (nothing would read them)."""
+    if cfg.mask_unit == "token":
+        given = [flag for flag, value, default in (("--word-boundaries", cfg.word_boundaries, "auto"),
+                                                   ("--gpt2-encoder-json", cfg.gpt2_encoder_json, ""))
+                 if value != default]
+        if given:
+            raise ValueError(f"{' and '.join(given)} {'is' if len(given) == 1 else 'are'} read only with "
+                             "--mask-unit word")
+        return policy
+    if policy is None:
+        raise ValueError("--mask-unit word needs a --mask-policy to choose whole words (e.g. --mask-policy random)")
+    starts, _ = word_start_symbols(dictionary, cfg.word_boundaries, cfg.gpt2_encoder_json or None)
+    return WordUnitPolicy(policy, starts)
 
 
 def policy_task_options(name: str):

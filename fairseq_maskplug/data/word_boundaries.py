@@ -1,0 +1,61 @@
+"""Which dictionary symbols start a word (``--mask-unit word``), read from the symbols as fairseq's
+``get_whole_word_mask`` reads them from a BPE: a sentencepiece piece starting with ``▁``, a GPT-2 BPE
+token starting with ``Ġ`` (its space byte; fairseq stores GPT-2 tokens as the numbers of
+``encoder.json``, so that file is needed), and every symbol of a whitespace-tokenised corpus.
+
+``auto`` decides from ``dict.txt``: any symbol with ``▁`` is sentencepiece; symbols that are all
+numbers are GPT-2 labels; anything else is whitespace-tokenised text.
+"""
+
+import json
+from typing import Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..scoring.alignment import SPM_SPACE, TokenSurfaces
+
+BOUNDARIES = ("auto", "sentencepiece", "gpt2", "whitespace")
+
+
+def _text_symbols(symbols: Sequence[str], nspecial: int):
+    return [s for s in symbols[nspecial:] if not (s.startswith("<") and s.endswith(">"))
+            and not s.startswith("madeupword")]
+
+
+def detect_boundaries(symbols: Sequence[str], nspecial: int = 4) -> str:
+    """``sentencepiece``, ``gpt2`` or ``whitespace`` for a dictionary's symbols (module docstring)."""
+    text = _text_symbols(symbols, nspecial)
+    if any(SPM_SPACE in s for s in text):
+        return "sentencepiece"
+    if text and all(s.isdigit() for s in text):
+        return "gpt2"
+    return "whitespace"
+
+
+def word_start_symbols(dictionary, boundaries: str = "auto",
+                       gpt2_encoder_json: Optional[str] = None) -> Tuple[np.ndarray, str]:
+    """``(starts, boundaries used)``: per dictionary id, True where the symbol starts a word. Specials,
+    ``<unk>`` and symbols that spell no text count as starts."""
+    if boundaries not in BOUNDARIES:
+        raise ValueError(f"--word-boundaries must be one of {BOUNDARIES}, got {boundaries!r}")
+    if boundaries == "auto":
+        boundaries = detect_boundaries(dictionary.symbols, dictionary.nspecial)
+    if gpt2_encoder_json and boundaries != "gpt2":
+        raise ValueError(f"--gpt2-encoder-json is read only for GPT-2 BPE data, and these word boundaries are "
+                         f"{boundaries}'s")
+    starts = np.ones(len(dictionary), dtype=bool)
+    if boundaries == "whitespace":
+        return starts, boundaries
+    if boundaries == "gpt2":
+        if not gpt2_encoder_json:
+            raise ValueError("--mask-unit word on GPT-2 BPE data (dict.txt holds encoder.json's numbers): give "
+                             "--gpt2-encoder-json, the BPE's encoder.json, to read where words start (Ġ)")
+        with open(gpt2_encoder_json, encoding="utf-8") as f:
+            encoder = json.load(f)
+        surfaces = TokenSurfaces(dictionary.symbols, (), dictionary.unk(), "gpt2", encoder)
+    else:
+        surfaces = TokenSurfaces(dictionary.symbols, (), dictionary.unk(), "sentencepiece")
+    for i, surface in enumerate(surfaces.surface):
+        if i >= dictionary.nspecial and i != dictionary.unk() and surface is not None:
+            starts[i] = surface.startswith(b" ")
+    return starts, boundaries

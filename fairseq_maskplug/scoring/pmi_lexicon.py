@@ -1,0 +1,140 @@
+"""PMI-Masking's lexicon and units (Levine et al., ICLR 2021, §3; the authors' README for the list policy).
+
+1. **Words** of each binarized line: runs of subword tokens from a word start
+   (:func:`fairseq_maskplug.masking.words.word_starts`), spelled as text (:func:`spell_words`).
+2. **Counts** of word n-grams, 1 <= n <= 5, within lines (:class:`NGramCounts`). Memory is bounded:
+   when more than ``max_entries`` n-grams are held, every n-gram at or below a threshold is dropped
+   and the threshold rises by one (lossy counting, Manku and Motwani 2002): an n-gram's count is then
+   low by at most the final threshold, which the summary reports (0: exact).
+3. **Score** (:func:`pmi_n`), the paper's Eq. 3::
+
+       PMI_n(w_1..w_n) = min over segmentations s of w_1..w_n into >= 2 parts of log p(w_1..w_n) / prod p(part)
+
+   with ``p`` of a k-gram its count over all k-gram occurrences; ``--score authors`` multiplies in
+   ``p(w_1..w_n)`` once more, the score of the authors' published lists.
+4. **Lexicon** (:func:`build_lexicon`): n-grams with 2 <= n <= 5 seen more than ``min_count`` times
+   (authors: over 10), ranked per length; 50% of the lexicon are the top bigrams, 25% trigrams,
+   12.5% each 4- and 5-grams (the authors' list policy).
+5. **Units** (:func:`segment`): a lexicon n-gram is one unit; one contained in a longer match gives way
+   to it; of overlapping matches one is chosen at random (seeded, once per line: ours, the same at
+   every visit) and the rest become words; every other word is a unit.
+"""
+
+import math
+from collections import Counter
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+Words = Tuple[str, ...]
+
+#: the authors' list policy: share of the lexicon per n-gram length
+LENGTH_SHARES = {2: 0.5, 3: 0.25, 4: 0.125, 5: 0.125}
+SCORES = ("paper", "authors")
+
+
+def spell_words(tokens: np.ndarray, starts: np.ndarray, maskable: np.ndarray, spell) -> Tuple[List[str], np.ndarray]:
+    """``(words, first token of each)`` of one line: the maskable words, each spelled by
+    ``spell(token ids)`` (lowercased, stripped)."""
+    firsts = np.flatnonzero(starts & maskable)
+    bounds = np.append(np.flatnonzero(starts), len(tokens))
+    ends = bounds[np.searchsorted(bounds, firsts, side="right")]
+    return [spell(tokens[a:b]).strip().lower() for a, b in zip(firsts, ends)], firsts
+
+
+class NGramCounts:
+    """Counts of word n-grams, 1 <= n <= ``max_n``, within lines, in at most ``max_entries`` entries
+    (module docstring, item 2)."""
+
+    def __init__(self, max_n: int = 5, max_entries: int = 10_000_000):
+        if max_n < 2 or max_entries < 1:
+            raise ValueError(f"need max_n >= 2 and max_entries >= 1, got {max_n}, {max_entries}")
+        self.max_n, self.max_entries = max_n, max_entries
+        self.counts: Counter = Counter()
+        self.totals = [0] * (max_n + 1)  # occurrences of k-grams, exact
+        self.threshold = 0  # counts are low by at most this
+
+    def add(self, words: Sequence[str]) -> None:
+        n = len(words)
+        for k in range(1, self.max_n + 1):
+            if n >= k:
+                self.totals[k] += n - k + 1
+                self.counts.update(tuple(words[i:i + k]) for i in range(n - k + 1))
+        while len(self.counts) > self.max_entries:
+            self.threshold += 1
+            self.counts = Counter({g: c for g, c in self.counts.items() if c > self.threshold})
+
+    def log_p(self, gram: Words) -> Optional[float]:
+        count = self.counts.get(gram, 0)
+        return math.log(count / self.totals[len(gram)]) if count else None
+
+
+def pmi_n(gram: Words, counts: NGramCounts, score: str = "paper") -> Optional[float]:
+    """Eq. 3 of the paper (``authors``: plus ``log p(gram)``); None when a part was never counted."""
+    n = len(gram)
+    log_p = {(i, j): counts.log_p(gram[i:j]) for i in range(n) for j in range(i + 1, n + 1)}
+    if any(v is None for v in log_p.values()):
+        return None
+    # best[i]: the largest sum of log p over segmentations of gram[i:] into >= 1 parts
+    best = [0.0] * (n + 1)
+    for i in range(n - 1, -1, -1):
+        best[i] = max(log_p[i, j] + (best[j] if j < n else 0.0) for j in range(i + 1, n + 1))
+    proper = max(log_p[0, k] + best[k] for k in range(1, n))  # >= 2 parts: cut after the first
+    value = log_p[0, n] - proper
+    return value + log_p[0, n] if score == "authors" else value
+
+
+def build_lexicon(counts: NGramCounts, size: int, min_count: int = 10, score: str = "paper") -> Dict[Words, float]:
+    """The ``size`` n-grams of the lexicon with their scores (module docstring, item 4)."""
+    if score not in SCORES:
+        raise ValueError(f"score must be one of {SCORES}, got {score!r}")
+    ranked: Dict[int, List[Tuple[float, Words]]] = {n: [] for n in LENGTH_SHARES if n <= counts.max_n}
+    for gram, count in counts.counts.items():
+        if len(gram) in ranked and count > min_count:
+            value = pmi_n(gram, counts, score)
+            if value is not None:
+                ranked[len(gram)].append((value, gram))
+    lexicon = {}
+    for n, scored in ranked.items():
+        scored.sort(key=lambda item: (-item[0], item[1]))
+        for value, gram in scored[:int(round(size * LENGTH_SHARES[n]))]:
+            lexicon[gram] = value
+    return lexicon
+
+
+def read_lexicon(lines: Iterable[str], source: str) -> Dict[Words, float]:
+    """A published list (the authors' format): one n-gram per line, words separated by spaces; anything
+    after a tab is ignored. Lines of one word are refused (naming the line)."""
+    lexicon = {}
+    for number, line in enumerate(lines, 1):
+        gram = tuple(line.split("\t", 1)[0].lower().split())
+        if not gram:
+            continue
+        if not 2 <= len(gram) <= 5:
+            raise ValueError(f"{source}:{number}: {line.strip()!r} has {len(gram)} word(s); the lexicon holds "
+                             "n-grams of 2 to 5 words")
+        lexicon[gram] = float(len(lexicon))
+    return lexicon
+
+
+def segment(words: Sequence[str], lexicon, max_n: int, rng: np.random.Generator) -> List[int]:
+    """Start index of every unit of ``words`` (module docstring, item 5)."""
+    n = len(words)
+    matches = [(i, i + k) for i in range(n) for k in range(2, max_n + 1)
+               if i + k <= n and tuple(words[i:i + k]) in lexicon]
+    maximal = [m for m in matches if not any(o != m and o[0] <= m[0] and m[1] <= o[1] for o in matches)]
+    chosen, covered = [], np.zeros(n, dtype=bool)
+    for k in rng.permutation(len(maximal)):
+        a, b = maximal[k]
+        if not covered[a:b].any():
+            chosen.append((a, b))
+            covered[a:b] = True
+    inside = {i for a, b in chosen for i in range(a + 1, b)}
+    return [i for i in range(n) if i not in inside]
+
+
+def unit_start_track(length: int, word_firsts: np.ndarray, unit_starts: Sequence[int]) -> np.ndarray:
+    """A line's track: 1 on the first token of each unit, 0 elsewhere (``</s>`` included)."""
+    track = np.zeros(length, dtype=np.int64)
+    track[np.asarray(word_firsts, dtype=np.int64)[np.asarray(unit_starts, dtype=np.int64)]] = 1
+    return track
