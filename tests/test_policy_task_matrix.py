@@ -15,8 +15,8 @@ from fairseq_maskplug.masking import MASK_POLICY_REGISTRY
 from fairseq_maskplug.masking.salient import span_ids
 from test_finetune_e2e import write_task
 
-POLICIES = {"random", "span", "l3", "selective", "matched_random", "salient_span", "learned_span"}
-WITH_VIEWS = {"random", "span", "l3"}
+POLICIES = {"random", "span", "l3", "selective", "matched_random", "salient_span", "learned_span", "pmi"}
+WITH_VIEWS = {"random", "span", "l3", "pmi"}
 
 
 def write_tracks(directory, rng):
@@ -30,7 +30,9 @@ def write_tracks(directory, rng):
                   "importance": ([rng.random(n) for n in sizes], "float64"),
                   "salient_spans": (spans, "int64"),
                   "span_start": ([rng.normal(size=n) for n in sizes], "float64"),
-                  "span_end": ([rng.normal(size=n) for n in sizes], "float64")}
+                  "span_end": ([rng.normal(size=n) for n in sizes], "float64"),
+                  "pmi_units": ([np.append((rng.random(n - 1) < 0.6) | (np.arange(n - 1) == 0), 0) for n in sizes],
+                                "uint8")}
         for name, (rows, dtype) in tracks.items():
             write_side_info(str(directory / f"{split}.{name}"), rows, dtype, tokens_prefix=str(directory / split))
 
@@ -53,11 +55,11 @@ TASKS = {"guided_mlm": ("mlm", ["--arch", "roberta_base"]),
          "fe_mlm": ("mlm", ["--arch", "roberta_base", "--fe-views", "3"])}
 
 
-def build(matrix_data, task, policy):
+def build(matrix_data, task, policy, *unit):
     kind, extra = TASKS[task]
     args = options.parse_args_and_arch(options.get_training_parser(), [
         str(matrix_data[kind]), "--task", task, "--tokens-per-sample", "32", "--mask-policy", policy,
-        *(["--l3-max-prob", "0.3"] if policy == "l3" and task == "fe_mlm" else []), *extra])
+        *(["--l3-max-prob", "0.3"] if policy == "l3" and task == "fe_mlm" else []), *extra, *unit])
     return tasks.setup_task(convert_namespace_to_omegaconf(args).task)
 
 
@@ -65,10 +67,12 @@ def test_the_matrix_covers_every_built_in_policy():
     assert POLICIES == set(MASK_POLICY_REGISTRY)
 
 
+@pytest.mark.parametrize("unit", ["token", "word"])
 @pytest.mark.parametrize("task", [t for t in TASKS if t != "fe_mlm"])
 @pytest.mark.parametrize("policy", sorted(POLICIES))
-def test_every_policy_masks_items_in_every_policy_task(matrix_data, task, policy):
-    built = build(matrix_data, task, policy)
+def test_every_policy_masks_items_in_every_policy_task(matrix_data, task, policy, unit):
+    """(Words of this whitespace data are its tokens; tests/test_words.py checks words of several pieces.)"""
+    built = build(matrix_data, task, policy, "--mask-unit", unit)
     built.load_dataset("valid")
     dataset = built.dataset("valid")
     batch = dataset.collater([dataset[i] for i in range(len(dataset))])
@@ -77,13 +81,14 @@ def test_every_policy_masks_items_in_every_policy_task(matrix_data, task, policy
     assert int(chosen.sum()) > 0 and bool((chosen <= maskable).all()), (task, policy)
 
 
+@pytest.mark.parametrize("unit", ["token", "word"])
 @pytest.mark.parametrize("policy", sorted(POLICIES))
-def test_fe_mlm_takes_the_policies_with_views_and_refuses_the_others(matrix_data, policy):
+def test_fe_mlm_takes_the_policies_with_views_and_refuses_the_others(matrix_data, policy, unit):
     if policy not in WITH_VIEWS:
         with pytest.raises(ValueError, match=policy):
-            build(matrix_data, "fe_mlm", policy).load_dataset("valid")
+            build(matrix_data, "fe_mlm", policy, "--mask-unit", unit).load_dataset("valid")
         return
-    built = build(matrix_data, "fe_mlm", policy)
+    built = build(matrix_data, "fe_mlm", policy, "--mask-unit", unit)
     built.load_dataset("valid")
     dataset = built.dataset("valid")
     batch = dataset.collater([dataset[i] for i in range(len(dataset))])

@@ -12,7 +12,8 @@ from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..scoring.alignment import SPM_SPACE, TokenSurfaces
+SPM_SPACE = "\u2581"  # sentencepiece's word-start mark
+GPT2_SPACE = "\u0120"  # GPT-2's printable stand-in for the space byte (bytes_to_unicode)
 
 BOUNDARIES = ("auto", "sentencepiece", "gpt2", "whitespace")
 
@@ -51,11 +52,13 @@ def word_start_symbols(dictionary, boundaries: str = "auto",
             raise ValueError("--mask-unit word on GPT-2 BPE data (dict.txt holds encoder.json's numbers): give "
                              "--gpt2-encoder-json, the BPE's encoder.json, to read where words start (Ġ)")
         with open(gpt2_encoder_json, encoding="utf-8") as f:
-            encoder = json.load(f)
-        surfaces = TokenSurfaces(dictionary.symbols, (), dictionary.unk(), "gpt2", encoder)
+            token_of_label = {str(label): token for token, label in json.load(f).items()}
+        texts = [token_of_label.get(symbol) for symbol in dictionary.symbols]
+        mark = GPT2_SPACE
     else:
-        surfaces = TokenSurfaces(dictionary.symbols, (), dictionary.unk(), "sentencepiece")
-    for i, surface in enumerate(surfaces.surface):
-        if i >= dictionary.nspecial and i != dictionary.unk() and surface is not None:
-            starts[i] = surface.startswith(b" ")
+        texts, mark = list(dictionary.symbols), SPM_SPACE
+    for i, text in enumerate(texts):
+        if i >= dictionary.nspecial and i != dictionary.unk() and text is not None and not (
+                text.startswith("<") and text.endswith(">")):
+            starts[i] = text.startswith(mark)
     return starts, boundaries

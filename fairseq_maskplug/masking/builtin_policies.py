@@ -18,6 +18,8 @@ class RandomPolicyOptions:
 class RandomPolicy(MaskPolicy):
     """Uniform random masking at rate ``--mask-prob`` (Devlin et al. 2019; fairseq ``masked_lm``)."""
 
+    rate_option = "mask_prob"
+
     def choose(self, tokens, maskable, side_info, rng):
         return random_mask(maskable, self.cfg.mask_prob, rng)
 

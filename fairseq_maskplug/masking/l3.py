@@ -107,6 +107,8 @@ class L3Policy(MaskPolicy):
     sentence, as in the paper.
     """
 
+    rate_option = "l3_mean"
+
     def __init__(self, cfg):
         super().__init__(cfg)
         if cfg.l3_transform not in TRANSFORMS or cfg.l3_redistribute not in REDISTRIBUTIONS:

@@ -94,6 +94,8 @@ class PMIPolicyOptions:
 class PMIPolicy(MaskPolicy):
     """Whole PMI units (collocations, else words) in random order up to the budget (Levine et al. 2021)."""
 
+    rate_option = "pmi_mask_prob"
+
     chooses_spans = True
     corrupts_units = True
 

@@ -70,6 +70,9 @@ class MaskPolicy:
         """
         raise NotImplementedError
 
+    #: the option holding this policy's mask rate, which ``--mask-prob-schedule`` sets (None: no rate)
+    rate_option: Optional[str] = None
+
     #: ``--mask-unit word`` (:mod:`.words`): how each side-information track combines over a word's
     #: subwords (``first``, ``max``, ``min``, ``sum``, ``prod``) when the policy runs on the word sequence
     word_reductions: Mapping[str, str] = {}

@@ -75,6 +75,8 @@ class SpanPolicyOptions:
 class SpanPolicy(MaskPolicy):
     """Contiguous spans of geometric length, as many tokens as the random policy (SpanBERT)."""
 
+    rate_option = "span_mask_prob"
+
     chooses_spans = True
 
     def __init__(self, cfg):

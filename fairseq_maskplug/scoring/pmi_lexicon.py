@@ -2,10 +2,13 @@
 
 1. **Words** of each binarized line: runs of subword tokens from a word start
    (:func:`fairseq_maskplug.masking.words.word_starts`), spelled as text (:func:`spell_words`).
-2. **Counts** of word n-grams, 1 <= n <= 5, within lines (:class:`NGramCounts`). Memory is bounded:
-   when more than ``max_entries`` n-grams are held, every n-gram at or below a threshold is dropped
-   and the threshold rises by one (lossy counting, Manku and Motwani 2002): an n-gram's count is then
-   low by at most the final threshold, which the summary reports (0: exact).
+2. **Counts** of word n-grams, 1 <= n <= 5, within lines (:class:`NGramCounts`). Memory is bounded
+   as in lossy counting (Manku and Motwani 2002), with a cap on the entries instead of a bucket
+   width: when more than ``max_entries`` n-grams are held, a threshold rises by one and every entry
+   whose count plus its ``delta`` (the threshold when it was last inserted) is at most the threshold
+   is dropped. Then ``count <= true count <= count + delta <= count + threshold`` for every n-gram
+   held, and every n-gram dropped occurred at most ``threshold`` times: the summary reports the
+   final threshold (0: exact counts).
 3. **Score** (:func:`pmi_n`), the paper's Eq. 3::
 
        PMI_n(w_1..w_n) = min over segmentations s of w_1..w_n into >= 2 parts of log p(w_1..w_n) / prod p(part)
@@ -51,6 +54,7 @@ class NGramCounts:
             raise ValueError(f"need max_n >= 2 and max_entries >= 1, got {max_n}, {max_entries}")
         self.max_n, self.max_entries = max_n, max_entries
         self.counts: Counter = Counter()
+        self.deltas: Dict[Words, int] = {}  # the threshold when an entry was inserted (absent: 0)
         self.totals = [0] * (max_n + 1)  # occurrences of k-grams, exact
         self.threshold = 0  # counts are low by at most this
 
@@ -59,10 +63,14 @@ class NGramCounts:
         for k in range(1, self.max_n + 1):
             if n >= k:
                 self.totals[k] += n - k + 1
-                self.counts.update(tuple(words[i:i + k]) for i in range(n - k + 1))
+                grams = [tuple(words[i:i + k]) for i in range(n - k + 1)]
+                if self.threshold:
+                    self.deltas.update((g, self.threshold) for g in grams if g not in self.counts)
+                self.counts.update(grams)
         while len(self.counts) > self.max_entries:
             self.threshold += 1
-            self.counts = Counter({g: c for g, c in self.counts.items() if c > self.threshold})
+            self.counts = Counter({g: c for g, c in self.counts.items() if c + self.deltas.get(g, 0) > self.threshold})
+            self.deltas = {g: d for g, d in self.deltas.items() if g in self.counts}
 
     def log_p(self, gram: Words) -> Optional[float]:
         count = self.counts.get(gram, 0)

@@ -71,6 +71,9 @@ class GuidedDenoisingTask(PolicyTask, MaskedLMBaseTask):
     criteria = ("cross_entropy", "label_smoothed_cross_entropy")
     encoder_decoder = True
     framing_tokens = 2
+    rate_schedule_refused = ("a text-to-text item's source and target are built from the whole mask (runs "
+                             "collapsed, sentinels numbered), so a batch cannot be thinned to a rate afterwards; "
+                             "set the policy's rate instead")
 
     def __init__(self, cfg, dictionary):
         super().__init__(cfg, dictionary)  # builds the policy (PolicyTask)

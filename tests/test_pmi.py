@@ -1,0 +1,260 @@
+"""PMI-Masking (Levine et al. 2021): Eq. 3 by hand, bounded counting, the lexicon and its units, the
+policy's distribution over many seeds (budget, units never split, uniform order, 80/10/10 per unit),
+the producer command, and training in fe_mlm (whole words) and tlm."""
+
+import json
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from fairseq_helpers import check, json_logs, train
+from fairseq_maskplug.masking import Corruption, corrupt, maskable_positions
+from fairseq_maskplug.masking.pmi import PMIPolicy, pmi_mask, pmi_views, unit_ids
+from fairseq_maskplug.scoring.pmi_lexicon import (LENGTH_SHARES, NGramCounts, build_lexicon, pmi_n, read_lexicon,
+                                                  segment, unit_start_track)
+from preprocess import pmi_units
+from stats_helpers import assert_mean, assert_proportion, assert_uniform
+from test_tlm import data as tlm_data, train_tlm  # noqa: F401  (the TLM fixture, reused)
+
+SEEDS = 4000
+
+
+# ---- the score and the lexicon -------------------------------------------------------------------
+
+def test_pmi_n_is_equation_3_by_hand():
+    counts = NGramCounts(5)
+    for line in ["new york city is big", "new york is big", "the city is big", "york city"]:
+        counts.add(line.split())
+    p = {g: counts.counts[g] / counts.totals[len(g)] for g in counts.counts}
+    bigram = ("new", "york")
+    assert math.isclose(pmi_n(bigram, counts), math.log(p[bigram] / (p[("new",)] * p[("york",)])))
+    trigram = ("new", "york", "city")
+    segmentations = [p[("new",)] * p[("york",)] * p[("city",)], p[("new", "york")] * p[("city",)],
+                     p[("new",)] * p[("york", "city")]]
+    assert math.isclose(pmi_n(trigram, counts), math.log(p[trigram] / max(segmentations)))
+    # the authors' lists: p(n-gram) multiplied in once more
+    assert math.isclose(pmi_n(trigram, counts, "authors"), pmi_n(trigram, counts) + math.log(p[trigram]))
+
+
+def test_bounded_counting_drops_the_rarest_and_reports_its_error_bound():
+    rng = np.random.default_rng(0)
+    lines = [[f"w{int(rng.zipf(1.5)) % 200}" for _ in range(12)] for _ in range(300)]
+    exact, bounded = NGramCounts(3), NGramCounts(3, max_entries=500)
+    for line in lines:
+        exact.add(line)
+        bounded.add(line)
+    assert exact.threshold == 0 and bounded.threshold > 0 and len(bounded.counts) <= 500
+    assert bounded.totals == exact.totals
+    for gram, count in bounded.counts.items():  # never above the truth, low by at most its delta <= threshold
+        delta = bounded.deltas.get(gram, 0)
+        assert delta <= bounded.threshold and count <= exact.counts[gram] <= count + delta
+    for gram, count in exact.counts.items():  # what was dropped occurred at most `threshold` times
+        assert gram in bounded.counts or count <= bounded.threshold
+
+
+def test_the_lexicon_keeps_the_authors_length_shares_and_the_min_count():
+    rng = np.random.default_rng(1)
+    counts = NGramCounts(5)
+    for _ in range(400):
+        counts.add([f"w{int(x)}" for x in rng.integers(0, 12, 10)])
+    lexicon = build_lexicon(counts, 40, min_count=3)
+    by_length = {n: [g for g in lexicon if len(g) == n] for n in LENGTH_SHARES}
+    assert len(by_length[2]) == 20 and len(by_length[3]) == 10
+    assert all(counts.counts[g] > 3 for g in lexicon)
+    bigram_scores = sorted((pmi_n(g, counts) for g, c in counts.counts.items() if len(g) == 2 and c > 3),
+                           reverse=True)
+    assert sorted((lexicon[g] for g in by_length[2]), reverse=True) == bigram_scores[:20]  # the top ranked
+
+
+def test_a_published_list_is_read_and_a_bad_line_is_named():
+    assert set(read_lexicon(["new york\t3.2\n", "\n", "The United States\n"], "list.txt")) == {
+        ("new", "york"), ("the", "united", "states")}
+    with pytest.raises(ValueError, match="list.txt:2: 'york' has 1 word"):
+        read_lexicon(["new york\n", "york\n"], "list.txt")
+
+
+def test_segmentation_prefers_the_longer_match_and_chooses_among_overlaps_at_random():
+    lexicon = {("the", "united", "states"), ("united", "states"), ("by", "the", "way"), ("the", "way", "out")}
+    words = "the united states said by the way out".split()
+    outcomes = set()
+    for seed in range(200):
+        starts = segment(words, lexicon, 5, np.random.default_rng(seed))
+        assert starts[:2] == [0, 3]  # "the united states" holds "united states": one unit
+        outcomes.add(tuple(starts[2:]))
+    assert outcomes == {(4, 7), (4, 5)}  # "by the way" + "out", or "by" + "the way out"
+    assert unit_start_track(6, np.array([0, 2, 3]), [0, 2]).tolist() == [1, 0, 0, 1, 0, 0]
+
+
+# ---- the policy's distribution -------------------------------------------------------------------
+
+def block_of_units(lengths):
+    """(<s> + units of these lengths + </s>) as tokens 5.., its unit-start track, its maskable flags."""
+    starts = [0]
+    for n in lengths:
+        starts += [1] + [0] * (n - 1)
+    starts += [0]
+    tokens = np.array([0] + list(range(5, 5 + sum(lengths))) + [2])
+    return tokens, np.array(starts), maskable_positions(tokens, (0, 1, 2))
+
+
+def test_units_are_never_split_the_budget_holds_and_every_unit_left_out_did_not_fit():
+    lengths = [1, 2, 3, 1, 1, 4, 2, 1, 5, 1, 2, 1, 3, 1, 1]
+    tokens, starts, maskable = block_of_units(lengths)
+    ids = unit_ids(starts, maskable)
+    sizes = np.bincount(ids)
+    counts, budgets = [], []
+    for seed in range(SEEDS):
+        rng = np.random.default_rng(seed)
+        mask = pmi_mask(starts, maskable, 0.15, rng)
+        budget = int(0.15 * maskable.sum() + np.random.default_rng(seed).random())
+        per_unit = np.bincount(ids, weights=mask, minlength=len(sizes))
+        assert set(np.flatnonzero(per_unit)) == set(np.flatnonzero(per_unit == sizes)), "a unit was split"
+        count = int(mask.sum())
+        assert count <= budget
+        left_out = (per_unit == 0) & np.isin(np.arange(len(sizes)), ids[maskable])
+        assert (sizes[left_out] > budget - count).all()  # BERT's rule: a unit is skipped only when it does not fit
+        counts.append(count)
+        budgets.append(budget)
+    assert 0 <= np.mean(budgets) - np.mean(counts) < 1  # the realised rate stays under the budget, close to it
+
+
+def test_units_of_equal_length_are_drawn_uniformly_and_the_rate_is_met():
+    lengths = [2] * 20
+    tokens, starts, maskable = block_of_units(lengths)
+    ids = unit_ids(starts, maskable)
+    hits, counts = np.zeros(len(lengths)), []
+    for seed in range(SEEDS):
+        mask = pmi_mask(starts, maskable, 0.3, np.random.default_rng(seed))
+        hits += np.bincount(ids, weights=mask, minlength=len(lengths) + 2)[1:-1] > 0
+        counts.append(int(mask.sum()))
+    assert_uniform(hits, "units chosen")
+    # units of 2 fill an even budget exactly and an odd one to one less: E = 0.3 n - P(odd budget)
+    n = int(maskable.sum())
+    odd = sum(1 for b in (int(0.3 * n), int(0.3 * n) + 1) if b % 2) and (0.3 * n - int(0.3 * n))
+    assert_mean(counts, 0.3 * n - odd, "tokens masked")
+
+
+def test_single_token_units_meet_the_random_policys_count_exactly():
+    tokens, starts, maskable = block_of_units([1] * 30)
+    for seed in range(200):
+        count = int(pmi_mask(starts, maskable, 0.15, np.random.default_rng(seed)).sum())
+        assert count == int(0.15 * 30 + np.random.default_rng(seed).random())
+
+
+def test_views_are_disjoint_whole_units_and_the_first_is_the_policys_mask():
+    tokens, starts, maskable = block_of_units([1, 2, 3, 1, 1, 2, 1, 1, 2, 1, 1, 3, 1, 1, 2])
+    ids = unit_ids(starts, maskable)
+    for seed in range(300):
+        views = pmi_views(starts, maskable, 0.2, np.random.default_rng(seed), 4)
+        assert views.sum(axis=0).max() <= 1
+        for view in views:
+            per_unit = np.bincount(ids, weights=view)
+            assert set(np.flatnonzero(per_unit)) == set(np.flatnonzero(per_unit == np.bincount(ids)))
+        assert np.array_equal(views[0], pmi_mask(starts, maskable, 0.2, np.random.default_rng(seed)))
+    with pytest.raises(ValueError, match="k \\* rate <= 1"):
+        pmi_views(starts, maskable, 0.3, np.random.default_rng(0), 4)
+
+
+def test_the_80_10_10_fate_is_drawn_once_per_unit():
+    tokens, starts, maskable = block_of_units([3] * 10)
+    ids = unit_ids(starts, maskable)
+    corruption = Corruption(mask_idx=4, replacement_ids=np.arange(100, 200))
+    masked_units = units = 0
+    for seed in range(2000):
+        rng = np.random.default_rng(seed)
+        mask = pmi_mask(starts, maskable, 0.3, rng)
+        source = corrupt(tokens, mask, rng, corruption, ids)
+        for unit in np.unique(ids[mask]):
+            fates = {"mask" if s == 4 else "keep" if s == t else "random"
+                     for s, t in zip(source[ids == unit], tokens[ids == unit])}
+            assert len(fates) == 1, f"unit {unit} has fates {fates}"
+            units += 1
+            masked_units += fates == {"mask"}
+    assert_proportion(masked_units, units, 0.8, "units masked")
+
+
+def test_the_policy_reads_its_track_and_declares_units():
+    cfg = SimpleNamespace(pmi_track="pmi_units", pmi_mask_prob=0.15)
+    policy = PMIPolicy(cfg)
+    tokens, starts, maskable = block_of_units([2, 1, 3])
+    assert policy.side_info_names == ("pmi_units",) and policy.corrupts_units
+    assert policy.units(tokens, maskable, {"pmi_units": starts}).tolist() == [0, 1, 1, 2, 3, 3, 3, 4]
+
+
+# ---- the producer and training -------------------------------------------------------------------
+
+def test_pmi_units_command_writes_a_track_of_whole_word_units(tiny_data, tmp_path, capsys):
+    import shutil
+
+    from fairseq.data import Dictionary, data_utils
+
+    data = shutil.copytree(tiny_data / "bin", tmp_path / "bin")
+    lexicon = tmp_path / "lexicon.tsv"
+    assert pmi_units.main(["--data", str(data), "--min-count", "1", "--lexicon-size", "50",
+                           "--write-lexicon", str(lexicon)]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["word_boundaries"] == "whitespace" and summary["lexicon"]["2"] == 25
+    d = Dictionary.load(str(data / "dict.txt"))
+    tokens = data_utils.load_indexed_dataset(str(data / "train"), d)
+    track = data_utils.load_indexed_dataset(str(data / "train.pmi_units"), None)
+    listed = {tuple(line.split("\t")[0].split()) for line in lexicon.read_text().splitlines()}
+    multi = 0
+    for i in range(len(tokens)):
+        line, starts = tokens[i].numpy(), track[i].numpy()
+        assert starts[0] == 1 and starts[-1] == 0  # the first word starts a unit; </s> is none
+        cuts = np.append(np.flatnonzero(starts), len(line) - 1)
+        for a, b in zip(cuts, cuts[1:]):
+            if b - a > 1:  # a unit of several words is a lexicon n-gram
+                assert tuple(d.symbols[t] for t in line[a:b]) in listed
+                multi += 1
+    assert multi > 0 and summary["train"]["units"] == int(sum(track[i].sum() for i in range(len(track))))
+    # the written list reads back as the same lexicon, and gives the same units
+    assert pmi_units.main(["--data", str(data), "--splits", "valid", "--lexicon", str(lexicon),
+                           "--name", "again"]) == 0
+    again = data_utils.load_indexed_dataset(str(data / "valid.again"), None)
+    first = data_utils.load_indexed_dataset(str(data / "valid.pmi_units"), None)
+    assert all(np.array_equal(again[i].numpy(), first[i].numpy()) for i in range(len(first)))
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--splits", "nope"], "no split 'nope'"),
+    (["--lexicon", "{tmp}/bad.txt"], "bad.txt:1: 'york' has 1 word"),
+    (["--write-lexicon", "/proc/lexicon.tsv"], "cannot write /proc/lexicon.tsv"),
+    (["--gpt2-encoder-json", "encoder.json"], "read only for GPT-2"),
+])
+def test_pmi_units_refuses_bad_input_before_writing(tiny_data, tmp_path, capsys, flags, message):
+    import shutil
+
+    data = shutil.copytree(tiny_data / "bin", tmp_path / "bin")
+    (tmp_path / "bad.txt").write_text("york\n")
+    assert pmi_units.main(["--data", str(data), *[f.format(tmp=tmp_path) for f in flags]]) == 2
+    assert message in capsys.readouterr().err
+    assert not list(data.glob("*.pmi_units.*"))
+
+
+@pytest.fixture(scope="module")
+def pmi_data(tiny_data, tmp_path_factory):
+    import shutil
+
+    data = shutil.copytree(tiny_data / "bin", tmp_path_factory.mktemp("pmi") / "bin")
+    assert pmi_units.main(["--data", str(data), "--min-count", "2"]) == 0
+    return data
+
+
+@pytest.mark.e2e
+def test_fe_mlm_trains_on_pmi_units_of_whole_words(pmi_data, tmp_path):
+    result = check(train(pmi_data, tmp_path / "ck", "--mask-policy", "pmi", "--mask-unit", "word", "--fe-views", "3",
+                         "--max-update", "4", task="fe_mlm"))
+    record = json_logs(result, "train")[-1]
+    assert 0 < float(record["train_mask_rate"]) < 0.3 and float(record["train_unit_mask_rate"]) > 0
+
+
+@pytest.mark.e2e
+def test_tlm_trains_with_pmi_units_on_both_sources(tlm_data, tmp_path):  # noqa: F811
+    for directory, splits in (("task/input0", "train,valid"), ("ext", "train")):
+        assert pmi_units.main(["--data", str(tlm_data / directory), "--splits", splits, "--count-split", "train",
+                               "--min-count", "2"]) == 0
+    result = check(train_tlm(tlm_data, tmp_path / "ck", "--mask-policy", "pmi", "--max-update", "4"))
+    assert json_logs(result, "train")[-1]["train_num_updates"] == "4"
