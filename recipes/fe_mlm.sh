@@ -7,8 +7,11 @@
 #
 # Equal compute: MLM uses --batch-size B*K sequences, FE-MLM --batch-size B sequences of K
 # views each: the same rows and tokens per update, the same number of updates.
+# The mlm_schedule row is MLM with a mask-rate schedule (Ankner et al. 2023: linear 30% -> 15% over the
+# run), the same batches as the mlm row.
 # Knobs: FE_UPDATES (400), FE_VIEWS K (4), FE_BATCH B (8), FE_VALID_EVERY (50: checkpoint interval),
-# FE_FINETUNE_EPOCHS (5), FE_SEEDS ("1"), and those of recipes/lib.sh.
+# FE_FINETUNE_EPOCHS (5), FE_SEEDS ("1"), FE_ROWS (the rows to train: "mlm fe_subword mlm_span fe_span
+# mlm_schedule"), and those of recipes/lib.sh.
 set -euo pipefail
 MASKPLUG_EXTRAS=bench source "$(dirname "${BASH_SOURCE[0]}")/setup_env.sh"
 source "$MASKPLUG_ROOT/recipes/lib.sh"  # cd to the repository root, WORK
@@ -19,6 +22,8 @@ B="${FE_BATCH:-8}"
 EVERY="${FE_VALID_EVERY:-50}"  # checkpoint (and scoring) interval
 EPOCHS="${FE_FINETUNE_EPOCHS:-5}"
 SEEDS="${FE_SEEDS:-1}"
+ROWS="${FE_ROWS:-mlm fe_subword mlm_span fe_span mlm_schedule}"
+wanted() { [[ " $ROWS " == *" $1 "* ]]; }
 OUT="$WORK/fe_mlm"
 mkdir -p "$OUT"
 started=$SECONDS
@@ -29,12 +34,16 @@ GENERAL="$GENERAL_CHECKPOINT"
 
 echo "[2/4] continued pre-training, $UPDATES updates each: MLM (subword, span) batch $((B * K)) vs FE-MLM batch $B x $K views"
 common=(--finetune-from-model "$GENERAL" --save-interval-updates "$EVERY" --keep-interval-updates -1)
-stage fe_mlm_mlm "$WORK/logs/fe_mlm_mlm.log" \
+wanted mlm && stage fe_mlm_mlm "$WORK/logs/fe_mlm_mlm.log" \
     pretrain guided_mlm "$WORK/data/indomain" "$OUT/mlm" "$UPDATES" --batch-size $((B * K)) "${common[@]}"
-stage fe_mlm_mlm_span "$WORK/logs/fe_mlm_mlm_span.log" \
+wanted mlm_span && stage fe_mlm_mlm_span "$WORK/logs/fe_mlm_mlm_span.log" \
     pretrain guided_mlm "$WORK/data/indomain" "$OUT/mlm_span" "$UPDATES" --batch-size $((B * K)) "${common[@]}" \
     --mask-policy span
+wanted mlm_schedule && stage fe_mlm_mlm_schedule "$WORK/logs/fe_mlm_mlm_schedule.log" \
+    pretrain guided_mlm "$WORK/data/indomain" "$OUT/mlm_schedule" "$UPDATES" --batch-size $((B * K)) "${common[@]}" \
+    --mask-policy random --mask-prob-schedule linear --mask-prob-schedule-updates "$UPDATES"
 for granularity in subword span; do
+    wanted "fe_$granularity" || continue
     stage "fe_mlm_fe_$granularity" "$WORK/logs/fe_mlm_fe_$granularity.log" \
         pretrain fe_mlm "$WORK/data/indomain" "$OUT/fe_$granularity" "$UPDATES" --batch-size "$B" \
         --fe-views "$K" --fe-granularity "$granularity" "${common[@]}"
@@ -45,16 +54,15 @@ score_checkpoints() {
     python -m fairseq_maskplug.evaluation.evaluate_mlm --data "$WORK/data/indomain" --split valid \
         "$OUT/$1"/checkpoint_*_*.pt > "$OUT/valid_loss_$1.jsonl"
 }
-for run in mlm fe_subword mlm_span fe_span; do
+for run in $ROWS; do
     stage "fe_mlm_score_$run" "$WORK/logs/fe_mlm_score_$run.log" score_checkpoints "$run"
 done
 echo "    validation MLM loss against updates, one fixed set of random masks -> $OUT/valid_loss.svg"
 plot_runs "$OUT/valid_loss.svg" loss "FE-MLM vs MLM: in-domain valid loss under the same random masks" \
-    mlm="$OUT/valid_loss_mlm.jsonl" fe_subword="$OUT/valid_loss_fe_subword.jsonl" \
-    mlm_span="$OUT/valid_loss_mlm_span.jsonl" fe_span="$OUT/valid_loss_fe_span.jsonl"
+    $(for run in $ROWS; do echo "$run=$OUT/valid_loss_$run.jsonl"; done)
 
 echo "[3/4] MR fine-tuning ($EPOCHS epochs, seeds: $SEEDS)"
-for row in mlm fe_subword mlm_span fe_span; do
+for row in $ROWS; do
     for seed in $SEEDS; do
         stage "fe_mlm_ft_${row}__seed$seed" "$WORK/logs/fe_mlm_ft_${row}__seed$seed.log" \
             finetune_and_score "$row" "$OUT/$row/checkpoint_last.pt" "$seed" "$EPOCHS" "$OUT/results" "$OUT/finetune"
@@ -69,6 +77,6 @@ tail -12 "$WORK/logs/fe_mlm_probe.log"
 
 echo
 echo "MR sentence polarity after $UPDATES continued updates at equal compute, accuracy and macro-F1 in %:"
-python recipes/results_table.py "$OUT/results" --rows mlm,fe_subword,mlm_span,fe_span
+python recipes/results_table.py "$OUT/results" --rows "${ROWS// /,}"
 quick_note
 echo "finished in $(( (SECONDS - started) / 60 )) min $(( (SECONDS - started) % 60 )) s"

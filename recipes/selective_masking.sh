@@ -2,7 +2,8 @@
 # Selective masking (Gu et al. 2020) end to end: GenePT (general MLM) -> fine-tune on MR ->
 # Downstream Mask (buffer scorer) -> token-importance tagger -> In-domain Mask of the reviews ->
 # TaskPT with selective masks and with matched random masks (same number per sequence) ->
-# fine-tune -> table of no-TaskPT / matched-random / selective (mean +- std over seeds).
+# fine-tune -> table of no-TaskPT / matched-random / selective (mean +- std over seeds), and the peers'
+# rows: TaskPT with whole-word random masks and with PMI-Masking units (Levine et al. 2021).
 #
 # QUICK=1: the whole pipeline at toy size in work_quick/ (about 3 minutes on 2 cores; a smoke run).
 # Knobs (environment variables; defaults take about 20 minutes on 2 CPU cores):
@@ -14,6 +15,8 @@
 #   SM_CLASS_WEIGHT     tagger class-1 weight                       (1.5; authors' scripts 3)
 #   SM_CAP              --selective-cap                             (0.15)
 #   SM_MASKS            --selective-masks fixed|per_epoch           (fixed)
+#   SM_PEERS            peer rows: whole-word and/or pmi            ("whole-word pmi"; the quickstart: none)
+#   SM_PMI_MIN_COUNT    PMI lexicon: n-grams seen more than this    (5; the authors: 10, on a far larger corpus)
 # plus those of recipes/lib.sh (data size, general updates, model shape, MASKPLUG_WORK).
 # On GPUs every fairseq-train uses all visible GPUs with --fp16. Re-running skips finished
 # stages and resumes interrupted ones.
@@ -29,6 +32,8 @@ TAGGER_EPOCHS="${SM_TAGGER_EPOCHS:-5}"
 CLASS_WEIGHT="${SM_CLASS_WEIGHT:-1.5}"
 CAP="${SM_CAP:-0.15}"
 MASKS="${SM_MASKS:-fixed}"
+PEERS="${SM_PEERS-whole-word pmi}"
+PMI_MIN_COUNT="${SM_PMI_MIN_COUNT:-5}"
 OUT="$WORK/selective"
 MR="$WORK/data/mr"
 started=$SECONDS
@@ -102,10 +107,35 @@ losses = ", ".join(f"{name} {r['loss']:.3f}" for name, r in zip(("selective", "m
 print(f"    in-domain valid MLM loss on one fixed set of random masks (15%, seed 1; bits): {losses}")
 PY
 
-echo "    fine-tuning the TaskPT models on MR"
+ROWS="matched-random selective"
 declare -A INIT=([matched-random]="$OUT/taskpt_matched/checkpoint_last.pt"
                  [selective]="$OUT/taskpt_selective/checkpoint_last.pt")
-for row in matched-random selective; do
+for peer in $PEERS; do
+    case "$peer" in
+        whole-word)  # random whole words, the share of words the selective cap allows
+            stage sm_taskpt_whole-word "$WORK/logs/sm_taskpt_whole-word.log" \
+                pretrain guided_mlm "$WORK/data/indomain" "$OUT/taskpt_whole-word" "$UPDATES" \
+                --mask-policy random --mask-unit word --mask-prob "$CAP" --finetune-from-model "$GENEPT" ;;
+        pmi)  # PMI-Masking: a lexicon of the reviews' collocations, units masked to the same budget
+            stage sm_pmi_units "$WORK/logs/sm_pmi_units.log" python -m preprocess.pmi_units \
+                --data "$WORK/data/indomain" --splits train,valid --min-count "$PMI_MIN_COUNT" \
+                --write-lexicon "$OUT/pmi_lexicon.tsv"
+            tail -1 "$WORK/logs/sm_pmi_units.log" | python -c "import json,sys; s=json.load(sys.stdin); \
+print(f'    PMI lexicon {sum(s[\"lexicon\"].values())} n-grams; {100 * s[\"train\"][\"share_of_words_in_ngrams\"]:.1f}% of ' \
+      f'the reviews\' words lie in one')"
+            stage sm_taskpt_pmi "$WORK/logs/sm_taskpt_pmi.log" \
+                pretrain guided_mlm "$WORK/data/indomain" "$OUT/taskpt_pmi" "$UPDATES" \
+                --mask-policy pmi --pmi-mask-prob "$CAP" --finetune-from-model "$GENEPT" ;;
+        *) echo "SM_PEERS: unknown row $peer (whole-word, pmi)" >&2; exit 2 ;;
+    esac
+    last_record "$WORK/logs/sm_taskpt_$peer.log" valid | python -c "import json,sys; r=json.load(sys.stdin); \
+print(f'    $peer: valid mask rate {r[\"valid_mask_rate\"]} of the tokens, {r.get(\"valid_unit_mask_rate\", \"-\")} of its units')"
+    INIT[$peer]="$OUT/taskpt_$peer/checkpoint_last.pt"
+    ROWS="$ROWS $peer"
+done
+
+echo "    fine-tuning the TaskPT models on MR"
+for row in $ROWS; do
     for seed in $SEEDS; do
         stage "sm_ft_${row}__seed$seed" "$WORK/logs/sm_ft_${row}__seed$seed.log" \
             finetune_and_score "$row" "${INIT[$row]}" "$seed" "$EPOCHS" "$OUT/results" "$OUT/finetune"
@@ -116,10 +146,11 @@ seed=${SEEDS%% *}
 echo "    MR fine-tuning, validation accuracy against updates (seed $seed) -> $OUT/results/finetune_valid_accuracy.svg"
 plot_runs "$OUT/results/finetune_valid_accuracy.svg" accuracy "Selective masking: MR fine-tuning, seed $seed" \
     no-TaskPT="$WORK/logs/sm_ft_no-TaskPT__seed$seed.log" \
-    matched-random="$WORK/logs/sm_ft_matched-random__seed$seed.log" selective="$WORK/logs/sm_ft_selective__seed$seed.log"
+    matched-random="$WORK/logs/sm_ft_matched-random__seed$seed.log" selective="$WORK/logs/sm_ft_selective__seed$seed.log" \
+    $(for peer in $PEERS; do echo "$peer=$WORK/logs/sm_ft_${peer}__seed$seed.log"; done)
 echo
 echo "MR sentence polarity ($EPOCHS fine-tuning epochs; GenePT = $GENERAL_DESCRIPTION;"
 echo "TaskPT = $UPDATES in-domain updates, masks capped at $CAP, $MASKS), accuracy and macro-F1 in %:"
-python recipes/results_table.py "$OUT/results" --rows "no-TaskPT,matched-random,selective"
+python recipes/results_table.py "$OUT/results" --rows "no-TaskPT,${ROWS// /,}"
 quick_note
 echo "finished in $(( (SECONDS - started) / 60 )) min $(( (SECONDS - started) % 60 )) s"
