@@ -8,7 +8,7 @@ from fairseq import options, tasks
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
 from fairseq_helpers import assert_same_params, check, json_logs, train
-from fairseq_maskplug.masking.rate_schedule import runs, scheduled_rate, thin_runs
+from fairseq_maskplug.masking.rate_schedule import hashed_uniforms, scheduled_rate, thin_rows
 from fairseq_maskplug.masking.spans import GeometricSpans, span_mask
 from stats_helpers import assert_proportion
 
@@ -27,6 +27,12 @@ def test_schedules_by_hand():
         scheduled_rate(1, "linear", 0.3, 0.15, 0)
 
 
+def runs(chosen):
+    """Per position: the number of its run of chosen positions (0, 1, ...), -1 where not chosen."""
+    begins = chosen & ~np.concatenate([[False], chosen[:-1]])
+    return np.where(chosen, np.cumsum(begins) - 1, -1)
+
+
 def test_thinning_keeps_runs_whole_and_scales_each_tokens_probability_exactly():
     """Span masks at 0.3 thinned with keep = 0.5: each position is predicted with probability exactly
     half its probability under the policy (both estimated over the same seeds), runs kept or dropped
@@ -34,21 +40,27 @@ def test_thinning_keeps_runs_whole_and_scales_each_tokens_probability_exactly():
     maskable = np.ones(40, dtype=bool)
     maskable[[0, 20, 39]] = False
     spans, seeds = GeometricSpans(0.2, 10), 6000
-    before, after = np.zeros(40), np.zeros(40)
-    for seed in range(seeds):
-        rng = np.random.default_rng(seed)
-        mask = span_mask(maskable, 0.3, spans, rng)
-        kept = thin_runs(mask, 0.5, rng)
+    masks = np.stack([span_mask(maskable, 0.3, spans, np.random.default_rng(seed)) for seed in range(seeds)])
+    kept = thin_rows(masks, 0.5, np.stack([np.full(seeds, 7), np.arange(seeds)], axis=1))
+    for mask, row in zip(masks[:500], kept[:500]):
         ids = runs(mask)
         for run in np.unique(ids[ids >= 0]):
-            assert len(set(kept[ids == run].tolist())) == 1, "a run was split"
-        assert not (kept & ~mask).any()
-        before += mask
-        after += kept
+            assert len(set(row[ids == run].tolist())) == 1, "a run was split"
+    assert not (kept & ~masks).any()
+    before, after = masks.sum(axis=0), kept.sum(axis=0)
     for position in (1, 10, 19, 30):
         # given the policy's masks, each one keeps position i with probability 0.5
         assert_proportion(int(after[position]), int(before[position]), 0.5, f"position {position}")
     assert before[~maskable].sum() == 0
+
+
+def test_hashed_uniforms_are_uniform_and_depend_only_on_their_keys():
+    from stats_helpers import assert_uniform
+
+    u = hashed_uniforms(np.full(20000, 3), np.arange(20000))
+    assert_uniform(np.histogram(u, bins=20, range=(0, 1))[0], "hashed uniforms")
+    assert hashed_uniforms(np.array([3]), np.array([5]))[0] == u[5]  # the same keys, the same value
+    assert len(np.unique(hashed_uniforms(np.arange(1000), np.zeros(1000, dtype=np.int64)))) == 1000
 
 
 def make_task(data, *flags, task="guided_mlm", arch="roberta_base"):

@@ -24,7 +24,7 @@ from ..common.option_ranges import option
 from ..data.word_boundaries import BOUNDARIES, word_start_symbols
 from ..masking import (MASK_POLICY_DATACLASS_REGISTRY, MASK_POLICY_REGISTRY, build_mask_policy, ignored_policy_options, on_policy_registered,
                        policy_option_dataclasses)
-from ..masking.rate_schedule import SCHEDULES, highest_rate, scheduled_rate, thin_runs
+from ..masking.rate_schedule import SCHEDULES, highest_rate, scheduled_rate, thin_rows
 from ..masking.words import WordUnitPolicy
 
 _POLICY_TASKS: Dict[str, Tuple[type, type]] = {}
@@ -178,16 +178,16 @@ def build_task_policy(cfg):
 
 def thin_batch(src_tokens, target, mask_counts, ids, keep: float, pad: int, seed) -> None:
     """Keep each run of predicted positions of every row with probability ``keep``, in place: a run left
-    out gets its original tokens back in ``src_tokens`` and pad in ``target`` (:func:`thin_runs`, one
-    generator per (``seed``: seed, 0, update; validation: seed, 1, 0; then item, row of the item)); ``mask_counts`` gets the new counts (units:
-    tokens, as runs are not units)."""
+    out gets its original tokens back in ``src_tokens`` and pad in ``target`` (:func:`thin_rows`, keyed
+    by ``seed`` (seed, 0, update; validation: seed, 1, 0), the item and its row: K rows for K views);
+    ``mask_counts`` gets the new counts (units: tokens, as runs are not units)."""
     chosen = (target != pad).cpu().numpy()
-    ids = ids.cpu().numpy()
+    ids = ids.cpu().numpy().astype(np.int64)
     rows_per_item = len(chosen) // max(len(ids), 1)
-    kept = np.zeros_like(chosen)
-    for row in range(len(chosen)):
-        rng = np.random.default_rng((*seed, int(ids[row // rows_per_item]), row % rows_per_item))
-        kept[row] = thin_runs(chosen[row], keep, rng)
+    rows = np.arange(len(chosen))
+    keys = np.stack([*(np.full(len(rows), s, dtype=np.int64) for s in seed), ids[rows // rows_per_item],
+                     rows % rows_per_item], axis=1)
+    kept = thin_rows(chosen, keep, keys)
     dropped = torch.from_numpy(chosen & ~kept).to(target.device)
     src_tokens[dropped] = target[dropped]
     target[dropped] = pad
