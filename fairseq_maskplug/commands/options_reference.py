@@ -88,6 +88,13 @@ def _doc(cls) -> str:
     return _cell(_ROLE.sub(lambda m: f"`{m.group(1).split('.')[-1]}`", text).replace("``", "`"))
 
 
+def _shared_groups():
+    """The option groups every task with ``--mask-policy`` takes besides the policies' own, by name."""
+    from ..tasks.policy_options import MaskUnitOptions, RateScheduleOptions
+
+    return {"mask-unit": MaskUnitOptions, "rate-schedule": RateScheduleOptions}
+
+
 def _task_options(name: str):
     """``(task class, its own options dataclass, fields to leave out)`` of a registered task: a policy
     task's policy options are listed under their policies."""
@@ -99,8 +106,8 @@ def _task_options(name: str):
     policy_task = policy_task_options(name)  # (task class, its own options) of a policy task, else None
     if policy_task is None:
         return TASK_REGISTRY[name], TASK_DATACLASS_REGISTRY[name], frozenset()
-    policy_fields = {f.name for dc in MASK_POLICY_DATACLASS_REGISTRY.values() if dc is not None
-                     for f in dataclasses.fields(dc)}
+    policy_fields = {f.name for dc in [*MASK_POLICY_DATACLASS_REGISTRY.values(), *_shared_groups().values()]
+                     if dc is not None for f in dataclasses.fields(dc)}
     cls, own = policy_task
     return cls, own, frozenset(policy_fields)
 
@@ -124,7 +131,8 @@ def render() -> str:
         if criteria:
             out.append(f"Criteria: {criteria} (the first is the default of `fairseq-maskplug-train`).\n")
         if takes_policy:
-            out.append("Takes `--mask-policy` and the options of every mask policy (below).\n")
+            out.append("Takes `--mask-policy`, the options of every mask policy, `--mask-unit` and "
+                       "`--mask-prob-schedule` (below).\n")
         out.extend(option_rows(own, exclude=policy_fields))
         out.append("")
     out.append("## Criteria\n")
@@ -133,6 +141,12 @@ def render() -> str:
         options = CRITERION_DATACLASS_REGISTRY.get(name)
         rows = option_rows(options) if options is not None else []
         out.extend(rows if len(rows) > 2 else ["No options of its own."])
+        out.append("")
+    out.append("## What any policy chooses: units and a rate schedule\n")
+    out.append("Options of every task that takes `--mask-policy`.\n")
+    for group, options in _shared_groups().items():
+        out.append(f"### {group}\n\n{_doc(options)}\n")
+        out.extend(option_rows(options))
         out.append("")
     out.append("## Mask policies\n")
     for name in MASK_POLICY_REGISTRY:
@@ -164,11 +178,14 @@ def options_that_matter(keys: str) -> str:
         kind, _, name = key.partition(" ")
         if kind == "task":
             _, options, exclude = _task_options(name)
+        elif kind == "group":
+            options, exclude = _shared_groups()[name], frozenset()
         elif kind in ("policy", "criterion"):
             options, exclude = (MASK_POLICY_DATACLASS_REGISTRY if kind == "policy"
                                 else CRITERION_DATACLASS_REGISTRY)[name], frozenset()
         else:
-            raise ValueError(f"options of {keys!r}: {key!r} is not 'task NAME', 'policy NAME' or 'criterion NAME'")
+            raise ValueError(f"options of {keys!r}: {key!r} is not 'task NAME', 'policy NAME', 'criterion NAME' or "
+                             "'group mask-unit|rate-schedule'")
         for field in _fields(options, exclude) if options is not None else ():  # a policy without options
             if "source" in field.metadata and field.name not in seen:
                 seen.add(field.name)
