@@ -120,3 +120,24 @@ def test_epoch_iterator_is_reused_and_masks_still_change(tiny_data):
     assert second_itr is first_itr
     assert [t.shape for t in first] == [t.shape for t in second]
     assert np.mean([not torch.equal(a, b) for a, b in zip(first, second)]) > 0.9
+
+
+@pytest.mark.parametrize("policy", ["random", "span"])
+def test_masks_change_every_epoch_with_loader_workers_as_in_process(tiny_data, policy):
+    """fairseq's default --num-workers 1 keeps its worker from epoch to epoch with the dataset copy it
+    started with: without fresh workers each epoch, epochs 2 and 3 repeated epoch 1's masks."""
+    task = make_task(tiny_data / "bin", "--mask-policy", policy)
+    task.load_dataset("valid")
+
+    def first_targets(workers):
+        itr = task.get_batch_iterator(task.dataset("valid"), max_sentences=8, seed=1, num_workers=workers,
+                                      disable_iterator_cache=True)
+        targets = []
+        for _ in range(3):
+            epoch = itr.next_epoch_itr(shuffle=False)
+            targets.append([batch["target"].tolist() for batch in epoch])
+        return targets
+
+    in_process, with_worker = first_targets(0), first_targets(1)
+    assert in_process[0] != in_process[1] != in_process[2]
+    assert with_worker == in_process

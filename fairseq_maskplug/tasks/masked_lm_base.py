@@ -88,6 +88,17 @@ def check_shorten_splits(cfg) -> None:
                          f"(a split is the SPLIT.bin/.idx pair fairseq-preprocess wrote)")
 
 
+def fresh_workers(iterator):
+    """``iterator`` with persistent loader workers turned off. fairseq keeps its ``--num-workers``
+    processes (default 1) from one epoch to the next, each with the copy of the dataset it was started
+    with; ``set_epoch`` then reaches only the main process's copy, and every epoch would repeat the masks
+    of the first (measured: ``tests/test_guided_mlm_dataset.py``). Workers started anew each epoch copy
+    the dataset at its current epoch."""
+    if getattr(iterator, "persistent_workers", False):
+        iterator.persistent_workers = False
+    return iterator
+
+
 class MaskedLMBaseTask(OneDictionaryTask, CriterionChecked, FairseqTask):
     """Base of the package's masked-LM tasks.
 
@@ -169,6 +180,10 @@ class MaskedLMBaseTask(OneDictionaryTask, CriterionChecked, FairseqTask):
         sort_order = [shuffle, tokens.sizes] if self.sort_by_length else [shuffle]
         self.datasets[split] = SortDataset(dataset, sort_order=sort_order)
         logger.info("%s: %d items", split, len(tokens))
+
+    def get_batch_iterator(self, dataset, *args, **kwargs):
+        """fairseq's iterator, with loader workers started anew every epoch (:func:`fresh_workers`)."""
+        return fresh_workers(super().get_batch_iterator(dataset, *args, **kwargs))
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
         loss, sample_size, logging_output = super().train_step(

@@ -34,6 +34,7 @@ from ..data.tlm_schedule import EXTERNAL, TASK, schedule
 from ..data.two_source_dataset import TwoSourceDataset
 from ..weighting import FixedWeights
 from .joint_mlm_classification import ClassificationMLMConfig, ClassificationMLMTask
+from .masked_lm_base import fresh_workers
 from .policy_options import register_policy_task
 from .sentence_items import sentence_blocking
 
@@ -160,12 +161,12 @@ class TLMTask(ClassificationMLMTask):
                         int((kinds == TASK).sum()), int((kinds == EXTERNAL).sum()))
             return batches
 
-        return ScheduledBatchIterator(
+        return fresh_workers(ScheduledBatchIterator(
             dataset=dataset, collate_fn=dataset.collater, batch_sampler=make_batches, seed=seed,
             num_shards=num_shards, shard_id=shard_id, num_workers=num_workers, epoch=epoch,
             buffer_size=data_buffer_size, skip_remainder_batch=False, grouped_shuffling=False,
             reuse_dataloader=getattr(self.cfg, "reuse_dataloader", True),
-            persistent_workers=getattr(self.cfg, "persistent_workers", True))
+            persistent_workers=getattr(self.cfg, "persistent_workers", True)))
 
 
 class ScheduledBatchIterator(iterators.EpochBatchIterator):
