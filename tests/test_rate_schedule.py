@@ -71,7 +71,8 @@ def make_task(data, *flags, task="guided_mlm", arch="roberta_base"):
 
 def test_a_thinned_batch_gets_its_originals_back_and_its_counts(tiny_data):
     task = make_task(tiny_data / "bin", "--mask-policy", "span", *SCHEDULE)
-    assert task.cfg.span_mask_prob == 0.3  # the policy draws at the schedule's highest rate
+    assert task.policy.cfg.span_mask_prob == 0.3  # the policy draws at the schedule's highest rate
+    assert task.cfg.span_mask_prob == 0.15  # the task's configuration (saved in checkpoints) keeps what was given
     task.load_dataset("valid")
     dataset = task.dataset("valid")
     batch = dataset.collater([dataset[i] for i in range(len(dataset))])

@@ -18,7 +18,7 @@ from fairseq_maskplug.masking.registry import MaskPolicy
 from fairseq_maskplug.masking.words import WordUnitPolicy, Words, word_starts
 from fairseq_maskplug.tools.binarize import encode, train_sentencepiece, write_fairseq_dict, write_lines
 from release_helpers import learn_gpt2_bpe, mr_sentences, news_text
-from stats_helpers import assert_mean, assert_proportion, assert_uniform
+from stats_helpers import assert_mean, assert_proportion
 
 SEEDS = 4000
 

@@ -1,0 +1,140 @@
+"""``--mask-prob-schedule``: the mask rate as a function of the update number
+(:mod:`fairseq_maskplug.masking.rate_schedule`), options every task with ``--mask-policy`` takes, and
+the thinning of each batch to its update's rate."""
+
+import copy
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from fairseq.dataclass import ChoiceEnum
+from fairseq.logging import metrics
+
+from ..common.option_ranges import option
+from ..masking import MASK_POLICY_DATACLASS_REGISTRY, MASK_POLICY_REGISTRY
+from ..masking.rate_schedule import SCHEDULES, highest_rate, scheduled_rate, thin_rows
+
+
+@dataclass
+class RateScheduleOptions:
+    """The mask rate as a function of the update number (:mod:`fairseq_maskplug.masking.rate_schedule`)."""
+
+    mask_prob_schedule: ChoiceEnum(list(SCHEDULES)) = option(
+        "constant", "constant: the policy's own rate; linear or cosine: from --mask-prob-schedule-start to "
+        "--mask-prob-schedule-end over --mask-prob-schedule-updates updates (the policy draws at the larger of the "
+        "two and each training batch is thinned to the update's rate; validation uses the end rate)",
+        source="paper (Ankner et al. 2023: linear; constant: no schedule)")
+    mask_prob_schedule_start: float = option(0.3, "the scheduled rate at update 0", range="(0, 1]",
+                                             source="paper (Ankner et al. 2023: 0.3)")
+    mask_prob_schedule_end: float = option(0.15, "the scheduled rate from --mask-prob-schedule-updates on",
+                                           range="(0, 1]", source="paper (Ankner et al. 2023: 0.15)")
+    mask_prob_schedule_updates: int = option(0, "updates over which the rate moves from start to end (needed by "
+                                             "linear and cosine; e.g. your --max-update)", range="[0, inf)",
+                                             source="ours (no default length)")
+
+
+class ScheduledRates:
+    """What a task with ``--mask-prob-schedule`` does (a base of :class:`~.policy_options.PolicyTask`):
+    thin every training batch to the rate of its update, validation batches to the end rate, and log
+    ``mask_prob_scheduled``. The task sets ``rate_schedule`` (:func:`prepare_rate_schedule`)."""
+
+    #: why this task cannot thin its batches to a scheduled rate (one line); None: it can
+    rate_schedule_refused = None
+    rate_schedule = None
+
+    def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
+        scheduled = self.thin_to_schedule(sample, update_num)
+        loss, sample_size, logging_output = super().train_step(sample, model, criterion, optimizer, update_num,
+                                                               ignore_grad)
+        if scheduled is not None:
+            logging_output.update(mask_prob_scheduled=scheduled, mask_schedule_batches=1)
+        return loss, sample_size, logging_output
+
+    def valid_step(self, sample, model, criterion):
+        self.thin_to_schedule(sample, None)
+        return super().valid_step(sample, model, criterion)
+
+    def thin_to_schedule(self, sample, update_num):
+        """With ``--mask-prob-schedule``: thin the batch's masks to the rate of ``update_num`` (None:
+        validation, the end rate) and return that rate (:func:`thin_batch`); else None."""
+        if self.rate_schedule is None or not sample:
+            return None
+        schedule, start, end, updates = self.rate_schedule
+        rate = scheduled_rate(updates if update_num is None else update_num, schedule, start, end, updates)
+        part = self.mlm_sample(sample)
+        inputs = part["net_input"] if "net_input" in part else part
+        thin_batch(inputs["src_tokens"], part["target"], part["mask_counts"], sample["id"],
+                   rate / highest_rate(schedule, start, end), self.dictionary.pad(),
+                   (self.cfg.seed, 1, 0) if update_num is None else (self.cfg.seed, 0, int(update_num)))
+        return rate
+
+    def reduce_metrics(self, logging_outputs, criterion):
+        super().reduce_metrics(logging_outputs, criterion)
+        batches = sum(log.get("mask_schedule_batches", 0) for log in logging_outputs)
+        if batches:
+            metrics.log_scalar("mask_prob_scheduled",
+                               sum(log.get("mask_prob_scheduled", 0) for log in logging_outputs) / batches,
+                               batches, round=4)
+
+
+def thin_batch(src_tokens, target, mask_counts, ids, keep: float, pad: int, seed) -> None:
+    """Keep each run of predicted positions of every row with probability ``keep``, in place: a run left
+    out gets its original tokens back in ``src_tokens`` and pad in ``target`` (:func:`thin_rows`, keyed
+    by ``seed`` (seed, 0, update; validation: seed, 1, 0), the item and its row: K rows for K views);
+    ``mask_counts`` gets the new counts (units: tokens, as runs are not units)."""
+    chosen = (target != pad).cpu().numpy()
+    ids = ids.cpu().numpy().astype(np.int64)
+    rows_per_item = len(chosen) // max(len(ids), 1)
+    rows = np.arange(len(chosen))
+    keys = np.stack([*(np.full(len(rows), s, dtype=np.int64) for s in seed), ids[rows // rows_per_item],
+                     rows % rows_per_item], axis=1)
+    kept = thin_rows(chosen, keep, keys)
+    dropped = torch.from_numpy(chosen & ~kept).to(target.device)
+    src_tokens[dropped] = target[dropped]
+    target[dropped] = pad
+    counts = torch.from_numpy(kept.sum(axis=1)).to(mask_counts.device)
+    mask_counts[:, 0] = counts
+    mask_counts[:, 2] = counts
+    mask_counts[:, 3] = mask_counts[:, 1]
+
+
+def prepare_rate_schedule(cfg, refused=None):
+    """The ``(schedule, start, end, updates)`` of ``--mask-prob-schedule``, None for ``constant``. A
+    schedule sets the rate of the policy (its ``rate_option``, :func:`policy_cfg_at_highest_rate`), so
+    that option may not be set too, and a policy without one is refused."""
+    own = (cfg.mask_prob_schedule_start, cfg.mask_prob_schedule_end, cfg.mask_prob_schedule_updates)
+    if cfg.mask_prob_schedule == "constant":
+        defaults = RateScheduleOptions()
+        if own != (defaults.mask_prob_schedule_start, defaults.mask_prob_schedule_end,
+                   defaults.mask_prob_schedule_updates):
+            raise ValueError("--mask-prob-schedule-start/-end/-updates are read only with --mask-prob-schedule "
+                             "linear or cosine")
+        return None
+    flag = f"--mask-prob-schedule {cfg.mask_prob_schedule}"
+    if refused:
+        raise ValueError(f"{flag}: {refused}")
+    if cfg.mask_prob_schedule_updates < 1:
+        raise ValueError(f"{flag} needs --mask-prob-schedule-updates N (the updates from start to end rate)")
+    policy_cls = MASK_POLICY_REGISTRY.get(getattr(cfg, "mask_policy", "") or "")
+    rate_option = getattr(policy_cls, "rate_option", None)
+    if rate_option is None:
+        raise ValueError(f"{flag} needs a --mask-policy with a rate (random, span, l3, pmi), got "
+                         f"{getattr(cfg, 'mask_policy', '') or 'none'!r}")
+    options = MASK_POLICY_DATACLASS_REGISTRY[policy_cls.registered_name]
+    default = next(f.default for f in dataclasses.fields(options) if f.name == rate_option)
+    if getattr(cfg, rate_option) != default:
+        raise ValueError(f"{flag} sets the rate of --mask-policy {cfg.mask_policy}: leave "
+                         f"--{rate_option.replace('_', '-')} out")
+    return cfg.mask_prob_schedule, *own
+
+
+def policy_cfg_at_highest_rate(cfg, rate_schedule):
+    """``cfg`` itself without a schedule; else a copy with the policy's rate option at the schedule's
+    highest rate (the task's own configuration, saved in checkpoints, keeps what was given)."""
+    if rate_schedule is None:
+        return cfg
+    schedule, start, end, _ = rate_schedule
+    copied = copy.deepcopy(cfg)
+    setattr(copied, MASK_POLICY_REGISTRY[cfg.mask_policy].rate_option, highest_rate(schedule, start, end))
+    return copied
