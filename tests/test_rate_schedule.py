@@ -123,3 +123,9 @@ def test_fairseq_train_follows_the_schedule_per_update_and_resumes_identically(t
     resumed = check(train(tiny_data / "bin", tmp_path / "parts", *common, "--max-update", "10"))
     assert [r["mask_rate"] for r in json_logs(resumed, "train_inner")] == [r["mask_rate"] for r in records[4:]]
     assert_same_params(tmp_path / "whole" / "checkpoint_last.pt", tmp_path / "parts" / "checkpoint_last.pt")
+    # the checkpoint's configuration rebuilds the task (as evaluation loads it)
+    from fairseq import checkpoint_utils
+
+    _, _, task = checkpoint_utils.load_model_ensemble_and_task(
+        [str(tmp_path / "whole" / "checkpoint_last.pt")], arg_overrides={"data": str(tiny_data / "bin")})
+    assert task.rate_schedule[0] == "linear" and task.policy.cfg.mask_prob == 0.3
