@@ -25,15 +25,15 @@ _AT = CPU_RUN.index("--distributed-world-size")
 SINGLE = CPU_RUN[:_AT] + CPU_RUN[_AT + 2:]  # the world size comes from the launcher
 
 
-def write_labels_track(split_prefix, seed):
-    """A 0/1 ``importance`` track for every line of a binarized split (</s>: 0)."""
+def write_labels_track(split_prefix, seed, name="importance"):
+    """A 0/1 track (``importance``) for every line of a binarized split (</s>: 0)."""
     from fairseq.data.indexed_dataset import MMapIndexedDataset
     from fairseq_maskplug.data import write_side_info
 
     rng = np.random.default_rng(seed)
     tokens = MMapIndexedDataset(str(split_prefix))  # keep it alive: .sizes is a view of its mmap
     rows = [np.append(rng.integers(0, 2, n - 1), 0).astype(np.uint8) for n in tokens.sizes]
-    write_side_info(str(split_prefix) + ".importance", rows, "uint8", tokens_prefix=str(split_prefix))
+    write_side_info(f"{split_prefix}.{name}", rows, "uint8", tokens_prefix=str(split_prefix))
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +45,7 @@ def data(tiny_data, tmp_path_factory):
     for i, split in enumerate(("train", "valid")):
         write_labels_track(mlm / split, i)
         write_labels_track(task / "input0" / split, 10 + i)
+        write_labels_track(mlm / split, 20 + i, name="pmi_units")  # unit starts, for the pmi policy
     return SimpleNamespace(mlm=mlm, task=task)
 
 
@@ -59,11 +60,16 @@ CASES = {
     "joint_tartan": ("task", JOINT + TARTAN),
     "token_importance": ("input0", ["--task", "token_importance", "--criterion", "token_importance"]),
     "guided_denoising": ("mlm", ["--task", "guided_denoising", "--criterion", "cross_entropy"]),
+    "guided_denoising_t5": ("mlm", ["--task", "guided_denoising", "--criterion", "cross_entropy", "--mask-policy",
+                                    "span", "--target-format", "t5"]),
+    "guided_mlm_pmi_words_schedule": ("mlm", ["--task", "guided_mlm", "--criterion", "masked_lm", "--mask-policy", "pmi",
+                                              "--mask-unit", "word", "--mask-prob-schedule", "linear",
+                                              "--mask-prob-schedule-updates", "3"]),
 }
 
 
 def arch(case):
-    return TINY_BART if case == "guided_denoising" else TINY_ROBERTA
+    return TINY_BART if case.startswith("guided_denoising") else TINY_ROBERTA
 
 
 def data_dir(data, kind):
