@@ -65,6 +65,8 @@ def pmi_mask(starts: np.ndarray, maskable: np.ndarray, rate: float, rng: np.rand
     """Boolean mask of whole units, at most ``floor(rate * n + U)`` tokens (module docstring)."""
     ids, candidates, lengths = _units(starts, maskable)
     budget = probabilistic_count(rate, int(np.sum(maskable)), rng)
+    if budget == 0:
+        return np.zeros(len(ids), dtype=bool)
     chosen = fill_budget(rng.permutation(candidates), lengths, budget, np.zeros(len(lengths), dtype=bool))
     return np.isin(ids, chosen)
 

@@ -146,9 +146,11 @@ class WordUnitPolicy(MaskPolicy):
         return words.expand(self.inner.views(words.tokens, words.maskable, side, rng, k))
 
     def units(self, tokens, maskable, side_info) -> np.ndarray:
-        """The wrapped policy's units on the word sequence, expanded; else the words."""
-        words, side = self._word_level(tokens, maskable, side_info) if not self.inner.words_by_expansion else (
-            Words(tokens, maskable, self.start_symbols), None)
-        inner = None if side is None else self.inner.units(words.tokens, words.maskable, side)
+        """The words; for a policy on the word sequence that has units of its own (``pmi``), its units
+        of the words, expanded."""
+        if self.inner.words_by_expansion:
+            return Words(tokens, maskable, self.start_symbols).ids
+        words, side = self._word_level(tokens, maskable, side_info)
+        inner = self.inner.units(words.tokens, words.maskable, side)
         return words.ids if inner is None else np.asarray(inner)[words.ids]
 
