@@ -227,6 +227,19 @@ def test_gpt2_words_start_at_the_space_byte_and_need_encoder_json(gpt2_data):
         assert [w.strip() for w in spelled_words(dictionary, starts, tokens[i].numpy(), spell)] == SENTENCES[i].split()
 
 
+def test_gpt2_word_starts_agree_with_fairseqs_whole_word_mask(gpt2_data):
+    """fairseq's get_whole_word_mask (which decodes every label through the BPE) marks the same symbols of
+    dict.txt. (The task's appended <mask> is a word of its own here, not a continuation as there; it is
+    never in the data.)"""
+    from fairseq_maskplug.scoring.pll import word_starts_gpt2
+
+    root, _ = gpt2_data
+    dictionary = Dictionary.load(str(root / "bin" / "dict.txt"))
+    ours, _ = word_start_symbols(dictionary, "gpt2", str(root / "encoder.json"))
+    theirs = word_starts_gpt2(dictionary, str(root / "encoder.json"), str(root / "vocab.bpe"))
+    assert ours.tolist() == theirs.tolist() and 0 < ours.sum() < len(ours)
+
+
 def test_whitespace_data_has_one_word_per_token(tiny_data):
     dictionary = Dictionary.load(str(tiny_data / "bin" / "dict.txt"))
     starts, used = word_start_symbols(dictionary)

@@ -57,7 +57,9 @@ def _add_task_options(parser: argparse.ArgumentParser, task_name: str, argv: Seq
     from fairseq.tasks import TASK_REGISTRY
 
     from ..masking import MASK_POLICY_DATACLASS_REGISTRY
+    from ..tasks.mask_units import MaskUnitOptions
     from ..tasks.policy_options import policy_task_options
+    from ..tasks.rate_schedules import RateScheduleOptions
 
     task_cls = TASK_REGISTRY[task_name]
     own = policy_task_options(task_name)
@@ -69,6 +71,9 @@ def _add_task_options(parser: argparse.ArgumentParser, task_name: str, argv: Seq
     chosen = pre.parse_known_args(argv)[0].mask_policy
     note = None if chosen else "each mask policy's options follow; --mask-policy NAME --help shows only its own"
     gen_parser_from_dataclass(parser.add_argument_group(f"--task {task_name} options", note), own[1]())
+    for title, options in (("what any policy chooses (--mask-unit)", MaskUnitOptions),
+                           ("the mask rate over training (--mask-prob-schedule)", RateScheduleOptions)):
+        gen_parser_from_dataclass(parser.add_argument_group(title), _as_fairseq_dataclass(options)())
     names = _policies_shown(argv, chosen)
     for name in list(MASK_POLICY_DATACLASS_REGISTRY):  # registration order
         options = MASK_POLICY_DATACLASS_REGISTRY[name]
