@@ -8,8 +8,8 @@ The policy masks whole units to the budget of the random policy, ``floor(p n + U
 maskable tokens (p = 0.15, the paper's rate): the units of the block in a uniformly random order,
 each taken when it still fits the budget and skipped when it does not (Google BERT's whole-word
 masking rule, which the paper builds on: the realised count never exceeds the budget and units are
-never split). The 80/10/10 replacement is decided once per unit (:attr:`corrupts_units`; the
-paper publishes no code, so this is ours: a unit is masked, kept or replaced whole).
+never split). The 80/10/10 replacement is decided once per unit (:attr:`corrupts_units`), as the
+authors' README says ("done at the unit level"): a unit is masked, kept or replaced whole.
 
 A block cut inside a unit (blocking, truncation) begins with the rest of that unit as a unit.
 """
