@@ -94,6 +94,7 @@ if [ -n "${PRETRAINED:-}" ]; then
     WORD_STARTS_ARGS=(--word-starts gpt2 --gpt2-encoder-json "$GPT2_BPE/encoder.json"
                       --gpt2-vocab-bpe "$GPT2_BPE/vocab.bpe")
     PREVIEW_ARGS=(--gpt2-bpe "$GPT2_BPE")  # previews of GPT-2 BPE data show text, not labels
+    WORD_ARGS=(--gpt2-encoder-json "$GPT2_BPE/encoder.json")  # where GPT-2 words start: --mask-unit word, PMI units
     GENERAL_DESCRIPTION="the released model $PRETRAINED"
 else
     MODEL_ARGS=(--arch roberta_base --encoder-layers "$MASKPLUG_LAYERS" --encoder-embed-dim "$MASKPLUG_DIM"
@@ -101,6 +102,7 @@ else
                 --max-positions "$MASKPLUG_TOKENS" --dropout 0.1 --attention-dropout 0.1)
     WORD_STARTS_ARGS=(--word-starts sentencepiece)
     PREVIEW_ARGS=()
+    WORD_ARGS=()  # sentencepiece: words start at the pieces' mark, read from dict.txt
     GENERAL_DESCRIPTION="${MASKPLUG_GENERAL_UPDATES:-1000} general MLM updates"
 fi
 COMMON_ARGS=(--required-batch-size-multiple 1 --no-progress-bar --log-format json --log-interval 10

@@ -115,10 +115,11 @@ for peer in $PEERS; do
         whole-word)  # random whole words, the share of words the selective cap allows
             stage sm_taskpt_whole-word "$WORK/logs/sm_taskpt_whole-word.log" \
                 pretrain guided_mlm "$WORK/data/indomain" "$OUT/taskpt_whole-word" "$UPDATES" \
-                --mask-policy random --mask-unit word --mask-prob "$CAP" --finetune-from-model "$GENEPT" ;;
+                --mask-policy random --mask-unit word "${WORD_ARGS[@]}" --mask-prob "$CAP" \
+                --finetune-from-model "$GENEPT" ;;
         pmi)  # PMI-Masking: a lexicon of the reviews' collocations, units masked to the same budget
             stage sm_pmi_units "$WORK/logs/sm_pmi_units.log" python -m preprocess.pmi_units \
-                --data "$WORK/data/indomain" --splits train,valid --min-count "$PMI_MIN_COUNT" \
+                --data "$WORK/data/indomain" --splits train,valid --min-count "$PMI_MIN_COUNT" "${WORD_ARGS[@]}" \
                 --write-lexicon "$OUT/pmi_lexicon.tsv"
             tail -1 "$WORK/logs/sm_pmi_units.log" | python -c "import json,sys; s=json.load(sys.stdin); \
 print(f'    PMI lexicon {sum(s[\"lexicon\"].values())} n-grams; {100 * s[\"train\"][\"share_of_words_in_ngrams\"]:.1f}% of ' \
