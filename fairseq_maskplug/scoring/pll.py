@@ -22,11 +22,10 @@ METRICS = ("word_l2r", "original")
 
 
 def word_starts_sentencepiece(dictionary) -> np.ndarray:
-    """Vocabulary mask: True for symbols that begin a word (sentencepiece ``▁`` prefix) and specials
-    (:func:`~fairseq_maskplug.data.word_boundaries.word_start_symbols`, as ``--mask-unit word`` reads them)."""
-    from ..data.word_boundaries import word_start_symbols
-
-    return word_start_symbols(dictionary, "sentencepiece")[0]
+    """Vocabulary mask: True for symbols that begin a word (sentencepiece ``▁`` prefix) and specials."""
+    starts = np.array([sym.startswith("\u2581") for sym in dictionary.symbols])
+    starts[:dictionary.nspecial] = True
+    return starts
 
 
 def word_starts_gpt2(dictionary, encoder_json: str, vocab_bpe: str) -> np.ndarray:
