@@ -18,9 +18,13 @@ GPT2_SPACE = "\u0120"  # GPT-2's printable stand-in for the space byte (bytes_to
 BOUNDARIES = ("auto", "sentencepiece", "gpt2", "whitespace")
 
 
+def _markup(symbol: str) -> bool:
+    """A symbol such as ``<mask>`` or ``<extra_id_0>``: no text of the corpus."""
+    return symbol.startswith("<") and symbol.endswith(">")
+
+
 def _text_symbols(symbols: Sequence[str], nspecial: int):
-    return [s for s in symbols[nspecial:] if not (s.startswith("<") and s.endswith(">"))
-            and not s.startswith("madeupword")]
+    return [s for s in symbols[nspecial:] if not _markup(s) and not s.startswith("madeupword")]
 
 
 def detect_boundaries(symbols: Sequence[str], nspecial: int = 4) -> str:
@@ -58,7 +62,6 @@ def word_start_symbols(dictionary, boundaries: str = "auto",
     else:
         texts, mark = list(dictionary.symbols), SPM_SPACE
     for i, text in enumerate(texts):
-        if i >= dictionary.nspecial and i != dictionary.unk() and text is not None and not (
-                text.startswith("<") and text.endswith(">")):
+        if i >= dictionary.nspecial and i != dictionary.unk() and text is not None and not _markup(text):
             starts[i] = text.startswith(mark)
     return starts, boundaries

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..common.option_ranges import option
-from .random_masks import probabilistic_count
+from .random_masks import probabilistic_count, unit_starts
 from .registry import MaskPolicy, register_mask_policy
 from .values import ValueRule
 
@@ -29,13 +29,7 @@ UNIT_STARTS = ValueRule("a unit start flag: 1 on a unit's first token, else 0", 
 def unit_ids(starts: np.ndarray, maskable: np.ndarray) -> np.ndarray:
     """The unit of each position: a new unit at every flagged start, at every non-maskable token, after
     one and at position 0 (so special tokens are units of their own and never join a unit)."""
-    maskable = np.asarray(maskable, dtype=bool)
-    begins = np.asarray(starts) != 0
-    begins |= ~maskable
-    begins[1:] |= ~maskable[:-1]
-    if len(begins):
-        begins[0] = True
-    return np.cumsum(begins) - 1
+    return np.cumsum(unit_starts(np.asarray(starts) != 0, maskable)) - 1
 
 
 def _units(starts, maskable):

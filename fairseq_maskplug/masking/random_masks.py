@@ -19,6 +19,18 @@ def maskable_runs(maskable: np.ndarray):
     return np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
 
 
+def unit_starts(flags: np.ndarray, maskable: np.ndarray) -> np.ndarray:
+    """Boolean array, True where a unit (a word, a PMI unit) starts: where ``flags`` is set, at every
+    non-maskable token, after one, and at position 0. Special tokens are units of their own, a unit
+    never spans one, and a block cut inside a unit begins with the rest of it as a unit."""
+    maskable = np.asarray(maskable, dtype=bool)
+    starts = np.asarray(flags, dtype=bool) | ~maskable
+    starts[1:] |= ~maskable[:-1]
+    if len(starts):
+        starts[0] = True
+    return starts
+
+
 def probabilistic_count(rate: float, n: int, rng: np.random.Generator) -> int:
     """``floor(rate * n + u)``, ``u ~ U[0, 1)``: an integer whose mean is exactly ``rate * n``.
 

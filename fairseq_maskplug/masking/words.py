@@ -25,6 +25,7 @@ from typing import Optional
 
 import numpy as np
 
+from .random_masks import unit_starts
 from .registry import MaskPolicy
 
 #: how a track's values of a word's subwords become the word's value
@@ -41,15 +42,10 @@ def word_starts(tokens: np.ndarray, maskable: np.ndarray, start_symbols: np.ndar
     """Boolean array, True where a word starts: at a token ``start_symbols`` marks (ids beyond it:
     starts), at every non-maskable token, after one, and at position 0."""
     tokens = np.asarray(tokens)
-    maskable = np.asarray(maskable, dtype=bool)
-    starts = np.ones(len(tokens), dtype=bool)
+    marked = np.ones(len(tokens), dtype=bool)
     known = tokens < len(start_symbols)
-    starts[known] = start_symbols[tokens[known]]
-    starts |= ~maskable
-    starts[1:] |= ~maskable[:-1]
-    if len(starts):
-        starts[0] = True
-    return starts
+    marked[known] = start_symbols[tokens[known]]
+    return unit_starts(marked, maskable)
 
 
 def word_ids(starts: np.ndarray) -> np.ndarray:
