@@ -275,3 +275,36 @@ def test_every_task_trains_in_half_precision_with_a_settling_loss_scale(data, ca
     assert_half_precision_run(run([BIN / "fairseq-maskplug-train", data_dir(data, kind), *args, "--tokens-per-sample",
                                    "32", "--save-dir", tmp_path / "ck", *arch(case), *CPU_RUN, "--max-update", "8",
                                    *HALF_PRECISION]), 8)
+
+
+@pytest.mark.e2e
+def test_bf16_trains_in_bfloat16_without_torch_xla(data, tmp_path):
+    """fairseq's parser makes --bf16 imply --tpu, and its trainer then fails asking torch_xla for a device
+    (``'NoneType' object has no attribute 'xla_device'``, on CPU and on CUDA alike). The plugin switches
+    that TPU mode off where torch_xla is missing: fairseq's Trainer then holds the model in bfloat16, and
+    both entry points train four updates with finite losses."""
+    import importlib.util
+
+    from fairseq import options, tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from fairseq.trainer import Trainer
+    from fairseq_maskplug.integration.compat import bf16_without_xla
+
+    if importlib.util.find_spec("torch_xla") is not None:
+        pytest.skip("torch_xla is installed: --bf16 keeps fairseq's TPU mode")
+    kind, args = CASES["guided_mlm"]
+    common = [data_dir(data, kind), *args, "--tokens-per-sample", "32", *TINY_ROBERTA, *CPU_RUN, "--bf16"]
+    cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(),
+                                                                     [str(a) for a in common]))
+    assert cfg.common.tpu  # what fairseq's parser made of --bf16
+    assert bf16_without_xla(cfg.common) and not cfg.common.tpu
+    task = tasks.setup_task(cfg.task)
+    trainer = Trainer(cfg, task, task.build_model(cfg.model), task.build_criterion(cfg.criterion))
+    assert {p.dtype for p in trainer.model.parameters()} == {torch.bfloat16}
+    for entry in ("fairseq-maskplug-train", "fairseq-train"):
+        plugin = ["--user-dir", REPO / "fairseq_maskplug"] if entry == "fairseq-train" else []
+        result = check(run([BIN / entry, *common, *plugin, "--max-update", "4", "--no-save", "--save-dir",
+                            tmp_path / entry], new_process=entry == "fairseq-train"))
+        records = json_logs(result, "train_inner")
+        assert [int(r["num_updates"]) for r in records] == [1, 2, 3, 4], entry
+        assert all(np.isfinite(float(r["loss"])) for r in records), (entry, records)

@@ -11,15 +11,25 @@
   passes ``device_ids=[device_id]`` to torch's ``DistributedDataParallel``, which torch
   rejects for a module on the CPU; the wrapper fairseq builds here leaves them out there.
 - Launchers: ``torchrun`` and ``srun`` form one data-parallel run (see :mod:`.launch`).
+- ``--bf16`` on a GPU or CPU: fairseq's parser makes ``--bf16`` imply ``--tpu`` (bf16 was a TPU-only
+  mode when it was written), and its trainer then asks torch_xla for a device and fails
+  (``'NoneType' object has no attribute 'xla_device'``). Where torch_xla is not installed, the TPU
+  mode that ``--bf16`` switched on is switched off again before training starts, so ``--bf16`` trains
+  in bfloat16 on the device there is (fairseq's FP16Optimizer with fp32 master weights, no loss
+  scale). With torch_xla installed nothing changes.
 """
 
 import argparse
+import importlib.util
+import logging
 import os
 
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from .launch import configure_launch
+
+logger = logging.getLogger(__name__)
 
 
 def allow_fairseq_checkpoint_globals() -> None:
@@ -71,6 +81,28 @@ def _infer_init_method_with_launchers(original):
     return infer_init_method
 
 
+def bf16_without_xla(common) -> bool:
+    """Switch off the TPU mode that fairseq's ``--bf16`` implies where torch_xla is not installed (there
+    it can only fail); returns whether it did. ``common``: the ``common`` group of a fairseq config."""
+    if not (getattr(common, "bf16", False) and getattr(common, "tpu", False)):
+        return False
+    if importlib.util.find_spec("torch_xla") is not None:
+        return False
+    common.tpu = False
+    logger.info("--bf16 without torch_xla: training in bfloat16 on %s (fairseq's --bf16 implies --tpu; "
+                "switched off)", "the CPU" if common.cpu or not torch.cuda.is_available() else "CUDA")
+    return True
+
+
+def _call_main_with_bf16(original):
+    def call_main(cfg, main, **kwargs):
+        bf16_without_xla(cfg.common)
+        return original(cfg, main, **kwargs)
+
+    call_main.maskplug_original = original
+    return call_main
+
+
 def install() -> None:
     """Apply every item of the module docstring (idempotent)."""
     from fairseq.distributed import utils as distributed_utils
@@ -81,3 +113,5 @@ def install() -> None:
     distributed_fairseq_model.DistributedDataParallel = DeviceAwareDistributedDataParallel
     if not hasattr(distributed_utils.infer_init_method, "maskplug_original"):
         distributed_utils.infer_init_method = _infer_init_method_with_launchers(distributed_utils.infer_init_method)
+    if not hasattr(distributed_utils.call_main, "maskplug_original"):
+        distributed_utils.call_main = _call_main_with_bf16(distributed_utils.call_main)
