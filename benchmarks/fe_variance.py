@@ -17,11 +17,19 @@ With ``--mask-policy l3`` (ours: FE views of any policy, ``--task fe_mlm --mask-
 l3's distribution) with K independent l3 masks, from the ``--l3-track`` PLT track of the split
 with ``--l3-mean`` and ``--l3-max-prob`` (at most 1/K); (a) is skipped (its pairs are uniform).
 
-Last line: ``ratio=<var_fe / var_random>`` (expected below 1).
+The model runs on CUDA when there is one (``--device``); the variances are kept as running moments
+(Welford, float64, on the model's device), so that no gradient is stored: a roberta_base probe holds
+a few vectors of the probed size, not hundreds. ``--seeds N`` repeats (b) on N minibatches (seed
+``s`` takes the ``s``-th block of ``--batch`` sequences of the split, and its own masks) and reports
+the ratio's mean and standard error over them; (a) runs on the first.
+
+Last line: ``ratio=<var_fe / var_random>`` (expected below 1), with ``--seeds`` > 1 the mean over
+seeds followed by ``stderr=`` and ``seeds=``.
 
     python benchmarks/fe_variance.py --checkpoint ck/checkpoint_last.pt --data data-bin \\
         --split valid --out results/fe_variance
     python benchmarks/fe_variance.py --checkpoint ... --mask-policy l3 --l3-max-prob 0.25   # l3 views
+    python benchmarks/fe_variance.py --checkpoint ... --seeds 5    # five minibatches: mean ratio and its stderr
     python benchmarks/fe_variance.py --smoke [--mask-policy l3]   # tiny sizes on a 1-update tiny model
 """
 
@@ -42,9 +50,10 @@ from smoke import add_smoke_option, shrink  # noqa: E402
 from task_timing import BIN, REPO, make_data  # noqa: E402
 
 
-def load(checkpoint: str, data: str, split: str, batch: int, tokens_per_sample: int, track: str = None):
-    """``(model, task, tokens, maskable, side)``: the first ``batch`` blocks, right-padded, and
-    the ``track`` side information blocked alike (None without a track)."""
+def load(checkpoint: str, data: str, split: str, batch: int, tokens_per_sample: int, track: str = None,
+         offset: int = 0):
+    """``(model, task, tokens, maskable, side)``: ``batch`` blocks from block ``offset`` on, right-padded,
+    and the ``track`` side information blocked alike (None without a track)."""
     import fairseq_maskplug.plugin  # noqa: F401  (registers the tasks with fairseq)
     from fairseq import checkpoint_utils
     from fairseq_maskplug.data import load_blocked_split
@@ -56,22 +65,52 @@ def load(checkpoint: str, data: str, split: str, batch: int, tokens_per_sample: 
     cfg.task.sample_break_mode, cfg.task.shorten_method = "complete", "truncate"
     blocks, side = load_blocked_split(cfg.task, split, task.source_dictionary, {track: PROBABILITY} if track else {})
     d = task.source_dictionary
-    rows = [blocks[i] for i in range(min(batch, len(blocks)))]
+    if offset + batch > len(blocks):
+        raise SystemExit(f"{split} has {len(blocks)} blocks of {tokens_per_sample} tokens: too few for minibatch "
+                         f"{offset // batch + 1} of {batch} (fewer --seeds or a smaller --batch)")
+    indices = range(offset, offset + batch)
+    rows = [blocks[i] for i in indices]
     tokens = torch.full((len(rows), max(len(r) for r in rows)), d.pad(), dtype=torch.long)
     values = np.ones(tokens.shape) if track else None
-    for i, r in enumerate(rows):
+    for i, (r, index) in enumerate(zip(rows, indices)):
         tokens[i, :len(r)] = r
         if track:
-            values[i, :len(r)] = side[track][i].numpy()
+            values[i, :len(r)] = side[track][index].numpy()
     maskable = (tokens != d.pad()) & (tokens != d.bos()) & (tokens != d.eos())
     return model, task, tokens, maskable, values
 
 
+class RunningMoments:
+    """Mean and summed squared deviations of a stream of vectors (Welford's update, float64), so that
+    the sample variance of hundreds of gradients needs no more than three vectors of their size."""
+
+    def __init__(self):
+        self.count, self.mean, self.m2 = 0, None, None
+
+    def add(self, x: torch.Tensor) -> None:
+        x = x.double()
+        self.count += 1
+        if self.mean is None:
+            self.mean, self.m2 = x.clone(), torch.zeros_like(x)
+            return
+        delta = x - self.mean
+        self.mean += delta / self.count
+        self.m2 += delta * (x - self.mean)
+
+    def variance_per_parameter(self) -> float:
+        """Sum over parameters of the sample variance (ddof 1), divided by their number."""
+        if self.count < 2:
+            raise ValueError("a sample variance needs two draws at least")
+        return float(self.m2.sum()) / (self.count - 1) / self.m2.numel()
+
+
 class GradientProbe:
-    """``g(masks)``: flattened gradient of the summed MLM loss / #masked over the probed parameters."""
+    """``g(masks)``: flattened gradient of the summed MLM loss / #masked over the probed parameters,
+    a float32 vector on the model's device."""
 
     def __init__(self, model, task, tokens, params_regex: str):
-        self.model, self.tokens = model, tokens
+        self.device = next(model.parameters()).device
+        self.model, self.tokens = model, tokens.to(self.device)
         self.mask_idx, self.pad = task.mask_idx, task.source_dictionary.pad()
         self.params = [p for name, p in model.named_parameters() if re.search(params_regex, name)]
         if not self.params:
@@ -79,8 +118,8 @@ class GradientProbe:
         self.size = sum(p.numel() for p in self.params)
         self.calls = 0
 
-    def __call__(self, masks: np.ndarray) -> np.ndarray:
-        mask = torch.from_numpy(masks)
+    def __call__(self, masks: np.ndarray) -> torch.Tensor:
+        mask = torch.from_numpy(masks).to(self.device)
         source = self.tokens.masked_fill(mask, self.mask_idx)
         target = self.tokens.masked_fill(~mask, self.pad)
         self.model.zero_grad()
@@ -88,7 +127,7 @@ class GradientProbe:
         loss = torch.nn.functional.cross_entropy(logits.float(), target[mask], reduction="mean")
         loss.backward()
         self.calls += 1
-        return torch.cat([p.grad.reshape(-1) for p in self.params]).double().numpy()
+        return torch.cat([p.grad.reshape(-1) for p in self.params]).float()
 
 
 def uniform_masks(maskable: np.ndarray, tau: np.ndarray, rng) -> np.ndarray:
@@ -176,6 +215,9 @@ def main():
     parser.add_argument("--params", default=r"layers\.\d+\.fc2\.weight$|lm_head\.dense\.weight$",
                         help="regex of the probed parameter names")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", type=int, default=1,
+                        help="minibatches (and mask seeds) for (b): the ratio's mean and standard error over them")
+    parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when there is one)")
     parser.add_argument("--mask-policy", choices=["uniform", "l3"], default="uniform",
                         help="uniform: the paper's tau-token masks; l3: l3 masks and views (ours)")
     parser.add_argument("--l3-track", default="plt", help="l3: the PLT side-information track")
@@ -183,6 +225,8 @@ def main():
     parser.add_argument("--l3-max-prob", type=float, default=0.25, help="l3: largest mask probability (<= 1/K)")
     add_smoke_option(parser)
     args = shrink(parser.parse_args(), batch=2, tokens_per_sample=64, pairs=3, levels=3, sets=3, split="train")
+    if args.seeds < 1:
+        parser.error("--seeds must be at least 1")
     if args.views * args.ratio > 1:
         parser.error("--views * --ratio must be <= 1")
     if args.mask_policy == "l3" and args.views * args.l3_max_prob > 1 + 1e-12:
@@ -199,36 +243,68 @@ def main():
 
 
 def probe(args):
-    rng = np.random.default_rng(args.seed)
+    """(b) on each of ``--seeds`` minibatches, (a) on the first; prints the ratio line."""
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     l3 = args.mask_policy == "l3"
-    model, task, tokens, maskable_t, plt = load(args.checkpoint, args.data, args.split, args.batch,
-                                                args.tokens_per_sample, args.l3_track if l3 else None)
-    maskable = maskable_t.numpy()
-    if l3:
-        return probe_l3(args, model, task, tokens, maskable, plt, rng)
+    ratios = []
+    for k in range(args.seeds):
+        rng = np.random.default_rng(args.seed + k)
+        model, task, tokens, maskable_t, plt = load(args.checkpoint, args.data, args.split, args.batch,
+                                                    args.tokens_per_sample, args.l3_track if l3 else None,
+                                                    offset=k * args.batch)
+        model = model.to(device)
+        if args.seeds > 1:
+            print(f"seed {args.seed + k}: minibatch {k + 1} (blocks {k * args.batch}-{(k + 1) * args.batch - 1}) "
+                  f"on {device}")
+        run = probe_l3 if l3 else probe_uniform
+        ratios.append(run(args, model, task, tokens, maskable_t.numpy(), plt, rng, covariance=k == 0))
+    if len(ratios) == 1:
+        print(f"ratio={ratios[0]:.3f}")
+        return
+    mean, stderr = float(np.mean(ratios)), float(np.std(ratios, ddof=1) / np.sqrt(len(ratios)))
+    print(f"ratios over {len(ratios)} seeds: {' '.join(f'{r:.3f}' for r in ratios)}; mean {mean:.3f} +- {stderr:.3f}")
+    print(f"ratio={mean:.3f} stderr={stderr:.3f} seeds={len(ratios)}")
+
+
+def probe_uniform(args, model, task, tokens, maskable, plt, rng, covariance=True) -> float:
+    """(b) for the paper's uniform masks of tau tokens, then (a) if ``covariance``; returns the ratio."""
     tau = np.minimum(np.round(args.ratio * maskable.sum(1)).astype(int), maskable.sum(1) // args.views)
     g = GradientProbe(model, task, tokens, args.params)
     print(f"minibatch {tokens.shape[0]} x {tokens.shape[1]}, tau per sequence {tau.tolist()}, "
           f"{g.size} probed parameters")
 
     # (b) first: its independent uniform masks also give g_bar for (a)
-    random_est, fe_est, singles = [], [], []
+    random_est, fe_est, singles = RunningMoments(), RunningMoments(), RunningMoments()
     for _ in tqdm(range(args.sets), desc="K-mask estimates", disable=None):
-        grads = [g(uniform_masks(maskable, tau, rng)) for _ in range(args.views)]
-        singles.extend(grads)
-        random_est.append(np.mean(grads, axis=0))
-        fe_est.append(np.mean([g(m) for m in fe_sets(maskable, args.views, tau, rng)], axis=0))
-    var_random = float(np.var(random_est, axis=0, ddof=1).sum()) / g.size
-    var_fe = float(np.var(fe_est, axis=0, ddof=1).sum()) / g.size
-    g_bar = np.mean(singles, axis=0)
+        total = None
+        for _ in range(args.views):
+            grad = g(uniform_masks(maskable, tau, rng))
+            singles.add(grad)
+            total = grad.double() if total is None else total + grad
+        random_est.add(total / args.views)
+        total = None
+        for m in fe_sets(maskable, args.views, tau, rng):
+            grad = g(m).double()
+            total = grad if total is None else total + grad
+        fe_est.add(total / args.views)
+    var_random, var_fe = random_est.variance_per_parameter(), fe_est.variance_per_parameter()
+    print(f"variance of the {args.views}-mask gradient: FE {var_fe:.4e}, independent random {var_random:.4e}; "
+          f"ratio {var_fe / var_random:.3f}")
+    if covariance:
+        covariance_by_distance(args, g, maskable, tau, singles.mean, rng)
+    print(f"gradients computed: {g.calls}")
+    return var_fe / var_random
 
+
+def covariance_by_distance(args, g, maskable, tau, g_bar, rng) -> None:
+    """(a): covariance of the gradients of two masks against their Hamming distance; CSV, PNG, table."""
     rows = []
     for level in tqdm(range(args.levels), desc="covariance vs distance", disable=None):
         share = 1 - level / (args.levels - 1)  # overlap share: 1 (H = 0) .. 0 (H = 2 tau)
         products = []
         for _ in range(args.pairs):
             m1, m2 = pair_with_overlap(maskable, tau, share, rng)
-            products.append(float((g(m1) - g_bar) @ (g(m2) - g_bar)) / g.size)
+            products.append(float(((g(m1).double() - g_bar) @ (g(m2).double() - g_bar))) / g.size)
         hamming = 2 * np.mean(tau - np.round(share * tau))
         se = np.std(products, ddof=1) / np.sqrt(len(products))
         rows.append({"hamming_per_sequence": hamming, "hamming_over_tau": hamming / tau.mean(),
@@ -258,27 +334,23 @@ def probe(args):
     print("hamming  covariance  (+- stderr)")
     for r in rows:
         print(f"{r['hamming_per_sequence']:7.1f}  {r['covariance']:.4e}  (+- {r['stderr']:.1e})")
-    print(f"gradients computed: {g.calls}")
-    print(f"variance of the {args.views}-mask gradient: FE {var_fe:.4e}, independent random {var_random:.4e}")
-    print(f"ratio={var_fe / var_random:.3f}")
 
 
-def probe_l3(args, model, task, tokens, maskable, plt, rng):
-    """(b) for the l3 policy: K disjoint l3 views against K independent l3 masks."""
+def probe_l3(args, model, task, tokens, maskable, plt, rng, covariance=False) -> float:
+    """(b) for the l3 policy: K disjoint l3 views against K independent l3 masks; returns the ratio."""
     probs = l3_probabilities(plt, maskable, args)
     g = GradientProbe(model, task, tokens, args.params)
     print(f"minibatch {tokens.shape[0]} x {tokens.shape[1]}, l3 masks: mean probability "
           f"{probs[maskable].mean():.3f}, largest {probs.max():.3f}, {g.size} probed parameters")
-    random_est, fe_est = [], []
+    random_est, fe_est = RunningMoments(), RunningMoments()
     for _ in tqdm(range(args.sets), desc="K-mask estimates", disable=None):
         independent, views = l3_sets(probs, args.views, rng)
-        random_est.append(np.mean([g(m) for m in independent], axis=0))
-        fe_est.append(np.mean([g(m) for m in views], axis=0))
-    var_random = float(np.var(random_est, axis=0, ddof=1).sum()) / g.size
-    var_fe = float(np.var(fe_est, axis=0, ddof=1).sum()) / g.size
+        random_est.add(sum(g(m).double() for m in independent) / args.views)
+        fe_est.add(sum(g(m).double() for m in views) / args.views)
+    var_random, var_fe = random_est.variance_per_parameter(), fe_est.variance_per_parameter()
     print(f"gradients computed: {g.calls}")
     print(f"variance of the {args.views}-mask gradient, l3 masks: FE views {var_fe:.4e}, independent {var_random:.4e}")
-    print(f"ratio={var_fe / var_random:.3f}")
+    return var_fe / var_random
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
     python benchmarks/gpu_acceptance.py                 # a CUDA machine: roberta_base / bart_base, --fp16,
                                                         # blocks of 512 tokens, 300 updates per run
+    python benchmarks/gpu_acceptance.py --precision bf16   # the same in bfloat16 (--bf16; fp16,bf16: both)
     python benchmarks/gpu_acceptance.py --cpu --smoke   # tiny shapes on CPU (--memory-efficient-fp16):
                                                         # what the test suite runs so that this cannot rot
 
@@ -14,14 +15,19 @@ task reads: an importance track, L3 pseudo-likelihoods, answer spans, labels, a 
 - every other task's words/s relative to ``guided_mlm`` (encoder tasks) or ``guided_denoising``
   (seq2seq), which differ by what they compute, not only by their data;
 - peak GPU memory (``torch.cuda.max_memory_allocated`` in the training process; none on CPU),
-  loss-scale overflows per 100 updates (fairseq's "gradient overflow detected" lines) and the
-  final loss, which must be finite;
+  loss-scale overflows per 100 updates (fairseq's "gradient overflow detected" lines; bf16 has no
+  loss scale) and the final loss, which must be finite;
 - the training dataset's items/s in one data-loader worker (``__getitem__`` over the first items)
-  against the items/s training consumed: below 1 x ``--num-workers``, the loader starves the GPU.
+  against the items/s training consumed, and their margin (loader items/s x ``--num-workers`` /
+  consumed): below 1 the loader starves the GPU.
 
 Words/s is fairseq's ``wps``: median over the logged intervals after the first, then over runs.
-It prints one table; the last line is ``ratio_mlm=<guided_mlm/masked_lm wps>
-ratio_denoising=<guided_denoising/denoising wps>``.
+It prints one table per precision (``--precision fp16,bf16``: fp16 is fairseq's ``--fp16`` on CUDA,
+``--memory-efficient-fp16`` on CPU; bf16 is ``--bf16``) and, with ``--json-out FILE``, appends every
+run and every table row to FILE as it finishes (a run cut short keeps what it measured). The last
+line is ``ratio_mlm=<guided_mlm/masked_lm wps> ratio_denoising=<guided_denoising/denoising wps>`` of
+the first precision, then the same of the others with the precision appended to the key
+(``ratio_mlm_bf16=``).
 """
 
 import argparse
@@ -53,6 +59,10 @@ TINY = {"roberta": ["--arch", "roberta_base", "--encoder-layers", "2", "--encode
                  "--encoder-attention-heads", "2", "--decoder-attention-heads", "2"]}
 DENOISING = ["--mask", "0.15", "--mask-length", "subword", "--replace-length", "1", "--mask-random", "0",
              "--permute-sentences", "0", "--rotate", "0", "--insert", "0", "--poisson-lambda", "3.5"]
+#: the options of each precision, on CUDA and on CPU (fairseq's --fp16 needs CUDA; --bf16 needs the
+#: plugin's fix of fairseq's "--bf16 implies --tpu", integration/compat.py)
+PRECISIONS = {"fp16": {"cuda": ["--fp16"], "cpu": ["--memory-efficient-fp16", "--cpu", "--fp16-init-scale", "128"]},
+              "bf16": {"cuda": ["--bf16"], "cpu": ["--bf16", "--cpu"]}}
 JOINT = ["--task", "joint_mlm_classification", "--criterion", "joint_mlm_classification", "--num-classes", "2"]
 
 
@@ -160,7 +170,7 @@ def train(name: str, spec, args, save_dir: Path, keep: bool) -> dict:
     shape = TINY[model] if args.smoke else BASE[model]
     positions = (["--max-source-positions", str(args.tokens), "--max-target-positions", str(args.tokens)]
                  if model == "bart" else ["--max-positions", str(args.tokens)])
-    precision = ["--memory-efficient-fp16", "--cpu", "--fp16-init-scale", "128"] if args.cpu else ["--fp16"]
+    precision = PRECISIONS[args.precision_now]["cpu" if args.cpu else "cuda"]
     saving = ["--no-epoch-checkpoints", "--save-interval-updates", "0"] if keep else ["--no-save"]
     argv = [str(data), *map(str, task_args), *shape, *positions, "--tokens-per-sample", str(args.tokens),
             *precision, "--optimizer", "adam", "--lr", "1e-4", "--batch-size", str(args.batch_size),
@@ -201,55 +211,56 @@ def loader_items_per_second(spec, args, items: int) -> float:
     return n / (time.perf_counter() - start)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cpu", action="store_true", help="run on CPU with --memory-efficient-fp16 (else --fp16 "
-                                                           "on CUDA)")
-    parser.add_argument("--tokens", type=int, default=512, help="tokens per sample (block length)")
-    parser.add_argument("--batch-size", type=int, default=16, help="sentences per batch, every task")
-    parser.add_argument("--updates", type=int, default=300, help="updates per training run")
-    parser.add_argument("--runs", type=int, default=2, help="interleaved runs of the two compared pairs")
-    parser.add_argument("--lines", type=int, default=4000, help="lines of the synthetic corpus")
-    parser.add_argument("--num-workers", type=int, default=1, help="fairseq's data-loader workers")
-    parser.add_argument("--loader-items", type=int, default=500, help="items timed for the loader's items/s")
-    parser.add_argument("--only", help="comma-separated task names of the table (default: all)")
-    add_smoke_option(parser)
-    args = shrink(parser.parse_args(), tokens=32, batch_size=8, updates=6, runs=1, lines=64, loader_items=32)
-    args.log_interval = 1 if args.smoke else 20
-    logging.basicConfig(level=logging.WARNING)  # this process builds datasets: no fairseq or hydra log lines
-    if not args.cpu:
-        import torch
-        if not torch.cuda.is_available():
-            parser.error("no CUDA device here: give --cpu (with --smoke for the tiny shapes)")
-    device = "CPU (half precision: --memory-efficient-fp16)" if args.cpu else _cuda_name()
-    print(f"gpu_acceptance on {device}: blocks of {args.tokens} tokens, batch {args.batch_size}, {args.updates} "
-          f"updates per run", flush=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        data = make_data(root, args.lines, args.tokens, vocab=40 if args.smoke else 5000)
-        seq2seq = root / "ck" / "guided_denoising" / "checkpoint_last.pt"
-        specs = tasks(data, seq2seq)
-        wanted = args.only.split(",") if args.only else list(specs)
-        results = {name: [] for name in wanted}
-        for r in range(args.runs):  # the compared pairs, interleaved; the others once
-            for pair in (("masked_lm", "guided_mlm"), ("denoising", "guided_denoising")):
-                for name in pair if r % 2 == 0 else pair[::-1]:
-                    if name in results:
-                        results[name].append(train(name, specs[name], args, root / "ck" / name.replace(" ", "_"),
-                                                   keep=name == "guided_denoising"))
-        for name in wanted:
-            if not results[name]:
-                results[name].append(train(name, specs[name], args, root / "ck" / name.replace(" ", "_"), keep=False))
-        table = []
-        for name in wanted:
-            runs = results[name]
-            wps = statistics.median(run["wps"] for run in runs)
-            consumed = wps / max(runs[-1]["tokens_per_item"], 1)
-            loader = loader_items_per_second(specs[name], args, args.loader_items)
-            table.append((name, wps, runs, loader, consumed))
+def precision_list(text: str) -> list:
+    names = [n for n in text.split(",") if n]
+    unknown = [n for n in names if n not in PRECISIONS]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(f"--precision takes {' or '.join(PRECISIONS)}, comma-separated; got {text!r}")
+    return list(dict.fromkeys(names))
+
+
+def record(args, entry: dict) -> None:
+    """Append ``entry`` to ``--json-out`` (one JSON object a line), if given."""
+    if args.json_out:
+        with open(args.json_out, "a", encoding="utf-8") as f:
+            f.write(json.dumps(entry) + "\n")
+
+
+def measure(args, specs, wanted, root: Path) -> list:
+    """Train every task of ``wanted`` in ``args.precision_now`` (the compared pairs interleaved,
+    ``--runs`` each; the others once) and time its loader: the rows of one table."""
+    precision = args.precision_now
+    results = {name: [] for name in wanted}
+
+    def one(name, keep):
+        run = train(name, specs[name], args, root / "ck" / precision / name.replace(" ", "_"), keep=keep)
+        record(args, {"precision": precision, "task": name, **run})
+        results[name].append(run)
+
+    for r in range(args.runs):
+        for pair in (("masked_lm", "guided_mlm"), ("denoising", "guided_denoising")):
+            for name in pair if r % 2 == 0 else pair[::-1]:
+                if name in results:
+                    one(name, keep=name == "guided_denoising")
+    for name in wanted:
+        if not results[name]:
+            one(name, keep=False)
+    table = []
+    for name in wanted:
+        runs = results[name]
+        wps = statistics.median(run["wps"] for run in runs)
+        consumed = wps / max(runs[-1]["tokens_per_item"], 1)
+        loader = loader_items_per_second(specs[name], args, args.loader_items)
+        table.append((name, wps, runs, loader, consumed))
+    return table
+
+
+def print_table(args, specs, table) -> dict:
+    """Print one precision's table; returns ``{"mlm": ratio, "denoising": ratio}``."""
+    precision = args.precision_now
     wps_of = {name: wps for name, wps, *_ in table}
-    print(f"\n{'task':<18}{'words/s':>10}{'vs':>18}{'peak MiB':>10}{'overflow/100':>13}{'final loss':>11}"
-          f"{'loader/train items':>20}")
+    print(f"\n{precision}:\n{'task':<18}{'words/s':>10}{'vs':>18}{'peak MiB':>10}{'overflow/100':>13}"
+          f"{'final loss':>11}{'loader/train items':>20}{'margin':>8}")
     bad = []
     for name, wps, runs, loader, consumed in table:
         reference = specs[name][3]
@@ -258,22 +269,70 @@ def main() -> None:
         overflow = 100 * sum(run["overflows"] for run in runs) / (args.updates * len(runs))
         loss = runs[-1]["loss"]
         if not math.isfinite(loss):
-            bad.append(f"{name}: final loss {loss}")
-        starves = " starves" if loader * args.num_workers < consumed else ""
+            bad.append(f"{name} ({precision}): final loss {loss}")
+        margin = loader * args.num_workers / consumed
+        starves = " starves" if margin < 1 else ""
+        overflow_text = f"{overflow:.1f}" if precision == "fp16" else "-"
         print(f"{name:<18}{wps:>10.0f}{relative:>18}{(f'{peak:.0f}' if peak is not None else '-'):>10}"
-              f"{overflow:>13.1f}{loss:>11.3f}{loader:>10.0f}/{consumed:<8.1f}{starves}")
+              f"{overflow_text:>13}{loss:>11.3f}{loader:>10.0f}/{consumed:<8.1f}{margin:>9.1f}{starves}")
+        record(args, {"precision": precision, "row": name, "wps": wps, "relative": relative, "peak_mib": peak,
+                      "overflows_per_100": overflow if precision == "fp16" else None, "final_loss": loss,
+                      "loader_items_per_s": loader, "consumed_items_per_s": consumed, "margin": margin})
     if bad:
         raise SystemExit("not finite: " + "; ".join(bad))
-    ratio = {key: wps_of[ours] / wps_of[theirs] if ours in wps_of and theirs in wps_of else float("nan")
-             for key, ours, theirs in (("mlm", "guided_mlm", "masked_lm"),
-                                       ("denoising", "guided_denoising", "denoising"))}
+    return {key: wps_of[ours] / wps_of[theirs] if ours in wps_of and theirs in wps_of else float("nan")
+            for key, ours, theirs in (("mlm", "guided_mlm", "masked_lm"),
+                                      ("denoising", "guided_denoising", "denoising"))}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cpu", action="store_true", help="run on CPU (fp16: --memory-efficient-fp16; else --fp16 "
+                                                           "on CUDA)")
+    parser.add_argument("--precision", type=precision_list, default=["fp16"],
+                        help="fp16, bf16 or fp16,bf16: one table each (default: fp16)")
+    parser.add_argument("--tokens", type=int, default=512, help="tokens per sample (block length)")
+    parser.add_argument("--batch-size", type=int, default=16, help="sentences per batch, every task")
+    parser.add_argument("--updates", type=int, default=300, help="updates per training run")
+    parser.add_argument("--runs", type=int, default=2, help="interleaved runs of the two compared pairs")
+    parser.add_argument("--lines", type=int, default=4000, help="lines of the synthetic corpus")
+    parser.add_argument("--num-workers", type=int, default=1, help="fairseq's data-loader workers")
+    parser.add_argument("--loader-items", type=int, default=500, help="items timed for the loader's items/s")
+    parser.add_argument("--log-interval", type=int, default=20, help="updates per logged words/s interval")
+    parser.add_argument("--only", help="comma-separated task names of the table (default: all)")
+    parser.add_argument("--json-out", type=Path, help="append every run and table row to this file as JSON lines")
+    add_smoke_option(parser)
+    args = shrink(parser.parse_args(), tokens=32, batch_size=8, updates=6, runs=1, lines=64, loader_items=32,
+                  log_interval=1)
+    logging.basicConfig(level=logging.WARNING)  # this process builds datasets: no fairseq or hydra log lines
+    if not args.cpu:
+        import torch
+        if not torch.cuda.is_available():
+            parser.error("no CUDA device here: give --cpu (with --smoke for the tiny shapes)")
+    device = "CPU" if args.cpu else _cuda_name()
+    print(f"gpu_acceptance on {device}: {', '.join(args.precision)}; blocks of {args.tokens} tokens, batch "
+          f"{args.batch_size}, {args.updates} updates per run", flush=True)
+    record(args, {"device": device, "precision": args.precision, "tokens": args.tokens,
+                  "batch_size": args.batch_size, "updates": args.updates, "runs": args.runs})
+    ratios = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        data = make_data(root, args.lines, args.tokens, vocab=40 if args.smoke else 5000)
+        for precision in args.precision:
+            args.precision_now = precision
+            seq2seq = root / "ck" / precision / "guided_denoising" / "checkpoint_last.pt"
+            specs = tasks(data, seq2seq)
+            wanted = args.only.split(",") if args.only else list(specs)
+            ratios[precision] = print_table(args, specs, measure(args, specs, wanted, root))
     print(f"(targets: ratios >= {RATIO_TARGET})")
-    print(f"ratio_mlm={ratio['mlm']:.3f} ratio_denoising={ratio['denoising']:.3f}")
+    first = args.precision[0]
+    print(" ".join(f"ratio_{key}{'' if precision == first else '_' + precision}={value:.3f}"
+                   for precision in args.precision for key, value in ratios[precision].items()))
 
 
 def _cuda_name() -> str:
     import torch
-    return f"{torch.cuda.get_device_name(0)} (CUDA {torch.version.cuda}, torch {torch.__version__}, --fp16)"
+    return f"{torch.cuda.get_device_name(0)} (CUDA {torch.version.cuda}, torch {torch.__version__})"
 
 
 if __name__ == "__main__":

@@ -11,9 +11,10 @@ from fairseq_helpers import BIN, REPO, run
 SCRIPTS = sorted(path for path in (REPO / "benchmarks").glob("*.py")
                  if 'if __name__ == "__main__"' in path.read_text(encoding="utf-8"))
 # gpu_acceptance trains every task (13 runs, about 2 minutes on 2 cores): the full tier runs it, on CPU
-EXTRA_ARGS = {"gpu_acceptance": ["--cpu"]}
+EXTRA_ARGS = {"gpu_acceptance": ["--cpu", "--precision", "fp16,bf16"]}
 FULL_TIER = {"gpu_acceptance"}
-VARIANTS = {"fe_variance": [["--mask-policy", "l3"]]}  # further smoke runs: a second code path
+# further smoke runs: a second code path
+VARIANTS = {"fe_variance": [["--mask-policy", "l3"], ["--seeds", "2"]]}
 LAST_LINE = re.compile(r"ratio\w*=-?\d+(\.\d+)?( \w+=-?\d+(\.\d+)?)*")
 
 
@@ -65,3 +66,29 @@ def test_a_failed_preparation_command_names_its_signal_and_shows_its_output():
     with pytest.raises(RuntimeError, match="ended with exit status 3"):
         run_checked([sys.executable, "-c", "raise SystemExit(3)"])
     assert run_checked([sys.executable, "-c", "print('ok')"]).stdout == "ok\n"
+
+
+def test_running_moments_give_the_sample_variance_of_their_stream():
+    """fe_variance keeps its variances as running moments (no gradient stored): they equal numpy's
+    two-pass sample variance (ddof 1) summed over parameters, per parameter, up to float64 rounding,
+    on vectors with a large common offset (where the naive sum of squares loses its digits)."""
+    import sys
+
+    import numpy as np
+    import torch
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from fe_variance import RunningMoments
+
+    rng = np.random.default_rng(0)
+    draws = 1e4 + rng.normal(size=(40, 1000)) * rng.uniform(0.1, 3.0, 1000)
+    moments = RunningMoments()
+    for row in draws:
+        moments.add(torch.from_numpy(row).float())
+    expected = np.var(draws.astype(np.float32).astype(np.float64), axis=0, ddof=1).sum() / draws.shape[1]
+    assert moments.variance_per_parameter() == pytest.approx(expected, rel=1e-9)
+    assert np.allclose(moments.mean.numpy(), draws.astype(np.float32).mean(0, dtype=np.float64), rtol=0, atol=1e-9)
+    with pytest.raises(ValueError, match="two draws"):
+        one = RunningMoments()
+        one.add(torch.zeros(3))
+        one.variance_per_parameter()
