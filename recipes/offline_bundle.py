@@ -212,7 +212,8 @@ def collect(args, wheels: Path, log=print):
         queue += [(Requirement(d), wanted) for d in dependencies]
     unknown = sorted(set(args.exclude) - set(accepted))
     if unknown:
-        raise ValueError(f"--exclude {','.join(unknown)}: not a dependency of {PLUGIN} for Python {args.python}")
+        raise ValueError(f"--exclude {','.join(unknown)}: not a dependency of {PLUGIN} for Python {args.python}, or "
+                         "only through another package this --exclude leaves out")
     for name, entry in entries.items():
         entry["accepts"] = str(accepted.get(name, ""))
         if name != canonicalize_name(PLUGIN) and Version(entry["version"]) not in accepted.get(name, SpecifierSet()):

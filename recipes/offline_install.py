@@ -9,7 +9,12 @@ if torch is missing, and it checks at the end that torch's version is unchanged.
 is already installed in a version every bundled package accepts is kept (a cluster's numpy,
 scipy, sentencepiece); packages left out of the bundle (``--exclude`` when it was written) must
 be installed already. fairseq-fixed comes as a source archive and is compiled here against this
-torch (a few minutes). The standard library and pip are all this script uses.
+torch (a few minutes), without ``CUDA_HOME`` in its environment: with it set (CUDA images set it)
+fairseq's setup.py adds its CUDA extensions, whose sources (``fairseq/clib/libnat_cuda``,
+``fairseq/clib/cuda``) its source archive does not ship, and the build stops ("ninja: error:
+.../libnat_cuda/binding.cpp ... missing"; seen on the first GPU machine, 2026-11-25). The plugin
+uses none of them (they serve fairseq's non-autoregressive translation and generation). The
+standard library and pip are all this script uses.
 """
 
 import argparse
@@ -58,6 +63,12 @@ def plan(bundle: dict, path: list) -> tuple:
     return to_install, kept
 
 
+def build_environment(env: dict) -> dict:
+    """``env`` without ``CUDA_HOME``: fairseq-fixed's source archive lacks the sources of the CUDA
+    extensions its setup.py adds when that variable is set (see the module docstring)."""
+    return {k: v for k, v in env.items() if k != "CUDA_HOME"}
+
+
 def pip_install(entries: list, target, env: dict) -> None:
     if not entries:
         return
@@ -86,7 +97,10 @@ def main(argv=None) -> int:
                          "carries torch, so that a cluster's own CUDA build stays)")
     to_install, kept = plan(bundle, path)
     print(f"[install] torch {torch} stays; keeping {', '.join(kept) or 'nothing'}", flush=True)
-    env = dict(os.environ)
+    env = build_environment(os.environ)
+    if "CUDA_HOME" in os.environ:
+        print("[install] CUDA_HOME is set: building fairseq-fixed without it (its source archive lacks the sources "
+              "of fairseq's CUDA extensions, which the plugin does not use)", flush=True)
     if target is not None:
         target.mkdir(parents=True, exist_ok=True)
         env["PYTHONPATH"] = os.pathsep.join([str(target)] + [p for p in [env.get("PYTHONPATH")] if p])
@@ -100,8 +114,9 @@ def main(argv=None) -> int:
         pip_install(rest, target, env)
     except subprocess.CalledProcessError as error:
         raise SystemExit(f"error: pip install failed (exit {error.returncode}); see its messages above")
-    check = ("import fairseq_maskplug.plugin, fairseq.tasks, torch; "
-             "assert 'guided_mlm' in fairseq.tasks.TASK_REGISTRY; print(torch.__version__)")
+    # torch's installed version, as read before (a CUDA build's torch.__version__ adds "+cu130", its metadata not)
+    check = ("import importlib.metadata, fairseq_maskplug.plugin, fairseq.tasks, torch; "
+             "assert 'guided_mlm' in fairseq.tasks.TASK_REGISTRY; print(importlib.metadata.version('torch'))")
     result = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True, text=True)
     if result.returncode != 0:
         raise SystemExit("error: the installed plugin does not load: " + (result.stderr.strip().splitlines() or

@@ -95,6 +95,13 @@ def test_install_refuses_a_bundle_for_another_python(tmp_path):
         f"{sys.version_info.minor}: write it again with --python {sys.version_info.major}.{sys.version_info.minor}"]
 
 
+def test_fairseq_fixed_is_built_without_cuda_home():
+    """fairseq-fixed's source archive lacks the sources of the CUDA extensions its setup.py adds when
+    CUDA_HOME is set (the first GPU machine's build stopped there): install.py's builds run without it."""
+    env = offline_install.build_environment({"CUDA_HOME": "/usr/local/cuda", "PATH": "/usr/bin"})
+    assert env == {"PATH": "/usr/bin"}
+
+
 def offline_environment() -> dict:
     """No pip configuration, no package source, and a proxy that refuses every connection: pip
     can reach nothing but the files it is given."""
@@ -126,8 +133,11 @@ def test_a_fresh_environment_with_only_torch_installs_the_bundle_offline_and_tra
     check(subprocess.run([python, "-m", "pip", "install", "-q", f"torch=={torch_version.split('+')[0]}"],
                          capture_output=True, text=True))
     offline = offline_environment()
-    result = check(subprocess.run([python, bundle / "install.py"], capture_output=True, text=True, env=offline,
-                                  cwd=tmp_path))
+    # as on a CUDA image (the first GPU machine set it): fairseq's setup.py then adds CUDA extensions whose
+    # sources its archive lacks; install.py builds without it
+    result = check(subprocess.run([python, bundle / "install.py"], capture_output=True, text=True,
+                                  env=dict(offline, CUDA_HOME=str(tmp_path / "cuda")), cwd=tmp_path))
+    assert "CUDA_HOME is set: building fairseq-fixed without it" in result.stdout
     assert f"torch {torch_version} stays" in result.stdout
     assert f"torch {torch_version} unchanged" in result.stdout
     listed = subprocess.run([python, "-m", "pip", "list", "--format", "json"], capture_output=True, text=True,
