@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from fairseq_helpers import (BIN, CPU_RUN, REPO, TINY_BART, TINY_ROBERTA, binarize_with_reordered_dictionary, check,
-                             run, train, write_corpus)
+                             model_params, run, train, write_corpus)
 from test_finetune_e2e import write_task
 
 pytestmark = pytest.mark.e2e
@@ -370,8 +370,35 @@ def test_a_checkpoint_of_another_vocabulary_size_is_one_line(tiny_data, mlm_chec
     check(run([BIN / "fairseq-preprocess", "--only-source", "--trainpref", tmp_path / "train.txt", "--validpref",
                tmp_path / "train.txt", "--destdir", tmp_path / "bin", "--workers", "1"]))
     result = maskplug_train(tmp_path / "bin", tmp_path / "ck", "--finetune-from-model", mlm_checkpoint)
-    one_line_error(result, f"Cannot load model parameters from checkpoint {mlm_checkpoint}",
-                   "size mismatch for encoder.sentence_encoder.embed_tokens.weight", "another dictionary?")
+    one_line_error(result, f"{mlm_checkpoint} does not fit this run's model: its embedding has ",
+                   "binarized with another dict.txt than the checkpoint's")
+    assert "its model has" not in result.stderr  # the shape is the same: only the vocabulary is named
+
+
+@pytest.mark.parametrize("entry", ["fairseq-maskplug-train", "fairseq-train"])
+def test_a_checkpoint_of_another_shape_names_what_differs_and_the_options(tiny_data, mlm_checkpoint, tmp_path,
+                                                                          entry):
+    """A QUICK=1 quickstart's model fine-tuned with the full model's options (issue 42): the line names the
+    differing shape options with the checkpoint's values (not "another dictionary"), through both entry
+    points (fairseq-train: the last line of its traceback)."""
+    saved = model_params(mlm_checkpoint)
+    width = saved["encoder.sentence_encoder.embed_tokens.weight"].shape[1]
+    bigger = ["--arch", "roberta_base", "--encoder-layers", "3", "--encoder-embed-dim", str(2 * width),
+              "--encoder-ffn-embed-dim", "64", "--encoder-attention-heads", "2", "--max-positions", "64"]
+    args = [tiny_data / "bin", "--task", "guided_mlm", "--criterion", "masked_lm", *bigger, "--tokens-per-sample",
+            "32", "--finetune-from-model", mlm_checkpoint, "--save-dir", tmp_path / "ck", *CPU_RUN, "--max-update", "1"]
+    if entry == "fairseq-train":
+        result = run([BIN / "fairseq-train", *args, "--user-dir", REPO / "fairseq_maskplug"], new_process=True)
+        assert result.returncode != 0
+        last = result.stderr.strip().splitlines()[-1]
+    else:
+        result = run([BIN / "fairseq-maskplug-train", *args])
+        one_line_error(result, "does not fit this run's model")
+        last = result.stderr.strip().splitlines()[-1]
+    assert f"{mlm_checkpoint} does not fit this run's model: its model has encoder_layers 2 (this run: 3), " \
+           f"encoder_embed_dim {width} (this run: {2 * width}): give this run --encoder-layers 2 " \
+           f"--encoder-embed-dim {width}" in last, last
+    assert "dictionary" not in last
 
 
 # ---- faults ---------------------------------------------------------------------------------------

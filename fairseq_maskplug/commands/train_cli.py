@@ -14,8 +14,9 @@
 - stops at once when ``--save-dir`` holds a run that has reached ``--max-update`` (fairseq
   would train one more update and overwrite its checkpoints);
 - stops on bad input with one line ``fairseq-maskplug-train: error: ...`` and exit status 2,
-  also when a checkpoint's parameters do not fit the model (another dictionary size)
-  (``MASKPLUG_TRACEBACK=1`` shows the traceback instead).
+  also when a checkpoint's parameters do not fit the model (the line names the shape options or
+  the dictionary that differ: ``tools/model_mismatch.py``) (``MASKPLUG_TRACEBACK=1`` shows the
+  traceback instead).
 """
 
 import logging
@@ -162,7 +163,7 @@ def user_error_message(error: BaseException):
     cause = error.__context__
     if isinstance(cause, RuntimeError) and "size mismatch for " in str(cause):  # fairseq wraps torch's error
         first = str(cause).split("size mismatch for ", 1)[1].splitlines()[0].strip()
-        return f"{error} (size mismatch for {first}): another dictionary?"
+        return f"{error} (size mismatch for {first})"
     if str(error).startswith("Cannot load model parameters from checkpoint"):  # fairseq, any other cause
         detail = str(cause).splitlines()[0][:200] if cause is not None else ""
         return (f"{str(error).split(';')[0]}: its parameters belong to another architecture "

@@ -17,6 +17,10 @@
   mode that ``--bf16`` switched on is switched off again before training starts, so ``--bf16`` trains
   in bfloat16 on the device there is (fairseq's FP16Optimizer with fp32 master weights, no loss
   scale). With torch_xla installed nothing changes.
+- A checkpoint whose parameters do not fit the model (``--finetune-from-model``, ``--restore-file``, a
+  resumed ``checkpoint_last.pt``): fairseq's "please ensure that the architectures match" becomes one
+  line naming what differs (layers, width, positions, vocabulary) and the options that fix it
+  (:mod:`..tools.model_mismatch`), for ``fairseq-maskplug-train`` and ``fairseq-train`` alike.
 """
 
 import argparse
@@ -103,6 +107,29 @@ def _call_main_with_bf16(original):
     return call_main
 
 
+class ModelMismatchError(ValueError):
+    """A checkpoint of another model shape or dictionary than the run's (one line: the plugin's
+    commands print it as their error)."""
+
+
+def _load_checkpoint_naming_mismatch(original):
+    def load_checkpoint(self, filename, *args, **kwargs):
+        try:
+            return original(self, filename, *args, **kwargs)
+        except Exception as error:
+            if not str(error).startswith("Cannot load model parameters from checkpoint"):
+                raise
+            from ..tools.model_mismatch import describe_for_trainer
+
+            message = describe_for_trainer(filename, self.cfg.model, self.model)
+            if message is None:
+                raise
+            raise ModelMismatchError(message) from error
+
+    load_checkpoint.maskplug_original = original
+    return load_checkpoint
+
+
 def install() -> None:
     """Apply every item of the module docstring (idempotent)."""
     from fairseq.distributed import utils as distributed_utils
@@ -113,5 +140,9 @@ def install() -> None:
     distributed_fairseq_model.DistributedDataParallel = DeviceAwareDistributedDataParallel
     if not hasattr(distributed_utils.infer_init_method, "maskplug_original"):
         distributed_utils.infer_init_method = _infer_init_method_with_launchers(distributed_utils.infer_init_method)
+    from fairseq.trainer import Trainer
+
+    if not hasattr(Trainer.load_checkpoint, "maskplug_original"):
+        Trainer.load_checkpoint = _load_checkpoint_naming_mismatch(Trainer.load_checkpoint)
     if not hasattr(distributed_utils.call_main, "maskplug_original"):
         distributed_utils.call_main = _call_main_with_bf16(distributed_utils.call_main)
