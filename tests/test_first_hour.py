@@ -67,6 +67,26 @@ def test_help_through_the_command_line_with_or_without_data_and_arch():
     assert result.stdout.startswith("usage: ") and not result.stderr.strip(), result.stderr[-2000:]  # nothing first
 
 
+def test_help_shows_the_package_first():
+    """A task of this package: a one-line usage, then its options, its units, schedule and policies, its
+    criterion's, and fairseq's generic groups after them (they came first: the task's started at line 581
+    of 781). Without one of its tasks, the help begins with the package's tasks and policies."""
+    lines = training_help(["--task", "guided_mlm"]).splitlines()
+    assert lines[0].startswith("usage: ") and lines[1] == ""
+    titles = [line for line in lines if line.endswith(":") and not line.startswith(" ")]
+    assert titles[0] == "--task guided_mlm options:" and lines.index(titles[0]) < 10, lines[:12]
+    ours = [i for i, t in enumerate(titles) if t.startswith(("--task ", "--mask-policy ", "what any policy",
+                                                             "the mask rate"))]
+    assert ours == list(range(len(ours))) and len(ours) >= 10, titles
+    assert titles.index("options:") == len(ours) and "dataset_data_loading:" in titles[len(ours):]
+    tagger = [line for line in training_help(with_task_criterion(["--task", "token_importance"])).splitlines()
+              if line.endswith(":") and not line.startswith(" ")]
+    assert tagger[:2] == ["--task token_importance options:", "--criterion token_importance options:"], tagger
+    plain = " ".join(training_help([]).split()[:80])
+    assert "Tasks of fairseq-maskplug: fe_mlm, guided_denoising, guided_mlm," in plain
+    assert "Mask policies: random, matched_random, l3," in plain
+
+
 def test_help_says_what_is_registered_now_and_each_range():
     text = " ".join(training_help(["--task", "guided_mlm"]).split())  # argparse wraps lines
     assert "registered now: random, matched_random, " in text and "learned_span" in text

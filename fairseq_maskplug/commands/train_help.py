@@ -13,6 +13,11 @@ with each component's options in a group of its own and every default shown:
 - ``--arch A`` (if given): the model's options;
 - ``--criterion``, ``--optimizer``, ``--lr-scheduler``, ...: each chosen one's options
   (a package task's ``--criterion`` defaults to the one it trains with).
+
+For a task of this package, its groups come first (the task's, the unit and schedule options, its
+policies', its criterion's), fairseq's generic groups after them; the usage line is one line, not
+fairseq's 170. Without a task of this package, the help begins with this package's tasks and
+policies.
 """
 
 import argparse
@@ -113,7 +118,38 @@ def training_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
         elif hasattr(component, "__dataclass"):
             gen_parser_from_dataclass(group, component.__dataclass())
     _annotate(parser, args)
+    _package_first(parser, args)
     return parser
+
+
+USAGE = "%(prog)s DATA --task TASK [--mask-policy POLICY] [--arch ARCH] [options]"
+
+
+def _package_first(parser: argparse.ArgumentParser, args) -> None:
+    """A short usage line; for a task of this package its groups first, else a list of its tasks and policies."""
+    from fairseq.tasks import TASK_REGISTRY
+
+    from ..masking import MASK_POLICY_REGISTRY
+
+    parser.usage = USAGE
+    ours = sorted(name for name, cls in TASK_REGISTRY.items() if cls.__module__.startswith("fairseq_maskplug."))
+    if args.task not in ours:
+        parser.description = (f"Tasks of fairseq-maskplug: {', '.join(ours)}. Mask policies: "
+                               f"{', '.join(MASK_POLICY_REGISTRY)}. --task NAME --help shows that task's options, "
+                               "its policies' and its criterion's first (fairseq-train's other tasks work too).")
+        return
+    parser.description = (f"--task {args.task}: its options, its mask policies' and its criterion's first; "
+                          "fairseq's generic options after them.")
+    first = (f"--task {args.task} options", "what any policy chooses", "the mask rate over training",
+             "--mask-policy ", f"--criterion {getattr(args, 'criterion', None)} options")
+
+    def rank(group) -> int:
+        title = group.title or ""
+        if group is parser._positionals:
+            return -1
+        return next((i for i, prefix in enumerate(first) if title.startswith(prefix)), len(first))
+
+    parser._action_groups.sort(key=rank)  # stable: the order within each rank stays
 
 
 def _annotate(parser: argparse.ArgumentParser, args) -> None:
