@@ -34,8 +34,9 @@ def notes(scores, constant) -> list:
     test, or rows that all have the same test accuracy and macro-F1."""
     out = []
     if constant:
-        out.append(f"note: {', '.join(constant)} predicted a single class on test (a constant predictor, at the "
-                   "majority-class accuracy): these rows measure nothing; train longer")
+        out.append(f"note: {', '.join(constant)} predicted a single class on test (a constant predictor: its accuracy "
+                   "is the share of the class it predicts, the majority's or the minority's): these rows measure "
+                   "nothing; train longer")
     same = {(round(sum(s[("test", "accuracy")]), 6), round(sum(s[("test", "macro_f1")]), 6)) for s in scores}
     if len(scores) > 1 and len(same) == 1:
         out.append("note: every row has the same test scores: the table does not separate the methods")

@@ -14,14 +14,30 @@ fi
 # shellcheck disable=SC1091
 source "$MASKPLUG_ROOT/.venv/bin/activate"
 stamp="$MASKPLUG_ROOT/.venv/.maskplug-installed-${MASKPLUG_EXTRAS:-base}"
-if [ ! -f "$stamp" ] || [ "$MASKPLUG_ROOT/setup.py" -nt "$stamp" ]; then
-    echo "[setup] installing torch 2.13.0 and fairseq-maskplug (building fairseq-fixed takes a few minutes the first time)"
-    python -m pip install -q --upgrade pip wheel setuptools
-    python -m pip install -q "torch==2.13.0"
+# the base install is in every stamp's (an environment set up with extras has the base too)
+maskplug_installed() {
+    local s
+    for s in "$MASKPLUG_ROOT"/.venv/.maskplug-installed-*; do
+        [ -f "$s" ] && [ ! "$MASKPLUG_ROOT/setup.py" -nt "$s" ] \
+            && { [ "$s" = "$stamp" ] || [ -z "${MASKPLUG_EXTRAS:-}" ]; } && return 0
+    done
+    return 1
+}
+if ! maskplug_installed; then
+    # pip's own output goes to a log (it is long, and mostly warnings); its tail is shown if it fails
+    setup_log="$MASKPLUG_ROOT/.venv/setup.log"
+    echo "[setup] installing torch 2.13.0 and fairseq-maskplug${MASKPLUG_EXTRAS:+[$MASKPLUG_EXTRAS]} (building" \
+         "fairseq-fixed takes a few minutes the first time; pip's output: $setup_log)"
     spec="$MASKPLUG_ROOT"
     [ -n "${MASKPLUG_EXTRAS:-}" ] && spec="$MASKPLUG_ROOT[$MASKPLUG_EXTRAS]"
-    python -m pip install -q -e "$spec"
+    if ! { python -m pip install -q --upgrade pip wheel setuptools && python -m pip install -q "torch==2.13.0" \
+           && python -m pip install -q -e "$spec"; } > "$setup_log" 2>&1; then
+        tail -30 "$setup_log" >&2
+        echo "[setup] pip install failed; its whole output: $setup_log" >&2
+        return 1 2>/dev/null || exit 1
+    fi
     touch "$stamp"
+    echo "[setup] done"
 fi
 # fairseq emits hundreds of FutureWarnings (torch.cuda.amp, torch.jit) per run; hide only those.
 export PYTHONWARNINGS="${PYTHONWARNINGS:-ignore::FutureWarning}"

@@ -365,6 +365,15 @@ def test_fe_views_zero_and_lines_too_short_for_the_views_are_refused(tiny_data, 
     one_line_error(result, "--fe-views 6 with --sample-break-mode eos:", "have fewer than 6 tokens")
 
 
+def test_a_run_without_batch_size_or_max_tokens_is_one_line(tiny_data, tmp_path):
+    """fairseq's own check is a bare AssertionError with a traceback."""
+    at = CPU_RUN.index("--batch-size")
+    result = run([BIN / "fairseq-maskplug-train", tiny_data / "bin", "--task", "guided_mlm", "--tokens-per-sample", "32",
+                  "--save-dir", tmp_path / "ck", *TINY_ROBERTA, *CPU_RUN[:at], *CPU_RUN[at + 2:], "--max-update", "1"])
+    one_line_error(result, "give --batch-size N (sentences per batch) or --max-tokens N (tokens per batch)")
+    assert no_checkpoint(tmp_path / "ck")
+
+
 def test_a_checkpoint_of_another_vocabulary_size_is_one_line(tiny_data, mlm_checkpoint, tmp_path):
     write_corpus(tmp_path / "train.txt", 50, seed=4, vocab=60)  # more word types: a larger dictionary
     check(run([BIN / "fairseq-preprocess", "--only-source", "--trainpref", tmp_path / "train.txt", "--validpref",

@@ -70,3 +70,5 @@ def test_preview_marks_subwords_and_words():
     assert render_marked(["\u2581an", "\u2581exhilar", "ating", "\u2581film"], [0, 0, 1, 0]) == "an exhilar[ating] film"
     assert render_marked(["\u2581a", "\u2581great", "\u2581film"], [0, 1, 0]) == "a [great] film"
     assert render_marked(["w1", "w2"], [1, 0]) == "[w1] w2"
+    # a marked word mark alone (sentencepiece: "\u2581" then a quote) is shown, not an empty "[]"
+    assert render_marked(["\u2581said", "\u2581", "\"", "hi"], [0, 1, 1, 0]) == "said [\u2581][\"]hi"

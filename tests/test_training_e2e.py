@@ -50,6 +50,7 @@ def test_training_logs_what_the_policy_did(tiny_data, tmp_path):
     last_valid = json_logs(result, "valid")[-1]
     assert score["updates"] == int(last_valid["valid_num_updates"])
     assert round(score["loss"], 3) == float(last_valid["valid_loss"])
+    assert score["units"] == "bits per masked token" and score["masked"] > 0
 
 
 def test_tensorboard_event_files_hold_the_losses_and_the_mask_statistics(tiny_data, tmp_path):

@@ -101,6 +101,13 @@ def require_arch(argv) -> None:
                          "--arch roberta_base")
 
 
+def check_batch_size(cfg) -> None:
+    """fairseq needs ``--batch-size`` or ``--max-tokens`` (its own check is a bare assertion)."""
+    if cfg.dataset.max_tokens is None and cfg.dataset.batch_size is None:
+        raise ValueError("give --batch-size N (sentences per batch) or --max-tokens N (tokens per batch): "
+                         "fairseq needs one of them")
+
+
 def check_save_dir(cfg) -> None:
     """``--save-dir`` exists or can be made, and a file can be written in it (before any training)."""
     if cfg.checkpoint.no_save:
@@ -204,6 +211,7 @@ def main(argv=None) -> int:
         cfg = convert_namespace_to_omegaconf(args)
         configure_launch(cfg.distributed_training, os.environ, cpu=cfg.common.cpu or not torch.cuda.is_available())
         check_task(cfg)
+        check_batch_size(cfg)
         check_save_dir(cfg)
         done = finished_updates(cfg)
         if done is not None:

@@ -5,8 +5,9 @@ different masking (MLM, FE-MLM subword or span, guided policies) compare fairly.
 
 Every checkpoint is scored on the same blocks (the checkpoint's own blocking options)
 with the same ``guided_mlm --mask-policy random`` masks (``--mask-prob``, ``--seed``,
-epoch 1); prints one JSON line per checkpoint: ``{"checkpoint", "updates", "loss"}``,
-the loss in base 2 as fairseq logs it.
+epoch 1); prints one JSON line per checkpoint: ``{"checkpoint", "updates", "loss", "units",
+"masked"}``, the loss in bits per masked token (base 2, as fairseq logs it; ``units`` says so) over
+``masked`` masked tokens.
 """
 
 import argparse
@@ -72,7 +73,7 @@ class FixedMaskScorer:
                                                              reduction="sum"))
             count += int(masked.sum())
         return {"checkpoint": checkpoint, "updates": int(state["optimizer_history"][-1]["num_updates"]),
-                "loss": total / count / math.log(2)}
+                "loss": total / count / math.log(2), "units": "bits per masked token", "masked": count}
 
 
 def main(argv=None) -> int:
