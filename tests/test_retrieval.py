@@ -23,6 +23,9 @@ def test_analyser_lower_cases_unicode_word_tokens():
     assert Analyser().tokens("Don't STOP-me, Ünïcode 3.5!") == ["don", "t", "stop", "me", "ünïcode", "3", "5"]
     assert Analyser(lowercase=False).tokens("Ab cD") == ["Ab", "cD"]
     assert Analyser(stopwords=frozenset({"the"})).tokens("The cat the") == ["cat"]
+    for empty in (r"\w*", r"\b", r"(?:x|)"):  # each matched every text through the empty token
+        with pytest.raises(ValueError, match="matches the empty string"):
+            Analyser(empty)
     with pytest.raises(ValueError, match="capturing group"):
         Analyser(pattern=r"(\w)+")
 
