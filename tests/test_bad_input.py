@@ -412,6 +412,61 @@ def test_a_checkpoint_of_another_shape_names_what_differs_and_the_options(tiny_d
 
 # ---- faults ---------------------------------------------------------------------------------------
 
+def damage(path, how):
+    """Damage a checkpoint file in place: ``empty``, ``half`` (cut at half), ``tail`` (its last 100
+    bytes lost), ``text`` (not a torch file)."""
+    data = path.read_bytes()
+    path.write_bytes({"empty": b"", "half": data[:len(data) // 2], "tail": data[:-100],
+                      "text": b"version https://git-lfs.github.com/spec/v1\n"}[how])
+
+
+def test_no_cut_of_a_checkpoint_passes_the_structure_check(mlm_checkpoint, tmp_path):
+    """Every prefix of a checkpoint (40 cuts over its length, and the last byte lost) is reported as
+    cut short; the whole file passes."""
+    from fairseq_maskplug.tools.checkpoint_files import checkpoint_damage
+
+    data = mlm_checkpoint.read_bytes()
+    assert checkpoint_damage(str(mlm_checkpoint)) is None
+    cut = tmp_path / "cut.pt"
+    for length in sorted({*np.linspace(1, len(data) - 1, 40).astype(int), len(data) - 1}):
+        cut.write_bytes(data[:length])
+        assert "cut short" in checkpoint_damage(str(cut)), length
+
+
+@pytest.mark.parametrize("how, said", [("empty", "it is empty (0 bytes)"), ("half", "it is cut short"),
+                                       ("tail", "it is cut short"), ("text", "it is not a torch checkpoint")])
+def test_resuming_from_a_damaged_checkpoint_names_it_and_the_intact_one_beside_it(tiny_data, tmp_path, how, said):
+    """Resume with a damaged checkpoint_last.pt (fairseq: '[Errno 22] Invalid argument', or torch's
+    _use_new_zipfile_serialization): one line naming the file, the damage and the intact checkpoint beside
+    it; through fairseq-train --user-dir the traceback ends with the same line."""
+    save = tmp_path / "ck"
+    check(maskplug_train(tiny_data / "bin", save, "--save-interval-updates", "2", "--max-update", "3"))
+    last = save / "checkpoint_last.pt"
+    intact = sorted(p.name for p in save.glob("checkpoint_*_*.pt"))
+    assert intact
+    damage(last, how)
+    line = one_line_error(maskplug_train(tiny_data / "bin", save, "--max-update", "6"),
+                          f"checkpoint {last} is damaged: {said}", f"intact beside it: ")
+    assert intact[-1] in line or "checkpoint_best.pt" in line
+    result = run([BIN / "fairseq-train", tiny_data / "bin", "--user-dir", REPO / "fairseq_maskplug", "--task",
+                  "guided_mlm", "--criterion", "masked_lm", "--tokens-per-sample", "32", "--save-dir", save,
+                  *TINY_ROBERTA, *CPU_RUN, "--max-update", "6"], new_process=True)
+    assert result.returncode != 0 and f"checkpoint {last} is damaged: {said}" in result.stderr.splitlines()[-1]
+
+
+@pytest.mark.parametrize("command", ["evaluate-mlm", "score-pll", "finetune"])
+def test_tools_name_a_damaged_checkpoint(tiny_data, mlm_checkpoint, tmp_path, command):
+    broken = tmp_path / "model.pt"
+    broken.write_bytes(mlm_checkpoint.read_bytes()[:-10])
+    if command == "finetune":
+        result = maskplug_train(tiny_data / "bin", tmp_path / "ck", "--finetune-from-model", broken)
+    elif command == "evaluate-mlm":
+        result = run([BIN / "fairseq-maskplug-evaluate-mlm", "--data", tiny_data / "bin", broken])
+    else:
+        result = run([BIN / "fairseq-maskplug-score-pll", "--checkpoint", broken, "--data", tiny_data / "bin",
+                      "--splits", "valid"])
+    one_line_error(result, f"checkpoint {broken} is damaged: it is cut short", "copy it again")
+
 def test_a_killed_writer_leaves_no_output_and_its_temporaries_are_removed_by_the_next(tiny_data, tmp_path):
     from fairseq_maskplug.data import write_side_info
 

@@ -145,6 +145,9 @@ def finished_updates(cfg):
     path = os.path.join(ck.save_dir, "checkpoint_last.pt")
     if not os.path.isfile(path):
         return None
+    from ..tools.checkpoint_files import check_checkpoint_file
+
+    check_checkpoint_file(path)  # a damaged one is named here, before torch reads it
     state = torch.load(path, map_location="cpu", mmap=True)  # the safe loader, with the plugin's safe globals
     history = state.get("optimizer_history") or [{}]
     updates = history[-1].get("num_updates", 0)

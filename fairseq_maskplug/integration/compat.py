@@ -21,6 +21,9 @@
   resumed ``checkpoint_last.pt``): fairseq's "please ensure that the architectures match" becomes one
   line naming what differs (layers, width, positions, vocabulary) and the options that fix it
   (:mod:`..tools.model_mismatch`), for ``fairseq-maskplug-train`` and ``fairseq-train`` alike.
+- A damaged checkpoint file (empty, cut short, not a torch file) is named before torch reads it,
+  with the intact checkpoints beside it (:mod:`..tools.checkpoint_files`), wherever fairseq loads
+  one (``load_checkpoint_to_cpu``: resume, ``--finetune-from-model``, the plugin's tools).
 """
 
 import argparse
@@ -130,6 +133,17 @@ def _load_checkpoint_naming_mismatch(original):
     return load_checkpoint
 
 
+def _load_checkpoint_to_cpu_checked(original):
+    def load_checkpoint_to_cpu(path, *args, **kwargs):
+        from ..tools.checkpoint_files import check_checkpoint_file
+
+        check_checkpoint_file(path)
+        return original(path, *args, **kwargs)
+
+    load_checkpoint_to_cpu.maskplug_original = original
+    return load_checkpoint_to_cpu
+
+
 def install() -> None:
     """Apply every item of the module docstring (idempotent)."""
     from fairseq.distributed import utils as distributed_utils
@@ -140,7 +154,11 @@ def install() -> None:
     distributed_fairseq_model.DistributedDataParallel = DeviceAwareDistributedDataParallel
     if not hasattr(distributed_utils.infer_init_method, "maskplug_original"):
         distributed_utils.infer_init_method = _infer_init_method_with_launchers(distributed_utils.infer_init_method)
+    from fairseq import checkpoint_utils
     from fairseq.trainer import Trainer
+
+    if not hasattr(checkpoint_utils.load_checkpoint_to_cpu, "maskplug_original"):
+        checkpoint_utils.load_checkpoint_to_cpu = _load_checkpoint_to_cpu_checked(checkpoint_utils.load_checkpoint_to_cpu)
 
     if not hasattr(Trainer.load_checkpoint, "maskplug_original"):
         Trainer.load_checkpoint = _load_checkpoint_naming_mismatch(Trainer.load_checkpoint)

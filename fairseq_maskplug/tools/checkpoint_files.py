@@ -1,0 +1,87 @@
+"""Is a checkpoint file whole? Checked from its size and structure before torch reads it.
+
+torch saves a zip archive whose directory is written last: a save or copy cut short (a killed job,
+a full disk, a partial ``rsync``) leaves a file without it, which torch reports as ``[Errno 22]
+Invalid argument`` or a ``RuntimeError`` about ``_use_new_zipfile_serialization``, naming no file.
+:func:`checkpoint_damage` reads only the archive's directory (no data), so it is cheap at any size;
+:func:`damaged_checkpoint_message` names the file, what is wrong and the intact checkpoints beside it.
+:mod:`..integration.compat` runs it before every fairseq checkpoint load (training's resume,
+``--finetune-from-model``, ``--restore-file``, and the plugin's tools, which load through fairseq).
+"""
+
+import os
+import zipfile
+from typing import List, Optional
+
+#: the first bytes of torch's legacy (non-zip) format: a pickle (protocol 2 or later); old releases use it
+PICKLE_START = b"\x80"
+#: the first bytes of a zip archive (torch's format since 1.6)
+ZIP_START = b"PK\x03\x04"
+
+
+class DamagedCheckpointError(ValueError):
+    """A checkpoint file that is empty, cut short or not a torch file (one line, naming it)."""
+
+
+def checkpoint_damage(path: str) -> Optional[str]:
+    """What is wrong with the checkpoint file ``path``, or None when its structure is whole.
+
+    A zip checkpoint (torch >= 1.6) is whole when its directory is present, lists the pickle
+    ``data.pkl`` and every entry lies inside the file; a legacy pickle file cannot be checked
+    this way and passes. Entries' contents are not read (no checksum pass).
+    """
+    size = os.path.getsize(path)
+    if size == 0:
+        return "it is empty (0 bytes)"
+    with open(path, "rb") as f:
+        start = f.read(4)
+    if start.startswith(PICKLE_START):
+        return None
+    if len(start) < 4 and ZIP_START.startswith(start):
+        return f"it is cut short ({size} bytes)"
+    if not start.startswith(b"PK"):
+        return f"it is not a torch checkpoint ({size} bytes beginning {start!r})"
+    try:
+        with zipfile.ZipFile(path) as archive:
+            entries = archive.infolist()
+    except (zipfile.BadZipFile, OSError):
+        return f"it is cut short ({size} bytes, without the directory a whole save ends with)"
+    if not any(entry.filename.endswith("data.pkl") for entry in entries):
+        return f"it is a zip archive ({size} bytes) but not a torch checkpoint (no data.pkl)"
+    end = max(entry.header_offset + entry.compress_size for entry in entries)
+    if end > size:
+        return f"it is cut short ({size} of at least {end} bytes)"
+    return None
+
+
+def intact_siblings(path: str) -> List[str]:
+    """The other ``checkpoint*.pt`` files beside ``path`` that :func:`checkpoint_damage` passes,
+    ``checkpoint_best.pt`` first, then the newest first."""
+    directory = os.path.dirname(os.path.abspath(path))
+    names = [n for n in os.listdir(directory)
+             if n.startswith("checkpoint") and n.endswith(".pt") and n != os.path.basename(path)]
+    paths = [os.path.join(directory, n) for n in names]
+    paths.sort(key=lambda p: (os.path.basename(p) != "checkpoint_best.pt", -os.path.getmtime(p)))
+    return [p for p in paths if checkpoint_damage(p) is None]
+
+
+def damaged_checkpoint_message(path: str, damage: str) -> str:
+    """One line: the file, what is wrong, and what to do (the intact checkpoints beside it, if any)."""
+    others = intact_siblings(path)
+    if os.path.basename(path) == "checkpoint_last.pt" and others:
+        advice = (f"intact beside it: {', '.join(os.path.basename(p) for p in others[:3])}; to resume from one, "
+                  f"copy it over {os.path.basename(path)} (cp {others[0]} {path}), or remove {path} to start over")
+    elif others:
+        advice = f"intact beside it: {', '.join(os.path.basename(p) for p in others[:3])}"
+    else:
+        advice = "copy it again, or rerun the training that wrote it"
+    return f"checkpoint {path} is damaged: {damage}; {advice}"
+
+
+def check_checkpoint_file(path: str) -> None:
+    """Raise :class:`DamagedCheckpointError` for a damaged checkpoint file (a missing one is left to the caller)."""
+    if not os.path.isfile(path):
+        return
+    damage = checkpoint_damage(path)
+    if damage is not None:
+        raise DamagedCheckpointError(damaged_checkpoint_message(path, damage))
