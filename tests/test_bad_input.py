@@ -467,6 +467,44 @@ def test_tools_name_a_damaged_checkpoint(tiny_data, mlm_checkpoint, tmp_path, co
                       "--splits", "valid"])
     one_line_error(result, f"checkpoint {broken} is damaged: it is cut short", "copy it again")
 
+def cut(path, lost):
+    data = path.read_bytes()
+    path.write_bytes(data[:len(data) - lost])
+    return len(data)
+
+
+@pytest.mark.parametrize("name, lost", [("train.bin", 1), ("train.bin", 400), ("valid.idx", 1), ("valid.idx", 30),
+                                        ("valid.idx", 10 ** 6)])
+def test_a_split_cut_short_is_named_with_its_bytes(tiny_data, tmp_path, name, lost):
+    """An interrupted copy of the data: fairseq read past the end of a .bin (reported as a literal <s>
+    in the text) or failed on an .idx with an AttributeError; now the file and the bytes it lacks."""
+    data = shutil.copytree(tiny_data / "bin", tmp_path / "bin")
+    whole = cut(data / name, lost)
+    line = one_line_error(maskplug_train(data, tmp_path / "ck"), f"{data / name} is cut short",
+                          "copy the data again, or rerun fairseq-preprocess")
+    if name.endswith(".idx") and lost < whole:
+        assert f"({whole - lost} of {whole} bytes)" in line
+    if name.endswith(".bin"):
+        assert f"({whole - lost} of {whole} bytes that train.idx indexes)" in line
+
+
+@pytest.mark.parametrize("part", ["bin", "idx"])
+def test_a_side_information_track_cut_short_is_named_before_batches(tiny_data, tmp_path, part):
+    """--mask-policy l3 with train.plt.bin cut short failed when batches were made ('offset must be
+    non-negative and no greater than buffer length'); now at load, naming the track's file."""
+    from fairseq_maskplug.data import write_side_info
+    from fairseq.data.indexed_dataset import MMapIndexedDataset
+
+    data = shutil.copytree(tiny_data / "bin", tmp_path / "bin")
+    for split in ("train", "valid"):
+        tokens = MMapIndexedDataset(str(data / split))  # alive while .sizes (a view of its mmap) is copied
+        sizes = np.array(tokens.sizes)
+        write_side_info(str(data / f"{split}.plt"), [np.full(n, 0.5) for n in sizes], tokens_prefix=str(data / split))
+    cut(data / f"train.plt.{part}", 8)
+    one_line_error(maskplug_train(data, tmp_path / "ck", "--mask-policy", "l3"), f"{data}/train.plt.{part} is cut short",
+                   "rerun the command that wrote track 'plt' for split 'train'")
+
+
 def test_a_killed_writer_leaves_no_output_and_its_temporaries_are_removed_by_the_next(tiny_data, tmp_path):
     from fairseq_maskplug.data import write_side_info
 

@@ -154,6 +154,9 @@ def load_side_info(split_prefix: str, name: str, tokens, split: str, rule: Value
             f"side information {name!r} for split {split!r} not found: expected "
             f"{prefix}.bin and {prefix}.idx"
         )
+    from .indexed_files import check_indexed_pair
+
+    check_indexed_pair(prefix, f"rerun the command that wrote track {name!r} for split {split!r} (or copy it again)")
     side = SideInfoDataset(prefix)
     check_aligned(tokens.sizes, side.sizes, split=split, name=name, path=prefix)
     check_fingerprint(prefix, split_prefix, name=name, split=split, without_fingerprint=without_fingerprint)

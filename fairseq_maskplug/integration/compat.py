@@ -24,6 +24,9 @@
 - A damaged checkpoint file (empty, cut short, not a torch file) is named before torch reads it,
   with the intact checkpoints beside it (:mod:`..tools.checkpoint_files`), wherever fairseq loads
   one (``load_checkpoint_to_cpu``: resume, ``--finetune-from-model``, the plugin's tools).
+- A binarized split whose ``.bin`` or ``.idx`` is cut short is named with the bytes it lacks before
+  fairseq reads it (``load_indexed_dataset``; :mod:`..data.indexed_files`), not reported as a wrong
+  token or an ``AttributeError``.
 """
 
 import argparse
@@ -144,6 +147,18 @@ def _load_checkpoint_to_cpu_checked(original):
     return load_checkpoint_to_cpu
 
 
+def _load_indexed_dataset_checked(original):
+    def load_indexed_dataset(path, *args, **kwargs):
+        from ..data.indexed_files import check_indexed_pair
+
+        if path is not None:
+            check_indexed_pair(path, "copy the data again, or rerun fairseq-preprocess")
+        return original(path, *args, **kwargs)
+
+    load_indexed_dataset.maskplug_original = original
+    return load_indexed_dataset
+
+
 def install() -> None:
     """Apply every item of the module docstring (idempotent)."""
     from fairseq.distributed import utils as distributed_utils
@@ -155,7 +170,11 @@ def install() -> None:
     if not hasattr(distributed_utils.infer_init_method, "maskplug_original"):
         distributed_utils.infer_init_method = _infer_init_method_with_launchers(distributed_utils.infer_init_method)
     from fairseq import checkpoint_utils
+    from fairseq.data import data_utils
     from fairseq.trainer import Trainer
+
+    if not hasattr(data_utils.load_indexed_dataset, "maskplug_original"):
+        data_utils.load_indexed_dataset = _load_indexed_dataset_checked(data_utils.load_indexed_dataset)
 
     if not hasattr(checkpoint_utils.load_checkpoint_to_cpu, "maskplug_original"):
         checkpoint_utils.load_checkpoint_to_cpu = _load_checkpoint_to_cpu_checked(checkpoint_utils.load_checkpoint_to_cpu)
