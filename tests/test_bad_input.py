@@ -505,6 +505,29 @@ def test_a_side_information_track_cut_short_is_named_before_batches(tiny_data, t
                    "rerun the command that wrote track 'plt' for split 'train'")
 
 
+def test_a_write_limit_while_scoring_is_one_line_and_keeps_the_earlier_track(tiny_data, mlm_checkpoint, tmp_path):
+    """A full disk or a file-size limit while score-pll writes its track (ulimit -f, so no root or mount is
+    needed): fairseq's 'OSError: [Errno 27] File too large' traceback is one line naming the output; no
+    temporary is left and the track an earlier run wrote is unchanged, byte for byte."""
+    import resource
+
+    data = shutil.copytree(tiny_data / "bin", tmp_path / "bin")
+    score = [BIN / "fairseq-maskplug-score-pll", "--checkpoint", mlm_checkpoint, "--data", data, "--splits", "train",
+             "--word-starts", "token"]
+    check(run(score))
+    earlier = {p.name: p.read_bytes() for p in data.glob("train.plt.*")}
+    assert (data / "train.plt.bin").stat().st_size > 8192
+
+    def limit():  # 8 KiB per file: less than the track
+        resource.setrlimit(resource.RLIMIT_FSIZE, (8192, 8192))
+
+    line = one_line_error(run(score, preexec_fn=limit), f"writing {data}/train.plt.bin/.idx failed after ",
+                          "File too large: a file-size limit (ulimit -f)", "nothing was written")
+    assert "Traceback" not in line
+    assert {p.name: p.read_bytes() for p in data.glob("train.plt.*")} == earlier
+    assert not list(data.glob("*.tmp-*"))
+
+
 def test_a_killed_writer_leaves_no_output_and_its_temporaries_are_removed_by_the_next(tiny_data, tmp_path):
     from fairseq_maskplug.data import write_side_info
 

@@ -50,12 +50,35 @@ def temporary_name(final: str) -> str:
     return f"{final}.tmp-{os.getpid()}"
 
 
+class OutputWriteError(ValueError):
+    """A write that failed (a full disk, a file-size limit, a vanished directory), in one line naming the
+    output; a ValueError so that every command's one-line error path reports it."""
+
+
+def write_failed(output: str, error: OSError, written: Optional[int] = None) -> OutputWriteError:
+    """The one-line error for ``output``, whose write under a temporary name failed with ``error`` after
+    ``written`` bytes (so an earlier ``output`` was not touched)."""
+    reason = error.strerror or str(error)
+    after = f" after {written} bytes" if written is not None else ""
+    hint = {27: "a file-size limit (ulimit -f)", 28: "the disk is full", 30: "a read-only file system",
+            122: "a disk quota"}.get(error.errno, "")
+    return OutputWriteError(f"writing {output} failed{after}: {reason}{': ' + hint if hint else ''}; nothing was "
+                            f"written, and an earlier {output} is unchanged")
+
+
 def write_text(path: str, text: str) -> None:
-    """Write ``text`` (UTF-8) to ``path`` atomically: under :func:`temporary_name`, renamed at the end."""
+    """Write ``text`` (UTF-8) to ``path`` atomically: under :func:`temporary_name`, renamed at the end.
+    A failed write raises :class:`OutputWriteError` and leaves no temporary."""
     tmp = temporary_name(path)
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError as error:
+        written = os.path.getsize(tmp) if os.path.exists(tmp) else None
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise write_failed(path, error, written) from None
 
 
 def check_writable(path: str) -> None:

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from fairseq.data.indexed_dataset import MMapIndexedDataset, MMapIndexedDatasetBuilder
 
-from ..common.atomic import temporary_name
+from ..common.atomic import temporary_name, write_failed
 from ..masking.values import FINITE, ValueRule, check_track_name
 
 SIDE_INFO_DTYPES = {"float64": np.float64, "int64": np.int64, "int32": np.int32, "uint8": np.uint8}
@@ -97,6 +97,7 @@ def write_side_info(prefix: str, rows: Iterable, dtype: str = "float64",
     if np.issubdtype(stored, np.integer):
         info = np.iinfo(stored)
         rule = ValueRule(f"a whole number in [{info.min}, {info.max}] ({dtype})", info.min, info.max, integral=True)
+    replacing = False  # once the old files are being replaced, a failure is not a failed write
     try:
         for row in rows:
             row = np.asarray(row)
@@ -111,6 +112,7 @@ def write_side_info(prefix: str, rows: Iterable, dtype: str = "float64",
             with open(tmp + ".json", "w") as f:
                 json.dump({"tokens": os.path.basename(tokens_prefix), "lines": count,
                            "token_fingerprint": token_fingerprint(tokens_prefix)}, f, indent=1)
+        replacing = True
         for suffix in (".idx", ".json"):
             if os.path.exists(prefix + suffix):
                 os.remove(prefix + suffix)
@@ -118,6 +120,11 @@ def write_side_info(prefix: str, rows: Iterable, dtype: str = "float64",
         if tokens_prefix is not None:
             os.replace(tmp + ".json", prefix + ".json")
         os.replace(tmp + ".idx", prefix + ".idx")
+    except OSError as error:  # a full disk, a file-size limit: one line; the finally removes the temporaries
+        if replacing:
+            raise
+        written = sum(os.path.getsize(tmp + s) for s in (".bin", ".idx", ".json") if os.path.exists(tmp + s))
+        raise write_failed(prefix + ".bin/.idx", error, written) from None
     finally:
         for leftover in (tmp + ".bin", tmp + ".idx", tmp + ".json"):
             if os.path.exists(leftover):
