@@ -505,6 +505,33 @@ def test_a_side_information_track_cut_short_is_named_before_batches(tiny_data, t
                    "rerun the command that wrote track 'plt' for split 'train'")
 
 
+def test_a_checkpoint_copy_or_save_never_replaces_a_good_checkpoint_with_a_damaged_one(mlm_checkpoint, tmp_path):
+    """fairseq copies checkpoint_N.pt over checkpoint_last.pt in place (a job killed during the copy left it
+    truncated) and renames its temporary save without a check. Through the plugin, a copy goes to a
+    temporary that is flushed and checked whole first; a damaged source or save is refused, the earlier
+    checkpoint_last.pt stays byte for byte, and no temporary is left."""
+    from fairseq import checkpoint_utils
+    from fairseq_maskplug.integration.compat import CheckedCheckpointFiles
+    from fairseq_maskplug.tools.checkpoint_files import DamagedCheckpointError
+
+    files = checkpoint_utils.PathManager
+    assert isinstance(files, CheckedCheckpointFiles)  # what fairseq's save_checkpoint uses, once the plugin loads
+    good = mlm_checkpoint.read_bytes()
+    last = tmp_path / "checkpoint_last.pt"
+    last.write_bytes(good)
+    whole = tmp_path / "checkpoint3.pt"
+    whole.write_bytes(good[::-1][::-1])
+    assert files.copy(str(whole), str(last), overwrite=True) and last.read_bytes() == good
+    damaged = tmp_path / "checkpoint4.pt"
+    damaged.write_bytes(good[:len(good) // 2])
+    with pytest.raises(DamagedCheckpointError, match="is cut short"):
+        files.copy(str(damaged), str(last), overwrite=True)
+    with pytest.raises(DamagedCheckpointError, match="not saved: the earlier checkpoint stays"):
+        files.rename(str(damaged), str(last))
+    assert last.read_bytes() == good
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint3.pt", "checkpoint_last.pt"]
+
+
 def test_a_write_limit_while_scoring_is_one_line_and_keeps_the_earlier_track(tiny_data, mlm_checkpoint, tmp_path):
     """A full disk or a file-size limit while score-pll writes its track (ulimit -f, so no root or mount is
     needed): fairseq's 'OSError: [Errno 27] File too large' traceback is one line naming the output; no
