@@ -191,8 +191,17 @@ stage() {
     fi
 }
 
+# first_steps_args: $WORK/first-steps.args, which the README's First steps read into $TRY: the general
+# model's shape, its block length and its checkpoint (a QUICK=1 run's model is smaller than the full one's)
+first_steps_args() {
+    printf '%s ' "${MODEL_ARGS[@]}" --tokens-per-sample "$MASKPLUG_TOKENS" --finetune-from-model "$GENERAL_CHECKPOINT" \
+        > "$WORK/first-steps.args.tmp" && echo >> "$WORK/first-steps.args.tmp" \
+        && mv "$WORK/first-steps.args.tmp" "$WORK/first-steps.args"
+}
+
 # general_model: the demo data ($WORK/data) and the general checkpoint GENERAL_CHECKPOINT, shared
-# by all recipes: $WORK/general/checkpoint_last.pt (general MLM on the news), or PRETRAINED/model.pt.
+# by all recipes: $WORK/general/checkpoint_last.pt (general MLM on the news), or PRETRAINED/model.pt;
+# and $WORK/first-steps.args (first_steps_args).
 # Knobs: MASKPLUG_GENERAL_SENTENCES (40000) news sentences, MASKPLUG_INDOMAIN_SENTENCES (20000)
 #   review lines, MASKPLUG_MR_SENTENCES (0: all) MR sentences, MASKPLUG_VOCAB_SIZE (8000)
 #   sentencepiece pieces, MASKPLUG_GENERAL_UPDATES (1000) general MLM updates.
@@ -207,11 +216,13 @@ general_model() {
     if [ -n "${PRETRAINED:-}" ]; then
         GENERAL_CHECKPOINT="$PRETRAINED/model.pt"
         echo "    released model $GENERAL_CHECKPOINT: ${MODEL_ARGS[*]}"
+        first_steps_args
         return 0
     fi
     stage general "$WORK/logs/general.log" \
-        pretrain guided_mlm "$WORK/data/general" "$WORK/general" "${MASKPLUG_GENERAL_UPDATES:-1000}"
+        pretrain guided_mlm "$WORK/data/general" "$WORK/general" "${MASKPLUG_GENERAL_UPDATES:-1000}" || return 1
     GENERAL_CHECKPOINT="$WORK/general/checkpoint_last.pt"
+    first_steps_args
 }
 
 # finetune_and_score ROW INIT SEED EPOCHS RESULTS_DIR SAVE_ROOT: fine-tune on MR, write

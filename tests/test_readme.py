@@ -44,8 +44,21 @@ def readme_blocks():
 
 
 BLOCKS = readme_blocks()
-PREAMBLE = next(body for _, body, _ in BLOCKS if body.startswith("TRY="))
+PREAMBLE = next(body for _, body, _ in BLOCKS if re.search(r"^TRY=", body, re.M))
+
+
+def first_steps_blocks():
+    """``(line, body)`` of the README's First steps after its preamble: what a newcomer runs first."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    start = text.index("\n## First steps\n")
+    end = text.index("\n## ", start + 1)
+    first = text[:start].count("\n") + 1, text[:end].count("\n") + 1
+    return [(line, body) for line, body, reason in BLOCKS if line.startswith("README.md:") and reason is None
+            and first[0] < int(line.split(":")[1]) < first[1] and body is not PREAMBLE]
+
+
 RUNNABLE = [(line, body) for line, body, reason in BLOCKS if reason is None and body is not PREAMBLE]
+FIRST_STEPS = first_steps_blocks()
 
 
 def test_every_docs_page_is_in_the_site():
@@ -55,6 +68,8 @@ def test_every_docs_page_is_in_the_site():
 
 def test_readme_blocks_are_run_or_say_why_not():
     assert len(RUNNABLE) >= 8, "the README and docs lost their runnable examples"
+    assert len(FIRST_STEPS) >= 5 and all("$W/" in body for _, body in FIRST_STEPS), FIRST_STEPS
+    assert PREAMBLE.startswith("W=work ") and "W=work_quick" in PREAMBLE
     for line, body, reason in BLOCKS:
         assert "..." not in body or reason, f"{line}: a command with '...' cannot run as written"
         if reason and reason.startswith("the same command as"):  # a copy must stay the block that runs
@@ -107,11 +122,11 @@ def write_quickstart_tracks(data, seed: int = 0):
                             tokens_prefix=str(directory / split))
 
 
-def run_readme_block(work_root, line, body):
-    """Run one README block after the First steps' ``$TRY`` in ``work_root`` and check that every
-    training it starts finishes with finite losses."""
+def run_readme_block(work_root, line, body, preamble=PREAMBLE):
+    """Run one README block after the First steps' ``$TRY`` (or ``preamble``) in ``work_root`` and check
+    that every training it starts finishes with finite losses."""
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", PYTHONWARNINGS="ignore")
-    result = subprocess.run(["bash", "-euo", "pipefail", "-c", PREAMBLE + body], cwd=work_root,
+    result = subprocess.run(["bash", "-euo", "pipefail", "-c", preamble + body], cwd=work_root,
                             capture_output=True, text=True, env=env)
     output = result.stdout + result.stderr
     assert result.returncode == 0, f"{line} failed:\n{body}\n{output[-4000:]}"
@@ -153,11 +168,15 @@ def quickstart_work(tmp_path_factory):
 
 def finish_work(root):
     """What the README's commands take besides the data: the general checkpoint
-    (``work/general/checkpoint_last.pt``, a real 2-update run) and ``examples/``, ``recipes/``."""
+    (``work/general/checkpoint_last.pt``, a real 2-update run), ``work/first-steps.args`` as the quickstart
+    writes it (the model's shape, block length, checkpoint), and ``examples/``, ``recipes/``."""
     work = root / "work"
-    check(run([BIN / "fairseq-maskplug-train", work / "data" / "general", "--task", "guided_mlm", "--arch",
-               "roberta_tiny", "--tokens-per-sample", "128", "--cpu", "--optimizer", "adam", "--lr", "1e-3",
-               "--batch-size", "8", "--max-update", "2", "--no-epoch-checkpoints", "--save-dir", work / "general"]))
+    model = ["--arch", "roberta_tiny", "--tokens-per-sample", "128"]
+    check(run([BIN / "fairseq-maskplug-train", work / "data" / "general", "--task", "guided_mlm", *model, "--cpu",
+               "--optimizer", "adam", "--lr", "1e-3", "--batch-size", "8", "--max-update", "2",
+               "--no-epoch-checkpoints", "--save-dir", work / "general"]))
+    (work / "first-steps.args").write_text(" ".join([*model, "--finetune-from-model",
+                                                     str(work / "general" / "checkpoint_last.pt")]) + "\n")
     os.symlink(REPO / "examples", root / "examples")
     os.symlink(REPO / "recipes", root / "recipes")
     return root

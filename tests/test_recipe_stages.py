@@ -50,8 +50,9 @@ def test_a_stage_reports_start_progress_end_and_failure(tmp_path):
 def test_quick_quickstart_runs_every_stage_and_says_it_is_a_smoke_run(tmp_path):
     from release_helpers import fake_demo_sources
 
-    fake_demo_sources(tmp_path / "downloads")
-    env = dict(os.environ, QUICK="1", MASKPLUG_WORK=str(tmp_path / "work"), MASKPLUG_EXTRAS="test",
+    # as large as QUICK keeps of the real sources: 1,500 review lines (30 valid), 1,500 MR sentences (150 valid)
+    fake_demo_sources(tmp_path / "downloads", mr=1500, reviews=400)
+    env = dict(os.environ, QUICK="1", MASKPLUG_WORK=str(tmp_path / "work_quick"), MASKPLUG_EXTRAS="test",
                MASKPLUG_DOWNLOADS=str(tmp_path / "downloads"), MASKPLUG_PROGRESS_SECONDS="5", PYTHONWARNINGS="ignore",
                MASKPLUG_VOCAB_SIZE="100")
     result = subprocess.run(["bash", str(REPO / "recipes" / "quickstart.sh")], capture_output=True, text=True,
@@ -65,8 +66,17 @@ def test_quick_quickstart_runs_every_stage_and_says_it_is_a_smoke_run(tmp_path):
         assert f"| {row} | 1 | " in out
     assert "QUICK=1: a smoke run at toy size" in out
     assert "in-domain valid MLM loss on one fixed set of random masks" in out
-    plot = (tmp_path / "work" / "selective" / "results" / "finetune_valid_accuracy.svg").read_text()
+    plot = (tmp_path / "work_quick" / "selective" / "results" / "finetune_valid_accuracy.svg").read_text()
     assert [f'data-run="{row}"' in plot for row in ("no-TaskPT", "matched-random", "selective")] == [True] * 3
+
+    # the README's First steps, as written, after this run: W=work_quick, as the preamble's comment says
+    from test_readme import FIRST_STEPS, PREAMBLE, run_readme_block
+
+    assert "--layers" not in PREAMBLE and "W=work " in PREAMBLE
+    preamble = PREAMBLE.replace("W=work ", "W=work_quick ", 1)
+    assert "--encoder-embed-dim 64 " in (tmp_path / "work_quick" / "first-steps.args").read_text()
+    for line, body in FIRST_STEPS:
+        run_readme_block(tmp_path, line, body, preamble)
 
 
 def test_results_table_notes_constant_predictors_and_identical_rows(tmp_path):
