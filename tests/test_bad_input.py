@@ -423,7 +423,7 @@ def damage(path, how):
 def test_no_cut_of_a_checkpoint_passes_the_structure_check(mlm_checkpoint, tmp_path):
     """Every prefix of a checkpoint (40 cuts over its length, and the last byte lost) is reported as
     cut short; the whole file passes."""
-    from fairseq_maskplug.tools.checkpoint_files import checkpoint_damage
+    from fairseq_maskplug.common.checkpoint_files import checkpoint_damage
 
     data = mlm_checkpoint.read_bytes()
     assert checkpoint_damage(str(mlm_checkpoint)) is None
@@ -511,8 +511,7 @@ def test_a_checkpoint_copy_or_save_never_replaces_a_good_checkpoint_with_a_damag
     temporary that is flushed and checked whole first; a damaged source or save is refused, the earlier
     checkpoint_last.pt stays byte for byte, and no temporary is left."""
     from fairseq import checkpoint_utils
-    from fairseq_maskplug.integration.compat import CheckedCheckpointFiles
-    from fairseq_maskplug.tools.checkpoint_files import DamagedCheckpointError
+    from fairseq_maskplug.common.checkpoint_files import CheckedCheckpointFiles, DamagedCheckpointError
 
     files = checkpoint_utils.PathManager
     assert isinstance(files, CheckedCheckpointFiles)  # what fairseq's save_checkpoint uses, once the plugin loads

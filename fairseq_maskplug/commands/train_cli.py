@@ -15,7 +15,7 @@
   would train one more update and overwrite its checkpoints);
 - stops on bad input with one line ``fairseq-maskplug-train: error: ...`` and exit status 2,
   also when a checkpoint's parameters do not fit the model (the line names the shape options or
-  the dictionary that differ: ``tools/model_mismatch.py``) (``MASKPLUG_TRACEBACK=1`` shows the
+  the dictionary that differ: ``integration/model_mismatch.py``) (``MASKPLUG_TRACEBACK=1`` shows the
   traceback instead).
 """
 
@@ -145,7 +145,7 @@ def finished_updates(cfg):
     path = os.path.join(ck.save_dir, "checkpoint_last.pt")
     if not os.path.isfile(path):
         return None
-    from ..tools.checkpoint_files import check_checkpoint_file
+    from ..common.checkpoint_files import check_checkpoint_file
 
     check_checkpoint_file(path)  # a damaged one is named here, before torch reads it
     state = torch.load(path, map_location="cpu", mmap=True)  # the safe loader, with the plugin's safe globals

@@ -20,15 +20,15 @@
 - A checkpoint whose parameters do not fit the model (``--finetune-from-model``, ``--restore-file``, a
   resumed ``checkpoint_last.pt``): fairseq's "please ensure that the architectures match" becomes one
   line naming what differs (layers, width, positions, vocabulary) and the options that fix it
-  (:mod:`..tools.model_mismatch`), for ``fairseq-maskplug-train`` and ``fairseq-train`` alike.
+  (:mod:`.model_mismatch`), for ``fairseq-maskplug-train`` and ``fairseq-train`` alike.
 - A damaged checkpoint file (empty, cut short, not a torch file) is named before torch reads it,
-  with the intact checkpoints beside it (:mod:`..tools.checkpoint_files`), wherever fairseq loads
+  with the intact checkpoints beside it (:mod:`..common.checkpoint_files`), wherever fairseq loads
   one (``load_checkpoint_to_cpu``: resume, ``--finetune-from-model``, the plugin's tools).
 - Checkpoints are saved whole or not at all: fairseq writes ``checkpoint_N.pt`` under a temporary
   name and renames it, but copies it to ``checkpoint_last.pt`` (and ``checkpoint_best.pt``) in place,
   so a job killed during the copy left a truncated ``checkpoint_last.pt``. Here every copy goes to a
-  temporary too, and every temporary is flushed to disk (fsync) and checked whole
-  (:func:`..tools.checkpoint_files.checkpoint_damage`) before it replaces the earlier file.
+  temporary too, and every temporary is flushed to disk (fsync) and checked whole before it replaces
+  the earlier file (:class:`..common.checkpoint_files.CheckedCheckpointFiles`).
 - A binarized split whose ``.bin`` or ``.idx`` is cut short is named with the bytes it lacks before
   fairseq reads it (``load_indexed_dataset``; :mod:`..data.indexed_files`), not reported as a wrong
   token or an ``AttributeError``.
@@ -130,7 +130,7 @@ def _load_checkpoint_naming_mismatch(original):
         except Exception as error:
             if not str(error).startswith("Cannot load model parameters from checkpoint"):
                 raise
-            from ..tools.model_mismatch import describe_for_trainer
+            from .model_mismatch import describe_for_trainer
 
             message = describe_for_trainer(filename, self.cfg.model, self.model)
             if message is None:
@@ -143,64 +143,13 @@ def _load_checkpoint_naming_mismatch(original):
 
 def _load_checkpoint_to_cpu_checked(original):
     def load_checkpoint_to_cpu(path, *args, **kwargs):
-        from ..tools.checkpoint_files import check_checkpoint_file
+        from ..common.checkpoint_files import check_checkpoint_file
 
         check_checkpoint_file(path)
         return original(path, *args, **kwargs)
 
     load_checkpoint_to_cpu.maskplug_original = original
     return load_checkpoint_to_cpu
-
-
-class CheckedCheckpointFiles:
-    """fairseq's ``PathManager`` as ``fairseq.checkpoint_utils`` sees it, whose ``copy`` and ``rename``
-    of local files replace their target only with a file flushed to disk and checked whole."""
-
-    def __init__(self, path_manager):
-        self._inner = path_manager
-
-    def __getattr__(self, name):
-        return getattr(self._inner, name)
-
-    @staticmethod
-    def _local(*paths) -> bool:
-        return all("://" not in str(p) for p in paths)
-
-    @staticmethod
-    def _flushed_and_whole(path: str) -> None:
-        from ..tools.checkpoint_files import DamagedCheckpointError, checkpoint_damage, damaged_checkpoint_message
-
-        with open(path, "rb+") as f:
-            os.fsync(f.fileno())
-        damage = checkpoint_damage(path)
-        if damage is not None:
-            os.remove(path)
-            raise DamagedCheckpointError(damaged_checkpoint_message(path, damage) + " (not saved: the earlier "
-                                         "checkpoint stays)")
-
-    def rename(self, src, dst):
-        if self._local(src, dst) and str(dst).endswith(".pt"):
-            self._flushed_and_whole(str(src))
-        return self._inner.rename(src, dst)
-
-    def copy(self, src, dst, overwrite=False):
-        if not (self._local(src, dst) and str(dst).endswith(".pt")):
-            return self._inner.copy(src, dst, overwrite=overwrite)
-        import shutil
-
-        from ..common.atomic import temporary_name
-
-        if os.path.exists(dst) and not overwrite:
-            return False
-        tmp = temporary_name(str(dst))
-        try:
-            shutil.copyfile(src, tmp)
-            self._flushed_and_whole(tmp)
-            os.replace(tmp, dst)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-        return True
 
 
 def _load_indexed_dataset_checked(original):
@@ -231,6 +180,8 @@ def install() -> None:
 
     if not hasattr(data_utils.load_indexed_dataset, "maskplug_original"):
         data_utils.load_indexed_dataset = _load_indexed_dataset_checked(data_utils.load_indexed_dataset)
+
+    from ..common.checkpoint_files import CheckedCheckpointFiles
 
     if not isinstance(checkpoint_utils.PathManager, CheckedCheckpointFiles):
         checkpoint_utils.PathManager = CheckedCheckpointFiles(checkpoint_utils.PathManager)

@@ -41,7 +41,7 @@ def read_model_args(checkpoint: Path) -> Namespace:
     import torch
 
     from ..integration.compat import allow_fairseq_checkpoint_globals
-    from ..tools.checkpoint_files import check_checkpoint_file
+    from ..common.checkpoint_files import check_checkpoint_file
     allow_fairseq_checkpoint_globals()
     check_checkpoint_file(str(checkpoint))
     state = torch.load(checkpoint, map_location="cpu", mmap=True)

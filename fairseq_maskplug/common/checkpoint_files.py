@@ -6,10 +6,12 @@ Invalid argument`` or a ``RuntimeError`` about ``_use_new_zipfile_serialization`
 :func:`checkpoint_damage` reads only the archive's directory (no data), so it is cheap at any size;
 :func:`damaged_checkpoint_message` names the file, what is wrong and the intact checkpoints beside it.
 :mod:`..integration.compat` runs it before every fairseq checkpoint load (training's resume,
-``--finetune-from-model``, ``--restore-file``, and the plugin's tools, which load through fairseq).
+``--finetune-from-model``, ``--restore-file``, and the plugin's tools, which load through fairseq),
+and through :class:`CheckedCheckpointFiles` before a save or copy replaces a checkpoint.
 """
 
 import os
+import shutil
 import zipfile
 from typing import List, Optional
 
@@ -85,3 +87,50 @@ def check_checkpoint_file(path: str) -> None:
     damage = checkpoint_damage(path)
     if damage is not None:
         raise DamagedCheckpointError(damaged_checkpoint_message(path, damage))
+
+
+class CheckedCheckpointFiles:
+    """fairseq's ``PathManager`` as ``fairseq.checkpoint_utils`` sees it, whose ``copy`` and ``rename``
+    of local files replace their target only with a file flushed to disk and checked whole."""
+
+    def __init__(self, path_manager):
+        self._inner = path_manager
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    @staticmethod
+    def _local(*paths) -> bool:
+        return all("://" not in str(p) for p in paths)
+
+    @staticmethod
+    def _flushed_and_whole(path: str) -> None:
+        with open(path, "rb+") as f:
+            os.fsync(f.fileno())
+        damage = checkpoint_damage(path)
+        if damage is not None:
+            os.remove(path)
+            raise DamagedCheckpointError(damaged_checkpoint_message(path, damage) + " (not saved: the earlier "
+                                         "checkpoint stays)")
+
+    def rename(self, src, dst):
+        if self._local(src, dst) and str(dst).endswith(".pt"):
+            self._flushed_and_whole(str(src))
+        return self._inner.rename(src, dst)
+
+    def copy(self, src, dst, overwrite=False):
+        if not (self._local(src, dst) and str(dst).endswith(".pt")):
+            return self._inner.copy(src, dst, overwrite=overwrite)
+        from .atomic import temporary_name
+
+        if os.path.exists(dst) and not overwrite:
+            return False
+        tmp = temporary_name(str(dst))
+        try:
+            shutil.copyfile(src, tmp)
+            self._flushed_and_whole(tmp)
+            os.replace(tmp, dst)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+        return True
