@@ -29,6 +29,12 @@ def embedding_rows(state_dict: Mapping) -> Optional[int]:
     return None
 
 
+def family(options: Mapping) -> Optional[str]:
+    """The model family of an architecture name (``roberta`` of ``roberta_base``), if the options give one."""
+    arch = options.get("arch") or options.get("_name")
+    return str(arch).split("_")[0] if arch else None
+
+
 def describe(checkpoint: str, saved: Mapping, built: Mapping, saved_rows: Optional[int],
              built_rows: Optional[int]) -> Optional[str]:
     """One line naming what differs between the checkpoint's model options ``saved`` and this run's
@@ -40,6 +46,8 @@ def describe(checkpoint: str, saved: Mapping, built: Mapping, saved_rows: Option
         saved, built: model options of the checkpoint and of the run (dict-like).
         saved_rows, built_rows: token-embedding rows of the checkpoint and of the run's model.
     """
+    if family(saved) and family(built) and family(saved) != family(built):
+        return None  # another architecture altogether (roberta into bart): fairseq's message says so
     differing = [name for name in SHAPE_OPTIONS
                  if saved.get(name) is not None and built.get(name) is not None and saved[name] != built[name]]
     if "max_positions" in differing:  # roberta mirrors it into max_source_positions: one option to give
@@ -85,5 +93,5 @@ def describe_for_trainer(checkpoint: str, model_cfg, model) -> Optional[str]:
         saved, saved_rows = read_saved(checkpoint)
     except Exception:  # noqa: BLE001  (a damaged file: fairseq's own error stays)
         return None
-    built = {name: getattr(model_cfg, name, None) for name in SHAPE_OPTIONS}
+    built = {name: getattr(model_cfg, name, None) for name in (*SHAPE_OPTIONS, "arch", "_name")}
     return describe(checkpoint, saved, built, saved_rows, embedding_rows(model.state_dict()))
