@@ -85,8 +85,8 @@ def main():
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {torch.get_num_threads()} threads"
     print(f"{len(lines)} sentences, {n_tokens} scored tokens, {args.checkpoint or args.shape + ' shape'}, {where}")
     print(f"naive:   {t_naive:7.2f} s  {len(lines) / t_naive:8.1f} sentences/s  {n_tokens / t_naive:9.0f} tokens/s")
-    print(f"batched: {t_batched:7.2f} s  {len(lines) / t_batched:8.1f} sentences/s  {n_tokens / t_batched:9.0f} tokens/s "
-          f"(max_tokens {args.max_tokens})")
+    print(f"batched: {t_batched:7.2f} s  {len(lines) / t_batched:8.1f} sentences/s  "
+          f"{n_tokens / t_batched:9.0f} tokens/s (max_tokens {args.max_tokens})")
     print(f"max |PLT batched - PLT naive| = {diff:.2e}")
     print(f"ratio={t_naive / t_batched:.2f}")
 

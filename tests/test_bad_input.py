@@ -368,8 +368,9 @@ def test_fe_views_zero_and_lines_too_short_for_the_views_are_refused(tiny_data, 
 def test_a_run_without_batch_size_or_max_tokens_is_one_line(tiny_data, tmp_path):
     """fairseq's own check is a bare AssertionError with a traceback."""
     at = CPU_RUN.index("--batch-size")
-    result = run([BIN / "fairseq-maskplug-train", tiny_data / "bin", "--task", "guided_mlm", "--tokens-per-sample", "32",
-                  "--save-dir", tmp_path / "ck", *TINY_ROBERTA, *CPU_RUN[:at], *CPU_RUN[at + 2:], "--max-update", "1"])
+    result = run([BIN / "fairseq-maskplug-train", tiny_data / "bin", "--task", "guided_mlm", "--tokens-per-sample",
+                  "32", "--save-dir", tmp_path / "ck", *TINY_ROBERTA, *CPU_RUN[:at], *CPU_RUN[at + 2:],
+                  "--max-update", "1"])
     one_line_error(result, "give --batch-size N (sentences per batch) or --max-tokens N (tokens per batch)")
     assert no_checkpoint(tmp_path / "ck")
 
@@ -501,7 +502,8 @@ def test_a_side_information_track_cut_short_is_named_before_batches(tiny_data, t
         sizes = np.array(tokens.sizes)
         write_side_info(str(data / f"{split}.plt"), [np.full(n, 0.5) for n in sizes], tokens_prefix=str(data / split))
     cut(data / f"train.plt.{part}", 8)
-    one_line_error(maskplug_train(data, tmp_path / "ck", "--mask-policy", "l3"), f"{data}/train.plt.{part} is cut short",
+    one_line_error(maskplug_train(data, tmp_path / "ck", "--mask-policy", "l3"),
+                   f"{data}/train.plt.{part} is cut short",
                    "rerun the command that wrote track 'plt' for split 'train'")
 
 

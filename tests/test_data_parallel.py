@@ -280,9 +280,9 @@ def test_every_task_trains_in_half_precision_with_a_settling_loss_scale(data, ca
 @pytest.mark.e2e
 def test_bf16_trains_in_bfloat16_without_torch_xla(data, tmp_path):
     """fairseq's parser makes --bf16 imply --tpu, and its trainer then fails asking torch_xla for a device
-    (``'NoneType' object has no attribute 'xla_device'``, on CPU and on CUDA alike). The plugin switches
-    that TPU mode off where torch_xla is missing: fairseq's Trainer then holds the model in bfloat16, and
-    both entry points train four updates with finite losses."""
+    (``'NoneType' object has no attribute 'xla_device'``, seen on CPU; fairseq's trainer takes the same
+    path on CUDA). The plugin switches that TPU mode off where torch_xla is missing: fairseq's Trainer
+    then holds the model in bfloat16, and both entry points train four updates with finite losses."""
     import importlib.util
 
     from fairseq import options, tasks

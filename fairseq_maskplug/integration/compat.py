@@ -186,7 +186,8 @@ def install() -> None:
     if not isinstance(checkpoint_utils.PathManager, CheckedCheckpointFiles):
         checkpoint_utils.PathManager = CheckedCheckpointFiles(checkpoint_utils.PathManager)
     if not hasattr(checkpoint_utils.load_checkpoint_to_cpu, "maskplug_original"):
-        checkpoint_utils.load_checkpoint_to_cpu = _load_checkpoint_to_cpu_checked(checkpoint_utils.load_checkpoint_to_cpu)
+        checkpoint_utils.load_checkpoint_to_cpu = _load_checkpoint_to_cpu_checked(
+            checkpoint_utils.load_checkpoint_to_cpu)
 
     if not hasattr(Trainer.load_checkpoint, "maskplug_original"):
         Trainer.load_checkpoint = _load_checkpoint_naming_mismatch(Trainer.load_checkpoint)
