@@ -63,6 +63,9 @@ def parse_args(argv=None):
                                             "queries (default: none, as the authors)")
     parser.add_argument("--chunk-docs", type=number("[1, inf)", int), default=100_000,
                         help="documents analysed per chunk while indexing (bounds the memory used)")
+    parser.add_argument("--verify-data", action="store_true",
+                        help="before reusing --index, compare every index file with the SHA-256 its manifest "
+                             "records (one pass over the index; the files' lengths are always compared)")
     parser.add_argument("--workers", type=number("[1, inf)", int), default=None,
                         help="query processes of the bm25s backend (default: the CPU cores)")
     args = parser.parse_args(argv)
@@ -126,7 +129,7 @@ def open_searcher(args, analyser):
     settings = index_settings(args.corpus, analyser, args.k1, args.b)
     with index_lock(args.index):
         if os.path.exists(args.index) and not is_empty_directory(args.index):
-            manifest = check_reusable(args.index, settings)
+            manifest = check_reusable(args.index, settings, args.verify_data)
             print(f"[retrieve] reusing the index {args.index} ({manifest['documents']} documents)", file=sys.stderr)
         else:
             manifest = build_index(args.corpus, args.index, analyser, args.k1, args.b, args.chunk_docs,

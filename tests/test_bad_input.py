@@ -731,3 +731,165 @@ def test_score_importance_refuses_one_preview_file_for_several_splits(capsys):
         parse_args(["--checkpoint", "c.pt", "--data", "d", "--splits", "train", "valid", "--preview", "p.txt"])
     assert "--preview names one file, for one split; 2 splits were given" in capsys.readouterr().err
     assert parse_args(["--checkpoint", "c.pt", "--data", "d", "--split", "valid"]).splits == ["valid"]  # the alias
+
+
+# ---- round three: damaged dictionaries, manifests and index files; writes the disk refuses ----------
+
+def file_size_limit(limit):
+    """A ``preexec_fn`` that limits every file the child writes to ``limit`` bytes (ulimit -f)."""
+    import resource
+
+    def apply():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return apply
+
+
+@pytest.mark.parametrize("how, said", [("empty", "it is empty (0 bytes)"),
+                                       ("cut", "it is cut short"),
+                                       ("latin-1", "it is not UTF-8 text")])
+def test_a_damaged_dictionary_is_named_before_training(tiny_data, tmp_path, how, said):
+    """fairseq loaded an empty dict.txt as its four special symbols (the data's ids were then reported
+    as 'binarized with another dictionary'), and a dict.txt cut inside a line as "Incorrect dictionary
+    format" without naming the file; now one line names the file and the damage."""
+    data = shutil.copytree(tiny_data / "bin", tmp_path / "bin")
+    raw = (data / "dict.txt").read_bytes()
+    (data / "dict.txt").write_bytes({"empty": b"", "cut": raw[:raw.rindex(b" ")],
+                                     "latin-1": raw[:10] + b"\xe9 3\n" + raw[10:]}[how])
+    one_line_error(maskplug_train(data, tmp_path / "ck"), f"dictionary {data}/dict.txt is damaged: {said}",
+                   "copy it again, or rerun the fairseq-preprocess")
+    assert no_checkpoint(tmp_path / "ck")
+
+
+def test_no_cut_of_a_dictionary_is_read_as_another_damage(tiny_data, tmp_path):
+    """Every prefix of a dict.txt is whole (a cut at a line's end, or inside a count, leaves lines
+    fairseq reads), empty, or cut short: never 'not UTF-8' nor a bad line in the middle; a cut inside
+    a token (before its line's last space) is always caught."""
+    from fairseq_maskplug.data.dictionaries import dictionary_damage
+
+    raw = (tiny_data / "bin" / "dict.txt").read_bytes()
+    assert dictionary_damage(str(tiny_data / "bin" / "dict.txt")) is None
+    cut = tmp_path / "dict.txt"
+    for length in range(len(raw)):
+        cut.write_bytes(raw[:length])
+        damage = dictionary_damage(str(cut))
+        last_line = raw[:length].rsplit(b"\n", 1)[-1]
+        if length == 0:
+            assert damage == "it is empty (0 bytes)"
+        elif last_line and b" " not in last_line:
+            assert damage is not None and "cut short" in damage, (length, damage)
+        else:
+            assert damage is None or "cut short" in damage, (length, damage)
+
+
+def l3_tracks(data):
+    from fairseq.data.indexed_dataset import MMapIndexedDataset
+    from fairseq_maskplug.data import write_side_info
+
+    for split in ("train", "valid"):
+        tokens = MMapIndexedDataset(str(data / split))
+        sizes = np.array(tokens.sizes)
+        write_side_info(str(data / f"{split}.plt"), [np.full(n, 0.5) for n in sizes], tokens_prefix=str(data / split))
+
+
+def test_a_track_copied_over_or_with_other_content_is_named_from_its_manifest(tiny_data, tmp_path):
+    """The track's manifest records its files' lengths and SHA-256: a longer .bin (another file copied
+    over it) is named at every load; a .bin of the right length with other content is named with
+    --verify-data (and passes without it, whose values are still checked); a manifest cut short is named."""
+    import struct
+    from fairseq.data.indexed_dataset import MMapIndexedDataset
+    from fairseq_maskplug.common.file_records import DamagedFileError
+    from fairseq_maskplug.data.side_info import load_side_info
+
+    data = shutil.copytree(tiny_data / "bin", tmp_path / "bin")
+    l3_tracks(data)
+    recorded = __import__("json").loads((data / "train.plt.json").read_text())["files"]
+    assert recorded[".bin"]["bytes"] == (data / "train.plt.bin").stat().st_size
+    track = data / "train.plt.bin"
+    whole = track.read_bytes()
+    tokens = MMapIndexedDataset(str(data / "train"))
+    track.write_bytes(whole + b"\0" * 8)
+    one_line_error(maskplug_train(data, tmp_path / "ck", "--mask-policy", "l3"),
+                   f"side information {track} is longer than written ({len(whole) + 8} bytes, {len(whole)} recorded)",
+                   "rerun the command that wrote track 'plt' for split 'train'")
+    middle = len(whole) // 2 // 8 * 8
+    track.write_bytes(whole[:middle] + struct.pack("<d", 0.25) + whole[middle + 8:])
+    load_side_info(str(data / "train"), "plt", tokens, "train")  # lengths agree, values valid
+    with pytest.raises(DamagedFileError, match="has the length written but other content"):
+        load_side_info(str(data / "train"), "plt", tokens, "train", checksum=True)
+    one_line_error(maskplug_train(data, tmp_path / "ck", "--mask-policy", "l3", "--verify-data"),
+                   f"side information {track} has the length written but other content")
+    track.write_bytes(whole)
+    manifest = data / "train.plt.json"
+    manifest.write_bytes(manifest.read_bytes()[:40])
+    one_line_error(maskplug_train(data, tmp_path / "ck", "--mask-policy", "l3"),
+                   f"{manifest} is damaged: it is not whole JSON (40 bytes")
+    assert no_checkpoint(tmp_path / "ck")
+
+
+@pytest.fixture
+def retrieval_texts(tmp_path):
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(300)]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(" ".join(rng.choice(words, 12)) + "\n" for _ in range(1500)))
+    queries = tmp_path / "queries.txt"
+    queries.write_text("w1 w2 w3\nw7 w8\n")
+    return corpus, queries
+
+
+def retrieve(*args, **kwargs):
+    return run([BIN / "fairseq-maskplug-retrieve", *args], **kwargs)
+
+
+def test_a_damaged_retrieval_index_is_named_before_it_is_searched(retrieval_texts, tmp_path):
+    """An index file cut short (np.load's 'mmap length is greater than file size', no file named), one of
+    the right length with other content (--verify-data) and a manifest cut short: one line naming the
+    file and what to do."""
+    corpus, queries = retrieval_texts
+    index = tmp_path / "idx"
+    check(retrieve("--corpus", corpus, "--index", index))
+    manifest = __import__("json").loads((index / "maskplug_index.json").read_text())
+    assert set(manifest["files"]) == {p.name for p in index.iterdir()} - {"maskplug_index.json", ".maskplug-output.json"}
+    postings = index / "data.csc.index.npy"
+    whole = postings.read_bytes()
+    args = ["--corpus", corpus, "--queries", queries, "--out", tmp_path / "out", "--index", index]
+    postings.write_bytes(whole[:-4])
+    one_line_error(retrieve(*args), f"index file {postings} is cut short ({len(whole) - 4} of {len(whole)} bytes)",
+                   "remove the --index directory to rebuild it")
+    postings.write_bytes(whole[:-4] + b"\0\0\0\0")
+    check(retrieve(*args))  # lengths agree: the sums are compared only when asked
+    one_line_error(retrieve(*args, "--verify-data"), f"index file {postings} has the length written but other content")
+    postings.write_bytes(whole)
+    (index / "maskplug_index.json").write_text("{\"format\": 1, \"corp")
+    one_line_error(retrieve(*args), f"{index}/maskplug_index.json is damaged: it is not whole JSON")
+
+
+def test_a_write_limit_while_retrieving_is_one_line_and_leaves_nothing(retrieval_texts, tmp_path):
+    """A file-size limit while the index or the output is written: an OSError traceback before; now one
+    line naming the directory and the bytes written, and no index, output or temporary left."""
+    corpus, queries = retrieval_texts
+    index, out = tmp_path / "idx", tmp_path / "out"
+    line = one_line_error(retrieve("--corpus", corpus, "--index", index, preexec_fn=file_size_limit(4096)),
+                          f"writing {index} failed after ", "a file-size limit (ulimit -f)")
+    assert "Traceback" not in line and not index.exists() and not list(tmp_path.glob("idx.tmp-*"))
+    check(retrieve("--corpus", corpus, "--index", index))
+    one_line_error(retrieve("--corpus", corpus, "--queries", queries, "--out", out, "--index", index, "--top-k", "500",
+                            preexec_fn=file_size_limit(4096)), f"writing {out} failed after ", "nothing was written")
+    assert not out.exists() and not list(tmp_path.glob("out.tmp-*"))
+
+
+def test_a_write_limit_while_saving_a_checkpoint_keeps_the_last_good_one(tiny_data, mlm_checkpoint, tmp_path):
+    """fairseq retried a refused checkpoint write three times, logged torch's 'unexpected pos' and left
+    checkpoint_N.pt.tmp; now one line names the checkpoint and the bytes written, no temporary is left,
+    and the checkpoint_last.pt of an earlier run is unchanged."""
+    save = tmp_path / "ck"
+    check(maskplug_train(tiny_data / "bin", save, "--max-update", "2"))
+    earlier = (save / "checkpoint_last.pt").read_bytes()
+    limit = file_size_limit(len(earlier) // 2)
+    result = run([BIN / "fairseq-maskplug-train", tiny_data / "bin", "--task", "guided_mlm", "--criterion",
+                  "masked_lm", "--tokens-per-sample", "32", "--save-dir", save, *TINY_ROBERTA, *CPU_RUN,
+                  "--max-epoch", "1", "--max-update", "4"], preexec_fn=limit)
+    one_line_error(result, f"writing {save}/checkpoint", "failed after ", "a file-size limit (ulimit -f)",
+                   "nothing was written")
+    assert (save / "checkpoint_last.pt").read_bytes() == earlier
+    assert not list(save.glob("*.tmp*"))

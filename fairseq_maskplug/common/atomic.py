@@ -10,6 +10,7 @@ earlier run of the same command (its owner file, :data:`OWNER_FILE`), and never 
 holds, or lies inside another of its inputs or outputs (:func:`check_output_directory`).
 """
 
+import errno
 import glob
 import json
 import os
@@ -55,13 +56,49 @@ class OutputWriteError(ValueError):
     output; a ValueError so that every command's one-line error path reports it."""
 
 
+#: the errors of a write the disk refused (not of a missing input): a file-size limit, a full disk, a
+#: read-only file system, a quota, an I/O error
+WRITE_ERRNOS = frozenset({errno.EFBIG, errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EIO})
+
+
+#: NumPy's ``tofile`` reports a short write without an errno
+SHORT_WRITE = re.compile(r"\d+ requested and \d+ written")
+
+
+def is_write_failure(error: BaseException) -> bool:
+    """Whether ``error`` is a write the disk refused (:data:`WRITE_ERRNOS`, or NumPy's short write)."""
+    return isinstance(error, OSError) and (error.errno in WRITE_ERRNOS
+                                           or (error.errno is None and bool(SHORT_WRITE.search(str(error)))))
+
+
+def write_failure_in(error: BaseException) -> Optional[OSError]:
+    """The refused write behind ``error``: itself, or an OSError it was raised from or while handling
+    (torch's checkpoint writer reports a short write as ``RuntimeError: ... unexpected pos``, raised
+    while the OSError of the write is handled); None when there is none."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if is_write_failure(error):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def tree_bytes(path: str) -> int:
+    """Bytes in the file ``path``, or in every file under the directory ``path`` (0 when absent)."""
+    if os.path.isfile(path):
+        return os.path.getsize(path)
+    return sum(os.path.getsize(os.path.join(root, name)) for root, _, names in os.walk(path) for name in names
+               if os.path.isfile(os.path.join(root, name)))
+
+
 def write_failed(output: str, error: OSError, written: Optional[int] = None) -> OutputWriteError:
     """The one-line error for ``output``, whose write under a temporary name failed with ``error`` after
     ``written`` bytes (so an earlier ``output`` was not touched)."""
     reason = error.strerror or str(error)
     after = f" after {written} bytes" if written is not None else ""
     hint = {27: "a file-size limit (ulimit -f)", 28: "the disk is full", 30: "a read-only file system",
-            122: "a disk quota"}.get(error.errno, "")
+            122: "a disk quota", None: "a full disk or a file-size limit (ulimit -f)"}.get(error.errno, "")
     return OutputWriteError(f"writing {output} failed{after}: {reason}{': ' + hint if hint else ''}; nothing was "
                             f"written, and an earlier {output} is unchanged")
 

@@ -121,7 +121,7 @@ class CheckedCheckpointFiles:
     def copy(self, src, dst, overwrite=False):
         if not (self._local(src, dst) and str(dst).endswith(".pt")):
             return self._inner.copy(src, dst, overwrite=overwrite)
-        from .atomic import temporary_name
+        from .atomic import is_write_failure, temporary_name, write_failed
 
         if os.path.exists(dst) and not overwrite:
             return False
@@ -130,6 +130,10 @@ class CheckedCheckpointFiles:
             shutil.copyfile(src, tmp)
             self._flushed_and_whole(tmp)
             os.replace(tmp, dst)
+        except OSError as error:
+            if not is_write_failure(error):
+                raise
+            raise write_failed(str(dst), error, os.path.getsize(tmp) if os.path.exists(tmp) else None) from None
         finally:
             if os.path.exists(tmp):
                 os.remove(tmp)

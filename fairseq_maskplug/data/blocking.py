@@ -43,7 +43,7 @@ def load_blocked_split(cfg, split: str, dictionary, side_info_names: Union[Seque
 
     ``side_info_names`` names the tracks, or maps each to the :class:`ValueRule` its values
     must follow (default: finite); ``cfg.side_info_without_fingerprint`` (if present)
-    accepts tracks without their fingerprint file. ``framing`` positions of every
+    accepts tracks without their fingerprint file, ``cfg.verify_data`` compares each track's SHA-256. ``framing`` positions of every
     ``tokens_per_sample`` are kept for framing tokens: 1 for the ``<s>`` prepended here
     (masked LM), 2 where the task also appends a ``</s>`` (BART).
 
@@ -68,7 +68,9 @@ def load_blocked_split(cfg, split: str, dictionary, side_info_names: Union[Seque
     check_token_ids(tokens, split_prefix, dictionary)
     rules = side_info_names if isinstance(side_info_names, Mapping) else {n: FINITE for n in side_info_names}
     unchecked = bool(getattr(cfg, "side_info_without_fingerprint", False))
-    side = {name: load_side_info(split_prefix, name, tokens, split, rule, unchecked) for name, rule in rules.items()}
+    checksum = bool(getattr(cfg, "verify_data", False))
+    side = {name: load_side_info(split_prefix, name, tokens, split, rule, unchecked, checksum)
+            for name, rule in rules.items()}
 
     def block(dataset, prepend):
         # shorten to tokens_per_sample - framing (fairseq masked_lm uses tokens_per_sample, so a

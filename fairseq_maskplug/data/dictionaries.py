@@ -18,6 +18,52 @@ from fairseq.data import Dictionary
 STATE_KEY = "dictionary_sha256"
 
 
+def dictionary_damage(path: str) -> Optional[str]:
+    """What is wrong with the ``dict.txt`` at ``path``, or None when every line reads as fairseq's
+    ``Dictionary.add_from_file`` reads it (``<token> <count> [#fairseq:overwrite]``).
+
+    fairseq-preprocess ends every line with a newline, so an unreadable last line without one is
+    a copy cut short; an empty file is a copy that never happened (fairseq would load it as the
+    four special symbols and fail later, or not at all). A file cut at a line's end cannot be told
+    from a smaller dictionary: :func:`check_token_ids` then refuses the data's larger ids."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    if not raw:
+        return "it is empty (0 bytes)"
+    complete = raw.endswith(b"\n")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        if not complete and error.start >= len(raw) - 3:
+            return f"it is cut short ({len(raw)} bytes, inside a character of its last line)"
+        return f"it is not UTF-8 text (byte {error.start})"
+    lines = text.splitlines()
+    for number, line in enumerate(lines, 1):
+        if number == 1 and line.startswith("#fairseq:"):  # metadata fairseq's _load_meta reads (none today)
+            continue
+        fields = line.rstrip().rsplit(" ", 1)
+        if len(fields) == 2 and fields[1] == "#fairseq:overwrite":
+            fields = fields[0].rsplit(" ", 1)
+        if len(fields) != 2 or not fields[1].lstrip("-").isdigit():
+            if number == len(lines) and not complete:
+                return f"it is cut short ({len(raw)} bytes; its last line {line!r} is incomplete)"
+            return f"line {number} ({line[:60]!r}) is not '<token> <count> [flags]'"
+    return None
+
+
+def check_dictionary(path: str) -> None:
+    """Raise :class:`~.indexed_files.DamagedDataError` for a damaged ``dict.txt`` (a missing one is
+    left to the caller), naming it and what to do."""
+    from .indexed_files import DamagedDataError
+
+    if not os.path.isfile(path):
+        return
+    damage = dictionary_damage(path)
+    if damage is not None:
+        raise DamagedDataError(f"dictionary {path} is damaged: {damage}; copy it again, or rerun the "
+                               "fairseq-preprocess that wrote it")
+
+
 def load_dictionary(directory: str, what: str = "--data") -> Dictionary:
     """``DIRECTORY/dict.txt``, or a one-line error naming the file and the option it came from."""
     path = os.path.join(directory, "dict.txt")

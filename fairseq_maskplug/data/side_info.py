@@ -7,7 +7,9 @@ At load time :func:`load_side_info` checks the line count and every line's lengt
 against the token data and stops at the first mismatch. Writers that know the token
 data (every producer in this package) also record its fingerprint in
 ``data-bin/train.NAME.json``; then a track computed for another corpus or another
-dictionary is refused even when every line happens to have the right length.
+dictionary is refused even when every line happens to have the right length, and the byte length
+and SHA-256 of the track's own ``.bin``/``.idx``: lengths are compared at every load, sums where
+asked (``--verify-data``), so a track cut short or copied over is named with its file.
 """
 
 import hashlib
@@ -20,6 +22,7 @@ import torch
 from fairseq.data.indexed_dataset import MMapIndexedDataset, MMapIndexedDatasetBuilder
 
 from ..common.atomic import temporary_name, write_failed
+from ..common.file_records import DamagedFileError, file_record, read_manifest, recorded_damage
 from ..masking.values import FINITE, ValueRule, check_track_name
 
 SIDE_INFO_DTYPES = {"float64": np.float64, "int64": np.int64, "int32": np.int32, "uint8": np.uint8}
@@ -111,7 +114,8 @@ def write_side_info(prefix: str, rows: Iterable, dtype: str = "float64",
         if tokens_prefix is not None:
             with open(tmp + ".json", "w") as f:
                 json.dump({"tokens": os.path.basename(tokens_prefix), "lines": count,
-                           "token_fingerprint": token_fingerprint(tokens_prefix)}, f, indent=1)
+                           "token_fingerprint": token_fingerprint(tokens_prefix),
+                           "files": {suffix: file_record(tmp + suffix) for suffix in (".bin", ".idx")}}, f, indent=1)
         replacing = True
         for suffix in (".idx", ".json"):
             if os.path.exists(prefix + suffix):
@@ -152,9 +156,10 @@ def check_aligned(token_sizes, side_sizes, *, split: str, name: str, path: str) 
 
 
 def load_side_info(split_prefix: str, name: str, tokens, split: str, rule: ValueRule = FINITE,
-                   without_fingerprint: bool = False) -> SideInfoDataset:
-    """Load track ``name`` of ``split_prefix`` and verify it against ``tokens``: line count and
-    lengths, the recorded token fingerprint, and every value against ``rule``."""
+                   without_fingerprint: bool = False, checksum: bool = False) -> SideInfoDataset:
+    """Load track ``name`` of ``split_prefix`` and verify it against ``tokens``: its files' lengths (and,
+    with ``checksum``, SHA-256) against its manifest, line count and lengths, the recorded token
+    fingerprint, and every value against ``rule``."""
     prefix = side_info_prefix(split_prefix, name)
     if not SideInfoDataset.exists(prefix):
         raise FileNotFoundError(
@@ -163,12 +168,26 @@ def load_side_info(split_prefix: str, name: str, tokens, split: str, rule: Value
         )
     from .indexed_files import check_indexed_pair
 
-    check_indexed_pair(prefix, f"rerun the command that wrote track {name!r} for split {split!r} (or copy it again)")
+    rerun = f"rerun the command that wrote track {name!r} for split {split!r} (or copy it again)"
+    check_recorded_files(prefix, rerun, checksum)
+    check_indexed_pair(prefix, rerun)
     side = SideInfoDataset(prefix)
     check_aligned(tokens.sizes, side.sizes, split=split, name=name, path=prefix)
     check_fingerprint(prefix, split_prefix, name=name, split=split, without_fingerprint=without_fingerprint)
     check_values(side, rule, prefix)
     return side
+
+
+def check_recorded_files(prefix: str, advice: str, checksum: bool = False) -> None:
+    """Compare ``prefix.bin``/``.idx`` with the lengths (and, with ``checksum``, the SHA-256) that
+    ``prefix.json`` records (tracks written before it recorded them are not compared)."""
+    if not os.path.exists(prefix + ".json"):
+        return
+    files = read_manifest(prefix + ".json", advice).get("files", {})
+    for suffix, record in files.items():
+        damage = recorded_damage(prefix + suffix, record, checksum)
+        if damage is not None:
+            raise DamagedFileError(f"side information {damage}: {advice}")
 
 
 def check_values(side: SideInfoDataset, rule: ValueRule, prefix: str, chunk: int = 1 << 24) -> None:
@@ -203,8 +222,7 @@ def check_fingerprint(prefix: str, split_prefix: str, *, name: str, split: str,
             f"side information {name!r} of split {split!r} ({prefix}) has no {prefix}.json fingerprint, so it "
             "cannot be checked against the token data (copied without it?); write it with "
             "preprocess.binarize_side_info, or pass --side-info-without-fingerprint to check line lengths only")
-    with open(prefix + ".json") as f:
-        recorded = json.load(f).get("token_fingerprint")
+    recorded = read_manifest(prefix + ".json", "rerun the command that wrote the track").get("token_fingerprint")
     if recorded is not None and recorded != token_fingerprint(split_prefix):
         raise SideInfoMismatchError(
             f"side information {name!r} of split {split!r} ({prefix}) was computed for other token "

@@ -28,10 +28,15 @@
   name and renames it, but copies it to ``checkpoint_last.pt`` (and ``checkpoint_best.pt``) in place,
   so a job killed during the copy left a truncated ``checkpoint_last.pt``. Here every copy goes to a
   temporary too, and every temporary is flushed to disk (fsync) and checked whole before it replaces
-  the earlier file (:class:`..common.checkpoint_files.CheckedCheckpointFiles`).
+  the earlier file (:class:`..common.checkpoint_files.CheckedCheckpointFiles`). A save or copy the
+  disk refuses (full, a file-size limit) stops training with one line naming the checkpoint and the
+  bytes written, and leaves no partial file (``torch_persistent_save``).
 - A binarized split whose ``.bin`` or ``.idx`` is cut short is named with the bytes it lacks before
   fairseq reads it (``load_indexed_dataset``; :mod:`..data.indexed_files`), not reported as a wrong
   token or an ``AttributeError``.
+- A damaged ``dict.txt`` (empty, cut short inside its last line, not UTF-8) is named before fairseq
+  reads it (``Dictionary.add_from_file`` of a path; :func:`..data.dictionaries.dictionary_damage`),
+  not reported as "Incorrect dictionary format" without the file, or loaded as four symbols.
 """
 
 import argparse
@@ -164,6 +169,63 @@ def _load_indexed_dataset_checked(original):
     return load_indexed_dataset
 
 
+def _torch_persistent_save_named(original):
+    def torch_persistent_save(obj, filename, *args, **kwargs):
+        from ..common.atomic import write_failed, write_failure_in
+
+        try:
+            return original(obj, filename, *args, **kwargs)
+        except Exception as caught:
+            error = write_failure_in(caught)
+            if error is None:
+                raise
+            partial = f"{filename}.tmp"  # fairseq's temporary name
+            written = os.path.getsize(partial) if os.path.isfile(partial) else None
+            if written is not None:
+                os.remove(partial)
+            raise write_failed(filename, error, written) from None
+
+    torch_persistent_save.maskplug_original = original
+    return torch_persistent_save
+
+
+def _torch_save_without_retrying_a_refused_write(original):
+    """fairseq's ``_torch_persistent_save`` retries a failed ``torch.save`` three times, 2.5 s apart, on
+    the same half-written handle; a write the disk refused is raised at once, as the OSError it is."""
+    def _torch_persistent_save(obj, f):
+        if isinstance(f, str):
+            return original(obj, f)
+        from ..common.atomic import write_failure_in
+
+        start = f.tell() if f.seekable() else None
+        try:
+            return torch.save(obj, f)
+        except Exception as error:
+            refused = write_failure_in(error)
+            if refused is not None:
+                raise refused from None
+            if start is None:
+                raise
+            f.seek(start)
+            f.truncate()
+            return original(obj, f)  # fairseq's retries, for other failures
+
+    _torch_persistent_save.maskplug_original = original
+    return _torch_persistent_save
+
+
+def _add_from_file_checked(original):
+    def add_from_file(self, f):
+        if isinstance(f, str):
+            from ..data.dictionaries import check_dictionary
+
+            check_dictionary(f)
+        return original(self, f)
+
+    add_from_file.maskplug_original = original
+    return add_from_file
+
+
 def install() -> None:
     """Apply every item of the module docstring (idempotent)."""
     from fairseq.distributed import utils as distributed_utils
@@ -181,10 +243,20 @@ def install() -> None:
     if not hasattr(data_utils.load_indexed_dataset, "maskplug_original"):
         data_utils.load_indexed_dataset = _load_indexed_dataset_checked(data_utils.load_indexed_dataset)
 
+    from fairseq.data import Dictionary
+
+    if not hasattr(Dictionary.add_from_file, "maskplug_original"):
+        Dictionary.add_from_file = _add_from_file_checked(Dictionary.add_from_file)
+
     from ..common.checkpoint_files import CheckedCheckpointFiles
 
     if not isinstance(checkpoint_utils.PathManager, CheckedCheckpointFiles):
         checkpoint_utils.PathManager = CheckedCheckpointFiles(checkpoint_utils.PathManager)
+    if not hasattr(checkpoint_utils._torch_persistent_save, "maskplug_original"):
+        checkpoint_utils._torch_persistent_save = _torch_save_without_retrying_a_refused_write(
+            checkpoint_utils._torch_persistent_save)
+    if not hasattr(checkpoint_utils.torch_persistent_save, "maskplug_original"):
+        checkpoint_utils.torch_persistent_save = _torch_persistent_save_named(checkpoint_utils.torch_persistent_save)
     if not hasattr(checkpoint_utils.load_checkpoint_to_cpu, "maskplug_original"):
         checkpoint_utils.load_checkpoint_to_cpu = _load_checkpoint_to_cpu_checked(
             checkpoint_utils.load_checkpoint_to_cpu)

@@ -45,7 +45,7 @@ class Analyser:
         # '\w*' or '\b': every text would hold the empty token, and every query match every document
         if compiled.fullmatch("") or any(m.group(0) == "" for m in compiled.finditer("a b-1 . é")):
             raise ValueError(f"--token-pattern {self.pattern!r} matches the empty string (every document would share "
-                             "that token with every query); make it match at least one character, e.g. \w+")
+                             "that token with every query); make it match at least one character, e.g. \\w+")
         object.__setattr__(self, "stopwords", frozenset(self.stopwords))
         object.__setattr__(self, "_findall", compiled.findall)
 

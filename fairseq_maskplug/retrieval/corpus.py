@@ -1,6 +1,5 @@
 """Reading one-document-per-line text files: UTF-8 checked, line numbers in every error."""
 
-import hashlib
 import os
 from typing import Iterator, Tuple
 
@@ -24,14 +23,6 @@ def read_lines(path: str, what: str) -> Iterator[Tuple[int, str]]:
             yield n, text.rstrip("\r\n")
     if n < 0:
         raise ValueError(f"{path}: the {what} is empty")
-
-
-def file_sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def read_queries(path: str):

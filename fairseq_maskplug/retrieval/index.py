@@ -15,8 +15,9 @@ Memory: the vocabulary, one int32 length per document and one chunk's postings. 
 8 bytes per (document, distinct term) pair plus 8 bytes per term. The directory also
 holds ``vocab.index.json`` and ``params.index.json`` (so ``bm25s.BM25.load(dir,
 mmap=True)`` opens it) and ``maskplug_index.json``: the corpus's SHA-256 and line count,
-the analyser and k1/b, checked before an index is reused. Document ids are corpus line
-numbers (0-based), empty lines included.
+the analyser and k1/b, checked before an index is reused, and each index file's byte length and
+SHA-256 (:mod:`..common.file_records`): lengths are compared at every reuse, sums with
+``--verify-data``. Document ids are corpus line numbers (0-based), empty lines included.
 """
 
 import fcntl
@@ -30,9 +31,11 @@ from typing import Dict
 
 import numpy as np
 
-from ..common.atomic import temporary_name
+from ..common.atomic import is_write_failure, temporary_name, tree_bytes, write_failed
+from ..common.file_records import DamagedFileError, file_record, file_sha256, read_manifest as read_json_manifest
+from ..common.file_records import recorded_damage
 from .analysis import Analyser, check_bm25_parameters, lucene_idf, lucene_term_score
-from .corpus import file_sha256, read_lines
+from .corpus import read_lines
 
 MANIFEST = "maskplug_index.json"
 FORMAT = 1
@@ -44,24 +47,31 @@ def index_settings(corpus: str, analyser: Analyser, k1: float, b: float) -> dict
             "k1": k1, "b": b}
 
 
+REBUILD = "remove the --index directory to rebuild it (or copy it again)"
+
+
 def read_manifest(index_dir: str) -> dict:
     path = os.path.join(index_dir, MANIFEST)
     if not os.path.isfile(path):
         raise ValueError(f"{index_dir} is not an index of this tool (no {MANIFEST}); give another --index "
                          f"or remove the directory")
-    with open(path) as f:
-        return json.load(f)
+    return read_json_manifest(path, REBUILD)
 
 
-def check_reusable(index_dir: str, settings: dict) -> dict:
-    """The manifest of ``index_dir`` if it was built with ``settings``; otherwise a ValueError
-    naming what differs."""
+def check_reusable(index_dir: str, settings: dict, checksum: bool = False) -> dict:
+    """The manifest of ``index_dir`` if it was built with ``settings`` and its files are whole (their
+    lengths, and with ``checksum`` their SHA-256, as recorded); otherwise a ValueError naming what
+    differs or the damaged file."""
     manifest = read_manifest(index_dir)
     differs = [key for key in settings if manifest.get(key) != settings[key]]
     if differs:
         what = ", ".join("corpus content" if k == "corpus_sha256" else k for k in differs)
         raise ValueError(f"--index {index_dir} was built with a different {what}; give a new --index directory "
                          f"(or remove this one to rebuild it)")
+    for name, record in manifest.get("files", {}).items():
+        damage = recorded_damage(os.path.join(index_dir, name), record, checksum)
+        if damage is not None:
+            raise DamagedFileError(f"index file {damage}: {REBUILD}")
     return manifest
 
 
@@ -147,13 +157,17 @@ def build_index(corpus: str, index_dir: str, analyser: Analyser, k1: float, b: f
             json.dump({"k1": k1, "b": b, "delta": 0.5, "method": "lucene", "idf_method": "lucene",
                        "dtype": "float32", "int_dtype": "int32", "num_docs": int(len(doc_len)),
                        "backend": "numpy"}, f, indent=1)
+        files = {name: file_record(os.path.join(tmp, name)) for name in sorted(os.listdir(tmp))}
         manifest = dict(settings, corpus=os.path.abspath(corpus), documents=int(len(doc_len)),
                         scored_documents=scored, terms=len(vocab), postings=nnz, avgdl=avgdl,
-                        build_seconds=round(time.perf_counter() - started, 3))
+                        build_seconds=round(time.perf_counter() - started, 3), files=files)
         with open(os.path.join(tmp, MANIFEST), "w") as f:
             json.dump(manifest, f, indent=1)
-    except BaseException:
+    except BaseException as error:
+        written = tree_bytes(tmp)
         shutil.rmtree(tmp, ignore_errors=True)
+        if is_write_failure(error):
+            raise write_failed(index_dir, error, written) from None
         raise
     try:
         os.rename(tmp, index_dir)  # replaces an empty directory; a non-empty one is never replaced

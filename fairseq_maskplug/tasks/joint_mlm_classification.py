@@ -126,7 +126,8 @@ class ClassificationMLMTask(PolicyTask, MaskedLMBaseTask):
     def blocking_cfg(self):
         """One sentence per item from ``DATA/input0``, shortened to ``tokens_per_sample``."""
         return sentence_blocking(os.path.join(self.cfg.data, "input0"), self.cfg.tokens_per_sample, self.cfg.seed,
-                                 self.cfg.side_info_without_fingerprint)
+                                 self.cfg.side_info_without_fingerprint,
+                                 self.cfg.verify_data)
 
     def build_inputs(self, split, tokens, side_info):
         classes = load_class_indices(self.cfg.data, split, self.label_dictionary, self.cfg.num_classes, len(tokens))

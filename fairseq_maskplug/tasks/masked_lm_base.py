@@ -44,6 +44,8 @@ class MaskingConfig(FairseqDataclass):
     side_info_without_fingerprint: bool = option(False, "accept side-information tracks that lack their .json "
                                                  "fingerprint (then checked against the token data by line lengths "
                                                  "only)")
+    verify_data: bool = option(False, "also compare every side-information track with the SHA-256 its manifest "
+                               "records (one pass over each track at load; lengths are always compared)")
     seed: int = II("common.seed")
 
 

@@ -13,12 +13,12 @@ from .model_checks import check_model
 
 
 def sentence_blocking(data: str, tokens_per_sample: int, seed: int,
-                      side_info_without_fingerprint: bool = False) -> SimpleNamespace:
+                      side_info_without_fingerprint: bool = False, verify_data: bool = False) -> SimpleNamespace:
     """Blocking options for :func:`~fairseq_maskplug.data.load_blocked_split`: one line of
     ``data`` per item (``<s>`` + line), lines longer than the item truncated."""
     return SimpleNamespace(data=data, sample_break_mode="eos", tokens_per_sample=tokens_per_sample,
                            shorten_method="truncate", shorten_data_split_list="", seed=seed,
-                           side_info_without_fingerprint=side_info_without_fingerprint)
+                           side_info_without_fingerprint=side_info_without_fingerprint, verify_data=verify_data)
 
 
 def tagged_items(tokens, target, dictionary, seed: int):

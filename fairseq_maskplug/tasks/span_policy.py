@@ -56,6 +56,8 @@ class SpanPolicyConfig(SpanScorerConfig):
                                     "former name", range="[1, inf)", argparse_alias="--span-max-length", source="ours")
     side_info_without_fingerprint: bool = option(False, "accept a label track that lacks its .json fingerprint (then "
                                                  "checked by line lengths only)")
+    verify_data: bool = option(False, "also compare every side-information track with the SHA-256 its manifest "
+                               "records (one pass over each track at load; lengths are always compared)")
 
 
 class AnswerTargets(BaseWrapperDataset):

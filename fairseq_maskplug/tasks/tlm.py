@@ -108,7 +108,8 @@ class TLMTask(ClassificationMLMTask):
         data = self.cfg.tlm_external_data
         self._check_external_dictionary(data)
         blocking = sentence_blocking(data, self.cfg.tokens_per_sample, self.cfg.seed,
-                                     self.cfg.side_info_without_fingerprint)
+                                     self.cfg.side_info_without_fingerprint,
+                                     self.cfg.verify_data)
         tokens, side_info = load_blocked_split(blocking, "train", self.dictionary, self.side_info_rules, epoch,
                                                combine, framing=self.framing_tokens)
         return NestedDictionaryDataset(

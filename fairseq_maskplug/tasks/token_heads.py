@@ -55,7 +55,8 @@ class TokenHeadTask(OneDictionaryTask, CriterionChecked, FairseqTask):
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
         blocking = sentence_blocking(self.cfg.data, self.cfg.tokens_per_sample, self.cfg.seed,
-                                     self.cfg.side_info_without_fingerprint)
+                                     self.cfg.side_info_without_fingerprint,
+                                     self.cfg.verify_data)
         tokens, side = load_blocked_split(blocking, split, self.dictionary, {self.cfg.label_track: self.label_rule},
                                           epoch, combine)
         targets = self.targets(split, tokens, side[self.cfg.label_track])

@@ -38,6 +38,8 @@ class TokenImportanceConfig(FairseqDataclass):
     tagger_head_name: str = option("token_importance_head", "name of the tagging head")
     side_info_without_fingerprint: bool = option(False, "accept a label track that lacks its .json fingerprint (then "
                                                  "checked by line lengths only)")
+    verify_data: bool = option(False, "also compare every side-information track with the SHA-256 its manifest "
+                               "records (one pass over each track at load; lengths are always compared)")
     seed: int = II("common.seed")
 
 

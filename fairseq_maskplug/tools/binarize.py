@@ -1,7 +1,9 @@
 """Sentencepiece + fairseq-preprocess helpers shared by the data-preparation commands."""
 
+import errno
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections import Counter
@@ -9,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, List, Sequence, Tuple
 
-from ..common.atomic import replaceable, temporary_name, write_owner
+from ..common.atomic import is_write_failure, replaceable, temporary_name, tree_bytes, write_failed, write_owner
 from ..common.progress import progress_bar
 
 
@@ -21,7 +23,9 @@ def atomic_directory(final: Path, command: str, legacy: Iterable[str] = ()):
     An interrupted run leaves ``final`` as it was (absent or the previous complete
     version) and no half-written directory under the final name. ``final`` is replaced only if
     :func:`~fairseq_maskplug.common.atomic.replaceable` by ``command`` (checked again before the swap:
-    the command checks it before any work with ``check_output_directory``).
+    the command checks it before any work with ``check_output_directory``). A write the disk refuses
+    (a full disk, a file-size limit) becomes one :class:`~fairseq_maskplug.common.atomic.OutputWriteError`
+    line naming ``final`` and the bytes written before it.
     """
     final = Path(final)
     if not replaceable(final, command, legacy):
@@ -35,8 +39,11 @@ def atomic_directory(final: Path, command: str, legacy: Iterable[str] = ()):
         if not replaceable(final, command, legacy):
             raise ValueError(f"{final} appeared while {command} ran and was not written by it: its output is "
                              "not kept")
-    except BaseException:
+    except BaseException as error:
+        written = tree_bytes(str(tmp))
         shutil.rmtree(tmp, ignore_errors=True)
+        if is_write_failure(error):
+            raise write_failed(str(final), error, written) from None
         raise
     old = final.with_name(f"{final.name}.old-{os.getpid()}")
     if final.exists():
@@ -120,5 +127,12 @@ def fairseq_preprocess(destdir: Path, splits: dict, srcdict: Path = None, worker
     if srcdict is not None:
         args += ["--srcdict", str(srcdict)]
     result = subprocess.run(args, capture_output=True, text=True)
+    # a write the disk refused, raised as such so that atomic_directory names the output in one line:
+    # a file-size limit kills the child with SIGXFSZ (Python restores its default action in children)
+    if result.returncode == -signal.SIGXFSZ:
+        raise OSError(errno.EFBIG, os.strerror(errno.EFBIG), str(destdir))
+    for code in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+        if result.returncode != 0 and os.strerror(code) in result.stderr:
+            raise OSError(code, os.strerror(code), str(destdir))
     if result.returncode != 0:
         raise RuntimeError(f"fairseq-preprocess failed for {destdir}:\n{result.stderr[-3000:]}")
