@@ -17,9 +17,10 @@ import sys
 from fairseq.data.indexed_dataset import MMapIndexedDataset
 
 from fairseq_maskplug.data import SIDE_INFO_DTYPES, check_aligned, side_info_prefix, write_side_info
+from fairseq_maskplug.data.indexed_files import open_checked
 from fairseq_maskplug.data.side_info_text import side_info_rows_from_text
 
-from . import HelpFormatter, track_name
+from . import HelpFormatter, split_name, track_name
 
 
 def parse_args(argv=None):
@@ -27,7 +28,7 @@ def parse_args(argv=None):
     parser.add_argument("--tokens", required=True, help="tokenized text given to fairseq-preprocess")
     parser.add_argument("--values", required=True, help="one whitespace-separated number per token, one line per line")
     parser.add_argument("--destdir", required=True, help="fairseq-preprocess output directory")
-    parser.add_argument("--split", required=True, help="split name, e.g. train, valid, test")
+    parser.add_argument("--split", type=split_name, required=True, help="split name, e.g. train, valid, test")
     parser.add_argument("--name", type=track_name, required=True, help="track name; policies refer to it")
     parser.add_argument("--dtype", default="float64", choices=sorted(SIDE_INFO_DTYPES),
                         help="storage type (float64 for scores, uint8 for 0/1 labels)")
@@ -43,7 +44,7 @@ def main(argv=None) -> int:
     prefix = side_info_prefix(split_prefix, args.name)
     try:
         rows = list(side_info_rows_from_text(args.values, args.tokens))
-        tokens = MMapIndexedDataset(split_prefix)  # keep it alive: .sizes is a view of its mmap
+        tokens = open_checked(split_prefix)  # keep it alive: .sizes is a view of its mmap
         check_aligned(tokens.sizes, [len(row) for row in rows],
                       split=args.split, name=args.name, path=f"{args.values} vs {split_prefix}")
         write_side_info(prefix, rows, args.dtype, tokens_prefix=split_prefix)

@@ -20,7 +20,7 @@ import sys
 
 from fairseq_maskplug.common.option_ranges import number
 
-from . import HelpFormatter, configure_tool_output, track_name
+from . import HelpFormatter, configure_tool_output, split_name, split_names, track_name
 
 COMMAND = "fairseq-maskplug-pmi-units"
 
@@ -31,8 +31,8 @@ def parse_args(argv=None):
 
     parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--data", required=True, help="fairseq-preprocess output directory (holds dict.txt)")
-    parser.add_argument("--splits", default="train,valid", help="comma-separated splits to write the track for")
-    parser.add_argument("--count-split", default="train", help="the split whose n-grams build the lexicon")
+    parser.add_argument("--splits", type=split_names, default="train,valid", help="comma-separated splits to write the track for")
+    parser.add_argument("--count-split", type=split_name, default="train", help="the split whose n-grams build the lexicon")
     parser.add_argument("--lexicon", default=None, help="read this lexicon instead of building one: one n-gram per "
                                                         "line, words separated by spaces (the authors' published "
                                                         "lists); anything after a tab is ignored")
@@ -120,9 +120,7 @@ def main(argv=None) -> int:
             raise ValueError(f"--data {args.data}: no dict.txt (give a fairseq-preprocess output directory)")
         dictionary = Dictionary.load(dict_path)
         starts_table, boundaries = word_start_symbols(dictionary, args.word_boundaries, args.gpt2_encoder_json)
-        splits = [s for s in args.splits.split(",") if s]
-        if not splits:
-            raise ValueError("--splits names no split")
+        splits = args.splits
         loaded = {split: load_split(args.data, split, dictionary) for split in splits}
         if args.lexicon is None and args.count_split not in loaded:
             loaded[args.count_split] = load_split(args.data, args.count_split, dictionary)

@@ -162,8 +162,7 @@ def main(argv=None) -> int:
                       "valid": encode_gpt2(args.gpt2_bpe, valid, "news.valid")}
             shutil.copyfile(args.srcdict, out / "dict.txt")
         else:  # the tokenizer sees both splits (character coverage 1.0: no <unk>, so every line spells its text)
-            model = train_sentencepiece(train + valid, out / "spm", args.vocab_size, text / "spm_input.txt")
-            (text / "spm_input.txt").unlink()
+            model = train_sentencepiece(train + valid, out / "spm", args.vocab_size)
             pieces = {"train": encode(model, train, "news.train"), "valid": encode(model, valid, "news.valid")}
             write_fairseq_dict(model, pieces["train"], out / "dict.txt")
         dictionary = Dictionary.load(str(out / "dict.txt"))

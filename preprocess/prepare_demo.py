@@ -236,8 +236,7 @@ def main(argv=None) -> int:
             else:
                 print(f"[data] training a sentencepiece model ({args.vocab_size} pieces) on "
                       f"{len(gen_train) + len(in_train):,} lines", flush=True)
-                model = train_sentencepiece(gen_train + in_train, out / "spm", args.vocab_size, text / "spm_input.txt")
-                (text / "spm_input.txt").unlink()
+                model = train_sentencepiece(gen_train + in_train, out / "spm", args.vocab_size)
                 encoded = {name: {split: encode(model, lines, f"{name}.{split}") for split, lines in splits.items()}
                            for name, splits in corpora.items()}
                 write_fairseq_dict(model, encoded["general"]["train"] + encoded["indomain"]["train"], out / "dict.txt")

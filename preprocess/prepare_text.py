@@ -125,8 +125,7 @@ def main(argv=None) -> int:
             text_dir.mkdir()
             if args.spm_model is None:
                 training = [line for splits in texts.values() for line in splits["train"]]
-                model = train_sentencepiece(training, out / "spm", args.vocab_size, text_dir / "spm_input.txt")
-                (text_dir / "spm_input.txt").unlink()
+                model = train_sentencepiece(training, out / "spm", args.vocab_size)
             else:
                 model = out / "spm.model"
                 shutil.copyfile(args.spm_model, model)

@@ -23,7 +23,7 @@ import sys
 
 from fairseq_maskplug.common.option_ranges import number
 
-from . import HelpFormatter, configure_tool_output, track_name
+from . import HelpFormatter, configure_tool_output, split_name, track_name
 
 
 def parse_args(argv=None):
@@ -31,7 +31,7 @@ def parse_args(argv=None):
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--data", required=True, help="fairseq-preprocess output directory (holds dict.txt)")
-    parser.add_argument("--split", required=True, help="split to annotate, e.g. train")
+    parser.add_argument("--split", type=split_name, required=True, help="split to annotate, e.g. train")
     parser.add_argument("--text", required=True, help="the raw text of the split, one line per binarized line")
     parser.add_argument("--name", type=track_name, default="salient_spans",
                         help="track name (the salient_span policy's --salient-track)")

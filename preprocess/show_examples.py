@@ -25,7 +25,7 @@ import sys
 
 from fairseq_maskplug.common.option_ranges import number
 
-from . import HelpFormatter, configure_tool_output
+from . import HelpFormatter, configure_tool_output, split_name
 
 FIELDS = (("source", ("net_input", "src_tokens")), ("target", ("target",)),
           ("mlm source", ("mlm", "src_tokens")), ("mlm target", ("mlm", "target")))
@@ -37,7 +37,7 @@ def own_parser():
     parser.add_argument("-h", "--help", action="store_true", help="show this help (fairseq-maskplug-train --task "
                                                                    "TASK --help lists the task's options)")
     parser.add_argument("-n", type=number("[1, inf)", int), default=5, help="items to show")
-    parser.add_argument("--split", default="train", help="split to read")
+    parser.add_argument("--split", type=split_name, default="train", help="split to read")
     parser.add_argument("--epoch", type=number("[1, inf)", int),
                         default=1, help="training epoch whose masks are shown (from 1)")
     parser.add_argument("--post-process", default="none", choices=["none", "sentencepiece"],

@@ -21,13 +21,13 @@ import argparse
 import json
 import sys
 
-from . import HelpFormatter, configure_tool_output, track_name
+from . import HelpFormatter, configure_tool_output, split_name, track_name
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--data", required=True, help="fairseq-preprocess output directory (holds dict.txt)")
-    parser.add_argument("--split", required=True, help="split to label, e.g. train")
+    parser.add_argument("--split", type=split_name, required=True, help="split to label, e.g. train")
     parser.add_argument("--text", required=True, help="the raw contexts of the split, one line per binarized line")
     parser.add_argument("--answers", required=True,
                         help="one line per context: START END, character offsets of the answer (end exclusive)")

@@ -715,6 +715,22 @@ def test_track_names_are_file_name_parts(tiny_data, name):
     one_line_error(result, f"argument --name: track name {name!r}: use letters, digits")
 
 
+@pytest.mark.parametrize("command, option, value", [
+    ("binarize-side-info", "--split", "../outside"), ("score-pll", "--splits", "a/b"),
+    ("pmi-units", "--splits", "train,../valid"), ("pmi-units", "--count-split", ".hidden"),
+    ("evaluate-mlm", "--split", "../valid")])
+def test_split_names_are_file_name_parts(tiny_data, mlm_checkpoint, command, option, value):
+    """A split name with a path in it read, or wrote a track, outside the data directory."""
+    args = {"binarize-side-info": ["--tokens", tiny_data / "valid.txt", "--values", tiny_data / "valid.txt",
+                                   "--destdir", tiny_data / "bin", "--name", "x"],
+            "score-pll": ["--checkpoint", mlm_checkpoint, "--data", tiny_data / "bin"],
+            "pmi-units": ["--data", tiny_data / "bin"],
+            "evaluate-mlm": ["--data", tiny_data / "bin", mlm_checkpoint]}[command]
+    bad = value.split(",")[-1]
+    one_line_error(run([BIN / f"fairseq-maskplug-{command}", *args, f"{option}={value}"]),
+                   f"argument {option}", f"split name {bad!r}: use letters, digits")
+
+
 def test_a_tartan_dev_subset_too_small_is_refused_before_training(task_dir, tmp_path):
     """It was refused at the first update, after fairseq had written crash.pt."""
     result = maskplug_train(task_dir, tmp_path / "ck", "--num-classes", "2", "--loss-weighting", "tartan",

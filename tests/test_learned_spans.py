@@ -109,7 +109,7 @@ def test_learned_span_policy_masks_the_chosen_spans_and_validates_options():
 @pytest.fixture(scope="module")
 def spm_model(tmp_path_factory):
     root = tmp_path_factory.mktemp("spm_rule")
-    model = train_sentencepiece(rule_sentences(3000, 0), root / "spm", 69, root / "spm_train.txt")
+    model = train_sentencepiece(rule_sentences(3000, 0), root / "spm", 69)
     return root, model
 
 

@@ -70,4 +70,4 @@ def test_a_vocabulary_larger_than_the_text_allows_is_one_line(tmp_path):
 
     with pytest.raises(ValueError, match=r"sentencepiece on 3 lines: Vocabulary size too high \(8000\)\. .*"
                                          r"\(--vocab-size 8000\)"):
-        train_sentencepiece(["a b c", "b c d", "c d e"], tmp_path / "spm", 8000, tmp_path / "input.txt")
+        train_sentencepiece(["a b c", "b c d", "c d e"], tmp_path / "spm", 8000)

@@ -88,7 +88,7 @@ def test_gpt2_line_whose_text_differs_is_refused(gpt2):
 @pytest.fixture(scope="module")
 def spm_data(tmp_path_factory):
     root = tmp_path_factory.mktemp("spm")
-    model = train_sentencepiece(SENTENCES, root / "spm", 60, root / "spm_train.txt")
+    model = train_sentencepiece(SENTENCES, root / "spm", 60)
     encoded = encode(model, SENTENCES, "test")
     write_fairseq_dict(model, encoded, root / "dict.txt")
     write_lines(root / "train.tok", encoded)

@@ -166,7 +166,7 @@ SENTENCES = [s for _, s in mr_sentences(200, seed=5)] + news_text(100, seed=5)
 @pytest.fixture(scope="module")
 def spm_data(tmp_path_factory):
     root = tmp_path_factory.mktemp("spm_words")
-    model = train_sentencepiece(SENTENCES, root / "spm", 90, root / "spm_train.txt")
+    model = train_sentencepiece(SENTENCES, root / "spm", 90)
     encoded = encode(model, SENTENCES, "test")
     write_fairseq_dict(model, encoded, root / "dict.txt")
     write_lines(root / "train.tok", encoded)

@@ -62,3 +62,15 @@ def check_indexed_pair(prefix: str, advice: str) -> None:
     damage = indexed_damage(prefix)
     if damage is not None:
         raise DamagedDataError(f"{damage}: {advice}")
+
+
+RECOPY = "copy the data again, or rerun fairseq-preprocess"
+
+
+def open_checked(prefix: str, advice: str = RECOPY):
+    """fairseq's ``MMapIndexedDataset`` of ``prefix`` once :func:`check_indexed_pair` passes (for the
+    commands that read a split directly rather than through ``load_indexed_dataset``)."""
+    from fairseq.data.indexed_dataset import MMapIndexedDataset
+
+    check_indexed_pair(prefix, advice)
+    return MMapIndexedDataset(prefix)

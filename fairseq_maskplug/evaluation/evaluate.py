@@ -15,7 +15,7 @@ import torch
 
 from ..common.atomic import check_distinct_files, write_text
 from ..tools.checkpoints import check_writable
-from ..tools.cli import HelpFormatter, add_user_dir, configure_tool_output, import_user_dir
+from ..tools.cli import HelpFormatter, add_user_dir, configure_tool_output, import_user_dir, split_name
 from ..common.metrics import macro_f1
 from ..common.option_ranges import number
 
@@ -71,7 +71,7 @@ def main(argv=None) -> int:
                         help="classifier checkpoint (sentence_prediction, joint_mlm_classification or tlm)")
     parser.add_argument("--data", required=True,
                         help="sentence_prediction data root (input0/, label/; its input0/ is accepted too)")
-    parser.add_argument("--split", default="test", help="split to score")
+    parser.add_argument("--split", type=split_name, default="test", help="split to score")
     parser.add_argument("--batch-size", type=number("[1, inf)", int), default=64, help="sentences per forward")
     parser.add_argument("--output", help="also write the JSON object to this file")
     parser.add_argument("--trust-dictionary", action="store_true",

@@ -77,14 +77,14 @@ class FixedMaskScorer:
 
 
 def main(argv=None) -> int:
-    from ..tools.cli import HelpFormatter, add_user_dir, configure_tool_output, import_user_dir
+    from ..tools.cli import HelpFormatter, add_user_dir, configure_tool_output, import_user_dir, split_name
 
     parser = argparse.ArgumentParser(prog="fairseq-maskplug-evaluate-mlm", description=__doc__,
                                      formatter_class=HelpFormatter)
     parser.add_argument("checkpoints", nargs="+", help="masked-LM checkpoints (any of the package's MLM tasks)")
     parser.add_argument("--data", required=True,
                         help="binarized token data (a sentence_prediction root: its input0/)")
-    parser.add_argument("--split", default="valid", help="split to score")
+    parser.add_argument("--split", type=split_name, default="valid", help="split to score")
     parser.add_argument("--mask-prob", type=number("(0, 1]", float),
                         default=0.15, help="share of maskable tokens masked")
     parser.add_argument("--seed", type=number("[0, inf)", int), default=1, help="seed of the fixed masks")

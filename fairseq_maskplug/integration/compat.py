@@ -159,10 +159,10 @@ def _load_checkpoint_to_cpu_checked(original):
 
 def _load_indexed_dataset_checked(original):
     def load_indexed_dataset(path, *args, **kwargs):
-        from ..data.indexed_files import check_indexed_pair
+        from ..data.indexed_files import RECOPY, check_indexed_pair
 
         if path is not None:
-            check_indexed_pair(path, "copy the data again, or rerun fairseq-preprocess")
+            check_indexed_pair(path, RECOPY)
         return original(path, *args, **kwargs)
 
     load_indexed_dataset.maskplug_original = original

@@ -19,6 +19,16 @@ def check_track_name(name: str) -> str:
     return name
 
 
+def check_split_name(name: str) -> str:
+    """``name`` if it can name a binarized split (the same characters as a track), else a ValueError:
+    a split name is part of file names (``DATA/SPLIT.bin``), so ``../x`` or ``a/b`` would read or write
+    outside the data directory."""
+    if not isinstance(name, str) or not TRACK_NAME.match(name):
+        raise ValueError(f"split name {name!r}: use letters, digits, '_', '-' and '.' (it names the files "
+                         "SPLIT.bin/.idx in the data directory), not a path")
+    return name
+
+
 @dataclass(frozen=True)
 class ValueRule:
     """Values must be finite, lie in ``[low, high]`` and, if ``integral``, be whole numbers; with

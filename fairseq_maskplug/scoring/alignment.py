@@ -209,6 +209,7 @@ def spelled_split(data: str, split: str, track: str, text: str, bpe: str, gpt2_e
 
     from ..common.atomic import check_writable
     from ..data import side_info_prefix
+    from ..data.indexed_files import open_checked
 
     split_prefix = os.path.join(data, split)
     prefix = side_info_prefix(split_prefix, track)
@@ -218,7 +219,7 @@ def spelled_split(data: str, split: str, track: str, text: str, bpe: str, gpt2_e
         raise ValueError("--bpe gpt2 needs --gpt2-encoder-json")
     check_writable(prefix + ".bin")
     surfaces = TokenSurfaces.from_dictionary(Dictionary.load(os.path.join(data, "dict.txt")), bpe, gpt2_encoder_json)
-    tokens = MMapIndexedDataset(split_prefix)
+    tokens = open_checked(split_prefix)
     files = [read_text_lines(path) for path in (text, *also)]
     for path, rows in zip((text, *also), files):
         if len(rows) != len(tokens):

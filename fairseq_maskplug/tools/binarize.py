@@ -58,21 +58,33 @@ def write_lines(path: Path, lines: Iterable[str]) -> None:
             f.write(line + "\n")
 
 
-def train_sentencepiece(texts: Sequence[str], model_prefix: Path, vocab_size: int, seed_file: Path) -> Path:
-    """Train a unigram sentencepiece model on ``texts``; returns the ``.model`` path."""
+def train_sentencepiece(texts: Sequence[str], model_prefix: Path, vocab_size: int) -> Path:
+    """Train a unigram sentencepiece model on ``texts``; writes ``model_prefix.model`` and ``.vocab``
+    (``piece<TAB>score``) and returns the ``.model`` path.
+
+    The texts go to the trainer from memory, not from a file, so the model's bytes do not record a
+    path (sentencepiece keeps its input file's name in the model; a command writing under a
+    temporary ``DIR.tmp-PID`` then wrote another model on every run)."""
+    import io
+
     import sentencepiece as spm
 
-    write_lines(seed_file, texts)
+    model = io.BytesIO()
     try:
         spm.SentencePieceTrainer.train(
-            input=str(seed_file), model_prefix=str(model_prefix), vocab_size=vocab_size,
+            sentence_iterator=iter(texts), model_writer=model, vocab_size=vocab_size,
             model_type="unigram", character_coverage=1.0, bos_id=-1, eos_id=-1, pad_id=-1, unk_id=0,
             input_sentence_size=2_000_000, shuffle_input_sentence=True, num_threads=os.cpu_count() or 1,
             minloglevel=2)
     except RuntimeError as error:  # e.g. "Vocabulary size too high (8000). Please set it to a value <= 131."
         raise ValueError(f"sentencepiece on {len(texts)} lines: {str(error).split('] ')[-1].strip()} "
                          f"(--vocab-size {vocab_size})") from None
-    return Path(f"{model_prefix}.model")
+    path = Path(f"{model_prefix}.model")
+    path.write_bytes(model.getvalue())
+    processor = spm.SentencePieceProcessor(model_proto=model.getvalue())
+    write_lines(Path(f"{model_prefix}.vocab"), (f"{processor.id_to_piece(i)}\t{processor.get_score(i):g}"
+                                                for i in range(processor.get_piece_size())))
+    return path
 
 
 def encode(model: Path, texts: Sequence[str], desc: str, chunk: int = 2000) -> List[str]:
@@ -118,9 +130,30 @@ def write_fairseq_dict(model: Path, encoded_train: Iterable[str], path: Path) ->
     write_lines(path, (f"{p} {counts.get(p, 0)}" for p in pieces))
 
 
+#: fairseq-preprocess, stopped with its worker processes when the command that started it dies: a
+#: command killed with SIGKILL left them running, and they wrote into its temporary directory after
+#: the next run had removed it (Linux: the parent-death signal; elsewhere fairseq-preprocess as it is)
+PREPROCESS_UNTIL_PARENT_DIES = """\
+import ctypes, multiprocessing, os, signal, sys
+def stop(*_):
+    for child in multiprocessing.active_children():
+        child.kill()
+    os._exit(1)
+signal.signal(signal.SIGTERM, stop)
+if sys.platform.startswith("linux"):
+    ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+if os.getppid() != int(sys.argv[1]):
+    stop()
+sys.argv = ["fairseq-preprocess", *sys.argv[2:]]
+from fairseq_cli.preprocess import cli_main
+cli_main()
+"""
+
+
 def fairseq_preprocess(destdir: Path, splits: dict, srcdict: Path = None, workers: int = 2) -> None:
-    """Run ``fairseq-preprocess --only-source`` on ``{"train": file, "valid": file, ...}``."""
-    args = [str(Path(sys.executable).parent / "fairseq-preprocess"), "--only-source",
+    """Run ``fairseq-preprocess --only-source`` on ``{"train": file, "valid": file, ...}``, in a child
+    process that ends with its workers when this process dies (:data:`PREPROCESS_UNTIL_PARENT_DIES`)."""
+    args = [sys.executable, "-c", PREPROCESS_UNTIL_PARENT_DIES, str(os.getpid()), "--only-source",
             "--destdir", str(destdir), "--workers", str(workers)]
     for split, path in splits.items():
         args += [f"--{split}pref", str(path)]

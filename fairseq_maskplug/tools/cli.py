@@ -23,6 +23,24 @@ def track_name(text: str) -> str:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+def split_name(text: str) -> str:
+    """argparse type of a split name (a file-name part, never a path)."""
+    from ..masking.values import check_split_name
+
+    try:
+        return check_split_name(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def split_names(text: str) -> list:
+    """argparse type of comma-separated split names (``train,valid``)."""
+    names = [name for name in text.split(",") if name]
+    if not names:
+        raise argparse.ArgumentTypeError(f"{text!r} names no split")
+    return [split_name(name) for name in names]
+
+
 def add_user_dir(parser: argparse.ArgumentParser) -> None:
     """``--user-dir``, as fairseq-train's: a tool loading a checkpoint trained with a user's
     policy, task or model needs that module (see :func:`import_user_dir`)."""
@@ -41,7 +59,7 @@ def add_checkpoint_options(parser: argparse.ArgumentParser) -> None:
 
 def add_splits(parser: argparse.ArgumentParser, default, what: str) -> None:
     """``--splits A B ...`` (``--split`` is the same option): the splits a command works on."""
-    parser.add_argument("--splits", "--split", nargs="+", dest="splits", default=list(default),
+    parser.add_argument("--splits", "--split", nargs="+", dest="splits", default=list(default), type=split_name,
                         help=f"splits to {what} (--split is the same option), the model loaded once")
 
 
