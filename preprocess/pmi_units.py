@@ -20,7 +20,7 @@ import sys
 
 from fairseq_maskplug.common.option_ranges import number
 
-from . import HelpFormatter, configure_tool_output, split_name, split_names, track_name
+from . import HelpFormatter, configure_tool_output, one_line_on_write_failure, split_name, split_names, track_name
 
 COMMAND = "fairseq-maskplug-pmi-units"
 
@@ -31,8 +31,10 @@ def parse_args(argv=None):
 
     parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--data", required=True, help="fairseq-preprocess output directory (holds dict.txt)")
-    parser.add_argument("--splits", type=split_names, default="train,valid", help="comma-separated splits to write the track for")
-    parser.add_argument("--count-split", type=split_name, default="train", help="the split whose n-grams build the lexicon")
+    parser.add_argument("--splits", type=split_names, default="train,valid",
+                        help="comma-separated splits to write the track for")
+    parser.add_argument("--count-split", type=split_name, default="train",
+                        help="the split whose n-grams build the lexicon")
     parser.add_argument("--lexicon", default=None, help="read this lexicon instead of building one: one n-gram per "
                                                         "line, words separated by spaces (the authors' published "
                                                         "lists); anything after a tab is ignored")
@@ -60,11 +62,15 @@ def parse_args(argv=None):
 
 def load_split(data, split, dictionary):
     from fairseq.data import data_utils
+    from fairseq_maskplug.data.dictionaries import check_token_ids
+    from fairseq_maskplug.data.indexed_files import RECOPY, check_indexed_pair
 
     prefix = os.path.join(data, split)
+    check_indexed_pair(prefix, RECOPY)
     tokens = data_utils.load_indexed_dataset(prefix, dictionary)
     if tokens is None:
         raise ValueError(f"--data {data}: no split {split!r} ({prefix}.bin/.idx, as fairseq-preprocess writes)")
+    check_token_ids(tokens, prefix, dictionary)
     return prefix, tokens
 
 
@@ -101,11 +107,12 @@ def line_words(tokens, dictionary, starts_table, spell):
         yield words, np.asarray(firsts), len(line)
 
 
+@one_line_on_write_failure
 def main(argv=None) -> int:
     configure_tool_output()
     args = parse_args(argv)
     import numpy as np
-    from fairseq.data import Dictionary
+    from fairseq_maskplug.data.dictionaries import read_dictionary
 
     from fairseq_maskplug.common.atomic import check_writable
     from fairseq_maskplug.common.progress import progress_bar
@@ -118,7 +125,7 @@ def main(argv=None) -> int:
         dict_path = os.path.join(args.data, "dict.txt")
         if not os.path.isfile(dict_path):
             raise ValueError(f"--data {args.data}: no dict.txt (give a fairseq-preprocess output directory)")
-        dictionary = Dictionary.load(dict_path)
+        dictionary = read_dictionary(dict_path)
         starts_table, boundaries = word_start_symbols(dictionary, args.word_boundaries, args.gpt2_encoder_json)
         splits = args.splits
         loaded = {split: load_split(args.data, split, dictionary) for split in splits}

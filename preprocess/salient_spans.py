@@ -23,7 +23,7 @@ import sys
 
 from fairseq_maskplug.common.option_ranges import number
 
-from . import HelpFormatter, configure_tool_output, split_name, track_name
+from . import HelpFormatter, configure_tool_output, one_line_on_write_failure, split_name, track_name
 
 
 def parse_args(argv=None):
@@ -48,6 +48,7 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
+@one_line_on_write_failure
 def main(argv=None) -> int:
     configure_tool_output()
     args = parse_args(argv)

@@ -22,7 +22,8 @@ import numpy as np
 
 from fairseq_maskplug.common.option_ranges import number
 
-from . import HelpFormatter, add_checkpoint_options, add_splits, configure_tool_output, import_user_dir, track_name
+from . import (HelpFormatter, add_checkpoint_options, add_splits, configure_tool_output, import_user_dir,
+               one_line_on_write_failure, track_name)
 
 
 def parse_args(argv=None):
@@ -51,6 +52,7 @@ def parse_args(argv=None):
     return args
 
 
+@one_line_on_write_failure
 def main(argv=None) -> int:
     args = parse_args(argv)
     configure_tool_output()

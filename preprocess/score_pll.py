@@ -17,9 +17,10 @@ import numpy as np
 from fairseq_maskplug.common.option_ranges import number
 
 from . import (HelpFormatter, add_checkpoint_options, add_splits, configure_tool_output, import_user_dir,
-               track_name, track_outputs)
+               one_line_on_write_failure, track_name, track_outputs)
 
 
+@one_line_on_write_failure
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--checkpoint", required=True, help="roberta masked-LM checkpoint (frozen)")

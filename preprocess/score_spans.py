@@ -20,7 +20,7 @@ import numpy as np
 from fairseq_maskplug.common.option_ranges import number
 
 from . import (HelpFormatter, add_checkpoint_options, add_splits, configure_tool_output, import_user_dir,
-               track_name, track_outputs)
+               one_line_on_write_failure, track_name, track_outputs)
 
 
 
@@ -42,6 +42,7 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
+@one_line_on_write_failure
 def main(argv=None) -> int:
     args = parse_args(argv)
     configure_tool_output()

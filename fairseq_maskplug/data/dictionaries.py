@@ -64,12 +64,19 @@ def check_dictionary(path: str) -> None:
                                "fairseq-preprocess that wrote it")
 
 
+def read_dictionary(path: str) -> Dictionary:
+    """``Dictionary.load(path)`` once :func:`check_dictionary` passes (the plugin checks every load
+    through fairseq; this is for the commands that read a dictionary without loading the plugin)."""
+    check_dictionary(path)
+    return Dictionary.load(path)
+
+
 def load_dictionary(directory: str, what: str = "--data") -> Dictionary:
     """``DIRECTORY/dict.txt``, or a one-line error naming the file and the option it came from."""
     path = os.path.join(directory, "dict.txt")
     if not os.path.exists(path):
         raise FileNotFoundError(f"dictionary not found: {path} ({what} must be a fairseq-preprocess output directory)")
-    return Dictionary.load(path)
+    return read_dictionary(path)
 
 
 def dictionary_sha256(dictionary: Dictionary) -> str:
@@ -162,8 +169,10 @@ def check_token_ids(tokens, prefix: str, dictionary, allowed: Iterable[str] = ()
             position = at - (int(ends[line - 2]) + 1 if line > 1 else 0) + 1
             value = int(ids[at])
             if value >= len(dictionary) or value < 0:
+                beside = os.path.join(os.path.dirname(prefix), "dict.txt")
+                cut = f", or {beside} is cut short (copy it again)" if os.path.isfile(beside) else ""
                 why = (f"id {value} is beyond the {len(dictionary)} symbols of the dictionary: binarize it with the "
-                       "dict.txt of this data (fairseq-preprocess --srcdict)")
+                       f"dict.txt of this data (fairseq-preprocess --srcdict){cut}")
             else:
                 why = (f"the special symbol {dictionary[value]} (id {value}), which the text held literally; remove "
                        "or escape it before fairseq-preprocess")

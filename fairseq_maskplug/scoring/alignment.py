@@ -204,11 +204,11 @@ def spelled_split(data: str, split: str, track: str, text: str, bpe: str, gpt2_e
     the files of ``also``); each line is spelled by its tokens (:func:`spell_lines`)."""
     import os
 
-    from fairseq.data import Dictionary
     from fairseq.data.indexed_dataset import MMapIndexedDataset
 
     from ..common.atomic import check_writable
     from ..data import side_info_prefix
+    from ..data.dictionaries import read_dictionary
     from ..data.indexed_files import open_checked
 
     split_prefix = os.path.join(data, split)
@@ -218,7 +218,7 @@ def spelled_split(data: str, split: str, track: str, text: str, bpe: str, gpt2_e
     if bpe == "gpt2" and not gpt2_encoder_json:
         raise ValueError("--bpe gpt2 needs --gpt2-encoder-json")
     check_writable(prefix + ".bin")
-    surfaces = TokenSurfaces.from_dictionary(Dictionary.load(os.path.join(data, "dict.txt")), bpe, gpt2_encoder_json)
+    surfaces = TokenSurfaces.from_dictionary(read_dictionary(os.path.join(data, "dict.txt")), bpe, gpt2_encoder_json)
     tokens = open_checked(split_prefix)
     files = [read_text_lines(path) for path in (text, *also)]
     for path, rows in zip((text, *also), files):

@@ -4,8 +4,10 @@ what the package's command-line tools share. Kept free of fairseq and torch, so 
 """
 
 import argparse
+import functools
 import logging
 import os
+import sys
 import warnings
 
 
@@ -21,6 +23,22 @@ def track_name(text: str) -> str:
         return check_track_name(text)
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def one_line_on_write_failure(main):
+    """A command's ``main``, where a write the disk refuses during the work (an
+    :class:`~fairseq_maskplug.common.atomic.OutputWriteError`, after the checks made before any work)
+    is one ``error:`` line and exit status 2, as bad input is."""
+    @functools.wraps(main)
+    def wrapped(*args, **kwargs):
+        from ..common.atomic import OutputWriteError
+
+        try:
+            return main(*args, **kwargs)
+        except OutputWriteError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+    return wrapped
 
 
 def split_name(text: str) -> str:
