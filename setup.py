@@ -52,6 +52,7 @@ setup(
             "fairseq-maskplug-show-examples = fairseq_maskplug.preprocess.show_examples:main",
             "fairseq-maskplug-retrieve = fairseq_maskplug.preprocess.retrieve:main",
             "fairseq-maskplug-select = fairseq_maskplug.preprocess.select_dsir:main",
+            "fairseq-maskplug-merge-shards = fairseq_maskplug.preprocess.merge_shards:main",
             "fairseq-maskplug-pmi-units = fairseq_maskplug.preprocess.pmi_units:main",
             "fairseq-maskplug-convert = fairseq_maskplug.preprocess.convert:main",
             "fairseq-maskplug-evaluate = fairseq_maskplug.evaluation.evaluate:main",

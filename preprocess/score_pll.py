@@ -6,15 +6,27 @@
 writes ``DATA/SPLIT.NAME.bin/.idx`` (one PLT per token, ``</s>`` = 1) atomically, the
 side information read by ``--mask-policy l3 --l3-track NAME``. The model must use the
 data's dictionary (its ``dict.txt``).
+
+Sharded (one rank per GPU, several nodes, or independent jobs)::
+
+    torchrun --nproc-per-node 8 $(which fairseq-maskplug-score-pll) --checkpoint ... --data ...
+    # or jobs I = 0..N-1, then the merge:
+    fairseq-maskplug-score-pll ... --num-shards N --shard-id I
+    fairseq-maskplug-merge-shards DATA
+
+Each shard scores a contiguous range of whole blocks (``--shard-block-lines``), batching within a block, so
+the merged track is the one a single process writes, byte for byte; a rerun skips finished shards.
 """
 
 import argparse
+import os
 import sys
 import time
 
 import numpy as np
 
 from fairseq_maskplug.common.option_ranges import number
+from fairseq_maskplug.tools.sharding import add_shard_options
 
 from . import (HelpFormatter, add_checkpoint_options, add_splits, configure_tool_output, import_user_dir,
                one_line_on_write_failure, track_name, track_outputs)
@@ -39,6 +51,7 @@ def main(argv=None) -> int:
     parser.add_argument("--max-tokens", type=number("[1, inf)", int), default=2048,
                         help="padded tokens per forward (2048 was fastest on 2 CPU cores; raise it on GPUs)")
     add_checkpoint_options(parser)
+    add_shard_options(parser)
     args = parser.parse_args(argv)
     if args.word_starts == "gpt2" and not (args.gpt2_encoder_json and args.gpt2_vocab_bpe):
         parser.error("--word-starts gpt2 needs --gpt2-encoder-json and --gpt2-vocab-bpe")
@@ -56,13 +69,16 @@ def score(args) -> int:
     from fairseq import data as fdata
     from fairseq_maskplug.tools.checkpoints import CLASSIFIER_TASKS, load_checked_model
     from fairseq_maskplug.data import write_side_info
-    from fairseq_maskplug.scoring.pll import (PLTScorer, iterate_lines, score_in_windows, word_starts_gpt2,
-                                              word_starts_sentencepiece)
+    from fairseq_maskplug.scoring.pll import PLTScorer, score_in_windows, word_starts_gpt2, word_starts_sentencepiece
 
     from fairseq_maskplug.data.layout import token_data_dir
+    from fairseq_maskplug.data.track_shards import blocks_of, merge_parts, part_done, shard_lines, write_part
+    from fairseq_maskplug.tools.sharding import shard_of, use_local_device, wait_for_every_shard
 
     data = token_data_dir(args.data)
     outputs = track_outputs(data, dict.fromkeys(args.splits), [("--name", args.name)])  # before any work
+    shard = shard_of(args)
+    use_local_device(shard)
     model, task, _ = load_checked_model(args.checkpoint, data, args.trust_dictionary,
                                         refuse=CLASSIFIER_TASKS + ("token_importance",),
                                         wanted="a masked-LM checkpoint (guided_mlm, masked_lm, ...)")
@@ -77,16 +93,42 @@ def score(args) -> int:
     else:
         word_starts = np.ones(len(d), dtype=bool)
     scorer = PLTScorer(model, task.mask_idx, d.pad(), word_starts, args.metric)
+    checkpoint = os.stat(args.checkpoint)
+    options = {"checkpoint": os.path.abspath(args.checkpoint), "checkpoint_bytes": checkpoint.st_size,
+               "checkpoint_mtime_ns": checkpoint.st_mtime_ns, "metric": args.metric, "word_starts": args.word_starts,
+               "max_tokens": args.max_tokens, "block_lines": args.shard_block_lines}
     for split_prefix, (prefix,) in outputs.values():
         tokens = fdata.data_utils.load_indexed_dataset(split_prefix, d)
-        lines = list(iterate_lines(tokens, d.bos()))
+        mine = shard_lines(len(tokens), shard.num_shards, shard.shard_id, args.shard_block_lines)
+        if shard.num_shards > 1 and part_done(prefix, split_prefix, mine, *shard[:2], options):
+            print(f"shard {shard.shard_id} of {shard.num_shards} of {prefix} is already written: skipped")
+            continue
         start = time.perf_counter()
-        plts = score_in_windows(scorer, lines, (d.bos(), d.eos(), d.pad()), model.max_positions(), args.max_tokens)
+        plts = []
+        for block in blocks_of(mine, args.shard_block_lines):  # batches within a block: a line's values do not depend on the shards
+            lines = [np.concatenate([[d.bos()], tokens[i].numpy()]) for i in block]
+            plts += score_in_windows(scorer, lines, (d.bos(), d.eos(), d.pad()), model.max_positions(),
+                                     args.max_tokens)
         seconds = time.perf_counter() - start
-        write_side_info(prefix, (plt[1:] for plt in plts), "float64", tokens_prefix=split_prefix)  # drop <s>
-        scored = np.concatenate([plt[1:-1] for plt in plts])
-        print(f"scored {len(lines)} sentences ({scored.size} tokens) in {seconds:.1f} s "
-              f"({len(lines) / seconds:.1f} sentences/s); mean PLT {scored.mean():.3f}; wrote {prefix}.bin/.idx")
+        rows = (plt[1:] for plt in plts)  # drop <s>
+        if shard.num_shards == 1:
+            write_side_info(prefix, rows, "float64", tokens_prefix=split_prefix)
+            wrote = f"{prefix}.bin/.idx"
+        else:
+            write_part(prefix, rows, "float64", split_prefix, mine, *shard[:2], options)
+            wrote = f"shard {shard.shard_id} of {shard.num_shards} (lines {mine.start + 1} to {mine.stop})"
+        scored = np.concatenate([plt[1:-1] for plt in plts] or [np.zeros(0)])
+        mean = f"{scored.mean():.3f}" if scored.size else "-"
+        print(f"scored {len(plts)} sentences ({scored.size} tokens) in {seconds:.1f} s "
+              f"({len(plts) / max(seconds, 1e-9):.1f} sentences/s); mean PLT {mean}; wrote {wrote}")
+    wait_for_every_shard(shard)
+    if shard.num_shards > 1 and shard.merges:
+        for split_prefix, (prefix,) in outputs.values():
+            tokens = fdata.data_utils.load_indexed_dataset(split_prefix, d)
+            merge_parts(prefix, split_prefix, tokens.sizes, shard.num_shards, "float64")
+            print(f"merged {shard.num_shards} shards into {prefix}.bin/.idx")
+    elif shard.num_shards > 1:
+        print(f"when every shard is written: fairseq-maskplug-merge-shards {data}")
     return 0
 
 if __name__ == "__main__":

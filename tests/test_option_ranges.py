@@ -96,6 +96,9 @@ COMMAND_OPTIONS = {
     ("fairseq-maskplug-pmi-units", "--max-ngrams"): [],
     ("fairseq-maskplug-pmi-units", "--seed"): [],
     ("fairseq-maskplug-score-pll", "--max-tokens"): [],
+    ("fairseq-maskplug-score-pll", "--num-shards"): [],
+    ("fairseq-maskplug-score-pll", "--shard-id"): [],
+    ("fairseq-maskplug-score-pll", "--shard-block-lines"): [],
     ("fairseq-maskplug-annotate-importance", "--max-tokens"): [],
     ("fairseq-maskplug-annotate-importance", "--preview-lines"): [],
     ("fairseq-maskplug-score-importance", "--delta"): [],
@@ -118,7 +121,10 @@ COMMAND_OPTIONS = {
     ("fairseq-maskplug-show-examples", "--epoch"): ["DATA"],
 }
 
-#: the source file of each command (the modules without a console script run with python -m)
+#: where the shard options of the producers are defined (tools.sharding.add_shard_options)
+SHARD_OPTIONS = "fairseq_maskplug/tools/sharding.py"
+
+#: the source file(s) of each command (the modules without a console script run with python -m)
 COMMAND_SOURCES = {
     "fairseq-maskplug-evaluate": "fairseq_maskplug/evaluation/evaluate.py",
     "fairseq-maskplug-evaluate-mlm": "fairseq_maskplug/evaluation/evaluate_mlm.py",
@@ -129,7 +135,7 @@ COMMAND_SOURCES = {
     "fairseq-maskplug-retrieve": "preprocess/retrieve.py",
     "fairseq-maskplug-select": "preprocess/select_dsir.py",
     "fairseq-maskplug-pmi-units": "preprocess/pmi_units.py",
-    "fairseq-maskplug-score-pll": "preprocess/score_pll.py",
+    "fairseq-maskplug-score-pll": ("preprocess/score_pll.py", SHARD_OPTIONS),
     "fairseq-maskplug-annotate-importance": "preprocess/annotate_importance.py",
     "fairseq-maskplug-score-importance": "preprocess/score_importance.py",
     "prepare_bart_data": "preprocess/prepare_bart_data.py",
@@ -184,8 +190,9 @@ def command_numeric_options():
     type=number(...))`` in the commands' sources; ``type=int`` / ``type=float`` (no range) is
     reported as ``None``."""
     found = {}
-    for command, source in COMMAND_SOURCES.items():
-        for node in ast.walk(ast.parse((REPO / source).read_text())):
+    for command, sources in COMMAND_SOURCES.items():
+        sources = (sources,) if isinstance(sources, str) else sources
+        for node in (n for source in sources for n in ast.walk(ast.parse((REPO / source).read_text()))):
             if not (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument"):
                 continue
             kind = next((k.value for k in node.keywords if k.arg == "type"), None)

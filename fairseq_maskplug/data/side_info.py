@@ -75,7 +75,7 @@ def token_fingerprint(split_prefix: str, chunks: int = 256, chunk_bytes: int = 4
 
 
 def write_side_info(prefix: str, rows: Iterable, dtype: str = "float64",
-                    tokens_prefix: Optional[str] = None) -> int:
+                    tokens_prefix: Optional[str] = None, extra: Optional[dict] = None) -> int:
     """Write ``rows`` (one 1-D array per token line, ``</s>`` included) atomically.
 
     With ``tokens_prefix`` (the binarized split the rows annotate) the token data's
@@ -84,7 +84,8 @@ def write_side_info(prefix: str, rows: Iterable, dtype: str = "float64",
     before the new files are renamed into place, the index last, so an interrupted
     write never leaves a set of files that looks complete. Every value must fit ``dtype``
     (finite; whole numbers in range for integer types), or nothing is written. ``dtype`` is
-    a name or a NumPy type (``"uint8"`` or ``np.uint8``). Returns the row count.
+    a name or a NumPy type (``"uint8"`` or ``np.uint8``). ``extra`` (with ``tokens_prefix``) adds
+    its items to ``prefix.json`` (a shard's line range and options). Returns the row count.
     """
     try:
         dtype = np.dtype(dtype).name
@@ -115,7 +116,8 @@ def write_side_info(prefix: str, rows: Iterable, dtype: str = "float64",
             with open(tmp + ".json", "w") as f:
                 json.dump({"tokens": os.path.basename(tokens_prefix), "lines": count,
                            "token_fingerprint": token_fingerprint(tokens_prefix),
-                           "files": {suffix: file_record(tmp + suffix) for suffix in (".bin", ".idx")}}, f, indent=1)
+                           "files": {suffix: file_record(tmp + suffix) for suffix in (".bin", ".idx")},
+                           **(extra or {})}, f, indent=1)
         replacing = True
         for suffix in (".idx", ".json"):
             if os.path.exists(prefix + suffix):

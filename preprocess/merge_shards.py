@@ -1,0 +1,54 @@
+"""Write the side-information tracks whose shards independent jobs wrote (``--num-shards N --shard-id I``).
+
+    fairseq-maskplug-merge-shards DATA
+
+finds every ``SPLIT.NAME.shardI-of-N`` part in ``DATA``, checks that the parts of a track are all
+there, complete, made from the split's current token data with one set of options and tiling its
+lines, writes ``SPLIT.NAME.bin/.idx/.json`` (the bytes a single process writes) and removes the
+parts. Under ``torchrun``/``srun`` the producers merge by themselves (rank 0, after a barrier).
+"""
+
+import argparse
+import os
+import sys
+
+from . import HelpFormatter, configure_tool_output, one_line_on_write_failure
+
+
+@one_line_on_write_failure
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="fairseq-maskplug-merge-shards", description=__doc__,
+                                     formatter_class=HelpFormatter)
+    parser.add_argument("data", help="the directory the shards wrote their parts in (the producer's --data)")
+    args = parser.parse_args(argv)
+    configure_tool_output()
+    import numpy as np
+    from fairseq.data.indexed_dataset import MMapIndexedDataset
+
+    from fairseq_maskplug.data.indexed_files import RECOPY, check_indexed_pair
+    from fairseq_maskplug.data.side_info import SideInfoDataset
+    from fairseq_maskplug.data.track_shards import merge_parts, part_prefix, parts_in, split_of
+
+    try:
+        if not os.path.isdir(args.data):
+            raise FileNotFoundError(f"{args.data} is not a directory")
+        found = parts_in(args.data)
+        if not found:
+            raise ValueError(f"{args.data} holds no shard parts (SPLIT.NAME.shardI-of-N.bin/.idx/.json)")
+        for prefix, num_shards in found.items():
+            first = next(part_prefix(prefix, num_shards, i) for i in range(num_shards)
+                         if os.path.exists(part_prefix(prefix, num_shards, i) + ".json"))
+            split_prefix = split_of(first)
+            check_indexed_pair(split_prefix, RECOPY)
+            dtype = np.dtype(SideInfoDataset(first)._index.dtype).name
+            tokens = MMapIndexedDataset(split_prefix)  # alive while its sizes (a view of its mmap) are read
+            lines = merge_parts(prefix, split_prefix, tokens.sizes, num_shards, dtype)
+            print(f"merged {num_shards} shards into {prefix}.bin/.idx ({lines} lines)")
+    except (FileNotFoundError, ValueError, PermissionError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
