@@ -26,20 +26,24 @@ def main(argv=None) -> int:
     from fairseq.data.indexed_dataset import MMapIndexedDataset
 
     from fairseq_maskplug.data.indexed_files import RECOPY, check_indexed_pair
-    from fairseq_maskplug.data.side_info import SideInfoDataset
-    from fairseq_maskplug.data.track_shards import merge_parts, part_prefix, parts_in, split_of
+    from fairseq_maskplug.data.side_info import SideInfoDataset, check_recorded_files
+    from fairseq_maskplug.data.track_shards import finish_merges, merge_parts, part_prefix, parts_in, split_of
 
     try:
         if not os.path.isdir(args.data):
             raise FileNotFoundError(f"{args.data} is not a directory")
+        finished = finish_merges(args.data)
+        for prefix in finished:
+            print(f"removed the parts left by the earlier merge of {prefix}.bin/.idx")
         found = parts_in(args.data)
-        if not found:
+        if not found and not finished:
             raise ValueError(f"{args.data} holds no shard parts (SPLIT.NAME.shardI-of-N.bin/.idx/.json)")
         for prefix, num_shards in found.items():
             first = next(part_prefix(prefix, num_shards, i) for i in range(num_shards)
                          if os.path.exists(part_prefix(prefix, num_shards, i) + ".json"))
             split_prefix = split_of(first)
             check_indexed_pair(split_prefix, RECOPY)
+            check_recorded_files(first, f"remove {first}.* and rerun its shard")  # before it is opened
             dtype = np.dtype(SideInfoDataset(first)._index.dtype).name
             tokens = MMapIndexedDataset(split_prefix)  # alive while its sizes (a view of its mmap) are read
             lines = merge_parts(prefix, split_prefix, tokens.sizes, num_shards, dtype)

@@ -72,13 +72,16 @@ def score(args) -> int:
     from fairseq_maskplug.scoring.pll import PLTScorer, score_in_windows, word_starts_gpt2, word_starts_sentencepiece
 
     from fairseq_maskplug.data.layout import token_data_dir
-    from fairseq_maskplug.data.track_shards import blocks_of, merge_parts, part_done, shard_lines, write_part
+    from fairseq_maskplug.data.track_shards import (blocks_of, finish_merges, merge_parts, part_done, shard_lines,
+                                                    write_part)
     from fairseq_maskplug.tools.sharding import shard_of, use_local_device, wait_for_every_shard
 
     data = token_data_dir(args.data)
     outputs = track_outputs(data, dict.fromkeys(args.splits), [("--name", args.name)])  # before any work
     shard = shard_of(args)
     use_local_device(shard)
+    if shard.merges:
+        finish_merges(data)  # the parts a killed merge left
     model, task, _ = load_checked_model(args.checkpoint, data, args.trust_dictionary,
                                         refuse=CLASSIFIER_TASKS + ("token_importance",),
                                         wanted="a masked-LM checkpoint (guided_mlm, masked_lm, ...)")

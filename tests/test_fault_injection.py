@@ -77,6 +77,8 @@ WRITERS = [
     Writer("pmi-units", lambda w: [tool("pmi-units"), "--data", w / "bin", "--splits", "train", "--word-boundaries",
                                    "whitespace", "--min-count", "2", "--write-lexicon", w / "lexicon.tsv"],
            reads=("bin/train.bin", "bin/train.idx", "bin/dict.txt")),
+    Writer("merge-shards", lambda w: [tool("merge-shards"), w / "sharded"],
+           reads=("sharded/train.plt.shard0-of-2.bin", "sharded/train.plt.shard1-of-2.idx", "sharded/train.idx")),
     Writer("binarize-side-info", lambda w: [tool("binarize-side-info"), "--tokens", w / "train.txt", "--values",
                                             w / "train.values", "--destdir", w / "bin", "--split", "train", "--name",
                                             "flags", "--dtype", "uint8"],
@@ -104,6 +106,11 @@ def inputs(tiny_data, tmp_path_factory):
     check(train(root / "bin", root / "ck", "--max-epoch", "1"))
     shutil.copy(root / "ck" / "checkpoint_last.pt", root / "model.pt")
     shutil.rmtree(root / "ck")
+    shutil.copytree(root / "bin", root / "sharded")
+    for shard in ("0", "1"):  # the parts two jobs wrote, for merge-shards
+        check(subprocess.run([tool("score-pll"), "--checkpoint", root / "model.pt", "--data", root / "sharded",
+                              "--splits", "train", "--word-starts", "token", "--shard-block-lines", "64",
+                              "--num-shards", "2", "--shard-id", shard], capture_output=True, text=True, env=PLAIN))
     return root
 
 

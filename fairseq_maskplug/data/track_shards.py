@@ -12,7 +12,8 @@ Shard ``I`` writes ``PREFIX.shardI-of-N.bin/.idx/.json`` (:func:`part_prefix`) a
 range and the producer's options. A rerun skips a shard whose part is complete and made from the
 same input and options (:func:`part_done`) and refuses one made otherwise. :func:`merge_parts`
 checks that the parts tile the split, writes ``PREFIX`` from their rows (the bytes one process
-writes: the same rows through the same writer) and removes them.
+writes: the same rows through the same writer) and removes them; ``PREFIX.merged.json``, present
+while they are removed, lets :func:`finish_merges` complete a merge killed during that removal.
 """
 
 import glob
@@ -21,6 +22,7 @@ import os
 import re
 from typing import Dict, Iterable, List
 
+from ..common.atomic import write_text
 from ..common.file_records import read_manifest
 from .side_info import SideInfoDataset, check_aligned, check_recorded_files, token_fingerprint, write_side_info
 
@@ -120,10 +122,33 @@ def merge_parts(prefix: str, tokens_prefix: str, token_sizes, num_shards: int, d
                          f"{len(token_sizes)} lines: remove the parts and rerun every shard")
     rows = itertools.chain.from_iterable((part[i].numpy() for i in range(len(part))) for part in parts)
     count = write_side_info(prefix, rows, dtype, tokens_prefix)
-    for shard_id in range(num_shards):
-        for suffix in (".idx", ".json", ".bin"):
-            os.remove(part_prefix(prefix, num_shards, shard_id) + suffix)
+    write_text(prefix + MERGED, f'{{"num_shards": {num_shards}}}\n')
+    _remove_parts(prefix, num_shards)
     return count
+
+
+#: beside a track while the parts it was merged from are removed
+MERGED = ".merged.json"
+
+
+def _remove_parts(prefix: str, num_shards: int) -> None:
+    for shard_id in range(num_shards):
+        for suffix in (".json", ".idx", ".bin"):
+            path = part_prefix(prefix, num_shards, shard_id) + suffix
+            if os.path.exists(path):
+                os.remove(path)
+    os.remove(prefix + MERGED)
+
+
+def finish_merges(directory: str) -> List[str]:
+    """Remove the parts left by merges killed while removing them (their track is whole: it was
+    written before); returns the tracks whose merge this finished."""
+    finished = []
+    for marker in sorted(glob.glob(os.path.join(glob.escape(directory), "*" + MERGED))):
+        prefix = marker[:-len(MERGED)]
+        _remove_parts(prefix, int(read_manifest(marker, f"remove {marker}")["num_shards"]))
+        finished.append(prefix)
+    return finished
 
 
 def parts_in(directory: str) -> Dict[str, int]:
