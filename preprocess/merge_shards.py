@@ -19,32 +19,35 @@ from . import HelpFormatter, configure_tool_output, one_line_on_write_failure
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="fairseq-maskplug-merge-shards", description=__doc__,
                                      formatter_class=HelpFormatter)
-    parser.add_argument("data", help="the directory the shards wrote their parts in (the producer's --data)")
+    parser.add_argument("data", help="the producer's --data: the directory its shards wrote their parts in (a "
+                                     "sentence_prediction root: its input0/)")
     args = parser.parse_args(argv)
     configure_tool_output()
     import numpy as np
     from fairseq.data.indexed_dataset import MMapIndexedDataset
 
     from fairseq_maskplug.data.indexed_files import RECOPY, check_indexed_pair
-    from fairseq_maskplug.data.side_info import SideInfoDataset, check_recorded_files
+    from fairseq_maskplug.data.layout import token_data_dir
+    from fairseq_maskplug.data.side_info import check_recorded_files
     from fairseq_maskplug.data.track_shards import finish_merges, merge_parts, part_prefix, parts_in, split_of
 
     try:
         if not os.path.isdir(args.data):
             raise FileNotFoundError(f"{args.data} is not a directory")
-        finished = finish_merges(args.data)
+        data = token_data_dir(args.data)
+        finished = finish_merges(data)
         for prefix in finished:
             print(f"removed the parts left by the earlier merge of {prefix}.bin/.idx")
-        found = parts_in(args.data)
+        found = parts_in(data)
         if not found and not finished:
-            raise ValueError(f"{args.data} holds no shard parts (SPLIT.NAME.shardI-of-N.bin/.idx/.json)")
+            raise ValueError(f"{data} holds no shard parts (SPLIT.NAME.shardI-of-N.bin/.idx/.json)")
         for prefix, num_shards in found.items():
             first = next(part_prefix(prefix, num_shards, i) for i in range(num_shards)
                          if os.path.exists(part_prefix(prefix, num_shards, i) + ".json"))
             split_prefix = split_of(first)
             check_indexed_pair(split_prefix, RECOPY)
             check_recorded_files(first, f"remove {first}.* and rerun its shard")  # before it is opened
-            dtype = np.dtype(SideInfoDataset(first)._index.dtype).name
+            dtype = np.dtype(MMapIndexedDataset.Index(first + ".idx").dtype).name
             tokens = MMapIndexedDataset(split_prefix)  # alive while its sizes (a view of its mmap) are read
             lines = merge_parts(prefix, split_prefix, tokens.sizes, num_shards, dtype)
             print(f"merged {num_shards} shards into {prefix}.bin/.idx ({lines} lines)")

@@ -47,7 +47,7 @@ def track(data):
     return {p.name: p.read_bytes() for p in sorted(data.glob("train.plt.*"))}
 
 
-@pytest.mark.parametrize("shards", [1, 2, 3])
+@pytest.mark.parametrize("shards", [1, 2, 3, 7])  # 7: more shards than blocks, two of them empty
 def test_shards_merged_give_the_one_process_track_byte_for_byte(scored, tmp_path, shards):
     checkpoint, one, whole = scored
     data = shutil.copytree(one, tmp_path / "data", ignore=shutil.ignore_patterns("train.plt.*"))

@@ -112,10 +112,11 @@ def merge_parts(prefix: str, tokens_prefix: str, token_sizes, num_shards: int, d
                              "overlap or leave a gap; remove the parts and rerun every shard")
         if not part_done(prefix, tokens_prefix, lines, num_shards, shard_id, options):
             raise ValueError(f"shard part {part} is incomplete: rerun shard {shard_id}")
-        side = SideInfoDataset(part)
-        check_aligned(token_sizes[lines.start:lines.stop], side.sizes, split=os.path.basename(tokens_prefix),
-                      name=os.path.basename(part), path=part)
-        parts.append(side)
+        if len(lines):  # a shard of no block (more shards than blocks) wrote an empty part, which cannot be mapped
+            side = SideInfoDataset(part)
+            check_aligned(token_sizes[lines.start:lines.stop], side.sizes, split=os.path.basename(tokens_prefix),
+                          name=os.path.basename(part), path=part)
+            parts.append(side)
         expected_start = lines.stop
     if expected_start != len(token_sizes):
         raise ValueError(f"the {num_shards} parts of {prefix} end at line {expected_start}, but {tokens_prefix} has "
