@@ -8,15 +8,21 @@ P(important); ``</s>`` = 0), the track ``--task selective_mlm`` masks from, and 
 preview ``DATA/SPLIT.NAME.preview.txt`` of the first lines with the tokens the
 selective policy would select (score >= 0.5) in ``[...]``. The corpus must use the
 tagger's dictionary.
+
+In shards (``--num-shards N --shard-id I`` and ``fairseq-maskplug-merge-shards DATA``, or the ranks
+of ``torchrun``/``srun``) as ``score-pll``: batches within blocks of ``--shard-block-lines`` lines,
+so the merged track is the one a single process writes; the preview is shard 0's.
 """
 
 import argparse
+import os
 import sys
 import time
 
 import numpy as np
 
 from fairseq_maskplug.common.option_ranges import number
+from fairseq_maskplug.tools.sharding import add_shard_options
 
 from . import (HelpFormatter, add_checkpoint_options, add_splits, configure_tool_output, import_user_dir,
                one_line_on_write_failure, track_name, track_outputs)
@@ -35,6 +41,7 @@ def parse_args(argv=None):
     parser.add_argument("--gpt2-bpe", default=None,
                         help="GPT-2 BPE directory (encoder.json) of GPT-2 BPE data: the preview shows text, not labels")
     add_checkpoint_options(parser)
+    add_shard_options(parser)
     return parser.parse_args(argv)
 
 
@@ -45,7 +52,8 @@ def main(argv=None) -> int:
     from fairseq_maskplug.scoring.loading import load_tagger
     from fairseq.data import data_utils
     from fairseq_maskplug.data.layout import token_data_dir
-    from fairseq_maskplug.data import write_side_info
+    from fairseq_maskplug.data.track_shards import finish_merges
+    from fairseq_maskplug.tools.sharding import ShardedTrack, line_lengths, shard_of, use_local_device
     from fairseq_maskplug.scoring.preview import preview_symbols, render_marked, throughput, write_preview
     from fairseq_maskplug.scoring.tagger import TokenTagger
 
@@ -53,25 +61,43 @@ def main(argv=None) -> int:
     try:
         import_user_dir(args.user_dir)
         outputs = track_outputs(args.data, args.splits, [("--name", args.name)])
+        shard = shard_of(args)
+        use_local_device(shard)
+        if shard.merges:
+            finish_merges(args.data)  # the parts a killed merge left
         model, head, d = load_tagger(args.checkpoint, args.data, args.trust_dictionary)
         tagger = TokenTagger(model, head, d.bos(), d.eos(), d.pad())
         symbols = preview_symbols(d, args.gpt2_bpe)
     except (FileNotFoundError, ValueError, PermissionError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    checkpoint = os.stat(args.checkpoint)
+    track = ShardedTrack(shard, {"checkpoint": os.path.abspath(args.checkpoint), "checkpoint_bytes": checkpoint.st_size,
+                                 "checkpoint_mtime_ns": checkpoint.st_mtime_ns, "max_tokens": args.max_tokens},
+                         args.shard_block_lines)
     for split, (split_prefix, (prefix,)) in outputs.items():
         tokens = data_utils.load_indexed_dataset(split_prefix, d)
-        lines = [tokens[i].numpy() for i in range(len(tokens))]
+        if track.already_written(prefix, split_prefix, len(tokens), "float64"):
+            print(f"{split}: shard {shard.shard_id} of {shard.num_shards} is already written: skipped")
+            continue
+        lines, scores = [], []
         start = time.perf_counter()
-        scores = tagger.score(lines, args.max_tokens)
+        for block in track.blocks(len(tokens)):  # batches within a block: values that do not depend on the shards
+            lines += [tokens[i].numpy() for i in block]
+            scores += tagger.score(lines[-len(block):], args.max_tokens)
         seconds = time.perf_counter() - start
-        write_side_info(prefix, scores, "float64", tokens_prefix=split_prefix)
-        preview = prefix + ".preview.txt"
-        write_preview(preview, (render_marked([symbols[t] for t in line[:-1]], score[:-1] >= 0.5)
-                                for line, score in zip(lines[:args.preview_lines], scores)))
+        wrote = track.write(prefix, split_prefix, len(tokens), scores, "float64")
+        if shard.shard_id == 0:  # the first lines of the split (with shards: of shard 0's range)
+            preview = prefix + ".preview.txt"
+            write_preview(preview, (render_marked([symbols[t] for t in line[:-1]], score[:-1] >= 0.5)
+                                    for line, score in zip(lines[:args.preview_lines], scores)))
+            wrote += f" and {preview}"
         words = np.concatenate([s[:-1] for s in scores]) if scores else np.zeros(0)
-        print(f"{split}: {throughput('tagged', len(lines), words.size, seconds)}; {np.mean(words >= 0.5):.1%} of "
-              f"the tokens scored >= 0.5; wrote {prefix}.bin/.idx and {preview}")
+        share = f"{np.mean(words >= 0.5):.1%}" if words.size else "-"
+        print(f"{split}: {throughput('tagged', len(lines), words.size, seconds)}; {share} of the tokens scored >= 0.5; "
+              f"wrote {wrote}")
+    for line in track.finish(lambda split_prefix: line_lengths(split_prefix, d), args.data):
+        print(line)
     return 0
 
 

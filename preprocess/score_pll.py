@@ -68,13 +68,11 @@ def main(argv=None) -> int:
 def score(args) -> int:
     from fairseq import data as fdata
     from fairseq_maskplug.tools.checkpoints import CLASSIFIER_TASKS, load_checked_model
-    from fairseq_maskplug.data import write_side_info
     from fairseq_maskplug.scoring.pll import PLTScorer, score_in_windows, word_starts_gpt2, word_starts_sentencepiece
 
     from fairseq_maskplug.data.layout import token_data_dir
-    from fairseq_maskplug.data.track_shards import (blocks_of, finish_merges, merge_parts, part_done, shard_lines,
-                                                    write_part)
-    from fairseq_maskplug.tools.sharding import shard_of, use_local_device, wait_for_every_shard
+    from fairseq_maskplug.data.track_shards import finish_merges
+    from fairseq_maskplug.tools.sharding import ShardedTrack, line_lengths, shard_of, use_local_device
 
     data = token_data_dir(args.data)
     outputs = track_outputs(data, dict.fromkeys(args.splits), [("--name", args.name)])  # before any work
@@ -97,41 +95,29 @@ def score(args) -> int:
         word_starts = np.ones(len(d), dtype=bool)
     scorer = PLTScorer(model, task.mask_idx, d.pad(), word_starts, args.metric)
     checkpoint = os.stat(args.checkpoint)
-    options = {"checkpoint": os.path.abspath(args.checkpoint), "checkpoint_bytes": checkpoint.st_size,
-               "checkpoint_mtime_ns": checkpoint.st_mtime_ns, "metric": args.metric, "word_starts": args.word_starts,
-               "max_tokens": args.max_tokens, "block_lines": args.shard_block_lines}
+    track = ShardedTrack(shard, {"checkpoint": os.path.abspath(args.checkpoint), "checkpoint_bytes": checkpoint.st_size,
+                                 "checkpoint_mtime_ns": checkpoint.st_mtime_ns, "metric": args.metric,
+                                 "word_starts": args.word_starts, "max_tokens": args.max_tokens},
+                         args.shard_block_lines)
     for split_prefix, (prefix,) in outputs.values():
         tokens = fdata.data_utils.load_indexed_dataset(split_prefix, d)
-        mine = shard_lines(len(tokens), shard.num_shards, shard.shard_id, args.shard_block_lines)
-        if shard.num_shards > 1 and part_done(prefix, split_prefix, mine, *shard[:2], options):
+        if track.already_written(prefix, split_prefix, len(tokens), "float64"):
             print(f"shard {shard.shard_id} of {shard.num_shards} of {prefix} is already written: skipped")
             continue
         start = time.perf_counter()
         plts = []
-        for block in blocks_of(mine, args.shard_block_lines):  # batches within a block: a line's values do not depend on the shards
+        for block in track.blocks(len(tokens)):  # batches within a block: values that do not depend on the shards
             lines = [np.concatenate([[d.bos()], tokens[i].numpy()]) for i in block]
             plts += score_in_windows(scorer, lines, (d.bos(), d.eos(), d.pad()), model.max_positions(),
                                      args.max_tokens)
         seconds = time.perf_counter() - start
-        rows = (plt[1:] for plt in plts)  # drop <s>
-        if shard.num_shards == 1:
-            write_side_info(prefix, rows, "float64", tokens_prefix=split_prefix)
-            wrote = f"{prefix}.bin/.idx"
-        else:
-            write_part(prefix, rows, "float64", split_prefix, mine, *shard[:2], options)
-            wrote = f"shard {shard.shard_id} of {shard.num_shards} (lines {mine.start + 1} to {mine.stop})"
+        wrote = track.write(prefix, split_prefix, len(tokens), (plt[1:] for plt in plts), "float64")  # drop <s>
         scored = np.concatenate([plt[1:-1] for plt in plts] or [np.zeros(0)])
         mean = f"{scored.mean():.3f}" if scored.size else "-"
         print(f"scored {len(plts)} sentences ({scored.size} tokens) in {seconds:.1f} s "
               f"({len(plts) / max(seconds, 1e-9):.1f} sentences/s); mean PLT {mean}; wrote {wrote}")
-    wait_for_every_shard(shard)
-    if shard.num_shards > 1 and shard.merges:
-        for split_prefix, (prefix,) in outputs.values():
-            tokens = fdata.data_utils.load_indexed_dataset(split_prefix, d)
-            merge_parts(prefix, split_prefix, tokens.sizes, shard.num_shards, "float64")
-            print(f"merged {shard.num_shards} shards into {prefix}.bin/.idx")
-    elif shard.num_shards > 1:
-        print(f"when every shard is written: fairseq-maskplug-merge-shards {data}")
+    for line in track.finish(lambda split_prefix: line_lengths(split_prefix, d), data):
+        print(line)
     return 0
 
 if __name__ == "__main__":

@@ -182,3 +182,26 @@ def test_checkpoints_whose_training_data_moved_still_score(pipeline, tagger, ann
                "--data", annotated.corpus, "--splits", "valid", "--name", "moved", "--max-tokens", "256"]))
     np.testing.assert_array_equal(np.concatenate(side_rows(annotated.corpus / "valid.moved")),
                                   np.concatenate(side_rows(annotated.corpus / "valid.importance")))
+
+
+def test_annotation_in_shards_is_the_one_process_track(tiny_data, tagger, tmp_path):
+    """2 and 3 shards (300 lines in blocks of 64: shards that do not divide them), merged: the bytes one
+    process writes; shard 0 writes the preview."""
+    import shutil
+
+    def annotate(corpus, *extra):
+        return check(run([BIN / "python", "-m", "preprocess.annotate_importance", "--checkpoint", tagger.checkpoint,
+                          "--data", corpus, "--splits", "train", "--max-tokens", "256", "--shard-block-lines", "64",
+                          *extra]))
+
+    def track(corpus):
+        return {p.name: p.read_bytes() for p in sorted(corpus.glob("train.importance.*")) if "preview" not in p.name}
+
+    whole = shutil.copytree(tiny_data / "bin", tmp_path / "whole")
+    annotate(whole)
+    for shards in (2, 3):
+        corpus = shutil.copytree(tiny_data / "bin", tmp_path / f"shards{shards}")
+        for shard in range(shards):
+            annotate(corpus, "--num-shards", str(shards), "--shard-id", str(shard))
+        check(run([BIN / "fairseq-maskplug-merge-shards", corpus]))
+        assert track(corpus) == track(whole) and (corpus / "train.importance.preview.txt").is_file()

@@ -30,7 +30,8 @@
   temporary too, and every temporary is flushed to disk (fsync) and checked whole before it replaces
   the earlier file (:class:`..common.checkpoint_files.CheckedCheckpointFiles`). A save or copy the
   disk refuses (full, a file-size limit) stops training with one line naming the checkpoint and the
-  bytes written, and leaves no partial file (``torch_persistent_save``).
+  bytes written, and leaves no partial file (``torch_persistent_save``); fairseq retried it three
+  times, 2.5 s apart, on the half-written file and left ``checkpoint_N.pt.tmp``.
 - A binarized split whose ``.bin`` or ``.idx`` is cut short is named with the bytes it lacks before
   fairseq reads it (``load_indexed_dataset``; :mod:`..data.indexed_files`), not reported as a wrong
   token or an ``AttributeError``.

@@ -81,3 +81,70 @@ def wait_for_every_shard(shard: Shard) -> None:
         dist.barrier()
     finally:
         dist.destroy_process_group()
+
+
+def line_lengths(split_prefix: str, dictionary):
+    """The split's line lengths, copied while its dataset (whose memory map they view) is alive."""
+    import numpy as np
+    from fairseq.data import data_utils
+
+    dataset = data_utils.load_indexed_dataset(split_prefix, dictionary)
+    return np.array(dataset.sizes)
+
+
+class ShardedTrack:
+    """A producer's shard of the tracks it writes, one per split: this shard's lines, a skip when its
+    part is already written, its part (or, for one shard, the track), and the merge once every shard
+    has written its part. ``options`` are what the values depend on (recorded in every part and
+    compared on a rerun and at the merge)."""
+
+    def __init__(self, shard: Shard, options: dict, block_lines: int):
+        self.shard, self.block_lines = shard, block_lines
+        self.options = dict(options, block_lines=block_lines)
+        self.written = []  # (track prefix, split prefix, dtype)
+
+    def lines(self, n_lines: int) -> range:
+        from ..data.track_shards import shard_lines
+
+        return shard_lines(n_lines, self.shard.num_shards, self.shard.shard_id, self.block_lines)
+
+    def blocks(self, n_lines: int):
+        """This shard's lines, block by block: a producer forms its batches within one."""
+        from ..data.track_shards import blocks_of
+
+        return blocks_of(self.lines(n_lines), self.block_lines)
+
+    def already_written(self, prefix: str, split_prefix: str, n_lines: int, dtype: str) -> bool:
+        from ..data.track_shards import part_done
+
+        if self.shard.num_shards == 1:
+            return False
+        self.written.append((prefix, split_prefix, dtype))
+        return part_done(prefix, split_prefix, self.lines(n_lines), *self.shard[:2], self.options)
+
+    def write(self, prefix: str, split_prefix: str, n_lines: int, rows, dtype: str) -> str:
+        """Write this shard's rows; returns what was written, for the command's report."""
+        from ..data import write_side_info
+        from ..data.track_shards import write_part
+
+        if self.shard.num_shards == 1:
+            write_side_info(prefix, rows, dtype, tokens_prefix=split_prefix)
+            return f"{prefix}.bin/.idx"
+        lines = self.lines(n_lines)
+        write_part(prefix, rows, dtype, split_prefix, lines, *self.shard[:2], self.options)
+        return f"shard {self.shard.shard_id} of {self.shard.num_shards} (lines {lines.start + 1} to {lines.stop})"
+
+    def finish(self, token_sizes, data: str) -> list:
+        """After the barrier of a launch, the merging rank writes every track from its parts
+        (``token_sizes(split_prefix)``: the split's line lengths); returns what it reports. ``data``:
+        the directory of the parts, for the merge command a job of independent shards is told."""
+        from ..data.track_shards import merge_parts
+
+        wait_for_every_shard(self.shard)
+        if self.shard.num_shards == 1:
+            return []
+        if not self.shard.merges:
+            return [f"when every shard is written: fairseq-maskplug-merge-shards {data}"]
+        for prefix, split_prefix, dtype in self.written:
+            merge_parts(prefix, split_prefix, token_sizes(split_prefix), self.shard.num_shards, dtype)
+        return [f"merged {self.shard.num_shards} shards into {prefix}.bin/.idx" for prefix, _, _ in self.written]
