@@ -4,8 +4,10 @@ fairseq's names: ``--num-shards N --shard-id I`` (independent jobs, e.g. a Slurm
 writes its part, then ``fairseq-maskplug-merge-shards DIR`` writes the track). Without them, a
 ``torchrun`` or ``srun`` launch (:func:`~..integration.launch.detect_launch`, as training reads
 it) makes each rank a shard on GPU ``LOCAL_RANK`` when there are GPUs; rank 0 merges once every
-rank has written its part (a ``torch.distributed`` barrier over gloo). A single process is shard
-0 of 1 and writes the track itself. See :mod:`..data.track_shards` for the parts.
+rank has written its part (a ``torch.distributed`` barrier over gloo, waiting up to
+:data:`BARRIER_TIMEOUT` for the slowest rank: ``torchrun`` stops every rank when one fails; under
+``srun`` give ``--kill-on-bad-exit=1``, or a failed rank leaves rank 0 waiting). A single process
+is shard 0 of 1 and writes the track itself. See :mod:`..data.track_shards` for the parts.
 """
 
 import argparse
@@ -115,6 +117,8 @@ class ShardedTrack:
         return blocks_of(self.lines(n_lines), self.block_lines)
 
     def already_written(self, prefix: str, split_prefix: str, n_lines: int, dtype: str) -> bool:
+        """Note the track ``prefix`` of ``split_prefix`` for the merge (:meth:`finish`), and say whether
+        this shard's part of it is written already (a rerun; a part made otherwise is refused)."""
         from ..data.track_shards import part_done
 
         if self.shard.num_shards == 1:
