@@ -40,7 +40,8 @@ def main(argv=None) -> int:
             print(f"removed the parts left by the earlier merge of {prefix}.bin/.idx")
         found = parts_in(data)
         if not found and not finished:
-            raise ValueError(f"{data} holds no shard parts (SPLIT.NAME.shardI-of-N.bin/.idx/.json)")
+            raise ValueError(f"{data} holds no shard parts (SPLIT.NAME.shardI-of-N.bin/.idx/.json): nothing to merge "
+                             "(a merge removes the parts it merged)")
         for prefix, num_shards in found.items():
             first = next(part_prefix(prefix, num_shards, i) for i in range(num_shards)
                          if os.path.exists(part_prefix(prefix, num_shards, i) + ".json"))
