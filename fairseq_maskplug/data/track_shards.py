@@ -169,5 +169,8 @@ def parts_in(directory: str) -> Dict[str, int]:
 
 def split_of(prefix: str) -> str:
     """The split prefix a track prefix annotates, from its manifest's ``tokens`` (``data/train``)."""
-    manifest = read_manifest(prefix + ".json", f"remove {prefix}.* and rerun")
-    return os.path.join(os.path.dirname(prefix), manifest["tokens"])
+    tokens = read_manifest(prefix + ".json", f"remove {prefix}.* and rerun").get("tokens")
+    if not isinstance(tokens, str):
+        raise ValueError(f"{prefix}.json does not name the split it annotates (no \"tokens\"): remove {prefix}.* and "
+                         "rerun")
+    return os.path.join(os.path.dirname(prefix), tokens)
