@@ -15,7 +15,6 @@ so the merged track is the one a single process writes; the preview is shard 0's
 """
 
 import argparse
-import os
 import sys
 import time
 
@@ -53,7 +52,8 @@ def main(argv=None) -> int:
     from fairseq.data import data_utils
     from fairseq_maskplug.data.layout import token_data_dir
     from fairseq_maskplug.data.track_shards import finish_merges
-    from fairseq_maskplug.tools.sharding import ShardedTrack, line_lengths, shard_of, use_local_device
+    from fairseq_maskplug.tools.sharding import (ShardedTrack, checkpoint_identity, line_lengths, shard_of,
+                                                 use_local_device)
     from fairseq_maskplug.scoring.preview import preview_symbols, render_marked, throughput, write_preview
     from fairseq_maskplug.scoring.tagger import TokenTagger
 
@@ -71,9 +71,7 @@ def main(argv=None) -> int:
     except (FileNotFoundError, ValueError, PermissionError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    checkpoint = os.stat(args.checkpoint)
-    track = ShardedTrack(shard, {"checkpoint": os.path.abspath(args.checkpoint), "checkpoint_bytes": checkpoint.st_size,
-                                 "checkpoint_mtime_ns": checkpoint.st_mtime_ns, "max_tokens": args.max_tokens},
+    track = ShardedTrack(shard, {**checkpoint_identity(args.checkpoint), "max_tokens": args.max_tokens},
                          args.shard_block_lines)
     for split, (split_prefix, (prefix,)) in outputs.items():
         tokens = data_utils.load_indexed_dataset(split_prefix, d)

@@ -19,7 +19,6 @@ the merged track is the one a single process writes, byte for byte; a rerun skip
 """
 
 import argparse
-import os
 import sys
 import time
 
@@ -72,7 +71,8 @@ def score(args) -> int:
 
     from fairseq_maskplug.data.layout import token_data_dir
     from fairseq_maskplug.data.track_shards import finish_merges
-    from fairseq_maskplug.tools.sharding import ShardedTrack, line_lengths, shard_of, use_local_device
+    from fairseq_maskplug.tools.sharding import (ShardedTrack, checkpoint_identity, line_lengths, shard_of,
+                                                 use_local_device)
 
     data = token_data_dir(args.data)
     outputs = track_outputs(data, dict.fromkeys(args.splits), [("--name", args.name)])  # before any work
@@ -94,9 +94,7 @@ def score(args) -> int:
     else:
         word_starts = np.ones(len(d), dtype=bool)
     scorer = PLTScorer(model, task.mask_idx, d.pad(), word_starts, args.metric)
-    checkpoint = os.stat(args.checkpoint)
-    track = ShardedTrack(shard, {"checkpoint": os.path.abspath(args.checkpoint), "checkpoint_bytes": checkpoint.st_size,
-                                 "checkpoint_mtime_ns": checkpoint.st_mtime_ns, "metric": args.metric,
+    track = ShardedTrack(shard, {**checkpoint_identity(args.checkpoint), "metric": args.metric,
                                  "word_starts": args.word_starts, "max_tokens": args.max_tokens},
                          args.shard_block_lines)
     for split_prefix, (prefix,) in outputs.values():

@@ -156,6 +156,16 @@ def check(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
     return result
 
 
+def one_line_error(result, *fragments):
+    """Exit status 2, one error line on stderr holding every fragment, no traceback."""
+    assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-3000:]
+    errors = [line for line in result.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    for fragment in fragments:
+        assert fragment in errors[0], errors[0]
+    return errors[0]
+
+
 def preprocess(destdir: Path, trainpref: Path, validpref: Path = None) -> Path:
     args = [BIN / "fairseq-preprocess", "--only-source", "--trainpref", trainpref,
             "--destdir", destdir, "--workers", "1"]

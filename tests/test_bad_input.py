@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from fairseq_helpers import (BIN, CPU_RUN, REPO, TINY_BART, TINY_ROBERTA, binarize_with_reordered_dictionary, check,
-                             model_params, run, train, write_corpus)
+                             model_params, one_line_error, run, train, write_corpus)
 from test_finetune_e2e import write_task
 
 pytestmark = pytest.mark.e2e
@@ -20,16 +20,6 @@ pytestmark = pytest.mark.e2e
 def maskplug_train(data, save, *extra, task="guided_mlm", criterion="masked_lm", model=TINY_ROBERTA):
     return run([BIN / "fairseq-maskplug-train", data, "--task", task, "--criterion", criterion,
                 "--tokens-per-sample", "32", "--save-dir", save, *model, *CPU_RUN, "--max-epoch", "1", *extra])
-
-
-def one_line_error(result, *fragments):
-    """Exit status 2, one error line on stderr holding every fragment, no traceback."""
-    assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-3000:]
-    errors = [line for line in result.stderr.splitlines() if "error:" in line]
-    assert len(errors) == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
-    for fragment in fragments:
-        assert fragment in errors[0], errors[0]
-    return errors[0]
 
 
 def no_checkpoint(save):

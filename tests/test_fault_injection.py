@@ -36,7 +36,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, example, given, settings, strategies as st
 
-from fairseq_helpers import BIN, REPO, check, train, write_corpus
+from fairseq_helpers import BIN, REPO, check, one_line_error, train
 
 pytestmark = [pytest.mark.e2e, pytest.mark.full]
 
@@ -142,15 +142,6 @@ def run_writer(writer: Writer, tree: Path, **kwargs) -> subprocess.CompletedProc
                           **kwargs)
 
 
-def one_line(result: subprocess.CompletedProcess, *fragments) -> str:
-    assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-3000:]
-    errors = [line for line in result.stderr.splitlines() if "error:" in line]
-    assert len(errors) == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
-    for fragment in fragments:
-        assert fragment in errors[0], errors[0]
-    return errors[0]
-
-
 @pytest.fixture(scope="module")
 def uninterrupted(inputs, tmp_path_factory):
     """Per writer: the tree of an uninterrupted run and its duration in seconds."""
@@ -191,7 +182,7 @@ def test_killed_then_rerun_gives_the_uninterrupted_output(inputs, uninterrupted,
     finished = snapshot(tree, writer) == whole  # killed after it had finished
     rerun = run_writer(writer, tree)
     if finished and rerun.returncode != 0:
-        one_line(rerun)  # nothing left to do (merge-shards: no parts), said in one line
+        one_line_error(rerun)  # nothing left to do (merge-shards: no parts), said in one line
     else:
         check(rerun)
     assert snapshot(tree, writer) == whole
@@ -209,7 +200,7 @@ def test_a_write_limit_is_one_line_and_leaves_the_tree_as_it_was(inputs, tmp_pat
     def limit():
         resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048))
 
-    one_line(run_writer(writer, tree, preexec_fn=limit), "writing ", " failed", "a file-size limit (ulimit -f)")
+    one_line_error(run_writer(writer, tree, preexec_fn=limit), "writing ", " failed", "a file-size limit (ulimit -f)")
     assert snapshot(tree, writer, temporaries=True) == before
 
 
@@ -237,7 +228,7 @@ def test_a_read_file_cut_short_is_named(inputs, tmp_path, name, read, share):
     if damaged.name == "dict.txt" and symbols(kept) == symbols(data):
         check(result)
         return
-    one_line(result, str(damaged))
+    one_line_error(result, str(damaged))
     assert snapshot(tree, writer, temporaries=True) == before
 
 

@@ -6,8 +6,7 @@ import shutil
 
 import pytest
 
-from fairseq_helpers import BIN, check, run, train
-from test_bad_input import one_line_error
+from fairseq_helpers import BIN, check, one_line_error, run, train
 
 pytestmark = pytest.mark.e2e
 BLOCK = ["--shard-block-lines", "64"]  # 300 lines: 5 blocks, which 2 and 3 shards do not divide

@@ -85,6 +85,14 @@ def wait_for_every_shard(shard: Shard) -> None:
         dist.destroy_process_group()
 
 
+def checkpoint_identity(path: str) -> dict:
+    """What a shard records of the checkpoint its values come from: path, size and modification time
+    (a retrained checkpoint at the same path is another one)."""
+    stat = os.stat(path)
+    return {"checkpoint": os.path.abspath(path), "checkpoint_bytes": stat.st_size,
+            "checkpoint_mtime_ns": stat.st_mtime_ns}
+
+
 def line_lengths(split_prefix: str, dictionary):
     """The split's line lengths, copied while its dataset (whose memory map they view) is alive."""
     import numpy as np
