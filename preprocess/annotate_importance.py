@@ -24,7 +24,7 @@ from fairseq_maskplug.common.option_ranges import number
 from fairseq_maskplug.tools.sharding import add_shard_options
 
 from . import (HelpFormatter, add_checkpoint_options, add_splits, configure_tool_output, import_user_dir,
-               one_line_on_write_failure, track_name, track_outputs)
+               one_line_on_write_failure, precision_of, track_name, track_outputs)
 
 
 def parse_args(argv=None):
@@ -55,6 +55,7 @@ def main(argv=None) -> int:
     from fairseq_maskplug.tools.sharding import (ShardedTrack, checkpoint_identity, line_lengths, shard_of,
                                                  use_local_device)
     from fairseq_maskplug.scoring.preview import preview_symbols, render_marked, throughput, write_preview
+    from fairseq_maskplug.scoring.precision import check_precision, inference, precision_device
     from fairseq_maskplug.scoring.tagger import TokenTagger
 
     args.data = token_data_dir(args.data)
@@ -63,6 +64,8 @@ def main(argv=None) -> int:
         outputs = track_outputs(args.data, args.splits, [("--name", args.name)])
         shard = shard_of(args)
         use_local_device(shard)
+        precision, device = precision_of(args), precision_device()
+        check_precision(precision, device)
         if shard.merges:
             finish_merges(args.data)  # the parts a killed merge left
         model, head, d = load_tagger(args.checkpoint, args.data, args.trust_dictionary)
@@ -71,7 +74,8 @@ def main(argv=None) -> int:
     except (FileNotFoundError, ValueError, PermissionError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    track = ShardedTrack(shard, {**checkpoint_identity(args.checkpoint), "max_tokens": args.max_tokens},
+    track = ShardedTrack(shard, {**checkpoint_identity(args.checkpoint), "max_tokens": args.max_tokens,
+                                 "precision": precision},
                          args.shard_block_lines)
     for split, (split_prefix, (prefix,)) in outputs.items():
         tokens = data_utils.load_indexed_dataset(split_prefix, d)
@@ -80,9 +84,10 @@ def main(argv=None) -> int:
             continue
         lines, scores = [], []
         start = time.perf_counter()
-        for block in track.blocks(len(tokens)):  # batches within a block: values that do not depend on the shards
-            lines += [tokens[i].numpy() for i in block]
-            scores += tagger.score(lines[-len(block):], args.max_tokens)
+        with inference(precision, device):
+            for block in track.blocks(len(tokens)):  # batches within a block: values that do not depend on the shards
+                lines += [tokens[i].numpy() for i in block]
+                scores += tagger.score(lines[-len(block):], args.max_tokens)
         seconds = time.perf_counter() - start
         wrote = track.write(prefix, split_prefix, len(tokens), scores, "float64")
         if shard.shard_id == 0:  # the first lines of the split (with shards: of shard 0's range)
@@ -93,7 +98,7 @@ def main(argv=None) -> int:
         words = np.concatenate([s[:-1] for s in scores]) if scores else np.zeros(0)
         share = f"{np.mean(words >= 0.5):.1%}" if words.size else "-"
         print(f"{split}: {throughput('tagged', len(lines), words.size, seconds)}; {share} of the tokens scored >= 0.5; "
-              f"wrote {wrote}")
+              f"{precision}; wrote {wrote}")
     for line in track.finish(lambda split_prefix: line_lengths(split_prefix, d), args.data):
         print(line)
     return 0

@@ -23,7 +23,7 @@ import numpy as np
 from fairseq_maskplug.common.option_ranges import number
 
 from . import (HelpFormatter, add_checkpoint_options, add_splits, configure_tool_output, import_user_dir,
-               one_line_on_write_failure, track_name)
+               one_line_on_write_failure, precision_of, track_name)
 
 
 def parse_args(argv=None):
@@ -61,6 +61,7 @@ def main(argv=None) -> int:
     from fairseq_maskplug.tools.checkpoints import check_writable
     from fairseq_maskplug.data import side_info_prefix
     from fairseq_maskplug.data.layout import sentence_prediction_dir
+    from fairseq_maskplug.scoring.precision import check_precision, inference, precision_device
 
     args.data = sentence_prediction_dir(args.data)
     outputs = {}
@@ -77,6 +78,8 @@ def main(argv=None) -> int:
             for path in (prefix + ".bin", preview):
                 check_writable(path)
             outputs[split] = (split_prefix, prefix, preview)
+        precision, device = precision_of(args), precision_device()
+        check_precision(precision, device)
         model, task, num_classes = load_classifier(args.checkpoint, args.data, args.classification_head_name,
                                                    args.trust_dictionary, args.splits)
         from fairseq_maskplug.scoring.buffer import SentenceClassifier
@@ -87,8 +90,9 @@ def main(argv=None) -> int:
         classifier = SentenceClassifier(model, args.classification_head_name, d.bos(), d.eos(), d.pad())
         for split, (split_prefix, prefix, preview) in outputs.items():
             tokens, classes = load_split(args.data, split, task, num_classes)
-            label_split(args, classifier, model.max_positions() - 2, tokens, classes, symbols, split_prefix, prefix,
-                        preview)
+            with inference(precision, device):
+                label_split(args, classifier, model.max_positions() - 2, tokens, classes, symbols, split_prefix,
+                            prefix, preview)
     except (FileNotFoundError, ValueError, PermissionError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

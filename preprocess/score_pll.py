@@ -28,7 +28,7 @@ from fairseq_maskplug.common.option_ranges import number
 from fairseq_maskplug.tools.sharding import add_shard_options
 
 from . import (HelpFormatter, add_checkpoint_options, add_splits, configure_tool_output, import_user_dir,
-               one_line_on_write_failure, track_name, track_outputs)
+               one_line_on_write_failure, precision_of, track_name, track_outputs)
 
 
 @one_line_on_write_failure
@@ -68,6 +68,8 @@ def score(args) -> int:
     from fairseq import data as fdata
     from fairseq_maskplug.tools.checkpoints import CLASSIFIER_TASKS, load_checked_model
     from fairseq_maskplug.scoring.pll import PLTScorer, score_in_windows, word_starts_gpt2, word_starts_sentencepiece
+    from fairseq_maskplug.scoring.precision import check_precision, inference, precision_device
+    from fairseq_maskplug.scoring.preview import throughput
 
     from fairseq_maskplug.data.layout import token_data_dir
     from fairseq_maskplug.data.track_shards import finish_merges
@@ -78,6 +80,8 @@ def score(args) -> int:
     outputs = track_outputs(data, dict.fromkeys(args.splits), [("--name", args.name)])  # before any work
     shard = shard_of(args)
     use_local_device(shard)
+    precision, device = precision_of(args), precision_device()
+    check_precision(precision, device)
     if shard.merges:
         finish_merges(data)  # the parts a killed merge left
     model, task, _ = load_checked_model(args.checkpoint, data, args.trust_dictionary,
@@ -95,7 +99,8 @@ def score(args) -> int:
         word_starts = np.ones(len(d), dtype=bool)
     scorer = PLTScorer(model, task.mask_idx, d.pad(), word_starts, args.metric)
     track = ShardedTrack(shard, {**checkpoint_identity(args.checkpoint), "metric": args.metric,
-                                 "word_starts": args.word_starts, "max_tokens": args.max_tokens},
+                                 "word_starts": args.word_starts, "max_tokens": args.max_tokens,
+                                 "precision": precision},
                          args.shard_block_lines)
     for split_prefix, (prefix,) in outputs.values():
         tokens = fdata.data_utils.load_indexed_dataset(split_prefix, d)
@@ -104,16 +109,16 @@ def score(args) -> int:
             continue
         start = time.perf_counter()
         plts = []
-        for block in track.blocks(len(tokens)):  # batches within a block: values that do not depend on the shards
-            lines = [np.concatenate([[d.bos()], tokens[i].numpy()]) for i in block]
-            plts += score_in_windows(scorer, lines, (d.bos(), d.eos(), d.pad()), model.max_positions(),
-                                     args.max_tokens)
+        with inference(precision, device):
+            for block in track.blocks(len(tokens)):  # batches within a block: values that do not depend on the shards
+                lines = [np.concatenate([[d.bos()], tokens[i].numpy()]) for i in block]
+                plts += score_in_windows(scorer, lines, (d.bos(), d.eos(), d.pad()), model.max_positions(),
+                                         args.max_tokens)
         seconds = time.perf_counter() - start
         wrote = track.write(prefix, split_prefix, len(tokens), (plt[1:] for plt in plts), "float64")  # drop <s>
         scored = np.concatenate([plt[1:-1] for plt in plts] or [np.zeros(0)])
         mean = f"{scored.mean():.3f}" if scored.size else "-"
-        print(f"scored {len(plts)} sentences ({scored.size} tokens) in {seconds:.1f} s "
-              f"({len(plts) / max(seconds, 1e-9):.1f} sentences/s); mean PLT {mean}; wrote {wrote}")
+        print(f"{throughput('scored', len(plts), scored.size, seconds)}; mean PLT {mean}; {precision}; wrote {wrote}")
     for line in track.finish(lambda split_prefix: line_lengths(split_prefix, d), data):
         print(line)
     return 0

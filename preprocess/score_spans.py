@@ -20,7 +20,7 @@ import numpy as np
 from fairseq_maskplug.common.option_ranges import number
 
 from . import (HelpFormatter, add_checkpoint_options, add_splits, configure_tool_output, import_user_dir,
-               one_line_on_write_failure, track_name, track_outputs)
+               one_line_on_write_failure, precision_of, track_name, track_outputs)
 
 
 
@@ -50,12 +50,15 @@ def main(argv=None) -> int:
     from fairseq.data import data_utils
     from fairseq_maskplug.data import write_side_info
     from fairseq_maskplug.masking.learned_span import choose_learned_spans
+    from fairseq_maskplug.scoring.precision import check_precision, inference, precision_device
     from fairseq_maskplug.scoring.preview import render_marked, throughput, write_preview
 
     try:
         import_user_dir(args.user_dir)
         outputs = track_outputs(args.data, args.splits, [("--start-name", args.start_name),
                                                           ("--end-name", args.end_name)])
+        precision, device = precision_of(args), precision_device()
+        check_precision(precision, device)
         scorer, d = load_scorer(args.checkpoint, args.data, args.trust_dictionary)
     except (FileNotFoundError, ValueError, PermissionError) as error:
         print(f"error: {error}", file=sys.stderr)
@@ -64,7 +67,8 @@ def main(argv=None) -> int:
         tokens = data_utils.load_indexed_dataset(split_prefix, d)
         lines = [tokens[i].numpy() for i in range(len(tokens))]
         began = time.perf_counter()
-        starts, ends = scorer.start_end(lines, args.max_tokens)
+        with inference(precision, device):
+            starts, ends = scorer.start_end(lines, args.max_tokens)
         seconds = time.perf_counter() - began
         for prefix, rows in zip(prefixes, (starts, ends)):
             write_side_info(prefix, rows, "float64", tokens_prefix=split_prefix)

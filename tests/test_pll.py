@@ -58,7 +58,7 @@ def test_cli_writes_aligned_plt(tiny_data, trained, tmp_path):
     shutil.copytree(tiny_data / "bin", data)
     result = check(run([BIN / "python", "-m", "preprocess.score_pll", "--checkpoint", checkpoint,
                         "--data", data, "--splits", "valid", "train", "--word-starts", "token"]))
-    assert result.stdout.count("sentences/s") == 2  # both splits, the model loaded once
+    assert result.stdout.count("tokens/s") == 2  # both splits, the model loaded once
     for split in ("valid", "train"):
         plt = SideInfoDataset(str(data / f"{split}.plt"))
         tokens = data_utils.load_indexed_dataset(str(data / split), Dictionary.load(str(data / "dict.txt")))

@@ -109,7 +109,7 @@ def test_pll_scores_and_salient_spans_on_the_release_s_bpe(release_data, tmp_pat
     scored = check(run([BIN / "python", "-m", "preprocess.score_pll", "--checkpoint", release / "model.pt",
                         "--data", work / "data" / "mr" / "input0", "--split", "valid", "--name", "plt_try",
                         "--word-starts", "gpt2", *bpe]))
-    assert "scored 40 sentences" in scored.stdout
+    assert "scored 40 lines" in scored.stdout
     from fairseq_maskplug.data import SideInfoDataset
     track = SideInfoDataset(str(work / "data" / "mr" / "input0" / "valid.plt_try"))
     values = np.concatenate([track[i].numpy() for i in range(len(track))])

@@ -24,7 +24,10 @@ class FramedHeadModel:
     @torch.no_grad()
     def logits(self, inputs: List[np.ndarray]) -> torch.Tensor:
         width = max(len(x) for x in inputs) + 2
-        batch = torch.full((len(inputs), width), self.pad, dtype=torch.long)
+        batch = np.full((len(inputs), width), self.pad, dtype=np.int64)  # numpy: row writes cost less than in torch
+        batch[:, 0] = self.bos
         for row, x in enumerate(inputs):
-            batch[row, :len(x) + 2] = torch.as_tensor(np.concatenate([[self.bos], x, [self.eos]]))
-        return self.model(batch.to(self.device), features_only=True, classification_head_name=self.head_name)[0]
+            batch[row, 1:len(x) + 1] = x
+            batch[row, len(x) + 1] = self.eos
+        return self.model(torch.from_numpy(batch).to(self.device), features_only=True,
+                          classification_head_name=self.head_name)[0]

@@ -68,11 +68,24 @@ def add_user_dir(parser: argparse.ArgumentParser) -> None:
 
 
 def add_checkpoint_options(parser: argparse.ArgumentParser) -> None:
-    """What every command loading a checkpoint takes: ``--trust-dictionary`` and ``--user-dir``."""
+    """What every scoring command (a frozen model's forwards) takes: ``--trust-dictionary``,
+    ``--user-dir`` and ``--fp16``/``--bf16`` (read with :func:`precision_of`)."""
     parser.add_argument("--trust-dictionary", action="store_true",
                         help="skip the dictionary check where the checkpoint records no dictionary and its "
                              "training data is not found")
     add_user_dir(parser)
+    precision = parser.add_mutually_exclusive_group()
+    precision.add_argument("--fp16", action="store_true",
+                           help="forwards under autocast to float16 (a CUDA GPU only); scores differ from fp32 by "
+                                "half precision's rounding")
+    precision.add_argument("--bf16", action="store_true",
+                           help="forwards under autocast to bfloat16 (a GPU that supports it, or the CPU); scores "
+                                "differ from fp32 by its rounding")
+
+
+def precision_of(args) -> str:
+    """``fp16``, ``bf16`` or ``fp32``: the number format :func:`add_checkpoint_options`' flags chose."""
+    return "fp16" if args.fp16 else "bf16" if args.bf16 else "fp32"
 
 
 def add_splits(parser: argparse.ArgumentParser, default, what: str) -> None:
