@@ -11,6 +11,11 @@ classifier gets right, and writes atomically
   the training data of ``--task token_importance``;
 - ``DATA/input0/SPLIT.NAME.preview.txt``: each sentence with its important subwords in
   ``[...]`` (misclassified sentences are shown as not scored).
+
+In shards (``--num-shards N --shard-id I``, or the ranks of a torchrun/srun launch) as every
+producer: the buffer runs block by block (``--shard-block-lines``), so the labels do not depend on
+the shards; ``fairseq-maskplug-merge-shards DATA`` or rank 0 writes the track; the preview is shard
+0's lines (docs/scale.md).
 """
 
 import argparse
@@ -21,6 +26,7 @@ import time
 import numpy as np
 
 from fairseq_maskplug.common.option_ranges import number
+from fairseq_maskplug.tools.sharding import add_shard_options
 
 from . import (HelpFormatter, add_checkpoint_options, add_splits, configure_tool_output, import_user_dir,
                one_line_on_write_failure, precision_of, track_name)
@@ -45,6 +51,7 @@ def parse_args(argv=None):
     parser.add_argument("--gpt2-bpe", default=None,
                         help="GPT-2 BPE directory (encoder.json) of GPT-2 BPE data: the preview shows text, not labels")
     add_checkpoint_options(parser)
+    add_shard_options(parser)
     args = parser.parse_args(argv)
     args.splits = list(dict.fromkeys(args.splits))
     if args.preview and len(args.splits) > 1:
@@ -62,6 +69,9 @@ def main(argv=None) -> int:
     from fairseq_maskplug.data import side_info_prefix
     from fairseq_maskplug.data.layout import sentence_prediction_dir
     from fairseq_maskplug.scoring.precision import check_precision, inference, precision_device
+    from fairseq_maskplug.data.track_shards import finish_merges
+    from fairseq_maskplug.tools.sharding import (ShardedTrack, checkpoint_identity, line_lengths, shard_of,
+                                                 use_local_device)
 
     args.data = sentence_prediction_dir(args.data)
     outputs = {}
@@ -78,8 +88,12 @@ def main(argv=None) -> int:
             for path in (prefix + ".bin", preview):
                 check_writable(path)
             outputs[split] = (split_prefix, prefix, preview)
+        shard = shard_of(args)
+        use_local_device(shard)
         precision, device = precision_of(args), precision_device()
         check_precision(precision, device)
+        if shard.merges:
+            finish_merges(os.path.join(args.data, "input0"))  # the parts a killed merge left
         model, task, num_classes = load_classifier(args.checkpoint, args.data, args.classification_head_name,
                                                    args.trust_dictionary, args.splits)
         from fairseq_maskplug.scoring.buffer import SentenceClassifier
@@ -88,50 +102,70 @@ def main(argv=None) -> int:
         d = task.source_dictionary
         symbols = preview_symbols(d, args.gpt2_bpe)
         classifier = SentenceClassifier(model, args.classification_head_name, d.bos(), d.eos(), d.pad())
+        track = ShardedTrack(shard, {**checkpoint_identity(args.checkpoint), "delta": args.delta,
+                                     "batch_size": args.batch_size, "max_tokens": args.max_tokens,
+                                     "head": args.classification_head_name, "precision": precision},
+                             args.shard_block_lines)
         for split, (split_prefix, prefix, preview) in outputs.items():
             tokens, classes = load_split(args.data, split, task, num_classes)
+            if track.already_written(prefix, split_prefix, len(tokens), "uint8"):
+                print(f"{split}: shard {shard.shard_id} of {shard.num_shards} is already written: skipped")
+                continue
             with inference(precision, device):
                 label_split(args, classifier, model.max_positions() - 2, tokens, classes, symbols, split_prefix,
-                            prefix, preview)
+                            prefix, preview, track)
+        for line in track.finish(lambda split_prefix: line_lengths(split_prefix, d),
+                                 os.path.join(args.data, "input0")):
+            print(line)
     except (FileNotFoundError, ValueError, PermissionError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     return 0
 
 
-def label_split(args, classifier, longest, tokens, classes, symbols, split_prefix, prefix, preview) -> None:
-    """Score one split with the buffer (Gu et al. 2020, Eq. 1-2) and write its track and preview;
-    ``longest`` tokens of a line fit the model besides <s> and </s>."""
-    from fairseq_maskplug.data import write_side_info
+def label_split(args, classifier, longest, tokens, classes, symbols, split_prefix, prefix, preview,
+                track) -> None:
+    """Score this shard's lines of one split with the buffer (Gu et al. 2020, Eq. 1-2), block by block, and
+    write its track (or part) and preview; ``longest`` tokens of a line fit the model besides <s> and </s>."""
     from fairseq_maskplug.scoring.buffer import buffer_importance
     from fairseq_maskplug.scoring.preview import render_marked, write_preview
 
-    lines = [tokens[i].numpy() for i in range(len(tokens))]
-    sentences = [line[:-1][:longest] for line in lines]  # drop </s>; longer lines: the rest stays 0
+    lines, sentences, importance, scored = [], [], [], [np.zeros(0, dtype=bool)]
     calls = classifier.calls
     start = time.perf_counter()
-    importance, scored = buffer_importance(sentences, classes, classifier, args.delta, args.batch_size,
-                                          args.max_tokens)
+    for block in track.blocks(len(tokens)):  # pools within a block: labels that do not depend on the shards
+        lines += [tokens[i].numpy() for i in block]
+        sentences += [line[:-1][:longest] for line in lines[-len(block):]]  # drop </s>; the rest of longer lines: 0
+        marks, ok = buffer_importance(sentences[-len(block):], [classes[i] for i in block], classifier, args.delta,
+                                      args.batch_size, args.max_tokens)
+        importance += marks
+        scored.append(ok)
+    scored = np.concatenate(scored)
     seconds = time.perf_counter() - start
     rows = []
     for line, marks in zip(lines, importance):
         row = np.zeros(len(line), dtype=np.uint8)
         row[:len(marks)] = marks
         rows.append(row)
-    write_side_info(prefix, rows, "uint8", tokens_prefix=split_prefix)
+    wrote = track.write(prefix, split_prefix, len(tokens), rows, "uint8")
+
     def preview_line(line, row, ok, label):
         text = render_marked([symbols[t] for t in line[:-1]], row[:-1])
         return f"{label}\t{text}" if ok else f"{label}\t(misclassified, not scored)\t{text}"
 
-    write_preview(preview, (preview_line(*row) for row in zip(lines, rows, scored, classes)))
+    if track.shard.shard_id == 0:  # with shards: shard 0's lines
+        labels = [classes[i] for i in track.lines(len(tokens))]
+        write_preview(preview, (preview_line(*row) for row in zip(lines, rows, scored, labels)))
+        wrote += f" and {preview}"
     n_tokens = sum(len(s) for s, ok in zip(sentences, scored) if ok)
     n_important = sum(int(m.sum()) for m in importance)
     truncated = sum(len(line) - 1 > longest for line in lines)
-    print(f"scored {len(lines)} sentences in {seconds:.1f} s ({len(lines) / seconds:.1f} sentences/s, "
-          f"{classifier.calls - calls} forwards); {scored.mean():.1%} classified correctly and scored; "
+    share = f"{scored.mean():.1%}" if scored.size else "-"
+    print(f"scored {len(lines)} sentences in {seconds:.1f} s ({len(lines) / max(seconds, 1e-9):.1f} sentences/s, "
+          f"{classifier.calls - calls} forwards); {share} classified correctly and scored; "
           f"{n_important} of their {n_tokens} tokens important ({n_important / max(n_tokens, 1):.1%})"
           + (f"; {truncated} sentences longer than {longest} tokens scored in part" if truncated else ""))
-    print(f"wrote {prefix}.bin/.idx and {preview}")
+    print(f"wrote {wrote}")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,10 @@ model; the corpus must use its dictionary. For each split writes atomically
 logit per token, ``</s>`` = 0, fingerprinted against the tokens), and a preview
 ``DATA/SPLIT.span_start.preview.txt`` of the first lines with the top-1 span (at most
 ``--max-length`` tokens, as the policy's default) in ``[...]``.
+
+In shards (``--num-shards N --shard-id I``, or the ranks of a torchrun/srun launch) as every
+producer: both tracks of a shard are one part each, merged by ``fairseq-maskplug-merge-shards DATA``
+or by rank 0; the preview is shard 0's (docs/scale.md).
 """
 
 import argparse
@@ -18,6 +22,7 @@ import time
 import numpy as np
 
 from fairseq_maskplug.common.option_ranges import number
+from fairseq_maskplug.tools.sharding import add_shard_options
 
 from . import (HelpFormatter, add_checkpoint_options, add_splits, configure_tool_output, import_user_dir,
                one_line_on_write_failure, precision_of, track_name, track_outputs)
@@ -39,6 +44,7 @@ def parse_args(argv=None):
     parser.add_argument("--preview-lines", type=number("[0, inf)", int),
                         default=200, help="lines shown in the preview file")
     add_checkpoint_options(parser)
+    add_shard_options(parser)
     return parser.parse_args(argv)
 
 
@@ -48,31 +54,45 @@ def main(argv=None) -> int:
     configure_tool_output()
     from fairseq_maskplug.scoring.loading import load_scorer
     from fairseq.data import data_utils
-    from fairseq_maskplug.data import write_side_info
     from fairseq_maskplug.masking.learned_span import choose_learned_spans
     from fairseq_maskplug.scoring.precision import check_precision, inference, precision_device
     from fairseq_maskplug.scoring.preview import render_marked, throughput, write_preview
+    from fairseq_maskplug.data.track_shards import finish_merges
+    from fairseq_maskplug.tools.sharding import (ShardedTrack, checkpoint_identity, line_lengths, shard_of,
+                                                 use_local_device)
 
     try:
         import_user_dir(args.user_dir)
         outputs = track_outputs(args.data, args.splits, [("--start-name", args.start_name),
                                                           ("--end-name", args.end_name)])
+        shard = shard_of(args)
+        use_local_device(shard)
         precision, device = precision_of(args), precision_device()
         check_precision(precision, device)
+        if shard.merges:
+            finish_merges(args.data)  # the parts a killed merge left
         scorer, d = load_scorer(args.checkpoint, args.data, args.trust_dictionary)
     except (FileNotFoundError, ValueError, PermissionError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    track = ShardedTrack(shard, {**checkpoint_identity(args.checkpoint), "max_tokens": args.max_tokens,
+                                 "precision": precision}, args.shard_block_lines)
     for split, (split_prefix, prefixes) in outputs.items():
         tokens = data_utils.load_indexed_dataset(split_prefix, d)
-        lines = [tokens[i].numpy() for i in range(len(tokens))]
+        if all([track.already_written(prefix, split_prefix, len(tokens), "float64") for prefix in prefixes]):
+            print(f"{split}: shard {shard.shard_id} of {shard.num_shards} is already written: skipped")
+            continue
+        lines, starts, ends = [], [], []
         began = time.perf_counter()
         with inference(precision, device):
-            starts, ends = scorer.start_end(lines, args.max_tokens)
+            for block in track.blocks(len(tokens)):  # batches within a block: values that do not depend on the shards
+                lines += [tokens[i].numpy() for i in block]
+                block_starts, block_ends = scorer.start_end(lines[-len(block):], args.max_tokens)
+                starts += block_starts
+                ends += block_ends
         seconds = time.perf_counter() - began
-        for prefix, rows in zip(prefixes, (starts, ends)):
-            write_side_info(prefix, rows, "float64", tokens_prefix=split_prefix)
-        preview = prefixes[0] + ".preview.txt"
+        wrote = [track.write(prefix, split_prefix, len(tokens), rows, "float64")
+                 for prefix, rows in zip(prefixes, (starts, ends))]
         lengths, shown = [], []
         for k, (line, start, end) in enumerate(zip(lines, starts, ends)):
             maskable = line != d.eos()
@@ -84,11 +104,15 @@ def main(argv=None) -> int:
                 marked = np.zeros(len(line), dtype=bool)
                 marked[i:j + 1] = True
                 shown.append(render_marked([d[t] for t in line[:-1]], marked[:-1]))
-        write_preview(preview, shown)
+        if shard.shard_id == 0:  # the first lines of the split (with shards: of shard 0's range)
+            preview = prefixes[0] + ".preview.txt"
+            write_preview(preview, shown)
+            wrote.append(preview)
         words = sum(len(line) - 1 for line in lines)
         print(f"{split}: {throughput('scored', len(lines), words, seconds)}; top-1 spans hold "
-              f"{np.mean(lengths or [0]):.2f} tokens on average; wrote {prefixes[0]}, {prefixes[1]} (.bin/.idx) "
-              f"and {preview}")
+              f"{np.mean(lengths or [0]):.2f} tokens on average; {precision}; wrote {', '.join(wrote)}")
+    for line in track.finish(lambda split_prefix: line_lengths(split_prefix, d), args.data):
+        print(line)
     return 0
 
 

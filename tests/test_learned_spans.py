@@ -2,6 +2,8 @@
 learned_span policy (layer 1), answer labels from character offsets, and the supervised
 policy trained by real fairseq-train on a planted rule, applied by score_spans."""
 
+import shutil
+
 import numpy as np
 import torch
 import pytest
@@ -245,6 +247,31 @@ def test_supervised_policy_learns_the_planted_rule_on_held_out_text(rule_policy)
     assert "top-1 spans hold" in scored.stdout
     preview = (root / "bin" / "test.span_start.preview.txt").read_text().splitlines()
     assert len(preview) == len(lines) and sum("by [" in line for line in preview) >= 0.9 * len(lines)
+
+
+@pytest.mark.e2e
+@pytest.mark.full
+def test_score_spans_in_shards_merges_into_the_one_process_tracks(rule_policy, tmp_path):
+    root = rule_policy[0]
+    scores = ["--checkpoint", root / "ckpt" / "checkpoint_last.pt", "--splits", "test", "--shard-block-lines", "64"]
+
+    def tracks(data):
+        return {p.name: p.read_bytes() for p in sorted(data.glob("test.span_*")) if "preview" not in p.name}
+
+    one = shutil.copytree(root / "bin", tmp_path / "one", ignore=shutil.ignore_patterns("test.span_*"))
+    check(run([BIN / "fairseq-maskplug-score-spans", "--data", one, *scores]))
+    whole = tracks(one)
+    assert len(whole) == 6  # start and end: .bin, .idx, .json
+    for shards in (2, 3):  # 200 lines: 4 blocks of 64, which 3 shards do not divide
+        data = shutil.copytree(one, tmp_path / f"shards{shards}", ignore=shutil.ignore_patterns("test.span_*"))
+        for shard in range(shards):
+            check(run([BIN / "fairseq-maskplug-score-spans", "--data", data, *scores, "--num-shards", shards,
+                       "--shard-id", shard]))
+        rerun = check(run([BIN / "fairseq-maskplug-score-spans", "--data", data, *scores, "--num-shards", shards,
+                           "--shard-id", 1]))
+        assert "is already written: skipped" in rerun.stdout
+        check(run([BIN / "fairseq-maskplug-merge-shards", data]))
+        assert tracks(data) == whole and not list(data.glob("*shard*"))
 
 
 @pytest.mark.e2e

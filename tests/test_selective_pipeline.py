@@ -205,3 +205,30 @@ def test_annotation_in_shards_is_the_one_process_track(tiny_data, tagger, tmp_pa
             annotate(corpus, "--num-shards", str(shards), "--shard-id", str(shard))
         check(run([BIN / "fairseq-maskplug-merge-shards", corpus]))
         assert track(corpus) == track(whole) and (corpus / "train.importance.preview.txt").is_file()
+
+
+def test_downstream_mask_in_shards_is_the_one_process_track(pipeline, tmp_path):
+    """score-importance in 2 and 3 shards (300 lines in blocks of 64), merged from the sentence_prediction root:
+    the bytes one process writes; a rerun skips a written shard."""
+    import shutil
+
+    def score(task, *extra):
+        return check(run([BIN / "python", "-m", "preprocess.score_importance", "--checkpoint", pipeline.classifier,
+                          "--data", task, "--splits", "train", "--batch-size", "16", "--shard-block-lines", "64",
+                          "--name", "sharded", *extra]))
+
+    def track(task):
+        return {p.name: p.read_bytes() for p in sorted((task / "input0").glob("train.sharded.*"))
+                if "preview" not in p.name}
+
+    whole = shutil.copytree(pipeline.task, tmp_path / "whole")
+    score(whole)
+    assert len(track(whole)) == 3
+    for shards in (2, 3):
+        task = shutil.copytree(pipeline.task, tmp_path / f"shards{shards}")
+        for shard in range(shards):
+            score(task, "--num-shards", str(shards), "--shard-id", str(shard))
+        assert "is already written: skipped" in score(task, "--num-shards", str(shards), "--shard-id", "0").stdout
+        check(run([BIN / "fairseq-maskplug-merge-shards", task]))
+        assert track(task) == track(whole) and (task / "input0" / "train.sharded.preview.txt").is_file()
+        assert not list((task / "input0").glob("*shard*-of-*"))
