@@ -7,9 +7,11 @@ distribution (an MR sentence has about 20). Both backends use the package's anal
 Lucene scoring; the top-``--top-k`` documents of every reference query must be identical.
 rank-bm25 scores in pure Python (about half a second per query at 100k documents), so it
 answers only the first ``--reference-queries`` queries. Also reported: index build time and
-size, and the peak memory of the indexing command (the largest so far). ``--scale N`` also builds an index of N
-documents and reports its build time, size and queries/s. The last line is
-``ratio=<bm25s / rank_bm25 queries per second> qps=<bm25s queries per second>``.
+size, and the peak memory of the indexing command (the largest so far), and, in one process, the searcher's
+scoring over the query terms' postings against bm25s's dense scoring (one float per document; the top-k
+must be identical). ``--scale N`` also builds an index of N documents and reports its build time, size,
+queries/s and the same comparison. The last line is ``ratio=<bm25s / rank_bm25 queries per second>
+qps=<bm25s queries per second> postings=<postings / dense queries per second>``.
 
     python benchmarks/bench_bm25.py                     # about 2 minutes on 2 cores
     python benchmarks/bench_bm25.py --scale 1000000     # plus a 1M-document index
@@ -34,6 +36,7 @@ sys.path.insert(0, str(REPO))
 from fairseq_maskplug.retrieval import Analyser, Bm25sSearcher, RankBm25Searcher  # noqa: E402
 from fairseq_maskplug.retrieval.index import index_bytes  # noqa: E402
 from fairseq_maskplug.retrieval.run import retrieve  # noqa: E402
+from fairseq_maskplug.retrieval.search import top_k  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from smoke import add_smoke_option, shrink  # noqa: E402
@@ -70,6 +73,23 @@ def build(corpus: Path, index: Path, n_docs: int) -> dict:
     return {"seconds": seconds, "bytes": size}
 
 
+def postings_against_dense(searcher, queries, k: int, label: str) -> float:
+    """One process, the same queries: the searcher's postings scoring against top-k over bm25s's dense
+    scores (asserted identical); prints both queries/s and returns their ratio."""
+    seconds = {}
+    ways = (("dense", lambda q: top_k(searcher.scores(q), k)), ("postings", lambda q: searcher.search(q, k)))
+    for name, search in ways:
+        started = time.perf_counter()
+        seconds[name] = [search(q) for q in queries], time.perf_counter() - started
+    for (a, x), (b, y) in zip(seconds["dense"][0], seconds["postings"][0]):
+        if not (np.array_equal(a, b) and np.array_equal(x, y)):
+            raise SystemExit("error: postings scoring and dense scoring disagree on a top-k")
+    dense, postings = (len(queries) / seconds[name][1] for name in ("dense", "postings"))
+    print(f"{label}: one process, {len(queries)} queries, top {k}: dense {dense:,.0f} queries/s, postings "
+          f"{postings:,.0f} queries/s ({postings / dense:.2f}x); identical top-{k}", flush=True)
+    return postings / dense
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--docs", type=int, default=100_000)
@@ -99,6 +119,7 @@ def main() -> int:
         fast_qps = len(queries) / (time.perf_counter() - started)
         print(f"bm25s: {fast_qps:,.0f} queries/s ({len(queries)} queries, top {args.top_k}, "
               f"{args.workers} processes)", flush=True)
+        postings = postings_against_dense(fast, queries[:500], args.top_k, f"{args.docs:,} documents")
 
         started = time.perf_counter()
         reference = RankBm25Searcher(str(corpus), Analyser(), 1.2, 0.75, progress=False)
@@ -133,7 +154,8 @@ def main() -> int:
             retrieve(scaled, sample, args.top_k, args.workers, progress=False)
             print(f"bm25s at {args.scale:,} documents: {len(sample) / (time.perf_counter() - started):,.0f} "
                   f"queries/s ({len(sample)} queries)", flush=True)
-        print(f"ratio={fast_qps / ref_qps:.1f} qps={fast_qps:.0f}")
+            postings_against_dense(scaled, sample[:200], args.top_k, f"{args.scale:,} documents")
+        print(f"ratio={fast_qps / ref_qps:.1f} qps={fast_qps:.0f} postings={postings:.2f}")
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)

@@ -1,7 +1,9 @@
 """The two BM25 backends and the shared top-K: the same documents in the same order from both.
 
-* ``bm25s``: the chunked index of :mod:`.index`, opened with ``bm25s.BM25.load(mmap=True)``
-  and scored by bm25s (a sum of each query term's precomputed, float32 posting scores).
+* ``bm25s``: the chunked index of :mod:`.index`, opened with ``bm25s.BM25.load(mmap=True)``; a
+  query is scored over its terms' postings (:func:`posting_scores`: a sum of each query term's
+  precomputed, float32 posting scores, in the order bm25s sums them, without bm25s's vector of one
+  float per document).
 * ``rank_bm25``: ``rank_bm25.BM25Okapi`` over the analysed corpus in memory, with its idf
   replaced by Lucene's and its scores divided by ``k1 + 1`` (Lucene 8 has no ``k1 + 1``
   factor), in float64. It re-reads the corpus every run: a reference, and a fallback for
@@ -38,6 +40,34 @@ def top_k(scores: np.ndarray, k: int) -> Tuple[np.ndarray, np.ndarray]:
     return docs[order], scores[docs[order]]
 
 
+def posting_scores(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray,
+                   term_ids: List[int]) -> Tuple[np.ndarray, np.ndarray]:
+    """``(documents, scores)`` of the documents holding a query term, from a CSC index (a column of posting
+    scores per term): each document's posting scores summed in the query's term order, in the index's dtype,
+    as bm25s sums them into its vector of one float per document, but over the postings alone: a query's
+    cost follows its postings, not the number of documents. A repeated term counts twice (bm25s too)."""
+    if not term_ids:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=data.dtype)
+    spans = [(int(indptr[t]), int(indptr[t + 1])) for t in term_ids]
+    docs = np.concatenate([indices[start:end] for start, end in spans])
+    values = np.concatenate([data[start:end] for start, end in spans])
+    found, where = np.unique(docs, return_inverse=True)
+    sums = np.zeros(len(found), dtype=data.dtype)
+    np.add.at(sums, where, values)  # in posting order: each document's terms in query order
+    return found.astype(np.int64), sums
+
+
+def top_k_of(docs: np.ndarray, scores: np.ndarray, k: int) -> Tuple[np.ndarray, np.ndarray]:
+    """:func:`top_k` of sparse scores (``docs`` with their ``scores``; every other document 0): the same
+    documents in the same order."""
+    if k < 1:
+        raise ValueError(f"--top-k must be >= 1, got {k}")
+    positive = scores > 0
+    docs, scores = docs[positive], scores[positive]
+    order = np.lexsort((docs, -scores))[:k]
+    return docs[order], scores[order]
+
+
 class Bm25sSearcher:
     """Queries against an index directory written by :func:`~.index.build_index`."""
 
@@ -62,7 +92,9 @@ class Bm25sSearcher:
         return self.model.get_scores_from_ids(ids)
 
     def search(self, query: str, k: int) -> Tuple[np.ndarray, np.ndarray]:
-        return top_k(self.scores(query), k)
+        """The top ``k`` from the query terms' postings (:func:`posting_scores`), no per-document vector."""
+        index = self.model.scores
+        return top_k_of(*posting_scores(index["data"], index["indices"], index["indptr"], self.term_ids(query)), k)
 
 
 class RankBm25Searcher:
