@@ -11,7 +11,8 @@ size, and the peak memory of the indexing command (the largest so far), and, in 
 scoring over the query terms' postings against bm25s's dense scoring (one float per document; the top-k
 must be identical). ``--scale N`` also builds an index of N documents and reports its build time, size,
 queries/s and the same comparison. The last line is ``ratio=<bm25s / rank_bm25 queries per second>
-qps=<bm25s queries per second> postings=<postings / dense queries per second>``.
+qps=<bm25s queries per second> postings=<postings / dense queries per second> postings_rare=<the same for
+queries of 5 uniformly drawn, mostly rare, words>``.
 
     python benchmarks/bench_bm25.py                     # about 2 minutes on 2 cores
     python benchmarks/bench_bm25.py --scale 1000000     # plus a 1M-document index
@@ -111,6 +112,7 @@ def main() -> int:
         words, p = zipf_words(args.vocab)
         rng = np.random.default_rng(1)
         queries = [" ".join(words[rng.choice(args.vocab, size=20, p=p)]) for _ in range(args.queries)]
+        rare = [" ".join(words[rng.choice(args.vocab, size=5)]) for _ in range(500)]  # 5 words, uniform: rare terms
         build(corpus, work / "index", args.docs)
         fast = Bm25sSearcher(str(work / "index"), Analyser())
         retrieve(fast, queries[:args.workers * 64], args.top_k, args.workers, progress=False)  # warm the page cache
@@ -119,7 +121,8 @@ def main() -> int:
         fast_qps = len(queries) / (time.perf_counter() - started)
         print(f"bm25s: {fast_qps:,.0f} queries/s ({len(queries)} queries, top {args.top_k}, "
               f"{args.workers} processes)", flush=True)
-        postings = postings_against_dense(fast, queries[:500], args.top_k, f"{args.docs:,} documents")
+        postings = postings_against_dense(fast, queries[:500], args.top_k, f"{args.docs:,} documents, Zipf queries")
+        rare_postings = postings_against_dense(fast, rare, args.top_k, f"{args.docs:,} documents, rare-term queries")
 
         started = time.perf_counter()
         reference = RankBm25Searcher(str(corpus), Analyser(), 1.2, 0.75, progress=False)
@@ -154,8 +157,10 @@ def main() -> int:
             retrieve(scaled, sample, args.top_k, args.workers, progress=False)
             print(f"bm25s at {args.scale:,} documents: {len(sample) / (time.perf_counter() - started):,.0f} "
                   f"queries/s ({len(sample)} queries)", flush=True)
-            postings_against_dense(scaled, sample[:200], args.top_k, f"{args.scale:,} documents")
-        print(f"ratio={fast_qps / ref_qps:.1f} qps={fast_qps:.0f} postings={postings:.2f}")
+            postings_against_dense(scaled, sample[:200], args.top_k, f"{args.scale:,} documents, Zipf queries")
+            postings_against_dense(scaled, rare[:200], args.top_k, f"{args.scale:,} documents, rare-term queries")
+        print(f"ratio={fast_qps / ref_qps:.1f} qps={fast_qps:.0f} postings={postings:.2f} "
+              f"postings_rare={rare_postings:.2f}")
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)

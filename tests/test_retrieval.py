@@ -104,32 +104,32 @@ def test_backends_give_the_same_top_k_and_scores_on_random_corpora_with_ties(tmp
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_postings_scoring_is_bm25s_dense_top_k_exactly(tmp_path, seed):
-    """search() sums the query terms' postings (no vector of one float per document): the same documents,
-    order and float32 scores, bit for bit, as top_k over bm25s's dense scores, ties and repeated terms included."""
-    from fairseq_maskplug.retrieval.search import posting_scores, top_k_of
-
+    """search() sums the query terms' postings (no new vector of one float per document per query): the same
+    documents, order and float32 scores, bit for bit, as top_k over bm25s's dense scores, ties and repeated
+    terms included."""
     rng = np.random.default_rng(seed)
     docs, p = random_corpus(rng, 1500, 60)
     build_index(str(write(tmp_path / "c.txt", docs)), str(tmp_path / "idx"), Analyser(), 1.2, 0.75, chunk_docs=300,
                 progress=False)
     searcher = Bm25sSearcher(str(tmp_path / "idx"), Analyser())
-    tied = 0
+    tied, ranked_whole = 0, 0
     for _ in range(80):
         query = " ".join(f"w{i}" for i in rng.choice(60, size=rng.integers(1, 6), p=p))  # repeats: counted twice
         dense = searcher.scores(query)
+        postings = sum(int(np.diff(searcher.model.scores["indptr"][[t, t + 1]])[0]) for t in searcher.term_ids(query))
+        ranked_whole += postings > searcher.postings.DENSE_SHARE * searcher.num_docs
         for k in (1, 10, 2000):
             sparse_docs, sparse_scores = searcher.search(query, k)
             dense_docs, dense_scores = top_k(dense, k)
             assert sparse_docs.tolist() == dense_docs.tolist(), query
             assert sparse_scores.dtype == dense_scores.dtype and np.array_equal(sparse_scores, dense_scores), query
         tied += bool((np.diff(searcher.search(query, 25)[1]) == 0).any())
-        found, sums = posting_scores(*(searcher.model.scores[name] for name in ("data", "indices", "indptr")),
-                                     searcher.term_ids(query))
-        assert np.array_equal(found, np.flatnonzero(dense)) and np.array_equal(sums, dense[found])
-    assert tied > 10
-    assert top_k_of(np.array([3, 1]), np.array([0.0, 0.0]), 5)[0].tolist() == []  # zero scores are no match
+        docs, scores = searcher.postings.postings(searcher.term_ids(query))
+        assert np.array_equal(np.unique(docs), np.flatnonzero(dense)) and np.array_equal(scores, dense[docs])
+        assert not searcher.postings.sums.any()  # reset for the next query
+    assert tied > 10 and 10 < ranked_whole < 70  # ties, and both ways of ranking (postings alone, whole vector)
     with pytest.raises(ValueError, match="--top-k"):
-        top_k_of(np.array([1]), np.array([1.0]), 0)
+        searcher.search("w1", 0)
 
 
 def test_chunked_index_equals_a_single_chunk_index(tmp_path):
