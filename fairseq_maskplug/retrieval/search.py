@@ -41,30 +41,31 @@ def top_k(scores: np.ndarray, k: int) -> Tuple[np.ndarray, np.ndarray]:
 
 
 class PostingScores:
-    """BM25 scores of one query at a time over its terms' postings, from a CSC index (a column of posting
-    scores per term), and their top k.
+    """BM25 scores of one query at a time over its terms' postings alone, from a CSC index (a column of
+    posting scores per term), and their top k: a query's cost follows its postings, not the number of
+    documents.
 
     Each document's posting scores are summed in the query's term order and in the index's dtype, as bm25s
-    sums them into a new vector of one float per document for every query (the same floats, bit for bit);
-    here one such vector lives as long as the searcher. A query with fewer postings than
-    :data:`DENSE_SHARE` of the documents writes, reads, resets and ranks only its postings' entries (its
-    cost follows its postings, not the number of documents); one with more (common terms: a Zipf query of
-    20 words) ranks the whole vector, which is then faster (``benchmarks/bench_bm25.py``). A repeated term
-    counts twice (bm25s too)."""
-
-    #: above this share of the documents in postings, ranking the whole vector beats sorting the postings
-    #: (measured at 1M documents: 14 ms against 6 ms with as many postings as documents, 1.3 ms against
-    #: 43 ms with a tenth as many)
-    DENSE_SHARE = 0.5
+    sums them into a new vector of one float per document for every query (the same floats, bit for bit),
+    into one such vector that lives as long as this object and of which only the postings' entries are
+    written, read and reset. A repeated term counts twice (bm25s too)."""
 
     def __init__(self, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, num_docs: int):
         self.data, self.indices, self.indptr = data, indices, indptr
         self.sums = np.zeros(num_docs, dtype=data.dtype)  # zero between queries
 
+    def count(self, term_ids: List[int]) -> int:
+        """How many postings the query's terms have."""
+        return sum(int(self.indptr[t + 1] - self.indptr[t]) for t in term_ids)
+
     def postings(self, term_ids: List[int]) -> Tuple[np.ndarray, np.ndarray]:
         """``(documents, scores)`` of every posting of the query's terms, one entry per posting, its
         document's whole score (the scores of the query's other terms included)."""
-        docs = self._add(term_ids)
+        if not term_ids:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=self.data.dtype)
+        spans = [(int(self.indptr[t]), int(self.indptr[t + 1])) for t in term_ids]
+        docs = np.concatenate([self.indices[start:end] for start, end in spans]).astype(np.int64)
+        np.add.at(self.sums, docs, np.concatenate([self.data[start:end] for start, end in spans]))
         scores = self.sums[docs]
         self.sums[docs] = 0
         return docs, scores
@@ -76,13 +77,6 @@ class PostingScores:
         ``k x len(term_ids)`` highest postings (ties with the last of them kept), which alone are sorted."""
         if k < 1:
             raise ValueError(f"--top-k must be >= 1, got {k}")
-        postings = sum(int(self.indptr[t + 1] - self.indptr[t]) for t in term_ids)
-        if postings > self.DENSE_SHARE * len(self.sums):
-            self._add(term_ids)
-            try:
-                return top_k(self.sums, k)
-            finally:
-                self.sums.fill(0)
         docs, scores = self.postings(term_ids)
         keep = min(len(docs), k * len(term_ids))
         if 0 < keep < len(docs):
@@ -94,20 +88,15 @@ class PostingScores:
         order = np.lexsort((docs, -scores))[:k]
         return docs[order], scores[order]
 
-    def _add(self, term_ids: List[int]) -> np.ndarray:
-        """Add the query's posting scores to :attr:`sums`, in term order; returns the postings' documents."""
-        if not term_ids:
-            return np.zeros(0, dtype=np.int64)
-        spans = [(int(self.indptr[t]), int(self.indptr[t + 1])) for t in term_ids]
-        docs = np.concatenate([self.indices[start:end] for start, end in spans])
-        np.add.at(self.sums, docs, np.concatenate([self.data[start:end] for start, end in spans]))
-        return docs.astype(np.int64)
-
 
 class Bm25sSearcher:
     """Queries against an index directory written by :func:`~.index.build_index`."""
 
     name = "bm25s"
+    #: above this share of the documents in a query's postings, ranking bm25s's vector of every document's
+    #: score beats sorting the postings (``benchmarks/bench_bm25.py``; a micro-benchmark at 1M documents:
+    #: 14 ms against 6 ms with as many postings as documents, 1.3 ms against 43 ms with a tenth as many)
+    DENSE_SHARE = 0.5
 
     def __init__(self, index_dir: str, analyser: Analyser):
         import bm25s
@@ -130,8 +119,13 @@ class Bm25sSearcher:
         return self.model.get_scores_from_ids(ids)
 
     def search(self, query: str, k: int) -> Tuple[np.ndarray, np.ndarray]:
-        """The top ``k`` from the query terms' postings (:class:`PostingScores`)."""
-        return self.postings.top_k(self.term_ids(query), k)
+        """The top ``k``: from the query terms' postings alone (:class:`PostingScores`) when they are fewer
+        than :data:`DENSE_SHARE` of the documents, else from bm25s's vector of every document's score
+        (faster then); the same documents, order and scores either way."""
+        ids = self.term_ids(query)
+        if self.postings.count(ids) > self.DENSE_SHARE * self.num_docs:
+            return top_k(self.scores(query), k)
+        return self.postings.top_k(ids, k)
 
 
 class RankBm25Searcher:
