@@ -3,7 +3,6 @@ from the repository root)."""
 
 from fairseq_maskplug.tools.cli import (HelpFormatter, add_checkpoint_options, add_splits, add_user_dir,  # noqa: F401
                                         configure_tool_output, import_user_dir, one_line_on_write_failure,
-                                        precision_of, quiet_fairseq_import, split_name, split_names, track_name,
-                                        track_outputs)
+                                        quiet_fairseq_import, split_name, split_names, track_name, track_outputs)
 
 quiet_fairseq_import()  # before any command module imports fairseq: no tensorboardX hint

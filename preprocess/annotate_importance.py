@@ -24,7 +24,7 @@ from fairseq_maskplug.common.option_ranges import number
 from fairseq_maskplug.tools.sharding import add_shard_options
 
 from . import (HelpFormatter, add_checkpoint_options, add_splits, configure_tool_output, import_user_dir,
-               one_line_on_write_failure, precision_of, track_name, track_outputs)
+               one_line_on_write_failure, track_name, track_outputs)
 
 
 def parse_args(argv=None):
@@ -51,23 +51,16 @@ def main(argv=None) -> int:
     from fairseq_maskplug.scoring.loading import load_tagger
     from fairseq.data import data_utils
     from fairseq_maskplug.data.layout import token_data_dir
-    from fairseq_maskplug.data.track_shards import finish_merges
-    from fairseq_maskplug.tools.sharding import (ShardedTrack, checkpoint_identity, line_lengths, shard_of,
-                                                 use_local_device)
+    from fairseq_maskplug.tools.sharding import ShardedTrack, checkpoint_identity, line_lengths, start_model_producer
     from fairseq_maskplug.scoring.preview import preview_symbols, render_marked, throughput, write_preview
-    from fairseq_maskplug.scoring.precision import check_precision, inference, precision_device
+    from fairseq_maskplug.scoring.precision import inference
     from fairseq_maskplug.scoring.tagger import TokenTagger
 
     args.data = token_data_dir(args.data)
     try:
         import_user_dir(args.user_dir)
         outputs = track_outputs(args.data, args.splits, [("--name", args.name)])
-        shard = shard_of(args)
-        use_local_device(shard)
-        precision, device = precision_of(args), precision_device()
-        check_precision(precision, device)
-        if shard.merges:
-            finish_merges(args.data)  # the parts a killed merge left
+        shard, precision, device = start_model_producer(args, args.data)
         model, head, d = load_tagger(args.checkpoint, args.data, args.trust_dictionary)
         tagger = TokenTagger(model, head, d.bos(), d.eos(), d.pad())
         symbols = preview_symbols(d, args.gpt2_bpe)

@@ -29,7 +29,7 @@ from fairseq_maskplug.common.option_ranges import number
 from fairseq_maskplug.tools.sharding import add_shard_options
 
 from . import (HelpFormatter, add_checkpoint_options, add_splits, configure_tool_output, import_user_dir,
-               one_line_on_write_failure, precision_of, track_name)
+               one_line_on_write_failure, track_name)
 
 
 def parse_args(argv=None):
@@ -68,10 +68,8 @@ def main(argv=None) -> int:
     from fairseq_maskplug.tools.checkpoints import check_writable
     from fairseq_maskplug.data import side_info_prefix
     from fairseq_maskplug.data.layout import sentence_prediction_dir
-    from fairseq_maskplug.scoring.precision import check_precision, inference, precision_device
-    from fairseq_maskplug.data.track_shards import finish_merges
-    from fairseq_maskplug.tools.sharding import (ShardedTrack, checkpoint_identity, line_lengths, shard_of,
-                                                 use_local_device)
+    from fairseq_maskplug.scoring.precision import inference
+    from fairseq_maskplug.tools.sharding import ShardedTrack, checkpoint_identity, line_lengths, start_model_producer
 
     args.data = sentence_prediction_dir(args.data)
     outputs = {}
@@ -88,12 +86,7 @@ def main(argv=None) -> int:
             for path in (prefix + ".bin", preview):
                 check_writable(path)
             outputs[split] = (split_prefix, prefix, preview)
-        shard = shard_of(args)
-        use_local_device(shard)
-        precision, device = precision_of(args), precision_device()
-        check_precision(precision, device)
-        if shard.merges:
-            finish_merges(os.path.join(args.data, "input0"))  # the parts a killed merge left
+        shard, precision, device = start_model_producer(args, os.path.join(args.data, "input0"))
         model, task, num_classes = load_classifier(args.checkpoint, args.data, args.classification_head_name,
                                                    args.trust_dictionary, args.splits)
         from fairseq_maskplug.scoring.buffer import SentenceClassifier

@@ -28,7 +28,7 @@ from fairseq_maskplug.common.option_ranges import number
 from fairseq_maskplug.tools.sharding import add_shard_options
 
 from . import (HelpFormatter, add_checkpoint_options, add_splits, configure_tool_output, import_user_dir,
-               one_line_on_write_failure, precision_of, track_name, track_outputs)
+               one_line_on_write_failure, track_name, track_outputs)
 
 
 @one_line_on_write_failure
@@ -68,22 +68,15 @@ def score(args) -> int:
     from fairseq import data as fdata
     from fairseq_maskplug.tools.checkpoints import CLASSIFIER_TASKS, load_checked_model
     from fairseq_maskplug.scoring.pll import PLTScorer, score_in_windows, word_starts_gpt2, word_starts_sentencepiece
-    from fairseq_maskplug.scoring.precision import check_precision, inference, precision_device
+    from fairseq_maskplug.scoring.precision import inference
     from fairseq_maskplug.scoring.preview import throughput
 
     from fairseq_maskplug.data.layout import token_data_dir
-    from fairseq_maskplug.data.track_shards import finish_merges
-    from fairseq_maskplug.tools.sharding import (ShardedTrack, checkpoint_identity, line_lengths, shard_of,
-                                                 use_local_device)
+    from fairseq_maskplug.tools.sharding import ShardedTrack, checkpoint_identity, line_lengths, start_model_producer
 
     data = token_data_dir(args.data)
     outputs = track_outputs(data, dict.fromkeys(args.splits), [("--name", args.name)])  # before any work
-    shard = shard_of(args)
-    use_local_device(shard)
-    precision, device = precision_of(args), precision_device()
-    check_precision(precision, device)
-    if shard.merges:
-        finish_merges(data)  # the parts a killed merge left
+    shard, precision, device = start_model_producer(args, data)
     model, task, _ = load_checked_model(args.checkpoint, data, args.trust_dictionary,
                                         refuse=CLASSIFIER_TASKS + ("token_importance",),
                                         wanted="a masked-LM checkpoint (guided_mlm, masked_lm, ...)")

@@ -25,7 +25,7 @@ from fairseq_maskplug.common.option_ranges import number
 from fairseq_maskplug.tools.sharding import add_shard_options
 
 from . import (HelpFormatter, add_checkpoint_options, add_splits, configure_tool_output, import_user_dir,
-               one_line_on_write_failure, precision_of, track_name, track_outputs)
+               one_line_on_write_failure, track_name, track_outputs)
 
 
 
@@ -55,22 +55,15 @@ def main(argv=None) -> int:
     from fairseq_maskplug.scoring.loading import load_scorer
     from fairseq.data import data_utils
     from fairseq_maskplug.masking.learned_span import choose_learned_spans
-    from fairseq_maskplug.scoring.precision import check_precision, inference, precision_device
+    from fairseq_maskplug.scoring.precision import inference
     from fairseq_maskplug.scoring.preview import render_marked, throughput, write_preview
-    from fairseq_maskplug.data.track_shards import finish_merges
-    from fairseq_maskplug.tools.sharding import (ShardedTrack, checkpoint_identity, line_lengths, shard_of,
-                                                 use_local_device)
+    from fairseq_maskplug.tools.sharding import ShardedTrack, checkpoint_identity, line_lengths, start_model_producer
 
     try:
         import_user_dir(args.user_dir)
         outputs = track_outputs(args.data, args.splits, [("--start-name", args.start_name),
                                                           ("--end-name", args.end_name)])
-        shard = shard_of(args)
-        use_local_device(shard)
-        precision, device = precision_of(args), precision_device()
-        check_precision(precision, device)
-        if shard.merges:
-            finish_merges(args.data)  # the parts a killed merge left
+        shard, precision, device = start_model_producer(args, args.data)
         scorer, d = load_scorer(args.checkpoint, args.data, args.trust_dictionary)
     except (FileNotFoundError, ValueError, PermissionError) as error:
         print(f"error: {error}", file=sys.stderr)
