@@ -1,9 +1,9 @@
 """The two BM25 backends and the shared top-K: the same documents in the same order from both.
 
 * ``bm25s``: the chunked index of :mod:`.index`, opened with ``bm25s.BM25.load(mmap=True)``; a
-  query is scored over its terms' postings (:class:`PostingScores`: a sum of each query term's
-  precomputed, float32 posting scores, in the order bm25s sums them, without a new vector of one
-  float per document for each query).
+  query is the sum of each of its terms' precomputed, float32 posting scores, computed over its
+  postings alone (:class:`PostingScores`) when they are fewer than half the documents, else by
+  bm25s into a vector of one float per document (faster then): the same floats either way.
 * ``rank_bm25``: ``rank_bm25.BM25Okapi`` over the analysed corpus in memory, with its idf
   replaced by Lucene's and its scores divided by ``k1 + 1`` (Lucene 8 has no ``k1 + 1``
   factor), in float64. It re-reads the corpus every run: a reference, and a fallback for
