@@ -15,6 +15,12 @@ Example (the recipe's data)::
 
 Prints a JSON summary: spans per line, the share of lines without a span, the entity types
 kept and what was dropped (numeric types, spans across sentences, overlapping spans).
+
+In shards (``--num-shards N --shard-id I``, or the ranks of a torchrun/srun launch) as every
+producer: each shard checks every line's spelling, runs NER over its own lines and writes its part,
+merged by ``fairseq-maskplug-merge-shards DATA`` or by rank 0; its summary counts its own lines.
+spaCy's batches (``--batch-size``, which must divide ``--shard-block-lines``) then never cross a
+block, so a line's batch mates do not depend on the shards (docs/scale.md).
 """
 
 import argparse
@@ -22,6 +28,8 @@ import json
 import sys
 
 from fairseq_maskplug.common.option_ranges import number
+
+from fairseq_maskplug.tools.sharding import add_shard_options
 
 from . import HelpFormatter, configure_tool_output, one_line_on_write_failure, split_name, track_name
 
@@ -44,17 +52,24 @@ def parse_args(argv=None):
                         help="comma-separated entity types not kept (empty: keep all)")
     parser.add_argument("--workers", type=number("[1, inf)", int),
                         default=1, help="spaCy worker processes (nlp.pipe n_process)")
-    parser.add_argument("--batch-size", type=number("[1, inf)", int), default=256, help="lines per spaCy batch")
-    return parser.parse_args(argv)
+    parser.add_argument("--batch-size", type=number("[1, inf)", int), default=256,
+                        help="lines per spaCy batch (a divisor of --shard-block-lines)")
+    add_shard_options(parser)
+    args = parser.parse_args(argv)
+    if args.shard_block_lines % args.batch_size:
+        parser.error(f"--batch-size {args.batch_size} must divide --shard-block-lines {args.shard_block_lines}: "
+                     "a spaCy batch never crosses a block, so the spans do not depend on the shards")
+    return args
 
 
 @one_line_on_write_failure
 def main(argv=None) -> int:
     configure_tool_output()
     args = parse_args(argv)
-    from fairseq_maskplug.data import write_side_info
+    import spacy
     from fairseq_maskplug.scoring.alignment import spelled_split
     from fairseq_maskplug.scoring.entities import load_ner, span_tracks
+    from fairseq_maskplug.tools.sharding import ShardedTrack, file_identity, line_lengths, start_producer
 
     try:
         split_prefix, prefix, texts, ranges, _ = spelled_split(args.data, args.split, args.name, args.text, args.bpe,
@@ -66,12 +81,24 @@ def main(argv=None) -> int:
         if unknown:
             raise ValueError(f"--drop-labels {','.join(unknown)}: not an entity type of {args.spacy_model} "
                              f"(its types: {', '.join(sorted(known))})")
+        shard = start_producer(args, args.data)
     except (ValueError, OSError, ImportError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    rows, counts = span_tracks(nlp, texts, ranges, dropped, args.batch_size, args.workers, desc=f"ner {args.split}")
-    write_side_info(prefix, rows, "int32", tokens_prefix=split_prefix)
-    summary = {"track": prefix, "spacy_model": args.spacy_model, **counts.summary()}
+    options = {**file_identity(args.text, "text"), "spacy": spacy.__version__, "spacy_model": args.spacy_model,
+               "spacy_model_version": nlp.meta.get("version"), "drop_labels": dropped, "bpe": args.bpe,
+               "batch_size": args.batch_size}
+    track = ShardedTrack(shard, options, args.shard_block_lines)
+    summary = {"track": prefix, "spacy_model": args.spacy_model}
+    if track.already_written(prefix, split_prefix, len(texts), "int32"):
+        print(f"{args.split}: shard {shard.shard_id} of {shard.num_shards} is already written: skipped")
+    else:
+        lines = track.lines(len(texts))  # whole blocks, starting on one: batches of a divisor never cross them
+        rows, counts = span_tracks(nlp, texts[lines.start:lines.stop], ranges[lines.start:lines.stop], dropped,
+                                   args.batch_size, args.workers, desc=f"ner {args.split}")
+        summary["wrote"] = track.write(prefix, split_prefix, len(texts), rows, "int32")
+        summary.update(counts.summary())
+    summary["merges"] = track.finish(lambda split_prefix: line_lengths(split_prefix, None), args.data)
     print(json.dumps(summary))
     return 0
 

@@ -161,6 +161,40 @@ def test_salient_spans_command_stops_on_bad_input_before_work(spm_data, tmp_path
     assert not (data / "train.x.bin").exists()
 
 
+def salient_track(data):
+    return {p.name: p.read_bytes() for p in sorted(data.glob("train.salient_spans.*"))}
+
+
+def test_salient_spans_in_shards_merge_into_the_one_process_track(spm_data, tmp_path, capsys):
+    """36 lines in blocks of 8 (5 blocks, which 2 and 3 shards do not divide), spaCy batches of 4."""
+    import shutil
+
+    from preprocess import merge_shards
+
+    args = ["--split", "train", "--text", str(spm_data / "train.txt"), "--shard-block-lines", "8", "--batch-size", "4"]
+    one = shutil.copytree(spm_data / "bin", tmp_path / "one")
+    assert salient_spans.main(["--data", str(one), *args]) == 0
+    whole = salient_track(one)
+    assert len(whole) == 3
+    for shards in (2, 3):
+        data = shutil.copytree(spm_data / "bin", tmp_path / f"shards{shards}")
+        lines = 0
+        for shard in range(shards):
+            assert salient_spans.main(["--data", str(data), *args, "--num-shards", str(shards),
+                                       "--shard-id", str(shard)]) == 0
+            summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+            lines += summary["lines"]
+            assert summary["merges"] == [f"when every shard is written: fairseq-maskplug-merge-shards {data}"]
+        assert lines == len(SENTENCES)
+        assert salient_spans.main(["--data", str(data), *args, "--num-shards", str(shards), "--shard-id", "1"]) == 0
+        assert "is already written: skipped" in capsys.readouterr().out
+        assert merge_shards.main([str(data)]) == 0
+        assert salient_track(data) == whole and not list(data.glob("*shard*"))
+    with pytest.raises(SystemExit):
+        salient_spans.main(["--data", str(one), *args[:-2], "--batch-size", "3"])
+    assert "--batch-size 3 must divide --shard-block-lines 8" in capsys.readouterr().err
+
+
 def test_a_character_outside_the_vocabulary_is_aligned_around_its_unk_token(spm_data):
     """The demo's "grybauskaitë": sentencepiece keeps "ë" as a piece that the dictionary maps to <unk>;
     the line stopped the whole split ("token 3 (<unk>) stands for no known text")."""
@@ -177,3 +211,20 @@ def test_a_character_outside_the_vocabulary_is_aligned_around_its_unk_token(spm_
     assert spans_of(spelled, track, byte_ranges) == ["Grybauskaitë", "Barack Obama"]
     with pytest.raises(TextMismatchError):  # known pieces must still spell the text
         line_text(surfaces, ids, text.replace("Obama", "Obame"))
+
+
+@pytest.mark.e2e
+@pytest.mark.full
+def test_two_torchrun_ranks_find_spans_in_their_shards_and_rank_0_merges(spm_data, tmp_path):
+    import shutil
+
+    from fairseq_helpers import BIN, check, run
+
+    args = ["--split", "train", "--text", spm_data / "train.txt", "--shard-block-lines", "8", "--batch-size", "4"]
+    one = shutil.copytree(spm_data / "bin", tmp_path / "one")
+    check(run([BIN / "fairseq-maskplug-salient-spans", "--data", one, *args]))
+    data = shutil.copytree(spm_data / "bin", tmp_path / "ranks")
+    result = check(run([BIN / "torchrun", "--standalone", "--nproc-per-node", "2",
+                        BIN / "fairseq-maskplug-salient-spans", "--data", data, *args], timeout=600))
+    assert "merged 2 shards" in result.stdout
+    assert salient_track(data) == salient_track(one) and not list(data.glob("*shard*"))

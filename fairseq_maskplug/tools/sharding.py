@@ -102,12 +102,27 @@ def wait_for_every_shard(shard: Shard) -> None:
         dist.destroy_process_group()
 
 
-def checkpoint_identity(path: str) -> dict:
-    """What a shard records of the checkpoint its values come from: path, size and modification time
-    (a retrained checkpoint at the same path is another one)."""
+def file_identity(path: str, role: str) -> dict:
+    """What a shard records of an input file its values come from, under the name ``role``: path, size and
+    modification time (a file rewritten at the same path is another one)."""
     stat = os.stat(path)
-    return {"checkpoint": os.path.abspath(path), "checkpoint_bytes": stat.st_size,
-            "checkpoint_mtime_ns": stat.st_mtime_ns}
+    return {role: os.path.abspath(path), f"{role}_bytes": stat.st_size, f"{role}_mtime_ns": stat.st_mtime_ns}
+
+
+def checkpoint_identity(path: str) -> dict:
+    """:func:`file_identity` of the checkpoint a model-driven producer scores with."""
+    return file_identity(path, "checkpoint")
+
+
+def start_producer(args, parts_dir: str) -> Shard:
+    """What a producer that loads no model does first: its shard (:func:`shard_of`) and, where it merges,
+    the parts a killed merge left in ``parts_dir`` merged."""
+    from ..data.track_shards import finish_merges
+
+    shard = shard_of(args)
+    if shard.merges:
+        finish_merges(parts_dir)
+    return shard
 
 
 def line_lengths(split_prefix: str, dictionary):
