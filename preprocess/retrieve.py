@@ -63,6 +63,11 @@ def parse_args(argv=None):
                                             "queries (default: none, as the authors)")
     parser.add_argument("--chunk-docs", type=number("[1, inf)", int), default=100_000,
                         help="documents analysed per chunk while indexing (bounds the memory used)")
+    parser.add_argument("--corpus-shards", type=number("[1, inf)", int), default=1,
+                        help="build the index as this many shards of contiguous documents, every posting scored with "
+                             "the whole corpus's statistics (N, document frequencies, average length): every shard "
+                             "answers every query and their top-k lists are merged into the one-index result "
+                             "(ours; docs/scale.md)")
     parser.add_argument("--verify-data", action="store_true",
                         help="before reusing --index, compare every index file with the SHA-256 its manifest "
                              "records (one pass over the index; the files' lengths are always compared)")
@@ -75,6 +80,8 @@ def parse_args(argv=None):
         parser.error("--out needs --queries")
     if args.backend == "bm25s" and not args.index:
         parser.error("--backend bm25s needs --index DIR (built there if absent)")
+    if args.backend == "rank_bm25" and args.corpus_shards > 1:
+        parser.error("--corpus-shards belongs to --backend bm25s; rank_bm25 keeps no index")
     if args.backend == "rank_bm25" and args.index:
         parser.error("--index belongs to --backend bm25s; rank_bm25 keeps no index")
     if not args.queries and args.backend == "rank_bm25":
@@ -120,23 +127,25 @@ def check_outputs(args) -> None:
 
 def open_searcher(args, analyser):
     """The searcher of ``--backend`` and a description of its index."""
-    from fairseq_maskplug.retrieval import Bm25sSearcher, RankBm25Searcher
+    from fairseq_maskplug.retrieval import RankBm25Searcher
     from fairseq_maskplug.retrieval.index import (build_index, check_reusable, index_lock, index_settings,
                                                   is_empty_directory)
+    from fairseq_maskplug.retrieval.search import open_bm25s
 
     if args.backend == "rank_bm25":
         return RankBm25Searcher(args.corpus, analyser, args.k1, args.b), {"backend": "rank_bm25"}
-    settings = index_settings(args.corpus, analyser, args.k1, args.b)
+    settings = index_settings(args.corpus, analyser, args.k1, args.b, args.corpus_shards)
     with index_lock(args.index):
         if os.path.exists(args.index) and not is_empty_directory(args.index):
             manifest = check_reusable(args.index, settings, args.verify_data)
             print(f"[retrieve] reusing the index {args.index} ({manifest['documents']} documents)", file=sys.stderr)
         else:
             manifest = build_index(args.corpus, args.index, analyser, args.k1, args.b, args.chunk_docs,
-                                   settings=settings)
-            print(f"[retrieve] indexed {manifest['documents']} documents, {manifest['terms']} terms in "
+                                   settings=settings, corpus_shards=args.corpus_shards)
+            shards = f" in {args.corpus_shards} corpus shards" if args.corpus_shards > 1 else ""
+            print(f"[retrieve] indexed {manifest['documents']} documents, {manifest['terms']} terms{shards} in "
                   f"{manifest['build_seconds']:.1f} s -> {args.index}", file=sys.stderr)
-    return Bm25sSearcher(args.index, analyser), manifest
+    return open_bm25s(args.index, analyser), manifest
 
 
 def write_outputs(args, queries, found, seconds: float, index_info: dict) -> dict:
@@ -164,7 +173,7 @@ def write_outputs(args, queries, found, seconds: float, index_info: dict) -> dic
             "queries_without_match": len(found.unscored), "queries_with_fewer_than_k": len(found.short),
             "query_seconds": round(seconds, 3), "queries_per_second": round(len(queries) / max(seconds, 1e-9), 1),
             "corpus": os.path.abspath(args.corpus),
-            "index": {k: index_info[k] for k in ("documents", "scored_documents", "terms", "avgdl", "k1", "b",
+            "index": {k: index_info[k] for k in ("documents", "scored_documents", "terms", "avgdl", "k1", "b", "corpus_shards",
                                                  "analyser") if k in index_info},
             "unmatched_query_lines": [q + 1 for q in found.unscored],
         }

@@ -89,6 +89,7 @@ COMMAND_OPTIONS = {
     ("fairseq-maskplug-retrieve", "--b"): [],
     ("fairseq-maskplug-retrieve", "--chunk-docs"): [],
     ("fairseq-maskplug-retrieve", "--workers"): [],
+    ("fairseq-maskplug-retrieve", "--corpus-shards"): [],
     ("fairseq-maskplug-select", "--num-docs"): [],
     ("fairseq-maskplug-select", "--buckets"): [],
     ("fairseq-maskplug-select", "--ngrams"): [],

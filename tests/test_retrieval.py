@@ -11,6 +11,7 @@ import pytest
 from fairseq_maskplug.retrieval import (Analyser, Bm25sSearcher, RankBm25Searcher, lucene_idf, lucene_term_score,
                                         rake_phrases, rake_query, top_k)
 from fairseq_maskplug.retrieval.index import build_index
+from fairseq_maskplug.retrieval.search import ShardedSearcher, open_bm25s
 from preprocess.retrieve import main as retrieve_main
 
 
@@ -47,16 +48,19 @@ def hand_corpus(tmp_path_factory):
     root = tmp_path_factory.mktemp("hand")
     corpus = write(root / "c.txt", ["a b", "A a c", "b", ""])  # an empty line is document 3, never scored
     build_index(str(corpus), str(root / "idx"), Analyser(), 1.2, 0.75, progress=False)
+    build_index(str(corpus), str(root / "sharded"), Analyser(), 1.2, 0.75, progress=False, corpus_shards=2)
     return root
 
 
-@pytest.mark.parametrize("backend", ["bm25s", "rank_bm25"])
+@pytest.mark.parametrize("backend", ["bm25s", "bm25s, 2 corpus shards", "rank_bm25"])
 def test_both_backends_score_the_hand_computed_lucene_bm25(hand_corpus, backend):
     # N = 3 documents with a token, avgdl = 2, n_a = 2: idf = ln(1 + 1.5 / 2.5)
     idf = math.log(1.6)
     expected = [idf * 1 / (1 + 1.2 * (0.25 + 0.75 * 2 / 2)), idf * 2 / (2 + 1.2 * (0.25 + 0.75 * 3 / 2)), 0, 0]
-    searcher = (Bm25sSearcher(str(hand_corpus / "idx"), Analyser()) if backend == "bm25s" else
-                RankBm25Searcher(str(hand_corpus / "c.txt"), Analyser(), 1.2, 0.75, progress=False))
+    searcher = {"bm25s": lambda: Bm25sSearcher(str(hand_corpus / "idx"), Analyser()),
+                "rank_bm25": lambda: RankBm25Searcher(str(hand_corpus / "c.txt"), Analyser(), 1.2, 0.75, progress=False),
+                # shard 1 holds "b" and the empty line: its postings are scored with the whole corpus's N and avgdl
+                "bm25s, 2 corpus shards": lambda: open_bm25s(str(hand_corpus / "sharded"), Analyser())}[backend]()
     np.testing.assert_allclose(searcher.scores("a"), expected, rtol=1e-6)
     docs, _ = searcher.search("a a", 5)  # a repeated query token counts twice; only matches come back
     assert docs.tolist() == [1, 0]
@@ -132,6 +136,56 @@ def test_postings_scoring_is_bm25s_dense_top_k_exactly(tmp_path, seed):
     assert tied > 10 and 10 < ranked_whole < 70  # ties, and both ways of ranking (postings alone, whole vector)
     with pytest.raises(ValueError, match="--top-k"):
         searcher.search("w1", 0)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_corpus_shards_with_global_statistics_give_the_one_index_top_k(tmp_path, seed):
+    """K = 1 to 4 index shards (each scored with the whole corpus's N, document frequencies and average
+    length; every shard asked; top-k lists merged by score, then document): the one-index documents, order
+    and float32 scores, bit for bit, ties included."""
+    rng = np.random.default_rng(seed)
+    docs, p = random_corpus(rng, 1201, 60)  # 1201: no K of 2 to 4 divides it
+    corpus = str(write(tmp_path / "c.txt", docs))
+    one = build_index(corpus, str(tmp_path / "one"), Analyser(), 1.2, 0.75, chunk_docs=97, progress=False)
+    whole = Bm25sSearcher(str(tmp_path / "one"), Analyser())
+    queries = [" ".join(f"w{i}" for i in rng.choice(60, size=rng.integers(1, 6), p=p)) for _ in range(60)]
+    for shards in (1, 2, 3, 4):
+        index = str(tmp_path / f"k{shards}")
+        manifest = build_index(corpus, index, Analyser(), 1.2, 0.75, chunk_docs=97, progress=False,
+                               corpus_shards=shards)
+        assert manifest["postings"] == one["postings"] and manifest["avgdl"] == one["avgdl"]
+        searcher = open_bm25s(index, Analyser())
+        assert isinstance(searcher, ShardedSearcher) == (shards > 1) and searcher.num_docs == 1201
+        tied = 0
+        for query in queries:
+            assert np.array_equal(searcher.scores(query), whole.scores(query)), query
+            for k in (1, 10, 25, 2000):
+                (a, x), (b, y) = searcher.search(query, k), whole.search(query, k)
+                assert a.tolist() == b.tolist() and x.dtype == y.dtype and np.array_equal(x, y), (shards, query, k)
+            tied += bool((np.diff(searcher.search(query, 25)[1]) == 0).any())
+        assert tied > 10  # the comparison covered ties
+    assert [s["documents"] for s in manifest["shards"]] == [300, 300, 300, 301]
+
+
+def test_retrieve_with_corpus_shards_writes_the_one_index_outputs_and_reuses_only_its_own(tmp_path, capsys):
+    rng = np.random.default_rng(7)
+    docs, p = random_corpus(rng, 400, 40)
+    corpus = write(tmp_path / "c.txt", docs)
+    queries = write(tmp_path / "q.txt", [" ".join(f"w{i}" for i in rng.choice(40, size=3, p=p)) for _ in range(30)])
+    assert run_cli(tmp_path, corpus, queries, "--index", str(tmp_path / "one"), "--top-k", "7", out="a") == 0
+    assert run_cli(tmp_path, corpus, queries, "--index", str(tmp_path / "three"), "--top-k", "7",
+                   "--corpus-shards", "3", out="b") == 0
+    assert "in 3 corpus shards" in capsys.readouterr().err
+    for name in ("provenance.tsv", "retrieved.txt", "retrieved.ids"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+    assert json.loads((tmp_path / "b" / "summary.json").read_text())["index"]["corpus_shards"] == 3
+    assert run_cli(tmp_path, corpus, queries, "--index", str(tmp_path / "three"), "--corpus-shards", "2", out="c") == 2
+    assert "built with a different corpus_shards" in capsys.readouterr().err
+    assert run_cli(tmp_path, corpus, queries, "--index", str(tmp_path / "one"), "--corpus-shards", "3", out="c") == 2
+    assert "built with a different corpus_shards" in capsys.readouterr().err
+    (tmp_path / "three" / "shard1" / "indices.csc.index.npy").write_bytes(b"")  # a shard's file cut short
+    assert run_cli(tmp_path, corpus, queries, "--index", str(tmp_path / "three"), "--corpus-shards", "3", out="c") == 2
+    assert "shard1/indices.csc.index.npy" in capsys.readouterr().err
 
 
 def test_chunked_index_equals_a_single_chunk_index(tmp_path):

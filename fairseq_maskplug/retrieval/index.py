@@ -18,6 +18,15 @@ mmap=True)`` opens it) and ``maskplug_index.json``: the corpus's SHA-256 and lin
 the analyser and k1/b, checked before an index is reused, and each index file's byte length and
 SHA-256 (:mod:`..common.file_records`): lengths are compared at every reuse, sums with
 ``--verify-data``. Document ids are corpus line numbers (0-based), empty lines included.
+
+Corpus shards (``corpus_shards`` K > 1, ``retrieve --corpus-shards K``): pass 1 is the same (N, every
+term's document frequency and the documents' lengths over the whole corpus: the *global* statistics, as
+Elasticsearch's ``dfs_query_then_fetch``); pass 2 writes K indexes ``shard0/`` ... ``shardK-1/``, each
+of a contiguous range of documents (:func:`corpus_shard_ranges`) with local document ids, every
+posting's score computed with the global statistics, so a posting holds the float it holds in the
+one-index build. Each shard is a bm25s index of its own (the whole vocabulary; ``params.index.json``
+counts its documents); the top manifest lists the shards with their first document, and records
+every file of every shard. :class:`~.search.ShardedSearcher` asks every shard and merges.
 """
 
 import fcntl
@@ -41,10 +50,22 @@ MANIFEST = "maskplug_index.json"
 FORMAT = 1
 
 
-def index_settings(corpus: str, analyser: Analyser, k1: float, b: float) -> dict:
-    """What an index must match to be reused: the corpus's content and the scoring settings."""
-    return {"format": FORMAT, "corpus_sha256": file_sha256(corpus), "analyser": analyser.settings(),
-            "k1": k1, "b": b}
+def index_settings(corpus: str, analyser: Analyser, k1: float, b: float, corpus_shards: int = 1) -> dict:
+    """What an index must match to be reused: the corpus's content, the scoring settings and the number of
+    corpus shards (recorded only when above 1, so that an index of one shard built before it keeps its
+    manifest)."""
+    settings = {"format": FORMAT, "corpus_sha256": file_sha256(corpus), "analyser": analyser.settings(),
+                "k1": k1, "b": b}
+    if corpus_shards > 1:
+        settings["corpus_shards"] = corpus_shards
+    return settings
+
+
+def corpus_shard_ranges(documents: int, shards: int) -> list:
+    """The documents of each of ``shards`` corpus shards: contiguous, as even as can be, tiling them."""
+    if shards < 1:
+        raise ValueError(f"--corpus-shards must be >= 1, got {shards}")
+    return [range(documents * i // shards, documents * (i + 1) // shards) for i in range(shards)]
 
 
 REBUILD = "remove the --index directory to rebuild it (or copy it again)"
@@ -58,12 +79,18 @@ def read_manifest(index_dir: str) -> dict:
     return read_json_manifest(path, REBUILD)
 
 
+def _setting(record: dict, key: str):
+    """A setting of an index manifest or of :func:`index_settings`: one corpus shard where none is recorded."""
+    return record.get(key, 1 if key == "corpus_shards" else None)
+
+
 def check_reusable(index_dir: str, settings: dict, checksum: bool = False) -> dict:
     """The manifest of ``index_dir`` if it was built with ``settings`` and its files are whole (their
     lengths, and with ``checksum`` their SHA-256, as recorded); otherwise a ValueError naming what
     differs or the damaged file."""
     manifest = read_manifest(index_dir)
-    differs = [key for key in settings if manifest.get(key) != settings[key]]
+    keys = list(settings) + ["corpus_shards"] * ("corpus_shards" not in settings)
+    differs = [key for key in keys if _setting(manifest, key) != _setting(settings, key)]
     if differs:
         what = ", ".join("corpus content" if k == "corpus_sha256" else k for k in differs)
         raise ValueError(f"--index {index_dir} was built with a different {what}; give a new --index directory "
@@ -86,15 +113,17 @@ def _chunk_postings(token_lists, vocab: Dict[str, int], first_doc: int):
 
 
 def build_index(corpus: str, index_dir: str, analyser: Analyser, k1: float, b: float,
-                chunk_docs: int = 100_000, progress: bool = True, settings: dict = None) -> dict:
+                chunk_docs: int = 100_000, progress: bool = True, settings: dict = None, corpus_shards: int = 1) -> dict:
     """Index ``corpus`` (one document per line) into ``index_dir``, written atomically
-    (built under a temporary name, renamed at the end). Returns the manifest."""
+    (built under a temporary name, renamed at the end), in ``corpus_shards`` shards with the global
+    statistics (the module's docstring). Returns the manifest."""
     from ..common.progress import progress_bar
 
     check_bm25_parameters(k1, b)
     if chunk_docs < 1:
         raise ValueError(f"--chunk-docs must be >= 1, got {chunk_docs}")
-    settings = settings or index_settings(corpus, analyser, k1, b)
+    corpus_shard_ranges(0, corpus_shards)  # checks the number
+    settings = settings or index_settings(corpus, analyser, k1, b, corpus_shards)
     started = time.perf_counter()
     tmp = temporary_name(index_dir.rstrip("/"))
     os.makedirs(tmp)
@@ -106,13 +135,14 @@ def build_index(corpus: str, index_dir: str, analyser: Analyser, k1: float, b: f
 
         def flush():
             nonlocal doc_freq
-            docs, terms, tf, chunk_lengths = _chunk_postings(batch, vocab, sum(len(x) for x in lengths))
+            first = sum(len(x) for x in lengths)
+            docs, terms, tf, chunk_lengths = _chunk_postings(batch, vocab, first)
             if len(vocab) > len(doc_freq):
                 doc_freq = np.concatenate([doc_freq, np.zeros(len(vocab) - len(doc_freq), dtype=np.int64)])
             doc_freq += np.bincount(terms, minlength=len(doc_freq))
             path = os.path.join(tmp, f"chunk{len(chunk_files)}.npy")
             np.save(path, np.stack([docs, terms, tf]))
-            chunk_files.append(path)
+            chunk_files.append((path, range(first, first + len(batch))))
             lengths.append(chunk_lengths.astype(np.int32))
             bar.update(len(batch))
             batch.clear()
@@ -131,36 +161,26 @@ def build_index(corpus: str, index_dir: str, analyser: Analyser, k1: float, b: f
                              f"(pattern {analyser.pattern!r}); nothing can be retrieved")
         avgdl = float(doc_len.sum()) / scored
         idf = lucene_idf(scored, doc_freq)
-        indptr = np.concatenate([[0], np.cumsum(doc_freq)]).astype(np.int64)
-        nnz = int(indptr[-1])
-        data = np.lib.format.open_memmap(os.path.join(tmp, "data.csc.index.npy"), "w+", np.float32, (nnz,))
-        indices = np.lib.format.open_memmap(os.path.join(tmp, "indices.csc.index.npy"), "w+", np.int32, (nnz,))
-        cursor = indptr[:-1].copy()
-        for path in progress_bar(chunk_files, desc="index pass 2/2 (score)", unit="chunk",
-                         disable=None if progress else True):
-            docs, terms, tf = np.load(path)
-            order = np.argsort(terms, kind="stable")  # by term, documents ascending within a term
-            docs, terms, tf = docs[order], terms[order], tf[order]
-            unique, first, counts = np.unique(terms, return_index=True, return_counts=True)
-            at = cursor[terms] + (np.arange(len(terms)) - np.repeat(first, counts))
-            cursor[unique] += counts
-            data[at] = lucene_term_score(idf[terms], tf, doc_len[docs], avgdl, k1, b).astype(np.float32)
-            indices[at] = docs
+        ranges = corpus_shard_ranges(len(doc_len), corpus_shards)
+        scoring = (idf, doc_len, avgdl, k1, b)
+        if corpus_shards == 1:
+            nnz = _write_postings(tmp, chunk_files, ranges[0], doc_freq, scoring, vocab, progress, "index pass 2/2")
+        else:
+            nnz = 0
+            for i, docs in enumerate(ranges):
+                shard_dir = os.path.join(tmp, f"shard{i}")
+                os.makedirs(shard_dir)
+                nnz += _write_postings(shard_dir, chunk_files, docs, None, scoring, vocab, progress,
+                                       f"index pass 2/2, shard {i + 1} of {corpus_shards}")
+        for path, _ in chunk_files:
             os.remove(path)
-        data.flush()
-        indices.flush()
-        del data, indices
-        np.save(os.path.join(tmp, "indptr.csc.index.npy"), indptr)
-        with open(os.path.join(tmp, "vocab.index.json"), "w", encoding="utf-8") as f:
-            json.dump(vocab, f, ensure_ascii=False)
-        with open(os.path.join(tmp, "params.index.json"), "w") as f:
-            json.dump({"k1": k1, "b": b, "delta": 0.5, "method": "lucene", "idf_method": "lucene",
-                       "dtype": "float32", "int_dtype": "int32", "num_docs": int(len(doc_len)),
-                       "backend": "numpy"}, f, indent=1)
-        files = {name: file_record(os.path.join(tmp, name)) for name in sorted(os.listdir(tmp))}
+        files = {os.path.relpath(path, tmp): file_record(path) for path in sorted(_files_under(tmp))}
         manifest = dict(settings, corpus=os.path.abspath(corpus), documents=int(len(doc_len)),
                         scored_documents=scored, terms=len(vocab), postings=nnz, avgdl=avgdl,
                         build_seconds=round(time.perf_counter() - started, 3), files=files)
+        if corpus_shards > 1:
+            manifest["shards"] = [{"directory": f"shard{i}", "first_document": docs.start, "documents": len(docs)}
+                                  for i, docs in enumerate(ranges)]
         with open(os.path.join(tmp, MANIFEST), "w") as f:
             json.dump(manifest, f, indent=1)
     except BaseException as error:
@@ -176,6 +196,57 @@ def build_index(corpus: str, index_dir: str, analyser: Analyser, k1: float, b: f
         raise ValueError(f"--index {index_dir} appeared while the index was built and is not empty: it is left as "
                          "it is and the new index is not kept") from None
     return manifest
+
+
+def _write_postings(directory: str, chunk_files, docs: range, doc_freq, scoring, vocab: dict, progress: bool,
+                    desc: str) -> int:
+    """Pass 2 for the documents ``docs``: each posting's Lucene score from the global statistics ``scoring``
+    (idf, document lengths, avgdl, k1, b) into term-major arrays with document ids counted from ``docs.start``,
+    and bm25s's vocabulary and parameter files; ``doc_freq``: the documents of each term among ``docs`` (None:
+    counted from the chunks). Returns the number of postings."""
+    from ..common.progress import progress_bar
+
+    idf, doc_len, avgdl, k1, b = scoring
+    chunks = [(path, held) for path, held in chunk_files if held.start < docs.stop and docs.start < held.stop]
+
+    def postings_of(path):
+        chunk_docs, terms, tf = np.load(path)
+        inside = (chunk_docs >= docs.start) & (chunk_docs < docs.stop)
+        return chunk_docs[inside], terms[inside], tf[inside]
+
+    if doc_freq is None:
+        doc_freq = np.zeros(len(idf), dtype=np.int64)
+        for path, _ in chunks:
+            doc_freq += np.bincount(postings_of(path)[1], minlength=len(idf))
+    indptr = np.concatenate([[0], np.cumsum(doc_freq)]).astype(np.int64)
+    nnz = int(indptr[-1])
+    data = np.lib.format.open_memmap(os.path.join(directory, "data.csc.index.npy"), "w+", np.float32, (nnz,))
+    indices = np.lib.format.open_memmap(os.path.join(directory, "indices.csc.index.npy"), "w+", np.int32, (nnz,))
+    cursor = indptr[:-1].copy()
+    for path, _ in progress_bar(chunks, desc=desc, unit="chunk", disable=None if progress else True):
+        chunk_docs, terms, tf = postings_of(path)
+        order = np.argsort(terms, kind="stable")  # by term, documents ascending within a term
+        chunk_docs, terms, tf = chunk_docs[order], terms[order], tf[order]
+        unique, first, counts = np.unique(terms, return_index=True, return_counts=True)
+        at = cursor[terms] + (np.arange(len(terms)) - np.repeat(first, counts))
+        cursor[unique] += counts
+        data[at] = lucene_term_score(idf[terms], tf, doc_len[chunk_docs], avgdl, k1, b).astype(np.float32)
+        indices[at] = chunk_docs - docs.start
+    data.flush()
+    indices.flush()
+    del data, indices
+    np.save(os.path.join(directory, "indptr.csc.index.npy"), indptr)
+    with open(os.path.join(directory, "vocab.index.json"), "w", encoding="utf-8") as f:
+        json.dump(vocab, f, ensure_ascii=False)
+    with open(os.path.join(directory, "params.index.json"), "w") as f:
+        json.dump({"k1": k1, "b": b, "delta": 0.5, "method": "lucene", "idf_method": "lucene",
+                   "dtype": "float32", "int_dtype": "int32", "num_docs": len(docs), "backend": "numpy"}, f, indent=1)
+    return nnz
+
+
+def _files_under(directory: str):
+    for root, _, names in os.walk(directory):
+        yield from (os.path.join(root, name) for name in names)
 
 
 def is_empty_directory(path: str) -> bool:
@@ -203,4 +274,4 @@ def index_lock(index_dir: str):
 
 
 def index_bytes(index_dir: str) -> int:
-    return sum(os.path.getsize(os.path.join(index_dir, f)) for f in os.listdir(index_dir))
+    return sum(os.path.getsize(path) for path in _files_under(index_dir))

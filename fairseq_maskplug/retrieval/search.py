@@ -128,6 +128,50 @@ class Bm25sSearcher:
         return self.postings.top_k(ids, k)
 
 
+def merge_top_k(hits: List[Tuple[np.ndarray, np.ndarray]], k: int) -> Tuple[np.ndarray, np.ndarray]:
+    """The ``k`` best of several top-k lists of disjoint documents, by score descending then document id
+    ascending (:func:`top_k`'s order): each list holds its documents' ``k`` best, so the ``k`` best of all lie
+    among them."""
+    docs = np.concatenate([d for d, _ in hits]) if hits else np.zeros(0, dtype=np.int64)
+    scores = np.concatenate([s for _, s in hits]) if hits else np.zeros(0, dtype=np.float32)
+    order = np.lexsort((docs, -scores))[:k]
+    return docs[order], scores[order]
+
+
+class ShardedSearcher:
+    """Queries against an index built in corpus shards (``build_index(corpus_shards=K)``): every shard
+    answers with its top k, in its own document ids, which are offset by its first document and merged
+    (:func:`merge_top_k`). Its postings hold the floats of the one-index build (global statistics) and each
+    document's sum is taken in the query's term order either way, so the result is the one-index result."""
+
+    name = "bm25s"
+
+    def __init__(self, index_dir: str, analyser: Analyser, shards: List[dict]):
+        import os
+
+        self.shards = [(Bm25sSearcher(os.path.join(index_dir, shard["directory"]), analyser),
+                        int(shard["first_document"])) for shard in shards]
+        self.num_docs = sum(searcher.num_docs for searcher, _ in self.shards)
+
+    def scores(self, query: str) -> np.ndarray:
+        return np.concatenate([searcher.scores(query) for searcher, _ in self.shards])
+
+    def search(self, query: str, k: int) -> Tuple[np.ndarray, np.ndarray]:
+        hits = []
+        for searcher, first in self.shards:
+            docs, scores = searcher.search(query, k)
+            hits.append((docs + first, scores))
+        return merge_top_k(hits, k)
+
+
+def open_bm25s(index_dir: str, analyser: Analyser):
+    """The searcher of an index of :func:`~.index.build_index`: one index, or its corpus shards."""
+    from .index import read_manifest
+
+    shards = read_manifest(index_dir).get("shards")
+    return ShardedSearcher(index_dir, analyser, shards) if shards else Bm25sSearcher(index_dir, analyser)
+
+
 class RankBm25Searcher:
     """``rank_bm25.BM25Okapi`` with Lucene's idf and score scale over the analysed corpus."""
 
