@@ -10,12 +10,14 @@ answers only the first ``--reference-queries`` queries. Also reported: index bui
 size, and the peak memory of the indexing command (the largest so far), and, in one process, the searcher's
 scoring over the query terms' postings against bm25s's dense scoring (one float per document; the top-k
 must be identical). ``--scale N`` also builds an index of N documents and reports its build time, size,
-queries/s and the same comparison. The last line is ``ratio=<bm25s / rank_bm25 queries per second>
+peak memory, queries/s and the same comparison; with ``--corpus-shards K`` also that index in K corpus shards
+(identical top-k asserted, ratios to one index). The last line is ``ratio=<bm25s / rank_bm25 queries per second>
 qps=<bm25s queries per second> postings=<postings / dense queries per second> postings_rare=<the same for
 queries of 5 uniformly drawn, mostly rare, words>``.
 
     python benchmarks/bench_bm25.py                     # about 2 minutes on 2 cores
     python benchmarks/bench_bm25.py --scale 1000000     # plus a 1M-document index
+    python benchmarks/bench_bm25.py --scale 10000000 --corpus-shards 2   # and that index in 2 corpus shards
     python benchmarks/bench_bm25.py --smoke             # tiny sizes, seconds (the test suite runs it)
 """
 
@@ -37,7 +39,7 @@ sys.path.insert(0, str(REPO))
 from fairseq_maskplug.retrieval import Analyser, Bm25sSearcher, RankBm25Searcher  # noqa: E402
 from fairseq_maskplug.retrieval.index import index_bytes  # noqa: E402
 from fairseq_maskplug.retrieval.run import retrieve  # noqa: E402
-from fairseq_maskplug.retrieval.search import top_k  # noqa: E402
+from fairseq_maskplug.retrieval.search import open_bm25s, top_k  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from smoke import add_smoke_option, shrink  # noqa: E402
@@ -59,19 +61,34 @@ def write_corpus(path: Path, n_docs: int, vocab: int, seed: int, chunk: int = 10
                 f.write(" ".join(doc) + "\n")
 
 
-def build(corpus: Path, index: Path, n_docs: int) -> dict:
+#: runs the command in a child that prints its own peak memory (resident set, MiB) last on stderr
+PEAK = ("import resource, sys; from preprocess.retrieve import main; code = main(sys.argv[1:]); "
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, file=sys.stderr); sys.exit(code)")
+
+
+def build(corpus: Path, index: Path, n_docs: int, corpus_shards: int = 1) -> dict:
     """Build the index in a child process (the command line, index only): time, size, peak memory."""
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "preprocess.retrieve", "--corpus", str(corpus), "--index", str(index)],
-                   check=True, cwd=REPO, stderr=subprocess.DEVNULL)
+    done = subprocess.run([sys.executable, "-c", PEAK, "--corpus", str(corpus), "--index", str(index),
+                           "--corpus-shards", str(corpus_shards)], check=True, cwd=REPO, stderr=subprocess.PIPE,
+                          text=True)
     seconds = time.perf_counter() - started
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # the largest child so far
+    peak = float(done.stderr.strip().splitlines()[-1])
     size = index_bytes(str(index))
     manifest = json.loads((index / "maskplug_index.json").read_text())
-    print(f"index of {n_docs:,} documents: built in {seconds:.1f} s (whole command), {size / 2 ** 20:.0f} MiB on "
-          f"disk ({manifest['terms']:,} terms, {manifest['postings']:,} postings), peak memory {peak:.0f} MiB",
+    shards = f" in {corpus_shards} corpus shards" if corpus_shards > 1 else ""
+    print(f"index of {n_docs:,} documents{shards}: built in {seconds:.1f} s (whole command), {size / 2 ** 20:.0f} MiB "
+          f"on disk ({manifest['terms']:,} terms, {manifest['postings']:,} postings), peak memory {peak:.0f} MiB",
           flush=True)
-    return {"seconds": seconds, "bytes": size}
+    return {"seconds": seconds, "bytes": size, "peak_mib": peak}
+
+
+def queries_per_second(searcher, queries, k: int, workers: int):
+    """``(queries/s, hits)`` of ``retrieve`` over ``queries`` after a warm-up of the page cache."""
+    retrieve(searcher, queries[:workers * 64], k, workers, progress=False)
+    started = time.perf_counter()
+    found = retrieve(searcher, queries, k, workers, progress=False)
+    return len(queries) / (time.perf_counter() - started), found.hits
 
 
 def postings_against_dense(searcher, queries, k: int, label: str) -> float:
@@ -100,6 +117,8 @@ def main() -> int:
     parser.add_argument("--top-k", type=int, default=50)
     parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--scale", type=int, default=0, help="also build an index of this many documents")
+    parser.add_argument("--corpus-shards", type=int, default=1,
+                        help="with --scale: also build that index in this many corpus shards and compare")
     parser.add_argument("--work", type=Path, default=None, help="working directory (default: a temporary one)")
     add_smoke_option(parser)
     args = shrink(parser.parse_args(), docs=2000, vocab=2000, queries=40, reference_queries=5, top_k=10)
@@ -115,10 +134,7 @@ def main() -> int:
         rare = [" ".join(words[rng.choice(args.vocab, size=5)]) for _ in range(500)]  # 5 words, uniform: rare terms
         build(corpus, work / "index", args.docs)
         fast = Bm25sSearcher(str(work / "index"), Analyser())
-        retrieve(fast, queries[:args.workers * 64], args.top_k, args.workers, progress=False)  # warm the page cache
-        started = time.perf_counter()
-        found = retrieve(fast, queries, args.top_k, args.workers, progress=False)
-        fast_qps = len(queries) / (time.perf_counter() - started)
+        fast_qps, fast_hits = queries_per_second(fast, queries, args.top_k, args.workers)
         print(f"bm25s: {fast_qps:,.0f} queries/s ({len(queries)} queries, top {args.top_k}, "
               f"{args.workers} processes)", flush=True)
         postings = postings_against_dense(fast, queries[:500], args.top_k, f"{args.docs:,} documents, Zipf queries")
@@ -133,8 +149,8 @@ def main() -> int:
         ref_hits = [reference.search(q, args.top_k) for q in queries[:n_ref]]
         ref_qps = n_ref / (time.perf_counter() - started)
         print(f"rank_bm25: {ref_qps:.2f} queries/s ({n_ref} queries)", flush=True)
-        same = sum(np.array_equal(a[0], b[0]) for a, b in zip(found.hits[:n_ref], ref_hits))
-        worst = max(float(np.max(np.abs(a[1] - b[1]) / b[1])) for a, b in zip(found.hits[:n_ref], ref_hits)
+        same = sum(np.array_equal(a[0], b[0]) for a, b in zip(fast_hits[:n_ref], ref_hits))
+        worst = max(float(np.max(np.abs(a[1] - b[1]) / b[1])) for a, b in zip(fast_hits[:n_ref], ref_hits)
                     if len(b[1]))
         print(f"identical top-{args.top_k}: {same} of {n_ref} queries; largest relative score difference "
               f"{worst:.1e}", flush=True)
@@ -148,17 +164,32 @@ def main() -> int:
             write_corpus(big, args.scale, args.vocab, seed=2)
             print(f"{args.scale:,} documents written in {time.perf_counter() - started:.0f} s "
                   f"({big.stat().st_size / 2 ** 20:.0f} MiB of text)", flush=True)
-            build(big, work / "scale_index", args.scale)
+            one = build(big, work / "scale_index", args.scale)
+            if args.corpus_shards > 1:
+                sharded_build = build(big, work / "scale_shards", args.scale, args.corpus_shards)
             big.unlink()
             scaled = Bm25sSearcher(str(work / "scale_index"), Analyser())
             sample = queries[:min(len(queries), 500)]
-            retrieve(scaled, sample[:args.workers * 64], args.top_k, args.workers, progress=False)
-            started = time.perf_counter()
-            retrieve(scaled, sample, args.top_k, args.workers, progress=False)
-            print(f"bm25s at {args.scale:,} documents: {len(sample) / (time.perf_counter() - started):,.0f} "
-                  f"queries/s ({len(sample)} queries)", flush=True)
+            qps, hits = queries_per_second(scaled, sample, args.top_k, args.workers)
+            print(f"bm25s at {args.scale:,} documents: {qps:,.0f} queries/s ({len(sample)} queries, "
+                  f"{args.workers} processes)", flush=True)
             postings_against_dense(scaled, sample[:200], args.top_k, f"{args.scale:,} documents, Zipf queries")
             postings_against_dense(scaled, rare[:200], args.top_k, f"{args.scale:,} documents, rare-term queries")
+            if args.corpus_shards > 1:
+                del scaled
+                sharded = open_bm25s(str(work / "scale_shards"), Analyser())
+                sharded_qps, sharded_hits = queries_per_second(sharded, sample, args.top_k, args.workers)
+                same = all(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+                           for a, b in zip(hits, sharded_hits))
+                print(f"bm25s at {args.scale:,} documents in {args.corpus_shards} corpus shards: {sharded_qps:,.0f} "
+                      f"queries/s; top-{args.top_k} identical to one index: {same}", flush=True)
+                if not same:
+                    print("error: the corpus shards disagree with the one index", file=sys.stderr)
+                    return 1
+                print(f"corpus shards / one index: build time {sharded_build['seconds'] / one['seconds']:.2f}x, "
+                      f"bytes {sharded_build['bytes'] / one['bytes']:.2f}x, peak memory "
+                      f"{sharded_build['peak_mib'] / one['peak_mib']:.2f}x, queries/s {sharded_qps / qps:.2f}x",
+                      flush=True)
         print(f"ratio={fast_qps / ref_qps:.1f} qps={fast_qps:.0f} postings={postings:.2f} "
               f"postings_rare={rare_postings:.2f}")
     finally:
