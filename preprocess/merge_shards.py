@@ -6,6 +6,11 @@ finds every ``SPLIT.NAME.shardI-of-N`` part in ``DATA``, checks that the parts o
 there, complete, made from the split's current token data with one set of options and tiling its
 lines, writes ``SPLIT.NAME.bin/.idx/.json`` (the bytes a single process writes) and removes the
 parts. Under ``torchrun``/``srun`` the producers merge by themselves (rank 0, after a barrier).
+
+    fairseq-maskplug-merge-shards OUT
+
+with ``OUT`` the ``--out`` of ``fairseq-maskplug-retrieve`` run in query shards: checks the parts in
+``OUT.shards/``, writes ``OUT`` (the output of one process) and removes them.
 """
 
 import argparse
@@ -20,7 +25,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="fairseq-maskplug-merge-shards", description=__doc__,
                                      formatter_class=HelpFormatter)
     parser.add_argument("data", help="the producer's --data: the directory its shards wrote their parts in (a "
-                                     "sentence_prediction root: its input0/)")
+                                     "sentence_prediction root: its input0/); or retrieve's --out")
     args = parser.parse_args(argv)
     configure_tool_output()
     import numpy as np
@@ -31,7 +36,13 @@ def main(argv=None) -> int:
     from fairseq_maskplug.data.side_info import check_recorded_files
     from fairseq_maskplug.data.track_shards import finish_merges, merge_parts, part_prefix, parts_in, split_of
 
+    from fairseq_maskplug.retrieval.query_shards import parts_directory
+    from .retrieve import merge_query_shards
+
     try:
+        if os.path.isdir(parts_directory(args.data)):  # retrieve's query shards
+            merge_query_shards(args.data)
+            return 0
         if not os.path.isdir(args.data):
             raise FileNotFoundError(f"{args.data} is not a directory")
         data = token_data_dir(args.data)

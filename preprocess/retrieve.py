@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 from fairseq_maskplug.common.option_ranges import number
+from fairseq_maskplug.tools.sharding import add_shard_options
 
 from . import HelpFormatter, configure_tool_output
 
@@ -73,7 +74,10 @@ def parse_args(argv=None):
                              "records (one pass over the index; the files' lengths are always compared)")
     parser.add_argument("--workers", type=number("[1, inf)", int), default=None,
                         help="query processes of the bm25s backend (default: the CPU cores)")
+    add_shard_options(parser, "queries")
     args = parser.parse_args(argv)
+    if args.num_shards is not None and not args.queries:
+        parser.error("--num-shards shards the queries: give --queries and --out (the index is built whole)")
     if args.queries and not args.out:
         parser.error("--out is required with --queries")
     if args.out and not args.queries:
@@ -126,15 +130,16 @@ def check_outputs(args) -> None:
 
 
 def open_searcher(args, analyser):
-    """The searcher of ``--backend`` and a description of its index."""
+    """The searcher of ``--backend``, a description of its index, and what its scores depend on (the corpus's
+    content and the scoring settings, :func:`~fairseq_maskplug.retrieval.index.index_settings`)."""
     from fairseq_maskplug.retrieval import RankBm25Searcher
     from fairseq_maskplug.retrieval.index import (build_index, check_reusable, index_lock, index_settings,
                                                   is_empty_directory)
     from fairseq_maskplug.retrieval.search import open_bm25s
 
-    if args.backend == "rank_bm25":
-        return RankBm25Searcher(args.corpus, analyser, args.k1, args.b), {"backend": "rank_bm25"}
     settings = index_settings(args.corpus, analyser, args.k1, args.b, args.corpus_shards)
+    if args.backend == "rank_bm25":
+        return RankBm25Searcher(args.corpus, analyser, args.k1, args.b), {"backend": "rank_bm25"}, settings
     with index_lock(args.index):
         if os.path.exists(args.index) and not is_empty_directory(args.index):
             manifest = check_reusable(args.index, settings, args.verify_data)
@@ -145,39 +150,83 @@ def open_searcher(args, analyser):
             shards = f" in {args.corpus_shards} corpus shards" if args.corpus_shards > 1 else ""
             print(f"[retrieve] indexed {manifest['documents']} documents, {manifest['terms']} terms{shards} in "
                   f"{manifest['build_seconds']:.1f} s -> {args.index}", file=sys.stderr)
-    return open_bm25s(args.index, analyser), manifest
+    return open_bm25s(args.index, analyser), manifest, settings
 
 
-def write_outputs(args, queries, found, seconds: float, index_info: dict) -> dict:
+#: what the summary reports of the index
+INDEX_INFO = ("documents", "scored_documents", "terms", "avgdl", "k1", "b", "corpus_shards", "analyser")
+
+
+def write_outputs(out: str, corpus: str, options: dict, found, seconds: float) -> dict:
+    """``--out``, written atomically from the hits of every query (``found``); ``options``: the run's
+    settings as :func:`run_options` records them."""
     from fairseq_maskplug.tools.binarize import atomic_directory
     from fairseq_maskplug.retrieval.corpus import read_lines
     from fairseq_maskplug.retrieval.run import union_in_corpus_order
 
     union = union_in_corpus_order(found.best_ranks())
-    with atomic_directory(Path(args.out), COMMAND, WRITES) as out:
-        with open(out / "provenance.tsv", "w") as f:
+    queries = len(found.hits)
+    with atomic_directory(Path(out), COMMAND, WRITES) as tmp:
+        with open(tmp / "provenance.tsv", "w") as f:
             f.write("query\trank\tdoc\tscore\n")
             for q, (docs, scores) in enumerate(found.hits):
                 for rank, (doc, score) in enumerate(zip(docs.tolist(), scores.tolist()), 1):
                     f.write(f"{q}\t{rank}\t{doc}\t{score:.7g}\n")
         wanted = set(union.tolist())
-        with open(out / "retrieved.txt", "w", encoding="utf-8") as f:
-            for n, text in read_lines(args.corpus, "corpus"):
+        with open(tmp / "retrieved.txt", "w", encoding="utf-8") as f:
+            for n, text in read_lines(corpus, "corpus"):
                 if n in wanted:
                     f.write(text + "\n")
-        with open(out / "retrieved.ids", "w") as f:
+        with open(tmp / "retrieved.ids", "w") as f:
             f.writelines(f"{doc}\n" for doc in union.tolist())
         summary = {
-            "queries": len(queries), "top_k": args.top_k, "backend": args.backend, "rake": args.rake,
+            "queries": queries, "top_k": options["top_k"], "backend": options["backend"], "rake": options["rake"],
             "documents_retrieved": int(len(union)), "rows": sum(len(d) for d, _ in found.hits),
             "queries_without_match": len(found.unscored), "queries_with_fewer_than_k": len(found.short),
-            "query_seconds": round(seconds, 3), "queries_per_second": round(len(queries) / max(seconds, 1e-9), 1),
-            "corpus": os.path.abspath(args.corpus),
-            "index": {k: index_info[k] for k in ("documents", "scored_documents", "terms", "avgdl", "k1", "b", "corpus_shards",
-                                                 "analyser") if k in index_info},
+            "query_seconds": round(seconds, 3), "queries_per_second": round(queries / max(seconds, 1e-9), 1),
+            "corpus": os.path.abspath(corpus), "index": options["index"],
             "unmatched_query_lines": [q + 1 for q in found.unscored],
         }
-        (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+        (tmp / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    return summary
+
+
+def run_options(args, queries: int, index_info: dict, settings: dict) -> dict:
+    """What the hits depend on, recorded in every query shard's part and compared on a rerun and at the
+    merge, with what the merge needs to write ``--out``."""
+    from fairseq_maskplug.common.file_records import file_sha256
+
+    return {"queries_file": os.path.abspath(args.queries), "queries_sha256": file_sha256(args.queries),
+            "queries": queries, "top_k": args.top_k, "rake": args.rake, "backend": args.backend,
+            "corpus": os.path.abspath(args.corpus), "out": os.path.abspath(args.out), "settings": settings,
+            "index": {k: index_info[k] for k in INDEX_INFO if k in index_info}}
+
+
+def report(summary: dict, found, queries_file: str, out: str) -> None:
+    """The command's stderr warning about queries that matched nothing, and its one-line summary."""
+    if found.unscored:
+        lines = ", ".join(str(q + 1) for q in found.unscored[:10])
+        more = f" and {len(found.unscored) - 10} more" if len(found.unscored) > 10 else ""
+        print(f"warning: {len(found.unscored)} of {len(found.hits)} queries match no document (no token of theirs "
+              f"is in the corpus): {queries_file} lines {lines}{more}; listed in {out}/summary.json",
+              file=sys.stderr)
+    print(json.dumps({k: v for k, v in summary.items() if k not in ("index", "unmatched_query_lines")}))
+
+
+def merge_query_shards(out: str) -> dict:
+    """Write ``out`` from the parts its query shards wrote (:mod:`~fairseq_maskplug.retrieval.query_shards`),
+    then remove them; returns the summary (the merge step of rank 0, and of ``fairseq-maskplug-merge-shards``)."""
+    from fairseq_maskplug.common.atomic import check_output_directory
+    from fairseq_maskplug.retrieval.query_shards import parts_directory, read_parts, remove_parts
+    from fairseq_maskplug.retrieval.run import Retrieval
+
+    parts = parts_directory(out)
+    hits, seconds, options = read_parts(parts)
+    check_output_directory(out, "--out", COMMAND, legacy=WRITES)
+    found = Retrieval.of(hits, options["top_k"])
+    summary = write_outputs(out, options["corpus"], options, found, seconds)
+    remove_parts(parts)
+    report(summary, found, options["queries_file"], out)
     return summary
 
 
@@ -185,31 +234,50 @@ def main(argv=None) -> int:
     configure_tool_output()
     args = parse_args(argv)
     from fairseq_maskplug.retrieval.corpus import read_queries
+    from fairseq_maskplug.retrieval.query_shards import (check_parts_directory, part_done, parts_directory,
+                                                         query_range, write_part)
     from fairseq_maskplug.retrieval.rake import rake_query
     from fairseq_maskplug.retrieval.run import default_workers, retrieve
+    from fairseq_maskplug.tools.sharding import shard_of, wait_for_every_shard
 
     try:
+        shard = shard_of(args) if args.queries else None
         check_outputs(args)
+        if shard is not None and shard.num_shards > 1:
+            check_parts_directory(parts_directory(args.out))
         analyser = analyser_of(args)
         queries = read_queries(args.queries) if args.queries else []  # every line checked first
-        searcher, index_info = open_searcher(args, analyser)
+        searcher, index_info, settings = open_searcher(args, analyser)
         if not queries:
             return 0
-        texts = [rake_query(q) for q in queries] if args.rake else queries
-        started = time.perf_counter()
+        options = run_options(args, len(queries), index_info, settings)
         workers = args.workers or default_workers()
-        found = retrieve(searcher, texts, args.top_k, workers if args.backend == "bm25s" else 1)
-        summary = write_outputs(args, queries, found, time.perf_counter() - started, index_info)
+        if shard.num_shards == 1:
+            started = time.perf_counter()
+            texts = [rake_query(q) for q in queries] if args.rake else queries
+            found = retrieve(searcher, texts, args.top_k, workers if args.backend == "bm25s" else 1)
+            summary = write_outputs(args.out, args.corpus, options, found, time.perf_counter() - started)
+            report(summary, found, args.queries, args.out)
+            return 0
+        parts = parts_directory(args.out)
+        mine = query_range(len(queries), shard.num_shards, shard.shard_id)
+        if part_done(parts, shard.num_shards, shard.shard_id, options):
+            print(f"query shard {shard.shard_id} of {shard.num_shards} is already written: skipped")
+        else:
+            started = time.perf_counter()
+            texts = [rake_query(q) if args.rake else q for q in queries[mine.start:mine.stop]]
+            found = retrieve(searcher, texts, args.top_k, workers if args.backend == "bm25s" else 1)
+            wrote = write_part(parts, shard.num_shards, shard.shard_id, mine, found.hits,
+                               time.perf_counter() - started, options)
+            print(f"query shard {shard.shard_id} of {shard.num_shards}: {wrote}")
+        wait_for_every_shard(shard)
+        if shard.merges:
+            merge_query_shards(args.out)
+        else:
+            print(f"when every shard is written: fairseq-maskplug-merge-shards {args.out}")
     except (FileNotFoundError, ValueError, PermissionError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    if found.unscored:
-        lines = ", ".join(str(q + 1) for q in found.unscored[:10])
-        more = f" and {len(found.unscored) - 10} more" if len(found.unscored) > 10 else ""
-        print(f"warning: {len(found.unscored)} of {len(queries)} queries match no document (no token of theirs "
-              f"is in the corpus): {args.queries} lines {lines}{more}; listed in {args.out}/summary.json",
-              file=sys.stderr)
-    print(json.dumps({k: v for k, v in summary.items() if k not in ("index", "unmatched_query_lines")}))
     return 0
 
 

@@ -90,6 +90,8 @@ COMMAND_OPTIONS = {
     ("fairseq-maskplug-retrieve", "--chunk-docs"): [],
     ("fairseq-maskplug-retrieve", "--workers"): [],
     ("fairseq-maskplug-retrieve", "--corpus-shards"): [],
+    ("fairseq-maskplug-retrieve", "--num-shards"): ["--queries", "Q", "--out", "O"],
+    ("fairseq-maskplug-retrieve", "--shard-id"): ["--queries", "Q", "--out", "O"],
     ("fairseq-maskplug-select", "--num-docs"): [],
     ("fairseq-maskplug-select", "--buckets"): [],
     ("fairseq-maskplug-select", "--ngrams"): [],
@@ -136,6 +138,8 @@ COMMAND_OPTIONS = {
 
 #: where the shard options of the producers are defined (tools.sharding.add_shard_options)
 SHARD_OPTIONS = "fairseq_maskplug/tools/sharding.py"
+#: options of that file a command does not take (retrieve shards its queries, not lines in blocks)
+NOT_TAKEN = {("fairseq-maskplug-retrieve", "--shard-block-lines")}
 
 #: the source file(s) of each command (the modules without a console script run with python -m)
 COMMAND_SOURCES = {
@@ -145,7 +149,7 @@ COMMAND_SOURCES = {
     "fairseq-maskplug-salient-spans": ("preprocess/salient_spans.py", SHARD_OPTIONS),
     "prepare_tlm_data": "preprocess/prepare_tlm_data.py",
     "prepare_text": "preprocess/prepare_text.py",
-    "fairseq-maskplug-retrieve": "preprocess/retrieve.py",
+    "fairseq-maskplug-retrieve": ("preprocess/retrieve.py", SHARD_OPTIONS),
     "fairseq-maskplug-select": "preprocess/select_dsir.py",
     "fairseq-maskplug-pmi-units": "preprocess/pmi_units.py",
     "fairseq-maskplug-score-pll": ("preprocess/score_pll.py", SHARD_OPTIONS),
@@ -215,7 +219,7 @@ def command_numeric_options():
             elif isinstance(kind, ast.Call) and getattr(kind.func, "id", None) == "number":
                 number_kind = kind.args[1].id if len(kind.args) > 1 else "float"
                 found[(command, flag)] = (kind.args[0].value, {"int": int, "float": float}[number_kind])
-    return found
+    return {key: value for key, value in found.items() if key not in NOT_TAKEN}
 
 
 # ---------------------------------------------------------------- the notation and the checker

@@ -288,3 +288,64 @@ def test_index_and_out_under_missing_parents_are_made_and_an_unwritable_one_is_r
     assert run_cli(tmp_path, corpus, queries, "--index", str(locked / "a" / "idx"), out="other") == 2
     assert f"cannot write {locked / 'a' / 'idx'}" in capsys.readouterr().err
     assert not (tmp_path / "other").exists()
+
+
+def outputs(out):
+    return {name: (out / name).read_bytes() for name in ("provenance.tsv", "retrieved.txt", "retrieved.ids")}
+
+
+def test_query_shards_merged_write_the_one_process_output(tmp_path, capsys):
+    """Queries in 2, 3 and 7 shards (7: more shards than the 5 queries, two of them empty), merged by
+    merge-shards OUT: the one-process output byte for byte; a rerun skips a written part; a part made with
+    other options and a missing shard are refused in one line."""
+    from preprocess import merge_shards
+
+    rng = np.random.default_rng(3)
+    docs, p = random_corpus(rng, 300, 30)
+    corpus = write(tmp_path / "c.txt", docs)
+    queries = write(tmp_path / "q.txt", [" ".join(f"w{i}" for i in rng.choice(30, size=3, p=p)) for _ in range(5)])
+    index = ["--index", str(tmp_path / "idx"), "--top-k", "9"]
+    assert run_cli(tmp_path, corpus, queries, *index, out="one") == 0
+    whole = outputs(tmp_path / "one")
+    for shards in (2, 3, 7):
+        out = f"k{shards}"
+        for shard in range(shards):
+            assert run_cli(tmp_path, corpus, queries, *index, "--num-shards", str(shards), "--shard-id", str(shard),
+                           out=out) == 0
+            assert f"merge-shards {tmp_path / out}" in capsys.readouterr().out
+        assert not (tmp_path / out).exists()
+        assert run_cli(tmp_path, corpus, queries, *index, "--num-shards", str(shards), "--shard-id", "1",
+                       out=out) == 0
+        assert "already written: skipped" in capsys.readouterr().out
+        assert merge_shards.main([str(tmp_path / out)]) == 0
+        assert outputs(tmp_path / out) == whole and not (tmp_path / f"{out}.shards").exists()
+        assert json.loads((tmp_path / out / "summary.json").read_text())["queries"] == 5
+    shard = ["--num-shards", "3", "--shard-id"]
+    assert run_cli(tmp_path, corpus, queries, *index, *shard, "0", out="bad") == 0
+    assert run_cli(tmp_path, corpus, queries, *index[:2], "--top-k", "4", *shard, "0", out="bad") == 2
+    assert "was made with other options or inputs" in capsys.readouterr().err
+    assert merge_shards.main([str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "query shard 1 of 3" in err and "--num-shards 3 --shard-id 1" in err and len(err.splitlines()) == 1
+    (tmp_path / "mine.shards").mkdir()
+    (tmp_path / "mine.shards" / "notes.txt").write_text("not a part")  # a directory it did not make: never used
+    assert run_cli(tmp_path, corpus, queries, *index, *shard, "0", out="mine") == 2
+    assert "was not made by fairseq-maskplug-retrieve" in capsys.readouterr().err
+    assert (tmp_path / "mine.shards" / "notes.txt").exists()
+
+
+@pytest.mark.e2e
+@pytest.mark.full
+def test_two_torchrun_ranks_answer_their_queries_and_rank_0_writes_the_output(tmp_path):
+    from fairseq_helpers import BIN, check, run
+
+    rng = np.random.default_rng(4)
+    docs, p = random_corpus(rng, 500, 30)
+    corpus = write(tmp_path / "c.txt", docs)
+    queries = write(tmp_path / "q.txt", [" ".join(f"w{i}" for i in rng.choice(30, size=3, p=p)) for _ in range(41)])
+    args = ["--corpus", corpus, "--queries", queries, "--index", tmp_path / "idx", "--top-k", "9", "--workers", "1"]
+    check(run([BIN / "fairseq-maskplug-retrieve", *args, "--out", tmp_path / "one"]))
+    result = check(run([BIN / "torchrun", "--standalone", "--nproc-per-node", "2", BIN / "fairseq-maskplug-retrieve",
+                        *args, "--out", tmp_path / "ranks"], timeout=600))
+    assert "query shard 1 of 2" in result.stdout
+    assert outputs(tmp_path / "ranks") == outputs(tmp_path / "one") and not (tmp_path / "ranks.shards").exists()

@@ -15,6 +15,17 @@ class Retrieval:
     unscored: List[int] = field(default_factory=list)  # queries without a token in the corpus
     short: List[int] = field(default_factory=list)  # queries matching fewer than k documents
 
+    @classmethod
+    def of(cls, hits: List[tuple], k: int) -> "Retrieval":
+        """The run of these hits (one per query, in query order) at top ``k``."""
+        out = cls(hits=list(hits))
+        for q, (docs, _) in enumerate(out.hits):
+            if len(docs) == 0:
+                out.unscored.append(q)
+            elif len(docs) < k:
+                out.short.append(q)
+        return out
+
     def best_ranks(self) -> Dict[int, int]:
         """Union over queries: each retrieved document with its best (smallest, 1-based) rank."""
         best: Dict[int, int] = {}
@@ -44,29 +55,24 @@ def retrieve(searcher, queries: List[str], k: int, workers: int = 1, progress: b
                disable=None if progress else True)
     chunks = [(queries[i:i + chunk], k) for i in range(0, len(queries), chunk)]
     _SEARCHER = searcher
-    out = Retrieval()
+    hits = []
     try:
         if workers > 1 and len(chunks) > 1:
             import multiprocessing
 
             with multiprocessing.get_context("fork").Pool(workers) as pool:
                 for results in pool.imap(_search_chunk, chunks):
-                    out.hits.extend(results)
+                    hits.extend(results)
                     bar.update(len(results))
         else:
             for item in chunks:
                 results = _search_chunk(item)
-                out.hits.extend(results)
+                hits.extend(results)
                 bar.update(len(results))
     finally:
         _SEARCHER = None
         bar.close()
-    for q, (docs, _) in enumerate(out.hits):
-        if len(docs) == 0:
-            out.unscored.append(q)
-        elif len(docs) < k:
-            out.short.append(q)
-    return out
+    return Retrieval.of(hits, k)
 
 
 def default_workers() -> int:

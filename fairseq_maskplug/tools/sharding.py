@@ -35,17 +35,21 @@ class Shard(NamedTuple):
         return self.num_shards == 1 or (self.launch is not None and self.shard_id == 0)
 
 
-def add_shard_options(parser: argparse.ArgumentParser) -> None:
+def add_shard_options(parser: argparse.ArgumentParser, unit: str = "lines") -> None:
+    """``--num-shards``/``--shard-id`` over ``unit`` (a producer's lines, in blocks: also ``--shard-block-lines``;
+    ``retrieve``'s queries: no blocks, a query's top-k depends on nothing else)."""
+    merged = "the track" if unit == "lines" else "the output"
     parser.add_argument("--num-shards", type=number("[1, inf)", int), default=None,
-                        help="split the lines into this many shards, one per job (fairseq's name); each job writes "
-                             "its part, fairseq-maskplug-merge-shards writes the track (default: the ranks of a "
+                        help=f"split the {unit} into this many shards, one per job (fairseq's name); each job writes "
+                             f"its part, fairseq-maskplug-merge-shards writes {merged} (default: the ranks of a "
                              "torchrun/srun launch, else 1)")
     parser.add_argument("--shard-id", type=number("[0, inf)", int), default=None,
                         help="which shard this job computes, from 0 (with --num-shards)")
-    parser.add_argument("--shard-block-lines", type=number("[1, inf)", int), default=BLOCK_LINES,
-                        help="lines per block, the unit of sharding and of batching: batches never cross a block, "
-                             "so the values do not depend on the shards (ours; every shard of a track must use the "
-                             "same)")
+    if unit == "lines":
+        parser.add_argument("--shard-block-lines", type=number("[1, inf)", int), default=BLOCK_LINES,
+                            help="lines per block, the unit of sharding and of batching: batches never cross a "
+                                 "block, so the values do not depend on the shards (ours; every shard of a track "
+                                 "must use the same)")
 
 
 def shard_of(args, environ=os.environ) -> Shard:
