@@ -11,8 +11,11 @@ differently (seen here: a single process on 2 threads against two ranks on 1 thr
 score-pll track). The ratio is then what a second rank with its own cores (or GPU) gains.
 
 Default: a synthetic Zipf corpus and models trained on it for ``--updates`` updates (as
-``bench_precision.py``: a masked LM and a tagger fine-tuned from it). The last line is
-``ratio_pll=<1-rank wall / 2-rank wall> ratio_tag=<the same>``.
+``bench_precision.py``: a masked LM and a tagger fine-tuned from it). ``retrieve`` runs the same way in
+query shards (``--retrieve-queries`` Zipf queries of 20 words into ``--retrieve-docs`` Zipf documents, as
+``bench_bm25.py``, top 50, one query process per rank, the index built beforehand and shared); its
+provenance, ids and documents must be byte-identical. The last line is
+``ratio_pll=<1-rank wall / 2-rank wall> ratio_tag=<the same> ratio_retrieve=<the same>``.
 
     python benchmarks/bench_scaleout.py [--lines 2000] [--shape quickstart]   # about 8 min on 2 cores
 """
@@ -30,6 +33,7 @@ from bench_precision import SHAPES, train_models  # noqa: E402
 from commands import run_checked  # noqa: E402
 from gpu_acceptance import BIN, make_data  # noqa: E402
 from smoke import add_smoke_option, shrink  # noqa: E402
+from bench_bm25 import write_corpus, zipf_words  # noqa: E402
 
 PRODUCERS = (("pll", "score-pll", ["--word-starts", "token"]), ("tag", "annotate-importance", []))
 
@@ -49,6 +53,34 @@ def produce(command, checkpoint, data, name, extra, ranks: int, threads: int) ->
     return time.perf_counter() - start
 
 
+def retrieve_walls(root: Path, docs: int, queries: int, threads: int) -> dict:
+    """Wall seconds of ``retrieve`` as one process and as two ranks over a prebuilt index, outputs compared."""
+    import numpy as np
+
+    corpus, index = root / "corpus.txt", root / "index"
+    write_corpus(corpus, docs, 50_000, seed=0)
+    words, p = zipf_words(50_000)
+    rng = np.random.default_rng(1)
+    (root / "queries.txt").write_text("".join(" ".join(words[rng.choice(len(words), size=20, p=p)]) + "\n"
+                                              for _ in range(queries)))
+    common = [BIN / "fairseq-maskplug-retrieve", "--corpus", corpus, "--index", index, "--top-k", "50"]
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONWARNINGS="ignore")
+    run_checked(common, env=env)  # the index, built once
+    walls, outputs = {}, {}
+    for ranks in (1, 2):
+        args = [*common, "--queries", root / "queries.txt", "--out", root / f"retrieved{ranks}", "--workers", "1"]
+        if ranks > 1:
+            args = [BIN / "torchrun", "--standalone", "--nproc-per-node", str(ranks), *args]
+        start = time.perf_counter()
+        run_checked(args, env=env)
+        walls[ranks] = time.perf_counter() - start
+        outputs[ranks] = {name: (root / f"retrieved{ranks}" / name).read_bytes()
+                          for name in ("provenance.tsv", "retrieved.ids", "retrieved.txt")}
+    if outputs[1] != outputs[2]:
+        raise SystemExit("retrieve: the 2-rank output differs from the 1-rank one")
+    return walls
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shape", choices=sorted(SHAPES), default="quickstart", help="the models' shape")
@@ -57,8 +89,11 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=20, help="training updates of the models")
     parser.add_argument("--max-tokens", type=int, default=4096, help="padded tokens per forward")
     parser.add_argument("--block-lines", type=int, default=256, help="--shard-block-lines of every run")
+    parser.add_argument("--retrieve-docs", type=int, default=200_000, help="synthetic documents of retrieve")
+    parser.add_argument("--retrieve-queries", type=int, default=4000, help="synthetic queries of retrieve")
     add_smoke_option(parser)
-    args = shrink(parser.parse_args(), shape="tiny", lines=40, tokens=32, updates=2, block_lines=8)
+    args = shrink(parser.parse_args(), shape="tiny", lines=40, tokens=32, updates=2, block_lines=8,
+                  retrieve_docs=2000, retrieve_queries=40)
     cores = os.cpu_count() or 2
     threads = max(1, cores // 2)  # per process, in both runs: the same kernels, the same rounding
     with tempfile.TemporaryDirectory() as tmp:
@@ -80,6 +115,10 @@ def main() -> None:
             print(f"{command:20s} 1 rank {walls[1]:7.1f} s, 2 ranks {walls[2]:7.1f} s: "
                   f"{walls[1] / walls[2]:.2f}x; tracks identical")
             ratios.append(f"ratio_{short}={walls[1] / walls[2]:.2f}")
+        walls = retrieve_walls(root, args.retrieve_docs, args.retrieve_queries, threads)
+        print(f"{'retrieve':20s} 1 rank {walls[1]:7.1f} s, 2 ranks {walls[2]:7.1f} s: {walls[1] / walls[2]:.2f}x; "
+              f"outputs identical ({args.retrieve_queries} queries, {args.retrieve_docs:,} documents)")
+        ratios.append(f"ratio_retrieve={walls[1] / walls[2]:.2f}")
     print(" ".join(ratios))
 
 
