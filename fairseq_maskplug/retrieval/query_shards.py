@@ -5,8 +5,8 @@ A query's top-k does not depend on the other queries, so the shards' hits, conca
 are the hits of one process, and the merge writes them through the same writer (the same bytes, timings
 aside). Shard ``I`` of ``N`` (``--num-shards N --shard-id I``, or the ranks of a ``torchrun``/``srun``
 launch) takes queries ``[Q*I//N, Q*(I+1)//N)`` and writes, in ``OUT.shards/`` (a directory of its own
-beside ``--out``, marked as this command's), ``queries.shardI-of-N.npz`` (every query's documents and
-scores) and then ``queries.shardI-of-N.json``: the query range, the seconds it took, the file's length and
+beside ``--out``, marked as this command's), ``queries.shardI-of-N.npy`` (three arrays one after the
+other: every query's number of hits, their documents and their scores; no zip, so no time stamp) and then ``queries.shardI-of-N.json``: the query range, the seconds it took, the file's length and
 SHA-256, and what the hits depend on (the query file's content, the index's corpus and scoring settings,
 ``--top-k``, ``--rake``, the backend). A rerun skips a shard whose part is whole and made the same way and
 refuses one made otherwise. Rank 0 merges after a barrier; independent jobs run
@@ -23,7 +23,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from ..common.atomic import owner, temporary_name, write_owner, write_text
+from ..common.atomic import OWNER_FILE, owner, temporary_name, write_failed, write_owner, write_text
 from ..common.file_records import file_record, read_manifest, recorded_damage
 
 COMMAND = "fairseq-maskplug-retrieve"
@@ -61,27 +61,55 @@ def part_done(parts: str, num_shards: int, shard_id: int, options: dict) -> bool
     if manifest.get("options") != options:
         raise ValueError(f"query shard part {manifest_path} was made with other options or inputs: remove "
                          f"{parts} (or give the options it was made with)")
-    return recorded_damage(_part(parts, num_shards, shard_id, "npz"), manifest["hits_file"], False) is None
+    return recorded_damage(_part(parts, num_shards, shard_id, "npy"), manifest["hits_file"], False) is None
 
 
 def write_part(parts: str, num_shards: int, shard_id: int, queries: range, hits: List[tuple], seconds: float,
                options: dict) -> str:
-    """Write this shard's hits (the npz, then the manifest that marks it whole), both atomically."""
-    os.makedirs(parts, exist_ok=True)
-    if not os.listdir(parts):
-        write_owner(parts, COMMAND)
-    hits_path = _part(parts, num_shards, shard_id, "npz")
+    """Write this shard's hits (the .npy, then the manifest that marks it whole), both atomically."""
+    made = not os.path.isdir(parts)
+    if made:  # made whole with its owner mark, under a temporary name (another shard may race)
+        tmp = temporary_name(parts)
+        os.makedirs(tmp)
+        write_owner(tmp, COMMAND)
+        try:
+            os.rename(tmp, parts)
+        except OSError:
+            shutil.rmtree(tmp)
+            if not os.path.isdir(parts):
+                raise
+    hits_path = _part(parts, num_shards, shard_id, "npy")
     tmp = temporary_name(hits_path)
     counts = np.array([len(docs) for docs, _ in hits], dtype=np.int64)
     docs = np.concatenate([d for d, _ in hits]) if hits else np.zeros(0, dtype=np.int64)
     scores = np.concatenate([s for _, s in hits]) if hits else np.zeros(0, dtype=np.float32)
-    with open(tmp, "wb") as f:
-        np.savez(f, counts=counts, docs=docs.astype(np.int64), scores=scores)
-    os.replace(tmp, hits_path)
-    manifest = {"num_shards": num_shards, "shard_id": shard_id, "first_query": queries.start,
-                "queries": len(queries), "seconds": seconds, "hits_file": file_record(hits_path), "options": options}
-    write_text(_part(parts, num_shards, shard_id, "json"), json.dumps(manifest, indent=1) + "\n")
+    try:
+        with open(tmp, "wb") as f:
+            for array in (counts, docs.astype(np.int64), scores):
+                np.save(f, array, allow_pickle=False)
+        os.replace(tmp, hits_path)
+        manifest = {"num_shards": num_shards, "shard_id": shard_id, "first_query": queries.start,
+                    "queries": len(queries), "seconds": seconds, "hits_file": file_record(hits_path),
+                    "options": options}
+        write_text(_part(parts, num_shards, shard_id, "json"), json.dumps(manifest, indent=1) + "\n")
+    except OSError as error:  # a refused write (OutputWriteError from write_text is a ValueError)
+        written = os.path.getsize(tmp) if os.path.exists(tmp) else None
+        for path in (tmp, hits_path):
+            if os.path.exists(path):
+                os.remove(path)
+        _remove_if_only_owned(parts, made)
+        raise write_failed(hits_path, error, written) from None
+    except ValueError:
+        os.remove(hits_path)
+        _remove_if_only_owned(parts, made)
+        raise
     return f"queries {queries.start + 1} to {queries.stop}: {hits_path}"
+
+
+def _remove_if_only_owned(parts: str, made: bool) -> None:
+    """After a refused write: remove the parts directory if this run made it and it holds nothing else."""
+    if made and sorted(os.listdir(parts)) == [OWNER_FILE]:
+        shutil.rmtree(parts)
 
 
 def parts_in(parts: str) -> Dict[int, List[int]]:
@@ -99,7 +127,7 @@ def read_parts(parts: str, queries: Optional[int] = None):
     the queries): ``(hits in query order, summed seconds, options)``."""
     found = parts_in(parts)
     if not found:
-        raise ValueError(f"{parts} holds no query shard parts (queries.shardI-of-N.npz/.json): nothing to merge")
+        raise ValueError(f"{parts} holds no query shard parts (queries.shardI-of-N.npy/.json): nothing to merge")
     if len(found) > 1:
         raise ValueError(f"{parts} has parts of {' and '.join(map(str, sorted(found)))} shards: they overlap; remove "
                          "the parts of the run you do not want")
@@ -118,13 +146,13 @@ def read_parts(parts: str, queries: Optional[int] = None):
         if manifest["first_query"] != cursor:
             raise ValueError(f"{path} starts at query {manifest['first_query'] + 1}, not {cursor + 1}: the parts do "
                              "not tile the queries")
-        damage = recorded_damage(_part(parts, num_shards, shard_id, "npz"), manifest["hits_file"], True)
+        damage = recorded_damage(_part(parts, num_shards, shard_id, "npy"), manifest["hits_file"], True)
         if damage is not None:
             raise ValueError(f"query shard part {damage}: rerun shard {shard_id}")
-        with np.load(_part(parts, num_shards, shard_id, "npz")) as part:
-            ends = np.cumsum(part["counts"])
-            hits += [(docs, scores) for docs, scores in zip(np.split(part["docs"], ends[:-1]),
-                                                            np.split(part["scores"], ends[:-1]))][:len(ends)]
+        with open(_part(parts, num_shards, shard_id, "npy"), "rb") as f:
+            counts, docs, scores = (np.load(f, allow_pickle=False) for _ in range(3))
+        ends = np.cumsum(counts)
+        hits += list(zip(np.split(docs, ends[:-1]), np.split(scores, ends[:-1])))[:len(ends)]
         cursor += manifest["queries"]
         seconds += manifest["seconds"]
     total = options["queries"] if queries is None else queries
