@@ -9,8 +9,9 @@ parts. Under ``torchrun``/``srun`` the producers merge by themselves (rank 0, af
 
     fairseq-maskplug-merge-shards OUT
 
-with ``OUT`` the ``--out`` of ``fairseq-maskplug-retrieve`` run in query shards: checks the parts in
-``OUT.shards/``, writes ``OUT`` (the output of one process) and removes them.
+with ``OUT`` the ``--out`` of ``fairseq-maskplug-retrieve`` run in query shards, or of
+``fairseq-maskplug-select`` run in document shards: checks the parts in ``OUT.shards/``, writes ``OUT`` (the
+output of one process) and removes them.
 """
 
 import argparse
@@ -25,7 +26,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="fairseq-maskplug-merge-shards", description=__doc__,
                                      formatter_class=HelpFormatter)
     parser.add_argument("data", help="the producer's --data: the directory its shards wrote their parts in (a "
-                                     "sentence_prediction root: its input0/); or retrieve's --out")
+                                     "sentence_prediction root: its input0/); or retrieve's or select's --out")
     args = parser.parse_args(argv)
     configure_tool_output()
     import numpy as np
@@ -36,11 +37,18 @@ def main(argv=None) -> int:
     from fairseq_maskplug.data.side_info import check_recorded_files
     from fairseq_maskplug.data.track_shards import finish_merges, merge_parts, part_prefix, parts_in, split_of
 
+    from fairseq_maskplug.common.atomic import owner
     from fairseq_maskplug.retrieval.query_shards import parts_directory
+
+    from . import select_dsir
     from .retrieve import merge_query_shards
 
     try:
-        if os.path.isdir(parts_directory(args.data)):  # retrieve's query shards
+        parts = parts_directory(args.data)
+        if os.path.isdir(parts) and owner(parts) == select_dsir.COMMAND:  # select's document shards
+            select_dsir.report(select_dsir.merge_select_shards(args.data))
+            return 0
+        if os.path.isdir(parts):  # retrieve's query shards
             merge_query_shards(args.data)
             return 0
         if not os.path.isdir(args.data):

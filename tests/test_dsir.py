@@ -136,3 +136,80 @@ def test_select_refuses_before_writing_anything(tmp_path, capsys, case):
     assert err[-1].startswith("error: ") and expected in err[-1], err
     assert (not out.exists()) if case != "foreign out" else os.listdir(out) == ["mine.txt"]
     assert not [p for p in os.listdir(tmp_path) if ".tmp-" in p]
+
+
+def select_outputs(out):
+    return {name: (out / name).read_bytes() for name in ("provenance.tsv", "retrieved.txt", "retrieved.ids")}
+
+
+def topic_corpus(tmp_path, seed, documents):
+    rng = np.random.default_rng(seed)
+    reviews = ["film", "actor", "plot", "boring", "great", "scene", "director", "movie"]
+    news = ["market", "stock", "minister", "election", "bank", "trade", "court", "police"]
+    corpus = write(tmp_path / "corpus.txt", topics(rng, documents // 4, reviews) + topics(rng, documents - documents // 4,
+                                                                                          news))
+    target = write(tmp_path / "task.txt", topics(rng, 40, reviews))
+    return ["--corpus", str(corpus), "--target", str(target), "--num-docs", "50", "--buckets", "1000"]
+
+
+def test_select_in_shards_merged_is_the_one_process_output(tmp_path, capsys):
+    """401 documents in 1, 2 and 3 shards (neither divides 401), each shard run twice as independent jobs (counts,
+    then weights) and merged by merge-shards OUT: the one-process files byte for byte; a killed shard (its
+    weights part missing) reruns alone; a part made with other options, a missing shard and a damaged part are
+    refused in one line."""
+    from preprocess import merge_shards
+
+    args = topic_corpus(tmp_path, 5, 401)
+    assert select_main(args + ["--out", str(tmp_path / "one")]) == 0
+    whole = select_outputs(tmp_path / "one")
+    assert select_main(args + ["--out", str(tmp_path / "k1"), "--num-shards", "1", "--shard-id", "0"]) == 0
+    assert select_outputs(tmp_path / "k1") == whole
+    for shards in (2, 3):
+        capsys.readouterr()
+        out = tmp_path / f"k{shards}"
+        shard = ["--out", str(out), "--num-shards", str(shards), "--shard-id"]
+        for run in range(2):
+            for i in range(shards):
+                assert select_main(args + shard + [str(i)]) == 0
+        printed = capsys.readouterr().out
+        assert "counts written; shard 1 has not written theirs" in printed or shards == 3
+        assert f"merge-shards {out}" in printed and not out.exists()
+        if shards == 3:  # shard 1 was killed before writing its weights: it reruns alone
+            os.remove(f"{out}.shards/weights.shard1-of-3.json")
+            assert merge_shards.main([str(out)]) == 2
+            err = capsys.readouterr().err.strip()
+            assert "shard 1 of 3 has not written its weights" in err and len(err.splitlines()) == 1
+            assert select_main(args + shard + ["1"]) == 0
+            assert "its counts are written already: skipped" in capsys.readouterr().out
+        assert merge_shards.main([str(out)]) == 0
+        assert select_outputs(out) == whole and not os.path.exists(f"{out}.shards")
+    bad = ["--out", str(tmp_path / "bad"), "--num-shards", "2", "--shard-id"]
+    assert select_main(args + bad + ["0"]) == 0
+    assert select_main(args + ["--ngrams", "1"] + bad + ["0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "was made with other options or inputs" in err and len(err.splitlines()) == 1
+    with open(tmp_path / "bad.shards" / "counts.shard0-of-2.bin", "r+b") as f:  # same length, other bytes
+        f.seek(200)
+        f.write(b"\x7f")
+    assert select_main(args + bad + ["1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "other content" in err and "rerun shard 0" in err and len(err.splitlines()) == 1
+    (tmp_path / "mine.shards").mkdir()
+    (tmp_path / "mine.shards" / "notes.txt").write_text("not a part")  # a directory it did not make: never used
+    assert select_main(args + ["--out", str(tmp_path / "mine"), "--num-shards", "2", "--shard-id", "0"]) == 2
+    assert "was not made by fairseq-maskplug-select" in capsys.readouterr().err
+    assert os.listdir(tmp_path / "mine.shards") == ["notes.txt"]
+
+
+@pytest.mark.e2e
+@pytest.mark.full
+def test_two_torchrun_ranks_select_what_one_process_selects(tmp_path):
+    from fairseq_helpers import BIN, check, run
+
+    args = topic_corpus(tmp_path, 6, 301)
+    check(run([BIN / "fairseq-maskplug-select", *args, "--out", tmp_path / "one"]))
+    result = check(run([BIN / "torchrun", "--standalone", "--nproc-per-node", "2", BIN / "fairseq-maskplug-select",
+                        *args, "--out", tmp_path / "ranks"], timeout=600))
+    assert "shard 1 of 2" in result.stdout
+    assert select_outputs(tmp_path / "ranks") == select_outputs(tmp_path / "one")
+    assert not (tmp_path / "ranks.shards").exists()

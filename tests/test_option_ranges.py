@@ -97,6 +97,8 @@ COMMAND_OPTIONS = {
     ("fairseq-maskplug-select", "--ngrams"): [],
     ("fairseq-maskplug-select", "--min-words"): [],
     ("fairseq-maskplug-select", "--seed"): [],
+    ("fairseq-maskplug-select", "--num-shards"): [],
+    ("fairseq-maskplug-select", "--shard-id"): [],
     ("fairseq-maskplug-pmi-units", "--lexicon-size"): [],
     ("fairseq-maskplug-pmi-units", "--min-count"): [],
     ("fairseq-maskplug-pmi-units", "--max-ngrams"): [],
@@ -138,8 +140,9 @@ COMMAND_OPTIONS = {
 
 #: where the shard options of the producers are defined (tools.sharding.add_shard_options)
 SHARD_OPTIONS = "fairseq_maskplug/tools/sharding.py"
-#: options of that file a command does not take (retrieve shards its queries, not lines in blocks)
-NOT_TAKEN = {("fairseq-maskplug-retrieve", "--shard-block-lines")}
+#: options of that file a command does not take (retrieve shards its queries, select its documents: not lines
+#: in blocks)
+NOT_TAKEN = {("fairseq-maskplug-retrieve", "--shard-block-lines"), ("fairseq-maskplug-select", "--shard-block-lines")}
 
 #: the source file(s) of each command (the modules without a console script run with python -m)
 COMMAND_SOURCES = {
@@ -150,7 +153,7 @@ COMMAND_SOURCES = {
     "prepare_tlm_data": "preprocess/prepare_tlm_data.py",
     "prepare_text": "preprocess/prepare_text.py",
     "fairseq-maskplug-retrieve": ("preprocess/retrieve.py", SHARD_OPTIONS),
-    "fairseq-maskplug-select": "preprocess/select_dsir.py",
+    "fairseq-maskplug-select": ("preprocess/select_dsir.py", SHARD_OPTIONS),
     "fairseq-maskplug-pmi-units": "preprocess/pmi_units.py",
     "fairseq-maskplug-score-pll": ("preprocess/score_pll.py", SHARD_OPTIONS),
     "fairseq-maskplug-annotate-importance": ("preprocess/annotate_importance.py", SHARD_OPTIONS),

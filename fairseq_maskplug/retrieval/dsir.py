@@ -40,15 +40,26 @@ def hashed_ngrams(text: str, buckets: int = BUCKETS, n: int = NGRAMS) -> np.ndar
     return np.fromiter((zlib.crc32(g.encode("utf-8")) % buckets for g in grams), dtype=np.int64, count=len(grams))
 
 
-def fit_distribution(texts: Iterable[str], buckets: int = BUCKETS, n: int = NGRAMS) -> np.ndarray:
-    """The bag-of-hashed-n-grams distribution of ``texts``: bucket counts over all texts, normalised."""
+def bucket_counts(texts: Iterable[str], buckets: int = BUCKETS, n: int = NGRAMS) -> np.ndarray:
+    """How often each bucket's n-grams occur in ``texts`` (float64 holding integers: sums of counts, e.g.
+    of corpus shards, are exact up to 2**53 occurrences)."""
     counts = np.zeros(buckets, dtype=np.float64)
     for text in texts:
         counts += np.bincount(hashed_ngrams(text, buckets, n), minlength=buckets)
+    return counts
+
+
+def normalised(counts: np.ndarray) -> np.ndarray:
+    """The distribution over buckets of :func:`bucket_counts`."""
     total = counts.sum()
     if total == 0:
         raise ValueError("no n-gram in the texts: nothing to fit a distribution on")
     return counts / total
+
+
+def fit_distribution(texts: Iterable[str], buckets: int = BUCKETS, n: int = NGRAMS) -> np.ndarray:
+    """The bag-of-hashed-n-grams distribution of ``texts``: bucket counts over all texts, normalised."""
+    return normalised(bucket_counts(texts, buckets, n))
 
 
 def log_ratio(target: np.ndarray, raw: np.ndarray, epsilon: float = EPSILON) -> np.ndarray:

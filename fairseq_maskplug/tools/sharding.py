@@ -92,18 +92,30 @@ def start_model_producer(args, parts_dir: str):
     return shard, precision, device
 
 
-def wait_for_every_shard(shard: Shard) -> None:
-    """Under a launch: return once every rank has called this (every part written)."""
+def meet(shard: Shard) -> None:
+    """Under a launch: return once every rank has called this (e.g. every rank's counts written); the
+    process group stays up for the next meeting."""
     if shard.launch is None:
         return
     import torch.distributed as dist
 
-    dist.init_process_group("gloo", init_method=shard.launch.init_method, world_size=shard.launch.world_size,
-                            rank=shard.launch.rank, timeout=BARRIER_TIMEOUT)
+    if not dist.is_initialized():
+        dist.init_process_group("gloo", init_method=shard.launch.init_method, world_size=shard.launch.world_size,
+                                rank=shard.launch.rank, timeout=BARRIER_TIMEOUT)
+    dist.barrier()
+
+
+def wait_for_every_shard(shard: Shard) -> None:
+    """Under a launch: return once every rank has called this (every part written); the last meeting."""
+    if shard.launch is None:
+        return
+    import torch.distributed as dist
+
     try:
-        dist.barrier()
+        meet(shard)
     finally:
-        dist.destroy_process_group()
+        if dist.is_initialized():
+            dist.destroy_process_group()
 
 
 def file_identity(path: str, role: str) -> dict:
