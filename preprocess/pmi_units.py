@@ -11,6 +11,15 @@ fingerprinted against the tokens, written atomically) and, with ``--write-lexico
 ``n-gram<TAB>score`` lines, best first per length (the authors' list format plus the score). Prints
 a JSON summary: the lexicon's size per length, units per line, the share of words inside an n-gram
 unit, and the count threshold of the bounded counting (0: exact counts).
+
+In shards (``--num-shards N --shard-id I``, or the ranks of a torchrun/srun launch), each shard takes whole
+blocks of lines: pass 1 writes the n-gram counts of its lines of ``--count-split`` to
+``DATA/COUNT_SPLIT.NAME.counts.shards/``; with every shard's counts summed (the one-process counts where no
+shard reached ``--max-ngrams``; otherwise lossy counting's bounds, the thresholds added) every shard builds
+the same lexicon and writes the units of its lines as a part, merged by rank 0 or by
+``fairseq-maskplug-merge-shards DATA`` (which also removes the counts). Independent jobs run every shard
+twice: the first run counts and stops. A line's choice among overlapping n-grams is seeded by its number,
+so the track does not depend on the shards. With ``--lexicon`` there is no pass 1.
 """
 
 import argparse
@@ -19,6 +28,7 @@ import os
 import sys
 
 from fairseq_maskplug.common.option_ranges import number
+from fairseq_maskplug.tools.sharding import add_shard_options
 
 from . import HelpFormatter, configure_tool_output, one_line_on_write_failure, split_name, split_names, track_name
 
@@ -57,6 +67,7 @@ def parse_args(argv=None):
                                                                              "--pmi-track)")
     parser.add_argument("--seed", type=number("[0, inf)", int), default=0,
                         help="seed of the choice between overlapping n-grams (per line)")
+    add_shard_options(parser)
     return parser.parse_args(argv)
 
 
@@ -91,8 +102,8 @@ def speller(dictionary, boundaries, encoder_json):
                                 for s in surfaces.token_bytes(ids, unknown_ok=True)).decode("utf-8", "replace")
 
 
-def line_words(tokens, dictionary, starts_table, spell):
-    """For each line: ``(words, first token of each word, line length)``."""
+def line_words(tokens, dictionary, starts_table, spell, lines: range = None):
+    """For each line of ``lines`` (default: all): ``(words, first token of each word, line length)``."""
     import numpy as np
 
     from fairseq_maskplug.masking import maskable_positions
@@ -100,84 +111,170 @@ def line_words(tokens, dictionary, starts_table, spell):
     from fairseq_maskplug.scoring.pmi_lexicon import spell_words
 
     special = (dictionary.bos(), dictionary.eos(), dictionary.pad())
-    for i in range(len(tokens)):
+    for i in range(len(tokens)) if lines is None else lines:
         line = tokens[i].numpy()
         maskable = maskable_positions(line, special)
         words, firsts = spell_words(line, word_starts(line, maskable, starts_table), maskable, spell)
         yield words, np.asarray(firsts), len(line)
 
 
+def counts_directory(data: str, count_split: str, name: str) -> str:
+    """Where the shards write their n-gram counts (pass 1), beside the tracks."""
+    return os.path.join(data, f"{count_split}.{name}.counts.shards")
+
+
+def count_ngrams(args, shard, tokens, count_prefix: str, words_of):
+    """Pass 1: the n-gram counts of the count split; in shards, each shard's lines are counted into a part
+    (:mod:`fairseq_maskplug.tools.pass_parts`) and every shard sums all parts (exact where no shard reached
+    ``--max-ngrams``: :func:`~fairseq_maskplug.scoring.pmi_lexicon.merge_counts`). Returns None when
+    independent jobs must be run again (another shard has not counted yet)."""
+    from fairseq_maskplug.common.progress import progress_bar
+    from fairseq_maskplug.data.side_info import token_fingerprint
+    from fairseq_maskplug.data.track_shards import shard_lines
+    from fairseq_maskplug.scoring.pmi_lexicon import NGramCounts, merge_counts
+    from fairseq_maskplug.tools.pass_parts import PassParts, make_parts_directory
+    from fairseq_maskplug.tools.sharding import meet
+
+    lines = shard_lines(len(tokens), shard.num_shards, shard.shard_id, args.shard_block_lines)
+    counts = NGramCounts(5, args.max_ngrams)
+    desc = f"counting n-grams of {args.count_split}"
+    if shard.num_shards == 1:
+        for words, _, _ in progress_bar(words_of(tokens, lines), total=len(lines), desc=desc, unit="line"):
+            counts.add(words)
+        return counts
+    parts_dir = counts_directory(args.data, args.count_split, args.name)
+    options = {"tokens": token_fingerprint(count_prefix), "max_ngrams": args.max_ngrams,
+               "word_boundaries": args.word_boundaries, "block_lines": args.shard_block_lines}
+    parts = PassParts(parts_dir, "counts", shard.num_shards, options, save=save_counts, load=load_counts)
+    make_parts_directory(parts_dir, COMMAND)
+    where = f"shard {shard.shard_id} of {shard.num_shards} (lines {lines.start + 1} to {lines.stop})"
+    if parts.done(shard.shard_id, lines):
+        print(f"{where}: its n-gram counts are written already: skipped", flush=True)
+    else:
+        for words, _, _ in progress_bar(words_of(tokens, lines), total=len(lines), desc=desc, unit="line"):
+            counts.add(words)
+        parts.write(shard.shard_id, lines, counts)
+    meet(shard)
+    missing = parts.missing()
+    if missing:
+        print(f"{where}: n-gram counts written; {'shard' if len(missing) == 1 else 'shards'} "
+              f"{', '.join(map(str, missing))} {'has' if len(missing) == 1 else 'have'} not written theirs: run "
+              "them, then run every shard again (each skips its counts and writes its units)", flush=True)
+        return None
+    return merge_counts(parts.read_all(len(tokens)))
+
+
+def save_counts(counts, f) -> None:
+    f.write(json.dumps(counts.to_json(), ensure_ascii=False).encode("utf-8"))
+
+
+def load_counts(f):
+    from fairseq_maskplug.scoring.pmi_lexicon import NGramCounts
+
+    return NGramCounts.from_json(json.loads(f.read().decode("utf-8")))
+
+
+def unit_rows(split_index: int, seed: int, lines: range, words, lexicon, stats: dict):
+    """Pass 2: each line's unit-start track; a line's choice among overlapping n-grams is seeded by
+    ``(seed, split, line)``, so a line's units do not depend on the shards."""
+    import numpy as np
+
+    from fairseq_maskplug.scoring.pmi_lexicon import segment, unit_start_track
+
+    for line, (line_words_, firsts, length) in zip(lines, words):
+        unit_starts = segment(line_words_, lexicon, 5, np.random.default_rng((seed, split_index, line)))
+        stats["lines"] += 1
+        stats["words"] += len(line_words_)
+        stats["units"] += len(unit_starts)
+        stats["words_in_ngrams"] += len(line_words_) - len(unit_starts) + sum(
+            1 for a, b in zip(unit_starts, unit_starts[1:] + [len(line_words_)]) if b - a > 1)
+        yield unit_start_track(length, firsts, unit_starts)
+
+
 @one_line_on_write_failure
 def main(argv=None) -> int:
     configure_tool_output()
     args = parse_args(argv)
-    import numpy as np
-    from fairseq_maskplug.data.dictionaries import read_dictionary
-
-    from fairseq_maskplug.common.atomic import check_writable
-    from fairseq_maskplug.common.progress import progress_bar
-    from fairseq_maskplug.data import write_side_info
-    from fairseq_maskplug.data.word_boundaries import word_start_symbols
-    from fairseq_maskplug.scoring.pmi_lexicon import (NGramCounts, build_lexicon, read_lexicon, segment,
-                                                      unit_start_track)
-
-    try:  # everything checked before any work
-        dict_path = os.path.join(args.data, "dict.txt")
-        if not os.path.isfile(dict_path):
-            raise ValueError(f"--data {args.data}: no dict.txt (give a fairseq-preprocess output directory)")
-        dictionary = read_dictionary(dict_path)
-        starts_table, boundaries = word_start_symbols(dictionary, args.word_boundaries, args.gpt2_encoder_json)
-        splits = args.splits
-        loaded = {split: load_split(args.data, split, dictionary) for split in splits}
-        if args.lexicon is None and args.count_split not in loaded:
-            loaded[args.count_split] = load_split(args.data, args.count_split, dictionary)
-        lexicon = None
-        if args.lexicon is not None:
-            with open(args.lexicon, encoding="utf-8") as f:
-                lexicon = read_lexicon(f, args.lexicon)
-            if not lexicon:
-                raise ValueError(f"--lexicon {args.lexicon}: no n-gram in it")
-        if args.write_lexicon:
-            check_writable(args.write_lexicon)
-        spell = speller(dictionary, boundaries, args.gpt2_encoder_json)
+    try:  # every input checked before any work; a shard part made otherwise refused in one line too
+        return write_units(args)
     except (OSError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+
+
+def write_units(args) -> int:
+    from fairseq_maskplug.common.atomic import check_writable
+    from fairseq_maskplug.common.progress import progress_bar
+    from fairseq_maskplug.data.dictionaries import read_dictionary
+    from fairseq_maskplug.data.word_boundaries import word_start_symbols
+    from fairseq_maskplug.scoring.pmi_lexicon import build_lexicon, read_lexicon
+    from fairseq_maskplug.tools.pass_parts import check_parts_directory, remove_parts_directory
+    from fairseq_maskplug.tools.sharding import ShardedTrack, file_identity, line_lengths, start_producer
+
+    # everything checked before any work
+    dict_path = os.path.join(args.data, "dict.txt")
+    if not os.path.isfile(dict_path):
+        raise ValueError(f"--data {args.data}: no dict.txt (give a fairseq-preprocess output directory)")
+    dictionary = read_dictionary(dict_path)
+    starts_table, boundaries = word_start_symbols(dictionary, args.word_boundaries, args.gpt2_encoder_json)
+    splits = args.splits
+    loaded = {split: load_split(args.data, split, dictionary) for split in splits}
+    if args.lexicon is None and args.count_split not in loaded:
+        loaded[args.count_split] = load_split(args.data, args.count_split, dictionary)
+    lexicon = None
+    if args.lexicon is not None:
+        with open(args.lexicon, encoding="utf-8") as f:
+            lexicon = read_lexicon(f, args.lexicon)
+        if not lexicon:
+            raise ValueError(f"--lexicon {args.lexicon}: no n-gram in it")
+    if args.write_lexicon:
+        check_writable(args.write_lexicon)
+    spell = speller(dictionary, boundaries, args.gpt2_encoder_json)
+    shard = start_producer(args, args.data)
+    if shard.num_shards > 1 and lexicon is None:
+        check_parts_directory(counts_directory(args.data, args.count_split, args.name), COMMAND)
+
+    def words_of(tokens, lines):
+        return line_words(tokens, dictionary, starts_table, spell, lines)
+
     summary = {"word_boundaries": boundaries, "count_threshold": 0}
     if lexicon is None:
-        counts = NGramCounts(5, args.max_ngrams)
-        _, tokens = loaded[args.count_split]
-        for words, _, _ in progress_bar(line_words(tokens, dictionary, starts_table, spell), total=len(tokens),
-                                        desc=f"counting n-grams of {args.count_split}", unit="line"):
-            counts.add(words)
+        count_prefix, count_tokens = loaded[args.count_split]
+        counts = count_ngrams(args, shard, count_tokens, count_prefix, words_of)
+        if counts is None:
+            return 0
         lexicon = build_lexicon(counts, args.lexicon_size, args.min_count, args.score)
         summary.update(count_threshold=counts.threshold, counted_ngrams=len(counts.counts), score=args.score,
                        min_count=args.min_count)
+        source = {"count_split": args.count_split, "lexicon_size": args.lexicon_size, "min_count": args.min_count,
+                  "score": args.score, "max_ngrams": args.max_ngrams}
+    else:
+        source = file_identity(args.lexicon, "lexicon")
     summary["lexicon"] = {str(n): sum(len(g) == n for g in lexicon) for n in range(2, 6)}
-    if args.write_lexicon:
+    if args.write_lexicon and shard.shard_id == 0:
         from fairseq_maskplug.common.atomic import write_text
 
         ranked = sorted(lexicon.items(), key=lambda item: (len(item[0]), -item[1], item[0]))
         write_text(args.write_lexicon, "".join(f"{' '.join(g)}\t{v:.6g}\n" for g, v in ranked))
+    options = {**source, "seed": args.seed, "splits": splits, "word_boundaries": boundaries}
+    track = ShardedTrack(shard, options, args.shard_block_lines)
     for split in splits:
         prefix, tokens = loaded[split]
-        rng = np.random.default_rng((args.seed, splits.index(split)))
+        track_prefix = f"{prefix}.{args.name}"
+        if track.already_written(track_prefix, prefix, len(tokens), "uint8"):
+            print(f"{split}: shard {shard.shard_id} of {shard.num_shards} is already written: skipped", flush=True)
+            continue
+        lines = track.lines(len(tokens))
         stats = {"lines": 0, "words": 0, "units": 0, "words_in_ngrams": 0}
-
-        def rows():
-            for words, firsts, length in progress_bar(line_words(tokens, dictionary, starts_table, spell),
-                                                      total=len(tokens), desc=f"units of {split}", unit="line"):
-                unit_starts = segment(words, lexicon, 5, rng)
-                stats["lines"] += 1
-                stats["words"] += len(words)
-                stats["units"] += len(unit_starts)
-                stats["words_in_ngrams"] += len(words) - len(unit_starts) + sum(
-                    1 for a, b in zip(unit_starts, unit_starts[1:] + [len(words)]) if b - a > 1)
-                yield unit_start_track(length, firsts, unit_starts)
-
-        write_side_info(f"{prefix}.{args.name}", rows(), "uint8", tokens_prefix=prefix)
+        words = progress_bar(words_of(tokens, lines), total=len(lines), desc=f"units of {split}", unit="line")
+        rows = unit_rows(splits.index(split), args.seed, lines, words, lexicon, stats)
+        wrote = track.write(track_prefix, prefix, len(tokens), rows, "uint8")
         summary[split] = {**stats, "units_per_line": round(stats["units"] / max(stats["lines"], 1), 3),
-                          "share_of_words_in_ngrams": round(stats["words_in_ngrams"] / max(stats["words"], 1), 4)}
+                          "share_of_words_in_ngrams": round(stats["words_in_ngrams"] / max(stats["words"], 1), 4),
+                          "wrote": wrote}
+    summary["merges"] = track.finish(lambda split_prefix: line_lengths(split_prefix, dictionary), args.data)
+    if shard.merges and args.lexicon is None:
+        remove_parts_directory(counts_directory(args.data, args.count_split, args.name), COMMAND)
     print(json.dumps(summary))
     return 0
 

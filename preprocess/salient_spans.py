@@ -90,7 +90,12 @@ def main(argv=None) -> int:
                "batch_size": args.batch_size}
     track = ShardedTrack(shard, options, args.shard_block_lines)
     summary = {"track": prefix, "spacy_model": args.spacy_model}
-    if track.already_written(prefix, split_prefix, len(texts), "int32"):
+    try:
+        written = track.already_written(prefix, split_prefix, len(texts), "int32")
+    except ValueError as error:  # a part made with other options or from other tokens
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if written:
         print(f"{args.split}: shard {shard.shard_id} of {shard.num_shards} is already written: skipped")
     else:
         lines = track.lines(len(texts))  # whole blocks, starting on one: batches of a divisor never cross them

@@ -12,8 +12,8 @@ import pytest
 from fairseq_helpers import check, json_logs, train
 from fairseq_maskplug.masking import Corruption, corrupt, maskable_positions
 from fairseq_maskplug.masking.pmi import PMIPolicy, pmi_mask, pmi_views, unit_ids
-from fairseq_maskplug.scoring.pmi_lexicon import (LENGTH_SHARES, NGramCounts, build_lexicon, pmi_n, read_lexicon,
-                                                  segment, unit_start_track)
+from fairseq_maskplug.scoring.pmi_lexicon import (LENGTH_SHARES, NGramCounts, build_lexicon, merge_counts, pmi_n,
+                                                  read_lexicon, segment, unit_start_track)
 from preprocess import pmi_units
 from stats_helpers import assert_mean, assert_proportion, assert_uniform
 from test_tlm import data as tlm_data, train_tlm  # noqa: F401  (the TLM fixture, reused)
@@ -216,6 +216,103 @@ def test_pmi_units_command_writes_a_track_of_whole_word_units(tiny_data, tmp_pat
     again = data_utils.load_indexed_dataset(str(data / "valid.again"), None)
     first = data_utils.load_indexed_dataset(str(data / "valid.pmi_units"), None)
     assert all(np.array_equal(again[i].numpy(), first[i].numpy()) for i in range(len(first)))
+
+
+def pmi_tracks(data, name="pmi_units"):
+    return {p.name: p.read_bytes() for p in sorted(data.glob(f"*.{name}.*")) if p.is_file()}
+
+
+def test_merged_counts_of_shards_are_the_one_process_counts_and_keep_the_bounds_when_pruned():
+    rng = np.random.default_rng(7)
+    lines = [[f"w{int(rng.zipf(1.5)) % 200}" for _ in range(12)] for _ in range(300)]
+    whole = NGramCounts(3)
+    for words in lines:
+        whole.add(words)
+    for cuts in ([150], [37, 200], [0, 1, 299]):  # 2, 3 and 4 shards, one of them empty
+        parts = []
+        for a, b in zip([0, *cuts], [*cuts, len(lines)]):
+            part = NGramCounts(3)
+            for words in lines[a:b]:
+                part.add(words)
+            parts.append(NGramCounts.from_json(json.loads(json.dumps(part.to_json()))))  # as a part is stored
+        merged = merge_counts(parts)
+        assert merged.counts == whole.counts and merged.totals == whole.totals and merged.threshold == 0
+    bounded = [NGramCounts(3, max_entries=300), NGramCounts(3, max_entries=300)]
+    for i, words in enumerate(lines):
+        bounded[i * 2 // len(lines)].add(words)
+    merged = merge_counts(bounded)
+    assert 0 < merged.threshold == sum(part.threshold for part in bounded) and len(merged.counts) <= 300
+    for gram, true in whole.counts.items():  # count <= true <= count + delta <= count + threshold; dropped: rare
+        if gram in merged.counts:
+            assert merged.counts[gram] <= true <= merged.counts[gram] + merged.deltas.get(gram, 0)
+            assert merged.deltas.get(gram, 0) <= merged.threshold
+        else:
+            assert true <= merged.threshold
+    with pytest.raises(ValueError, match="different shapes"):
+        merge_counts([NGramCounts(3), NGramCounts(4)])
+
+
+def test_pmi_units_in_shards_merge_into_the_one_process_tracks(tiny_data, tmp_path, capsys):
+    """300 + 40 lines in blocks of 16 (19 and 3 blocks, which 2 and 3 shards do not divide), each shard run
+    twice as an independent job (n-gram counts, then units), merged by merge-shards DATA: the one-process
+    tracks byte for byte, and the counts removed; a killed shard reruns alone; counts made with other options
+    are refused in one line."""
+    import shutil
+
+    from preprocess import merge_shards
+
+    args = ["--min-count", "1", "--lexicon-size", "50", "--shard-block-lines", "16"]
+    one = shutil.copytree(tiny_data / "bin", tmp_path / "one")
+    assert pmi_units.main(["--data", str(one), *args]) == 0
+    whole = pmi_tracks(one)
+    assert len(whole) == 6 and json.loads(capsys.readouterr().out)["lexicon"]["2"] == 25
+    for shards in (2, 3):
+        data = shutil.copytree(tiny_data / "bin", tmp_path / f"shards{shards}")
+        shard = ["--data", str(data), *args, "--num-shards", str(shards), "--shard-id"]
+        for i in range(shards):
+            assert pmi_units.main(shard + [str(i)]) == 0
+        first = capsys.readouterr().out
+        assert "n-gram counts written; shard 1 has not written theirs" in first or shards == 3
+        assert "n-gram counts written; shards 1, 2 have not written theirs" in first or shards == 2
+        assert pmi_tracks(data) and all(f".shard{shards - 1}-of-" in name for name in pmi_tracks(data))  # the last
+        for i in range(shards):
+            assert pmi_units.main(shard + [str(i)]) == 0
+            out = capsys.readouterr().out
+            assert "its n-gram counts are written already: skipped" in out
+            summary = json.loads(out.strip().splitlines()[-1])
+            assert summary["lexicon"]["2"] == 25 and ("train" in summary) == (i < shards - 1)  # the last: written
+        if shards == 3:  # shard 2 was killed while writing its units: it reruns alone, the others skip theirs
+            for path in data.glob("*.pmi_units.shard2-of-3.json"):
+                path.unlink()
+            for i in (0, 2):
+                assert pmi_units.main(shard + [str(i)]) == 0
+                assert ("is already written: skipped" in capsys.readouterr().out) == (i == 0)
+        assert merge_shards.main([str(data)]) == 0
+        assert "removed the shards' n-gram counts" in capsys.readouterr().out
+        assert pmi_tracks(data) == whole and not list(data.glob("*shard*"))
+    data = shutil.copytree(tiny_data / "bin", tmp_path / "other")
+    shard = ["--data", str(data), *args, "--num-shards", "2", "--shard-id", "0"]
+    assert pmi_units.main(shard) == 0
+    assert pmi_units.main([*shard, "--max-ngrams", "100"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "was made with other options or inputs" in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.e2e
+@pytest.mark.full
+def test_two_torchrun_ranks_write_the_one_process_pmi_units(tiny_data, tmp_path):
+    import shutil
+
+    from fairseq_helpers import BIN, run
+
+    args = ["--min-count", "1", "--lexicon-size", "50", "--shard-block-lines", "16"]
+    one = shutil.copytree(tiny_data / "bin", tmp_path / "one")
+    check(run([BIN / "fairseq-maskplug-pmi-units", "--data", one, *args]))
+    ranks = shutil.copytree(tiny_data / "bin", tmp_path / "ranks")
+    result = check(run([BIN / "torchrun", "--standalone", "--nproc-per-node", "2", BIN / "fairseq-maskplug-pmi-units",
+                        "--data", ranks, *args], timeout=600))
+    assert "merged 2 shards" in result.stdout
+    assert pmi_tracks(ranks) == pmi_tracks(one) and not list(ranks.glob("*shard*"))
 
 
 @pytest.mark.parametrize("flags, message", [

@@ -19,8 +19,9 @@
    (authors: over 10), ranked per length; 50% of the lexicon are the top bigrams, 25% trigrams,
    12.5% each 4- and 5-grams (the authors' list policy).
 5. **Units** (:func:`segment`): a lexicon n-gram is one unit; one contained in a longer match gives way
-   to it; of overlapping matches one is chosen at random (seeded, once per line: ours, the same at
-   every visit) and the rest become words; every other word is a unit.
+   to it; of overlapping matches one is chosen at random (seeded by the line's number, once per line:
+   ours, the same at every visit and in every shard) and the rest become words; every other word is a
+   unit.
 """
 
 import math
@@ -67,14 +68,58 @@ class NGramCounts:
                 if self.threshold:
                     self.deltas.update((g, self.threshold) for g in grams if g not in self.counts)
                 self.counts.update(grams)
+        self._prune()
+
+    def log_p(self, gram: Words) -> Optional[float]:
+        count = self.counts.get(gram, 0)
+        return math.log(count / self.totals[len(gram)]) if count else None
+
+    def _prune(self) -> None:
         while len(self.counts) > self.max_entries:
             self.threshold += 1
             self.counts = Counter({g: c for g, c in self.counts.items() if c + self.deltas.get(g, 0) > self.threshold})
             self.deltas = {g: d for g, d in self.deltas.items() if g in self.counts}
 
-    def log_p(self, gram: Words) -> Optional[float]:
-        count = self.counts.get(gram, 0)
-        return math.log(count / self.totals[len(gram)]) if count else None
+    def to_json(self) -> dict:
+        """Everything the counts hold, as JSON values (a shard's part: no pickle)."""
+        return {"max_n": self.max_n, "max_entries": self.max_entries, "totals": self.totals,
+                "threshold": self.threshold,
+                "counts": [[list(g), c, self.deltas.get(g, 0)] for g, c in self.counts.items()]}
+
+    @classmethod
+    def from_json(cls, value: dict) -> "NGramCounts":
+        counts = cls(value["max_n"], value["max_entries"])
+        counts.totals, counts.threshold = list(value["totals"]), value["threshold"]
+        for gram, count, delta in value["counts"]:
+            counts.counts[tuple(gram)] = count
+            if delta:
+                counts.deltas[tuple(gram)] = delta
+        return counts
+
+
+def merge_counts(parts: Sequence[NGramCounts]) -> NGramCounts:
+    """The counts of the lines of all ``parts`` (one per corpus shard), as in Agarwal et al.'s mergeable
+    summaries (PODS 2012): counts and totals add; an n-gram a part does not hold may have occurred up to
+    that part's threshold times there, which goes into its ``delta``; thresholds add; then the same cap on
+    the entries. Where no part dropped an n-gram (every threshold 0) and the sum fits ``max_entries``, these
+    are the exact counts, those of one process counting every line."""
+    if not parts:
+        raise ValueError("no counts to merge")
+    shapes = {(part.max_n, part.max_entries) for part in parts}
+    if len(shapes) > 1:
+        raise ValueError(f"counts of different shapes (max_n, max_entries) cannot be merged: {sorted(shapes)}")
+    merged = NGramCounts(*shapes.pop())
+    merged.totals = [sum(column) for column in zip(*(part.totals for part in parts))]
+    merged.threshold = sum(part.threshold for part in parts)
+    for part in parts:
+        merged.counts.update(part.counts)
+    if merged.threshold:
+        for gram in merged.counts:
+            delta = sum(part.deltas.get(gram, 0) if gram in part.counts else part.threshold for part in parts)
+            if delta:
+                merged.deltas[gram] = delta
+    merged._prune()
+    return merged
 
 
 def pmi_n(gram: Words, counts: NGramCounts, score: str = "paper") -> Optional[float]:
