@@ -19,6 +19,11 @@ text exactly as its tokens spell it (what ``salient-spans --text``, ``span-label
 tab or with an empty text is refused, naming file and line, before any work. The output is
 written atomically (the rule of every directory a command writes: new, empty, or its own
 earlier output).
+
+At scale: sentencepiece trains (on at most 2M sampled lines) and encodes on every core of the machine, and
+``--workers`` binarizes in that many processes. One output directory holds one dictionary counted over all
+the training text, so this command runs on one machine; several machines' worth of text goes into several
+such directories (fairseq reads ``DATA1:DATA2``; give them one ``--spm-model``).
 """
 
 import argparse
@@ -47,6 +52,9 @@ def parse_args(argv=None):
                         help="sentencepiece vocabulary size (with no --spm-model)")
     parser.add_argument("--spm-model", type=Path, default=None,
                         help="an existing sentencepiece model to encode with instead of training one")
+    parser.add_argument("--workers", type=number("[1, inf)", int), default=2,
+                        help="fairseq-preprocess worker processes (ours: 2; sentencepiece trains and encodes on "
+                             "every core by itself); the output does not depend on it")
     args = parser.parse_args(argv)
     for entry in args.labelled:
         if len(entry) not in (3, 4):
@@ -140,13 +148,13 @@ def main(argv=None) -> int:
                     write_lines(files[split], lines)
                     write_lines(text_dir / f"{name}.{split}.txt", texts[name][split])
                 fairseq_preprocess(out / name / "input0" if name in labels else out / name, files,
-                                   srcdict=out / "dict.txt")
+                                   srcdict=out / "dict.txt", workers=args.workers)
             for name, splits in labels.items():
                 files = {}
                 for split, rows in splits.items():
                     files[split] = text_dir / f"{name}.{split}.label"
                     write_lines(files[split], rows)
-                fairseq_preprocess(out / name / "label", files)
+                fairseq_preprocess(out / name / "label", files, workers=args.workers)
             manifest = {"corpora": {name: {split: len(lines) for split, lines in splits.items()}
                                     for name, splits in texts.items()},
                         "labelled": sorted(labels), "spm_model": str(args.spm_model or "trained"),

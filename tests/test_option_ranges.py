@@ -76,6 +76,7 @@ COMMAND_OPTIONS = {
     ("fairseq-maskplug-prepare-demo", "--vocab-size"): [],
     ("fairseq-maskplug-prepare-demo", "--mr-sentences"): [],
     ("prepare_text", "--vocab-size"): [],
+    ("prepare_text", "--workers"): [],
     ("fairseq-maskplug-prepare-demo", "--seed"): [],
     ("fairseq-maskplug-salient-spans", "--workers"): [],
     ("fairseq-maskplug-salient-spans", "--batch-size"): [],

@@ -55,6 +55,21 @@ def test_the_layouts_and_the_text_the_tokens_spell(own, capsys):
     assert (own / "mine" / "notes.txt").read_text() == "keep"
 
 
+def test_the_output_does_not_depend_on_the_workers(own):
+    """fairseq-preprocess in 1 and 3 worker processes (each splits the files by byte offsets): the same bytes in
+    every file (one sentencepiece model given, so that its training is not compared)."""
+    model = own / "spm-given"
+    assert prepare_text.main(["--out", str(model), "--vocab-size", "100", *corpus_args(own)]) == 0
+    trees = []
+    for workers in ("1", "3"):
+        out = own / f"workers{workers}"
+        assert prepare_text.main(["--out", str(out), "--spm-model", str(model / "spm.model"), "--workers", workers,
+                                  *corpus_args(own)]) == 0
+        trees.append({str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*"))
+                      if p.is_file() and p.suffix != ".log"})
+    assert len(trees[0]) > 20 and trees[0] == trees[1]
+
+
 @pytest.mark.parametrize("case, line, message", [
     ("empty line", "", ":3: empty line"),
     ("no tab", "positive great film", ":3: expected label<TAB>text"),
