@@ -13,9 +13,11 @@ score-pll track). The ratio is then what a second rank with its own cores (or GP
 Default: a synthetic Zipf corpus and models trained on it for ``--updates`` updates (as
 ``bench_precision.py``: a masked LM and a tagger fine-tuned from it). ``retrieve`` runs the same way in
 query shards (``--retrieve-queries`` Zipf queries of 20 words into ``--retrieve-docs`` Zipf documents, as
-``bench_bm25.py``, top 50, one query process per rank, the index built beforehand and shared); its
-provenance, ids and documents must be byte-identical. The last line is
-``ratio_pll=<1-rank wall / 2-rank wall> ratio_tag=<the same> ratio_retrieve=<the same>``.
+``bench_bm25.py``, top 50, one query process per rank, the index built beforehand and shared); ``select``
+(DSIR) in document shards on the same corpus with the queries as its target; ``pmi-units`` on the corpus's
+first ``--pmi-lines`` lines. Their outputs must be byte-identical. The last line is
+``ratio_pll=<1-rank wall / 2-rank wall> ratio_tag=<the same> ratio_retrieve=... ratio_select=...
+ratio_pmi=...``.
 
     python benchmarks/bench_scaleout.py [--lines 2000] [--shape quickstart]   # about 8 min on 2 cores
 """
@@ -53,32 +55,70 @@ def produce(command, checkpoint, data, name, extra, ranks: int, threads: int) ->
     return time.perf_counter() - start
 
 
-def retrieve_walls(root: Path, docs: int, queries: int, threads: int) -> dict:
-    """Wall seconds of ``retrieve`` as one process and as two ranks over a prebuilt index, outputs compared."""
-    import numpy as np
-
-    corpus, index = root / "corpus.txt", root / "index"
-    write_corpus(corpus, docs, 50_000, seed=0)
-    words, p = zipf_words(50_000)
-    rng = np.random.default_rng(1)
-    (root / "queries.txt").write_text("".join(" ".join(words[rng.choice(len(words), size=20, p=p)]) + "\n"
-                                              for _ in range(queries)))
-    common = [BIN / "fairseq-maskplug-retrieve", "--corpus", corpus, "--index", index, "--top-k", "50"]
+def one_vs_two(name: str, command_args, outputs, threads: int) -> dict:
+    """Wall seconds of ``command_args(ranks)`` as one process and as two torchrun ranks; ``outputs(ranks)``
+    (what the run wrote, as bytes) must be the same."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONWARNINGS="ignore")
-    run_checked(common, env=env)  # the index, built once
-    walls, outputs = {}, {}
+    walls, written = {}, {}
     for ranks in (1, 2):
-        args = [*common, "--queries", root / "queries.txt", "--out", root / f"retrieved{ranks}", "--workers", "1"]
+        args = command_args(ranks)
         if ranks > 1:
             args = [BIN / "torchrun", "--standalone", "--nproc-per-node", str(ranks), *args]
         start = time.perf_counter()
         run_checked(args, env=env)
         walls[ranks] = time.perf_counter() - start
-        outputs[ranks] = {name: (root / f"retrieved{ranks}" / name).read_bytes()
-                          for name in ("provenance.tsv", "retrieved.ids", "retrieved.txt")}
-    if outputs[1] != outputs[2]:
-        raise SystemExit("retrieve: the 2-rank output differs from the 1-rank one")
+        written[ranks] = outputs(ranks)
+    if not written[1] or written[1] != written[2]:
+        raise SystemExit(f"{name}: the 2-rank output differs from the 1-rank one")
     return walls
+
+
+def zipf_corpus(root: Path, docs: int, queries: int) -> None:
+    """``corpus.txt`` (as ``bench_bm25.py``) and ``queries.txt``: 20 Zipf words each."""
+    import numpy as np
+
+    write_corpus(root / "corpus.txt", docs, 50_000, seed=0)
+    words, p = zipf_words(50_000)
+    rng = np.random.default_rng(1)
+    (root / "queries.txt").write_text("".join(" ".join(words[rng.choice(len(words), size=20, p=p)]) + "\n"
+                                              for _ in range(queries)))
+
+
+def out_files(out: Path) -> dict:
+    return {name: (out / name).read_bytes() for name in ("provenance.tsv", "retrieved.ids", "retrieved.txt")}
+
+
+def retrieve_walls(root: Path, threads: int) -> dict:
+    """``retrieve`` in query shards over an index built beforehand and shared, one query process per rank."""
+    common = [BIN / "fairseq-maskplug-retrieve", "--corpus", root / "corpus.txt", "--index", root / "index",
+              "--top-k", "50"]
+    run_checked(common, env=dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONWARNINGS="ignore"))  # the index
+    return one_vs_two("retrieve", lambda ranks: [*common, "--queries", root / "queries.txt", "--out",
+                                                 root / f"retrieved{ranks}", "--workers", "1"],
+                      lambda ranks: out_files(root / f"retrieved{ranks}"), threads)
+
+
+def select_walls(root: Path, threads: int) -> dict:
+    """``select`` (DSIR) in document shards: the queries as the target, 1,000 documents drawn."""
+    return one_vs_two("select", lambda ranks: [BIN / "fairseq-maskplug-select", "--corpus", root / "corpus.txt",
+                                               "--target", root / "queries.txt", "--num-docs", "1000", "--out",
+                                               root / f"selected{ranks}"],
+                      lambda ranks: out_files(root / f"selected{ranks}"), threads)
+
+
+def pmi_walls(root: Path, lines: int, block_lines: int, threads: int) -> dict:
+    """``pmi-units`` on ``lines`` lines of the Zipf corpus (binarized here; words are tokens)."""
+    import itertools
+
+    from gpu_acceptance import preprocess, write_lines
+
+    with open(root / "corpus.txt") as corpus:
+        text = write_lines(root / "pmi.txt", (line.rstrip("\n") for line in itertools.islice(corpus, lines)))
+    for ranks in (1, 2):
+        preprocess(root / f"pmi{ranks}", text, "--validpref", text)
+    return one_vs_two("pmi-units", lambda ranks: [BIN / "fairseq-maskplug-pmi-units", "--data", root / f"pmi{ranks}",
+                                                  "--splits", "train", "--shard-block-lines", str(block_lines)],
+                      lambda ranks: track(root / f"pmi{ranks}", "pmi_units"), threads)
 
 
 def main() -> None:
@@ -90,10 +130,13 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=4096, help="padded tokens per forward")
     parser.add_argument("--block-lines", type=int, default=256, help="--shard-block-lines of every run")
     parser.add_argument("--retrieve-docs", type=int, default=200_000, help="synthetic documents of retrieve")
-    parser.add_argument("--retrieve-queries", type=int, default=4000, help="synthetic queries of retrieve")
+    parser.add_argument("--retrieve-queries", type=int, default=4000,
+                        help="synthetic queries of retrieve (select's target texts)")
+    parser.add_argument("--pmi-lines", type=int, default=50_000, help="lines of the corpus pmi-units runs on")
+    parser.add_argument("--pmi-block-lines", type=int, default=1024, help="--shard-block-lines of pmi-units")
     add_smoke_option(parser)
     args = shrink(parser.parse_args(), shape="tiny", lines=40, tokens=32, updates=2, block_lines=8,
-                  retrieve_docs=2000, retrieve_queries=40)
+                  retrieve_docs=2000, retrieve_queries=40, pmi_lines=200, pmi_block_lines=16)
     cores = os.cpu_count() or 2
     threads = max(1, cores // 2)  # per process, in both runs: the same kernels, the same rounding
     with tempfile.TemporaryDirectory() as tmp:
@@ -115,10 +158,19 @@ def main() -> None:
             print(f"{command:20s} 1 rank {walls[1]:7.1f} s, 2 ranks {walls[2]:7.1f} s: "
                   f"{walls[1] / walls[2]:.2f}x; tracks identical")
             ratios.append(f"ratio_{short}={walls[1] / walls[2]:.2f}")
-        walls = retrieve_walls(root, args.retrieve_docs, args.retrieve_queries, threads)
+        zipf_corpus(root, args.retrieve_docs, args.retrieve_queries)
+        walls = retrieve_walls(root, threads)
         print(f"{'retrieve':20s} 1 rank {walls[1]:7.1f} s, 2 ranks {walls[2]:7.1f} s: {walls[1] / walls[2]:.2f}x; "
               f"outputs identical ({args.retrieve_queries} queries, {args.retrieve_docs:,} documents)")
         ratios.append(f"ratio_retrieve={walls[1] / walls[2]:.2f}")
+        walls = select_walls(root, threads)
+        print(f"{'select':20s} 1 rank {walls[1]:7.1f} s, 2 ranks {walls[2]:7.1f} s: {walls[1] / walls[2]:.2f}x; "
+              f"outputs identical ({args.retrieve_docs:,} documents)")
+        ratios.append(f"ratio_select={walls[1] / walls[2]:.2f}")
+        walls = pmi_walls(root, args.pmi_lines, args.pmi_block_lines, threads)
+        print(f"{'pmi-units':20s} 1 rank {walls[1]:7.1f} s, 2 ranks {walls[2]:7.1f} s: {walls[1] / walls[2]:.2f}x; "
+              f"tracks identical ({args.pmi_lines:,} lines)")
+        ratios.append(f"ratio_pmi={walls[1] / walls[2]:.2f}")
     print(" ".join(ratios))
 
 
