@@ -234,6 +234,24 @@ def test_tartan_training_follows_the_logged_cosines_and_resumes_exactly(task_dir
 
 
 @pytest.mark.e2e
+def test_tartan_training_follows_the_mask_rate_schedule(task_dir, tmp_path):
+    """The META-TARTAN step thins its batches to the scheduled rate as every train step does (it once trained
+    at the highest rate while validation was thinned to the end rate)."""
+    from fairseq_maskplug.masking.rate_schedule import scheduled_rate
+
+    schedule = ["--mask-policy", "random", "--mask-prob-schedule", "linear", "--mask-prob-schedule-start", "0.5",
+                "--mask-prob-schedule-end", "0.1", "--mask-prob-schedule-updates", "6"]
+    result = check(tartan_train(task_dir, tmp_path / "ck", *schedule, "--seed", "2", "--max-epoch", "100",
+                                "--max-update", "10", "--batch-size", "16"))
+    steps = json_logs(result, "train_inner")
+    assert [float(r["mask_prob_scheduled"]) for r in steps] == [
+        round(scheduled_rate(u, "linear", 0.5, 0.1, 6), 4) for u in range(10)]
+    early = np.mean([float(r["mask_rate"]) for r in steps[:2]])
+    late = np.mean([float(r["mask_rate"]) for r in steps[-4:]])
+    assert early > 0.4 and late < 0.16, (early, late)
+
+
+@pytest.mark.e2e
 @pytest.mark.full
 def test_two_workers_update_the_weights_with_the_cosines_averaged_over_both(task_dir, tmp_path):
     """Two CPU processes (gloo, legacy_ddp): each worker's cosines differ, the weight update

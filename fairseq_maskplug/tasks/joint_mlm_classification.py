@@ -212,7 +212,9 @@ class JointMLMClassificationTask(ClassificationMLMTask):
         return self._tartan_train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
 
     def _tartan_train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad):
-        """One micro-batch of META-TARTAN (:class:`~fairseq_maskplug.weighting.MetaTartanTraining`)."""
+        """One micro-batch of META-TARTAN (:class:`~fairseq_maskplug.weighting.MetaTartanTraining`), its masks
+        thinned to the update's scheduled rate first, as every other train step's (``--mask-prob-schedule``)."""
+        scheduled = self.thin_to_schedule(sample, update_num)
         model.train()
         model.set_num_updates(update_num)
         weights = self.objective_weights(model)
@@ -221,6 +223,8 @@ class JointMLMClassificationTask(ClassificationMLMTask):
         loss = self.combined_loss(losses, weights)
         logging_output.update(criterion.weighted_logging(loss, weights))
         logging_output.update(self.count_masks(sample, ignore_grad))
+        if scheduled is not None:
+            logging_output.update(mask_prob_scheduled=scheduled, mask_schedule_batches=1)
         if ignore_grad:
             optimizer.backward(loss * 0)
             return loss, 1, logging_output
