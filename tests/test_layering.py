@@ -48,7 +48,7 @@ def test_preprocessing_tools_are_console_commands_that_run_anywhere_and_show_def
         assert default in " ".join(result.stdout.split()), (command, result.stdout)
 
 
-# the layers of the design (../DESIGN.md, "Layers"), with the package's own folders placed among them:
+# the layers of the design (docs/design.md, "Layers"), with the package's own folders placed among them:
 # common/ below everything; integration/ and the plugin module (fairseq's registrations) beside tasks;
 # tools/ (what the commands share) beside the producers; evaluation/ and commands/ at the commands' layer.
 # A folder (or root module) may import its own layer and the layers below.
@@ -116,3 +116,92 @@ def test_common_imports_without_fairseq_or_torch():
                     "fairseq_maskplug.common.option_ranges, fairseq_maskplug.common.metrics, sys; "
                     "assert 'fairseq' not in sys.modules and 'torch' not in sys.modules, sorted(sys.modules)")
     assert result.returncode == 0, result.stderr
+
+
+def module_imports():
+    """``{module: modules of the package it imports}`` for every module of fairseq_maskplug, imports inside
+    functions included (``from X import name``: the submodule ``X.name`` where there is one, else ``X``)."""
+    import ast
+
+    root = REPO / "fairseq_maskplug"
+
+    def name_of(path):
+        parts = list(path.relative_to(REPO).with_suffix("").parts)
+        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+    modules = {name_of(path): path for path in root.rglob("*.py")}
+    graph = {}
+    for module, path in modules.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")[:len(package.split(".")) - node.level + 1]
+                    base = ".".join(parts + ([node.module] if node.module else []))
+                names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
+                         for alias in node.names]
+            else:
+                continue
+            for name in names:
+                while name and name not in modules:
+                    name = name.rpartition(".")[0]
+                if name and name != module:
+                    targets.add(name)
+        graph[module] = targets
+    return graph
+
+
+def import_circles(graph):
+    """The strongly connected components of more than one module (Tarjan's algorithm, iteratively)."""
+    index, low, on_stack, stack, circles, counter = {}, {}, set(), [], [], [0]
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter[0]
+        counter[0] += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter[0]
+                    counter[0] += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    circles.append(sorted(component))
+    return circles
+
+
+def test_no_import_circle_between_modules_of_the_package():
+    """No module imports, through any chain of imports (inside functions included), a module that imports it:
+    an import circle holds only while some import waits inside a function, and makes the import order (and
+    with it the order of registrations) depend on which module a user imports first."""
+    graph = module_imports()
+    assert "fairseq_maskplug.masking.span_masks" in graph["fairseq_maskplug.masking.fully_explored"]
+    assert import_circles(graph) == []
+    planted = dict(graph, **{"fairseq_maskplug.masking.span_masks": {"fairseq_maskplug.masking.registry"}})
+    assert import_circles(planted) == [["fairseq_maskplug.masking.fully_explored", "fairseq_maskplug.masking.registry",
+                                        "fairseq_maskplug.masking.span_masks"]]

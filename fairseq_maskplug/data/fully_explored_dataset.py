@@ -7,7 +7,7 @@ from fairseq.data import BaseWrapperDataset, FairseqDataset, data_utils
 
 from ..masking import MaskPolicy
 from ..masking.fully_explored import fully_explored_masks
-from ..masking.spans import GeometricSpans
+from ..masking.span_masks import GeometricSpans
 from .policy_masked_dataset import SeededMaskingDataset
 from .policy_path import checked_views
 

@@ -24,7 +24,7 @@ from .learned_span import candidate_spans, choose_learned_spans, span_distributi
 from .salient import SPAN_IDS, SPAN_LENGTH_BASE, complete_spans, span_ids
 from .seq2seq import TARGET_FORMATS, previous_output_tokens, seq2seq_source, seq2seq_target
 from .selective import selective_count, selective_mask
-from .spans import GeometricSpans, span_mask
+from .span_masks import GeometricSpans, span_mask
 
 __all__ = [
     "Corruption", "corrupt", "matched_random_mask", "maskable_positions",

@@ -4,6 +4,7 @@ from dataclasses import dataclass
 
 from ..common.option_ranges import option
 
+from .fully_explored import fully_explored_masks
 from .random_masks import matched_random_mask, random_mask
 from .registry import MaskPolicy, build_mask_policy, register_mask_policy
 
@@ -27,9 +28,6 @@ class RandomPolicy(MaskPolicy):
         """FE-MLM's subword views (Zheng et al., Eq. 10): ``tau`` drawn as :meth:`choose` draws its
         count, K disjoint uniform ``tau``-subsets; each view has exactly this policy's mask
         distribution wherever ``K * ceil(p n) <= n`` (:mod:`.fully_explored`)."""
-        from .fully_explored import fully_explored_masks  # (imported here: it imports spans, which registers
-        # the span policy; the registration order, random first, is the order of --help)
-
         return fully_explored_masks(len(tokens), k, self.cfg.mask_prob, rng, maskable)
 
 

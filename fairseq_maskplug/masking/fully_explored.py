@@ -24,7 +24,7 @@ from typing import Optional
 import numpy as np
 
 from .random_masks import probabilistic_count
-from .spans import GeometricSpans
+from .span_masks import GeometricSpans
 
 
 def view_size(n: int, k: int, ratio: float, rng: np.random.Generator) -> int:

@@ -15,6 +15,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Typ
 import numpy as np
 
 from ..common.option_ranges import Interval, check_ranges
+from .fully_explored import bernoulli_views
 from .values import FINITE, ValueRule
 
 
@@ -107,8 +108,6 @@ class MaskPolicy:
         """``k x len`` pairwise-disjoint masks for ``--task fe_mlm --mask-policy NAME`` (Zheng et
         al.). Default: from :meth:`probabilities`; a policy without them overrides this to
         define its views, or is refused by ``fe_mlm`` (:meth:`defines_views`)."""
-        from .fully_explored import bernoulli_views
-
         p = self.probabilities(tokens, maskable, side_info)
         if p is None:
             raise NotImplementedError(f"mask policy {self.registered_name!r} defines no fully-explored views")

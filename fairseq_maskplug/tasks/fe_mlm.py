@@ -11,7 +11,7 @@ from fairseq.dataclass import ChoiceEnum
 from ..common.option_ranges import option
 from ..data import FlatViewsDataset, FullyExploredDataset, ViewCountedDataset
 from ..masking import MASK_POLICY_DATACLASS_REGISTRY, maskable_positions
-from ..masking.spans import GeometricSpans
+from ..masking.span_masks import GeometricSpans
 from ..common.progress import progress_bar
 from .masked_lm_base import MaskedLMBaseTask, MaskedLMDataConfig
 from .policy_options import PolicyTask, build_task_policy, register_policy_task
