@@ -69,6 +69,12 @@ def parse_args(argv=None):
                              "the whole corpus's statistics (N, document frequencies, average length): every shard "
                              "answers every query and their top-k lists are merged into the one-index result "
                              "(ours; docs/scale.md)")
+    parser.add_argument("--build-shard", type=number("[0, inf)", int), default=None,
+                        help="build only this corpus shard of --index (of --corpus-shards), as one of several jobs "
+                             "(a Slurm array, separate machines): each job's first run writes its shard's "
+                             "statistics, its second run scores its postings with every shard's, and the last one "
+                             "assembles the index (docs/scale.md). Under torchrun/srun with as many ranks as "
+                             "--corpus-shards, each rank builds its shard without it")
     parser.add_argument("--verify-data", action="store_true",
                         help="before reusing --index, compare every index file with the SHA-256 its manifest "
                              "records (one pass over the index; the files' lengths are always compared)")
@@ -88,6 +94,10 @@ def parse_args(argv=None):
         parser.error("--corpus-shards belongs to --backend bm25s; rank_bm25 keeps no index")
     if args.backend == "rank_bm25" and args.index:
         parser.error("--index belongs to --backend bm25s; rank_bm25 keeps no index")
+    if args.build_shard is not None and (args.corpus_shards < 2 or args.build_shard >= args.corpus_shards):
+        parser.error(f"--build-shard {args.build_shard} needs --corpus-shards K > 1 and an id below K")
+    if args.build_shard is not None and args.queries:
+        parser.error("--build-shard builds one corpus shard of the index: run the queries once it is whole")
     if not args.queries and args.backend == "rank_bm25":
         parser.error("--backend rank_bm25 builds no index: give --queries and --out")
     return args
@@ -140,6 +150,10 @@ def open_searcher(args, analyser):
     settings = index_settings(args.corpus, analyser, args.k1, args.b, args.corpus_shards)
     if args.backend == "rank_bm25":
         return RankBm25Searcher(args.corpus, analyser, args.k1, args.b), {"backend": "rank_bm25"}, settings
+    if build_shard_of(args) is not None and not (os.path.exists(args.index) and not is_empty_directory(args.index)):
+        manifest = build_corpus_shard(args, analyser, settings)
+        if manifest is None:
+            return None, None, settings
     with index_lock(args.index):
         if os.path.exists(args.index) and not is_empty_directory(args.index):
             manifest = check_reusable(args.index, settings, args.verify_data)
@@ -151,6 +165,36 @@ def open_searcher(args, analyser):
             print(f"[retrieve] indexed {manifest['documents']} documents, {manifest['terms']} terms{shards} in "
                   f"{manifest['build_seconds']:.1f} s -> {args.index}", file=sys.stderr)
     return open_bm25s(args.index, analyser), manifest, settings
+
+
+def build_shard_of(args):
+    """``(shard id, launch)`` of the corpus shard this job builds (``--build-shard``, or the rank of a launch of
+    ``--corpus-shards`` ranks), or None: the index is built whole by one process."""
+    from fairseq_maskplug.integration.launch import detect_launch
+
+    if args.build_shard is not None:
+        return args.build_shard, None
+    launch = detect_launch(os.environ)
+    if args.corpus_shards > 1 and launch is not None and launch.world_size == args.corpus_shards:
+        return launch.rank, launch
+    return None
+
+
+def build_corpus_shard(args, analyser, settings):
+    """Build this job's corpus shard (:mod:`~fairseq_maskplug.retrieval.index_shards`); the index's manifest
+    once it is whole, else None."""
+    from fairseq_maskplug.retrieval.index_shards import build_index_shard
+    from fairseq_maskplug.tools.sharding import Shard, meet
+
+    shard_id, launch = build_shard_of(args)
+    shard = Shard(args.corpus_shards, shard_id, launch)
+    manifest = build_index_shard(args.corpus, args.index, analyser, args.k1, args.b, args.corpus_shards, shard_id,
+                                 settings, COMMAND, args.chunk_docs, meet=lambda: meet(shard),
+                                 say=lambda line: print(f"[retrieve] {line}", file=sys.stderr, flush=True))
+    if manifest is not None:
+        print(f"[retrieve] the index {args.index} is whole: {manifest['documents']} documents, {manifest['terms']} "
+              f"terms in {args.corpus_shards} corpus shards", file=sys.stderr)
+    return manifest
 
 
 #: what the summary reports of the index
@@ -245,10 +289,15 @@ def main(argv=None) -> int:
         check_outputs(args)
         if shard is not None and shard.num_shards > 1:
             check_parts_directory(parts_directory(args.out))
+        if args.backend == "bm25s" and build_shard_of(args) is not None:
+            from fairseq_maskplug.retrieval import index_shards
+            from fairseq_maskplug.tools.pass_parts import check_parts_directory as check_index_parts
+
+            check_index_parts(index_shards.parts_directory(args.index), COMMAND)
         analyser = analyser_of(args)
         queries = read_queries(args.queries) if args.queries else []  # every line checked first
         searcher, index_info, settings = open_searcher(args, analyser)
-        if not queries:
+        if not queries or searcher is None:
             return 0
         options = run_options(args, len(queries), index_info, settings)
         workers = args.workers or default_workers()

@@ -92,6 +92,7 @@ COMMAND_OPTIONS = {
     ("fairseq-maskplug-retrieve", "--workers"): [],
     ("fairseq-maskplug-retrieve", "--corpus-shards"): [],
     ("fairseq-maskplug-retrieve", "--num-shards"): ["--queries", "Q", "--out", "O"],
+    ("fairseq-maskplug-retrieve", "--build-shard"): [],
     ("fairseq-maskplug-retrieve", "--shard-id"): ["--queries", "Q", "--out", "O"],
     ("fairseq-maskplug-select", "--num-docs"): [],
     ("fairseq-maskplug-select", "--buckets"): [],

@@ -213,6 +213,72 @@ def test_rake_ranks_phrases_by_degree_over_frequency():
     assert rake_query("the of and") == ""
 
 
+def index_files(index):
+    """Every file of an index, by path, and its manifest without the build time."""
+    files = {str(p.relative_to(index)): p.read_bytes() for p in sorted(index.rglob("*"))
+             if p.is_file() and p.name != "maskplug_index.json"}
+    manifest = json.loads((index / "maskplug_index.json").read_text())
+    manifest.pop("build_seconds")
+    return files, manifest
+
+
+def test_corpus_shards_built_by_separate_jobs_are_the_one_process_index(tmp_path, capsys):
+    """1,201 documents (some empty) in 2 and 3 corpus shards, each built by its own job, run twice (statistics,
+    then postings; the last assembles), chunks of 50 documents: every index file and the manifest are those of
+    one process building the same shards; a job killed after its postings (no marker) reruns alone; statistics
+    made with other settings are refused in one line."""
+    rng = np.random.default_rng(11)
+    docs, _ = random_corpus(rng, 1201, 300)
+    docs[7] = docs[600] = ""
+    corpus = write(tmp_path / "c.txt", docs)
+    build = ["--corpus", str(corpus), "--chunk-docs", "50"]
+    for shards in (2, 3):
+        assert retrieve_main([*build, "--index", str(tmp_path / f"one{shards}"), "--corpus-shards", str(shards)]) == 0
+        index = tmp_path / f"jobs{shards}"
+        job = [*build, "--index", str(index), "--corpus-shards", str(shards), "--build-shard"]
+        for shard in range(shards):  # first runs: statistics (the last job goes on to its postings)
+            assert retrieve_main([*job, str(shard)]) == 0
+        assert "not written theirs" in capsys.readouterr().err and not index.exists()
+        for shard in range(shards - 1):  # second runs: postings; the last of them assembles
+            assert retrieve_main([*job, str(shard)]) == 0
+            if shards == 3 and shard == 0:  # killed before its marker: its rerun builds it again
+                os.remove(f"{index}.parts/built.shard0-of-3.json")
+                assert retrieve_main([*job, str(shard)]) == 0
+        err = capsys.readouterr().err
+        assert "statistics are written already: skipped" in err and f"is whole: 1201 documents" in err
+        assert index_files(index) == index_files(tmp_path / f"one{shards}")
+        assert not os.path.exists(f"{index}.parts")
+        assert retrieve_main([*job, "0"]) == 0  # a whole index: reused
+        assert "reusing the index" in capsys.readouterr().err
+    job = [*build, "--index", str(tmp_path / "other"), "--corpus-shards", "2", "--build-shard", "0"]
+    assert retrieve_main(job) == 0
+    assert retrieve_main([*job, "--k1", "1.5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "made with other options or inputs" in err[-1] and err[-1].startswith("error: ")
+    with pytest.raises(SystemExit):
+        retrieve_main([*build, "--index", str(tmp_path / "x"), "--build-shard", "0"])
+    assert "--build-shard 0 needs --corpus-shards K > 1" in capsys.readouterr().err
+
+
+@pytest.mark.e2e
+@pytest.mark.full
+def test_two_torchrun_ranks_build_the_corpus_shards_and_answer_the_queries(tmp_path):
+    from fairseq_helpers import BIN, check, run
+
+    rng = np.random.default_rng(12)
+    docs, p = random_corpus(rng, 700, 60)
+    corpus = write(tmp_path / "c.txt", docs)
+    queries = write(tmp_path / "q.txt", [" ".join(f"w{i}" for i in rng.choice(60, size=3, p=p)) for _ in range(21)])
+    args = ["--corpus", corpus, "--queries", queries, "--top-k", "9", "--workers", "1", "--corpus-shards", "2",
+            "--chunk-docs", "64"]
+    check(run([BIN / "fairseq-maskplug-retrieve", *args, "--index", tmp_path / "one", "--out", tmp_path / "a"]))
+    result = check(run([BIN / "torchrun", "--standalone", "--nproc-per-node", "2", BIN / "fairseq-maskplug-retrieve",
+                        *args, "--index", tmp_path / "ranks", "--out", tmp_path / "b"], timeout=600))
+    assert "is whole" in result.stderr
+    assert index_files(tmp_path / "ranks") == index_files(tmp_path / "one")
+    assert outputs(tmp_path / "b") == outputs(tmp_path / "a")
+
+
 def run_cli(tmp_path, corpus, queries, *extra, out="out"):
     return retrieve_main(["--corpus", str(corpus), "--queries", str(queries), "--out", str(tmp_path / out),
                           *extra])

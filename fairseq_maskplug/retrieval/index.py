@@ -155,14 +155,8 @@ def build_index(corpus: str, index_dir: str, analyser: Analyser, k1: float, b: f
             flush()
         bar.close()
         doc_len = np.concatenate(lengths)
-        scored = int((doc_len > 0).sum())
-        if scored == 0:
-            raise ValueError(f"{corpus}: no line of the corpus has a token the analyser keeps "
-                             f"(pattern {analyser.pattern!r}); nothing can be retrieved")
-        avgdl = float(doc_len.sum()) / scored
-        idf = lucene_idf(scored, doc_freq)
+        scoring = global_scoring(corpus, analyser, doc_len, doc_freq, k1, b)
         ranges = corpus_shard_ranges(len(doc_len), corpus_shards)
-        scoring = (idf, doc_len, avgdl, k1, b)
         if corpus_shards == 1:
             nnz = _write_postings(tmp, chunk_files, ranges[0], doc_freq, scoring, vocab, progress, "index pass 2/2")
         else:
@@ -174,15 +168,7 @@ def build_index(corpus: str, index_dir: str, analyser: Analyser, k1: float, b: f
                                        f"index pass 2/2, shard {i + 1} of {corpus_shards}")
         for path, _ in chunk_files:
             os.remove(path)
-        files = {os.path.relpath(path, tmp): file_record(path) for path in sorted(_files_under(tmp))}
-        manifest = dict(settings, corpus=os.path.abspath(corpus), documents=int(len(doc_len)),
-                        scored_documents=scored, terms=len(vocab), postings=nnz, avgdl=avgdl,
-                        build_seconds=round(time.perf_counter() - started, 3), files=files)
-        if corpus_shards > 1:
-            manifest["shards"] = [{"directory": f"shard{i}", "first_document": docs.start, "documents": len(docs)}
-                                  for i, docs in enumerate(ranges)]
-        with open(os.path.join(tmp, MANIFEST), "w") as f:
-            json.dump(manifest, f, indent=1)
+        manifest = write_manifest(tmp, settings, corpus, scoring, len(vocab), nnz, started, ranges)
     except BaseException as error:
         written = tree_bytes(tmp)
         shutil.rmtree(tmp, ignore_errors=True)
@@ -198,12 +184,40 @@ def build_index(corpus: str, index_dir: str, analyser: Analyser, k1: float, b: f
     return manifest
 
 
+def global_scoring(corpus: str, analyser: Analyser, doc_len: np.ndarray, doc_freq: np.ndarray, k1: float,
+                   b: float) -> tuple:
+    """``(idf, document lengths, avgdl, k1, b)`` of Lucene's BM25 from the whole corpus's statistics: N counts
+    the documents with a token, as Lucene's ``docCount`` does."""
+    scored = int((doc_len > 0).sum())
+    if scored == 0:
+        raise ValueError(f"{corpus}: no line of the corpus has a token the analyser keeps "
+                         f"(pattern {analyser.pattern!r}); nothing can be retrieved")
+    return lucene_idf(scored, doc_freq), doc_len, float(doc_len.sum()) / scored, k1, b
+
+
+def write_manifest(directory: str, settings: dict, corpus: str, scoring: tuple, terms: int, postings: int,
+                   started: float, ranges: list) -> dict:
+    """Write the index's manifest (after every other file of ``directory``: it records them) and return it."""
+    _, doc_len, avgdl, _, _ = scoring
+    files = {os.path.relpath(path, directory): file_record(path) for path in sorted(_files_under(directory))}
+    manifest = dict(settings, corpus=os.path.abspath(corpus), documents=int(len(doc_len)),
+                    scored_documents=int((doc_len > 0).sum()), terms=terms, postings=postings, avgdl=avgdl,
+                    build_seconds=round(time.perf_counter() - started, 3), files=files)
+    if len(ranges) > 1:
+        manifest["shards"] = [{"directory": f"shard{i}", "first_document": docs.start, "documents": len(docs)}
+                              for i, docs in enumerate(ranges)]
+    with open(os.path.join(directory, MANIFEST), "w") as f:
+        json.dump(manifest, f, indent=1)
+    return manifest
+
+
 def _write_postings(directory: str, chunk_files, docs: range, doc_freq, scoring, vocab: dict, progress: bool,
-                    desc: str) -> int:
+                    desc: str, term_map: np.ndarray = None) -> int:
     """Pass 2 for the documents ``docs``: each posting's Lucene score from the global statistics ``scoring``
     (idf, document lengths, avgdl, k1, b) into term-major arrays with document ids counted from ``docs.start``,
     and bm25s's vocabulary and parameter files; ``doc_freq``: the documents of each term among ``docs`` (None:
-    counted from the chunks). Returns the number of postings."""
+    counted from the chunks); ``term_map``: the global id of each term id the chunks hold (chunks analysed with a
+    vocabulary of their own shard). Returns the number of postings."""
     from ..common.progress import progress_bar
 
     idf, doc_len, avgdl, k1, b = scoring
@@ -211,6 +225,8 @@ def _write_postings(directory: str, chunk_files, docs: range, doc_freq, scoring,
 
     def postings_of(path):
         chunk_docs, terms, tf = np.load(path)
+        if term_map is not None:
+            terms = term_map[terms].astype(np.int32)
         inside = (chunk_docs >= docs.start) & (chunk_docs < docs.stop)
         return chunk_docs[inside], terms[inside], tf[inside]
 
