@@ -26,7 +26,8 @@ of a contiguous range of documents (:func:`corpus_shard_ranges`) with local docu
 posting's score computed with the global statistics, so a posting holds the float it holds in the
 one-index build. Each shard is a bm25s index of its own (the whole vocabulary; ``params.index.json``
 counts its documents); the top manifest lists the shards with their first document, and records
-every file of every shard. :class:`~.search.ShardedSearcher` asks every shard and merges.
+every file of every shard. :class:`~.search.ShardedSearcher` asks every shard and merges. The shards can also be
+built by several jobs, pass 1 included (:mod:`.index_shards`).
 """
 
 import fcntl
@@ -112,13 +113,47 @@ def _chunk_postings(token_lists, vocab: Dict[str, int], first_doc: int):
     return (keys >> 32).astype(np.int32), (keys & 0xFFFFFFFF).astype(np.int32), tf.astype(np.int32), lengths
 
 
+def analyse_chunks(texts, first_doc: int, analyser: Analyser, chunk_docs: int, directory: str, progress: bool,
+                   desc: str, total: int = None):
+    """Pass 1 over ``texts`` (documents numbered from ``first_doc``): every ``chunk_docs`` documents' postings
+    ``(doc, term, tf)`` in a chunk file of ``directory``. Returns ``(vocabulary, document frequencies, document
+    lengths, chunk files)``: terms numbered in order of first appearance, the chunk files as ``(path,
+    documents)``."""
+    from ..common.progress import progress_bar
+
+    vocab: Dict[str, int] = {}
+    doc_freq = np.zeros(0, dtype=np.int64)
+    lengths, chunk_files, batch = [], [], []
+    bar = progress_bar(total=total, desc=desc, unit="doc", disable=None if progress else True)
+
+    def flush():
+        nonlocal doc_freq
+        first = first_doc + sum(len(x) for x in lengths)
+        docs, terms, tf, chunk_lengths = _chunk_postings(batch, vocab, first)
+        doc_freq = np.concatenate([doc_freq, np.zeros(len(vocab) - len(doc_freq), dtype=np.int64)])
+        doc_freq += np.bincount(terms, minlength=len(doc_freq))
+        path = os.path.join(directory, f"chunk{len(chunk_files)}.npy")
+        np.save(path, np.stack([docs, terms, tf]))
+        chunk_files.append((path, range(first, first + len(batch))))
+        lengths.append(chunk_lengths.astype(np.int32))
+        bar.update(len(batch))
+        batch.clear()
+
+    for text in texts:
+        batch.append(analyser.tokens(text))
+        if len(batch) == chunk_docs:
+            flush()
+    if batch:
+        flush()
+    bar.close()
+    return vocab, doc_freq, np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int32), chunk_files
+
+
 def build_index(corpus: str, index_dir: str, analyser: Analyser, k1: float, b: float,
                 chunk_docs: int = 100_000, progress: bool = True, settings: dict = None, corpus_shards: int = 1) -> dict:
     """Index ``corpus`` (one document per line) into ``index_dir``, written atomically
     (built under a temporary name, renamed at the end), in ``corpus_shards`` shards with the global
     statistics (the module's docstring). Returns the manifest."""
-    from ..common.progress import progress_bar
-
     check_bm25_parameters(k1, b)
     if chunk_docs < 1:
         raise ValueError(f"--chunk-docs must be >= 1, got {chunk_docs}")
@@ -128,33 +163,9 @@ def build_index(corpus: str, index_dir: str, analyser: Analyser, k1: float, b: f
     tmp = temporary_name(index_dir.rstrip("/"))
     os.makedirs(tmp)
     try:
-        vocab: Dict[str, int] = {}
-        doc_freq = np.zeros(0, dtype=np.int64)
-        lengths, chunk_files, batch = [], [], []
-        bar = progress_bar(desc="index pass 1/2 (analyse)", unit="doc", disable=None if progress else True)
-
-        def flush():
-            nonlocal doc_freq
-            first = sum(len(x) for x in lengths)
-            docs, terms, tf, chunk_lengths = _chunk_postings(batch, vocab, first)
-            if len(vocab) > len(doc_freq):
-                doc_freq = np.concatenate([doc_freq, np.zeros(len(vocab) - len(doc_freq), dtype=np.int64)])
-            doc_freq += np.bincount(terms, minlength=len(doc_freq))
-            path = os.path.join(tmp, f"chunk{len(chunk_files)}.npy")
-            np.save(path, np.stack([docs, terms, tf]))
-            chunk_files.append((path, range(first, first + len(batch))))
-            lengths.append(chunk_lengths.astype(np.int32))
-            bar.update(len(batch))
-            batch.clear()
-
-        for _, text in read_lines(corpus, "corpus"):
-            batch.append(analyser.tokens(text))
-            if len(batch) == chunk_docs:
-                flush()
-        if batch:
-            flush()
-        bar.close()
-        doc_len = np.concatenate(lengths)
+        texts = (text for _, text in read_lines(corpus, "corpus"))
+        vocab, doc_freq, doc_len, chunk_files = analyse_chunks(texts, 0, analyser, chunk_docs, tmp, progress,
+                                                               "index pass 1/2 (analyse)")
         scoring = global_scoring(corpus, analyser, doc_len, doc_freq, k1, b)
         ranges = corpus_shard_ranges(len(doc_len), corpus_shards)
         if corpus_shards == 1:

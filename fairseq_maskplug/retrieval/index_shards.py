@@ -21,20 +21,37 @@ rerun skips what is written; statistics made from another corpus or with other s
 """
 
 import io
+import itertools
 import json
 import os
 import shutil
 import time
+from contextlib import contextmanager
 from typing import Callable, Optional
 
 import numpy as np
 
-from ..common.atomic import temporary_name
-from ..tools.pass_parts import PassParts, make_parts_directory, remove_parts_directory
+from ..common.atomic import is_write_failure, temporary_name, tree_bytes, write_failed
+from ..tools.pass_parts import PassParts, make_parts_directory, remove_if_only_owned, remove_parts_directory
 from .analysis import Analyser
 from .corpus import read_lines
-from .index import (_chunk_postings, _write_postings, corpus_shard_ranges, global_scoring, index_lock,
+from .index import (_write_postings, analyse_chunks, corpus_shard_ranges, global_scoring, index_lock,
                     read_manifest, write_manifest)
+
+
+@contextmanager
+def removed_on_write_failure(directory: str, parts: str):
+    """Remove ``directory`` (what this run was writing) when a write is refused, and the parts directory if
+    nothing else is left in it, then raise the one-line :func:`~..common.atomic.write_failed`."""
+    try:
+        yield
+    except OSError as error:
+        if not is_write_failure(error):
+            raise
+        written = tree_bytes(directory)
+        shutil.rmtree(directory, ignore_errors=True)
+        remove_if_only_owned(parts)
+        raise write_failed(directory, error, written) from None
 
 
 def parts_directory(index_dir: str) -> str:
@@ -83,42 +100,19 @@ def global_vocabulary(statistics: list):
 
 
 def analyse_shard(corpus: str, docs: range, analyser: Analyser, chunk_docs: int, chunks_dir: str, progress: bool):
-    """Pass 1 over ``docs``: chunk files of ``(doc, local term id, tf)`` in ``chunks_dir`` and the shard's
-    statistics ``(terms, document frequencies, lengths)``."""
-    from ..common.progress import progress_bar
-
-    vocab, doc_freq, lengths, batch, written = {}, np.zeros(0, dtype=np.int64), [], [], 0
-    bar = progress_bar(total=len(docs), desc="index pass 1/2 (analyse), this shard", unit="doc",
-                       disable=None if progress else True)
-
-    def flush():
-        nonlocal doc_freq, written
-        first = docs.start + sum(len(x) for x in lengths)
-        chunk_docs_, terms, tf, chunk_lengths = _chunk_postings(batch, vocab, first)
-        doc_freq = np.concatenate([doc_freq, np.zeros(len(vocab) - len(doc_freq), dtype=np.int64)])
-        doc_freq += np.bincount(terms, minlength=len(doc_freq))
-        np.save(os.path.join(chunks_dir, f"chunk{written}.npy"), np.stack([chunk_docs_, terms, tf]))
-        written += 1
-        lengths.append(chunk_lengths.astype(np.int32))
-        bar.update(len(batch))
-        batch.clear()
-
-    for n, text in read_lines(corpus, "corpus"):
-        if n >= docs.stop:
-            break
-        if n >= docs.start:
-            batch.append(analyser.tokens(text))
-            if len(batch) == chunk_docs:
-                flush()
-    if batch:
-        flush()
-    bar.close()
-    terms = sorted(vocab, key=vocab.get)
-    return terms, doc_freq, np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int32)
+    """Pass 1 over ``docs``: chunk files of ``(doc, term id of this shard, tf)`` in ``chunks_dir``; returns the
+    shard's statistics ``(terms in order of first appearance, document frequencies, lengths)`` and its chunk
+    files."""
+    texts = (text for n, text in itertools.takewhile(lambda line: line[0] < docs.stop, read_lines(corpus, "corpus"))
+             if n >= docs.start)
+    vocab, doc_freq, lengths, chunks = analyse_chunks(texts, docs.start, analyser, chunk_docs, chunks_dir, progress,
+                                                      "index pass 1/2 (analyse), this shard", total=len(docs))
+    return (sorted(vocab, key=vocab.get), doc_freq, lengths), chunks
 
 
 def chunk_files(chunks_dir: str, docs: range, chunk_docs: int) -> list:
-    """``(path, documents)`` of the chunk files :func:`analyse_shard` wrote for ``docs``."""
+    """``(path, documents)`` of the chunk files :func:`analyse_shard` wrote for ``docs`` (also after a rerun that
+    skipped it)."""
     starts = range(docs.start, docs.stop, chunk_docs)
     return [(os.path.join(chunks_dir, f"chunk{i}.npy"), range(start, min(start + chunk_docs, docs.stop)))
             for i, start in enumerate(starts)]
@@ -146,7 +140,9 @@ def build_index_shard(corpus: str, index_dir: str, analyser: Analyser, k1: float
     else:
         shutil.rmtree(chunks_dir, ignore_errors=True)  # what a killed pass 1 left
         os.makedirs(chunks_dir)
-        statistics.write(shard_id, docs, analyse_shard(corpus, docs, analyser, chunk_docs, chunks_dir, progress))
+        with removed_on_write_failure(chunks_dir, parts):
+            value, _ = analyse_shard(corpus, docs, analyser, chunk_docs, chunks_dir, progress)
+        statistics.write(shard_id, docs, value)
     meet()
     missing = statistics.missing()
     if missing:
@@ -163,9 +159,10 @@ def build_index_shard(corpus: str, index_dir: str, analyser: Analyser, k1: float
         shutil.rmtree(shard_dir, ignore_errors=True)  # what a killed pass 2 left
         building = temporary_name(shard_dir)
         os.makedirs(building)
-        postings = _write_postings(building, chunk_files(chunks_dir, docs, chunk_docs), docs, None, scoring, vocab,
-                                   progress, f"index pass 2/2, shard {shard_id + 1} of {corpus_shards}",
-                                   term_map=maps[shard_id])
+        with removed_on_write_failure(building, parts):
+            postings = _write_postings(building, chunk_files(chunks_dir, docs, chunk_docs), docs, None, scoring,
+                                       vocab, progress, f"index pass 2/2, shard {shard_id + 1} of {corpus_shards}",
+                                       term_map=maps[shard_id])
         os.rename(building, shard_dir)
         built.write(shard_id, docs, {"postings": postings, "seconds": round(time.perf_counter() - started, 3)})
         shutil.rmtree(chunks_dir)
@@ -181,7 +178,13 @@ def build_index_shard(corpus: str, index_dir: str, analyser: Analyser, k1: float
         os.makedirs(tmp)
         for i in range(corpus_shards):
             os.rename(os.path.join(parts, f"shard{i}"), os.path.join(tmp, f"shard{i}"))
-        manifest = write_manifest(tmp, settings, corpus, scoring, len(vocab), postings, started, ranges)
+        try:
+            manifest = write_manifest(tmp, settings, corpus, scoring, len(vocab), postings, started, ranges)
+        except OSError as error:  # the shards go back where they were: a rerun assembles them
+            for i in range(corpus_shards):
+                os.rename(os.path.join(tmp, f"shard{i}"), os.path.join(parts, f"shard{i}"))
+            shutil.rmtree(tmp)
+            raise write_failed(index_dir, error) from None
         if os.path.isdir(index_dir):
             os.rmdir(index_dir)  # empty (checked above)
         os.rename(tmp, index_dir)

@@ -18,13 +18,14 @@ import glob
 import json
 import os
 import re
-import shutil
 from typing import Dict, List, Optional
 
 import numpy as np
 
-from ..common.atomic import OWNER_FILE, owner, temporary_name, write_failed, write_owner, write_text
+from ..common.atomic import temporary_name, write_failed, write_text
 from ..common.file_records import file_record, read_manifest, recorded_damage
+from ..tools.pass_parts import check_parts_directory as check_owned_parts
+from ..tools.pass_parts import make_parts_directory, remove_if_only_owned, remove_parts_directory
 
 COMMAND = "fairseq-maskplug-retrieve"
 PART = re.compile(r"^queries\.shard(?P<shard>\d+)-of-(?P<shards>\d+)\.json$")
@@ -46,9 +47,7 @@ def _part(parts: str, num_shards: int, shard_id: int, suffix: str) -> str:
 
 def check_parts_directory(parts: str) -> None:
     """Refuse, before any work, a parts directory that this command did not make."""
-    if os.path.lexists(parts) and (not os.path.isdir(parts) or (os.listdir(parts) and owner(parts) != COMMAND)):
-        raise ValueError(f"{parts} exists and was not made by {COMMAND} for the query shards of its --out: remove "
-                         "it or give another --out")
+    check_owned_parts(parts, COMMAND)
 
 
 def part_done(parts: str, num_shards: int, shard_id: int, options: dict) -> bool:
@@ -67,17 +66,7 @@ def part_done(parts: str, num_shards: int, shard_id: int, options: dict) -> bool
 def write_part(parts: str, num_shards: int, shard_id: int, queries: range, hits: List[tuple], seconds: float,
                options: dict) -> str:
     """Write this shard's hits (the .npy, then the manifest that marks it whole), both atomically."""
-    made = not os.path.isdir(parts)
-    if made:  # made whole with its owner mark, under a temporary name (another shard may race)
-        tmp = temporary_name(parts)
-        os.makedirs(tmp)
-        write_owner(tmp, COMMAND)
-        try:
-            os.rename(tmp, parts)
-        except OSError:
-            shutil.rmtree(tmp)
-            if not os.path.isdir(parts):
-                raise
+    made = make_parts_directory(parts, COMMAND)
     hits_path = _part(parts, num_shards, shard_id, "npy")
     tmp = temporary_name(hits_path)
     counts = np.array([len(docs) for docs, _ in hits], dtype=np.int64)
@@ -97,19 +86,15 @@ def write_part(parts: str, num_shards: int, shard_id: int, queries: range, hits:
         for path in (tmp, hits_path):
             if os.path.exists(path):
                 os.remove(path)
-        _remove_if_only_owned(parts, made)
+        if made:
+            remove_if_only_owned(parts)
         raise write_failed(hits_path, error, written) from None
     except ValueError:
         os.remove(hits_path)
-        _remove_if_only_owned(parts, made)
+        if made:
+            remove_if_only_owned(parts)
         raise
     return f"queries {queries.start + 1} to {queries.stop}: {hits_path}"
-
-
-def _remove_if_only_owned(parts: str, made: bool) -> None:
-    """After a refused write: remove the parts directory if this run made it and it holds nothing else."""
-    if made and sorted(os.listdir(parts)) == [OWNER_FILE]:
-        shutil.rmtree(parts)
 
 
 def parts_in(parts: str) -> Dict[int, List[int]]:
@@ -163,5 +148,4 @@ def read_parts(parts: str, queries: Optional[int] = None):
 
 def remove_parts(parts: str) -> None:
     """Remove the parts directory once ``--out`` is written (only a directory this command made)."""
-    if os.path.isdir(parts) and owner(parts) == COMMAND:
-        shutil.rmtree(parts)
+    remove_parts_directory(parts, COMMAND)

@@ -104,6 +104,7 @@ class PassParts:
             for path in (tmp, data_path):
                 if os.path.exists(path):
                     os.remove(path)
+            remove_if_only_owned(self.parts)
             raise write_failed(data_path, error, written) from None
 
     def missing(self) -> List[int]:
@@ -169,6 +170,8 @@ def load_array(f):
     return np.load(io.BytesIO(f.read()), allow_pickle=False)
 
 
-def only_owner_file(parts: str) -> bool:
-    """Whether ``parts`` holds nothing but its owner mark (a run that made it and wrote nothing removes it)."""
-    return sorted(os.listdir(parts)) == [OWNER_FILE]
+def remove_if_only_owned(parts: str) -> None:
+    """After a refused write: remove ``parts`` if it holds nothing but its owner mark (nothing is lost: no
+    shard's part is in it), so that the tree is as it was."""
+    if os.path.isdir(parts) and sorted(os.listdir(parts)) == [OWNER_FILE]:
+        shutil.rmtree(parts)
