@@ -38,6 +38,7 @@ from smoke import add_smoke_option, shrink  # noqa: E402
 from bench_bm25 import write_corpus, zipf_words  # noqa: E402
 
 PRODUCERS = (("pll", "score-pll", ["--word-starts", "token"]), ("tag", "annotate-importance", []))
+STAGES = ("pll", "tag", "retrieve", "select", "pmi")
 
 
 def track(data: Path, name: str) -> dict:
@@ -134,19 +135,26 @@ def main() -> None:
                         help="synthetic queries of retrieve (select's target texts)")
     parser.add_argument("--pmi-lines", type=int, default=50_000, help="lines of the corpus pmi-units runs on")
     parser.add_argument("--pmi-block-lines", type=int, default=1024, help="--shard-block-lines of pmi-units")
+    parser.add_argument("--stages", default=",".join(STAGES),
+                        help=f"comma-separated stages to measure, of {','.join(STAGES)} (default: all)")
     add_smoke_option(parser)
     args = shrink(parser.parse_args(), shape="tiny", lines=40, tokens=32, updates=2, block_lines=8,
                   retrieve_docs=2000, retrieve_queries=40, pmi_lines=200, pmi_block_lines=16)
+    stages = args.stages.split(",")
+    if not stages or set(stages) - set(STAGES):
+        parser.error(f"--stages: give some of {','.join(STAGES)}, got {args.stages!r}")
     cores = os.cpu_count() or 2
     threads = max(1, cores // 2)  # per process, in both runs: the same kernels, the same rounding
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        make_data(root, args.lines, args.tokens, vocab=8000)
-        checkpoints = dict(zip(("pll", "tag"), train_models(root, args)[:2]))
+        producers = [p for p in PRODUCERS if p[0] in stages]
+        if producers:
+            make_data(root, args.lines, args.tokens, vocab=8000)
+            checkpoints = dict(zip(("pll", "tag"), train_models(root, args)[:2]))
         print(f"{args.lines} synthetic lines, {args.shape} shape, {cores} cores, {threads} threads per process; "
               f"--shard-block-lines {args.block_lines} --max-tokens {args.max_tokens}")
         ratios = []
-        for short, command, extra in PRODUCERS:
+        for short, command, extra in producers:
             options = [*extra, "--shard-block-lines", str(args.block_lines), "--max-tokens", str(args.max_tokens)]
             walls, tracks = {}, {}
             for ranks in (1, 2):
@@ -158,19 +166,19 @@ def main() -> None:
             print(f"{command:20s} 1 rank {walls[1]:7.1f} s, 2 ranks {walls[2]:7.1f} s: "
                   f"{walls[1] / walls[2]:.2f}x; tracks identical")
             ratios.append(f"ratio_{short}={walls[1] / walls[2]:.2f}")
-        zipf_corpus(root, args.retrieve_docs, args.retrieve_queries)
-        walls = retrieve_walls(root, threads)
-        print(f"{'retrieve':20s} 1 rank {walls[1]:7.1f} s, 2 ranks {walls[2]:7.1f} s: {walls[1] / walls[2]:.2f}x; "
-              f"outputs identical ({args.retrieve_queries} queries, {args.retrieve_docs:,} documents)")
-        ratios.append(f"ratio_retrieve={walls[1] / walls[2]:.2f}")
-        walls = select_walls(root, threads)
-        print(f"{'select':20s} 1 rank {walls[1]:7.1f} s, 2 ranks {walls[2]:7.1f} s: {walls[1] / walls[2]:.2f}x; "
-              f"outputs identical ({args.retrieve_docs:,} documents)")
-        ratios.append(f"ratio_select={walls[1] / walls[2]:.2f}")
-        walls = pmi_walls(root, args.pmi_lines, args.pmi_block_lines, threads)
-        print(f"{'pmi-units':20s} 1 rank {walls[1]:7.1f} s, 2 ranks {walls[2]:7.1f} s: {walls[1] / walls[2]:.2f}x; "
-              f"tracks identical ({args.pmi_lines:,} lines)")
-        ratios.append(f"ratio_pmi={walls[1] / walls[2]:.2f}")
+        if {"retrieve", "select", "pmi"} & set(stages):
+            zipf_corpus(root, args.retrieve_docs, args.retrieve_queries)
+        others = (("retrieve", lambda: retrieve_walls(root, threads),
+                   f"outputs identical ({args.retrieve_queries} queries, {args.retrieve_docs:,} documents)"),
+                  ("select", lambda: select_walls(root, threads), f"outputs identical ({args.retrieve_docs:,} documents)"),
+                  ("pmi", lambda: pmi_walls(root, args.pmi_lines, args.pmi_block_lines, threads),
+                   f"tracks identical ({args.pmi_lines:,} lines)"))
+        for short, measure, what in others:
+            if short in stages:
+                walls = measure()
+                name = "pmi-units" if short == "pmi" else short
+                print(f"{name:20s} 1 rank {walls[1]:7.1f} s, 2 ranks {walls[2]:7.1f} s: {walls[1] / walls[2]:.2f}x; {what}")
+                ratios.append(f"ratio_{short}={walls[1] / walls[2]:.2f}")
     print(" ".join(ratios))
 
 
