@@ -306,13 +306,14 @@ def test_ssm_masks_one_whole_entity_and_collapses_it(span_data):
         assert int((item["source"] == task.mask_idx).sum()) == 1
         assert fill_in(item["source"].numpy(), item["target"].numpy(), task.mask_idx, 2) == tokens.tolist()
     assert 0 < unmasked < len(dataset)
-    assert not denoising_task(span_data, "--mask-policy", "salient_span", "--no-collapse-spans").collapse
-    assert denoising_task(span_data, "--collapse-spans").collapse
+    assert not denoising_task(span_data, "--mask-policy", "salient_span", "--collapse-spans", "off").collapse
+    assert denoising_task(span_data, "--collapse-spans", "on").collapse
+    assert not denoising_task(span_data).collapse  # auto, with the token policy random
 
 
 def test_contradicting_or_ignored_options_are_refused(span_data):
-    with pytest.raises(ValueError, match="contradict"):
-        denoising_task(span_data, "--collapse-spans", "--no-collapse-spans")
+    with pytest.raises(SystemExit):  # the old three-state pair of flags is gone (checkpoints still load: compat)
+        denoising_task(span_data, "--no-collapse-spans")
     with pytest.raises(ValueError, match="does not read --salient-fallback"):
         denoising_task(span_data, "--salient-fallback", "random")
 
@@ -514,8 +515,8 @@ def test_t5_task_adds_sentinels_builds_pairs_and_refuses_what_contradicts_it(spa
         assert task.mask_idx not in item["source"].tolist()
     other = denoising_task(span_data, "--mask-policy", "span")
     assert len(other.dictionary) == other.mask_idx + 1  # the other formats add no symbol
-    with pytest.raises(ValueError, match="--no-collapse-spans contradicts it"):
-        denoising_task(span_data, "--target-format", "t5", "--no-collapse-spans")
+    with pytest.raises(ValueError, match="--collapse-spans off contradicts it"):
+        denoising_task(span_data, "--target-format", "t5", "--collapse-spans", "off")
     with pytest.raises(ValueError, match="no 80/10/10"):
         denoising_task(span_data, "--target-format", "t5", "--random-token-prob", "0.1")
     with pytest.raises(ValueError, match="--t5-sentinels belongs to --target-format t5"):

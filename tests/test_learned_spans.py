@@ -117,15 +117,17 @@ def spm_model(tmp_path_factory):
 
 @pytest.mark.parametrize("task, option, field", [("span_policy", "--answer-max-length", "answer_max_length"),
                                                  ("meta_span_policy", "--candidate-max-length", "candidate_max_length")])
-def test_the_span_tasks_length_options_keep_their_former_name(task, option, field):
-    """--span-max-length named both a policy's longest span and these tasks' limits; the tasks' options were
-    renamed and the former name still sets them (command lines written before the rename)."""
+def test_the_span_tasks_length_options_share_no_name_with_a_policy_option(task, option, field):
+    """--span-max-length is the span policy's longest span; these tasks' limits once took it as an alias, so one
+    flag meant two things. It is theirs no more: the tasks refuse it (argparse, before any work)."""
     from fairseq import options
 
-    for flag in (option, "--span-max-length"):
-        parser = options.get_training_parser()
-        args = options.parse_args_and_arch(parser, ["data", "--task", task, "--arch", "roberta_tiny", flag, "4"])
-        assert getattr(args, field) == 4 and not hasattr(args, "span_max_length")
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(parser, ["data", "--task", task, "--arch", "roberta_tiny", option, "4"])
+    assert getattr(args, field) == 4 and not hasattr(args, "span_max_length")
+    with pytest.raises(SystemExit):
+        options.parse_args_and_arch(options.get_training_parser(),
+                                    ["data", "--task", task, "--arch", "roberta_tiny", "--span-max-length", "4"])
 
 
 def test_answer_labels_from_character_offsets(spm_model):

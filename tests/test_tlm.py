@@ -109,7 +109,7 @@ def batch_of(task, source):
 
 @pytest.mark.parametrize("classify_masked", [True, False])
 def test_task_batch_loss_is_the_weighted_mean_computed_by_hand(data, classify_masked):
-    extra = [] if classify_masked else ["--no-tlm-classify-masked"]
+    extra = [] if classify_masked else ["--tlm-classify", "clean"]
     task, model, criterion, _, _ = build_in_process(tlm_args(data, data / "unused", *SINGLE, "--dropout", "0",
                                                              "--attention-dropout", "0", *extra))
     model.eval()
@@ -181,6 +181,32 @@ def test_stage_two_starts_a_fresh_head_from_the_stage_one_encoder(data, tmp_path
     scored = check(run([BIN / "python", "-m", "fairseq_maskplug.evaluation.evaluate", "--checkpoint",
                         tmp_path / "s2" / "checkpoint_last.pt", "--data", data / "task", "--split", "valid"]))
     assert '"accuracy"' in scored.stdout
+
+
+def test_a_checkpoint_saved_with_the_old_classify_flags_loads_with_their_meaning(data, tmp_path):
+    """Checkpoints saved before ``--tlm-classify`` hold ``tlm_classify_masked``/``no_tlm_classify_masked``: loaded
+    (evaluation) or resumed, they keep their meaning (``integration/renamed_options.py``)."""
+    from fairseq import checkpoint_utils
+
+    from fairseq_maskplug.integration.renamed_options import upgrade_task_options
+
+    check(train_tlm(data, tmp_path / "ck", "--max-update", "1", "--tlm-classify", "clean"))
+    path = tmp_path / "ck" / "checkpoint_last.pt"
+    state = torch.load(path, map_location="cpu", weights_only=False)
+    assert state["cfg"]["task"].pop("tlm_classify") == "clean"
+    state["cfg"]["task"].update(tlm_classify_masked=False, no_tlm_classify_masked=True)  # as saved before
+    torch.save(state, path)
+    _, _, task = checkpoint_utils.load_model_ensemble_and_task([str(path)], arg_overrides={"data": str(data / "task")})
+    assert task.cfg.tlm_classify == "clean"
+    check(train_tlm(data, tmp_path / "ck", "--max-update", "2", "--tlm-classify", "clean"))  # resumes from it
+    for old, new in (({"no_tlm_classify_masked": False}, "masked"), ({"tlm_classify_masked": True}, "masked")):
+        assert upgrade_task_options(old) and old == {"tlm_classify": new}
+    cases = [({"collapse_spans": True, "no_collapse_spans": False}, "on"),
+             ({"collapse_spans": False, "no_collapse_spans": True}, "off"), ({"collapse_spans": False}, "auto")]
+    for old, new in cases:
+        assert upgrade_task_options(old) and old == {"collapse_spans": new}
+    current = {"collapse_spans": "off", "tlm_classify": "clean"}
+    assert upgrade_task_options(current) == [] and current == {"collapse_spans": "off", "tlm_classify": "clean"}
 
 
 def test_logs_per_source_losses_and_resumes_exactly(data, tmp_path):

@@ -26,7 +26,7 @@ class TLMCriterion(JointMLMClassificationCriterion):
     def __init__(self, task):
         super().__init__(task)
         self.rho2 = task.cfg.tlm_task_mlm_weight
-        self.classify_masked = not task.cfg.no_tlm_classify_masked
+        self.classify_masked = task.cfg.tlm_classify == "masked"
 
     def _mlm_loss(self, inner, features, target):
         masked = target.ne(self.pad)

@@ -23,7 +23,8 @@
   (:mod:`.model_mismatch`), for ``fairseq-maskplug-train`` and ``fairseq-train`` alike.
 - A damaged checkpoint file (empty, cut short, not a torch file) is named before torch reads it,
   with the intact checkpoints beside it (:mod:`..common.checkpoint_files`), wherever fairseq loads
-  one (``load_checkpoint_to_cpu``: resume, ``--finetune-from-model``, the plugin's tools).
+  one (``load_checkpoint_to_cpu``: resume, ``--finetune-from-model``, the plugin's tools); the task
+  options a loaded checkpoint saved under an old spelling are rewritten (:mod:`.renamed_options`).
 - Checkpoints are saved whole or not at all: fairseq writes ``checkpoint_N.pt`` under a temporary
   name and renames it, but copies it to ``checkpoint_last.pt`` (and ``checkpoint_best.pt``) in place,
   so a job killed during the copy left a truncated ``checkpoint_last.pt``. Here every copy goes to a
@@ -149,10 +150,18 @@ def _load_checkpoint_naming_mismatch(original):
 
 def _load_checkpoint_to_cpu_checked(original):
     def load_checkpoint_to_cpu(path, *args, **kwargs):
+        from omegaconf import open_dict
+
         from ..common.checkpoint_files import check_checkpoint_file
+        from .renamed_options import upgrade_task_options
 
         check_checkpoint_file(path)
-        return original(path, *args, **kwargs)
+        state = original(path, *args, **kwargs)
+        task = (state.get("cfg") or {}).get("task")
+        if task is not None:
+            with open_dict(task):
+                upgrade_task_options(task)
+        return state
 
     load_checkpoint_to_cpu.maskplug_original = original
     return load_checkpoint_to_cpu

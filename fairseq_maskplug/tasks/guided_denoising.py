@@ -25,6 +25,9 @@ from ..masking.seq2seq import TARGET_FORMATS
 from .masked_lm_base import MaskedLMBaseTask, MaskedLMDataConfig
 from .policy_options import PolicyTask, register_policy_task
 
+#: ``--collapse-spans``: one <mask> per run of chosen positions (on), per chosen token (off), or by the policy
+COLLAPSE = ("auto", "on", "off")
+
 T5_SENTINELS = 100  # T5's extra ids
 
 
@@ -41,11 +44,11 @@ class GuidedDenoisingConfig(MaskedLMDataConfig):
     t5_sentinels: int = option(T5_SENTINELS, "target format t5: sentinel symbols <extra_id_0> ... <extra_id_N-1> added to "
                                "the dictionary; a block may hold at most N-1 masked runs", range="[2, inf)",
                                source="T5 (100 extra ids)")
-    collapse_spans: bool = option(False, "one <mask> per run of chosen positions in the source (BART text "
-                                  "infilling); the default for span policies (span, salient_span)",
-                                  source="BART (text infilling)")
-    no_collapse_spans: bool = option(False, "one <mask> per chosen token even for span policies; the default for "
-                                     "token policies (random, selective, l3)")
+    collapse_spans: ChoiceEnum(list(COLLAPSE)) = option(
+        "auto", "on: one <mask> per run of chosen positions in the source (BART text infilling); off: one <mask> per "
+        "chosen token; auto: on for span policies (span, salient_span, ...), off for token policies (random, "
+        "selective, l3). Checkpoints saved with the old --collapse-spans / --no-collapse-spans load as on / off",
+        source="BART (text infilling, for span policies)")
     # the paper's examples replace every chosen token by <mask>: no 80/10/10 unless asked
     leave_unmasked_prob: float = option(0.0, "share of chosen positions left unchanged (BERT's 80/10/10 rule: 0.1; "
                                         "paper's examples: 0)", range="[0, 1]",
@@ -77,9 +80,7 @@ class GuidedDenoisingTask(PolicyTask, MaskedLMBaseTask):
 
     def __init__(self, cfg, dictionary):
         super().__init__(cfg, dictionary)  # builds the policy (PolicyTask)
-        if cfg.collapse_spans and cfg.no_collapse_spans:
-            raise ValueError("--collapse-spans and --no-collapse-spans contradict each other: give one")
-        self.collapse = cfg.collapse_spans or (self.policy.chooses_spans and not cfg.no_collapse_spans)
+        self.collapse = cfg.collapse_spans == "on" or (cfg.collapse_spans == "auto" and self.policy.chooses_spans)
         corrupting = cfg.leave_unmasked_prob > 0 or cfg.random_token_prob > 0
         self.seq2seq_corruption = self.corruption if corrupting else None
         if cfg.target_format != "t5" and cfg.t5_sentinels != T5_SENTINELS:
@@ -91,8 +92,8 @@ class GuidedDenoisingTask(PolicyTask, MaskedLMBaseTask):
         """T5's sentinels, added after ``<mask>``; refused with options that contradict the format
         and with data whose dictionary already holds a sentinel."""
         cfg = self.cfg
-        if cfg.no_collapse_spans:
-            raise ValueError("--target-format t5 replaces each run by one sentinel: --no-collapse-spans "
+        if cfg.collapse_spans == "off":
+            raise ValueError("--target-format t5 replaces each run by one sentinel: --collapse-spans off "
                              "contradicts it")
         if self.seq2seq_corruption is not None:
             raise ValueError("--target-format t5 replaces every chosen token by its run's sentinel (no 80/10/10): "

@@ -61,8 +61,7 @@ class MetaSpanPolicyConfig(SpanScorerConfig):
     seq2seq_checkpoint: str = option(MISSING, "the text-to-text model (a guided_denoising or translation checkpoint "
                                      "of a BART) the policy masks for; frozen")
     candidate_max_length: int = option(10, "longest candidate span in tokens (as the learned_span policy's "
-                                       "--learned-max-length); --span-max-length is its former name",
-                                       range="[1, inf)", argparse_alias="--span-max-length", source="ours")
+                                       "--learned-max-length)", range="[1, inf)", source="ours")
     meta_candidates: int = option(8, "candidate spans per sentence, drawn uniformly among its allowed spans (ours)",
                                   range="[1, inf)", source="ours")
     meta_inner_lr: float = option(0.1, "alpha: the virtual SGD step on the seq2seq model", range="(0, inf)",

@@ -52,8 +52,8 @@ class SpanPolicyConfig(SpanScorerConfig):
     label_track: str = option("answer_span", "side-information track of answer labels: 1 first token, 2 last token, "
                               "3 both")
     answer_max_length: int = option(10, "longest span in tokens when the logged span_em decodes the top-1 span (as "
-                                    "the learned_span policy's --learned-max-length); --span-max-length is its "
-                                    "former name", range="[1, inf)", argparse_alias="--span-max-length", source="ours")
+                                    "the learned_span policy's --learned-max-length)", range="[1, inf)",
+                                    source="ours")
     side_info_without_fingerprint: bool = option(False, "accept a label track that lacks its .json fingerprint (then "
                                                  "checked by line lengths only)")
     verify_data: bool = option(False, "also compare every side-information track with the SHA-256 its manifest "

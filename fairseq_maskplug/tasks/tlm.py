@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from fairseq.data import IdDataset, NestedDictionaryDataset, NumelDataset, NumSamplesDataset
 from fairseq.data import iterators
+from fairseq.dataclass import ChoiceEnum
 from omegaconf import II
 
 from ..common.option_ranges import option
@@ -40,6 +41,9 @@ from .sentence_items import sentence_blocking
 
 logger = logging.getLogger(__name__)
 
+#: ``--tlm-classify``: the copy of the task text the classification head reads
+CLASSIFY = ("masked", "clean")
+
 
 @dataclass
 class TLMConfig(ClassificationMLMConfig):
@@ -52,10 +56,10 @@ class TLMConfig(ClassificationMLMConfig):
     tlm_task_mlm_weight: float = option(20.0, "rho2: a task batch's loss is (rho2 * MLM + CE) / (rho2 + 1) (authors' "
                                         "stage 1: 20); 0: classification only, on the clean text (stage 2)",
                                         range="[0, inf)", source="authors' code (stage 1)")
-    tlm_classify_masked: bool = option(False, "classify the masked task text, one forward feeding both heads: the "
-                                       "default (as the authors)", source="authors' code")
-    no_tlm_classify_masked: bool = option(False, "classify the clean task text instead (the clean and the masked "
-                                          "copy share one forward)")
+    tlm_classify: ChoiceEnum(list(CLASSIFY)) = option(
+        "masked", "which copy of the task text the classification head reads: masked (one forward feeds both heads, "
+        "as the authors) or clean (the clean and the masked copy share one forward). Checkpoints saved with the "
+        "old --tlm-classify-masked / --no-tlm-classify-masked load as masked / clean", source="authors' code")
     train_subset: str = II("dataset.train_subset")
 
 
@@ -80,8 +84,6 @@ class TLMTask(ClassificationMLMTask):
     }
 
     def __init__(self, cfg, dictionary, label_dictionary):
-        if cfg.tlm_classify_masked and cfg.no_tlm_classify_masked:
-            raise ValueError("--tlm-classify-masked and --no-tlm-classify-masked contradict each other: give one")
         if cfg.tlm_external_ratio > 0 and not cfg.tlm_external_data:
             raise ValueError(f"--tlm-external-ratio {cfg.tlm_external_ratio} needs --tlm-external-data (the "
                              f"binarized retrieved documents); --tlm-external-ratio 0 trains on the task only")
