@@ -20,6 +20,7 @@ writes its statistics and stops (naming the shards still missing), the second sc
 rerun skips what is written; statistics made from another corpus or with other settings are refused.
 """
 
+import glob
 import io
 import itertools
 import json
@@ -118,6 +119,16 @@ def chunk_files(chunks_dir: str, docs: range, chunk_docs: int) -> list:
             for i, start in enumerate(starts)]
 
 
+def take_back_moved_shards(index_dir: str, parts: str, corpus_shards: int) -> None:
+    """Move back into ``parts`` the shards that a job killed while assembling had moved into its temporary index
+    (called under the index lock, so no live job is assembling; the temporary is removed afterwards as stale)."""
+    for stale in glob.glob(glob.escape(index_dir.rstrip("/")) + ".tmp-*"):
+        for i in range(corpus_shards):
+            moved, home = os.path.join(stale, f"shard{i}"), os.path.join(parts, f"shard{i}")
+            if os.path.isdir(moved) and not os.path.exists(home):
+                os.rename(moved, home)
+
+
 def build_index_shard(corpus: str, index_dir: str, analyser: Analyser, k1: float, b: float, corpus_shards: int,
                       shard_id: int, settings: dict, command: str, chunk_docs: int = 100_000, progress: bool = True,
                       meet: Callable[[], None] = lambda: None, say: Callable[[str], None] = print) -> Optional[dict]:
@@ -173,6 +184,7 @@ def build_index_shard(corpus: str, index_dir: str, analyser: Analyser, k1: float
         if built.missing():
             say(f"{where}: postings written; the last shard to finish assembles the index")
             return None
+        take_back_moved_shards(index_dir, parts, corpus_shards)
         postings = sum(value["postings"] for value in built.read_all(documents))
         tmp = temporary_name(index_dir.rstrip("/"))
         os.makedirs(tmp)
