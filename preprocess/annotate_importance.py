@@ -51,7 +51,8 @@ def main(argv=None) -> int:
     from fairseq_maskplug.scoring.loading import load_tagger
     from fairseq.data import data_utils
     from fairseq_maskplug.data.layout import token_data_dir
-    from fairseq_maskplug.tools.sharding import ShardedTrack, checkpoint_identity, line_lengths, start_model_producer
+    from fairseq_maskplug.scoring.precision import start_model_producer
+    from fairseq_maskplug.tools.sharding import ShardedTrack, checkpoint_identity, line_lengths
     from fairseq_maskplug.scoring.preview import preview_symbols, render_marked, throughput, write_preview
     from fairseq_maskplug.scoring.precision import inference
     from fairseq_maskplug.scoring.tagger import TokenTagger

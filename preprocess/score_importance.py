@@ -69,7 +69,8 @@ def main(argv=None) -> int:
     from fairseq_maskplug.data import side_info_prefix
     from fairseq_maskplug.data.layout import sentence_prediction_dir
     from fairseq_maskplug.scoring.precision import inference
-    from fairseq_maskplug.tools.sharding import ShardedTrack, checkpoint_identity, line_lengths, start_model_producer
+    from fairseq_maskplug.scoring.precision import start_model_producer
+    from fairseq_maskplug.tools.sharding import ShardedTrack, checkpoint_identity, line_lengths
 
     args.data = sentence_prediction_dir(args.data)
     outputs = {}

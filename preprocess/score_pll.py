@@ -72,7 +72,8 @@ def score(args) -> int:
     from fairseq_maskplug.scoring.preview import throughput
 
     from fairseq_maskplug.data.layout import token_data_dir
-    from fairseq_maskplug.tools.sharding import ShardedTrack, checkpoint_identity, line_lengths, start_model_producer
+    from fairseq_maskplug.scoring.precision import start_model_producer
+    from fairseq_maskplug.tools.sharding import ShardedTrack, checkpoint_identity, line_lengths
 
     data = token_data_dir(args.data)
     outputs = track_outputs(data, dict.fromkeys(args.splits), [("--name", args.name)])  # before any work

@@ -57,7 +57,8 @@ def main(argv=None) -> int:
     from fairseq_maskplug.masking.learned_span import choose_learned_spans
     from fairseq_maskplug.scoring.precision import inference
     from fairseq_maskplug.scoring.preview import render_marked, throughput, write_preview
-    from fairseq_maskplug.tools.sharding import ShardedTrack, checkpoint_identity, line_lengths, start_model_producer
+    from fairseq_maskplug.scoring.precision import start_model_producer
+    from fairseq_maskplug.tools.sharding import ShardedTrack, checkpoint_identity, line_lengths
 
     try:
         import_user_dir(args.user_dir)

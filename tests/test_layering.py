@@ -48,13 +48,13 @@ def test_preprocessing_tools_are_console_commands_that_run_anywhere_and_show_def
         assert default in " ".join(result.stdout.split()), (command, result.stdout)
 
 
-# the layers of the design (docs/design.md, "Layers"), with the package's own folders placed among them:
-# common/ below everything; integration/ and the plugin module (fairseq's registrations) beside tasks;
-# tools/ (what the commands share) beside the producers; evaluation/ and commands/ at the commands' layer.
-# A folder (or root module) may import its own layer and the layers below.
-LAYER = {"common": 0, "masking": 1, "data": 2, "tasks": 3, "criterions": 3, "models": 3, "weighting": 3,
-         "integration": 3, "plugin": 3, "scoring": 4, "retrieval": 4, "interop": 4, "tools": 4,
-         "evaluation": 5, "commands": 5, "__init__": 6}
+# the layers of the design (docs/design.md, "Layers"): every folder of the package (and root module) is a layer of
+# its own, in this order; a folder may import its own modules and the folders below it. common/ is below
+# everything; integration/ (fairseq's patches) below the registrations; tools/ (what the commands share) below the
+# producers; evaluation/ and commands/ at the commands' layer.
+ORDER = ["common", "masking", "data", "integration", "models", "criterions", "weighting", "tasks", "plugin", "tools",
+         "scoring", "retrieval", "interop", "evaluation", "commands", "__init__"]
+LAYER = {name: layer for layer, name in enumerate(ORDER)}
 OUTSIDE = {"preprocess", "recipes", "benchmarks", "tests"}  # layers 5 to 8: never imported by the package
 
 
@@ -101,8 +101,9 @@ def test_every_folder_and_root_module_of_the_package_has_a_layer():
 
 def test_no_layer_imports_a_layer_above_it():
     """common imports nothing else; masking only common; data only masking and common; tasks, criteria,
-    models and weightings no producer (scoring/, retrieval/, interop/) and no command: what two layers share
-    lives in the lower one; and nothing in the package imports preprocess/, recipes/, benchmarks/ or tests/."""
+    models and weightings no producer (scoring/, retrieval/, interop/) and no command; no two folders import
+    each other (each is a layer of its own): what two layers share lives in the lower one; and nothing in the
+    package imports preprocess/, recipes/, benchmarks/ or tests/."""
     imports = list(package_imports())
     upward = [f"{path}: {own} imports {target}" for own, target, path in imports
               if target in OUTSIDE or LAYER[target] > LAYER[own]]

@@ -41,3 +41,21 @@ def inference(precision: str, device: torch.device) -> Iterator[None]:
     dtype = PRECISIONS[precision]
     with torch.inference_mode(), torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
         yield
+
+
+def start_model_producer(args, parts_dir: str):
+    """What a producer that loads a model does before loading it: its shard
+    (:func:`~..tools.sharding.shard_of`), its rank's GPU, the number format of ``--fp16``/``--bf16``
+    checked on that device, and (where it merges) the parts a killed merge left in ``parts_dir`` merged.
+    Returns ``(shard, precision, device)``."""
+    from ..data.track_shards import finish_merges
+    from ..tools.cli import precision_of
+    from ..tools.sharding import shard_of, use_local_device
+
+    shard = shard_of(args)
+    use_local_device(shard)
+    precision, device = precision_of(args), precision_device()
+    check_precision(precision, device)
+    if shard.merges:
+        finish_merges(parts_dir)
+    return shard, precision, device

@@ -75,23 +75,6 @@ def use_local_device(shard: Shard) -> None:
         torch.cuda.set_device(shard.launch.local_rank % torch.cuda.device_count())
 
 
-def start_model_producer(args, parts_dir: str):
-    """What a producer that loads a model does before loading it: its shard (:func:`shard_of`), its rank's
-    GPU, the number format of ``--fp16``/``--bf16`` checked on that device, and (where it merges) the parts a
-    killed merge left in ``parts_dir`` merged. Returns ``(shard, precision, device)``."""
-    from ..data.track_shards import finish_merges
-    from ..scoring.precision import check_precision, precision_device
-    from .cli import precision_of
-
-    shard = shard_of(args)
-    use_local_device(shard)
-    precision, device = precision_of(args), precision_device()
-    check_precision(precision, device)
-    if shard.merges:
-        finish_merges(parts_dir)
-    return shard, precision, device
-
-
 def meet(shard: Shard) -> None:
     """Under a launch: return once every rank has called this (e.g. every rank's counts written); the
     process group stays up for the next meeting."""
