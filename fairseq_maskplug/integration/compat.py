@@ -242,7 +242,9 @@ def install() -> None:
     from fairseq.models import distributed_fairseq_model
 
     allow_fairseq_checkpoint_globals()
-    distributed_utils._broadcast_object_slow = _broadcast_object_slow
+    if distributed_utils._broadcast_object_slow is not _broadcast_object_slow:
+        _broadcast_object_slow.maskplug_original = distributed_utils._broadcast_object_slow
+        distributed_utils._broadcast_object_slow = _broadcast_object_slow
     distributed_fairseq_model.DistributedDataParallel = DeviceAwareDistributedDataParallel
     if not hasattr(distributed_utils.infer_init_method, "maskplug_original"):
         distributed_utils.infer_init_method = _infer_init_method_with_launchers(distributed_utils.infer_init_method)
