@@ -45,15 +45,10 @@ def track(data: Path, name: str) -> dict:
     return {p.name: p.read_bytes() for p in sorted(data.glob(f"train.{name}.*")) if "preview" not in p.name}
 
 
-def produce(command, checkpoint, data, name, extra, ranks: int, threads: int) -> float:
-    """Wall seconds of one run of ``command`` as ``ranks`` processes of ``threads`` threads each."""
-    args = [BIN / f"fairseq-maskplug-{command}", "--checkpoint", checkpoint, "--data", data, "--splits", "train",
+def producer_args(command, checkpoint, data, name, extra) -> list:
+    """The command line of ``command`` writing the track ``name`` of ``data``'s train split."""
+    return [BIN / f"fairseq-maskplug-{command}", "--checkpoint", checkpoint, "--data", data, "--splits", "train",
             "--name", name, *extra]
-    if ranks > 1:
-        args = [BIN / "torchrun", "--standalone", "--nproc-per-node", str(ranks), *args]
-    start = time.perf_counter()
-    run_checked(args, env=dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONWARNINGS="ignore"))
-    return time.perf_counter() - start
 
 
 def one_vs_two(name: str, command_args, outputs, threads: int) -> dict:
@@ -156,13 +151,12 @@ def main() -> None:
         ratios = []
         for short, command, extra in producers:
             options = [*extra, "--shard-block-lines", str(args.block_lines), "--max-tokens", str(args.max_tokens)]
-            walls, tracks = {}, {}
-            for ranks in (1, 2):
-                data = shutil.copytree(root / "mlm", root / f"{short}{ranks}")
-                walls[ranks] = produce(command, checkpoints[short], data, short, options, ranks, threads)
-                tracks[ranks] = track(data, short)
-            if not tracks[1] or tracks[1] != tracks[2]:
-                raise SystemExit(f"{command}: the 2-rank track differs from the 1-rank one")
+            data = {ranks: root / f"{short}{ranks}" for ranks in (1, 2)}
+            for copy in data.values():  # a copy of the data each: every run writes its own track
+                shutil.copytree(root / "mlm", copy)
+            walls = one_vs_two(command, lambda ranks: producer_args(command, checkpoints[short], data[ranks], short,
+                                                                    options),
+                               lambda ranks: track(data[ranks], short), threads)
             print(f"{command:20s} 1 rank {walls[1]:7.1f} s, 2 ranks {walls[2]:7.1f} s: "
                   f"{walls[1] / walls[2]:.2f}x; tracks identical")
             ratios.append(f"ratio_{short}={walls[1] / walls[2]:.2f}")
@@ -170,14 +164,16 @@ def main() -> None:
             zipf_corpus(root, args.retrieve_docs, args.retrieve_queries)
         others = (("retrieve", lambda: retrieve_walls(root, threads),
                    f"outputs identical ({args.retrieve_queries} queries, {args.retrieve_docs:,} documents)"),
-                  ("select", lambda: select_walls(root, threads), f"outputs identical ({args.retrieve_docs:,} documents)"),
+                  ("select", lambda: select_walls(root, threads),
+                   f"outputs identical ({args.retrieve_docs:,} documents)"),
                   ("pmi", lambda: pmi_walls(root, args.pmi_lines, args.pmi_block_lines, threads),
                    f"tracks identical ({args.pmi_lines:,} lines)"))
         for short, measure, what in others:
             if short in stages:
                 walls = measure()
                 name = "pmi-units" if short == "pmi" else short
-                print(f"{name:20s} 1 rank {walls[1]:7.1f} s, 2 ranks {walls[2]:7.1f} s: {walls[1] / walls[2]:.2f}x; {what}")
+                print(f"{name:20s} 1 rank {walls[1]:7.1f} s, 2 ranks {walls[2]:7.1f} s: "
+                      f"{walls[1] / walls[2]:.2f}x; {what}")
                 ratios.append(f"ratio_{short}={walls[1] / walls[2]:.2f}")
     print(" ".join(ratios))
 

@@ -157,9 +157,8 @@ def count_ngrams(args, shard, tokens, count_prefix: str, words_of):
     meet(shard)
     missing = parts.missing()
     if missing:
-        print(f"{where}: n-gram counts written; {'shard' if len(missing) == 1 else 'shards'} "
-              f"{', '.join(map(str, missing))} {'has' if len(missing) == 1 else 'have'} not written theirs: run "
-              "them, then run every shard again (each skips its counts and writes its units)", flush=True)
+        print(f"{where}: {parts.waiting_for(missing, 'n-gram counts', 'each skips its counts and writes its units')}",
+              flush=True)
         return None
     return merge_counts(parts.read_all(len(tokens)))
 

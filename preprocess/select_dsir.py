@@ -210,15 +210,13 @@ def run_shard(args, shard, target, target_texts: int, started: float) -> int:
     """Shard ``I`` of ``N`` (module docstring): pass 1 counts the buckets of its documents; with every
     shard's counts (the corpus distribution, exact: integer sums), pass 2 weighs its documents; the merging
     process (rank 0 of a launch, or ``fairseq-maskplug-merge-shards OUT``) draws from all the weights."""
-    from fairseq_maskplug.common.progress import progress_bar
     from fairseq_maskplug.data.track_shards import shard_lines
-    from fairseq_maskplug.retrieval.corpus import read_lines
+    from fairseq_maskplug.retrieval.corpus import count_lines
     from fairseq_maskplug.retrieval.dsir import bucket_counts, log_ratio, normalised
     from fairseq_maskplug.tools.pass_parts import make_parts_directory
     from fairseq_maskplug.tools.sharding import meet, wait_for_every_shard
 
-    documents = sum(1 for _ in progress_bar(read_lines(args.corpus, "corpus"), desc="checking the corpus",
-                                            unit="doc"))  # every line checked before any work
+    documents = count_lines(args.corpus, "corpus")  # every line checked before any work
     parts = parts_directory(args.out)
     options = shard_options(args, documents, target_texts)
     lines = shard_lines(documents, shard.num_shards, shard.shard_id, 1)
@@ -233,9 +231,8 @@ def run_shard(args, shard, target, target_texts: int, started: float) -> int:
     meet(shard)
     missing = counts.missing()
     if missing:  # independent jobs: the second run of each shard goes on
-        print(f"{where}: counts written; {'shard' if len(missing) == 1 else 'shards'} "
-              f"{', '.join(map(str, missing))} {'has' if len(missing) == 1 else 'have'} not written theirs: run "
-              "them, then run every shard again (each skips its counts and weighs its documents)", flush=True)
+        print(f"{where}: {counts.waiting_for(missing, 'counts', 'each skips its counts and weighs its documents')}",
+              flush=True)
         return 0
     raw = normalised(sum(counts.read_all(documents)))
     weights = pass_parts(parts, "weights", shard.num_shards, options)

@@ -25,6 +25,13 @@ def read_lines(path: str, what: str) -> Iterator[Tuple[int, str]]:
         raise ValueError(f"{path}: the {what} is empty")
 
 
+def count_lines(path: str, what: str) -> int:
+    """The lines of ``path``, each checked as :func:`read_lines` checks it (before any work on them)."""
+    from ..common.progress import progress_bar
+
+    return sum(1 for _ in progress_bar(read_lines(path, what), desc=f"checking the {what}", unit="line"))
+
+
 def read_queries(path: str):
     """Every query line of ``path``, checked before any retrieval: UTF-8 and not blank."""
     queries = []

@@ -35,7 +35,7 @@ import numpy as np
 from ..common.atomic import is_write_failure, temporary_name, tree_bytes, write_failed
 from ..tools.pass_parts import PassParts, make_parts_directory, remove_if_only_owned, remove_parts_directory
 from .analysis import Analyser
-from .corpus import read_lines
+from .corpus import count_lines, read_lines
 from .index import (_write_postings, analyse_chunks, corpus_shard_ranges, global_scoring, index_lock,
                     read_manifest, write_manifest)
 
@@ -136,7 +136,7 @@ def build_index_shard(corpus: str, index_dir: str, analyser: Analyser, k1: float
     called it (a launch's barrier; independent jobs: at once). Returns the index's manifest once it is whole
     (this job wrote it), None while other shards are still to run."""
     started = time.perf_counter()
-    documents = sum(1 for _ in read_lines(corpus, "corpus"))  # every line checked before any work
+    documents = count_lines(corpus, "corpus")  # every line checked before any work
     ranges = corpus_shard_ranges(documents, corpus_shards)
     docs = ranges[shard_id]
     parts = parts_directory(index_dir)
@@ -157,9 +157,8 @@ def build_index_shard(corpus: str, index_dir: str, analyser: Analyser, k1: float
     meet()
     missing = statistics.missing()
     if missing:
-        say(f"{where}: statistics written; {'shard' if len(missing) == 1 else 'shards'} "
-            f"{', '.join(map(str, missing))} {'has' if len(missing) == 1 else 'have'} not written theirs: run them, "
-            "then run every shard again (each skips its statistics and scores its postings)")
+        say(f"{where}: " + statistics.waiting_for(missing, "statistics",
+                                                  "each skips its statistics and scores its postings"))
         return None
     vocab, maps, doc_freq, doc_len = global_vocabulary(statistics.read_all(documents))
     scoring = global_scoring(corpus, analyser, doc_len, doc_freq, k1, b)

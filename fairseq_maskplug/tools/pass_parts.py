@@ -111,6 +111,13 @@ class PassParts:
         """The shards whose part is not written yet."""
         return [i for i in range(self.num_shards) if not os.path.exists(self.path(i, "json"))]
 
+    def waiting_for(self, missing: List[int], written: str, second_run: str) -> str:
+        """What a shard of independent jobs says when its ``written`` part is written and the ``missing`` shards'
+        are not: run them, then every shard again (``second_run``: what that run does)."""
+        shards = f"{'shard' if len(missing) == 1 else 'shards'} {', '.join(map(str, missing))}"
+        return (f"{written} written; {shards} {'has' if len(missing) == 1 else 'have'} not written theirs: run them, "
+                f"then run every shard again ({second_run})")
+
     def read_all(self, lines: int) -> list:
         """Every shard's value, in shard order, checked: all there, whole (SHA-256), made the same way, their
         line ranges tiling ``range(lines)``."""
