@@ -11,7 +11,7 @@ from fairseq.data.indexed_dataset import MMapIndexedDataset
 
 from fairseq_helpers import BIN, CPU_RUN, TINY_BART, assert_same_params, check, json_logs, run, train_bart
 from fairseq_maskplug.data import write_side_info
-from fairseq_maskplug.masking import Corruption, build_mask_policy, maskable_positions
+from fairseq_maskplug.masking import Corruption, build_mask_policy, maskable_positions, policies_read
 from fairseq_maskplug.masking.salient import SPAN_LENGTH_BASE, choose_spans, complete_spans, span_ids
 from fairseq_maskplug.masking.seq2seq import (chosen_runs, collapse_runs, previous_output_tokens, seq2seq_source,
                                               seq2seq_target, t5_pair)
@@ -126,7 +126,7 @@ def test_spans_on_special_tokens_and_malformed_ids_are_refused():
 def salient_cfg(**kw):
     from types import SimpleNamespace
     return SimpleNamespace(**{"salient_track": "spans", "salient_spans_per_block": 1, "salient_fallback": "none",
-                              "mask_prob": 0.15, **kw})
+                              **kw})
 
 
 def test_salient_span_policy_chooses_uniformly_among_complete_spans():
@@ -164,8 +164,8 @@ def test_salient_spans_per_block_draws_without_replacement_and_falls_back_only_w
     none = np.zeros(len(tokens), dtype=np.int64)
     plain = build_mask_policy("salient_span", salient_cfg())
     assert not plain.choose(tokens, maskable, {"spans": none}, np.random.default_rng(0)).any()
-    fallback = build_mask_policy("salient_span", salient_cfg(salient_fallback="random", mask_prob=0.5))
-    assert fallback.policies_read == ("salient_span", "random")
+    fallback = build_mask_policy("salient_span", salient_cfg(salient_fallback="random", salient_fallback_prob=0.5))
+    assert policies_read("salient_span", salient_cfg(salient_fallback="random")) == ["salient_span"]
     rates = [fallback.choose(tokens, maskable, {"spans": none}, np.random.default_rng(s)).mean() for s in range(200)]
     assert 0.3 < np.mean(rates) * len(tokens) / maskable.sum() < 0.7
     with pytest.raises(ValueError, match="--salient-fallback"):

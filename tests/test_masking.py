@@ -14,6 +14,7 @@ from fairseq_maskplug.masking import (
     corrupt,
     maskable_positions,
     matched_random_mask,
+    policies_read,
     probabilistic_count,
     random_mask,
     register_mask_policy,
@@ -128,7 +129,7 @@ def test_corruption_validates_probabilities():
 
 
 class Options:
-    """A stand-in for a task config: policies read their options by attribute."""
+    """A stand-in for a task config: build_mask_policy maps its attributes onto a policy's options."""
 
     def __init__(self, **kwargs):
         self.__dict__.update(kwargs)
@@ -149,6 +150,31 @@ def test_matched_random_policy_matches_the_reference_count_on_every_visit():
         masks.append(got)
     assert len(set(counts)) > 1, "reference counts should vary (probabilistic rounding)"
     assert_uniform(np.array(masks)[:, maskable].sum(axis=0), "matched positions")
+
+
+def test_every_policy_is_built_from_its_own_options_without_a_task():
+    """A policy reads only an instance of its options dataclass (issue 40): built in a script, without a task
+    configuration, from its defaults or from given values; a configuration goes through build_mask_policy."""
+    from fairseq_maskplug.masking.builtin_policies import MatchedRandomOptions, MatchedRandomPolicy
+    from fairseq_maskplug.masking.spans import SpanPolicy, SpanPolicyOptions
+
+    for name, cls in MASK_POLICY_REGISTRY.items():
+        declared = MASK_POLICY_DATACLASS_REGISTRY[name]
+        policy = cls(None if declared is None else declared())
+        assert policy.options == (None if declared is None else declared())
+    span = SpanPolicy(SpanPolicyOptions(span_mask_prob=0.3))
+    matched = MatchedRandomPolicy(MatchedRandomOptions(matched_policy="span"), span)
+    tokens = sequence(60)
+    maskable = maskable_positions(tokens, SPECIAL)
+    for s in range(20):
+        reference = span.choose(tokens, maskable, {}, np.random.default_rng(s))
+        assert matched.choose(tokens, maskable, {}, np.random.default_rng(s)).sum() == reference.sum()
+    with pytest.raises(ValueError, match="the reference policy is 'span' but --matched-policy names 'random'"):
+        MatchedRandomPolicy(MatchedRandomOptions(), span)
+    built = build_mask_policy("matched_random", Options(matched_policy="span", span_mask_prob=0.3, mask_prob=0.5))
+    assert built.reference.options == SpanPolicyOptions(span_mask_prob=0.3)  # mask_prob is random's, not read
+    assert policies_read("matched_random", Options(matched_policy="span")) == ["matched_random", "span"]
+    assert build_mask_policy("span", Options(), rate=0.4).options.span_mask_prob == 0.4  # a schedule's rate
 
 
 def test_matched_random_cannot_match_itself():

@@ -32,6 +32,7 @@ TRAIN_OPTIONS = {
     "learned_spans": ("guided_mlm", ["--mask-policy", "learned_span"]),
     "learned_temperature": ("guided_denoising", ["--mask-policy", "learned_span"]),
     "salient_spans_per_block": ("guided_denoising", ["--mask-policy", "salient_span"]),
+    "salient_fallback_prob": ("guided_denoising", ["--mask-policy", "salient_span", "--salient-fallback", "random"]),
     "selective_cap": ("selective_mlm", []),
     "selective_threshold": ("guided_mlm", ["--mask-policy", "selective"]),
     "span_geometric_p": ("guided_mlm", ["--mask-policy", "span"]),
@@ -276,14 +277,16 @@ def test_check_ranges_names_the_flag_and_refuses_non_finite_floats_without_a_ran
 
 
 def test_a_policy_built_with_an_option_out_of_range_is_refused_and_a_bad_range_cannot_register():
-    from fairseq_maskplug.masking.builtin_policies import RandomPolicy
-    from fairseq_maskplug.masking.spans import SpanPolicy
+    from fairseq_maskplug.masking.builtin_policies import RandomPolicy, RandomPolicyOptions
+    from fairseq_maskplug.masking.spans import SpanPolicy, SpanPolicyOptions
 
-    RandomPolicy(argparse.Namespace(mask_prob=1.0))
+    RandomPolicy(RandomPolicyOptions(mask_prob=1.0))
     with pytest.raises(ValueError, match=r"^--mask-prob must lie in \(0, 1\], got 0$"):
-        RandomPolicy(argparse.Namespace(mask_prob=0))  # built directly, not through the registry
+        RandomPolicy(RandomPolicyOptions(mask_prob=0))  # built directly, not through the registry
     with pytest.raises(ValueError, match=r"^--span-max-length must lie in \[1, inf\), got 0$"):
-        SpanPolicy(argparse.Namespace(span_mask_prob=0.15, span_geometric_p=0.2, span_max_length=0))
+        SpanPolicy(SpanPolicyOptions(span_max_length=0))
+    with pytest.raises(TypeError, match="is built from a RandomPolicyOptions, got Namespace"):
+        RandomPolicy(argparse.Namespace(mask_prob=0.2))  # a configuration goes through build_mask_policy
 
     @dataclasses.dataclass
     class Broken:

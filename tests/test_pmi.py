@@ -4,14 +4,13 @@ the producer command, and training in fe_mlm (whole words) and tlm."""
 
 import json
 import math
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from fairseq_helpers import check, json_logs, train
 from fairseq_maskplug.masking import Corruption, corrupt, maskable_positions
-from fairseq_maskplug.masking.pmi import PMIPolicy, pmi_mask, pmi_views, unit_ids
+from fairseq_maskplug.masking.pmi import PMIPolicy, PMIPolicyOptions, pmi_mask, pmi_views, unit_ids
 from fairseq_maskplug.scoring.pmi_lexicon import (LENGTH_SHARES, NGramCounts, build_lexicon, merge_counts, pmi_n,
                                                   read_lexicon, segment, unit_start_track)
 from preprocess import pmi_units
@@ -176,8 +175,7 @@ def test_the_80_10_10_fate_is_drawn_once_per_unit():
 
 
 def test_the_policy_reads_its_track_and_declares_units():
-    cfg = SimpleNamespace(pmi_track="pmi_units", pmi_mask_prob=0.15)
-    policy = PMIPolicy(cfg)
+    policy = PMIPolicy(PMIPolicyOptions(pmi_track="pmi_units", pmi_mask_prob=0.15))
     tokens, starts, maskable = block_of_units([2, 1, 3])
     assert policy.side_info_names == ("pmi_units",) and policy.corrupts_units
     assert policy.units(tokens, maskable, {"pmi_units": starts}).tolist() == [0, 1, 1, 2, 3, 3, 3, 4]

@@ -71,7 +71,7 @@ def make_task(data, *flags, task="guided_mlm", arch="roberta_base"):
 
 def test_a_thinned_batch_gets_its_originals_back_and_its_counts(tiny_data):
     task = make_task(tiny_data / "bin", "--mask-policy", "span", *SCHEDULE)
-    assert task.policy.cfg.span_mask_prob == 0.3  # the policy draws at the schedule's highest rate
+    assert task.policy.options.span_mask_prob == 0.3  # the policy draws at the schedule's highest rate
     assert task.cfg.span_mask_prob == 0.15  # the task's configuration (saved in checkpoints) keeps what was given
     task.load_dataset("valid")
     dataset = task.dataset("valid")
@@ -128,4 +128,4 @@ def test_fairseq_train_follows_the_schedule_per_update_and_resumes_identically(t
 
     _, _, task = checkpoint_utils.load_model_ensemble_and_task(
         [str(tmp_path / "whole" / "checkpoint_last.pt")], arg_overrides={"data": str(tiny_data / "bin")})
-    assert task.rate_schedule[0] == "linear" and task.policy.cfg.mask_prob == 0.3
+    assert task.rate_schedule[0] == "linear" and task.policy.options.mask_prob == 0.3

@@ -205,6 +205,10 @@ def test_a_checkpoint_saved_with_the_old_classify_flags_loads_with_their_meaning
              ({"collapse_spans": False, "no_collapse_spans": True}, "off"), ({"collapse_spans": False}, "auto")]
     for old, new in cases:
         assert upgrade_task_options(old) and old == {"collapse_spans": new}
+    salient = {"mask_policy": "salient_span", "salient_fallback": "random", "mask_prob": 0.4}  # read --mask-prob
+    assert upgrade_task_options(salient) and salient == {"mask_policy": "salient_span", "salient_fallback": "random",
+                                                         "salient_fallback_prob": 0.4, "mask_prob": 0.15}
+    assert upgrade_task_options(salient) == []  # saved with --salient-fallback-prob: as it is
     current = {"collapse_spans": "off", "tlm_classify": "clean"}
     assert upgrade_task_options(current) == [] and current == {"collapse_spans": "off", "tlm_classify": "clean"}
 

@@ -30,7 +30,7 @@ class FlaggedPolicy(MaskPolicy):
 
     @property
     def side_info_names(self):
-        return (self.cfg.flagged_track,)
+        return (self.options.flagged_track,)
 
     def choose(self, tokens, maskable, side_info, rng):
-        return maskable & (side_info[self.cfg.flagged_track] != 0)
+        return maskable & (side_info[self.options.flagged_track] != 0)

@@ -42,18 +42,18 @@ def _policies_shown(argv: Sequence[str], policy: Optional[str]) -> List[str]:
     """Every registered policy, or the ones ``--mask-policy policy`` reads."""
     from fairseq.dataclass.utils import gen_parser_from_dataclass
 
-    from ..masking import MASK_POLICY_REGISTRY, build_mask_policy, policy_option_dataclasses
+    from ..masking import MASK_POLICY_REGISTRY, policies_read, policy_option_dataclasses
 
     if policy is None:
         return list(MASK_POLICY_REGISTRY)
     if policy not in MASK_POLICY_REGISTRY:
-        build_mask_policy(policy, None)  # raises: unknown policy, with the registered names
+        policies_read(policy)  # raises: unknown policy, with the registered names
     given = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     for options in policy_option_dataclasses():
         gen_parser_from_dataclass(given, _as_fairseq_dataclass(options)())
     try:  # a wrapping policy (matched_random) reads the options of the policy it wraps
-        return list(build_mask_policy(policy, given.parse_known_args(argv)[0]).policies_read)
-    except (ValueError, TypeError, AttributeError):  # options that do not build: the policy alone
+        return policies_read(policy, given.parse_known_args(argv)[0])
+    except ValueError:  # --matched-policy naming an unknown policy or itself: the policy alone
         return [policy]
 
 

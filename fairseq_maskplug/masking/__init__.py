@@ -14,7 +14,10 @@ from .registry import (
     build_mask_policy,
     ignored_policy_options,
     on_policy_registered,
+    options_at_rate,
+    policies_read,
     policy_option_dataclasses,
+    policy_options,
     register_mask_policy,
 )
 # registers random, matched_random, l3, selective, span, salient_span, learned_span, pmi
@@ -27,10 +30,11 @@ from .selective import selective_count, selective_mask
 from .span_masks import GeometricSpans, span_mask
 
 __all__ = [
-    "Corruption", "corrupt", "matched_random_mask", "maskable_positions",
-    "probabilistic_count", "random_mask", "MASK_POLICY_DATACLASS_REGISTRY",
-    "MASK_POLICY_REGISTRY", "MaskPolicy", "build_mask_policy", "ignored_policy_options", "on_policy_registered",
-    "policy_option_dataclasses", "register_mask_policy", "mask_probabilities", "selective_count",
-    "selective_mask", "GeometricSpans", "span_mask", "SPAN_IDS", "SPAN_LENGTH_BASE", "complete_spans",
-    "span_ids", "candidate_spans", "choose_learned_spans", "span_distribution", "TARGET_FORMATS", "previous_output_tokens", "seq2seq_source", "seq2seq_target",
+    "Corruption", "corrupt", "matched_random_mask", "maskable_positions", "probabilistic_count", "random_mask",
+    "MASK_POLICY_DATACLASS_REGISTRY", "MASK_POLICY_REGISTRY", "MaskPolicy", "build_mask_policy",
+    "ignored_policy_options", "on_policy_registered", "options_at_rate", "policies_read",
+    "policy_option_dataclasses", "policy_options", "register_mask_policy", "mask_probabilities",
+    "selective_count", "selective_mask", "GeometricSpans", "span_mask", "SPAN_IDS", "SPAN_LENGTH_BASE",
+    "complete_spans", "span_ids", "candidate_spans", "choose_learned_spans", "span_distribution",
+    "TARGET_FORMATS", "previous_output_tokens", "seq2seq_source", "seq2seq_target",
 ]

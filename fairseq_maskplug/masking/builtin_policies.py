@@ -1,6 +1,7 @@
 """Built-in policies: ``random`` (RoBERTa) and ``matched_random`` (the fair baseline)."""
 
 from dataclasses import dataclass
+from typing import Optional
 
 from ..common.option_ranges import option
 
@@ -22,13 +23,13 @@ class RandomPolicy(MaskPolicy):
     rate_option = "mask_prob"
 
     def choose(self, tokens, maskable, side_info, rng):
-        return random_mask(maskable, self.cfg.mask_prob, rng)
+        return random_mask(maskable, self.options.mask_prob, rng)
 
     def views(self, tokens, maskable, side_info, rng, k):
         """FE-MLM's subword views (Zheng et al., Eq. 10): ``tau`` drawn as :meth:`choose` draws its
         count, K disjoint uniform ``tau``-subsets; each view has exactly this policy's mask
         distribution wherever ``K * ceil(p n) <= n`` (:mod:`.fully_explored`)."""
-        return fully_explored_masks(len(tokens), k, self.cfg.mask_prob, rng, maskable)
+        return fully_explored_masks(len(tokens), k, self.options.mask_prob, rng, maskable)
 
 
 @dataclass
@@ -47,15 +48,20 @@ class MatchedRandomPolicy(MaskPolicy):
     sequence at that visit; only the positions differ.
     """
 
-    def __init__(self, cfg):
-        super().__init__(cfg)
-        if cfg.matched_policy == "matched_random":
-            raise ValueError("--matched-policy must name another policy than matched_random")
-        self.reference = build_mask_policy(cfg.matched_policy, cfg)
+    wraps_option = "matched_policy"
 
-    @property
-    def policies_read(self):
-        return (self.registered_name, *self.reference.policies_read)
+    def __init__(self, options=None, reference: Optional[MaskPolicy] = None):
+        super().__init__(options)
+        if self.options.matched_policy == self.registered_name:
+            raise ValueError("--matched-policy must name another policy than matched_random")
+        self.reference = build_mask_policy(self.options.matched_policy) if reference is None else reference
+        if self.reference.registered_name != self.options.matched_policy:
+            raise ValueError(f"matched_random: the reference policy is {self.reference.registered_name!r} but "
+                             f"--matched-policy names {self.options.matched_policy!r}")
+
+    @classmethod
+    def build(cls, options, wrapped=None):
+        return cls(options, wrapped)
 
     @property
     def side_info_names(self):

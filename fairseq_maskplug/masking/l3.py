@@ -109,33 +109,34 @@ class L3Policy(MaskPolicy):
 
     rate_option = "l3_mean"
 
-    def __init__(self, cfg):
-        super().__init__(cfg)
-        if cfg.l3_transform not in TRANSFORMS or cfg.l3_redistribute not in REDISTRIBUTIONS:
+    def __init__(self, options=None):
+        super().__init__(options)
+        options = self.options
+        if options.l3_transform not in TRANSFORMS or options.l3_redistribute not in REDISTRIBUTIONS:
             raise ValueError(f"--l3-transform must be one of {TRANSFORMS}, --l3-redistribute one of "
                              f"{REDISTRIBUTIONS}")
-        if cfg.l3_max_prob < cfg.l3_mean:
-            raise ValueError(f"--l3-max-prob {cfg.l3_max_prob} is below --l3-mean {cfg.l3_mean}: no probabilities "
-                             "with that mean stay under that cap")
+        if options.l3_max_prob < options.l3_mean:
+            raise ValueError(f"--l3-max-prob {options.l3_max_prob} is below --l3-mean {options.l3_mean}: no "
+                             "probabilities with that mean stay under that cap")
 
     @property
     def side_info_names(self):
-        return (self.cfg.l3_track,)
+        return (self.options.l3_track,)
 
     @property
     def side_info_rules(self):
-        return {self.cfg.l3_track: PROBABILITY}
+        return {self.options.l3_track: PROBABILITY}
 
     @property
     def word_reductions(self):
         """``--mask-unit word``: a word's PLT is the product of its subwords' PLTs (ours: each subword's
         pseudo-likelihood was scored with only that subword masked, so the product approximates the
         word's), and ``p_bar`` is the mean over the words."""
-        return {self.cfg.l3_track: "prod"}
+        return {self.options.l3_track: "prod"}
 
     def probabilities(self, tokens, maskable, side_info):
-        return mask_probabilities(side_info[self.cfg.l3_track], self.cfg.l3_mean, maskable,
-                                  self.cfg.l3_transform, self.cfg.l3_redistribute, self.cfg.l3_max_prob)
+        return mask_probabilities(side_info[self.options.l3_track], self.options.l3_mean, maskable,
+                                  self.options.l3_transform, self.options.l3_redistribute, self.options.l3_max_prob)
 
     def choose(self, tokens, maskable, side_info, rng):
         return rng.random(len(tokens)) < self.probabilities(tokens, maskable, side_info)

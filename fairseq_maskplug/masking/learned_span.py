@@ -138,7 +138,7 @@ class LearnedSpanPolicy(MaskPolicy):
 
     @property
     def side_info_names(self):
-        return (self.cfg.learned_start_track, self.cfg.learned_end_track)
+        return (self.options.learned_start_track, self.options.learned_end_track)
 
     @property
     def side_info_rules(self):
@@ -146,9 +146,10 @@ class LearnedSpanPolicy(MaskPolicy):
 
     def choose(self, tokens, maskable, side_info, rng):
         mask = np.zeros(len(tokens), dtype=bool)
-        spans = choose_learned_spans(side_info[self.cfg.learned_start_track], side_info[self.cfg.learned_end_track],
-                                     maskable, self.cfg.learned_max_length, self.cfg.learned_spans,
-                                     self.cfg.learned_temperature, rng)
+        options = self.options
+        spans = choose_learned_spans(side_info[options.learned_start_track], side_info[options.learned_end_track],
+                                     maskable, options.learned_max_length, options.learned_spans,
+                                     options.learned_temperature, rng)
         for i, j in spans:
             mask[i:j + 1] = True
         return mask

@@ -97,22 +97,22 @@ class PMIPolicy(MaskPolicy):
 
     @property
     def side_info_names(self):
-        return (self.cfg.pmi_track,)
+        return (self.options.pmi_track,)
 
     @property
     def side_info_rules(self):
-        return {self.cfg.pmi_track: UNIT_STARTS}
+        return {self.options.pmi_track: UNIT_STARTS}
 
     @property
     def word_reductions(self):
         """``--mask-unit word``: a word starts a unit when its first token does (units are whole words)."""
-        return {self.cfg.pmi_track: "first"}
+        return {self.options.pmi_track: "first"}
 
     def choose(self, tokens, maskable, side_info, rng):
-        return pmi_mask(side_info[self.cfg.pmi_track], maskable, self.cfg.pmi_mask_prob, rng)
+        return pmi_mask(side_info[self.options.pmi_track], maskable, self.options.pmi_mask_prob, rng)
 
     def views(self, tokens, maskable, side_info, rng, k):
-        return pmi_views(side_info[self.cfg.pmi_track], maskable, self.cfg.pmi_mask_prob, rng, k)
+        return pmi_views(side_info[self.options.pmi_track], maskable, self.options.pmi_mask_prob, rng, k)
 
     def units(self, tokens, maskable, side_info):
-        return unit_ids(side_info[self.cfg.pmi_track], maskable)
+        return unit_ids(side_info[self.options.pmi_track], maskable)

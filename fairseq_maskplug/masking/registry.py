@@ -2,11 +2,13 @@
 
 A policy chooses which positions of one sequence are predicted. Its options are a
 plain dataclass whose fields carry ``metadata={"help": ...}`` and, for numbers,
-``"range": "(0, 1]"`` (checked when the policy is built); every task that
-accepts ``--mask-policy`` exposes the options of every registered policy as its own
-command-line flags (``my_rate`` becomes ``--my-rate``), so a policy registered by a
-user's ``--user-dir`` module works with every task. Option names are global: two
-policies may not declare the same field.
+``"range": "(0, 1]"`` (checked when the policy is built); the policy is built from an
+instance of it, ``Policy(Options(...))``, and reads nothing else, so a script or a
+notebook builds one without any task. Every task that accepts ``--mask-policy`` exposes
+the options of every registered policy as its own command-line flags (``my_rate``
+becomes ``--my-rate``) and maps its configuration onto the policy's dataclass
+(:func:`policy_options`), so a policy registered by a user's ``--user-dir`` module works
+with every task. Option names are global: two policies may not declare the same field.
 """
 
 import dataclasses
@@ -23,8 +25,9 @@ class MaskPolicy:
     """Base class of all policies.
 
     Args:
-        cfg: the task configuration; the policy reads its own option fields from it
-            by name (``cfg.mask_prob`` for ``random``, ...).
+        options: an instance of the options dataclass the policy was registered with (None: its
+            defaults); the policy reads only these (``options.mask_prob`` for ``random``, ...).
+            :func:`build_mask_policy` maps a task configuration onto it.
     """
 
     #: the name it is registered under (set by :func:`register_mask_policy`)
@@ -34,18 +37,31 @@ class MaskPolicy:
     #: then collapse each run into one ``<mask>`` by default (``--collapse-spans``)
     chooses_spans: bool = False
 
-    def __init__(self, cfg):
-        options = MASK_POLICY_DATACLASS_REGISTRY.get(self.registered_name)
-        if options is not None:  # numbers in their declared ranges (:mod:`..option_ranges`)
-            check_ranges(cfg, options)
-        self.cfg = cfg
+    def __init__(self, options=None):
+        declared = MASK_POLICY_DATACLASS_REGISTRY.get(self.registered_name)
+        if declared is not None:
+            if options is None:
+                options = declared()
+            elif not isinstance(options, declared):
+                raise TypeError(f"mask policy {self.registered_name!r} is built from a {declared.__name__}, got "
+                                f"{type(options).__name__}; build_mask_policy({self.registered_name!r}, cfg) "
+                                "maps a task configuration onto it")
+            check_ranges(options, declared)  # numbers in their declared ranges (:mod:`..option_ranges`)
+        self.options = options
 
     @property
-    def policies_read(self) -> Sequence[str]:
-        """Registered names of the policies whose options this policy reads: itself, and a
-        policy that wraps others (``matched_random``) adds theirs. Options of every other
-        policy are refused when set (:func:`ignored_policy_options`)."""
-        return (self.registered_name,)
+    def cfg(self):
+        """The old name of :attr:`options` (policies written for 0.x read ``self.cfg.<their option>``)."""
+        return self.options
+
+    #: the option naming another policy that this one runs (``matched_random``: ``matched_policy``); None: none.
+    #: :meth:`build` then receives that policy, built from the same settings
+    wraps_option: Optional[str] = None
+
+    @classmethod
+    def build(cls, options, wrapped: Optional["MaskPolicy"] = None) -> "MaskPolicy":
+        """The policy from its options and, for a policy with :attr:`wraps_option`, the policy it runs."""
+        return cls(options)
 
     @property
     def side_info_names(self) -> Sequence[str]:
@@ -181,10 +197,27 @@ def policy_option_dataclasses() -> List[type]:
     return [dc for dc in MASK_POLICY_DATACLASS_REGISTRY.values() if dc is not None]
 
 
-def ignored_policy_options(policy: MaskPolicy, cfg) -> List[Tuple[str, str]]:
-    """``(flag, owning policy)`` for each option of a registered policy that ``policy`` does
-    not read but whose value in ``cfg`` differs from the default: an option set for nothing."""
-    read = set(policy.policies_read)
+def policies_read(name: str, settings=None) -> List[str]:
+    """Registered names of the policies whose options ``--mask-policy name`` reads under ``settings``: itself,
+    and, for a policy that runs another (:attr:`MaskPolicy.wraps_option`), that one's, recursively. Options of
+    every other policy are refused when set (:func:`ignored_policy_options`)."""
+    names = [_registered(name).registered_name]
+    while True:
+        option = MASK_POLICY_REGISTRY[names[-1]].wraps_option
+        if option is None:
+            return names
+        inner = getattr(settings, option, None) or getattr(policy_options(names[-1], None), option)
+        if inner in names:
+            raise ValueError(f"--{option.replace('_', '-')} {inner}: mask policy {names[-1]!r} cannot run "
+                             f"{'itself' if inner == names[-1] else repr(inner) + ', which runs it'}; "
+                             "name another policy")
+        names.append(_registered(inner).registered_name)
+
+
+def ignored_policy_options(name: str, cfg) -> List[Tuple[str, str]]:
+    """``(flag, owning policy)`` for each option of a registered policy that ``--mask-policy name``
+    does not read but whose value in ``cfg`` differs from the default: an option set for nothing."""
+    read = set(policies_read(name, cfg))
     flags = []
     for name, options in MASK_POLICY_DATACLASS_REGISTRY.items():
         if options is None or name in read:
@@ -201,9 +234,42 @@ def on_policy_registered(callback: Callable[[], None]) -> None:
     _REGISTRATION_CALLBACKS.append(callback)
 
 
-def build_mask_policy(name: str, cfg) -> MaskPolicy:
-    """Instantiate the policy registered as ``name`` with the task configuration ``cfg``."""
+def _registered(name: str) -> Type[MaskPolicy]:
     if name not in MASK_POLICY_REGISTRY:
         raise ValueError(f"unknown mask policy {name!r}; registered: {sorted(MASK_POLICY_REGISTRY)} "
                          "(a plugin's policies need its module loaded, e.g. with --user-dir)")
-    return MASK_POLICY_REGISTRY[name](cfg)
+    return MASK_POLICY_REGISTRY[name]
+
+
+def policy_options(name: str, settings=None):
+    """The options of policy ``name`` taken from ``settings``: an instance of its dataclass (returned as it
+    is), any object with the options as attributes (a task configuration, an argparse namespace; a field it
+    lacks keeps its default), or None (the defaults). None for a policy registered without options."""
+    declared = MASK_POLICY_DATACLASS_REGISTRY[_registered(name).registered_name]
+    if declared is None or isinstance(settings, declared):
+        return settings if declared is not None else None
+    given = {f.name: getattr(settings, f.name) for f in dataclasses.fields(declared) if hasattr(settings, f.name)}
+    return declared(**given)
+
+
+def options_at_rate(name: str, options, rate: float):
+    """``options`` of policy ``name`` with its mask rate (:attr:`MaskPolicy.rate_option`) replaced by ``rate``:
+    how ``--mask-prob-schedule`` sets the rate a policy draws at."""
+    rate_option = _registered(name).rate_option
+    if rate_option is None:
+        raise ValueError(f"mask policy {name!r} has no rate option to schedule")
+    return dataclasses.replace(options, **{rate_option: rate})
+
+
+def build_mask_policy(name: str, settings=None, rate: Optional[float] = None) -> MaskPolicy:
+    """The policy registered as ``name``, built from its options in ``settings`` (:func:`policy_options`),
+    with its rate replaced by ``rate`` when given (:func:`options_at_rate`); a policy that runs another
+    (:attr:`MaskPolicy.wraps_option`) gets that one built from the same settings."""
+    names = policies_read(name, settings)  # refuses unknown names and circles first
+    policy = None
+    for inner in reversed(names):
+        options = policy_options(inner, settings)
+        if rate is not None and inner == names[0]:
+            options = options_at_rate(inner, options, rate)
+        policy = MASK_POLICY_REGISTRY[inner].build(options, policy)
+    return policy

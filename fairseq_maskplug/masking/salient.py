@@ -89,7 +89,10 @@ class SalientSpanOptions:
                                           "complete spans (REALM: 1)", range="[1, inf)",
                                           source="REALM (one salient span)")
     salient_fallback: str = option("none", "salient_span policy: a block without a complete span gets no mask (none) "
-                                   "or random masking at --mask-prob (random)", source="ours")
+                                   "or random masking at --salient-fallback-prob (random)", source="ours")
+    salient_fallback_prob: float = option(0.15, "salient_span policy with --salient-fallback random: the rate of "
+                                          "random masking in a block without a complete span (formerly "
+                                          "--mask-prob)", range="(0, 1]", source="BERT (the random policy's rate)")
 
 
 @register_mask_policy("salient_span", dataclass=SalientSpanOptions)
@@ -100,34 +103,26 @@ class SalientSpanPolicy(MaskPolicy):
     #: ``--mask-unit word``: a chosen span grows to the whole words it touches
     words_by_expansion = True
 
-    def __init__(self, cfg):
-        super().__init__(cfg)
-        if cfg.salient_fallback not in FALLBACKS:
-            raise ValueError(f"--salient-fallback must be one of {FALLBACKS}, got {cfg.salient_fallback!r}")
-        if cfg.salient_fallback == "random" and not 0.0 < cfg.mask_prob <= 1.0:
-            raise ValueError(f"--salient-fallback random masks at --mask-prob, which must lie in (0, 1], "
-                             f"got {cfg.mask_prob}")
-
-    @property
-    def policies_read(self):
-        if self.cfg.salient_fallback == "random":
-            return (self.registered_name, "random")
-        return (self.registered_name,)
+    def __init__(self, options=None):
+        super().__init__(options)
+        options = self.options
+        if options.salient_fallback not in FALLBACKS:
+            raise ValueError(f"--salient-fallback must be one of {FALLBACKS}, got {options.salient_fallback!r}")
 
     @property
     def side_info_names(self):
-        return (self.cfg.salient_track,)
+        return (self.options.salient_track,)
 
     @property
     def side_info_rules(self):
-        if self.cfg.salient_fallback == "random":
-            return {self.cfg.salient_track: SPAN_IDS}
-        return {self.cfg.salient_track: replace(SPAN_IDS, nonzero_somewhere=(
+        if self.options.salient_fallback == "random":
+            return {self.options.salient_track: SPAN_IDS}
+        return {self.options.salient_track: replace(SPAN_IDS, nonzero_somewhere=(
             "no line has a salient span, so the salient_span policy would mask nothing (did the NER find no "
             "entity? see the producer's summary; --salient-fallback random masks such lines at random)"))}
 
     def choose(self, tokens, maskable, side_info, rng):
-        spans = complete_spans(side_info[self.cfg.salient_track], maskable)
-        if not spans and self.cfg.salient_fallback == "random":
-            return random_mask(maskable, self.cfg.mask_prob, rng)
-        return choose_spans(spans, self.cfg.salient_spans_per_block, len(tokens), rng)
+        spans = complete_spans(side_info[self.options.salient_track], maskable)
+        if not spans and self.options.salient_fallback == "random":
+            return random_mask(maskable, self.options.salient_fallback_prob, rng)
+        return choose_spans(spans, self.options.salient_spans_per_block, len(tokens), rng)

@@ -108,24 +108,25 @@ class SelectivePolicy(MaskPolicy):
                      "a capped subset of them), which do not hold K disjoint masks of its distribution; train it "
                      "with --task selective_mlm or guided_mlm")
 
-    def __init__(self, cfg):
-        super().__init__(cfg)
-        if cfg.selective_masks not in MODES:
-            raise ValueError(f"--selective-masks must be one of {MODES}, got {cfg.selective_masks!r}")
-        if cfg.selective_cap_scope not in SCOPES:
-            raise ValueError(f"--selective-cap-scope must be one of {SCOPES}, got {cfg.selective_cap_scope!r}")
-        self.mask_fn = selective_mask_per_sentence if cfg.selective_cap_scope == "sentence" else selective_mask
+    def __init__(self, options=None):
+        super().__init__(options)
+        options = self.options
+        if options.selective_masks not in MODES:
+            raise ValueError(f"--selective-masks must be one of {MODES}, got {options.selective_masks!r}")
+        if options.selective_cap_scope not in SCOPES:
+            raise ValueError(f"--selective-cap-scope must be one of {SCOPES}, got {options.selective_cap_scope!r}")
+        self.mask_fn = selective_mask_per_sentence if options.selective_cap_scope == "sentence" else selective_mask
 
     @property
     def side_info_names(self):
-        return (self.cfg.selective_track,)
+        return (self.options.selective_track,)
 
     @property
     def word_reductions(self):
         """``--mask-unit word``: a word is as important as its most important subword (ours); the cap
         then counts words."""
-        return {self.cfg.selective_track: "max"}
+        return {self.options.selective_track: "max"}
 
     def choose(self, tokens, maskable, side_info, rng):
-        return self.mask_fn(side_info[self.cfg.selective_track], maskable, self.cfg.selective_threshold,
-                            self.cfg.selective_cap, rng if self.cfg.selective_masks == "per_epoch" else None)
+        return self.mask_fn(side_info[self.options.selective_track], maskable, self.options.selective_threshold,
+                            self.options.selective_cap, rng if self.options.selective_masks == "per_epoch" else None)

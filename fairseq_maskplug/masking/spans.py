@@ -26,15 +26,16 @@ class SpanPolicy(MaskPolicy):
 
     chooses_spans = True
 
-    def __init__(self, cfg):
-        super().__init__(cfg)
-        self.spans = GeometricSpans(cfg.span_geometric_p, cfg.span_max_length)
+    def __init__(self, options=None):
+        super().__init__(options)
+        options = self.options
+        self.spans = GeometricSpans(options.span_geometric_p, options.span_max_length)
 
     def choose(self, tokens, maskable, side_info, rng):
-        return span_mask(maskable, self.cfg.span_mask_prob, self.spans, rng)
+        return span_mask(maskable, self.options.span_mask_prob, self.spans, rng)
 
     def views(self, tokens, maskable, side_info, rng, k):
         """FE-MLM's span views (``fully_explored_masks`` with these spans): every position is in a
         view with this policy's rate, but a view is not distributed as one of its masks (spans cut
         at view boundaries), so no unbiasedness is claimed for them."""
-        return fully_explored_masks(len(tokens), k, self.cfg.span_mask_prob, rng, maskable, self.spans)
+        return fully_explored_masks(len(tokens), k, self.options.span_mask_prob, rng, maskable, self.spans)

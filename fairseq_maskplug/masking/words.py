@@ -92,7 +92,7 @@ class WordUnitPolicy(MaskPolicy):
 
     def __init__(self, policy: MaskPolicy, start_symbols: np.ndarray):  # options were checked when policy was built
         self.inner, self.start_symbols = policy, np.asarray(start_symbols, dtype=bool)
-        self.cfg, self.registered_name = policy.cfg, policy.registered_name
+        self.options, self.registered_name = policy.options, policy.registered_name
         self.chooses_spans, self.corrupts_units = policy.chooses_spans, policy.corrupts_units
         if not policy.words_by_expansion:
             missing = [name for name in policy.side_info_names if name not in policy.word_reductions]
@@ -102,7 +102,6 @@ class WordUnitPolicy(MaskPolicy):
                                  f"declare word_reductions (one of {sorted(REDUCTIONS)} per track) or "
                                  "words_by_expansion")
 
-    policies_read = property(lambda self: self.inner.policies_read)
     side_info_names = property(lambda self: self.inner.side_info_names)
     side_info_rules = property(lambda self: self.inner.side_info_rules)
 

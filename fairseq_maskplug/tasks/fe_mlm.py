@@ -69,8 +69,8 @@ class FullyExploredMLMTask(PolicyTask, MaskedLMBaseTask):
                              f"{cfg.fe_views} * {cfg.fe_mask_prob}")
         self.span = GeometricSpans(cfg.fe_span_p, cfg.fe_span_max) if cfg.fe_granularity == "span" else None
 
-    def build_policy(self, cfg):
-        return policy_views(cfg)
+    def build_policy(self, cfg, rate=None):
+        return policy_views(cfg, rate)
 
     def build_inputs(self, split, tokens, side_info):
         if self.cfg.sample_break_mode == "eos":
@@ -106,7 +106,7 @@ def flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def policy_views(cfg):
+def policy_views(cfg, rate=None):
     """The policy of ``--mask-policy``, refused unless it defines views; None without one (then
     no policy option may be set: nothing would read it)."""
     if not cfg.mask_policy:
@@ -116,7 +116,7 @@ def policy_views(cfg):
                     raise ValueError(f"--task fe_mlm reads {flag(f.name)} only with --mask-policy {owner}; without "
                                      "a policy the views are the paper's (--fe-mask-prob, --fe-granularity)")
         return None
-    policy = build_task_policy(cfg)
+    policy = build_task_policy(cfg, rate)
     if not policy.defines_views():
         reason = policy.views_refused or ("it defines neither probabilities() (independent per-token choices) "
                                           "nor views(); a policy supports fe_mlm by defining one of them")

@@ -17,7 +17,7 @@ from hydra.core.config_store import ConfigStore
 
 from ..masking import build_mask_policy, ignored_policy_options, on_policy_registered, policy_option_dataclasses
 from .mask_units import MaskUnitOptions, with_mask_unit
-from .rate_schedules import RateScheduleOptions, ScheduledRates, policy_cfg_at_highest_rate, prepare_rate_schedule
+from .rate_schedules import RateScheduleOptions, ScheduledRates, prepare_rate_schedule, schedule_highest_rate
 
 _POLICY_TASKS: Dict[str, Tuple[type, type]] = {}
 
@@ -56,13 +56,13 @@ class PolicyTask(ScheduledRates):
     def __init__(self, cfg, *args, **kwargs):
         super().__init__(cfg, *args, **kwargs)
         self.rate_schedule = prepare_rate_schedule(cfg, self.rate_schedule_refused)
-        policy_cfg = policy_cfg_at_highest_rate(cfg, self.rate_schedule)
-        self.policy = with_mask_unit(self.build_policy(policy_cfg), cfg, self.dictionary)
+        self.policy = with_mask_unit(self.build_policy(cfg, schedule_highest_rate(self.rate_schedule)), cfg,
+                                     self.dictionary)
 
-    def build_policy(self, cfg):
-        """The policy ``--mask-policy`` names (:func:`build_task_policy`); a task may return None
-        where no policy was asked for (``fe_mlm``'s paper views)."""
-        return build_task_policy(cfg)
+    def build_policy(self, cfg, rate=None):
+        """The policy ``--mask-policy`` names (:func:`build_task_policy`), drawing at ``rate`` when a schedule
+        sets it; a task may return None where no policy was asked for (``fe_mlm``'s paper views)."""
+        return build_task_policy(cfg, rate)
 
     @property
     def side_info_rules(self):
@@ -86,18 +86,19 @@ def register_policy_task(name: str, dataclass: type):
     return register
 
 
-def build_task_policy(cfg):
-    """The policy ``cfg.mask_policy`` names; options of policies it does not read, set to
-    anything but their default, are refused (they would be ignored silently)."""
-    policy = build_mask_policy(cfg.mask_policy, cfg)
-    ignored = ignored_policy_options(policy, cfg)
+def build_task_policy(cfg, rate=None):
+    """The policy ``cfg.mask_policy`` names, its options mapped from the task's (:func:`policy_options`) and its
+    rate replaced by ``rate`` when given (a schedule's highest rate; the task's own configuration, saved in
+    checkpoints, keeps what was given); options of policies it does not read, set to anything but their
+    default, are refused (they would be ignored silently)."""
+    ignored = ignored_policy_options(cfg.mask_policy, cfg)
     if ignored:
         listed = ", ".join(f"{flag} (an option of mask policy {owner!r})" for flag, owner in ignored)
         owners = " or ".join(sorted({f"--mask-policy {owner}" for _, owner in ignored}))
         task = getattr(cfg, "_name", None)
         raise ValueError(f"{f'--task {task} ' if task else ''}--mask-policy {cfg.mask_policy} does not read "
                          f"{listed}: leave {'it' if len(ignored) == 1 else 'them'} out, or use {owners}")
-    return policy
+    return build_mask_policy(cfg.mask_policy, cfg, rate)
 
 
 def policy_task_options(name: str):

@@ -2,7 +2,6 @@
 (:mod:`fairseq_maskplug.masking.rate_schedule`), options every task with ``--mask-policy`` takes, and
 the thinning of each batch to its update's rate."""
 
-import copy
 import dataclasses
 from dataclasses import dataclass
 
@@ -101,7 +100,7 @@ def thin_batch(src_tokens, target, mask_counts, ids, keep: float, pad: int, seed
 
 def prepare_rate_schedule(cfg, refused=None):
     """The ``(schedule, start, end, updates)`` of ``--mask-prob-schedule``, None for ``constant``. A
-    schedule sets the rate of the policy (its ``rate_option``, :func:`policy_cfg_at_highest_rate`), so
+    schedule sets the rate of the policy (its ``rate_option``, :func:`schedule_highest_rate`), so
     that option may not be set too, and a policy without one is refused."""
     own = (cfg.mask_prob_schedule_start, cfg.mask_prob_schedule_end, cfg.mask_prob_schedule_updates)
     if cfg.mask_prob_schedule == "constant":
@@ -129,12 +128,10 @@ def prepare_rate_schedule(cfg, refused=None):
     return cfg.mask_prob_schedule, *own
 
 
-def policy_cfg_at_highest_rate(cfg, rate_schedule):
-    """``cfg`` itself without a schedule; else a copy with the policy's rate option at the schedule's
-    highest rate (the task's own configuration, saved in checkpoints, keeps what was given)."""
+def schedule_highest_rate(rate_schedule):
+    """The rate the policy draws at under ``rate_schedule`` (each batch is then thinned to its update's rate);
+    None without a schedule (the policy's own rate)."""
     if rate_schedule is None:
-        return cfg
+        return None
     schedule, start, end, _ = rate_schedule
-    copied = copy.deepcopy(cfg)
-    setattr(copied, MASK_POLICY_REGISTRY[cfg.mask_policy].rate_option, highest_rate(schedule, start, end))
-    return copied
+    return highest_rate(schedule, start, end)
