@@ -50,13 +50,13 @@ def make_pieces(root: Path, lines: int) -> Path:
 
 
 def thinning_seconds_per_item(dataset, task, epoch: int, batch: int = 32) -> float:
-    """``train_step``'s thinning of the schedule, per item, over an epoch's batches of ``batch`` items."""
+    """``prepare_batch``'s thinning of the schedule, per item, over an epoch's batches of ``batch`` items."""
     dataset.set_epoch(epoch)
     spent, items = 0.0, 0
     for start in range(0, len(dataset), batch):
         sample = dataset.collater([dataset[i] for i in range(start, min(start + batch, len(dataset)))])
         began = time.perf_counter()
-        task.thin_to_schedule(sample, start // batch)
+        task.prepare_batch(sample, start // batch)
         spent += time.perf_counter() - began
         items += len(sample["id"])
     return spent / items

@@ -46,13 +46,13 @@ def test_a_batch_carries_its_items_mask_counts_as_the_batch_shows_them(tiny_data
 
 def test_a_policy_task_must_build_its_policy_through_the_shared_base():
     from fairseq.tasks import TASK_REGISTRY, FairseqTask
-    from fairseq_maskplug.tasks import PolicyTask, register_policy_task
+    from fairseq_maskplug.tasks import MaskedLMBaseTask, register_policy_task
 
     with pytest.raises(TypeError, match=r"register_policy_task\('no_policy_base'\): Plain must derive from "
-                                        r"fairseq_maskplug.tasks.PolicyTask"):
+                                        r"fairseq_maskplug.tasks.MaskedLMBaseTask"):
         register_policy_task("no_policy_base", dataclass=object)(type("Plain", (FairseqTask,), {}))
     assert "no_policy_base" not in TASK_REGISTRY
-    assert all(issubclass(TASK_REGISTRY[name], PolicyTask)
+    assert all(issubclass(TASK_REGISTRY[name], MaskedLMBaseTask)
                for name in ("guided_mlm", "selective_mlm", "fe_mlm", "guided_denoising", "joint_mlm_classification",
                             "tlm"))
 

@@ -206,3 +206,20 @@ def test_no_import_circle_between_modules_of_the_package():
     planted = dict(graph, **{"fairseq_maskplug.masking.span_masks": {"fairseq_maskplug.masking.registry"}})
     assert import_circles(planted) == [["fairseq_maskplug.masking.fully_explored", "fairseq_maskplug.masking.registry",
                                         "fairseq_maskplug.masking.span_masks"]]
+
+
+def test_every_task_is_assembled_from_at_most_four_classes_of_the_package():
+    """Tasks combine parts (a policy, batch steps, a weighting) rather than long chains of mixins whose order
+    matters (issue 40): no registered task has more than 4 classes of this package in its method resolution
+    order, and every one derives from the one base whose train and valid steps run ``prepare_batch``."""
+    import fairseq_maskplug.plugin  # noqa: F401
+    from fairseq.tasks import TASK_REGISTRY
+    from fairseq_maskplug.tasks import PackageTask
+
+    ours = {name: [c.__name__ for c in cls.__mro__ if c.__module__.startswith("fairseq_maskplug.")]
+            for name, cls in TASK_REGISTRY.items() if cls.__module__.startswith("fairseq_maskplug.")}
+    assert len(ours) >= 9, sorted(ours)
+    assert {name: chain for name, chain in ours.items() if len(chain) > 4} == {}
+    assert all(issubclass(TASK_REGISTRY[name], PackageTask) for name in ours)
+    assert all("train_step" not in vars(TASK_REGISTRY[name]) for name in ours), \
+        "override optimization_step (or add a batch step), not train_step"

@@ -77,8 +77,8 @@ def test_a_thinned_batch_gets_its_originals_back_and_its_counts(tiny_data):
     dataset = task.dataset("valid")
     batch = dataset.collater([dataset[i] for i in range(len(dataset))])
     source, target = batch["net_input"]["src_tokens"].clone(), batch["target"].clone()
-    rate = task.thin_to_schedule(batch, 3)  # update 3 of 6: 0.3 - 0.5 * 0.15
-    assert np.isclose(rate, 0.225)
+    logged = task.prepare_batch(batch, 3)  # update 3 of 6: 0.3 - 0.5 * 0.15
+    assert np.isclose(logged["mask_prob_scheduled"], 0.225) and batch["update_num"] == 3
     pad = task.dictionary.pad()
     dropped = target.ne(pad) & batch["target"].eq(pad)
     kept = batch["target"].ne(pad)
@@ -88,7 +88,7 @@ def test_a_thinned_batch_gets_its_originals_back_and_its_counts(tiny_data):
     assert batch["mask_counts"][:, 0].tolist() == kept.sum(dim=1).tolist()
     # the same update thins the same way (a resumed run's batches)
     again = dataset.collater([dataset[i] for i in range(len(dataset))])
-    task.thin_to_schedule(again, 3)
+    task.prepare_batch(again, 3)
     assert again["target"].tolist() == batch["target"].tolist()
 
 

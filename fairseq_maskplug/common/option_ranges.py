@@ -10,7 +10,7 @@ and a command-line option in its argparse type::
     parser.add_argument("--top-k", type=number("[1, inf)", int), ...)
 
 ``inf`` bounds are always open: a number must be finite. Tasks check their whole
-configuration when they are built (:func:`check_ranges`, from ``CriterionChecked``), a
+configuration when they are built (:func:`check_ranges`, from ``tasks.task_base.PackageTask``), a
 task's criterion when the task builds it, a policy its own options in
 ``MaskPolicy.__init__``; a float option that declares no range must still be finite. A refusal is one line naming the flag, the range
 and the value given: ``--mask-prob must lie in (0, 1], got 0.0``.

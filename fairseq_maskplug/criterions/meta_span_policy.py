@@ -52,7 +52,7 @@ class MetaSpanPolicyCriterion(FairseqCriterion):
         pairs = sample["pairs"]
         pair_input = {k: pairs[k] for k in ("src_tokens", "src_lengths", "prev_output_tokens")}
         if model.training:
-            downstream = self.task.downstream_batch("train", (self.task.update_num or 0,))
+            downstream = self.task.downstream_batch("train", (sample.get("update_num") or 0,))  # prepare_batch
         else:
             downstream = self.task.downstream_batch("valid", sample["id"].tolist()[:1])
         downstream = {"net_input": {k: v.to(logits.device) for k, v in downstream["net_input"].items()},

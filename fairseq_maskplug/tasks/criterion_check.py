@@ -5,14 +5,10 @@ predicts every token of the (corrupted) input, and fairseq's ``sentence_predicti
 ``joint_mlm_classification`` trains the classifier without the MLM loss: both run without
 an error. Each package task names the criteria it works with (:attr:`criteria`, the
 first is its default); ``fairseq-maskplug-train`` adds the default when ``--criterion``
-is left out, and the task refuses any other when it builds its criterion.
+is left out, and the task refuses any other when it builds its criterion (:class:`~.task_base.PackageTask`).
 """
 
 from typing import Sequence
-
-from fairseq.criterions import CRITERION_DATACLASS_REGISTRY
-
-from ..common.option_ranges import check_ranges
 
 #: why a criterion someone might reach for is wrong for these tasks
 _WHY_NOT = {
@@ -30,23 +26,3 @@ def check_criterion(task_name: str, criteria: Sequence[str], criterion_name: str
     accepted = " or ".join(f"--criterion {c}" for c in criteria)
     raise ValueError(f"--task {task_name} trains with {accepted}, not --criterion {criterion_name}{why}; "
                      f"fairseq-maskplug-train adds --criterion {criteria[0]} when --criterion is left out")
-
-
-class CriterionChecked:
-    """Task mixin: the task's numeric options are checked against their declared ranges
-    (:mod:`..option_ranges`) when it is built, :meth:`build_criterion` refuses criteria other
-    than :attr:`criteria` and checks the criterion's option ranges."""
-
-    #: criteria the task trains with; the first is the default of ``fairseq-maskplug-train``
-    criteria: Sequence[str] = ()
-
-    def __init__(self, cfg, *args, **kwargs):
-        check_ranges(cfg, getattr(type(self), "__dataclass"))
-        super().__init__(cfg, *args, **kwargs)
-
-    def build_criterion(self, cfg, from_checkpoint=False):
-        name = getattr(cfg, "_name", None)
-        check_criterion(getattr(self.cfg, "_name", None) or type(self).__name__, self.criteria, name)
-        if CRITERION_DATACLASS_REGISTRY.get(name) is not None:
-            check_ranges(cfg, CRITERION_DATACLASS_REGISTRY[name])
-        return super().build_criterion(cfg, from_checkpoint)

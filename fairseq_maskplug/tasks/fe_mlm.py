@@ -14,7 +14,7 @@ from ..masking import MASK_POLICY_DATACLASS_REGISTRY, maskable_positions
 from ..masking.span_masks import GeometricSpans
 from ..common.progress import progress_bar
 from .masked_lm_base import MaskedLMBaseTask, MaskedLMDataConfig
-from .policy_options import PolicyTask, build_task_policy, register_policy_task
+from .policy_options import build_task_policy, register_policy_task
 
 #: the options of the paper's views, which a --mask-policy replaces by its own
 PAPER_VIEW_OPTIONS = ("fe_mask_prob", "fe_granularity", "fe_span_p", "fe_span_max")
@@ -40,7 +40,7 @@ class FullyExploredMLMConfig(MaskedLMDataConfig):
 
 
 @register_policy_task("fe_mlm", dataclass=FullyExploredMLMConfig)
-class FullyExploredMLMTask(PolicyTask, MaskedLMBaseTask):
+class FullyExploredMLMTask(MaskedLMBaseTask):
     """Every sequence becomes K views, each masking a disjoint set of tau tokens (Eq. 10).
 
     The K views of a sequence sit in the same batch, so with fairseq's ``masked_lm``
@@ -63,7 +63,7 @@ class FullyExploredMLMTask(PolicyTask, MaskedLMBaseTask):
     cfg: FullyExploredMLMConfig
 
     def __init__(self, cfg, dictionary):
-        super().__init__(cfg, dictionary)  # builds the policy (PolicyTask)
+        super().__init__(cfg, dictionary)  # builds the policy (MaskedLMBaseTask)
         if self.policy is None and cfg.fe_views * cfg.fe_mask_prob > 1:
             raise ValueError(f"--fe-views * --fe-mask-prob must be <= 1 (K disjoint masks), got "
                              f"{cfg.fe_views} * {cfg.fe_mask_prob}")

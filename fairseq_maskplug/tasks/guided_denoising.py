@@ -23,7 +23,7 @@ from ..common.option_ranges import option
 from ..data.denoising_dataset import PolicyDenoisingDataset
 from ..masking.seq2seq import TARGET_FORMATS
 from .masked_lm_base import MaskedLMBaseTask, MaskedLMDataConfig
-from .policy_options import PolicyTask, register_policy_task
+from .policy_options import register_policy_task
 
 #: ``--collapse-spans``: one <mask> per run of chosen positions (on), per chosen token (off), or by the policy
 COLLAPSE = ("auto", "on", "off")
@@ -59,7 +59,7 @@ class GuidedDenoisingConfig(MaskedLMDataConfig):
 
 
 @register_policy_task("guided_denoising", dataclass=GuidedDenoisingConfig)
-class GuidedDenoisingTask(PolicyTask, MaskedLMBaseTask):
+class GuidedDenoisingTask(MaskedLMBaseTask):
     """Text-to-text denoising for fairseq's BART models (``bart_base``, ``bart_large``,
     ``bart_tiny``, any encoder-decoder) with a pluggable mask policy.
 
@@ -79,7 +79,7 @@ class GuidedDenoisingTask(PolicyTask, MaskedLMBaseTask):
                              "set the policy's rate instead")
 
     def __init__(self, cfg, dictionary):
-        super().__init__(cfg, dictionary)  # builds the policy (PolicyTask)
+        super().__init__(cfg, dictionary)  # builds the policy (MaskedLMBaseTask)
         self.collapse = cfg.collapse_spans == "on" or (cfg.collapse_spans == "auto" and self.policy.chooses_spans)
         corrupting = cfg.leave_unmasked_prob > 0 or cfg.random_token_prob > 0
         self.seq2seq_corruption = self.corruption if corrupting else None

@@ -7,7 +7,7 @@ from fairseq.data import IdDataset, NestedDictionaryDataset, NumelDataset, NumSa
 from ..common.option_ranges import option
 from ..data import PolicyMaskedDataset
 from .masked_lm_base import MaskedLMBaseTask, MaskedLMDataConfig
-from .policy_options import PolicyTask, register_policy_task
+from .policy_options import register_policy_task
 
 
 @dataclass
@@ -17,7 +17,7 @@ class GuidedMLMConfig(MaskedLMDataConfig):
 
 
 @register_policy_task("guided_mlm", dataclass=GuidedMLMConfig)
-class GuidedMLMTask(PolicyTask, MaskedLMBaseTask):
+class GuidedMLMTask(MaskedLMBaseTask):
     """Masked-LM training with a pluggable mask policy (``--mask-policy``).
 
     Data layout and blocking are those of fairseq ``masked_lm``; the chosen policy

@@ -33,7 +33,7 @@ from ..data.layout import required_data, sentence_prediction_dir
 from ..models import unwrap_model
 from ..weighting import FixedWeights, MetaTartanTraining, combine
 from .masked_lm_base import MaskedLMBaseTask, MaskingConfig
-from .policy_options import PolicyTask, register_policy_task
+from .policy_options import register_policy_task
 from .sentence_items import build_model_for_items, sentence_blocking
 
 OBJECTIVES = ("cls", "mlm")
@@ -79,7 +79,7 @@ class JointConfig(ClassificationMLMConfig):
                                                  "0.1)", range="[0, inf)", source="authors' code")
 
 
-class ClassificationMLMTask(PolicyTask, MaskedLMBaseTask):
+class ClassificationMLMTask(MaskedLMBaseTask):
     """Classification + MLM on the same texts, in fairseq's sentence_prediction layout (a base).
 
     Data: ``DATA/input0/`` (texts, ``dict.txt``, side information such as
@@ -206,15 +206,14 @@ class JointMLMClassificationTask(ClassificationMLMTask):
             self.tartan.attach(model)
         return model
 
-    def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
+    def optimization_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
         if self.tartan is None:
-            return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
-        return self._tartan_train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
+            return super().optimization_step(sample, model, criterion, optimizer, update_num, ignore_grad)
+        return self._tartan_step(sample, model, criterion, optimizer, update_num, ignore_grad)
 
-    def _tartan_train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad):
-        """One micro-batch of META-TARTAN (:class:`~fairseq_maskplug.weighting.MetaTartanTraining`), its masks
-        thinned to the update's scheduled rate first, as every other train step's (``--mask-prob-schedule``)."""
-        scheduled = self.thin_to_schedule(sample, update_num)
+    def _tartan_step(self, sample, model, criterion, optimizer, update_num, ignore_grad):
+        """One micro-batch of META-TARTAN (:class:`~fairseq_maskplug.weighting.MetaTartanTraining`), prepared as
+        every other train step's (:meth:`prepare_batch`: ``--mask-prob-schedule`` thins its masks first)."""
         model.train()
         model.set_num_updates(update_num)
         weights = self.objective_weights(model)
@@ -222,9 +221,6 @@ class JointMLMClassificationTask(ClassificationMLMTask):
             losses, logging_output = criterion.objective_losses(model, sample, with_mlm=True)
         loss = self.combined_loss(losses, weights)
         logging_output.update(criterion.weighted_logging(loss, weights))
-        logging_output.update(self.count_masks(sample, ignore_grad))
-        if scheduled is not None:
-            logging_output.update(mask_prob_scheduled=scheduled, mask_schedule_batches=1)
         if ignore_grad:
             optimizer.backward(loss * 0)
             return loss, 1, logging_output

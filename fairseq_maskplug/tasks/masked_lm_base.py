@@ -1,5 +1,5 @@
 """What every masked-LM task of this package (and the text-to-text ``guided_denoising``) shares:
-data, blocking, corruption, statistics."""
+data, blocking, the mask policy and its rate schedule, corruption, statistics."""
 
 import logging
 import os
@@ -10,7 +10,6 @@ import torch
 from fairseq import utils
 from fairseq.data import Dictionary, SortDataset, data_utils
 from fairseq.dataclass import FairseqDataclass
-from fairseq.tasks import FairseqTask
 from fairseq.tasks.language_modeling import SAMPLE_BREAK_MODE_CHOICES, SHORTEN_METHOD_CHOICES
 from omegaconf import II, MISSING
 
@@ -20,10 +19,12 @@ from ..data.blocking import check_block_sizes
 from ..data.dictionaries import STATE_KEY, dictionary_sha256, load_dictionary
 from ..data.layout import required_data, token_data_dir
 from ..masking import Corruption
-from .criterion_check import CriterionChecked
 from .mask_stats import log_mask_statistics, mask_statistics
+from .mask_units import with_mask_unit
 from .model_checks import check_model
-from .token_heads import OneDictionaryTask
+from .policy_options import build_task_policy
+from .rate_schedules import ScheduledThinning, log_scheduled_rate, prepare_rate_schedule, schedule_highest_rate
+from .task_base import PackageTask
 
 logger = logging.getLogger(__name__)
 
@@ -101,22 +102,28 @@ def fresh_workers(iterator):
     return iterator
 
 
-class MaskedLMBaseTask(OneDictionaryTask, CriterionChecked, FairseqTask):
-    """Base of the package's masked-LM tasks.
+class MaskedLMBaseTask(PackageTask):
+    """Base of the package's masked-LM tasks, which take ``--mask-policy``.
 
-    Subclasses implement :meth:`build_inputs` (split, blocked tokens and side
-    information -> a ``NestedDictionaryDataset`` with ``net_input.src_tokens`` and
-    ``target``), may name side-information tracks in :attr:`side_info_rules` and may
-    change :meth:`blocking_cfg` and :attr:`sort_by_length`. Train and valid logs get
-    ``mask_rate``, ``masks_per_seq`` and ``seq_unmasked`` (rows of the batch).
+    The task builds :attr:`policy` from its options (:meth:`build_policy`, :func:`.build_task_policy`;
+    ``--mask-unit word`` wraps it) and loads the side-information tracks it reads (:attr:`side_info_rules`)
+    with the tokens; ``--mask-prob-schedule`` adds :class:`~.rate_schedules.ScheduledThinning` to the batch
+    steps. Subclasses implement :meth:`build_inputs` (split, blocked tokens and side information -> a
+    ``NestedDictionaryDataset`` with ``net_input.src_tokens`` and ``target``) and may change
+    :meth:`blocking_cfg` and :attr:`sort_by_length`. Register one with
+    :func:`~.policy_options.register_policy_task`. Train and valid logs get ``mask_rate``, ``masks_per_seq``
+    and ``seq_unmasked`` (rows of the batch).
     """
 
     criteria = ("masked_lm",)
     #: the model the task trains: an encoder (RoBERTa) or an encoder-decoder (BART)
     encoder_decoder = False
+    #: why this task cannot thin its batches to a scheduled rate (one line); None: it can
+    rate_schedule_refused = None
+    policy = None
 
     def __init__(self, cfg, dictionary):
-        super().__init__(cfg)  # options in range
+        super().__init__(cfg)  # options in range, batch_steps
         if cfg.tokens_per_sample <= self.framing_tokens:
             raise ValueError(f"--tokens-per-sample {cfg.tokens_per_sample} leaves no text beside the "
                              f"{self.framing_tokens} framing token(s) of each item: give at least "
@@ -129,6 +136,17 @@ class MaskedLMBaseTask(OneDictionaryTask, CriterionChecked, FairseqTask):
         ids, probs = replacement_vocabulary(dictionary, self.mask_idx, cfg.freq_weighted_replacement)
         self.corruption = Corruption(self.mask_idx, ids, probs, cfg.leave_unmasked_prob,
                                      cfg.random_token_prob)
+        self.rate_schedule = prepare_rate_schedule(cfg, self.rate_schedule_refused)
+        self.policy = with_mask_unit(self.build_policy(cfg, schedule_highest_rate(self.rate_schedule)), cfg,
+                                     dictionary)
+        if self.rate_schedule is not None:
+            self.batch_steps.append(ScheduledThinning(self.rate_schedule, self.mlm_sample, dictionary.pad(),
+                                                      cfg.seed))
+
+    def build_policy(self, cfg, rate=None):
+        """The policy ``--mask-policy`` names (:func:`.build_task_policy`), drawing at ``rate`` when a schedule
+        sets it; a task may return None where no policy was asked for (``fe_mlm``'s paper views)."""
+        return build_task_policy(cfg, rate)
 
     @classmethod
     def setup_task(cls, cfg, **kwargs):
@@ -141,8 +159,8 @@ class MaskedLMBaseTask(OneDictionaryTask, CriterionChecked, FairseqTask):
 
     @property
     def side_info_rules(self):
-        """The side-information tracks to load, each mapped to the ValueRule its values must follow."""
-        return {}
+        """The side-information tracks the policy reads, each mapped to the ValueRule its values must follow."""
+        return self.policy.side_info_rules if self.policy is not None else {}
 
     @property
     def special_ids(self):
@@ -228,6 +246,7 @@ class MaskedLMBaseTask(OneDictionaryTask, CriterionChecked, FairseqTask):
     def reduce_metrics(self, logging_outputs, criterion):
         super().reduce_metrics(logging_outputs, criterion)
         log_mask_statistics(logging_outputs)
+        log_scheduled_rate(logging_outputs)
 
     def build_model(self, cfg, from_checkpoint=False):
         model = super().build_model(cfg, from_checkpoint)

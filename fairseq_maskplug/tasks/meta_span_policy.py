@@ -116,7 +116,6 @@ class MetaSpanPolicyTask(SpanPolicyTask):
             check_hydra_path(getattr(cfg, key), f"task.{key}")
         self.downstream = {}
         self._seq2seq = None
-        self.update_num = None
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
         blocking = sentence_blocking(self.cfg.data, self.cfg.tokens_per_sample, self.cfg.seed)
@@ -180,13 +179,8 @@ class MetaSpanPolicyTask(SpanPolicyTask):
                 p.requires_grad_(False)
         return self._seq2seq.to(device)
 
-    def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
-        self.update_num = update_num
-        return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
-
-    def valid_step(self, sample, model, criterion):
+    def evaluation_step(self, sample, model, criterion):
         model.eval()
-        self.update_num = None
         with torch.enable_grad():  # the virtual step needs gradients even in validation
             loss, sample_size, logging_output = criterion(model, sample)
         return loss.detach(), sample_size, logging_output

@@ -1,5 +1,5 @@
-"""Tasks that take ``--mask-policy``: what they share (:class:`PolicyTask`) and every registered mask
-policy's options exposed on each of them.
+"""Tasks that take ``--mask-policy`` (every :class:`~.masked_lm_base.MaskedLMBaseTask`): every registered mask
+policy's options exposed on each of them, and the policy built from them (:func:`build_task_policy`).
 
 fairseq reads a task's options from its dataclass in three places: the class
 attribute ``__dataclass`` (argparse flags), ``TASK_DATACLASS_REGISTRY`` (flags ->
@@ -16,8 +16,8 @@ from fairseq.tasks import TASK_DATACLASS_REGISTRY, register_task
 from hydra.core.config_store import ConfigStore
 
 from ..masking import build_mask_policy, ignored_policy_options, on_policy_registered, policy_option_dataclasses
-from .mask_units import MaskUnitOptions, with_mask_unit
-from .rate_schedules import RateScheduleOptions, ScheduledRates, prepare_rate_schedule, schedule_highest_rate
+from .mask_units import MaskUnitOptions
+from .rate_schedules import RateScheduleOptions
 
 _POLICY_TASKS: Dict[str, Tuple[type, type]] = {}
 
@@ -45,40 +45,14 @@ def _install(name: str, task_cls: type, dataclass: type) -> None:
     ConfigStore.instance().store(name=name, group="task", node=node, provider="fairseq")
 
 
-class PolicyTask(ScheduledRates):
-    """What every task with ``--mask-policy`` shares, as a base listed before its fairseq task base:
-    :attr:`policy`, built from the task's options when the task is made (:meth:`build_policy`), and
-    the side-information tracks that policy reads (:attr:`side_info_rules`, loaded and checked with
-    the tokens). Register such a task with :func:`register_policy_task`."""
-
-    policy = None
-
-    def __init__(self, cfg, *args, **kwargs):
-        super().__init__(cfg, *args, **kwargs)
-        self.rate_schedule = prepare_rate_schedule(cfg, self.rate_schedule_refused)
-        self.policy = with_mask_unit(self.build_policy(cfg, schedule_highest_rate(self.rate_schedule)), cfg,
-                                     self.dictionary)
-
-    def build_policy(self, cfg, rate=None):
-        """The policy ``--mask-policy`` names (:func:`build_task_policy`), drawing at ``rate`` when a schedule
-        sets it; a task may return None where no policy was asked for (``fe_mlm``'s paper views)."""
-        return build_task_policy(cfg, rate)
-
-    @property
-    def side_info_rules(self):
-        """The side-information tracks the policy reads, each mapped to the rule its values follow."""
-        return self.policy.side_info_rules if self.policy is not None else {}
-
-
 def register_policy_task(name: str, dataclass: type):
     """``register_task(name, dataclass)`` whose options also include all policies' options; the task
-    must derive from :class:`PolicyTask`."""
+    must build the policy they name (derive from ``fairseq_maskplug.tasks.MaskedLMBaseTask``)."""
 
     def register(cls):
-        if not issubclass(cls, PolicyTask):
+        if not callable(getattr(cls, "build_policy", None)):
             raise TypeError(f"register_policy_task({name!r}): {cls.__name__} must derive from "
-                            f"fairseq_maskplug.tasks.PolicyTask (listed before its fairseq task base), which "
-                            f"builds the policy its options name")
+                            f"fairseq_maskplug.tasks.MaskedLMBaseTask, which builds the policy its options name")
         register_task(name, dataclass=with_policy_options(dataclass))(cls)
         _POLICY_TASKS[name] = (cls, dataclass)
         return cls

@@ -4,6 +4,7 @@ the thinning of each batch to its update's rate."""
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import torch
@@ -33,48 +34,45 @@ class RateScheduleOptions:
                                              source="ours (no default length)")
 
 
-class ScheduledRates:
-    """What a task with ``--mask-prob-schedule`` does (a base of :class:`~.policy_options.PolicyTask`):
-    thin every training batch to the rate of its update, validation batches to the end rate, and log
-    ``mask_prob_scheduled``. The task sets ``rate_schedule`` (:func:`prepare_rate_schedule`)."""
+class ScheduledThinning:
+    """``--mask-prob-schedule`` as a step of :meth:`~.task_base.PackageTask.prepare_batch`: the policy draws at
+    the schedule's highest rate (:func:`schedule_highest_rate`), and this step thins every training batch to the
+    rate of its update and every validation batch to the end rate (:func:`thin_batch`); a training batch logs
+    ``mask_prob_scheduled`` (:func:`log_scheduled_rate`).
 
-    #: why this task cannot thin its batches to a scheduled rate (one line); None: it can
-    rate_schedule_refused = None
-    rate_schedule = None
+    Args:
+        rate_schedule: ``(schedule, start, end, updates)`` from :func:`prepare_rate_schedule`.
+        masked_part: the part of a batch that holds the masked items and their ``mask_counts``.
+        pad: the dictionary's padding index.
+        seed: the run's seed (with the update, the item and its row, the key of what is kept).
+    """
 
-    def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
-        scheduled = self.thin_to_schedule(sample, update_num)
-        loss, sample_size, logging_output = super().train_step(sample, model, criterion, optimizer, update_num,
-                                                               ignore_grad)
-        if scheduled is not None:
-            logging_output.update(mask_prob_scheduled=scheduled, mask_schedule_batches=1)
-        return loss, sample_size, logging_output
+    def __init__(self, rate_schedule, masked_part: Callable[[dict], dict], pad: int, seed: int):
+        self.rate_schedule, self.masked_part, self.pad, self.seed = rate_schedule, masked_part, pad, seed
 
-    def valid_step(self, sample, model, criterion):
-        self.thin_to_schedule(sample, None)
-        return super().valid_step(sample, model, criterion)
-
-    def thin_to_schedule(self, sample, update_num):
-        """With ``--mask-prob-schedule``: thin the batch's masks to the rate of ``update_num`` (None:
-        validation, the end rate) and return that rate (:func:`thin_batch`); else None."""
-        if self.rate_schedule is None or not sample:
-            return None
+    def rate(self, update_num) -> float:
+        """The scheduled rate at ``update_num`` (None: validation, the end rate)."""
         schedule, start, end, updates = self.rate_schedule
-        rate = scheduled_rate(updates if update_num is None else update_num, schedule, start, end, updates)
-        part = self.mlm_sample(sample)
+        return scheduled_rate(updates if update_num is None else update_num, schedule, start, end, updates)
+
+    def __call__(self, sample, update_num) -> dict:
+        schedule, start, end, _ = self.rate_schedule
+        rate = self.rate(update_num)
+        part = self.masked_part(sample)
         inputs = part["net_input"] if "net_input" in part else part
         thin_batch(inputs["src_tokens"], part["target"], part["mask_counts"], sample["id"],
-                   rate / highest_rate(schedule, start, end), self.dictionary.pad(),
-                   (self.cfg.seed, 1, 0) if update_num is None else (self.cfg.seed, 0, int(update_num)))
-        return rate
+                   rate / highest_rate(schedule, start, end), self.pad,
+                   (self.seed, 1, 0) if update_num is None else (self.seed, 0, int(update_num)))
+        return {} if update_num is None else {"mask_prob_scheduled": rate, "mask_schedule_batches": 1}
 
-    def reduce_metrics(self, logging_outputs, criterion):
-        super().reduce_metrics(logging_outputs, criterion)
-        batches = sum(log.get("mask_schedule_batches", 0) for log in logging_outputs)
-        if batches:
-            metrics.log_scalar("mask_prob_scheduled",
-                               sum(log.get("mask_prob_scheduled", 0) for log in logging_outputs) / batches,
-                               batches, round=4)
+
+def log_scheduled_rate(logging_outputs) -> None:
+    """Log ``mask_prob_scheduled``, the mean scheduled rate of the training batches (:class:`ScheduledThinning`)."""
+    batches = sum(log.get("mask_schedule_batches", 0) for log in logging_outputs)
+    if batches:
+        metrics.log_scalar("mask_prob_scheduled",
+                           sum(log.get("mask_prob_scheduled", 0) for log in logging_outputs) / batches,
+                           batches, round=4)
 
 
 def thin_batch(src_tokens, target, mask_counts, ids, keep: float, pad: int, seed) -> None:

@@ -6,34 +6,17 @@ track; a model of ``--tokens-per-sample`` positions with the subclass's head."""
 
 import logging
 
-from fairseq.tasks import FairseqTask
-
 from ..data import load_blocked_split
 from ..data.dictionaries import STATE_KEY, dictionary_sha256, load_dictionary
 from ..data.layout import required_data, token_data_dir
 from ..masking.values import ValueRule
-from .criterion_check import CriterionChecked
 from .sentence_items import build_model_for_items, sentence_blocking, tagged_items
+from .task_base import PackageTask
 
 logger = logging.getLogger(__name__)
 
 
-class OneDictionaryTask:
-    """Task mixin: ``self.dictionary`` on both sides, items of at most ``--tokens-per-sample`` tokens."""
-
-    @property
-    def source_dictionary(self):
-        return self.dictionary
-
-    @property
-    def target_dictionary(self):
-        return self.dictionary
-
-    def max_positions(self):
-        return self.cfg.tokens_per_sample
-
-
-class TokenHeadTask(OneDictionaryTask, CriterionChecked, FairseqTask):
+class TokenHeadTask(PackageTask):
     """Base: one sentence per item, a label track (``--label-track``, values following
     :attr:`label_rule`), targets from :meth:`targets` and a head from :meth:`register_head`."""
 
