@@ -46,7 +46,7 @@ for granularity in subword span; do
     wanted "fe_$granularity" || continue
     stage "fe_mlm_fe_$granularity" "$WORK/logs/fe_mlm_fe_$granularity.log" \
         pretrain fe_mlm "$WORK/data/indomain" "$OUT/fe_$granularity" "$UPDATES" --batch-size "$B" \
-        --fe-views "$K" --fe-granularity "$granularity" "${common[@]}"
+        --fe-views "$K" --mask-policy "$([ "$granularity" = span ] && echo span || echo random)" "${common[@]}"
 done
 # each run's validation during training uses its own masking (span targets are harder):
 # score every checkpoint of every run under the same random 15% masks instead

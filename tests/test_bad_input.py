@@ -350,9 +350,13 @@ def test_fe_views_zero_and_lines_too_short_for_the_views_are_refused(tiny_data, 
     one_line_error(maskplug_train(tiny_data / "bin", tmp_path / "ck", "--fe-views", "0", task="fe_mlm"),
                    "--fe-views must lie in [1, inf), got 0")
     # the tiny corpus has lines of 3..15 words: 6 views do not fit the shortest
-    result = maskplug_train(tiny_data / "bin", tmp_path / "ck", "--fe-views", "6", "--fe-mask-prob", "0.15",
+    result = maskplug_train(tiny_data / "bin", tmp_path / "ck", "--fe-views", "6", "--mask-prob", "0.15",
                             "--sample-break-mode", "eos", task="fe_mlm")
     one_line_error(result, "--fe-views 6 with --sample-break-mode eos:", "have fewer than 6 tokens")
+    # the paper's view flags are gone: the line names the policy options that replace them
+    one_line_error(maskplug_train(tiny_data / "bin", tmp_path / "ck", "--fe-granularity", "span", task="fe_mlm"),
+                   "--fe-granularity is gone: --task fe_mlm draws the views of --mask-policy random (the default) or "
+                   "span: use --mask-policy random (subword) or --mask-policy span")
 
 
 def test_a_run_without_batch_size_or_max_tokens_is_one_line(tiny_data, tmp_path):

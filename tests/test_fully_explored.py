@@ -1,5 +1,7 @@
 """FE-MLM: the K disjoint masks (statistics), the view batches, the view-averaged loss, training."""
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
@@ -109,7 +111,7 @@ def first_batch(task, max_sentences=3, max_tokens=None, epoch=1):
 
 
 def test_batch_rows_are_the_views_of_each_sequence(tiny_data):
-    task, _ = make_task(tiny_data / "bin", "--fe-views", "3", "--fe-mask-prob", "0.2")
+    task, _ = make_task(tiny_data / "bin", "--fe-views", "3", "--mask-prob", "0.2")
     d = task.source_dictionary
     _, batch = first_batch(task, max_sentences=4)
     src, tgt = batch["net_input"]["src_tokens"], batch["target"]
@@ -141,7 +143,7 @@ def test_max_tokens_counts_the_tokens_of_all_views(tiny_data):
 
 
 def test_loss_is_the_mean_of_the_per_view_losses(tiny_data):
-    task, cfg = make_task(tiny_data / "bin", "--fe-views", "4", "--fe-mask-prob", "0.25")
+    task, cfg = make_task(tiny_data / "bin", "--fe-views", "4", "--mask-prob", "0.25")
     model = task.build_model(cfg.model).eval()
     criterion = task.build_criterion(cfg.criterion)
     _, batch = first_batch(task, max_sentences=1)
@@ -157,13 +159,16 @@ def test_loss_is_the_mean_of_the_per_view_losses(tiny_data):
 
 
 def test_rejects_too_many_views(tiny_data):
-    with pytest.raises(ValueError, match="--fe-views \\* --fe-mask-prob must be <= 1"):
-        make_task(tiny_data / "bin", "--fe-views", "8", "--fe-mask-prob", "0.15")
+    with pytest.raises(ValueError, match=r"^--fe-views 8 with --mask-prob 0.15: K disjoint views need K \* rate <= 1; "
+                                         r"use --fe-views 6 or fewer"):
+        make_task(tiny_data / "bin", "--fe-views", "8", "--mask-prob", "0.15")
+    with pytest.raises(ValueError, match=r"^--fe-views 8 with --span-mask-prob 0.2: K disjoint views"):
+        make_task(tiny_data / "bin", "--fe-views", "8", "--mask-policy", "span", "--span-mask-prob", "0.2")
 
 
 @pytest.mark.e2e
 def test_fe_training_is_deterministic_and_resumes_exactly(tiny_data, tmp_path):
-    common = ["--seed", "5", "--max-epoch", "100", "--no-epoch-checkpoints", "--fe-granularity", "span",
+    common = ["--seed", "5", "--max-epoch", "100", "--no-epoch-checkpoints", "--mask-policy", "span",
               "--batch-size", "4"]
     whole = check(train(tiny_data / "bin", tmp_path / "whole", *common, "--max-update", "40", task="fe_mlm"))
     check(train(tiny_data / "bin", tmp_path / "again", *common, "--max-update", "40", task="fe_mlm"))
@@ -250,35 +255,33 @@ def fe_corruption():
     return Corruption(mask_idx=3, replacement_ids=np.arange(4, 30))
 
 
-def fe_dataset(policy=None, ratio=0.2, k=3, side=None):
+def fe_dataset(policy, k=3, side=None):
     from fairseq_maskplug.data import FullyExploredDataset
 
     rng = np.random.default_rng(0)
     blocks = Block(torch.from_numpy(np.concatenate([[0], rng.integers(4, 30, n), [2]])) for n in (12, 20, 7, 30))
-    return FullyExploredDataset(blocks, k, ratio, None, fe_corruption(), (0, 1, 2), 1, 5, policy=policy,
-                                side_info=side)
+    return FullyExploredDataset(blocks, k, policy, fe_corruption(), (0, 1, 2), 1, 5, side_info=side)
 
 
-def test_paper_views_are_unchanged_and_random_policy_views_are_the_same():
-    """The default views are fully_explored_masks + the 80/10/10 rule on the generator of
-    (seed, epoch, index), as before --mask-policy existed; --mask-policy random draws the
-    very same views at --mask-prob (the same calls on the same generator)."""
-    from fairseq_maskplug.masking import build_mask_policy, corrupt, maskable_positions
+@pytest.mark.parametrize("name", ["random", "span"])
+def test_the_random_and_span_policies_draw_the_papers_views(name):
+    """fe_mlm's one route: --mask-policy random (the default) and span give exactly the paper's subword and span
+    views, fully_explored_masks + the 80/10/10 rule on the generator of (seed, epoch, index), as the task drew
+    them before its views became a policy's (the full tier's test_compatibility resumes such a checkpoint)."""
+    from fairseq_maskplug.masking import GeometricSpans, build_mask_policy, corrupt, maskable_positions
 
-    class Options:
-        mask_prob = 0.2
-
-    paper, random = fe_dataset(), fe_dataset(build_mask_policy("random", Options()))
-    for dataset in (paper, random):
-        dataset.set_epoch(2)
+    options = {"mask_prob": 0.2} if name == "random" else {"span_mask_prob": 0.2, "span_geometric_p": 0.3,
+                                                             "span_max_length": 4}
+    dataset = fe_dataset(build_mask_policy(name, SimpleNamespace(**options)))
+    dataset.set_epoch(2)
+    span = None if name == "random" else GeometricSpans(0.3, 4)
     for index in range(4):
-        tokens = paper.dataset[index].numpy()
+        tokens = dataset.dataset[index].numpy()
         rng = np.random.default_rng((5, 2, index))
-        masks = fully_explored_masks(len(tokens), 3, 0.2, rng, maskable_positions(tokens, (0, 1, 2)))
+        masks = fully_explored_masks(len(tokens), 3, 0.2, rng, maskable_positions(tokens, (0, 1, 2)), span)
         sources = [corrupt(tokens, m, rng, fe_corruption()) for m in masks]
-        assert np.array_equal(paper[index]["source"].numpy(), np.stack(sources))
-        assert torch.equal(paper[index]["source"], random[index]["source"])
-        assert torch.equal(paper[index]["target"], random[index]["target"])
+        assert np.array_equal(dataset[index]["source"].numpy(), np.stack(sources))
+        assert np.array_equal(dataset[index]["target"].numpy() != 1, masks)
 
 
 def test_a_plugins_views_are_checked_at_the_item():
@@ -313,9 +316,8 @@ def with_plt(tiny_data, tmp_path, beta=(0.5, 0.5)):
     (["--mask-policy", "selective"], "cannot draw K disjoint views of --mask-policy selective: its masks are tokens"),
     (["--mask-policy", "salient_span"], "cannot draw K disjoint views of --mask-policy salient_span: it defines "
                                         "neither probabilities()"),
-    (["--mask-policy", "random", "--fe-granularity", "span"], "so --fe-granularity (the paper's views) would be "
-                                                               "ignored"),
-    (["--l3-mean", "0.2"], "--task fe_mlm reads --l3-mean only with --mask-policy l3"),
+    (["--l3-mean", "0.2"], "--task fe_mlm --mask-policy random does not read --l3-mean (an option of mask policy "
+                           "'l3')"),
 ])
 def test_policies_without_views_and_options_that_nothing_reads_are_refused(tiny_data, flags, message):
     with pytest.raises(ValueError) as error:
@@ -331,9 +333,8 @@ def test_a_split_whose_l3_probabilities_exceed_one_over_k_is_refused_when_it_loa
         task.load_dataset("train")
     task, _ = make_task(data, "--mask-policy", "l3", "--fe-views", "4", "--l3-max-prob", "0.25")
     task.load_dataset("train")
-    task, _ = make_task(data, "--mask-policy", "random", "--fe-views", "4", "--mask-prob", "0.3")
-    with pytest.raises(ValueError, match=r"--fe-views 4 with --mask-policy random: k \* ratio must be <= 1"):
-        task.load_dataset("train")
+    with pytest.raises(ValueError, match=r"--fe-views 4 with --mask-prob 0.3: K disjoint views need K \* rate <= 1"):
+        make_task(data, "--mask-policy", "random", "--fe-views", "4", "--mask-prob", "0.3")  # refused before loading
 
 
 @pytest.mark.e2e

@@ -147,6 +147,23 @@ def test_taskpt_on_the_annotated_corpus(annotated, tmp_path):
     result = check(train(annotated.corpus, tmp_path / "taskpt", "--max-epoch", "1", task="selective_mlm"))
     (epoch,) = json_logs(result, "train")
     assert 0 < float(epoch["train_mask_rate"]) <= 0.15 + 1e-4 + 1 / 32  # the cap, with max(1, .) per block
+    # what random masking at that rate would also meet; the signature of selective masking: every position
+    # predicted is one the tagger selected (importance >= --selective-threshold), in the very items trained on
+    from fairseq import options, tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from fairseq_maskplug.masking import maskable_positions
+    from test_policy_task_matrix import predicted_positions
+
+    args = options.parse_args_and_arch(options.get_training_parser(), [
+        str(annotated.corpus), "--task", "selective_mlm", "--tokens-per-sample", "32", "--arch", "roberta_base"])
+    task = tasks.setup_task(convert_namespace_to_omegaconf(args).task)
+    task.load_dataset("train")
+    threshold, predicted_any = task.policy.options.selective_threshold, 0
+    for tokens, predicted, side in predicted_positions(task, "train"):
+        tagged = (side["importance"] >= threshold) & maskable_positions(tokens, task.special_ids)
+        assert not (predicted & ~tagged).any()
+        predicted_any += int(predicted.sum())
+    assert predicted_any > 0
 
 
 def test_annotation_refuses_a_corpus_with_another_dictionary(tiny_data, tagger, tmp_path):

@@ -209,7 +209,13 @@ def test_a_checkpoint_saved_with_the_old_classify_flags_loads_with_their_meaning
     assert upgrade_task_options(salient) and salient == {"mask_policy": "salient_span", "salient_fallback": "random",
                                                          "salient_fallback_prob": 0.4, "mask_prob": 0.15}
     assert upgrade_task_options(salient) == []  # saved with --salient-fallback-prob: as it is
-    current = {"collapse_spans": "off", "tlm_classify": "clean"}
+    for granularity, policy in (("span", {"mask_policy": "span", "span_mask_prob": 0.2, "span_geometric_p": 0.3,
+                                          "span_max_length": 5}),
+                                ("subword", {"mask_policy": "random", "mask_prob": 0.2})):
+        fe = {"mask_policy": "", "fe_granularity": granularity, "fe_mask_prob": 0.2, "fe_span_p": 0.3,
+              "fe_span_max": 5, "fe_views": 3}  # fe_mlm's own views, before they became a policy's
+        assert upgrade_task_options(fe) and fe == {**policy, "fe_views": 3}
+        current = {"collapse_spans": "off", "tlm_classify": "clean"}
     assert upgrade_task_options(current) == [] and current == {"collapse_spans": "off", "tlm_classify": "clean"}
 
 

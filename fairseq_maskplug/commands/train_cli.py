@@ -13,6 +13,7 @@
   data layout) and that ``--save-dir`` is writable;
 - stops at once when ``--save-dir`` holds a run that has reached ``--max-update`` (fairseq
   would train one more update and overwrite its checkpoints);
+- names the replacement of a flag that is gone (``integration/renamed_options.py``);
 - stops on bad input with one line ``fairseq-maskplug-train: error: ...`` and exit status 2,
   also when a checkpoint's parameters do not fit the model (the line names the shape options or
   the dictionary that differ: ``integration/model_mismatch.py``) (``MASKPLUG_TRACEBACK=1`` shows the
@@ -29,6 +30,7 @@ quiet_fairseq_import()
 quiet_third_party()
 from .. import plugin  # noqa: E402,F401  (registrations in this process and in the workers that re-import it)
 from ..integration.launch import configure_launch  # noqa: E402
+from ..integration.renamed_options import removed_flag  # noqa: E402
 from ..tasks.criterion_check import check_criterion  # noqa: E402
 from .train_help import training_help, wants_help  # noqa: E402
 
@@ -204,6 +206,9 @@ def main(argv=None) -> int:
                         stream=sys.stdout, force=True)
     argv = with_user_dir(sys.argv[1:] if argv is None else argv)
     try:
+        gone = removed_flag(argv)
+        if gone is not None:
+            raise ValueError(gone)
         check_task_name(argv)
         argv = with_task_criterion(argv)
         if wants_help(argv):

@@ -1,32 +1,25 @@
 """FE-MLM datasets (Zheng et al.): K fully-explored views per item, collated K rows per sequence."""
 
-from typing import Optional
-
 import numpy as np
 from fairseq.data import BaseWrapperDataset, FairseqDataset, data_utils
 
 from ..masking import MaskPolicy
-from ..masking.fully_explored import fully_explored_masks
-from ..masking.span_masks import GeometricSpans
 from .policy_masked_dataset import SeededMaskingDataset
 from .policy_path import checked_views
 
 
 class FullyExploredDataset(SeededMaskingDataset):
-    """K views per item (Zheng et al., Eq. 10): items are ``K x len`` sources and targets.
+    """K views per item (Zheng et al., Eq. 10): items are ``K x len`` sources and targets, the
+    policy's :meth:`~fairseq_maskplug.masking.MaskPolicy.views` (``random``: the paper's subword views,
+    ``span``: its span views), checked by :func:`checked_views`. ``side_info`` holds the tracks the
+    policy reads."""
 
-    Without ``policy``, the paper's views (:func:`fully_explored_masks` at ``ratio``, subword or
-    ``span``); with one, its :meth:`~fairseq_maskplug.masking.MaskPolicy.views`, checked by
-    :func:`checked_views`. ``side_info`` holds the tracks the policy reads."""
-
-    def __init__(self, dataset, views: int, ratio: float, span: Optional[GeometricSpans],
-                 corruption, special_ids, pad_idx, seed, policy: Optional[MaskPolicy] = None, side_info=None):
+    def __init__(self, dataset, views: int, policy: MaskPolicy, corruption, special_ids, pad_idx, seed,
+                 side_info=None):
         super().__init__(dataset, side_info or {}, corruption, special_ids, pad_idx, seed, policy)
-        self.views, self.ratio, self.span = views, ratio, span
+        self.views = views
 
     def choose(self, tokens, maskable, side, rng, index):
-        if self.policy is None:
-            return fully_explored_masks(len(tokens), self.views, self.ratio, rng, maskable, self.span)
         return checked_views(self.policy, tokens, maskable, side, rng, index, self.views)
 
 

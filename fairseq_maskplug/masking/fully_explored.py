@@ -27,6 +27,15 @@ from .random_masks import probabilistic_count
 from .span_masks import GeometricSpans
 
 
+def views_fit(k: int, rate: float) -> bool:
+    """Whether ``k`` disjoint views fit in a sequence when each masks a share ``rate`` of its maskable tokens, or,
+    for per-token probabilities, when ``rate`` is the largest one: Eq. 10's ``K tau / n <= 1``. The one test of
+    this condition (the views' functions here, ``pmi_views`` and ``--task fe_mlm``'s checks call it)."""
+    if k < 1:
+        raise ValueError(f"need at least one view, got k={k}")
+    return 0.0 <= rate and k * rate <= 1.0 + 1e-12
+
+
 def view_size(n: int, k: int, ratio: float, rng: np.random.Generator) -> int:
     """``tau = floor(ratio * n + U)``, the random policy's count (mean exactly ``ratio * n``),
     drawn once per sequence and shared by its K views; capped at ``n // k`` so that K
@@ -59,9 +68,7 @@ def fully_explored_masks(length: int, k: int, ratio: float, rng: np.random.Gener
     invariant under rotation, so in both modes every maskable position is in view
     ``j`` with the same probability ``tau / n``.
     """
-    if k < 1:
-        raise ValueError(f"need at least one view, got k={k}")
-    if not 0.0 <= ratio or k * ratio > 1.0 + 1e-12:
+    if not views_fit(k, ratio):
         raise ValueError(f"k * ratio must be <= 1 (K disjoint masks of ratio*n tokens), got {k} * {ratio}")
     maskable = np.ones(length, dtype=bool) if maskable is None else np.asarray(maskable, dtype=bool)
     if maskable.shape != (length,):
@@ -100,11 +107,9 @@ def bernoulli_views(probabilities: np.ndarray, k: int, rng: np.random.Generator)
     view), and the views are disjoint by construction. Needs ``k * max p_i <= 1``.
     """
     p = np.asarray(probabilities, dtype=np.float64)
-    if k < 1:
-        raise ValueError(f"need at least one view, got k={k}")
     if np.any((p < 0) | (p > 1)) or not np.all(np.isfinite(p)):
         raise ValueError("inclusion probabilities must lie in [0, 1]")
-    if p.size and k * float(p.max()) > 1.0 + 1e-12:
+    if not views_fit(k, float(p.max()) if p.size else 0.0):
         raise ValueError(f"{k} disjoint views need every inclusion probability <= 1/{k}, but the largest is "
                          f"{float(p.max()):.4g}")
     u = rng.random(p.shape)

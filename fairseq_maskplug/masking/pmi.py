@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..common.option_ranges import option
+from .fully_explored import views_fit
 from .random_masks import probabilistic_count, unit_starts
 from .registry import MaskPolicy, register_mask_policy
 from .values import ValueRule
@@ -70,7 +71,7 @@ def pmi_views(starts: np.ndarray, maskable: np.ndarray, rate: float, rng: np.ran
     1 filled from it as :func:`pmi_mask` fills its mask, view 2 from the units left, and so on, each
     with the budget ``floor(rate * n + U)`` drawn once. View 1 has exactly the policy's distribution;
     later views choose among fewer units, so no claim is made for them."""
-    if k * rate > 1:
+    if not views_fit(k, rate):
         raise ValueError(f"{k} disjoint views at rate {rate} need k * rate <= 1")
     ids, candidates, lengths = _units(starts, maskable)
     budget = probabilistic_count(rate, int(np.sum(maskable)), rng)

@@ -1,42 +1,30 @@
-"""``--task fe_mlm``: fully-explored masked-LM training (Zheng et al.), K disjoint views per sequence,
-of the paper's uniform masks or (ours) of any mask policy that defines views."""
+"""``--task fe_mlm``: fully-explored masked-LM training (Zheng et al.), K disjoint views per sequence of a mask
+policy's masks: ``random`` (the default) and ``span`` draw the paper's views, other policies that define views
+(ours) theirs."""
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 from fairseq.data import IdDataset, NestedDictionaryDataset, NumelDataset, NumSamplesDataset
-from fairseq.dataclass import ChoiceEnum
 
 from ..common.option_ranges import option
 from ..data import FlatViewsDataset, FullyExploredDataset, ViewCountedDataset
-from ..masking import MASK_POLICY_DATACLASS_REGISTRY, maskable_positions
-from ..masking.span_masks import GeometricSpans
+from ..masking import maskable_positions
+from ..masking.fully_explored import views_fit
 from ..common.progress import progress_bar
 from .masked_lm_base import MaskedLMBaseTask, MaskedLMDataConfig
 from .policy_options import build_task_policy, register_policy_task
 
-#: the options of the paper's views, which a --mask-policy replaces by its own
-PAPER_VIEW_OPTIONS = ("fe_mask_prob", "fe_granularity", "fe_span_p", "fe_span_max")
-
 
 @dataclass
 class FullyExploredMLMConfig(MaskedLMDataConfig):
-    mask_policy: str = option("", "a registered mask policy whose K disjoint views replace the paper's (ours): "
-                              "random (the paper's subword views at --mask-prob), span, l3 (each view has exactly "
-                              "l3's distribution; needs K * max p_i <= 1), or a plugin's policy that defines "
-                              "probabilities() or views(); empty: the paper's views (--fe-mask-prob, "
-                              "--fe-granularity)", source="ours (no policy: the paper's views)")
-    fe_views: int = option(4, "K: disjoint masked views of every sequence (paper default 4); needs K * fe_mask_prob "
-                           "<= 1", range="[1, inf)", source="paper")
-    fe_mask_prob: float = option(0.15, "masking ratio of each view, tau / n over the maskable tokens", range="(0, 1]",
-                                 source="BERT (15%)")
-    fe_granularity: ChoiceEnum(["subword", "span"]) = option("subword", "subword: each view masks tau random tokens; "
-                                                             "span: tau tokens in contiguous spans",
-                                                             source="paper (subword and span both studied)")
-    fe_span_p: float = option(0.2, "span granularity: span lengths ~ Geometric(p) (SpanBERT: 0.2)", range="(0, 1]",
-                              source="SpanBERT")
-    fe_span_max: int = option(10, "span granularity: longest span (SpanBERT: 10)", range="[1, inf)", source="SpanBERT")
+    mask_policy: str = option("random", "the mask policy whose K disjoint views every sequence gets: random (the "
+                              "paper's subword views, tau = floor(--mask-prob * n + U) tokens each), span (the "
+                              "paper's span views: --span-mask-prob, --span-geometric-p, --span-max-length), l3 (each "
+                              "view has exactly l3's distribution; needs K * max p_i <= 1), pmi, or a plugin's policy "
+                              "that defines probabilities() or views()", source="paper (subword views)")
+    fe_views: int = option(4, "K: disjoint masked views of every sequence (paper default 4); needs K times the "
+                           "policy's rate <= 1", range="[1, inf)", source="paper")
 
 
 @register_policy_task("fe_mlm", dataclass=FullyExploredMLMConfig)
@@ -53,21 +41,17 @@ class FullyExploredMLMTask(MaskedLMBaseTask):
     costs (or use the same ``--max-tokens`` for both). Logged ``wpb``/``wps`` count view
     tokens, ``bsz`` counts sequences, and ``masks_per_seq``/``seq_unmasked`` count views.
 
-    With ``--mask-policy P`` the views are P's (:meth:`~fairseq_maskplug.masking.MaskPolicy.views`)
-    and P's options set them; the paper's view options are then refused. A policy that masks
-    each token independently with probability ``p_i`` (``l3``) gives views that each have
-    exactly its mask distribution (``tests/test_fully_explored.py``); its ``K * max p_i <= 1``
-    is checked over the whole split when it loads.
+    The views are those of ``--mask-policy P`` (:meth:`~fairseq_maskplug.masking.MaskPolicy.views`), and P's
+    options set them: ``random`` (the default) draws the paper's subword views and ``span`` its span views.
+    A policy that masks each token independently with probability ``p_i`` (``l3``) gives views that each
+    have exactly its mask distribution (``tests/test_fully_explored.py``); its ``K * max p_i <= 1`` is
+    checked over the whole split when it loads. The paper's own flags (``--fe-mask-prob``,
+    ``--fe-granularity``, ``--fe-span-p``, ``--fe-span-max``) are gone: ``fairseq-maskplug-train`` names
+    their replacements, and checkpoints saved with them load with their meaning
+    (:mod:`~fairseq_maskplug.integration.renamed_options`).
     """
 
     cfg: FullyExploredMLMConfig
-
-    def __init__(self, cfg, dictionary):
-        super().__init__(cfg, dictionary)  # builds the policy (MaskedLMBaseTask)
-        if self.policy is None and cfg.fe_views * cfg.fe_mask_prob > 1:
-            raise ValueError(f"--fe-views * --fe-mask-prob must be <= 1 (K disjoint masks), got "
-                             f"{cfg.fe_views} * {cfg.fe_mask_prob}")
-        self.span = GeometricSpans(cfg.fe_span_p, cfg.fe_span_max) if cfg.fe_granularity == "span" else None
 
     def build_policy(self, cfg, rate=None):
         return policy_views(cfg, rate)
@@ -82,11 +66,9 @@ class FullyExploredMLMTask(MaskedLMBaseTask):
                                  f"{len(tokens)} lines of split {split!r} have fewer than {self.cfg.fe_views} "
                                  "tokens and cannot hold that many views; use --sample-break-mode complete, "
                                  "fewer --fe-views, or leave the short lines out of the data")
-        if self.policy is not None:
-            check_view_capacity(self.policy, split, tokens, side_info, self.special_ids, self.cfg.fe_views)
-        views = FullyExploredDataset(tokens, self.cfg.fe_views, self.cfg.fe_mask_prob, self.span,
-                                     self.corruption, self.special_ids, pad_idx=self.dictionary.pad(),
-                                     seed=self.cfg.seed, policy=self.policy, side_info=side_info)
+        check_view_capacity(self.policy, split, tokens, side_info, self.special_ids, self.cfg.fe_views)
+        views = FullyExploredDataset(tokens, self.cfg.fe_views, self.policy, self.corruption, self.special_ids,
+                                     pad_idx=self.dictionary.pad(), seed=self.cfg.seed, side_info=side_info)
         pad = self.dictionary.pad()
         nested = NestedDictionaryDataset(
             {
@@ -102,30 +84,21 @@ class FullyExploredMLMTask(MaskedLMBaseTask):
         return ViewCountedDataset(nested, tokens.sizes, self.cfg.fe_views)
 
 
-def flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
 def policy_views(cfg, rate=None):
-    """The policy of ``--mask-policy``, refused unless it defines views; None without one (then
-    no policy option may be set: nothing would read it)."""
-    if not cfg.mask_policy:
-        for owner, options in MASK_POLICY_DATACLASS_REGISTRY.items():
-            for f in dataclasses.fields(options) if options is not None else ():
-                if getattr(cfg, f.name, f.default) != f.default:
-                    raise ValueError(f"--task fe_mlm reads {flag(f.name)} only with --mask-policy {owner}; without "
-                                     "a policy the views are the paper's (--fe-mask-prob, --fe-granularity)")
-        return None
+    """The policy of ``--mask-policy``, refused unless it defines views, and unless ``--fe-views`` K views at its
+    rate fit (:func:`~fairseq_maskplug.masking.fully_explored.views_fit`; per-token probabilities are checked
+    over each split when it loads, :func:`check_view_capacity`)."""
     policy = build_task_policy(cfg, rate)
     if not policy.defines_views():
         reason = policy.views_refused or ("it defines neither probabilities() (independent per-token choices) "
                                           "nor views(); a policy supports fe_mlm by defining one of them")
         raise ValueError(f"--task fe_mlm cannot draw K disjoint views of --mask-policy {cfg.mask_policy}: {reason}")
-    defaults = {f.name: f.default for f in dataclasses.fields(FullyExploredMLMConfig)}
-    set_here = [flag(n) for n in PAPER_VIEW_OPTIONS if getattr(cfg, n) != defaults[n]]
-    if set_here:
-        raise ValueError(f"--mask-policy {cfg.mask_policy} sets the views of --task fe_mlm, so {', '.join(set_here)} "
-                         "(the paper's views) would be ignored: leave them out, and set the policy's own options")
+    rate_option = policy.rate_option
+    if rate_option is not None and not views_fit(cfg.fe_views, getattr(policy.options, rate_option)):
+        given = getattr(policy.options, rate_option)
+        raise ValueError(f"--fe-views {cfg.fe_views} with --{rate_option.replace('_', '-')} {given:g}: K disjoint "
+                         f"views need K * rate <= 1; use --fe-views {max(1, int(1 // given))} or fewer, or a lower "
+                         "rate")
     return policy
 
 
@@ -149,7 +122,7 @@ def check_view_capacity(policy, split, tokens, side_info, special_ids, k: int) -
                                  {n: d[i].numpy() for n, d in side_info.items()})
         if p.size and float(p.max()) > largest:
             largest, where = float(p.max()), i
-    if k * largest > 1.0 + 1e-12:
+    if not views_fit(k, largest):
         raise ValueError(f"--fe-views {k} with --mask-policy {policy.registered_name}: block {where} of split "
                          f"{split!r} masks a token with probability {largest:.4g} > 1/{k}, so {k} disjoint views "
                          f"with the policy's distribution do not exist; use --fe-views {int(1 // largest)} or "

@@ -36,7 +36,5 @@ def with_mask_unit(policy, cfg, dictionary):
             raise ValueError(f"{' and '.join(given)} {'is' if len(given) == 1 else 'are'} read only with "
                              "--mask-unit word")
         return policy
-    if policy is None:
-        raise ValueError("--mask-unit word needs a --mask-policy to choose whole words (e.g. --mask-policy random)")
     starts, _ = word_start_symbols(dictionary, cfg.word_boundaries, cfg.gpt2_encoder_json or None)
     return WordUnitPolicy(policy, starts)

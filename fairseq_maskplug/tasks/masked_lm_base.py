@@ -145,7 +145,7 @@ class MaskedLMBaseTask(PackageTask):
 
     def build_policy(self, cfg, rate=None):
         """The policy ``--mask-policy`` names (:func:`.build_task_policy`), drawing at ``rate`` when a schedule
-        sets it; a task may return None where no policy was asked for (``fe_mlm``'s paper views)."""
+        sets it (``fe_mlm`` also refuses a policy without views)."""
         return build_task_policy(cfg, rate)
 
     @classmethod
@@ -160,7 +160,7 @@ class MaskedLMBaseTask(PackageTask):
     @property
     def side_info_rules(self):
         """The side-information tracks the policy reads, each mapped to the ValueRule its values must follow."""
-        return self.policy.side_info_rules if self.policy is not None else {}
+        return self.policy.side_info_rules
 
     @property
     def special_ids(self):
