@@ -1,4 +1,4 @@
-"""Checkpoints written before a refactor resume bit-identically after it.
+"""Checkpoints written before a refactor resume bit-identically after it, for every task.
 
 The package of an earlier commit (``git archive``) trains the first updates; this checkout
 resumes from its ``checkpoint_last.pt``; the parameters must equal those of an uninterrupted
@@ -13,23 +13,30 @@ import tarfile
 import pytest
 
 from fairseq_helpers import BIN, CPU_RUN, REPO, TINY_BART, assert_same_params, check
+from test_meta_span_policy import meta_args, meta_data  # noqa: F401  (fixture)
 from test_tlm import data, tlm_args  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.full]
 
-#: the last commit before the objective-weighting component and the split of the joint and TLM
-#: options (issue 27): TLMConfig then inherited the joint task's nine weighting options
-PREVIOUS = "368bf9f"
+#: earlier commits whose checkpoints must resume: the last before the objective-weighting component and the
+#: split of the joint and TLM options (issue 27: TLMConfig then inherited the joint task's nine weighting
+#: options), and main before the composition refactor (issue 40: policies built from the whole task
+#: configuration, mixin tasks, fe_mlm's own view flags)
+PREVIOUS = ("368bf9f", "0ec7bdd")
+
+_PACKAGES = {}
 
 
-@pytest.fixture(scope="module")
-def previous_package(tmp_path_factory):
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", PREVIOUS, "fairseq_maskplug"], capture_output=True)
-    if archive.returncode != 0:
-        pytest.skip(f"commit {PREVIOUS} is not in this clone's history: {archive.stderr.decode().strip()}")
-    root = tmp_path_factory.mktemp("previous")
-    tarfile.open(fileobj=io.BytesIO(archive.stdout)).extractall(root)
-    return root
+def previous_package(commit, tmp_path_factory):
+    """The package of ``commit`` (``git archive``), unpacked once per test session."""
+    if commit not in _PACKAGES:
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", commit, "fairseq_maskplug"], capture_output=True)
+        if archive.returncode != 0:
+            pytest.skip(f"commit {commit} is not in this clone's history: {archive.stderr.decode().strip()}")
+        root = tmp_path_factory.mktemp(f"previous-{commit}")
+        tarfile.open(fileobj=io.BytesIO(archive.stdout)).extractall(root)
+        _PACKAGES[commit] = root
+    return _PACKAGES[commit]
 
 
 def train(args, package=None):
@@ -58,29 +65,45 @@ def tokens_args(data, save, task, *extra, arch=None):
             "--no-epoch-checkpoints", *shape, *extra]
 
 
+def token_importance_args(data, save, *extra):
+    """The tagger of selective masking on the task texts' 0/1 importance track."""
+    return tokens_args(data, save, "token_importance", "--criterion", "token_importance", *extra)
+
+
+def meta_span_args(meta_data, save, *extra):
+    """The meta-learned span policy (through one virtual step of a tiny BART)."""
+    return meta_args(meta_data, save, "--criterion", "meta_span_policy", *extra)
+
+
+#: case -> (the fixture its data comes from, its fairseq-train arguments)
 CASES = {
-    "guided_mlm": lambda data, save, *extra: tokens_args(data, save, "guided_mlm", "--criterion", "masked_lm",
-                                                         "--mask-policy", "span", *extra),
-    "selective_mlm": lambda data, save, *extra: tokens_args(data, save, "selective_mlm", "--criterion", "masked_lm",
-                                                            *extra),
-    "fe_mlm": lambda data, save, *extra: tokens_args(data, save, "fe_mlm", "--criterion", "masked_lm",
-                                                     "--fe-views", "3", *extra),
-    "guided_denoising": lambda data, save, *extra: tokens_args(
+    "guided_mlm": ("data", lambda data, save, *extra: tokens_args(data, save, "guided_mlm", "--criterion", "masked_lm",
+                                                                  "--mask-policy", "span", *extra)),
+    "selective_mlm": ("data", lambda data, save, *extra: tokens_args(data, save, "selective_mlm", "--criterion",
+                                                                     "masked_lm", *extra)),
+    "fe_mlm": ("data", lambda data, save, *extra: tokens_args(data, save, "fe_mlm", "--criterion", "masked_lm",
+                                                              "--fe-views", "3", *extra)),
+    "guided_denoising": ("data", lambda data, save, *extra: tokens_args(
         data, save, "guided_denoising", "--criterion", "cross_entropy", "--mask-policy", "span", *extra,
-        arch=TINY_BART),
-    "tlm": lambda data, save, *extra: tlm_args(data, save, *extra),
-    "joint": lambda data, save, *extra: joint_args(data, save, "--mlm-weight", "0.5", *extra),
-    "joint_tartan": lambda data, save, *extra: joint_args(data, save, "--loss-weighting", "tartan",
-                                                           "--tartan-dev-fit-size", "8", "--tartan-dev-batch-size",
-                                                           "8", *extra),
+        arch=TINY_BART)),
+    "tlm": ("data", tlm_args),
+    "joint": ("data", lambda data, save, *extra: joint_args(data, save, "--mlm-weight", "0.5", *extra)),
+    "joint_tartan": ("data", lambda data, save, *extra: joint_args(data, save, "--loss-weighting", "tartan",
+                                                                    "--tartan-dev-fit-size", "8",
+                                                                    "--tartan-dev-batch-size", "8", *extra)),
+    "token_importance": ("data", token_importance_args),
+    "meta_span_policy": ("meta_data", meta_span_args),
 }
 
 
+@pytest.mark.parametrize("commit", PREVIOUS)
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_a_checkpoint_of_the_previous_commit_resumes_bit_identically(case, data, previous_package, tmp_path):
-    args = CASES[case]
+def test_a_checkpoint_of_an_earlier_commit_resumes_bit_identically(case, commit, request, tmp_path_factory, tmp_path):
+    fixture, args = CASES[case]
+    data = request.getfixturevalue(fixture)
+    package = previous_package(commit, tmp_path_factory)
     common = ["--seed", "4", "--max-epoch", "30"]
     train(args(data, tmp_path / "whole", *common, "--max-update", "12"))
-    train(args(data, tmp_path / "parts", *common, "--max-update", "5"), package=previous_package)
+    train(args(data, tmp_path / "parts", *common, "--max-update", "5"), package=package)
     train(args(data, tmp_path / "parts", *common, "--max-update", "12"))
     assert_same_params(tmp_path / "whole" / "checkpoint_last.pt", tmp_path / "parts" / "checkpoint_last.pt")

@@ -10,7 +10,7 @@ import fairseq_maskplug.plugin  # noqa: F401  (registers the tasks with fairseq)
 from fairseq import options, tasks
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq_helpers import TINY_ROBERTA, assert_same_params, check, json_logs, train
-from fairseq_maskplug.data import ViewCountedDataset
+from fairseq_maskplug.data import PolicyMaskedDataset
 from fairseq_maskplug.masking.fully_explored import GeometricSpans, fully_explored_masks, view_size
 from stats_helpers import assert_uniform
 
@@ -71,7 +71,7 @@ def test_subword_views_have_the_random_policys_mask_distribution():
 
 def test_view_counted_tokens_do_not_wrap_around_uint16():
     sizes = np.array([20001, 7], dtype=np.uint16)
-    counted = ViewCountedDataset(None, sizes, views=4)
+    counted = PolicyMaskedDataset(SimpleNamespace(sizes=sizes), {}, None, None, (), 1, 0, views=4)
     assert counted.num_tokens_vec(np.array([0, 1])).tolist() == [80004, 28]
     assert counted.num_tokens(0) == 80004
 
@@ -256,11 +256,9 @@ def fe_corruption():
 
 
 def fe_dataset(policy, k=3, side=None):
-    from fairseq_maskplug.data import FullyExploredDataset
-
     rng = np.random.default_rng(0)
     blocks = Block(torch.from_numpy(np.concatenate([[0], rng.integers(4, 30, n), [2]])) for n in (12, 20, 7, 30))
-    return FullyExploredDataset(blocks, k, policy, fe_corruption(), (0, 1, 2), 1, 5, side_info=side)
+    return PolicyMaskedDataset(blocks, side or {}, policy, fe_corruption(), (0, 1, 2), 1, 5, views=k)
 
 
 @pytest.mark.parametrize("name", ["random", "span"])
@@ -276,7 +274,7 @@ def test_the_random_and_span_policies_draw_the_papers_views(name):
     dataset.set_epoch(2)
     span = None if name == "random" else GeometricSpans(0.3, 4)
     for index in range(4):
-        tokens = dataset.dataset[index].numpy()
+        tokens = dataset.items.blocks[index].numpy()
         rng = np.random.default_rng((5, 2, index))
         masks = fully_explored_masks(len(tokens), 3, 0.2, rng, maskable_positions(tokens, (0, 1, 2)), span)
         sources = [corrupt(tokens, m, rng, fe_corruption()) for m in masks]

@@ -10,7 +10,7 @@ from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq_maskplug.data import load_blocked_split
 from stats_helpers import assert_proportion
 
-SOURCE = "net_input.src_tokens"
+SOURCE = "source"  # an item's masked tokens (the batch's net_input.src_tokens)
 
 
 def make_task(data, *flags):

@@ -119,8 +119,7 @@ def predicted_positions(built, split="valid", epoch=1):
             assert len(item["source"]) == len(original) + (original[-1] != built.dictionary.eos())
             predicted = source == built.mask_idx
         else:
-            target = item.get("mlm.target", item.get("target"))
-            predicted = target.numpy() != pad
+            predicted = (item["mlm"] if "mlm" in item else item)["target"].numpy() != pad
         yield original, predicted, {name: track[i].numpy() for name, track in side.items()}
 
 

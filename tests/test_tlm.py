@@ -102,8 +102,11 @@ def test_one_epoch_follows_the_rule_and_covers_the_external_data(data, ratio):
 
 
 def batch_of(task, source):
+    """The first training batch of ``source``, prepared as a train step prepares it (``prepare_batch``: the
+    criterion takes the objectives' weighting from it)."""
     for batch in task.get_batch_iterator(task.dataset("train"), max_sentences=8, seed=1).next_epoch_itr():
         if batch["source"] == source:
+            task.prepare_batch(batch, 0)
             return batch
 
 
@@ -115,7 +118,7 @@ def test_task_batch_loss_is_the_weighted_mean_computed_by_hand(data, classify_ma
     model.eval()
     batch = batch_of(task, "task")
     loss, sample_size, log = criterion(model, batch)
-    masked_tokens, target = batch["mlm"]["src_tokens"], batch["mlm"]["target"]
+    masked_tokens, target = batch["mlm"]["net_input"]["src_tokens"], batch["mlm"]["target"]
     with torch.no_grad():
         features = model(masked_tokens, features_only=True)[0]
         positions = target.ne(task.dictionary.pad())
@@ -128,7 +131,7 @@ def test_task_batch_loss_is_the_weighted_mean_computed_by_hand(data, classify_ma
     external = batch_of(task, "external")
     loss, _, log = criterion(model, external)
     with torch.no_grad():
-        features = model(external["mlm"]["src_tokens"], features_only=True)[0]
+        features = model(external["mlm"]["net_input"]["src_tokens"], features_only=True)[0]
         positions = external["mlm"]["target"].ne(task.dictionary.pad())
         mlm = F.cross_entropy(model.encoder.output_layer(features)[positions], external["mlm"]["target"][positions])
     assert log["external_batches"] == 1 and "cls_loss" not in log
@@ -146,7 +149,7 @@ def test_a_side_information_policy_masks_both_sources_from_their_own_tracks(data
     for batch in task.get_batch_iterator(task.dataset("train"), max_sentences=8, seed=1).next_epoch_itr():
         target = batch["mlm"]["target"]
         masked[batch["source"]].extend(target[target.ne(d.pad())].tolist())
-        assert batch["mlm"]["src_tokens"][target.ne(d.pad())].eq(task.mask_idx).all()
+        assert batch["mlm"]["net_input"]["src_tokens"][target.ne(d.pad())].eq(task.mask_idx).all()
     assert len(masked["task"]) >= 5 and set(masked["task"]) == {d.index("w0")}  # 8 task batches
     assert len(masked["external"]) > 20 and set(masked["external"]) == {d.index("w1")}
 

@@ -268,7 +268,7 @@ def test_guided_mlm_masks_whole_gpt2_words_and_counts_words(gpt2_data):
         item = dataset[i]
         target = item["target"].numpy()
         chosen = target != d.pad()
-        source_tokens = np.where(chosen, target, item["net_input.src_tokens"].numpy())
+        source_tokens = np.where(chosen, target, item["source"].numpy())
         maskable = maskable_positions(source_tokens, (d.bos(), d.eos(), d.pad()))
         words = Words(source_tokens, maskable, starts)
         per_word = np.bincount(words.ids, weights=chosen) / np.bincount(words.ids)

@@ -72,7 +72,7 @@ class JointMLMClassificationCriterion(FairseqCriterion):
         """
         inner = unwrap_model(model)
         tokens = sample["net_input"]["src_tokens"]
-        mlm_tokens, mlm_target = sample["mlm"]["src_tokens"], sample["mlm"]["target"]
+        mlm_tokens, mlm_target = sample["mlm"]["net_input"]["src_tokens"], sample["mlm"]["target"]
         masked = mlm_target.ne(self.pad)
         n_masked = int(masked.sum())
         labels = sample["target"].view(-1)
@@ -101,9 +101,10 @@ class JointMLMClassificationCriterion(FairseqCriterion):
         return {"loss": float(loss.detach()), "w_mlm": weights["mlm"], "weighted_batches": 1}
 
     def forward(self, model, sample, reduce=True):
-        weights = self.task.objective_weights(model)
+        weighting = sample["weighting"]  # the task's (its batch step attach_weighting)
+        weights = weighting.weights(model)
         losses, logging_output = self.objective_losses(model, sample, with_mlm=weights["mlm"] > 0)
-        loss = self.task.combined_loss(losses, weights)
+        loss = weighting.combined_loss(losses, weights)
         logging_output.update(self.weighted_logging(loss, weights))
         return loss, 1, logging_output
 

@@ -39,7 +39,7 @@ class TLMCriterion(JointMLMClassificationCriterion):
     def external_loss(self, model, sample):
         """Plain MLM; the classification head's output times 0 keeps it in the graph."""
         inner = unwrap_model(model)
-        features = model(sample["mlm"]["src_tokens"], features_only=True)[0]
+        features = model(sample["mlm"]["net_input"]["src_tokens"], features_only=True)[0]
         mlm_sum, n_masked = self._mlm_loss(inner, features, sample["mlm"]["target"])
         kept = inner.classification_heads[self.head](features).float().sum() * 0.0
         mlm = mlm_sum / max(n_masked, 1)
@@ -51,7 +51,7 @@ class TLMCriterion(JointMLMClassificationCriterion):
         """``(ρ2 · L_mlm + L_cls) / (ρ2 + 1)`` with one forward through ``model``."""
         inner = unwrap_model(model)
         labels = sample["target"].view(-1)
-        clean, masked = sample["net_input"]["src_tokens"], sample["mlm"]["src_tokens"]
+        clean, masked = sample["net_input"]["src_tokens"], sample["mlm"]["net_input"]["src_tokens"]
         if self.rho2 > 0 and self.classify_masked:  # the masked text feeds both heads
             features = model(masked, features_only=True)[0]
             cls_features, mlm_features = features, features
@@ -67,8 +67,9 @@ class TLMCriterion(JointMLMClassificationCriterion):
         logits = inner.classification_heads[self.head](cls_features)
         cls_sum = F.cross_entropy(logits.float(), labels, reduction="sum")
         predictions = logits.argmax(dim=-1)
-        loss = self.task.combined_loss({"mlm": mlm_sum / max(n_masked, 1), "cls": cls_sum / labels.numel()},
-                                       self.task.objective_weights(model))  # (ρ2 L_mlm + L_cls) / (ρ2 + 1)
+        weighting = sample["weighting"]  # the task's (its batch step attach_weighting)
+        loss = weighting.combined_loss({"mlm": mlm_sum / max(n_masked, 1), "cls": cls_sum / labels.numel()},
+                                       weighting.weights(model))  # (ρ2 L_mlm + L_cls) / (ρ2 + 1)
         return loss, {"cls_loss": float(cls_sum.detach()), "ncorrect": int((predictions == labels).sum()),
                       **class_counts(predictions, labels, self.num_classes), "mlm_task": float(mlm_sum.detach()),
                       "n_masked_task": n_masked, "cls_sentences": labels.numel(), "task_batches": 1}

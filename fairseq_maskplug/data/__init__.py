@@ -2,8 +2,7 @@
 
 from .blocking import load_blocked_split
 from .denoising_dataset import PolicyDenoisingDataset
-from .fully_explored_dataset import FlatViewsDataset, FullyExploredDataset, ViewCountedDataset
-from .policy_masked_dataset import PolicyMaskedDataset, SeededMaskingDataset
+from .policy_masked_dataset import PolicyMaskedDataset
 from .side_info import (
     SIDE_INFO_DTYPES,
     SideInfoDataset,
@@ -17,8 +16,7 @@ from .side_info import (
 )
 
 __all__ = [
-    "load_blocked_split", "PolicyDenoisingDataset", "FlatViewsDataset", "FullyExploredDataset", "PolicyMaskedDataset",
-    "SeededMaskingDataset", "ViewCountedDataset", "SIDE_INFO_DTYPES", "SideInfoDataset",
+    "load_blocked_split", "PolicyDenoisingDataset", "PolicyMaskedDataset", "SIDE_INFO_DTYPES", "SideInfoDataset",
     "SideInfoMismatchError", "check_aligned", "check_fingerprint", "load_side_info", "side_info_prefix",
     "token_fingerprint", "write_side_info",
 ]

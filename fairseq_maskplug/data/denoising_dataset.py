@@ -7,19 +7,18 @@ turns them into a pair. Unlike fairseq's ``DenoisingDataset``, every draw comes 
 batches and a resumed run builds the batches the uninterrupted run would have built.
 """
 
-from functools import partial
 from typing import Mapping, Optional, Sequence
 
 import numpy as np
 import torch
-from fairseq.data import FairseqDataset, data_utils
+from fairseq.data import data_utils
 
 from ..masking import Corruption, MaskPolicy
 from ..masking.seq2seq import previous_output_tokens
-from .policy_path import PolicyItems, PolicyPath, Seq2SeqFormat, checked_choice
+from .policy_path import PolicyChooser, PolicyItems, PolicyItemsDataset, PolicyPath, Seq2SeqFormat
 
 
-class PolicyDenoisingDataset(FairseqDataset):
+class PolicyDenoisingDataset(PolicyItemsDataset):
     """Items ``{"id", "source", "target", "mask_counts"}``; the collater builds fairseq's seq2seq
     batch (``net_input.src_tokens/src_lengths/prev_output_tokens``, ``target``) and the batch's
     ``mask_counts`` (one row per item).
@@ -50,16 +49,9 @@ class PolicyDenoisingDataset(FairseqDataset):
         super().__init__()
         self.eos, self.pad = eos, pad  # framing and collating; the format keeps the rest
         self._sizes = np.asarray(dataset.sizes, dtype=np.int64) + 1
-        path = PolicyPath(partial(checked_choice, policy), Seq2SeqFormat(target_format, collapse, corruption,
-                                                                         mask_idx, eos, sentinels), special_ids, seed,
-                          policy)
+        path = PolicyPath(PolicyChooser(policy), Seq2SeqFormat(target_format, collapse, corruption, mask_idx, eos,
+                                                                sentinels), special_ids, seed)
         self.items = PolicyItems(dataset, side_info, path, frame=self.with_eos)
-
-    def __len__(self):
-        return len(self.items.blocks)
-
-    def set_epoch(self, epoch):
-        self.items.set_epoch(epoch)
 
     @property
     def can_reuse_epoch_itr_across_epochs(self):
@@ -68,9 +60,6 @@ class PolicyDenoisingDataset(FairseqDataset):
     @property
     def sizes(self):
         return self._sizes
-
-    def size(self, index):
-        return int(self._sizes[index])
 
     def num_tokens(self, index):
         return int(self._sizes[index])
@@ -86,9 +75,6 @@ class PolicyDenoisingDataset(FairseqDataset):
     def framed(self, index):
         """The block ``index`` and its side information as the policy sees them (:meth:`with_eos`)."""
         return self.items.framed(index)
-
-    def __getitem__(self, index):
-        return {"id": index, **self.items[index]}
 
     def collater(self, samples):
         if not samples:

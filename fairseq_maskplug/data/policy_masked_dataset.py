@@ -1,93 +1,82 @@
-"""Masked-LM datasets on the one policy path (:mod:`.policy_path`): one policy mask per item (K
-views: :mod:`.fully_explored_dataset`).
+"""The one masked-LM dataset on the policy path (:mod:`.policy_path`): a policy's mask per item, or ``K``
+fully-explored views of it as ``K`` rows (Zheng et al.), with the collater that builds the masked-LM batch.
 
-Masks change every epoch through ``set_epoch``; batch shapes do not, so fairseq may reuse
-its epoch iterator (``can_reuse_epoch_itr_across_epochs``, as for ``MaskTokensDataset``).
+Masks change every epoch through ``set_epoch``.
 """
 
 from functools import cached_property
-from typing import Dict, Mapping, Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 import numpy as np
 import torch
-from fairseq.data import BaseWrapperDataset
+from fairseq.data import data_utils
 
 from ..masking import Corruption, MaskPolicy
-from .policy_path import MLMFormat, PolicyItems, PolicyPath, checked_choice
+from .policy_path import MLMFormat, PolicyChooser, PolicyItems, PolicyItemsDataset, PolicyPath
 
 
-class SeededMaskingDataset(BaseWrapperDataset):
-    """Base: items become ``{"source": corrupted tokens, "target": originals where chosen, pad
-    elsewhere}`` through the one policy path (:class:`~.policy_path.PolicyPath` with the
-    :class:`~.policy_path.MLMFormat`), with the item's ``mask_counts``.
-    Subclasses choose positions in :meth:`choose`.
+class PolicyMaskedDataset(PolicyItemsDataset):
+    """Items ``{"id", "source", "target", "mask_counts"}`` per (seed, epoch, index): ``source`` the tokens with
+    the chosen positions corrupted 80/10/10, ``target`` the originals there and pad elsewhere; with ``views=K``
+    both are ``K x len`` (the policy's K disjoint views, :meth:`~fairseq_maskplug.masking.MaskPolicy.views`).
+
+    The collater builds fairseq's masked-LM batch: ``net_input.src_tokens`` and ``src_lengths`` (one row per
+    item; K adjacent rows per item with views), ``target``, ``mask_counts`` (``rows x 4``,
+    :class:`~.policy_path.PolicyPath`), ``ntokens`` (the tokens of all rows), ``nsentences`` (items) and ``id``.
+    ``sizes`` are the blocks' (one view's) sizes, for the positions limit; ``num_tokens`` counts the tokens of
+    every view, the compute an item costs, for ``--max-tokens`` batching.
 
     Args:
-        dataset: blocked token dataset (with ``<s>`` prepended).
+        dataset: blocked tokens (``<s>`` prepended).
         side_info: blocked side-information datasets by name, aligned with ``dataset``.
+        policy: chooses the positions.
         corruption: replacement rule for the chosen positions.
         special_ids: token ids never chosen (``<s>``, ``</s>``, ``<pad>``).
-        pad_idx: id written into ``target`` at positions not chosen.
+        pad_idx: id written into ``target`` at positions not chosen, and padding.
         seed: base seed.
+        views: ``K`` fully-explored views per item; None: one mask.
     """
 
-    def __init__(self, dataset, side_info: Mapping[str, object], corruption: Corruption,
-                 special_ids: Sequence[int], pad_idx: int, seed: int, policy: Optional[MaskPolicy] = None):
-        super().__init__(dataset)
-        self.policy = policy
-        self.items = PolicyItems(dataset, side_info, PolicyPath(self.choose, MLMFormat(corruption, pad_idx),
-                                                                special_ids, seed, policy))
-        self._last = None  # (epoch, index, item): the source, target and count views ask in turn
+    def __init__(self, dataset, side_info: Mapping[str, object], policy: MaskPolicy, corruption: Corruption,
+                 special_ids: Sequence[int], pad_idx: int, seed: int, views: Optional[int] = None):
+        super().__init__()
+        self.pad, self.views = pad_idx, views
+        path = PolicyPath(PolicyChooser(policy, views), MLMFormat(corruption, pad_idx), special_ids, seed)
+        self.items = PolicyItems(dataset, side_info, path)
 
-    def set_epoch(self, epoch):
-        self.items.set_epoch(epoch)
+    @property
+    def policy(self) -> MaskPolicy:
+        return self.items.path.chooser.policy
 
-    def choose(self, tokens, maskable, side, rng, index) -> np.ndarray:
-        """Boolean mask (1-D, or ``K x len`` for K views) of the positions to predict."""
-        raise NotImplementedError
-
-    def __getitem__(self, index) -> Dict[str, torch.Tensor]:
-        epoch = self.items.epoch
-        if self._last is None or self._last[:2] != (epoch, index):
-            self._last = (epoch, index, self.items[index])
-        return self._last[2]
+    @property
+    def can_reuse_epoch_itr_across_epochs(self):
+        """The blocks' answer (the masks change through ``set_epoch`` whatever it is; a random crop of the
+        blocks may change their sizes)."""
+        return getattr(self.items.blocks, "can_reuse_epoch_itr_across_epochs", True)
 
     @cached_property
-    def source(self):
-        """Dataset view of the corrupted inputs."""
-        return _FieldView(self, "source")
+    def sizes(self):
+        return np.asarray(self.items.blocks.sizes)
 
-    @cached_property
-    def target(self):
-        """Dataset view of the prediction targets (pad where nothing is predicted)."""
-        return _FieldView(self, "target")
+    def num_tokens(self, index):
+        return (self.views or 1) * int(self.sizes[index])
 
-    @cached_property
-    def mask_counts(self):
-        """Dataset view of the items' mask statistics, collated into one ``rows x 4`` tensor
-        (:class:`~.policy_path.PolicyPath`; K rows per item for K views, in the batch's row order)."""
-        return _CountsView(self, "mask_counts")
+    def num_tokens_vec(self, indices):
+        return (self.views or 1) * self.sizes[indices].astype(np.int64)  # sizes may be uint16: no wrap-around
 
-
-class PolicyMaskedDataset(SeededMaskingDataset):
-    """One mask per item, chosen by a :class:`~fairseq_maskplug.masking.MaskPolicy`."""
-
-    def __init__(self, dataset, side_info, policy: MaskPolicy, corruption, special_ids, pad_idx, seed):
-        super().__init__(dataset, side_info, corruption, special_ids, pad_idx, seed, policy)
-
-    def choose(self, tokens, maskable, side, rng, index):
-        return checked_choice(self.policy, tokens, maskable, side, rng, index)
-
-
-class _FieldView(BaseWrapperDataset):
-    def __init__(self, dataset: SeededMaskingDataset, field: str):
-        super().__init__(dataset)
-        self.field = field
-
-    def __getitem__(self, index):
-        return self.dataset[index][self.field]
-
-
-class _CountsView(_FieldView):
     def collater(self, samples):
-        return torch.cat(samples) if samples else torch.zeros((0, 4), dtype=torch.long)
+        if not samples:
+            return {}
+        sources = [row for s in samples for row in (s["source"] if self.views else [s["source"]])]
+        targets = [row for s in samples for row in (s["target"] if self.views else [s["target"]])]
+        return {
+            "id": torch.LongTensor([s["id"] for s in samples]),
+            "nsentences": len(samples),
+            "ntokens": int(sum(len(row) for row in sources)),
+            "net_input": {
+                "src_tokens": data_utils.collate_tokens(sources, self.pad),
+                "src_lengths": torch.LongTensor([len(row) for row in sources]),
+            },
+            "target": data_utils.collate_tokens(targets, self.pad),
+            "mask_counts": torch.cat([s["mask_counts"] for s in samples]),
+        }

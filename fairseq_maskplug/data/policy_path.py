@@ -1,8 +1,8 @@
-"""The one policy path (DESIGN: "One policy path, many output formats"): any policy's choice, per
-(seed, epoch, index), handed to an output format.
+"""The one policy path (``docs/design.md``): any policy's choice, per (seed, epoch, index), handed to an
+output format.
 
 :class:`PolicyPath` draws from ``numpy.random.default_rng((seed, epoch, index))``: the positions
-first (a chooser: a policy's checked ``choose``, a policy's or the paper's K fully-explored views),
+first (:class:`PolicyChooser`: a policy's checked ``choose``, or its K fully-explored views),
 then the output format's draws on the same generator. The same seed gives the same items in every
 run and after a resume, and items change from epoch to epoch. Every item carries its own mask
 statistics (``mask_counts``: chosen and maskable positions per row). The formats:
@@ -14,8 +14,8 @@ statistics (``mask_counts``: chosen and maskable positions per row). The formats
 
 (T5's ``preprocessors.py`` composes noise_mask_fn x inputs_fn x targets_fn the same way.)
 
-:class:`PolicyItems` is the dataset core both dataset kinds hold (``PolicyMaskedDataset`` and the
-fully-explored views, ``PolicyDenoisingDataset``): blocks and side information read at an index,
+:class:`PolicyItems` is the dataset core both dataset kinds hold (``PolicyMaskedDataset``, with or without
+fully-explored views, and ``PolicyDenoisingDataset``): blocks and side information read at an index,
 framed, and passed through the path at the current epoch.
 """
 
@@ -23,12 +23,11 @@ from typing import Callable, Mapping, Optional, Sequence
 
 import numpy as np
 import torch
+from fairseq.data import FairseqDataset
 
 from ..masking import Corruption, MaskPolicy, corrupt, maskable_positions
 from ..masking.seq2seq import seq2seq_source, seq2seq_target, t5_pair
 
-#: ``choose(tokens, maskable, side_info, rng, index)``: a boolean mask, or ``K x len`` for K views
-Chooser = Callable[[np.ndarray, np.ndarray, Mapping[str, np.ndarray], np.random.Generator, int], np.ndarray]
 
 
 class MLMFormat:
@@ -72,28 +71,48 @@ class Seq2SeqFormat:
         return {"source": torch.from_numpy(source), "target": torch.from_numpy(target)}
 
 
+class PolicyChooser:
+    """All the item path asks of a policy, in one object: :meth:`__call__` the positions to predict (the
+    policy's ``choose``, or with ``views=K`` its ``K`` fully-explored views, checked: :func:`checked_choice`,
+    :func:`checked_views`) and :meth:`units` the units they are counted in (and, for a policy that
+    :attr:`~fairseq_maskplug.masking.MaskPolicy.corrupts_units`, corrupted in)."""
+
+    def __init__(self, policy: MaskPolicy, views: Optional[int] = None):
+        self.policy, self.views = policy, views
+
+    def __call__(self, tokens, maskable, side_info, rng, index) -> np.ndarray:
+        """A boolean mask, or ``K x len`` for K views."""
+        if self.views is None:
+            return checked_choice(self.policy, tokens, maskable, side_info, rng, index)
+        return checked_views(self.policy, tokens, maskable, side_info, rng, index, self.views)
+
+    def units(self, tokens, maskable, side_info) -> Optional[np.ndarray]:
+        """:meth:`~fairseq_maskplug.masking.MaskPolicy.units` (words under ``--mask-unit word``, PMI units);
+        None: each token is one."""
+        return self.policy.units(tokens, maskable, side_info)
+
+    @property
+    def corrupts_units(self) -> bool:
+        return self.policy.corrupts_units
+
+
 class PolicyPath:
     """``path(tokens, side_info, epoch, index)``: the item of one block, with its mask statistics
     ``mask_counts``, an int64 ``rows x 4`` tensor per row of the item (one row; K rows for K views):
     positions chosen, maskable positions, units chosen, maskable units. The tasks log them
-    (``tasks/mask_stats.py``).
-
-    ``policy`` (optional) supplies the units: :meth:`~fairseq_maskplug.masking.MaskPolicy.units`
-    (words under ``--mask-unit word``, PMI units); without units each token is one. A policy that
-    :attr:`~fairseq_maskplug.masking.MaskPolicy.corrupts_units` has its units passed to the format.
+    (``tasks/mask_stats.py``). The :class:`PolicyChooser` gives the positions and their units.
     """
 
-    def __init__(self, choose: Chooser, output_format: Callable, special_ids: Sequence[int], seed: int,
-                 policy: Optional[MaskPolicy] = None):
-        self.choose, self.output_format, self.policy = choose, output_format, policy
+    def __init__(self, chooser: PolicyChooser, output_format: Callable, special_ids: Sequence[int], seed: int):
+        self.chooser, self.output_format = chooser, output_format
         self.special_ids, self.seed = tuple(special_ids), seed
 
     def __call__(self, tokens: np.ndarray, side_info: Mapping[str, np.ndarray], epoch: int, index: int) -> dict:
         rng = np.random.default_rng((self.seed, epoch, index))
         maskable = maskable_positions(tokens, self.special_ids)
-        masks = self.choose(tokens, maskable, side_info, rng, index)
-        units = None if self.policy is None else self.policy.units(tokens, maskable, side_info)
-        item = self.output_format(tokens, masks, rng, units if units is not None and self.policy.corrupts_units
+        masks = self.chooser(tokens, maskable, side_info, rng, index)
+        units = self.chooser.units(tokens, maskable, side_info)
+        item = self.output_format(tokens, masks, rng, units if units is not None and self.chooser.corrupts_units
                                   else None)
         item["mask_counts"] = torch.from_numpy(mask_counts(np.atleast_2d(masks), maskable, units))
         return item
@@ -140,6 +159,26 @@ class PolicyItems:
 
     def __getitem__(self, index: int) -> dict:
         return self.path(*self.framed(index), self.epoch, index)
+
+
+class PolicyItemsDataset(FairseqDataset):
+    """Base of the datasets on the policy path (``PolicyMaskedDataset``, ``PolicyDenoisingDataset``): items
+    ``{"id", **path item}`` from their :class:`PolicyItems` (``self.items``, set by the subclass), one per
+    block, redrawn through ``set_epoch``; ``size`` reads the subclass's ``sizes``."""
+
+    items: PolicyItems
+
+    def __len__(self):
+        return len(self.items.blocks)
+
+    def set_epoch(self, epoch):
+        self.items.set_epoch(epoch)
+
+    def size(self, index):
+        return int(self.sizes[index])
+
+    def __getitem__(self, index):
+        return {"id": index, **self.items[index]}
 
 
 def checked_choice(policy: MaskPolicy, tokens, maskable, side, rng, index) -> np.ndarray:

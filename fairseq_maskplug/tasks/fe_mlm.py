@@ -5,10 +5,9 @@ policy's masks: ``random`` (the default) and ``span`` draw the paper's views, ot
 from dataclasses import dataclass
 
 import numpy as np
-from fairseq.data import IdDataset, NestedDictionaryDataset, NumelDataset, NumSamplesDataset
 
 from ..common.option_ranges import option
-from ..data import FlatViewsDataset, FullyExploredDataset, ViewCountedDataset
+from ..data import PolicyMaskedDataset
 from ..masking import maskable_positions
 from ..masking.fully_explored import views_fit
 from ..common.progress import progress_bar
@@ -67,21 +66,8 @@ class FullyExploredMLMTask(MaskedLMBaseTask):
                                  "tokens and cannot hold that many views; use --sample-break-mode complete, "
                                  "fewer --fe-views, or leave the short lines out of the data")
         check_view_capacity(self.policy, split, tokens, side_info, self.special_ids, self.cfg.fe_views)
-        views = FullyExploredDataset(tokens, self.cfg.fe_views, self.policy, self.corruption, self.special_ids,
-                                     pad_idx=self.dictionary.pad(), seed=self.cfg.seed, side_info=side_info)
-        pad = self.dictionary.pad()
-        nested = NestedDictionaryDataset(
-            {
-                "id": IdDataset(),
-                "net_input": {"src_tokens": FlatViewsDataset(views.source, pad)},
-                "target": FlatViewsDataset(views.target, pad),
-                "mask_counts": views.mask_counts,
-                "nsentences": NumSamplesDataset(),
-                "ntokens": NumelDataset(views.source, reduce=True),
-            },
-            sizes=[tokens.sizes],
-        )
-        return ViewCountedDataset(nested, tokens.sizes, self.cfg.fe_views)
+        return PolicyMaskedDataset(tokens, side_info, self.policy, self.corruption, self.special_ids,
+                                   pad_idx=self.dictionary.pad(), seed=self.cfg.seed, views=self.cfg.fe_views)
 
 
 def policy_views(cfg, rate=None):

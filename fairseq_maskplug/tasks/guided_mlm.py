@@ -2,8 +2,6 @@
 
 from dataclasses import dataclass
 
-from fairseq.data import IdDataset, NestedDictionaryDataset, NumelDataset, NumSamplesDataset, RightPadDataset
-
 from ..common.option_ranges import option
 from ..data import PolicyMaskedDataset
 from .masked_lm_base import MaskedLMBaseTask, MaskedLMDataConfig
@@ -29,20 +27,5 @@ class GuidedMLMTask(MaskedLMBaseTask):
     cfg: GuidedMLMConfig
 
     def build_inputs(self, split, tokens, side_info):
-        masked = PolicyMaskedDataset(tokens, side_info, self.policy, self.corruption, self.special_ids,
-                                     pad_idx=self.dictionary.pad(), seed=self.cfg.seed)
-        pad = self.dictionary.pad()
-        return NestedDictionaryDataset(
-            {
-                "id": IdDataset(),
-                "net_input": {
-                    "src_tokens": RightPadDataset(masked.source, pad_idx=pad),
-                    "src_lengths": NumelDataset(masked.source, reduce=False),
-                },
-                "target": RightPadDataset(masked.target, pad_idx=pad),
-                "mask_counts": masked.mask_counts,
-                "nsentences": NumSamplesDataset(),
-                "ntokens": NumelDataset(masked.source, reduce=True),
-            },
-            sizes=[tokens.sizes],
-        )
+        return PolicyMaskedDataset(tokens, side_info, self.policy, self.corruption, self.special_ids,
+                                   pad_idx=self.dictionary.pad(), seed=self.cfg.seed)

@@ -31,7 +31,7 @@ from ..data.classification import label_names, load_class_indices
 from ..data.dictionaries import load_dictionary
 from ..data.layout import required_data, sentence_prediction_dir
 from ..models import unwrap_model
-from ..weighting import FixedWeights, MetaTartanTraining, combine
+from ..weighting import FixedWeights, MetaTartanTraining
 from .masked_lm_base import MaskedLMBaseTask, MaskingConfig
 from .policy_options import register_policy_task
 from .sentence_items import build_model_for_items, sentence_blocking
@@ -100,18 +100,17 @@ class ClassificationMLMTask(MaskedLMBaseTask):
                              f"{cfg.num_classes}")
         self.label_dictionary = label_dictionary
         self.weighting = self.build_weighting()
+        self.batch_steps.append(self.attach_weighting)
 
     def build_weighting(self):
         """The weighting component of the objectives ``cls`` and ``mlm``."""
         raise NotImplementedError
 
-    def objective_weights(self, model):
-        """``{objective: w}`` in force (:attr:`weighting`)."""
-        return self.weighting.weights(model)
-
-    def combined_loss(self, losses, weights):
-        """``Σ_k w_k L_k / total`` (:func:`~fairseq_maskplug.weighting.combine`)."""
-        return combine(losses, weights, self.weighting.total)
+    def attach_weighting(self, sample, update_num) -> dict:
+        """A batch step: the sample carries :attr:`weighting` (``sample["weighting"]``), from which the
+        criterion takes the weights in force and combines the objectives' losses (``combined_loss``)."""
+        sample["weighting"] = self.weighting
+        return {}
 
     @classmethod
     def setup_task(cls, cfg, **kwargs):
@@ -145,13 +144,11 @@ class ClassificationMLMTask(MaskedLMBaseTask):
             sizes=[tokens.sizes],
         )
 
-    def mlm_inputs(self, tokens, side_info) -> dict:
-        """An item's ``mlm`` entry: its policy-masked copy and the targets, right-padded, and its mask counts."""
-        masked = PolicyMaskedDataset(tokens, side_info, self.policy, self.corruption, self.special_ids,
-                                     pad_idx=self.dictionary.pad(), seed=self.cfg.seed)
-        pad = self.dictionary.pad()
-        return {"src_tokens": RightPadDataset(masked.source, pad_idx=pad),
-                "target": RightPadDataset(masked.target, pad_idx=pad), "mask_counts": masked.mask_counts}
+    def mlm_inputs(self, tokens, side_info) -> PolicyMaskedDataset:
+        """An item's ``mlm`` entry: its policy-masked copy, collated as a masked-LM batch (``net_input``,
+        ``target``, ``mask_counts``)."""
+        return PolicyMaskedDataset(tokens, side_info, self.policy, self.corruption, self.special_ids,
+                                   pad_idx=self.dictionary.pad(), seed=self.cfg.seed)
 
     def build_model(self, cfg, from_checkpoint=False):
         model = build_model_for_items(self, cfg, from_checkpoint)
@@ -216,10 +213,10 @@ class JointMLMClassificationTask(ClassificationMLMTask):
         every other train step's (:meth:`prepare_batch`: ``--mask-prob-schedule`` thins its masks first)."""
         model.train()
         model.set_num_updates(update_num)
-        weights = self.objective_weights(model)
+        weights = self.weighting.weights(model)
         with torch.autocast("cuda", enabled=isinstance(optimizer, AMPOptimizer)):
             losses, logging_output = criterion.objective_losses(model, sample, with_mlm=True)
-        loss = self.combined_loss(losses, weights)
+        loss = self.weighting.combined_loss(losses, weights)
         logging_output.update(criterion.weighted_logging(loss, weights))
         if ignore_grad:
             optimizer.backward(loss * 0)

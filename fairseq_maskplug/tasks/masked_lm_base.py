@@ -109,8 +109,9 @@ class MaskedLMBaseTask(PackageTask):
     ``--mask-unit word`` wraps it) and loads the side-information tracks it reads (:attr:`side_info_rules`)
     with the tokens; ``--mask-prob-schedule`` adds :class:`~.rate_schedules.ScheduledThinning` to the batch
     steps. Subclasses implement :meth:`build_inputs` (split, blocked tokens and side information -> a
-    ``NestedDictionaryDataset`` with ``net_input.src_tokens`` and ``target``) and may change
-    :meth:`blocking_cfg` and :attr:`sort_by_length`. Register one with
+    dataset whose batches hold ``net_input.src_tokens`` and ``target``, such as
+    :class:`~fairseq_maskplug.data.PolicyMaskedDataset`) and may change :meth:`blocking_cfg` and
+    :attr:`sort_by_length`. Register one with
     :func:`~.policy_options.register_policy_task`. Train and valid logs get ``mask_rate``, ``masks_per_seq``
     and ``seq_unmasked`` (rows of the batch).
     """

@@ -28,6 +28,10 @@ class FixedWeights:
         """``{objective: w_k}``, in the order the losses are summed."""
         return dict(self._weights)
 
+    def combined_loss(self, losses: Mapping[str, object], weights: Mapping[str, float]):
+        """``Σ_k w_k L_k / total`` (:func:`combine`)."""
+        return combine(losses, weights, self.total)
+
 
 def combine(losses: Mapping[str, object], weights: Mapping[str, float], total: float = 1.0):
     """``Σ_k w_k L_k / total`` over the objectives of ``weights``, summed in their order."""
