@@ -4,16 +4,16 @@ import math
 
 import torch
 import torch.nn.functional as F
-from fairseq.criterions import register_criterion
+from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.logging import metrics
 
 from ..models import unwrap_model, zero_gradient_term
-from .joint_mlm_classification import JointMLMClassificationCriterion, class_counts, log_f1
+from .joint_mlm_classification import class_counts, log_f1
 from .logged import log_bits, summed
 
 
 @register_criterion("tlm")
-class TLMCriterion(JointMLMClassificationCriterion):
+class TLMCriterion(FairseqCriterion):
     """Task batch: ``(ρ2 · CE_mlm/masked + CE_cls/sentences) / (ρ2 + 1)``; external batch:
     ``CE_mlm/masked + 0 · Σ classification logits``. Sample size 1 per batch.
 
@@ -25,6 +25,9 @@ class TLMCriterion(JointMLMClassificationCriterion):
 
     def __init__(self, task):
         super().__init__(task)
+        self.head = task.cfg.classification_head_name
+        self.num_classes = task.cfg.num_classes
+        self.pad = task.source_dictionary.pad()
         self.rho2 = task.cfg.tlm_task_mlm_weight
         self.classify_masked = task.cfg.tlm_classify == "masked"
 
@@ -96,3 +99,7 @@ class TLMCriterion(JointMLMClassificationCriterion):
         if sentences:
             metrics.log_scalar("accuracy", 100.0 * total("ncorrect") / sentences, sentences, round=1)
             log_f1(logging_outputs, micro=True)
+
+    @staticmethod
+    def logging_outputs_can_be_summed() -> bool:
+        return True

@@ -7,7 +7,7 @@ from ..common.option_ranges import option
 
 from .fully_explored import fully_explored_masks
 from .random_masks import matched_random_mask, random_mask
-from .registry import MaskPolicy, build_mask_policy, register_mask_policy
+from .registry import MaskPolicy, PolicyWrapper, build_mask_policy, register_mask_policy
 
 
 @dataclass
@@ -40,21 +40,23 @@ class MatchedRandomOptions:
 
 
 @register_mask_policy("matched_random", dataclass=MatchedRandomOptions)
-class MatchedRandomPolicy(MaskPolicy):
+class MatchedRandomPolicy(PolicyWrapper):
     """Mask as many uniformly random tokens as ``--matched-policy`` would (Gu et al. 2020, §3.3).
 
-    The reference policy runs first on the very same generator, so for every
-    (seed, epoch, index) the count is exactly the count the guided run masks for that
-    sequence at that visit; only the positions differ.
+    The reference policy (:attr:`reference`, the wrapped policy) runs first on the very same generator, so
+    for every (seed, epoch, index) the count is exactly the count the guided run masks for that sequence at
+    that visit; only the positions differ. Under ``--mask-unit word`` both run on the word sequence: the
+    count matched is in words.
     """
 
     wraps_option = "matched_policy"
 
     def __init__(self, options=None, reference: Optional[MaskPolicy] = None):
-        super().__init__(options)
+        super().__init__(options, reference)
         if self.options.matched_policy == self.registered_name:
             raise ValueError("--matched-policy must name another policy than matched_random")
-        self.reference = build_mask_policy(self.options.matched_policy) if reference is None else reference
+        if reference is None:
+            self.inner = build_mask_policy(self.options.matched_policy)
         if self.reference.registered_name != self.options.matched_policy:
             raise ValueError(f"matched_random: the reference policy is {self.reference.registered_name!r} but "
                              f"--matched-policy names {self.options.matched_policy!r}")
@@ -64,16 +66,9 @@ class MatchedRandomPolicy(MaskPolicy):
         return cls(options, wrapped)
 
     @property
-    def side_info_names(self):
-        return self.reference.side_info_names
-
-    @property
-    def side_info_rules(self):
-        return self.reference.side_info_rules
-
-    @property
-    def word_reductions(self):  # both run on the word sequence: the count matched is in words
-        return self.reference.word_reductions
+    def reference(self) -> MaskPolicy:
+        """The policy whose count is matched."""
+        return self.inner
 
     def choose(self, tokens, maskable, side_info, rng):
         count = int(self.reference.choose(tokens, maskable, side_info, rng).sum())

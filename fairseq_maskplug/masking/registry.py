@@ -137,6 +137,26 @@ class MaskPolicy:
                                               or cls.views is not MaskPolicy.views)
 
 
+class PolicyWrapper(MaskPolicy):
+    """A policy that runs another one, :attr:`inner` (``matched_random`` its reference, ``--mask-unit word``
+    the policy it makes choose whole words). The one protocol they delegate: a wrapper reads what ``inner``
+    reads (its side-information tracks, their rules, how they combine over a word's subwords); everything
+    about what it chooses is its own.
+
+    Args:
+        options: the wrapper's own options (see :class:`MaskPolicy`).
+        inner: the policy it runs.
+    """
+
+    def __init__(self, options, inner: MaskPolicy):
+        super().__init__(options)
+        self.inner = inner
+
+    side_info_names = property(lambda self: self.inner.side_info_names)
+    side_info_rules = property(lambda self: self.inner.side_info_rules)
+    word_reductions = property(lambda self: self.inner.word_reductions)
+
+
 MASK_POLICY_REGISTRY: Dict[str, Type[MaskPolicy]] = {}
 MASK_POLICY_DATACLASS_REGISTRY: Dict[str, Optional[type]] = {}
 _REGISTRATION_CALLBACKS: List[Callable[[], None]] = []

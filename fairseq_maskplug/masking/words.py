@@ -26,7 +26,7 @@ from typing import Optional
 import numpy as np
 
 from .random_masks import unit_starts
-from .registry import MaskPolicy
+from .registry import MaskPolicy, PolicyWrapper
 
 #: how a track's values of a word's subwords become the word's value
 REDUCTIONS = {
@@ -81,7 +81,7 @@ class Words:
         return touched[self.ids]
 
 
-class WordUnitPolicy(MaskPolicy):
+class WordUnitPolicy(PolicyWrapper):
     """``policy`` made to choose whole words (module docstring); refused, with the reason, for a
     policy that declares neither ``word_reductions`` for all its tracks nor ``words_by_expansion``.
 
@@ -90,9 +90,10 @@ class WordUnitPolicy(MaskPolicy):
         start_symbols: per dictionary id, whether that symbol starts a word.
     """
 
-    def __init__(self, policy: MaskPolicy, start_symbols: np.ndarray):  # options were checked when policy was built
-        self.inner, self.start_symbols = policy, np.asarray(start_symbols, dtype=bool)
-        self.options, self.registered_name = policy.options, policy.registered_name
+    def __init__(self, policy: MaskPolicy, start_symbols: np.ndarray):
+        super().__init__(policy.options, policy)  # the wrapped policy's options (checked when it was built)
+        self.start_symbols = np.asarray(start_symbols, dtype=bool)
+        self.registered_name = policy.registered_name
         self.chooses_spans, self.corrupts_units = policy.chooses_spans, policy.corrupts_units
         if not policy.words_by_expansion:
             missing = [name for name in policy.side_info_names if name not in policy.word_reductions]
@@ -101,9 +102,6 @@ class WordUnitPolicy(MaskPolicy):
                                  f"track(s) {', '.join(missing)} combine over a word's subwords; the policy must "
                                  f"declare word_reductions (one of {sorted(REDUCTIONS)} per track) or "
                                  "words_by_expansion")
-
-    side_info_names = property(lambda self: self.inner.side_info_names)
-    side_info_rules = property(lambda self: self.inner.side_info_rules)
 
     @property
     def views_refused(self):
