@@ -51,7 +51,7 @@ class MaskPolicy:
 
     @property
     def cfg(self):
-        """The old name of :attr:`options` (policies written for 0.x read ``self.cfg.<their option>``)."""
+        """The old name of :attr:`options` (policies written before options became their own read ``self.cfg``)."""
         return self.options
 
     #: the option naming another policy that this one runs (``matched_random``: ``matched_policy``); None: none.

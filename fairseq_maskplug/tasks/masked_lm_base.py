@@ -111,9 +111,8 @@ class MaskedLMBaseTask(PackageTask):
     steps. Subclasses implement :meth:`build_inputs` (split, blocked tokens and side information -> a
     dataset whose batches hold ``net_input.src_tokens`` and ``target``, such as
     :class:`~fairseq_maskplug.data.PolicyMaskedDataset`) and may change :meth:`blocking_cfg` and
-    :attr:`sort_by_length`. Register one with
-    :func:`~.policy_options.register_policy_task`. Train and valid logs get ``mask_rate``, ``masks_per_seq``
-    and ``seq_unmasked`` (rows of the batch).
+    :attr:`sort_by_length`. Register one with :func:`~.policy_options.register_policy_task`. Train and valid
+    logs get ``mask_rate``, ``masks_per_seq`` and ``seq_unmasked`` (rows of the batch).
     """
 
     criteria = ("masked_lm",)
