@@ -1,6 +1,8 @@
 """The README's policies x tasks matrix, cell by cell: every built-in policy builds in every task that
 takes ``--mask-policy``, loads its side information with the tokens and masks items (``mask_counts``
-carried by the items); ``fe_mlm`` takes the policies that define views and refuses the others."""
+carried by the items), and what the items predict follows the policy's rule (its signature); ``fe_mlm``
+takes the policies that define views and refuses the others; with ``--mask-unit word`` every policy
+predicts whole words of several sentencepiece or GPT-2 pieces."""
 
 import shutil
 
@@ -14,6 +16,7 @@ from fairseq_maskplug.data import write_side_info
 from fairseq_maskplug.masking import MASK_POLICY_REGISTRY
 from fairseq_maskplug.masking.salient import span_ids
 from test_finetune_e2e import write_task
+from test_words import gpt2_data, spm_data  # noqa: F401  (fixtures)
 
 POLICIES = {"random", "span", "l3", "selective", "matched_random", "salient_span", "learned_span", "pmi"}
 WITH_VIEWS = {"random", "span", "l3", "pmi"}
@@ -189,3 +192,39 @@ def test_l3_masks_follow_the_plt_scores_in_every_task(matrix_data, task):
     rank = lambda x: np.argsort(np.argsort(x, kind="stable"), kind="stable")  # noqa: E731
     assert np.corrcoef(rank(p), rank(f))[0, 1] > 0.6
     assert abs(f.mean() - options.l3_mean) < 4 * np.sqrt(options.l3_mean / (L3_EPOCHS * len(f)))
+
+
+@pytest.fixture(scope="module")
+def subword_data(spm_data, gpt2_data, tmp_path_factory):
+    """The words tests' sentencepiece and GPT-2 BPE corpora (words of several pieces), with every policy's tracks."""
+    root = tmp_path_factory.mktemp("matrix_words")
+    gpt2_root, _ = gpt2_data
+    spm = shutil.copytree(spm_data / "bin", root / "sentencepiece")
+    gpt2 = shutil.copytree(gpt2_root / "bin", root / "gpt2")
+    rng = np.random.default_rng(1)
+    write_tracks(spm, rng)
+    write_tracks(gpt2, rng)
+    return {"sentencepiece": (spm, []), "gpt2": (gpt2, ["--gpt2-encoder-json", str(gpt2_root / "encoder.json")])}
+
+
+@pytest.mark.parametrize("vocabulary", ["sentencepiece", "gpt2"])
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_every_policy_predicts_whole_words_of_several_pieces(subword_data, vocabulary, policy):
+    """The matrix's word column on real subword vocabularies: with --mask-unit word every word a policy touches is
+    predicted whole, and words of more than one piece are among them (on whitespace data words are tokens)."""
+    from fairseq_maskplug.masking import maskable_positions
+    from fairseq_maskplug.masking.words import Words
+
+    data, extra = subword_data[vocabulary]
+    args = options.parse_args_and_arch(options.get_training_parser(), [
+        str(data), "--task", "guided_mlm", "--tokens-per-sample", "64", "--mask-policy", policy, "--mask-unit",
+        "word", "--arch", "roberta_base", *extra])
+    built = tasks.setup_task(convert_namespace_to_omegaconf(args).task)
+    built.load_dataset("valid")
+    several = 0
+    for tokens, predicted, _ in predicted_positions(built):
+        words = Words(tokens, maskable_positions(tokens, built.special_ids), built.policy.start_symbols).ids
+        for word in np.unique(words[predicted]):
+            assert predicted[words == word].all(), f"word {word} predicted in part"
+            several += int((words == word).sum() > 1)
+    assert several > 0, "no word of several pieces was predicted"
