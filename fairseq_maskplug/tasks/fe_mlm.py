@@ -80,8 +80,8 @@ def policy_views(cfg, rate=None):
                                           "nor views(); a policy supports fe_mlm by defining one of them")
         raise ValueError(f"--task fe_mlm cannot draw K disjoint views of --mask-policy {cfg.mask_policy}: {reason}")
     rate_option = policy.rate_option
-    if rate_option is not None and not views_fit(cfg.fe_views, getattr(policy.options, rate_option)):
-        given = getattr(policy.options, rate_option)
+    given = None if rate_option is None else getattr(policy.options, rate_option)
+    if given is not None and not views_fit(cfg.fe_views, given):
         raise ValueError(f"--fe-views {cfg.fe_views} with --{rate_option.replace('_', '-')} {given:g}: K disjoint "
                          f"views need K * rate <= 1; use --fe-views {max(1, int(1 // given))} or fewer, or a lower "
                          "rate")

@@ -49,6 +49,7 @@ class ScheduledThinning:
 
     def __init__(self, rate_schedule, masked_part: Callable[[dict], dict], pad: int, seed: int):
         self.rate_schedule, self.masked_part, self.pad, self.seed = rate_schedule, masked_part, pad, seed
+        self.highest = schedule_highest_rate(rate_schedule)  # the rate the policy draws at
 
     def rate(self, update_num) -> float:
         """The scheduled rate at ``update_num`` (None: validation, the end rate)."""
@@ -56,13 +57,11 @@ class ScheduledThinning:
         return scheduled_rate(updates if update_num is None else update_num, schedule, start, end, updates)
 
     def __call__(self, sample, update_num) -> dict:
-        schedule, start, end, _ = self.rate_schedule
         rate = self.rate(update_num)
         part = self.masked_part(sample)
         inputs = part["net_input"] if "net_input" in part else part
-        thin_batch(inputs["src_tokens"], part["target"], part["mask_counts"], sample["id"],
-                   rate / highest_rate(schedule, start, end), self.pad,
-                   (self.seed, 1, 0) if update_num is None else (self.seed, 0, int(update_num)))
+        thin_batch(inputs["src_tokens"], part["target"], part["mask_counts"], sample["id"], rate / self.highest,
+                   self.pad, (self.seed, 1, 0) if update_num is None else (self.seed, 0, int(update_num)))
         return {} if update_num is None else {"mask_prob_scheduled": rate, "mask_schedule_batches": 1}
 
 

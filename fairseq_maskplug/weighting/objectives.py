@@ -15,7 +15,21 @@ sample size) and holds one weighting with ``weights(model) -> {objective: w}``; 
 from typing import Dict, Mapping
 
 
-class FixedWeights:
+class Weighting:
+    """What every weighting gives a task and its criterion: ``weights(model) -> {objective: w}`` and the
+    constant ``total`` the weighted sum is divided by, combined by :meth:`combined_loss`."""
+
+    total: float = 1.0
+
+    def weights(self, model) -> Dict[str, float]:
+        raise NotImplementedError
+
+    def combined_loss(self, losses: Mapping[str, object], weights: Mapping[str, float]):
+        """``Σ_k w_k L_k / total`` (:func:`combine`)."""
+        return combine(losses, weights, self.total)
+
+
+class FixedWeights(Weighting):
     """Weights that never change, and the constant ``total`` the weighted sum is divided by."""
 
     def __init__(self, weights: Mapping[str, float], total: float = 1.0):
@@ -27,10 +41,6 @@ class FixedWeights:
     def weights(self, model=None) -> Dict[str, float]:
         """``{objective: w_k}``, in the order the losses are summed."""
         return dict(self._weights)
-
-    def combined_loss(self, losses: Mapping[str, object], weights: Mapping[str, float]):
-        """``Σ_k w_k L_k / total`` (:func:`combine`)."""
-        return combine(losses, weights, self.total)
 
 
 def combine(losses: Mapping[str, object], weights: Mapping[str, float], total: float = 1.0):

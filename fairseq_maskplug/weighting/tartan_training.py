@@ -16,20 +16,20 @@ Dev draws are seeded by (seed, update, worker, micro-batch), so a resumed run dr
 the uninterrupted one drew.
 """
 
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 
 from ..models import unwrap_model
 from .meta_tartan import MetaTartanWeights, backward_combination, cosine, dev_gradient, loss_scale
-from .objectives import combine
+from .objectives import Weighting
 
 #: ``dev_batches(seed, device) -> (fit batch, probe batch)``: two disjoint labelled dev batches
 DevBatches = Callable[[int, torch.device], Tuple[dict, dict]]
 
 
-class MetaTartanTraining:
+class MetaTartanTraining(Weighting):
     """The META-TARTAN steps of a task whose objectives are ``objectives``.
 
     Args:
@@ -51,10 +51,6 @@ class MetaTartanTraining:
     def attach(self, model) -> None:
         """Give ``model`` the weight logits (a buffer: saved in checkpoints, restored on resume)."""
         model.meta_tartan = MetaTartanWeights(self.objectives)
-
-    def combined_loss(self, losses: Mapping[str, object], weights: Mapping[str, float]):
-        """``Σ_k w_k L_k`` (:func:`.objectives.combine`; the weights sum to 1)."""
-        return combine(losses, weights, self.total)
 
     def weights(self, model) -> Dict[str, float]:
         """``{objective: w_k}`` in force."""
