@@ -156,15 +156,33 @@ def finished_updates(cfg):
     return updates if updates >= opt.max_update else None
 
 
-def shut_down_process_group() -> None:
+def shut_down_process_group() -> bool:
     """Close this process's data-parallel group once training is done (under torchrun or srun the
     group lives in this process). Left open, gloo's threads met the interpreter's exit: a worker
     sometimes aborted after training had finished ("terminate called without an active
-    exception", SIGABRT, a failed torchrun)."""
+    exception", SIGABRT, a failed torchrun). True when a group was open."""
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+        return True
+    return False
+
+
+def leave_worker(code: int) -> None:
+    """End a data-parallel worker whose group is closed without the interpreter's teardown. Closing
+    the group was not enough: once in CI, a torchrun worker still aborted at exit after training and
+    saving had finished (SIGABRT, "terminate called without an active exception"; torch's objects
+    that hold the group were being finalised while the interpreter shut down). The exit handlers run
+    first (fairseq's tensorboard writers close there), logs and streams are flushed, then the
+    process ends with ``code``."""
+    import atexit
+
+    atexit._run_exitfuncs()
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(code)
 
 
 def user_error_message(error: BaseException):
@@ -192,7 +210,9 @@ def user_error_message(error: BaseException):
     return None
 
 
-def main(argv=None) -> int:
+def main(argv=None, in_process: bool = True) -> int:
+    """``fairseq-maskplug-train`` with ``argv``; 0 when training ran, 2 for bad input. With
+    ``in_process=False`` (the console command) a data-parallel worker ends here (:func:`leave_worker`)."""
     from fairseq import options
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
     from fairseq.distributed import utils as distributed_utils
@@ -227,7 +247,8 @@ def main(argv=None) -> int:
                   f"(--max-update {cfg.optimization.max_update}): nothing to do; raise --max-update to go on")
             return 0
         distributed_utils.call_main(cfg, fairseq_main)
-        shut_down_process_group()
+        if shut_down_process_group() and not in_process:
+            leave_worker(0)
     except Exception as error:  # noqa: BLE001  (bad input becomes one line; anything else keeps its traceback)
         message = user_error_message(error)
         if message is None or os.environ.get("MASKPLUG_TRACEBACK"):
@@ -238,7 +259,7 @@ def main(argv=None) -> int:
 
 
 def console_main() -> None:
-    sys.exit(main())
+    sys.exit(main(in_process=False))
 
 
 def build_in_process(argv):
