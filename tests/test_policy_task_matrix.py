@@ -18,8 +18,11 @@ from fairseq_maskplug.masking.salient import span_ids
 from test_finetune_e2e import write_task
 from test_words import gpt2_data, spm_data  # noqa: F401  (fixtures)
 
-POLICIES = {"random", "span", "l3", "selective", "matched_random", "salient_span", "learned_span", "pmi"}
+POLICIES = {"random", "span", "l3", "selective", "matched_random", "salient_span", "learned_span", "pmi", "ptw"}
 WITH_VIEWS = {"random", "span", "l3", "pmi"}
+#: policies that learn from training, and the tasks that train them (the others refuse them)
+FEEDBACK = {"ptw"}
+FEEDBACK_TASKS = {"guided_mlm", "selective_mlm"}
 
 
 def write_tracks(directory, rng):
@@ -35,7 +38,8 @@ def write_tracks(directory, rng):
                   "span_start": ([rng.normal(size=n) for n in sizes], "float64"),
                   "span_end": ([rng.normal(size=n) for n in sizes], "float64"),
                   "pmi_units": ([np.append((rng.random(n - 1) < 0.6) | (np.arange(n - 1) == 0), 0) for n in sizes],
-                                "uint8")}
+                                "uint8"),
+                  "pos": ([rng.integers(0, 17, n) for n in sizes], "uint8")}
         for name, (rows, dtype) in tracks.items():
             write_side_info(str(directory / f"{split}.{name}"), rows, dtype, tokens_prefix=str(directory / split))
 
@@ -74,7 +78,12 @@ def test_the_matrix_covers_every_built_in_policy():
 @pytest.mark.parametrize("task", [t for t in TASKS if t != "fe_mlm"])
 @pytest.mark.parametrize("policy", sorted(POLICIES))
 def test_every_policy_masks_items_in_every_policy_task(matrix_data, task, policy, unit):
-    """(Words of this whitespace data are its tokens; tests/test_words.py checks words of several pieces.)"""
+    """(Words of this whitespace data are its tokens; tests/test_words.py checks words of several pieces.) A policy
+    that learns from training is refused, in one line, by the tasks that cannot train it."""
+    if policy in FEEDBACK and task not in FEEDBACK_TASKS:
+        with pytest.raises(ValueError, match=f"--mask-policy {policy} learns from training, which --task {task}"):
+            build(matrix_data, task, policy, "--mask-unit", unit)
+        return
     built = build(matrix_data, task, policy, "--mask-unit", unit)
     built.load_dataset("valid")
     dataset = built.dataset("valid")

@@ -5,7 +5,7 @@ Masks change every epoch through ``set_epoch``.
 """
 
 from functools import cached_property
-from typing import Mapping, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 import numpy as np
 import torch
@@ -35,14 +35,17 @@ class PolicyMaskedDataset(PolicyItemsDataset):
         pad_idx: id written into ``target`` at positions not chosen, and padding.
         seed: base seed.
         views: ``K`` fully-explored views per item; None: one mask.
+        states: ``epoch -> state`` for a policy that learns from training (:class:`~.policy_path.PolicyItems`);
+            its items then carry ``feedback_groups`` (batched with -1 as padding).
     """
 
     def __init__(self, dataset, side_info: Mapping[str, object], policy: MaskPolicy, corruption: Corruption,
-                 special_ids: Sequence[int], pad_idx: int, seed: int, views: Optional[int] = None):
+                 special_ids: Sequence[int], pad_idx: int, seed: int, views: Optional[int] = None,
+                 states: Optional[Callable[[int], np.ndarray]] = None):
         super().__init__()
         self.pad, self.views = pad_idx, views
         path = PolicyPath(PolicyChooser(policy, views), MLMFormat(corruption, pad_idx), special_ids, seed)
-        self.items = PolicyItems(dataset, side_info, path)
+        self.items = PolicyItems(dataset, side_info, path, states=states)
 
     @property
     def policy(self) -> MaskPolicy:
@@ -69,7 +72,7 @@ class PolicyMaskedDataset(PolicyItemsDataset):
             return {}
         sources = [row for s in samples for row in (s["source"] if self.views else [s["source"]])]
         targets = [row for s in samples for row in (s["target"] if self.views else [s["target"]])]
-        return {
+        batch = {
             "id": torch.LongTensor([s["id"] for s in samples]),
             "nsentences": len(samples),
             "ntokens": int(sum(len(row) for row in sources)),
@@ -80,3 +83,6 @@ class PolicyMaskedDataset(PolicyItemsDataset):
             "target": data_utils.collate_tokens(targets, self.pad),
             "mask_counts": torch.cat([s["mask_counts"] for s in samples]),
         }
+        if "feedback_groups" in samples[0]:
+            batch["feedback_groups"] = data_utils.collate_tokens([s["feedback_groups"] for s in samples], -1)
+        return batch

@@ -80,6 +80,10 @@ class PolicyChooser:
     def __init__(self, policy: MaskPolicy, views: Optional[int] = None):
         self.policy, self.views = policy, views
 
+    def with_state(self, state) -> "PolicyChooser":
+        """The chooser of the policy drawing with training's statistics ``state`` (:mod:`...masking.feedback`)."""
+        return PolicyChooser(self.policy.with_state(state), self.views)
+
     def __call__(self, tokens, maskable, side_info, rng, index) -> np.ndarray:
         """A boolean mask, or ``K x len`` for K views."""
         if self.views is None:
@@ -115,6 +119,9 @@ class PolicyPath:
         item = self.output_format(tokens, masks, rng, units if units is not None and self.chooser.corrupts_units
                                   else None)
         item["mask_counts"] = torch.from_numpy(mask_counts(np.atleast_2d(masks), maskable, units))
+        feedback = self.chooser.policy.feedback
+        if feedback is not None:  # the group of each position, for the losses the policy learns from
+            item["feedback_groups"] = torch.from_numpy(np.asarray(side_info[feedback.track], dtype=np.int64))
         return item
 
 
@@ -141,16 +148,21 @@ class PolicyItems:
     """The one dataset core that the masked-LM and text-to-text datasets hold: blocked tokens and their
     side information (aligned, blocked alike), read at an index, framed (``frame(tokens, side)``:
     as blocked, or with ``</s>`` appended for BART) and made into the item of the current epoch by a
-    :class:`PolicyPath`. ``set_epoch`` reaches the blocks and every side-information track."""
+    :class:`PolicyPath`. ``set_epoch`` reaches the blocks and every side-information track; with ``states``
+    (``epoch -> state``, a policy that learns from training) the policy draws with the epoch's state."""
 
-    def __init__(self, blocks, side_info: Mapping[str, object], path: PolicyPath, frame: Callable = unframed):
+    def __init__(self, blocks, side_info: Mapping[str, object], path: PolicyPath, frame: Callable = unframed,
+                 states: Optional[Callable[[int], np.ndarray]] = None):
         self.blocks, self.side_info, self.path, self.frame = blocks, dict(side_info), path, frame
+        self.states, self.chooser = states, path.chooser
         self.epoch = 1
 
     def set_epoch(self, epoch: int) -> None:
         for part in (self.blocks, *self.side_info.values()):
             if hasattr(part, "set_epoch"):
                 part.set_epoch(epoch)
+        if self.states is not None:
+            self.path.chooser = self.chooser.with_state(self.states(epoch))
         self.epoch = epoch
 
     def framed(self, index: int):

@@ -131,9 +131,12 @@ class ModelMismatchError(ValueError):
 
 
 def _load_checkpoint_naming_mismatch(original):
+    """``Trainer.load_checkpoint`` naming a model mismatch in one line and, for a task that asks for it
+    (``restores_task_state``), restoring the task's state: fairseq saves ``task_state`` in every checkpoint
+    but restores it only when it loads a model for inference, not on resume."""
     def load_checkpoint(self, filename, *args, **kwargs):
         try:
-            return original(self, filename, *args, **kwargs)
+            extra_state = original(self, filename, *args, **kwargs)
         except Exception as error:
             if not str(error).startswith("Cannot load model parameters from checkpoint"):
                 raise
@@ -143,6 +146,13 @@ def _load_checkpoint_naming_mismatch(original):
             if message is None:
                 raise
             raise ModelMismatchError(message) from error
+        if extra_state is not None and getattr(self.task, "restores_task_state", False):
+            import torch
+
+            # every rank reads it: fairseq's own load asks every rank whether the file exists
+            state = torch.load(filename, map_location="cpu", mmap=True)
+            self.task.load_state_dict(state.get("task_state") or {})
+        return extra_state
 
     load_checkpoint.maskplug_original = original
     return load_checkpoint

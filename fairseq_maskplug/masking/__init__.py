@@ -6,6 +6,7 @@ shared 80/10/10 replacement; :mod:`.seq2seq` turns a mask into a text-to-text pa
 """
 
 from .corruption import Corruption, corrupt
+from .feedback import Feedback, group_loss_sums
 from .random_masks import matched_random_mask, maskable_positions, probabilistic_count, random_mask
 from .registry import (
     MASK_POLICY_DATACLASS_REGISTRY,
@@ -21,8 +22,8 @@ from .registry import (
     policy_options,
     register_mask_policy,
 )
-# registers random, matched_random, l3, selective, span, salient_span, learned_span, pmi
-from . import builtin_policies, l3, learned_span, pmi, salient, selective, spans  # noqa: F401
+# registers random, matched_random, l3, selective, span, salient_span, learned_span, pmi, ptw
+from . import builtin_policies, l3, learned_span, pmi, ptw, salient, selective, spans  # noqa: F401
 from .l3 import mask_probabilities
 from .learned_span import candidate_spans, choose_learned_spans, span_distribution
 from .salient import SPAN_IDS, SPAN_LENGTH_BASE, complete_spans, span_ids
@@ -31,7 +32,7 @@ from .selective import selective_count, selective_mask
 from .span_masks import GeometricSpans, span_mask
 
 __all__ = [
-    "Corruption", "corrupt", "matched_random_mask", "maskable_positions", "probabilistic_count", "random_mask",
+    "Corruption", "corrupt", "Feedback", "group_loss_sums", "matched_random_mask", "maskable_positions", "probabilistic_count", "random_mask",
     "MASK_POLICY_DATACLASS_REGISTRY", "MASK_POLICY_REGISTRY", "MaskPolicy", "PolicyWrapper", "build_mask_policy",
     "ignored_policy_options", "on_policy_registered", "options_at_rate", "policies_read",
     "policy_option_dataclasses", "policy_options", "register_mask_policy", "mask_probabilities",

@@ -11,12 +11,14 @@ becomes ``--my-rate``) and maps its configuration onto the policy's dataclass
 with every task. Option names are global: two policies may not declare the same field.
 """
 
+import copy
 import dataclasses
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Type
 
 import numpy as np
 
 from ..common.option_ranges import Interval, check_ranges
+from .feedback import Feedback
 from .fully_explored import bernoulli_views
 from .values import FINITE, ValueRule
 
@@ -129,6 +131,17 @@ class MaskPolicy:
             raise NotImplementedError(f"mask policy {self.registered_name!r} defines no fully-explored views")
         return bernoulli_views(p, k, rng)
 
+    #: a policy that learns from training (:mod:`.feedback`) reads :attr:`state`, set by :meth:`with_state`
+    feedback: Optional[Feedback] = None
+    #: the statistics training left (None: :attr:`feedback`'s initial ones)
+    state: Optional[np.ndarray] = None
+
+    def with_state(self, state: np.ndarray) -> "MaskPolicy":
+        """This policy drawing with the statistics ``state`` (:mod:`.feedback`); ``self`` is unchanged."""
+        changed = copy.copy(self)
+        changed.state = np.array(state, dtype=np.float64)
+        return changed
+
     @classmethod
     def defines_views(cls) -> bool:
         """Whether ``fe_mlm`` can use this policy: it defines :meth:`probabilities` or :meth:`views`
@@ -151,6 +164,14 @@ class PolicyWrapper(MaskPolicy):
     def __init__(self, options, inner: MaskPolicy):
         super().__init__(options)
         self.inner = inner
+
+    feedback = property(lambda self: self.inner.feedback)
+
+    def with_state(self, state):
+        """The wrapper running ``inner.with_state(state)``."""
+        changed = copy.copy(self)
+        changed.inner = self.inner.with_state(state)
+        return changed
 
     side_info_names = property(lambda self: self.inner.side_info_names)
     side_info_rules = property(lambda self: self.inner.side_info_rules)

@@ -25,7 +25,8 @@ class GuidedMLMTask(MaskedLMBaseTask):
     """
 
     cfg: GuidedMLMConfig
+    feedback_refused = None
 
     def build_inputs(self, split, tokens, side_info):
         return PolicyMaskedDataset(tokens, side_info, self.policy, self.corruption, self.special_ids,
-                                   pad_idx=self.dictionary.pad(), seed=self.cfg.seed)
+                                   pad_idx=self.dictionary.pad(), seed=self.cfg.seed, states=self.feedback_states)

@@ -25,6 +25,7 @@ from .model_checks import check_model
 from .policy_options import build_task_policy
 from .rate_schedules import ScheduledThinning, log_scheduled_rate, prepare_rate_schedule, schedule_highest_rate
 from .task_base import PackageTask
+from .training_feedback import STATE_KEY as FEEDBACK_KEY, TokenLosses, TrainingFeedback
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +121,11 @@ class MaskedLMBaseTask(PackageTask):
     encoder_decoder = False
     #: why this task cannot thin its batches to a scheduled rate (one line); None: it can
     rate_schedule_refused = None
+    #: why this task cannot train a policy that learns from training (``ptw``); None: it can
+    feedback_refused = ("only --task guided_mlm reads the loss of each predicted position (from fairseq's "
+                        "masked_lm criterion) that such a policy learns from")
     policy = None
+    training_feedback = None
 
     def __init__(self, cfg, dictionary):
         super().__init__(cfg)  # options in range, batch_steps
@@ -142,6 +147,47 @@ class MaskedLMBaseTask(PackageTask):
         if self.rate_schedule is not None:
             self.batch_steps.append(ScheduledThinning(self.rate_schedule, self.mlm_sample, dictionary.pad(),
                                                       cfg.seed))
+        if self.policy.feedback is not None:
+            if self.feedback_refused:
+                raise ValueError(f"--mask-policy {cfg.mask_policy} learns from training, which --task "
+                                 f"{cfg._name} does not support: {self.feedback_refused}")
+            self.training_feedback = TrainingFeedback(self.policy.feedback)
+
+    @property
+    def feedback_states(self):
+        """``epoch -> state`` for the dataset of a policy that learns from training (:mod:`.training_feedback`);
+        None for any other policy."""
+        return None if self.training_feedback is None else self.training_feedback.state_for_epoch
+
+    def optimization_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
+        """fairseq's step; for a policy that learns from training, the loss of each predicted position is read
+        from the same forward pass and folded into the policy's statistics (:class:`.TrainingFeedback`)."""
+        if self.training_feedback is None:
+            return super().optimization_step(sample, model, criterion, optimizer, update_num, ignore_grad)
+        part = self.mlm_sample(sample)
+        with TokenLosses(model, part["target"], self.dictionary.pad()) as captured:
+            result = super().optimization_step(sample, model, criterion, optimizer, update_num, ignore_grad)
+        if captured.losses is None:
+            raise ValueError("mask policy feedback: the criterion did not run the model")
+        groups = part["feedback_groups"][part["target"].ne(self.dictionary.pad())]
+        self.training_feedback.fold(groups, captured.losses, next(model.parameters()).device, ignore_grad)
+        return result
+
+    @property
+    def restores_task_state(self) -> bool:
+        """Whether resuming restores :meth:`load_state_dict` (``integration/compat.py``): with training feedback."""
+        return self.training_feedback is not None
+
+    def state_dict(self):
+        """The task state saved in checkpoints, with the policy's training statistics when it learns from them."""
+        if self.training_feedback is not None:
+            self.state.merge_state_dict({FEEDBACK_KEY: self.training_feedback.state_dict()})
+        return super().state_dict()
+
+    def load_state_dict(self, state_dict):
+        super().load_state_dict(state_dict)
+        if self.training_feedback is not None and FEEDBACK_KEY in state_dict:
+            self.training_feedback.load_state_dict(state_dict[FEEDBACK_KEY])
 
     def build_policy(self, cfg, rate=None):
         """The policy ``--mask-policy`` names (:func:`.build_task_policy`), drawing at ``rate`` when a schedule

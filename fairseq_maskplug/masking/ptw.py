@@ -1,0 +1,115 @@
+"""POS-Tagging Weighted masking, PTW (Yang, Zhang, Zhao, ACL 2023, "Learning Better Masking for Better
+Language Model Pre-training", §4.2; code ``mutonix/better_masking``).
+
+The model's running loss on each part of speech decides how often words of that part of speech are
+masked: the harder a tag, the more of its words are predicted. Following the authors' code
+(``bert_ptw_pretrain.py``, ``data_utils.py``):
+
+- the state is one score per universal POS tag (17), 0 at the start; after every training batch each
+  tag predicted in it moves towards the batch's mean loss on that tag, ``s <- m s + (1 - m) mean``
+  with ``m = 0.999`` (:func:`fold_scores`);
+- a tag's weight is ``sigmoid(2 (s - mean(s)) / std(s))`` (``std`` with Bessel's correction, as
+  torch's; 1e-4 when 0, so at the start every weight is 1/2) (:func:`tag_weights`);
+- a sequence's candidates are visited in a random order, each accepted with its tag's weight, until
+  ``round(p n)`` are (at least one; :func:`ptw_mask`).
+
+Where we differ from the code: its candidates are whole words (``--mask-unit word`` does the same
+here) and its count counts ``[CLS]``/``[SEP]`` (here: maskable tokens only); its scores are kept per
+process, here every worker's losses are summed first, so all workers share one state; the state
+reaches the items at each epoch's start (:mod:`.feedback`), where the code's loader workers read a
+shared dictionary whenever they build a batch. The paper's masking-ratio decay is
+``--mask-prob-schedule``.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..common.option_ranges import option
+from .feedback import Feedback
+from .registry import MaskPolicy, register_mask_policy
+from .values import ValueRule
+
+#: spaCy's universal POS tags in the authors' order; a ``pos`` track holds their index
+UPOS_TAGS = ("ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM", "PART", "PRON", "PROPN", "PUNCT",
+             "SCONJ", "SYM", "VERB", "X")
+POS_IDS = ValueRule(f"a universal POS tag index 0..{len(UPOS_TAGS) - 1}", 0, len(UPOS_TAGS) - 1, integral=True)
+
+
+@dataclass
+class PTWOptions:
+    ptw_mask_prob: float = option(0.15, "ptw policy: share of a sequence's maskable tokens predicted (round(p n), at "
+                                  "least 1)", range="(0, 1]", source="authors' code (BERT's 15%)")
+    ptw_momentum: float = option(0.999, "ptw policy: how much of a tag's score one training batch keeps "
+                                 "(s <- m s + (1 - m) batch mean loss)", range="[0, 1)", source="authors' code")
+    ptw_sharpness: float = option(2.0, "ptw policy: a tag's weight is sigmoid(sharpness * (s - mean) / std)",
+                                  range="(0, inf)", source="authors' code")
+    ptw_track: str = option("pos", "ptw policy: side-information track of universal POS tag indices "
+                            "(fairseq-maskplug-pos-tags)")
+
+
+def fold_scores(scores: np.ndarray, loss_sums: np.ndarray, counts: np.ndarray, momentum: float) -> np.ndarray:
+    """The tag scores after one batch: each tag with a predicted position moves to ``m s + (1 - m)``
+    times its mean loss in the batch; the others keep theirs."""
+    scores = np.array(scores, dtype=np.float64)
+    seen = np.asarray(counts) > 0
+    scores[seen] = momentum * scores[seen] + (1 - momentum) * np.asarray(loss_sums)[seen] / np.asarray(counts)[seen]
+    return scores
+
+
+def tag_weights(scores: np.ndarray, sharpness: float = 2.0) -> np.ndarray:
+    """Each tag's acceptance probability: ``sigmoid(sharpness (s - mean) / std)`` (std: 1e-4 when 0)."""
+    scores = np.asarray(scores, dtype=np.float64)
+    std = scores.std(ddof=1) if scores.size > 1 else 0.0
+    std = 1e-4 if std == 0 else std
+    return 1.0 / (1.0 + np.exp(-sharpness * (scores - scores.mean()) / std))
+
+
+def ptw_mask(tags: np.ndarray, maskable: np.ndarray, weights: np.ndarray, prob: float,
+             rng: np.random.Generator) -> np.ndarray:
+    """The positions to predict: the maskable positions in a random order, each accepted with its tag's
+    weight, the first ``max(1, round(prob n))`` accepted (``n`` maskable positions; fewer when fewer are
+    accepted)."""
+    if not 0 < prob <= 1:
+        raise ValueError(f"ptw_mask: prob {prob} outside (0, 1]")
+    mask = np.zeros(len(maskable), dtype=bool)
+    candidates = rng.permutation(np.flatnonzero(maskable))
+    if candidates.size == 0:
+        return mask
+    budget = max(1, int(round(candidates.size * prob)))
+    accepted = candidates[rng.random(candidates.size) < np.asarray(weights)[np.asarray(tags)[candidates]]]
+    mask[accepted[:budget]] = True
+    return mask
+
+
+@register_mask_policy("ptw", dataclass=PTWOptions)
+class PTWPolicy(MaskPolicy):
+    """POS-Tagging Weighted masking (module docstring); its state is the tag scores, learnt in training."""
+
+    rate_option = "ptw_mask_prob"
+
+    @property
+    def side_info_names(self):
+        return (self.options.ptw_track,)
+
+    @property
+    def side_info_rules(self):
+        return {self.options.ptw_track: POS_IDS}
+
+    @property
+    def word_reductions(self):
+        return {self.options.ptw_track: "first"}  # a word's tag is its first piece's (the authors' alignment)
+
+    @property
+    def feedback(self) -> Feedback:
+        momentum = self.options.ptw_momentum
+        return Feedback(self.options.ptw_track, len(UPOS_TAGS), lambda n: np.zeros(n),
+                        lambda s, sums, counts: fold_scores(s, sums, counts, momentum))
+
+    def weights(self) -> np.ndarray:
+        """The tags' acceptance probabilities under the current state."""
+        state = self.state if self.state is not None else self.feedback.initial(len(UPOS_TAGS))
+        return tag_weights(state, self.options.ptw_sharpness)
+
+    def choose(self, tokens, maskable, side_info, rng):
+        return ptw_mask(side_info[self.options.ptw_track], maskable, self.weights(), self.options.ptw_mask_prob, rng)

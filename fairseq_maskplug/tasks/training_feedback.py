@@ -1,0 +1,96 @@
+"""The task side of policies that learn from training (:mod:`fairseq_maskplug.masking.feedback`).
+
+:class:`TrainingFeedback` keeps the policy's running statistics: after every training batch it takes the
+masked-LM loss of each predicted position (:class:`TokenLosses`, read from the model's output in the same
+forward pass), sums it per group, adds the sums up over the data-parallel workers and folds them in; the
+items of epoch ``e`` draw with the statistics at the end of epoch ``e - 1`` (epoch 1 and validation: the
+initial ones). Both are saved in the checkpoint's task state and restored on resume, so a resumed run
+masks as an uninterrupted one.
+"""
+
+from typing import Optional
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ..masking import Feedback, group_loss_sums
+
+#: the key of the statistics in the checkpoint's task state
+STATE_KEY = "mask_policy_feedback"
+
+
+class TrainingFeedback:
+    """The running statistics of a policy's :class:`~fairseq_maskplug.masking.Feedback` and the state each epoch's
+    items draw with (module docstring)."""
+
+    def __init__(self, feedback: Feedback):
+        self.feedback = feedback
+        self.initial = np.asarray(feedback.initial(feedback.groups), dtype=np.float64)
+        self.running = self.initial.copy()  #: after the last training batch
+        self.epoch, self.drawn = 1, self.initial.copy()  #: the newest epoch and the state its items draw with
+
+    def state_for_epoch(self, epoch: int) -> np.ndarray:
+        """The state the items of ``epoch`` draw with: the initial one for epoch 1 (and validation, which fairseq
+        iterates as epoch 1); for a new epoch, the running statistics now; for the current one, the same again."""
+        if epoch <= 1:
+            return self.initial
+        if epoch > self.epoch:
+            self.epoch, self.drawn = epoch, self.running.copy()
+        elif epoch < self.epoch:
+            raise ValueError(f"mask policy feedback: epoch {epoch} asked after epoch {self.epoch}")
+        return self.drawn
+
+    def fold(self, groups: torch.Tensor, losses: torch.Tensor, device, ignore: bool = False) -> None:
+        """Fold one training batch in: ``groups`` and ``losses`` of its predicted positions, summed over the
+        data-parallel workers first (every worker calls this once per batch; fairseq's dummy batches,
+        ``ignore``, add zeros)."""
+        sums, counts = group_loss_sums(groups.cpu().numpy(), losses.double().cpu().numpy(), self.feedback.groups)
+        both = torch.from_numpy(np.stack([sums, counts]) * (0.0 if ignore else 1.0))
+        if torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1:
+            from fairseq.distributed import utils as distributed_utils
+
+            both = distributed_utils.all_reduce(both.to(device), group=distributed_utils.get_data_parallel_group())
+            both = both.cpu()
+        self.running = np.asarray(self.feedback.fold(self.running, both[0].numpy(), both[1].numpy()),
+                                  dtype=np.float64)
+
+    def state_dict(self) -> dict:
+        return {"running": self.running.tolist(), "epoch": self.epoch, "drawn": self.drawn.tolist()}
+
+    def load_state_dict(self, state: dict) -> None:
+        running, drawn = np.asarray(state["running"], dtype=np.float64), np.asarray(state["drawn"], dtype=np.float64)
+        if running.shape != self.initial.shape or drawn.shape != self.initial.shape:
+            raise ValueError(f"the checkpoint's mask-policy statistics have {running.shape[0]} groups, the policy "
+                             f"{self.initial.shape[0]}")
+        self.running, self.epoch, self.drawn = running, int(state["epoch"]), drawn
+
+
+class TokenLosses:
+    """``with TokenLosses(model, target, pad) as captured:`` the no-grad cross-entropy of each predicted position
+    (``target != pad``, row-major) from the model's first output in that forward pass, ``captured.losses``.
+    It needs a criterion that asks the model for the predicted positions only (fairseq's ``masked_lm``)."""
+
+    def __init__(self, model, target: torch.Tensor, pad: int):
+        self.model, self.targets = model, target[target.ne(pad)]
+        self.losses: Optional[torch.Tensor] = None
+        self.handle = None
+
+    def capture(self, module, inputs, output):
+        if self.targets.numel() == 0:  # nothing predicted: fairseq's criterion then asks for every position
+            self.losses = torch.zeros(0)
+            return
+        logits = output[0] if isinstance(output, (tuple, list)) else output
+        if logits.dim() != 2 or logits.size(0) != self.targets.numel():
+            raise ValueError(f"mask policy feedback: the model gave {tuple(logits.shape)} outputs for "
+                             f"{self.targets.numel()} predicted positions (it needs the masked_lm criterion)")
+        with torch.no_grad():
+            self.losses = F.cross_entropy(logits.detach().float(), self.targets.to(logits.device), reduction="none")
+
+    def __enter__(self):
+        self.handle = self.model.register_forward_hook(self.capture)
+        return self
+
+    def __exit__(self, *exc):
+        self.handle.remove()
+        return False

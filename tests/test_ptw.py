@@ -1,0 +1,215 @@
+"""PTW (Yang et al. 2023) and the training-feedback mechanism it uses: what it masks follows its tag
+weights, its statistics fold as the authors' code folds them, and a run that learns them resumes, loads
+in loader workers and trains on two data-parallel workers exactly as an uninterrupted one."""
+
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from fairseq_helpers import BIN, CPU_RUN, TINY_ROBERTA, check, json_logs, one_line_error, run
+from fairseq_maskplug.masking import build_mask_policy, group_loss_sums
+from fairseq_maskplug.masking.ptw import UPOS_TAGS, fold_scores, ptw_mask, tag_weights
+from fairseq_maskplug.tasks.training_feedback import STATE_KEY, TrainingFeedback
+
+N_TAGS = len(UPOS_TAGS)
+
+
+def test_weights_are_a_half_at_the_start_and_follow_the_scores():
+    assert np.allclose(tag_weights(np.zeros(N_TAGS)), 0.5)
+    scores = np.linspace(1.0, 3.0, N_TAGS)
+    weights = tag_weights(scores)
+    assert np.all(np.diff(weights) > 0)
+    z = (scores - scores.mean()) / scores.std(ddof=1)  # torch's std: Bessel-corrected, as the authors' code
+    assert np.allclose(weights, 1 / (1 + np.exp(-2 * z)))
+
+
+def test_fold_moves_only_the_tags_predicted_in_the_batch():
+    scores = np.arange(N_TAGS, dtype=float)
+    sums, counts = group_loss_sums(np.array([0, 0, 3]), np.array([2.0, 4.0, 10.0]), N_TAGS)
+    folded = fold_scores(scores, sums, counts, 0.999)
+    assert folded[0] == pytest.approx(0.999 * 0 + 0.001 * 3.0)  # the batch's mean loss on tag 0
+    assert folded[3] == pytest.approx(0.999 * 3 + 0.001 * 10.0)
+    untouched = np.setdiff1d(np.arange(N_TAGS), [0, 3])
+    assert np.array_equal(folded[untouched], scores[untouched])
+
+
+def test_each_tag_is_masked_at_its_weight_when_the_budget_does_not_bind():
+    """With p = 1 the budget is every position: each maskable position is predicted with its tag's weight
+    (a Bernoulli draw). Over 400 sequences of 170 positions, each tag's realised rate lies within 4 standard
+    errors of its weight."""
+    weights = np.linspace(0.05, 0.95, N_TAGS)
+    tags = np.repeat(np.arange(N_TAGS), 10)
+    maskable = np.ones(len(tags), dtype=bool)
+    maskable[:3] = False
+    hits = np.zeros(N_TAGS)
+    for seed in range(400):
+        mask = ptw_mask(tags, maskable, weights, 1.0, np.random.default_rng(seed))
+        assert not (mask & ~maskable).any()
+        hits += np.bincount(tags[mask], minlength=N_TAGS)
+    trials = 400 * np.bincount(tags[maskable], minlength=N_TAGS)
+    se = np.sqrt(weights * (1 - weights) / trials)
+    assert np.all(np.abs(hits / trials - weights) < 4 * se)
+
+
+def test_the_count_is_the_rounded_rate_when_enough_positions_are_accepted():
+    tags = np.zeros(200, dtype=int)
+    maskable = np.ones(200, dtype=bool)
+    for seed in range(50):
+        mask = ptw_mask(tags, maskable, np.full(N_TAGS, 0.5), 0.15, np.random.default_rng(seed))
+        assert mask.sum() == 30  # round(0.15 * 200); about 100 of 200 are accepted
+    assert ptw_mask(tags[:3], maskable[:3], np.full(N_TAGS, 1.0), 0.1, np.random.default_rng(0)).sum() == 1
+
+
+def test_harder_tags_are_masked_more_after_training_feedback():
+    """The policy with a state where tag 5 is the hardest masks it more often than with the initial state."""
+    policy = build_mask_policy("ptw", {})
+    scores = np.ones(N_TAGS)
+    scores[5] = 3.0
+    tags = np.arange(170) % N_TAGS
+    maskable = np.ones(170, dtype=bool)
+    before = after = 0
+    for seed in range(200):
+        before += policy.choose(tags, maskable, {"pos": tags}, np.random.default_rng(seed))[tags == 5].sum()
+        after += policy.with_state(scores).choose(tags, maskable, {"pos": tags}, np.random.default_rng(seed))[
+            tags == 5].sum()
+    assert after > 1.5 * before
+    assert policy.state is None  # with_state left the policy as it was
+
+
+def test_each_epoch_draws_with_the_statistics_the_previous_ones_left():
+    feedback = TrainingFeedback(build_mask_policy("ptw", {}).feedback)
+    assert np.array_equal(feedback.state_for_epoch(1), np.zeros(N_TAGS))
+    feedback.fold(torch.tensor([2, 2]), torch.tensor([1.0, 3.0]), "cpu")
+    assert np.array_equal(feedback.state_for_epoch(1), np.zeros(N_TAGS))  # validation and epoch 1: initial
+    second = feedback.state_for_epoch(2).copy()
+    assert second[2] == pytest.approx(0.001 * 2.0)
+    feedback.fold(torch.tensor([4]), torch.tensor([5.0]), "cpu")
+    assert np.array_equal(feedback.state_for_epoch(2), second)  # asked again in epoch 2: the same
+    restored = TrainingFeedback(build_mask_policy("ptw", {}).feedback)
+    restored.load_state_dict(feedback.state_dict())
+    assert np.array_equal(restored.state_for_epoch(2), second)
+    assert np.array_equal(restored.state_for_epoch(3), feedback.state_for_epoch(3))
+    feedback.fold(torch.tensor([4]), torch.tensor([5.0]), "cpu", ignore=True)  # a dummy batch adds nothing
+    assert np.array_equal(feedback.running, restored.running)
+
+
+# --- real training -------------------------------------------------------------------------------------------
+
+
+def write_pos_track(split_prefix):
+    """A ``pos`` track: each token's tag is its id modulo 17 (so a tag's loss is a property of its words)."""
+    from fairseq.data.indexed_dataset import MMapIndexedDataset
+    from fairseq_maskplug.data import write_side_info
+
+    tokens = MMapIndexedDataset(str(split_prefix))
+    rows = [(tokens[i].numpy() % N_TAGS).astype(np.uint8) for i in range(len(tokens))]
+    write_side_info(f"{split_prefix}.pos", rows, "uint8", tokens_prefix=str(split_prefix))
+
+
+@pytest.fixture(scope="module")
+def pos_data(tiny_data, tmp_path_factory):
+    data = shutil.copytree(tiny_data / "bin", tmp_path_factory.mktemp("ptw") / "bin")
+    for split in ("train", "valid"):
+        write_pos_track(data / split)
+    return data
+
+
+def ptw_args(data, save, *extra):
+    return [data, "--task", "guided_mlm", "--mask-policy", "ptw", "--tokens-per-sample", "32", "--save-dir", save,
+            "--no-epoch-checkpoints", "--seed", "3", *TINY_ROBERTA, *CPU_RUN, *extra]
+
+
+def ptw_train(data, save, *extra):
+    return run([BIN / "fairseq-maskplug-train", *ptw_args(data, save, *extra)], new_process=True)
+
+
+def task_state(checkpoint):
+    return torch.load(checkpoint, map_location="cpu")["task_state"][STATE_KEY]
+
+
+def test_the_task_s_items_follow_the_state_of_their_epoch(pos_data):
+    """In guided_mlm's items, epoch 1 draws with the initial state: tag 7's positions are predicted as often as
+    the others'. Once training has left tag 7 the hardest (weight ~1, the others ~0.38), epochs 2 to 6 predict
+    its positions more than twice as often as the others' (expected about 2.6 times: most items reach their
+    budget of 15% among ~42% accepted; measured 0.35 against 0.11). Tag 7 has ~200 positions an epoch, so its
+    share's standard error is about 0.025 in epoch 1 and 0.015 over five epochs; both bounds hold by several
+    standard errors."""
+    from fairseq import options, tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    args = options.parse_args_and_arch(options.get_training_parser(), [
+        str(pos_data), "--task", "guided_mlm", "--mask-policy", "ptw", "--tokens-per-sample", "32",
+        "--arch", "roberta_base"])
+    task = tasks.setup_task(convert_namespace_to_omegaconf(args).task)
+    task.load_dataset("train")
+    dataset = task.dataset("train")
+    pad = task.dictionary.pad()
+
+    def predicted_shares(epochs, tag=7):
+        """(share of tag's positions predicted, share of the other tags' positions predicted)."""
+        counts = np.zeros((2, 2))
+        for epoch in epochs:
+            dataset.set_epoch(epoch)
+            for i in range(len(dataset)):
+                item = dataset[i]
+                predicted, groups = item["target"].numpy() != pad, item["feedback_groups"].numpy()
+                for row, where in enumerate((groups == tag, (groups != tag) & (groups >= 0))):
+                    counts[row] += [(predicted & where).sum(), where.sum()]
+        return counts[0, 0] / counts[0, 1], counts[1, 0] / counts[1, 1]
+
+    tag7, others = predicted_shares([1])
+    assert abs(tag7 - others) < 4 * 0.03  # measured 0.17 against 0.12 (the others include <s> and </s>)
+    scores = np.ones(N_TAGS)
+    scores[7] = 2.0
+    task.training_feedback.running = scores  # what training would have left at the end of epoch 1
+    tag7, others = predicted_shares(range(2, 7))
+    assert tag7 > 2 * others
+
+
+@pytest.mark.e2e
+def test_ptw_learns_tag_scores_and_resumes_exactly(pos_data, tmp_path):
+    """Three epochs (13 updates each): the scores move; a run stopped in epoch 3 (update 30) and resumed logs
+    the same losses as the uninterrupted run from there on and ends with the same statistics; loader workers
+    change nothing."""
+    full = check(ptw_train(pos_data, tmp_path / "full", "--max-epoch", "3"))
+    losses = [r["loss"] for r in json_logs(full, "train_inner")]
+    assert len(losses) == 39
+    state = task_state(tmp_path / "full" / "checkpoint_last.pt")
+    assert state["epoch"] == 3 and np.count_nonzero(state["running"]) >= 10
+    assert state["drawn"] != state["running"]
+    check(ptw_train(pos_data, tmp_path / "part", "--max-update", "30"))
+    resumed = check(ptw_train(pos_data, tmp_path / "part", "--max-epoch", "3"))
+    assert [r["loss"] for r in json_logs(resumed, "train_inner")] == losses[30:]
+    assert task_state(tmp_path / "part" / "checkpoint_last.pt") == state
+    workers = check(ptw_train(pos_data, tmp_path / "workers", "--max-epoch", "3", "--num-workers", "2"))
+    assert [r["loss"] for r in json_logs(workers, "train_inner")] == losses
+
+
+@pytest.mark.e2e
+def test_tasks_that_cannot_learn_from_training_refuse_ptw(pos_data, tmp_path):
+    result = run([BIN / "fairseq-maskplug-train", pos_data, "--task", "guided_denoising", "--mask-policy", "ptw",
+                  "--arch", "bart_base", "--save-dir", tmp_path / "bart", *CPU_RUN, "--max-update", "1"])
+    one_line_error(result, "--mask-policy ptw learns from training", "--task guided_denoising does not support")
+
+
+@pytest.mark.e2e
+@pytest.mark.full
+def test_ptw_on_two_workers_shares_one_state_and_resumes_exactly(pos_data, tmp_path):
+    """Two torchrun workers: the statistics are summed over both before every fold, so the saved state is the
+    one state both drew with; a run stopped in epoch 2 and resumed logs the uninterrupted run's losses."""
+    from test_data_parallel import SINGLE, torchrun
+
+    def two_workers(save, *extra):
+        args = ptw_args(pos_data, save, *extra)
+        at = args.index("--cpu")
+        return check(torchrun(*args[:at], *SINGLE, *args[at + len(CPU_RUN):]))
+
+    full = two_workers(tmp_path / "full", "--max-epoch", "3")
+    assert "'distributed_world_size': 2" in full.stdout + full.stderr
+    losses = [r["loss"] for r in json_logs(full, "train_inner")]
+    two_workers(tmp_path / "part", "--max-update", "10")
+    resumed = two_workers(tmp_path / "part", "--max-epoch", "3")
+    assert [r["loss"] for r in json_logs(resumed, "train_inner")] == losses[10:]
+    assert task_state(tmp_path / "part" / "checkpoint_last.pt") == task_state(tmp_path / "full" / "checkpoint_last.pt")
