@@ -2,6 +2,7 @@
 weights, its statistics fold as the authors' code folds them, and a run that learns them resumes, loads
 in loader workers and trains on two data-parallel workers exactly as an uninterrupted one."""
 
+import json
 import shutil
 
 import numpy as np
@@ -12,6 +13,7 @@ from fairseq_helpers import BIN, CPU_RUN, TINY_ROBERTA, check, json_logs, one_li
 from fairseq_maskplug.masking import build_mask_policy, group_loss_sums
 from fairseq_maskplug.masking.ptw import UPOS_TAGS, fold_scores, ptw_mask, tag_weights
 from fairseq_maskplug.tasks.training_feedback import STATE_KEY, TrainingFeedback
+from test_salient_spans import SENTENCES, spm_data  # noqa: F401  (the fixture: sentencepiece data and its text)
 
 N_TAGS = len(UPOS_TAGS)
 
@@ -213,3 +215,49 @@ def test_ptw_on_two_workers_shares_one_state_and_resumes_exactly(pos_data, tmp_p
     resumed = two_workers(tmp_path / "part", "--max-epoch", "3")
     assert [r["loss"] for r in json_logs(resumed, "train_inner")] == losses[10:]
     assert task_state(tmp_path / "part" / "checkpoint_last.pt") == task_state(tmp_path / "full" / "checkpoint_last.pt")
+
+
+# --- the POS producer ---------------------------------------------------------------------------------------
+
+
+def test_a_piece_takes_the_tag_of_the_first_word_it_overlaps():
+    from fairseq_maskplug.scoring.pos_tags import line_pos_track
+
+    text = "Bob ran."
+    ranges = np.array([[0, 2], [2, 3], [3, 7], [7, 8], [8, 8]])  # "Bo", "b", " ran", ".", </s>
+    track = line_pos_track(text, ranges, [(0, 3, "PROPN"), (4, 7, "VERB"), (7, 8, "PUNCT")])
+    assert [UPOS_TAGS[i] for i in track] == ["PROPN", "PROPN", "VERB", "PUNCT", "X"]
+
+
+def test_pos_tags_command_writes_a_fingerprinted_track_in_one_process_and_in_shards(spm_data, tmp_path, capsys):
+    """On real sentencepiece data: every token tagged, names and verbs where the sentences have them; the
+    shards merge into the one-process track; text that does not spell the tokens stops it before tagging."""
+    import shutil
+
+    from fairseq.data.indexed_dataset import MMapIndexedDataset
+    from fairseq_maskplug.data.side_info import load_side_info
+    from fairseq_maskplug.masking.ptw import POS_IDS
+    from preprocess import merge_shards, pos_tags
+
+    root = spm_data
+    data = shutil.copytree(root / "bin", tmp_path / "one")
+    args = ["--split", "train", "--text", str(root / "train.txt"), "--shard-block-lines", "8", "--batch-size", "4"]
+    assert pos_tags.main(["--data", str(data), *args]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert {"PROPN", "VERB", "PUNCT"} <= set(summary["tokens_per_tag"])
+    tokens = MMapIndexedDataset(str(data / "train"))
+    track = load_side_info(str(data / "train"), "pos", tokens, "train", POS_IDS)
+    whole = [track[i].numpy().tolist() for i in range(len(tokens))]
+    assert len(whole) == len(SENTENCES) and all(len(t) == len(tokens[i]) for i, t in enumerate(whole))
+    sharded = shutil.copytree(root / "bin", tmp_path / "sharded")
+    for shard in range(2):
+        assert pos_tags.main(["--data", str(sharded), *args, "--num-shards", "2", "--shard-id", str(shard)]) == 0
+    assert merge_shards.main([str(sharded)]) == 0
+    merged = load_side_info(str(sharded / "train"), "pos", tokens, "train", POS_IDS)
+    assert [merged[i].numpy().tolist() for i in range(len(tokens))] == whole
+    wrong = tmp_path / "wrong.txt"
+    wrong.write_text("\n".join(["Something else entirely."] * len(SENTENCES)) + "\n")
+    capsys.readouterr()
+    assert pos_tags.main(["--data", str(data), "--split", "train", "--text", str(wrong), "--name", "x"]) == 2
+    assert str(wrong) in capsys.readouterr().err and not (data / "train.x.bin").exists()
+
