@@ -122,8 +122,8 @@ class MaskedLMBaseTask(PackageTask):
     #: why this task cannot thin its batches to a scheduled rate (one line); None: it can
     rate_schedule_refused = None
     #: why this task cannot train a policy that learns from training (``ptw``); None: it can
-    feedback_refused = ("only --task guided_mlm reads the loss of each predicted position (from fairseq's "
-                        "masked_lm criterion) that such a policy learns from")
+    feedback_refused = ("only --task guided_mlm and selective_mlm read the loss of each predicted position (from "
+                        "fairseq's masked_lm criterion) that such a policy learns from")
     policy = None
     training_feedback = None
 
