@@ -48,6 +48,7 @@ setup(
             "fairseq-maskplug-score-pll = fairseq_maskplug.preprocess.score_pll:main",
             "fairseq-maskplug-salient-spans = fairseq_maskplug.preprocess.salient_spans:main",
             "fairseq-maskplug-pos-tags = fairseq_maskplug.preprocess.pos_tags:main",
+            "fairseq-maskplug-informask = fairseq_maskplug.preprocess.informask:main",
             "fairseq-maskplug-span-labels = fairseq_maskplug.preprocess.span_labels:main",
             "fairseq-maskplug-score-spans = fairseq_maskplug.preprocess.score_spans:main",
             "fairseq-maskplug-show-examples = fairseq_maskplug.preprocess.show_examples:main",

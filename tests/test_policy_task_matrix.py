@@ -18,8 +18,9 @@ from fairseq_maskplug.masking.salient import span_ids
 from test_finetune_e2e import write_task
 from test_words import gpt2_data, spm_data  # noqa: F401  (fixtures)
 
-POLICIES = {"random", "span", "l3", "selective", "matched_random", "salient_span", "learned_span", "pmi", "ptw"}
-WITH_VIEWS = {"random", "span", "l3", "pmi"}
+POLICIES = {"random", "span", "l3", "selective", "matched_random", "salient_span", "learned_span", "pmi", "ptw",
+            "informask"}
+WITH_VIEWS = {"random", "span", "l3", "pmi", "informask"}
 #: policies that learn from training, and the tasks that train them (the others refuse them)
 FEEDBACK = {"ptw"}
 FEEDBACK_TASKS = {"guided_mlm", "selective_mlm"}
@@ -39,7 +40,8 @@ def write_tracks(directory, rng):
                   "span_end": ([rng.normal(size=n) for n in sizes], "float64"),
                   "pmi_units": ([np.append((rng.random(n - 1) < 0.6) | (np.arange(n - 1) == 0), 0) for n in sizes],
                                 "uint8"),
-                  "pos": ([rng.integers(0, 17, n) for n in sizes], "uint8")}
+                  "pos": ([rng.integers(0, 17, n) for n in sizes], "uint8"),
+                  "informask_rate": ([rng.uniform(0.0, 0.3, n) for n in sizes], "float64")}
         for name, (rows, dtype) in tracks.items():
             write_side_info(str(directory / f"{split}.{name}"), rows, dtype, tokens_prefix=str(directory / split))
 

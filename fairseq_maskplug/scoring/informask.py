@@ -1,0 +1,112 @@
+"""InforMask's per-token masking rates (Sadeq, Xu, McAuley, EMNLP 2022, §3), pure NumPy.
+
+1. **Co-occurrence PMI.** Over the lines of a corpus (a line: a sentence), ``P(a)`` is the share of lines
+   holding token ``a`` and ``P(a, b)`` the share holding both; ``PMI(a, b) = log P(a, b) / (P(a) P(b))``
+   (:class:`CooccurrencePMI`). Two tokens of one line always co-occur, so no pair looked up is unseen.
+2. **Sample and score.** For each line, ``candidates`` random masks of ``floor(p n + U)`` tokens are drawn; a mask's
+   informative score is the PMI between what it masks and what it leaves: ``sum_{i masked} sum_{j not
+   masked} PMI(w_i, w_j)``; the best-scoring mask is kept (:func:`best_of_candidates`).
+3. **Token-specific masking rates.** Running that over the corpus once, each vocabulary entry's rate is the
+   share of its occurrences that the kept masks covered (:func:`token_rates`); training then masks every
+   token independently at its rate, as the authors' ``pretrain/dataset.py`` does with the table it ships
+   (``vocab/id_mask_prob.json``; the code that made the table is not published).
+"""
+
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from ..masking.random_masks import probabilistic_count
+
+
+class CooccurrencePMI:
+    """Line-level co-occurrence counts of a corpus and the PMI of token pairs (module docstring, step 1).
+
+    Args:
+        lines: token-id arrays, one per line (special tokens already removed).
+        vocab_size: the dictionary's size (ids lie in ``[0, vocab_size)``).
+    """
+
+    def __init__(self, lines: Iterable[np.ndarray], vocab_size: int, chunk_lines: int = 5000):
+        self.vocab_size = int(vocab_size)
+        self.token_lines = np.zeros(self.vocab_size, dtype=np.int64)
+        self.keys, self.pair_lines = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        self.lines = 0
+        chunk = []
+        for line in lines:
+            unique = np.unique(np.asarray(line, dtype=np.int64))
+            self.token_lines[unique] += 1
+            self.lines += 1
+            a, b = np.triu_indices(len(unique), k=1)
+            chunk.append(unique[a] * self.vocab_size + unique[b])
+            if len(chunk) >= chunk_lines:
+                self._add(chunk)
+                chunk = []
+        self._add(chunk)
+
+    def _add(self, chunk) -> None:
+        if not chunk:
+            return
+        keys, counts = np.unique(np.concatenate(chunk), return_counts=True)
+        merged = np.concatenate([self.keys, keys])
+        order = np.argsort(merged, kind="stable")
+        merged, weights = merged[order], np.concatenate([self.pair_lines, counts])[order]
+        self.keys, starts = np.unique(merged, return_index=True)
+        self.pair_lines = np.add.reduceat(weights, starts) if len(merged) else weights
+
+    def pmi(self, line: np.ndarray) -> np.ndarray:
+        """``len x len`` PMI between the tokens of one line (0 on the diagonal); every token must occur in the
+        counted corpus and every pair must co-occur there (true of a counted line)."""
+        line = np.asarray(line, dtype=np.int64)
+        a, b = np.minimum.outer(line, line), np.maximum.outer(line, line)
+        together = np.ones(a.shape, dtype=np.float64)
+        distinct = a != b
+        where = np.searchsorted(self.keys, a[distinct] * self.vocab_size + b[distinct])
+        found = (where < len(self.keys)) & (self.keys[np.minimum(where, len(self.keys) - 1)] ==
+                                            a[distinct] * self.vocab_size + b[distinct])
+        if not found.all() or (self.token_lines[line] == 0).any():
+            raise ValueError("CooccurrencePMI.pmi: a token or pair that the counted corpus does not hold")
+        together[distinct] = self.pair_lines[where]
+        together[~distinct] = self.token_lines[a[~distinct]]  # a token with itself: P(a, a) = P(a)
+        single = self.token_lines[line] / self.lines
+        pmi = np.log(together / self.lines) - np.log(np.multiply.outer(single, single))
+        np.fill_diagonal(pmi, 0.0)
+        return pmi
+
+
+def informative_scores(pmi: np.ndarray, masks: np.ndarray) -> np.ndarray:
+    """Each mask's informative score: ``sum_{i masked} sum_{j not masked} PMI_ij`` (``masks``: ``N x len``)."""
+    masks = np.atleast_2d(masks).astype(np.float64)
+    return np.einsum("ni,ij,nj->n", masks, pmi, 1.0 - masks)
+
+
+def best_of_candidates(pmi: np.ndarray, rate: float, candidates: int, rng: np.random.Generator) -> np.ndarray:
+    """The best-scoring of ``candidates`` uniform random masks of one line, all of the same ``floor(rate n + U)``
+    tokens (one count per line: with a count per candidate, the score, a sum over masked tokens, would favour
+    the larger masks and raise the realised rate), the first mask winning a tie."""
+    if not 0 < rate <= 1 or candidates < 1:
+        raise ValueError(f"best_of_candidates: rate {rate} outside (0, 1] or {candidates} candidates")
+    n = len(pmi)
+    count = probabilistic_count(rate, n, rng)
+    masks = np.zeros((candidates, n), dtype=bool)
+    for row in masks:
+        row[rng.permutation(n)[:count]] = True
+    return masks[int(np.argmax(informative_scores(pmi, masks)))]
+
+
+def token_rates(lines: Sequence[np.ndarray], counts: CooccurrencePMI, rate: float, candidates: int, seed: int,
+                default: float) -> np.ndarray:
+    """Every vocabulary entry's masking rate: the share of its occurrences in ``lines`` that the kept masks
+    cover (line ``k`` drawn from ``default_rng((seed, k))``); ``default`` for an entry that never occurs."""
+    masked = np.zeros(counts.vocab_size, dtype=np.float64)
+    seen = np.zeros(counts.vocab_size, dtype=np.float64)
+    for k, line in enumerate(lines):
+        line = np.asarray(line, dtype=np.int64)
+        if len(line) == 0:
+            continue
+        mask = best_of_candidates(counts.pmi(line), rate, candidates, np.random.default_rng((seed, k)))
+        np.add.at(seen, line, 1.0)
+        np.add.at(masked, line[mask], 1.0)
+    rates = np.full(counts.vocab_size, float(default))
+    rates[seen > 0] = masked[seen > 0] / seen[seen > 0]
+    return rates
