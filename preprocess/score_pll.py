@@ -39,9 +39,11 @@ def main(argv=None) -> int:
                         help="binarized token data with dict.txt (a sentence_prediction root: its input0/)")
     add_splits(parser, ["train"], "score")
     parser.add_argument("--name", type=track_name, default="plt", help="side-information track name")
-    parser.add_argument("--metric", default="word_l2r", choices=["word_l2r", "original"],
+    parser.add_argument("--metric", default="word_l2r", choices=["word_l2r", "original", "unmasked"],
                         help="word_l2r: mask the token and the later subwords of its word (paper); "
-                             "original: mask the token only (Salazar et al.)")
+                             "original: mask the token only (Salazar et al.); unmasked: nothing masked, "
+                             "P(token) at its own position (Self-Evolution's self-questioning pass, for "
+                             "--mask-policy self_evolution)")
     parser.add_argument("--word-starts", default="sentencepiece", choices=["sentencepiece", "gpt2", "token"],
                         help="how word starts are known: sentencepiece '\u2581' prefix, GPT-2 BPE (needs "
                              "--gpt2-encoder-json and --gpt2-vocab-bpe), or every token a word")

@@ -13,6 +13,7 @@ with every task. Option names are global: two policies may not declare the same 
 
 import copy
 import dataclasses
+from types import SimpleNamespace
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Type
 
 import numpy as np
@@ -303,9 +304,11 @@ def options_at_rate(name: str, options, rate: float):
 
 
 def build_mask_policy(name: str, settings=None, rate: Optional[float] = None) -> MaskPolicy:
-    """The policy registered as ``name``, built from its options in ``settings`` (:func:`policy_options`),
+    """The policy registered as ``name``, built from its options in ``settings`` (:func:`policy_options`, or a dict),
     with its rate replaced by ``rate`` when given (:func:`options_at_rate`); a policy that runs another
     (:attr:`MaskPolicy.wraps_option`) gets that one built from the same settings."""
+    if isinstance(settings, Mapping):  # a dict of options, as a script writes them
+        settings = SimpleNamespace(**settings)
     names = policies_read(name, settings)  # refuses unknown names and circles first
     policy = None
     for inner in reversed(names):

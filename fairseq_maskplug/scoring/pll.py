@@ -7,6 +7,10 @@ other words stay visible; ``PLT_t = P(x_t | masked copy)``. ``original`` (Salaza
 al. 2020) masks only ``t``. One masked copy per scored token; the batched scorer packs
 copies of many sentences into each forward under a token budget, sorted by length.
 Exactly the token ids of the binarized data are scored (no re-tokenisation).
+
+``unmasked`` is Self-Evolution's self-questioning pass (Zhong et al. 2023; the authors' ``trainer.py``
+and ``cross_entropy.py`` of ``fairseq-self_questioning``): the model reads the sentence with nothing
+masked and each token's value is ``P(x_t | x)`` at its own position; one forward per sentence.
 """
 
 import math
@@ -18,7 +22,7 @@ import torch
 from ..common.progress import progress_bar
 from .batching import budget_runs
 
-METRICS = ("word_l2r", "original")
+METRICS = ("word_l2r", "original", "unmasked")
 
 
 def word_starts_sentencepiece(dictionary) -> np.ndarray:
@@ -55,6 +59,8 @@ def masked_copies(tokens: np.ndarray, scored: np.ndarray, word_start: np.ndarray
     """
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
+    if metric == "unmasked":
+        return [(int(j), np.zeros(0, dtype=np.int64)) for j in np.flatnonzero(scored)]
     copies = []
     n = len(tokens)
     for j in np.flatnonzero(scored):
@@ -116,8 +122,10 @@ class PLTScorer:
 
         Copies are sorted by length so that batches hold similar lengths; returns one
         PLT array per sequence (special tokens 1), identical to :meth:`score_naive`
-        up to float rounding.
+        up to float rounding. ``unmasked``: whole sequences per forward (:meth:`_score_unmasked`).
         """
+        if self.metric == "unmasked":
+            return self._score_unmasked(sequences, special_ids, max_tokens, progress)
         jobs = []  # (length, sequence index, target position, masked positions)
         for s, tokens in enumerate(sequences):
             if len(tokens) > max_tokens:
@@ -132,6 +140,31 @@ class PLTScorer:
             lp = _log_probs(self.model, batch.to(self.device), target.to(self.device), ids.to(self.device))
             for (length, s, j, masked), value in zip(chunk, lp.exp().tolist()):
                 out[s][j] = value
+            bar.update(len(chunk))
+        bar.close()
+        return out
+
+    def _score_unmasked(self, sequences, special_ids, max_tokens: int, progress: bool) -> List[np.ndarray]:
+        """``P(x_t | x)`` at every non-special position, the sequences unmasked, several per forward (sorted by
+        length, at most ``max_tokens`` padded tokens)."""
+        order = sorted(range(len(sequences)), key=lambda s: len(sequences[s]))
+        lengths = [len(sequences[s]) for s in order]
+        if lengths and lengths[-1] > max_tokens:
+            raise ValueError(f"a sequence has {lengths[-1]} tokens, more than --max-tokens {max_tokens}")
+        out = [np.ones(len(t)) for t in sequences]
+        bar = progress_bar(total=len(order), desc="P(token)", unit="line", disable=None if progress else True)
+        for i, k in budget_runs(lengths, max_tokens):
+            chunk = order[i:k]
+            batch = np.full((len(chunk), max(lengths[i:k])), self.pad_idx, dtype=np.int64)
+            for r, s in enumerate(chunk):
+                batch[r, :len(sequences[s])] = sequences[s]
+            target = torch.from_numpy((batch != self.pad_idx) & ~np.isin(batch, list(special_ids)))
+            batch = torch.from_numpy(batch)
+            lp = _log_probs(self.model, batch.to(self.device), target.to(self.device),
+                            batch[target].to(self.device)).exp().tolist()
+            rows, cols = np.nonzero(target.numpy())
+            for r, j, value in zip(rows, cols, lp):
+                out[chunk[r]][j] = value
             bar.update(len(chunk))
         bar.close()
         return out

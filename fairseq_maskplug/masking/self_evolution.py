@@ -1,0 +1,80 @@
+"""The ``self_evolution`` policy: Self-Evolution learning's masking of hard-to-learn tokens (Zhong et al.,
+Findings of ACL 2023; code ``WHU-ZQH/SE4PLMs``).
+
+Self-questioning: the current model reads each sentence unmasked and every token's probability at its own
+position is recorded (``fairseq-maskplug-score-pll --metric unmasked``, a ``token_likelihood`` track);
+a token whose loss ``-log P`` exceeds a threshold (0.1 in the authors' ``trainer.py``) is hard to learn.
+Self-evolution training masks exactly the hard tokens of a sequence; a sequence without one is masked at
+random at 15%, as the authors' ``mask_tokens_dataset.py`` falls back (:func:`self_evolution_mask`).
+
+Not built: the paper's token-specific label smoothing (the target of a hard token mixed with the model's
+own prediction on the unmasked input, a second forward pass in the authors' criterion). The authors
+replace every hard token by ``<mask>``; here the run's 80/10/10 rule applies (``--leave-unmasked-prob 0
+--random-token-prob 0`` gives theirs).
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..common.option_ranges import option
+from .random_masks import random_mask
+from .registry import MaskPolicy, register_mask_policy
+from .values import PROBABILITY
+
+
+@dataclass
+class SelfEvolutionOptions:
+    se_track: str = option("token_likelihood", "self_evolution policy: side-information track of each token's "
+                           "probability under the current model, unmasked (fairseq-maskplug-score-pll --metric "
+                           "unmasked)")
+    se_threshold: float = option(0.1, "self_evolution policy: a token is hard to learn when its loss -log P "
+                                 "exceeds this", range="(0, inf)", source="authors' code")
+    se_fallback_prob: float = option(0.15, "self_evolution policy: random-masking rate of a sequence without a "
+                                     "hard token", range="(0, 1]", source="authors' code (fairseq's mask_prob)")
+    se_max_share: float = option(1.0, "self_evolution policy: most of a sequence's maskable tokens masked; the "
+                                 "hardest are kept (1: every hard token, as the authors)", range="(0, 1]",
+                                 source="authors' code (no cap)")
+
+
+def self_evolution_mask(likelihoods: np.ndarray, maskable: np.ndarray, threshold: float, fallback: float,
+                        max_share: float, rng: np.random.Generator) -> np.ndarray:
+    """The hard tokens (``-log P > threshold``) of one sequence, at most ``max(1, floor(max_share n))`` of them
+    (the hardest first); none hard: a random mask at ``fallback`` (``floor(fallback n + U)`` tokens)."""
+    likelihoods = np.asarray(likelihoods, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        loss = -np.log(likelihoods)
+    hard = maskable & (loss > threshold)
+    if not hard.any():
+        return random_mask(maskable, fallback, rng)
+    cap = max(1, int(np.floor(max_share * maskable.sum() + 1e-9)))
+    if hard.sum() <= cap:
+        return hard
+    mask = np.zeros(len(hard), dtype=bool)
+    positions = np.flatnonzero(hard)
+    mask[positions[np.argsort(-loss[positions], kind="stable")[:cap]]] = True
+    return mask
+
+
+@register_mask_policy("self_evolution", dataclass=SelfEvolutionOptions)
+class SelfEvolutionPolicy(MaskPolicy):
+    """Mask the tokens the current model finds hard to learn (module docstring). The same every epoch until
+    the track is rewritten by another self-questioning pass."""
+
+    @property
+    def side_info_names(self):
+        return (self.options.se_track,)
+
+    @property
+    def side_info_rules(self):
+        return {self.options.se_track: PROBABILITY}
+
+    @property
+    def word_reductions(self):
+        """``--mask-unit word``: a word is as hard as its hardest piece (ours)."""
+        return {self.options.se_track: "min"}
+
+    def choose(self, tokens, maskable, side_info, rng):
+        o = self.options
+        return self_evolution_mask(side_info[o.se_track], maskable, o.se_threshold, o.se_fallback_prob,
+                                   o.se_max_share, rng)

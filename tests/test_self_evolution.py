@@ -1,0 +1,77 @@
+"""Self-Evolution learning (Zhong et al. 2023): the self-questioning pass (each token's probability with nothing
+masked) and the policy that masks the hard tokens it finds, on a real trained model."""
+
+import shutil
+
+import numpy as np
+import pytest
+
+from fairseq_helpers import BIN, CPU_RUN, TINY_ROBERTA, check, json_logs, run
+from fairseq_maskplug.masking import build_mask_policy
+from fairseq_maskplug.masking.self_evolution import self_evolution_mask
+from test_pll import trained  # noqa: F401  (the fixture: a tiny roberta trained for 2 epochs)
+
+
+def test_exactly_the_hard_tokens_are_masked():
+    likelihood = np.array([1.0, 0.99, 0.5, 0.95, 0.2, 0.91, 0.89])  # -log P > 0.1 <=> P < 0.905
+    maskable = np.array([False, True, True, True, True, True, True])
+    mask = self_evolution_mask(likelihood, maskable, 0.1, 0.15, 1.0, np.random.default_rng(0))
+    assert np.flatnonzero(mask).tolist() == [2, 4, 6]
+    likelihood[2] = 0.01
+    maskable[2] = False  # a special token is never masked, however hard
+    assert np.flatnonzero(self_evolution_mask(likelihood, maskable, 0.1, 0.15, 1.0, np.random.default_rng(0))
+                          ).tolist() == [4, 6]
+
+
+def test_the_cap_keeps_the_hardest():
+    likelihood = np.array([0.5, 0.1, 0.3, 0.2, 0.4, 0.99, 0.99, 0.99, 0.99, 0.99])
+    mask = self_evolution_mask(likelihood, np.ones(10, dtype=bool), 0.1, 0.15, 0.2, np.random.default_rng(0))
+    assert np.flatnonzero(mask).tolist() == [1, 3]  # floor(0.2 * 10) = 2: the two least likely
+
+
+def test_a_sequence_without_a_hard_token_is_masked_at_random_at_the_fallback_rate():
+    """floor(p n + U) uniform positions: over 2000 sequences of 40 the realised rate is 0.15 within 4 standard
+    errors (the count's variance per sequence is at most 1/4, so SE <= sqrt(2000/4) / 80000)."""
+    likelihood = np.full(40, 0.99)
+    maskable = np.ones(40, dtype=bool)
+    chosen = sum(self_evolution_mask(likelihood, maskable, 0.1, 0.15, 1.0, np.random.default_rng(seed)).sum()
+                 for seed in range(2000))
+    assert abs(chosen / 80000 - 0.15) < 4 * np.sqrt(2000 / 4) / 80000
+
+
+def test_the_policy_reads_its_track():
+    policy = build_mask_policy("self_evolution", {"se_threshold": 0.5})
+    side = {"token_likelihood": np.array([1.0, 0.5, 0.7, 0.55])}  # -log: 0, 0.69, 0.36, 0.60
+    mask = policy.choose(np.arange(4), np.array([False, True, True, True]), side, np.random.default_rng(0))
+    assert mask.tolist() == [False, True, False, True]
+
+
+@pytest.mark.e2e
+def test_unmasked_scores_equal_the_naive_loop_and_train_a_self_evolution_run(tiny_data, trained, tmp_path):
+    """The self-questioning pass batched equals one forward per sentence; the producer writes the track;
+    guided_mlm then masks exactly the hard tokens of each block (its logged rate is theirs)."""
+    from fairseq.data import data_utils
+    from fairseq_maskplug.data import SideInfoDataset
+    from fairseq_maskplug.scoring.pll import PLTScorer, iterate_lines
+
+    checkpoint, model, task = trained
+    d = task.source_dictionary
+    scorer = PLTScorer(model, task.mask_idx, d.pad(), np.ones(len(d), dtype=bool), "unmasked")
+    lines = list(iterate_lines(data_utils.load_indexed_dataset(str(tiny_data / "bin" / "valid"), d), d.bos()))[:12]
+    special = (d.bos(), d.eos(), d.pad())
+    for a, b in zip(scorer.score_naive(lines, special), scorer.score(lines, special, max_tokens=100, progress=False)):
+        np.testing.assert_allclose(a, b, atol=1e-4)
+        assert a[0] == 1 and a[-1] == 1 and ((a[1:-1] > 0) & (a[1:-1] < 1)).all()
+    data = shutil.copytree(tiny_data / "bin", tmp_path / "bin")
+    check(run([BIN / "fairseq-maskplug-score-pll", "--checkpoint", checkpoint, "--data", data, "--splits", "train",
+               "valid", "--metric", "unmasked", "--name", "token_likelihood", "--word-starts", "token"]))
+    likelihood = SideInfoDataset(str(data / "train.token_likelihood"))
+    losses = -np.log(np.concatenate([likelihood[i].numpy()[:-1] for i in range(len(likelihood))]))
+    threshold = float(np.quantile(losses, 0.7))  # a model this small finds every token hard at the paper's 0.1
+    hard = float((losses > threshold).mean())
+    result = check(run([BIN / "fairseq-maskplug-train", data, "--task", "guided_mlm", "--mask-policy",
+                        "self_evolution", "--se-threshold", str(threshold), "--tokens-per-sample", "32", "--save-dir",
+                        tmp_path / "ck", "--max-update", "3", *TINY_ROBERTA, *CPU_RUN]))
+    rates = [float(r["mask_rate"]) for r in json_logs(result, "train_inner")]
+    # 24 blocks of ~30 tokens: the hard share of a batch's blocks is within 0.1 of the split's (several SEs)
+    assert len(rates) == 3 and abs(np.mean(rates) - hard) < 0.1, (rates, hard)
