@@ -49,6 +49,7 @@ setup(
             "fairseq-maskplug-salient-spans = fairseq_maskplug.preprocess.salient_spans:main",
             "fairseq-maskplug-pos-tags = fairseq_maskplug.preprocess.pos_tags:main",
             "fairseq-maskplug-informask = fairseq_maskplug.preprocess.informask:main",
+            "fairseq-maskplug-difference = fairseq_maskplug.preprocess.difference:main",
             "fairseq-maskplug-span-labels = fairseq_maskplug.preprocess.span_labels:main",
             "fairseq-maskplug-score-spans = fairseq_maskplug.preprocess.score_spans:main",
             "fairseq-maskplug-show-examples = fairseq_maskplug.preprocess.show_examples:main",

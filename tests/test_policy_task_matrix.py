@@ -19,7 +19,7 @@ from test_finetune_e2e import write_task
 from test_words import gpt2_data, spm_data  # noqa: F401  (fixtures)
 
 POLICIES = {"random", "span", "l3", "selective", "matched_random", "salient_span", "learned_span", "pmi", "ptw",
-            "informask", "self_evolution"}
+            "informask", "self_evolution", "difference"}
 WITH_VIEWS = {"random", "span", "l3", "pmi", "informask"}
 #: policies that learn from training, and the tasks that train them (the others refuse them)
 FEEDBACK = {"ptw"}
@@ -42,7 +42,8 @@ def write_tracks(directory, rng):
                                 "uint8"),
                   "pos": ([rng.integers(0, 17, n) for n in sizes], "uint8"),
                   "informask_rate": ([rng.uniform(0.0, 0.3, n) for n in sizes], "float64"),
-                  "token_likelihood": ([rng.uniform(0.8, 1.0, n) for n in sizes], "float64")}
+                  "token_likelihood": ([rng.uniform(0.8, 1.0, n) for n in sizes], "float64"),
+                  "difference_score": ([rng.random(n) for n in sizes], "float64")}
         for name, (rows, dtype) in tracks.items():
             write_side_info(str(directory / f"{split}.{name}"), rows, dtype, tokens_prefix=str(directory / split))
 

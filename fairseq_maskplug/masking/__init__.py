@@ -23,9 +23,9 @@ from .registry import (
     register_mask_policy,
 )
 # registers random, matched_random, l3, selective, span, salient_span, learned_span, pmi, ptw, informask,
-# self_evolution
+# self_evolution, difference
 from . import builtin_policies, informask, l3, learned_span, pmi, ptw, salient, selective, spans  # noqa: F401
-from . import self_evolution  # noqa: F401
+from . import difference, self_evolution  # noqa: F401
 from .l3 import mask_probabilities
 from .learned_span import candidate_spans, choose_learned_spans, span_distribution
 from .salient import SPAN_IDS, SPAN_LENGTH_BASE, complete_spans, span_ids

@@ -1,0 +1,131 @@
+"""Write Difference-Masking's token scores (Wilf et al., Findings of EMNLP 2023) as a track of binarized splits.
+
+Anchors are the ``--anchors`` vocabulary entries of highest TF-ICF: frequent in ``--count-split`` of the target
+domain (``--data``), rare across the lines of ``--general`` (the corpus the model was pretrained on, binarized
+with the same dict.txt). Each entry's score is its largest cosine similarity to an anchor, from the input
+embeddings of ``--checkpoint`` (the model to be continued), clipped at 0
+(``fairseq_maskplug.scoring.difference`` says how). Every token of every split in ``--splits`` gets its entry's
+score, written as ``DATA/SPLIT.difference_score.bin/.idx/.json`` (0 at special tokens), fingerprinted and
+written atomically; ``--write-anchors`` lists the anchors with their TF-ICF. Then ``--mask-policy difference``.
+
+Example (the demo: the reviews against the general news corpus, the general model's embeddings)::
+
+    fairseq-maskplug-difference --data work/data/indomain --general work/data/general \\
+        --checkpoint work/general/checkpoint_last.pt
+
+Prints a JSON summary: the anchors (their symbols), the mean score over the count split's tokens. One process.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+from fairseq_maskplug.common.option_ranges import number
+
+from . import HelpFormatter, configure_tool_output, one_line_on_write_failure, split_name, split_names, track_name
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser.add_argument("--data", required=True, help="the target domain's fairseq-preprocess output (holds dict.txt)")
+    parser.add_argument("--splits", type=split_names, default="train,valid", help="comma-separated splits to write "
+                        "the track for")
+    parser.add_argument("--count-split", type=split_name, default="train",
+                        help="the target-domain split whose token counts give the TF")
+    parser.add_argument("--general", required=True, help="the general corpus's fairseq-preprocess output, "
+                        "binarized with the same dict.txt")
+    parser.add_argument("--general-split", type=split_name, default="train",
+                        help="the general split whose lines give the ICF")
+    parser.add_argument("--checkpoint", required=True, help="the checkpoint whose input embeddings give the "
+                        "similarities (the model to be continued)")
+    parser.add_argument("--anchors", type=number("[1, inf)", int), default=20,
+                        help="how many anchors (ours: the paper's number not confirmed)")
+    parser.add_argument("--name", type=track_name, default="difference_score",
+                        help="track name (the difference policy's --difference-track)")
+    parser.add_argument("--write-anchors", default=None, help="also write the anchors here (symbol<TAB>TF-ICF)")
+    return parser.parse_args(argv)
+
+
+@one_line_on_write_failure
+def main(argv=None) -> int:
+    configure_tool_output()
+    args = parse_args(argv)
+    try:  # every input and output checked before any work
+        return write_scores(args)
+    except (OSError, ValueError, KeyError) as error:
+        print(f"error: {str(error).strip(chr(39))}", file=sys.stderr)
+        return 2
+
+
+def input_embeddings(checkpoint: str, data: str, rows: int):
+    """The first ``rows`` rows of the checkpoint's encoder input embeddings (its dictionary checked against
+    ``data``'s)."""
+    from fairseq_maskplug.tools.checkpoints import load_checked_state
+
+    state = load_checked_state(checkpoint, data, wanted="a masked-LM or BART checkpoint")
+    keys = sorted(k for k in state["model"] if k.endswith("embed_tokens.weight"))
+    keys = [k for k in keys if "encoder" in k] or keys
+    if not keys:
+        raise ValueError(f"{checkpoint}: no token embeddings (a parameter named ...embed_tokens.weight)")
+    weights = state["model"][keys[0]].float().numpy()
+    if weights.shape[0] < rows:
+        raise ValueError(f"{checkpoint}: {weights.shape[0]} embeddings for a dictionary of {rows}")
+    return weights[:rows]
+
+
+def write_scores(args) -> int:
+    import numpy as np
+
+    from fairseq_maskplug.common.atomic import check_writable, write_text
+    from fairseq_maskplug.data import write_side_info
+    from fairseq_maskplug.data.dictionaries import dictionary_sha256, read_dictionary
+    from fairseq_maskplug.scoring.difference import anchor_similarity, anchors, tf_icf
+
+    from .pmi_units import load_split
+
+    dictionaries = []
+    for flag, path in (("--data", args.data), ("--general", args.general)):
+        if not os.path.isfile(os.path.join(path, "dict.txt")):
+            raise ValueError(f"{flag} {path}: no dict.txt (give a fairseq-preprocess output directory)")
+        dictionaries.append(read_dictionary(os.path.join(path, "dict.txt")))
+    dictionary, general_dictionary = dictionaries
+    if dictionary_sha256(dictionary) != dictionary_sha256(general_dictionary):
+        raise ValueError(f"--general {args.general}: its dict.txt differs from --data {args.data}'s (token ids "
+                         "must mean the same in both)")
+    loaded = {split: load_split(args.data, split, dictionary) for split in {*args.splits, args.count_split}}
+    _, general_tokens = load_split(args.general, args.general_split, dictionary)
+    for split in args.splits:
+        check_writable(f"{loaded[split][0]}.{args.name}.bin")
+    if args.write_anchors:
+        check_writable(args.write_anchors)
+    embeddings = input_embeddings(args.checkpoint, args.data, len(dictionary))
+
+    size, nspecial = len(dictionary), dictionary.nspecial
+    _, count_tokens = loaded[args.count_split]
+    domain_counts = np.zeros(size)
+    for i in range(len(count_tokens)):
+        np.add.at(domain_counts, count_tokens[i].numpy(), 1.0)
+    general_lines = np.zeros(size)
+    for i in range(len(general_tokens)):
+        general_lines[np.unique(general_tokens[i].numpy())] += 1.0
+    domain_counts[:nspecial] = 0.0
+    scores = tf_icf(domain_counts, general_lines, len(general_tokens))
+    chosen = anchors(scores, args.anchors, domain_counts > 0)
+    similarity = anchor_similarity(embeddings, chosen)
+    similarity[:nspecial] = 0.0
+    summary = {"anchors": [dictionary[i] for i in chosen], "general_lines": len(general_tokens)}
+    occurring = np.concatenate([count_tokens[i].numpy() for i in range(len(count_tokens))])
+    summary["mean_score_over_tokens"] = round(float(similarity[occurring].mean()), 4)
+    for split in args.splits:
+        prefix, tokens = loaded[split]
+        rows = (similarity[tokens[i].numpy()] for i in range(len(tokens)))
+        summary[split] = {"wrote": write_side_info(f"{prefix}.{args.name}", rows, "float64", tokens_prefix=prefix)}
+    if args.write_anchors:
+        write_text(args.write_anchors, "".join(f"{dictionary[i]}\t{scores[i]:.6g}\n" for i in chosen))
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

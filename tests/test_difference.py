@@ -1,0 +1,105 @@
+"""Difference-Masking (Wilf et al. 2023): TF-ICF anchors, similarity to them, the weighted draw of the policy, and
+the producer on a real checkpoint with a target domain that differs from the general corpus."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from fairseq_helpers import BIN, CPU_RUN, TINY_ROBERTA, check, json_logs, run
+from fairseq_maskplug.masking import build_mask_policy
+from fairseq_maskplug.masking.difference import weighted_mask
+from fairseq_maskplug.scoring.difference import anchor_similarity, anchors, tf_icf
+from test_pll import trained  # noqa: F401  (the fixture: a tiny roberta trained on tiny_data)
+
+
+def test_tf_icf_favours_what_is_frequent_here_and_rare_there():
+    domain = np.array([0, 10, 10, 1, 0])
+    general_lines = np.array([0, 100, 1, 1, 50])
+    scores = tf_icf(domain, general_lines, 100)
+    assert scores[1] == pytest.approx(10 / 21 * np.log(101 / 101))  # everywhere in the general corpus: 0
+    assert scores[2] == pytest.approx(10 / 21 * np.log(101 / 2))
+    assert anchors(scores, 2, domain > 0).tolist() == [2, 3]
+    with pytest.raises(ValueError):
+        anchors(scores, 1, np.zeros(5, dtype=bool))
+
+
+def test_similarity_is_the_largest_cosine_to_an_anchor_clipped_at_zero():
+    embeddings = np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0], [-1.0, 0.0]])
+    similarity = anchor_similarity(embeddings, np.array([0, 1]))
+    assert similarity.tolist() == pytest.approx([1.0, 1.0, np.sqrt(0.5), 0.0])
+
+
+def test_one_draw_picks_each_position_in_proportion_to_its_score():
+    """With a budget of one token (rate 0.1 of 10 positions: floor(1 + U) = 1) each position is chosen with
+    probability w_i / sum(w) (Efraimidis-Spirakis keys); over 4000 draws within 4 standard errors. A position
+    of score 0 is never chosen while others remain."""
+    weights = np.array([0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9])
+    maskable = np.ones(10, dtype=bool)
+    counts = np.zeros(10)
+    for seed in range(4000):
+        mask = weighted_mask(weights, maskable, 0.1, np.random.default_rng(seed))
+        assert mask.sum() == 1
+        counts += mask
+    p = weights / weights.sum()
+    assert np.all(np.abs(counts / 4000 - p) <= 4 * np.sqrt(p * (1 - p) / 4000) + 1e-12)
+    assert counts[0] == 0
+
+
+def test_the_policy_keeps_the_random_masking_count():
+    policy = build_mask_policy("difference", {"difference_mask_prob": 0.25})
+    side = {"difference_score": np.linspace(0, 1, 40)}
+    maskable = np.ones(40, dtype=bool)
+    for seed in range(20):
+        assert policy.choose(np.arange(40), maskable, side, np.random.default_rng(seed)).sum() == 10  # 0.25 * 40
+
+
+@pytest.fixture(scope="module")
+def domain_data(tiny_data, tmp_path_factory):
+    """A target domain whose lines are mostly words w0..w4, binarized with the tiny corpus's dictionary."""
+    root = tmp_path_factory.mktemp("difference")
+    rng = np.random.default_rng(5)
+    for split, n in (("train", 200), ("valid", 30)):
+        lines = [" ".join(f"w{i}" for i in np.where(rng.random(k) < 0.7, rng.integers(0, 5, k), rng.integers(0, 40, k)))
+                 for k in rng.integers(4, 14, n)]
+        (root / f"{split}.txt").write_text("\n".join(lines) + "\n")
+    check(run([BIN / "fairseq-preprocess", "--only-source", "--srcdict", tiny_data / "bin" / "dict.txt",
+               "--trainpref", root / "train.txt", "--validpref", root / "valid.txt", "--destdir", root / "bin",
+               "--workers", "1"]))
+    return root / "bin"
+
+
+@pytest.mark.e2e
+def test_producer_scores_the_domain_and_guided_mlm_trains_on_it(tiny_data, domain_data, trained, tmp_path, capsys):
+    from fairseq_maskplug.data import SideInfoDataset
+    from preprocess import difference
+
+    checkpoint, _, _ = trained
+    data = shutil.copytree(domain_data, tmp_path / "bin")
+    assert difference.main(["--data", str(data), "--general", str(tiny_data / "bin"), "--checkpoint",
+                            str(checkpoint), "--anchors", "3", "--write-anchors", str(tmp_path / "anchors.tsv")]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert len(summary["anchors"]) == 3 and set(summary["anchors"]) <= {f"w{i}" for i in range(5)}
+    assert len((tmp_path / "anchors.tsv").read_text().splitlines()) == 3
+    track = SideInfoDataset(str(data / "train.difference_score"))
+    values = np.concatenate([track[i].numpy() for i in range(len(track))])
+    assert values.min() >= 0 and values.max() == pytest.approx(1.0)  # an anchor scores 1
+    result = check(run([BIN / "fairseq-maskplug-train", data, "--task", "guided_mlm", "--mask-policy", "difference",
+                        "--tokens-per-sample", "32", "--save-dir", tmp_path / "ck", "--max-update", "3",
+                        *TINY_ROBERTA, *CPU_RUN]))
+    rates = [float(r["mask_rate"]) for r in json_logs(result, "train_inner")]
+    assert len(rates) == 3 and all(0.05 < r < 0.3 for r in rates)
+
+
+def test_producer_refuses_a_general_corpus_of_another_dictionary(domain_data, tmp_path, capsys):
+    from preprocess import difference
+
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "dict.txt").write_text("x 1\ny 1\n")
+    assert difference.main(["--data", str(domain_data), "--general", str(other), "--checkpoint", "none.pt",
+                            "--name", "x"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "dict.txt differs" in err
+    assert not (domain_data / "train.x.bin").exists()
