@@ -1,13 +1,17 @@
 """The peers' policies against ``random`` on the same blocks, in one run: per-item ``__getitem__`` time of
 ``guided_mlm``'s training dataset with ``--mask-unit word`` (random whole words), ``--mask-policy pmi``
-(PMI-Masking units, from ``fairseq-maskplug-pmi-units``) and ``--mask-prob-schedule linear`` (items
+(PMI-Masking units, from ``fairseq-maskplug-pmi-units``), ``--mask-prob-schedule linear`` (items
 drawn at the highest rate, then each batch of 32 thinned in ``train_step``: its thinning time per item
-is added), every item of an epoch, repeats interleaved, a new epoch each repeat; median over repeats.
+is added), and the policies that learn from training or from the domain: ``ptw``, ``informask`` (its rates
+from ``fairseq-maskplug-informask``), ``self_evolution`` and ``difference`` (their tracks filled with
+stand-in values: a POS tag per token id, uniform likelihoods and scores; an item's cost does not depend on
+them); every item of an epoch, repeats interleaved, a new epoch each repeat; median over repeats.
 
 Data: ``--data DIR`` (a fairseq-preprocess directory of sentencepiece pieces, e.g. the demo's
 ``work/data/indomain``), or a synthetic corpus of words of 1-3 pieces (Zipf over 3,000 words).
 
-Last line: ``ratio_word=<word/random seconds per item> ratio_pmi=<pmi/random> ratio_schedule=<scheduled/random>``.
+Last line: ``ratio_word=<word/random seconds per item> ratio_pmi=<pmi/random> ratio_schedule=<scheduled/random>
+ratio_ptw=... ratio_informask=... ratio_self_evolution=... ratio_difference=...``.
 
     python benchmarks/bench_policies.py [--data DIR] [--repeats 5] [--lines 6000] [--smoke]
 """
@@ -33,7 +37,27 @@ ROWS = {
     "word": ["--mask-policy", "random", "--mask-unit", "word"],
     "pmi": ["--mask-policy", "pmi"],
     "schedule": ["--mask-policy", "random", "--mask-prob-schedule", "linear", "--mask-prob-schedule-updates", "100"],
+    "ptw": ["--mask-policy", "ptw"],
+    "informask": ["--mask-policy", "informask"],
+    "self_evolution": ["--mask-policy", "self_evolution", "--se-threshold", "0.2"],
+    "difference": ["--mask-policy", "difference"],
 }
+
+
+def write_stand_in_tracks(data: Path) -> None:
+    """``pos`` (token id modulo 17), ``token_likelihood`` and ``difference_score`` (uniform) for the train split."""
+    from fairseq.data.indexed_dataset import MMapIndexedDataset
+    from fairseq_maskplug.data import write_side_info
+
+    rng = np.random.default_rng(0)
+    tokens = MMapIndexedDataset(str(data / "train"))
+    lines = [tokens[i].numpy() for i in range(len(tokens))]
+    prefix = str(data / "train")
+    write_side_info(f"{prefix}.pos", [(t % 17).astype(np.uint8) for t in lines], "uint8", tokens_prefix=prefix)
+    write_side_info(f"{prefix}.token_likelihood", [rng.uniform(0.5, 1.0, len(t)) for t in lines], "float64",
+                    tokens_prefix=prefix)
+    write_side_info(f"{prefix}.difference_score", [rng.random(len(t)) for t in lines], "float64",
+                    tokens_prefix=prefix)
 
 
 def make_pieces(root: Path, lines: int) -> Path:
@@ -78,6 +102,8 @@ def main() -> None:
             make_pieces(Path(tmp), args.lines)
         run_checked([sys.executable, "-m", "preprocess.pmi_units", "--data", data, "--splits", "train",
                      "--min-count", "2" if args.smoke else "5"], cwd=REPO)
+        run_checked([sys.executable, "-m", "preprocess.informask", "--data", data, "--splits", "train"], cwd=REPO)
+        write_stand_in_tracks(data)
         datasets = {name: build_dataset(data, [*COMMON, *flags]) for name, flags in ROWS.items()}
         schedule_task = build_task(data, [*COMMON, *ROWS["schedule"]])
         item = {name: [] for name in ROWS}
@@ -88,7 +114,7 @@ def main() -> None:
     med = {k: statistics.median(v) for k, v in item.items()}
     print(f"blocks: {len(datasets['random'])}")
     for name in ROWS:
-        print(f"{name:>9}: {med[name] * 1e6:8.1f} us/item (runs: {', '.join(f'{v * 1e6:.1f}' for v in item[name])})")
+        print(f"{name:>14}: {med[name] * 1e6:8.1f} us/item (runs: {', '.join(f'{v * 1e6:.1f}' for v in item[name])})")
     print(" ".join(f"ratio_{name}={med[name] / med['random']:.3f}" for name in ROWS if name != "random"))
 
 
