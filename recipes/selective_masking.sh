@@ -15,7 +15,8 @@
 #   SM_CLASS_WEIGHT     tagger class-1 weight                       (1.5; authors' scripts 3)
 #   SM_CAP              --selective-cap                             (0.15)
 #   SM_MASKS            --selective-masks fixed|per_epoch           (fixed)
-#   SM_PEERS            peer rows: whole-word and/or pmi            ("whole-word pmi"; the quickstart: none)
+#   SM_PEERS            peer rows: whole-word, pmi, ptw, informask, self-evolution, difference
+#                       ("whole-word pmi"; the quickstart: none)
 #   SM_PMI_MIN_COUNT    PMI lexicon: n-grams seen more than this    (5; the authors: 10, on a far larger corpus)
 # plus those of recipes/lib.sh (data size, general updates, model shape, MASKPLUG_WORK).
 # On GPUs every fairseq-train uses all visible GPUs with --fp16. Re-running skips finished
@@ -127,7 +128,39 @@ print(f'    PMI lexicon {sum(s[\"lexicon\"].values())} n-grams; {100 * s[\"train
             stage sm_taskpt_pmi "$WORK/logs/sm_taskpt_pmi.log" \
                 pretrain guided_mlm "$WORK/data/indomain" "$OUT/taskpt_pmi" "$UPDATES" \
                 --mask-policy pmi --pmi-mask-prob "$CAP" --finetune-from-model "$GENEPT" ;;
-        *) echo "SM_PEERS: unknown row $peer (whole-word, pmi)" >&2; exit 2 ;;
+        ptw)  # PTW: POS tags of the reviews, masks by each tag's running loss (Yang et al. 2023), whole words
+            [ -n "${PRETRAINED:-}" ] && { echo "SM_PEERS: ptw needs sentencepiece demo data" >&2; exit 2; }
+            for split in train valid; do
+                sed 's/ //g; s/▁/ /g; s/^ //' "$WORK/data/text/indomain.$split.tok" > "$OUT/indomain.$split.txt"
+                stage "sm_pos_$split" "$WORK/logs/sm_pos_$split.log" python -m preprocess.pos_tags \
+                    --data "$WORK/data/indomain" --split "$split" --text "$OUT/indomain.$split.txt"
+            done
+            stage sm_taskpt_ptw "$WORK/logs/sm_taskpt_ptw.log" \
+                pretrain guided_mlm "$WORK/data/indomain" "$OUT/taskpt_ptw" "$UPDATES" \
+                --mask-policy ptw --mask-unit word "${WORD_ARGS[@]}" --ptw-mask-prob "$CAP" \
+                --finetune-from-model "$GENEPT" ;;
+        informask)  # InforMask: per-token rates from the reviews' co-occurrence PMI (Sadeq et al. 2022)
+            stage sm_informask "$WORK/logs/sm_informask.log" python -m preprocess.informask \
+                --data "$WORK/data/indomain" --splits train,valid --rate "$CAP"
+            stage sm_taskpt_informask "$WORK/logs/sm_taskpt_informask.log" \
+                pretrain guided_mlm "$WORK/data/indomain" "$OUT/taskpt_informask" "$UPDATES" \
+                --mask-policy informask --finetune-from-model "$GENEPT" ;;
+        self-evolution)  # Self-Evolution: GenePT's hard tokens of the reviews, the hardest CAP share (Zhong et al.)
+            stage sm_self_questioning "$WORK/logs/sm_self_questioning.log" python -m preprocess.score_pll \
+                --checkpoint "$GENEPT" --data "$WORK/data/indomain" --splits train valid --metric unmasked \
+                --name token_likelihood --word-starts token
+            stage sm_taskpt_self-evolution "$WORK/logs/sm_taskpt_self-evolution.log" \
+                pretrain guided_mlm "$WORK/data/indomain" "$OUT/taskpt_self-evolution" "$UPDATES" \
+                --mask-policy self_evolution --se-max-share "$CAP" --finetune-from-model "$GENEPT" ;;
+        difference)  # Difference-Masking: the reviews against the general corpus, GenePT's embeddings (Wilf et al.)
+            stage sm_difference "$WORK/logs/sm_difference.log" python -m preprocess.difference \
+                --data "$WORK/data/indomain" --general "$WORK/data/general" --checkpoint "$GENEPT" \
+                --write-anchors "$OUT/difference_anchors.tsv"
+            stage sm_taskpt_difference "$WORK/logs/sm_taskpt_difference.log" \
+                pretrain guided_mlm "$WORK/data/indomain" "$OUT/taskpt_difference" "$UPDATES" \
+                --mask-policy difference --difference-mask-prob "$CAP" --finetune-from-model "$GENEPT" ;;
+        *) echo "SM_PEERS: unknown row $peer (whole-word, pmi, ptw, informask, self-evolution, difference)" >&2
+           exit 2 ;;
     esac
     last_record "$WORK/logs/sm_taskpt_$peer.log" valid | python -c "import json,sys; r=json.load(sys.stdin); \
 print(f'    $peer: valid mask rate {r[\"valid_mask_rate\"]} of the tokens, {r.get(\"valid_unit_mask_rate\", \"-\")} of its units')"
