@@ -22,10 +22,10 @@ from .registry import (
     policy_options,
     register_mask_policy,
 )
-# registers random, matched_random, l3, selective, span, salient_span, learned_span, pmi, ptw, informask,
-# self_evolution, difference
-from . import builtin_policies, informask, l3, learned_span, pmi, ptw, salient, selective, spans  # noqa: F401
-from . import difference, self_evolution  # noqa: F401
+# registers random, matched_random, l3, selective, span, salient_span, learned_span, pmi, then the policies
+# that learn from training or from the domain: ptw, informask, self_evolution, difference (the --help order)
+from . import builtin_policies, l3, learned_span, pmi, salient, selective, spans  # noqa: F401
+from . import ptw, informask, self_evolution, difference  # noqa: F401,I001
 from .l3 import mask_probabilities
 from .learned_span import candidate_spans, choose_learned_spans, span_distribution
 from .salient import SPAN_IDS, SPAN_LENGTH_BASE, complete_spans, span_ids
