@@ -27,11 +27,8 @@ import argparse
 import json
 import sys
 
-from fairseq_maskplug.common.option_ranges import number
-
-from fairseq_maskplug.tools.sharding import add_shard_options
-
-from . import HelpFormatter, configure_tool_output, one_line_on_write_failure, split_name, track_name
+from . import (HelpFormatter, add_spacy_text_options, check_spacy_batches, configure_tool_output,
+               one_line_on_write_failure, split_name, track_name)
 
 
 def parse_args(argv=None):
@@ -40,25 +37,13 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--data", required=True, help="fairseq-preprocess output directory (holds dict.txt)")
     parser.add_argument("--split", type=split_name, required=True, help="split to annotate, e.g. train")
-    parser.add_argument("--text", required=True, help="the raw text of the split, one line per binarized line")
     parser.add_argument("--name", type=track_name, default="salient_spans",
                         help="track name (the salient_span policy's --salient-track)")
-    parser.add_argument("--bpe", default="sentencepiece", choices=["sentencepiece", "gpt2"],
-                        help="how the binarized symbols spell text")
-    parser.add_argument("--gpt2-encoder-json", default=None, help="GPT-2 BPE encoder.json (with --bpe gpt2)")
-    parser.add_argument("--spacy-model", default=DEFAULT_SPACY_MODEL,
-                        help="installed spaCy pipeline (package name or path) whose NER finds the spans")
     parser.add_argument("--drop-labels", default=",".join(DROPPED_LABELS),
                         help="comma-separated entity types not kept (empty: keep all)")
-    parser.add_argument("--workers", type=number("[1, inf)", int),
-                        default=1, help="spaCy worker processes (nlp.pipe n_process)")
-    parser.add_argument("--batch-size", type=number("[1, inf)", int), default=256,
-                        help="lines per spaCy batch (a divisor of --shard-block-lines)")
-    add_shard_options(parser)
+    add_spacy_text_options(parser, "NER finds the spans", DEFAULT_SPACY_MODEL)
     args = parser.parse_args(argv)
-    if args.shard_block_lines % args.batch_size:
-        parser.error(f"--batch-size {args.batch_size} must divide --shard-block-lines {args.shard_block_lines}: "
-                     "a spaCy batch never crosses a block, so the spans do not depend on the shards")
+    check_spacy_batches(parser, args)
     return args
 
 

@@ -13,6 +13,7 @@ from .registry import (
     MASK_POLICY_REGISTRY,
     MaskPolicy,
     PolicyWrapper,
+    TrackPolicy,
     build_mask_policy,
     ignored_policy_options,
     on_policy_registered,
@@ -36,7 +37,8 @@ from .span_masks import GeometricSpans, span_mask
 __all__ = [
     "Corruption", "corrupt", "Feedback", "group_loss_sums", "matched_random_mask", "maskable_positions",
     "probabilistic_count", "random_mask",
-    "MASK_POLICY_DATACLASS_REGISTRY", "MASK_POLICY_REGISTRY", "MaskPolicy", "PolicyWrapper", "build_mask_policy",
+    "MASK_POLICY_DATACLASS_REGISTRY", "MASK_POLICY_REGISTRY", "MaskPolicy", "PolicyWrapper", "TrackPolicy",
+    "build_mask_policy",
     "ignored_policy_options", "on_policy_registered", "options_at_rate", "policies_read",
     "policy_option_dataclasses", "policy_options", "register_mask_policy", "mask_probabilities",
     "selective_count", "selective_mask", "GeometricSpans", "span_mask", "SPAN_IDS", "SPAN_LENGTH_BASE",

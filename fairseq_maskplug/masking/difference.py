@@ -9,7 +9,7 @@ import numpy as np
 
 from ..common.option_ranges import option
 from .random_masks import probabilistic_count
-from .registry import MaskPolicy, register_mask_policy
+from .registry import TrackPolicy, register_mask_policy
 from .values import PROBABILITY
 
 
@@ -41,24 +41,12 @@ def weighted_mask(scores: np.ndarray, maskable: np.ndarray, rate: float, rng: np
 
 
 @register_mask_policy("difference", dataclass=DifferenceOptions)
-class DifferencePolicy(MaskPolicy):
-    """Mask the tokens most like what sets the target domain apart (module docstring)."""
+class DifferencePolicy(TrackPolicy):
+    """Mask the tokens most like what sets the target domain apart (module docstring). Under ``--mask-unit word``
+    a word scores as its most anchor-like piece (ours)."""
 
     rate_option = "difference_mask_prob"
-
-    @property
-    def side_info_names(self):
-        return (self.options.difference_track,)
-
-    @property
-    def side_info_rules(self):
-        return {self.options.difference_track: PROBABILITY}
-
-    @property
-    def word_reductions(self):
-        """``--mask-unit word``: a word scores as its most anchor-like piece (ours)."""
-        return {self.options.difference_track: "max"}
+    track_option, track_rule, track_reduction = "difference_track", PROBABILITY, "max"
 
     def choose(self, tokens, maskable, side_info, rng):
-        return weighted_mask(side_info[self.options.difference_track], maskable, self.options.difference_mask_prob,
-                             rng)
+        return weighted_mask(side_info[self.track], maskable, self.options.difference_mask_prob, rng)

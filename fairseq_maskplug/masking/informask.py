@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..common.option_ranges import option
-from .registry import MaskPolicy, register_mask_policy
+from .registry import TrackPolicy, register_mask_policy
 from .values import PROBABILITY
 
 
@@ -19,25 +19,15 @@ class InforMaskOptions:
 
 
 @register_mask_policy("informask", dataclass=InforMaskOptions)
-class InforMaskPolicy(MaskPolicy):
+class InforMaskPolicy(TrackPolicy):
     """Mask token i with probability ``rate_i`` (its entry's InforMask rate), redrawn every visit. Its rate is the
-    table's (about the producer's ``--rate`` on average), so ``--mask-prob-schedule`` does not apply."""
+    table's (about the producer's ``--rate`` on average), so ``--mask-prob-schedule`` does not apply. Under
+    ``--mask-unit word`` a word is masked at the largest rate of its pieces (ours)."""
 
-    @property
-    def side_info_names(self):
-        return (self.options.informask_track,)
-
-    @property
-    def side_info_rules(self):
-        return {self.options.informask_track: PROBABILITY}
-
-    @property
-    def word_reductions(self):
-        """``--mask-unit word``: a word is masked at the largest rate of its pieces (ours)."""
-        return {self.options.informask_track: "max"}
+    track_option, track_rule, track_reduction = "informask_track", PROBABILITY, "max"
 
     def probabilities(self, tokens, maskable, side_info):
-        return np.where(maskable, np.asarray(side_info[self.options.informask_track], dtype=np.float64), 0.0)
+        return np.where(maskable, np.asarray(side_info[self.track], dtype=np.float64), 0.0)
 
     def choose(self, tokens, maskable, side_info, rng):
         return rng.random(len(tokens)) < self.probabilities(tokens, maskable, side_info)

@@ -15,7 +15,7 @@ from typing import Optional
 import numpy as np
 
 from ..common.option_ranges import option
-from .registry import MaskPolicy, register_mask_policy
+from .registry import TrackPolicy, register_mask_policy
 from .values import PROBABILITY
 
 TRANSFORMS = ("complement", "surprisal")
@@ -100,7 +100,7 @@ class L3PolicyOptions:
 
 
 @register_mask_policy("l3", dataclass=L3PolicyOptions)
-class L3Policy(MaskPolicy):
+class L3Policy(TrackPolicy):
     """Mask token i with probability ``p_i`` from :func:`mask_probabilities`, redrawn every visit.
 
     The mean ``p_bar`` holds per block: with ``--sample-break-mode eos`` a block is one
@@ -119,23 +119,13 @@ class L3Policy(MaskPolicy):
             raise ValueError(f"--l3-max-prob {options.l3_max_prob} is below --l3-mean {options.l3_mean}: no "
                              "probabilities with that mean stay under that cap")
 
-    @property
-    def side_info_names(self):
-        return (self.options.l3_track,)
-
-    @property
-    def side_info_rules(self):
-        return {self.options.l3_track: PROBABILITY}
-
-    @property
-    def word_reductions(self):
-        """``--mask-unit word``: a word's PLT is the product of its subwords' PLTs (ours: each subword's
-        pseudo-likelihood was scored with only that subword masked, so the product approximates the
-        word's), and ``p_bar`` is the mean over the words."""
-        return {self.options.l3_track: "prod"}
+    #: ``--mask-unit word``: a word's PLT is the product of its subwords' PLTs (ours: each subword's
+    #: pseudo-likelihood was scored with only that subword masked, so the product approximates the
+    #: word's), and ``p_bar`` is the mean over the words
+    track_option, track_rule, track_reduction = "l3_track", PROBABILITY, "prod"
 
     def probabilities(self, tokens, maskable, side_info):
-        return mask_probabilities(side_info[self.options.l3_track], self.options.l3_mean, maskable,
+        return mask_probabilities(side_info[self.track], self.options.l3_mean, maskable,
                                   self.options.l3_transform, self.options.l3_redistribute, self.options.l3_max_prob)
 
     def choose(self, tokens, maskable, side_info, rng):

@@ -21,7 +21,7 @@ import numpy as np
 from ..common.option_ranges import option
 from .fully_explored import views_fit
 from .random_masks import probabilistic_count, unit_starts
-from .registry import MaskPolicy, register_mask_policy
+from .registry import TrackPolicy, register_mask_policy
 from .values import ValueRule
 
 UNIT_STARTS = ValueRule("a unit start flag: 1 on a unit's first token, else 0", 0, 1, integral=True)
@@ -88,7 +88,7 @@ class PMIPolicyOptions:
 
 
 @register_mask_policy("pmi", dataclass=PMIPolicyOptions)
-class PMIPolicy(MaskPolicy):
+class PMIPolicy(TrackPolicy):
     """Whole PMI units (collocations, else words) in random order up to the budget (Levine et al. 2021)."""
 
     rate_option = "pmi_mask_prob"
@@ -96,24 +96,14 @@ class PMIPolicy(MaskPolicy):
     chooses_spans = True
     corrupts_units = True
 
-    @property
-    def side_info_names(self):
-        return (self.options.pmi_track,)
-
-    @property
-    def side_info_rules(self):
-        return {self.options.pmi_track: UNIT_STARTS}
-
-    @property
-    def word_reductions(self):
-        """``--mask-unit word``: a word starts a unit when its first token does (units are whole words)."""
-        return {self.options.pmi_track: "first"}
+    #: ``--mask-unit word``: a word starts a unit when its first token does (units are whole words)
+    track_option, track_rule, track_reduction = "pmi_track", UNIT_STARTS, "first"
 
     def choose(self, tokens, maskable, side_info, rng):
-        return pmi_mask(side_info[self.options.pmi_track], maskable, self.options.pmi_mask_prob, rng)
+        return pmi_mask(side_info[self.track], maskable, self.options.pmi_mask_prob, rng)
 
     def views(self, tokens, maskable, side_info, rng, k):
-        return pmi_views(side_info[self.options.pmi_track], maskable, self.options.pmi_mask_prob, rng, k)
+        return pmi_views(side_info[self.track], maskable, self.options.pmi_mask_prob, rng, k)
 
     def units(self, tokens, maskable, side_info):
-        return unit_ids(side_info[self.options.pmi_track], maskable)
+        return unit_ids(side_info[self.track], maskable)

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..common.option_ranges import option
 from .feedback import Feedback
-from .registry import MaskPolicy, register_mask_policy
+from .registry import TrackPolicy, register_mask_policy
 from .values import ValueRule
 
 #: spaCy's universal POS tags in the authors' order; a ``pos`` track holds their index
@@ -83,27 +83,17 @@ def ptw_mask(tags: np.ndarray, maskable: np.ndarray, weights: np.ndarray, prob: 
 
 
 @register_mask_policy("ptw", dataclass=PTWOptions)
-class PTWPolicy(MaskPolicy):
-    """POS-Tagging Weighted masking (module docstring); its state is the tag scores, learnt in training."""
+class PTWPolicy(TrackPolicy):
+    """POS-Tagging Weighted masking (module docstring); its state is the tag scores, learnt in training. Under
+    ``--mask-unit word`` a word's tag is its first piece's (the authors' alignment)."""
 
     rate_option = "ptw_mask_prob"
-
-    @property
-    def side_info_names(self):
-        return (self.options.ptw_track,)
-
-    @property
-    def side_info_rules(self):
-        return {self.options.ptw_track: POS_IDS}
-
-    @property
-    def word_reductions(self):
-        return {self.options.ptw_track: "first"}  # a word's tag is its first piece's (the authors' alignment)
+    track_option, track_rule, track_reduction = "ptw_track", POS_IDS, "first"
 
     @property
     def feedback(self) -> Feedback:
         momentum = self.options.ptw_momentum
-        return Feedback(self.options.ptw_track, len(UPOS_TAGS), lambda n: np.zeros(n),
+        return Feedback(self.track, len(UPOS_TAGS), lambda n: np.zeros(n),
                         lambda s, sums, counts: fold_scores(s, sums, counts, momentum))
 
     def weights(self) -> np.ndarray:
@@ -112,4 +102,4 @@ class PTWPolicy(MaskPolicy):
         return tag_weights(state, self.options.ptw_sharpness)
 
     def choose(self, tokens, maskable, side_info, rng):
-        return ptw_mask(side_info[self.options.ptw_track], maskable, self.weights(), self.options.ptw_mask_prob, rng)
+        return ptw_mask(side_info[self.track], maskable, self.weights(), self.options.ptw_mask_prob, rng)

@@ -179,6 +179,36 @@ class PolicyWrapper(MaskPolicy):
     word_reductions = property(lambda self: self.inner.word_reductions)
 
 
+class TrackPolicy(MaskPolicy):
+    """A policy that reads one side-information track, the one its option :attr:`track_option` names: the track's
+    values follow :attr:`track_rule`, and under ``--mask-unit word`` a word's value is :attr:`track_reduction` of
+    its pieces' (None: the policy does not run on words)."""
+
+    #: the option naming the track (``"l3_track"``)
+    track_option: str = ""
+    #: what the track's values must be
+    track_rule: ValueRule = FINITE
+    #: ``first``, ``max``, ``min``, ``sum`` or ``prod`` (:mod:`.words`); None: no word reduction
+    track_reduction: Optional[str] = None
+
+    @property
+    def track(self) -> str:
+        """The track's name, from the policy's options."""
+        return getattr(self.options, self.track_option)
+
+    @property
+    def side_info_names(self):
+        return (self.track,)
+
+    @property
+    def side_info_rules(self):
+        return {self.track: self.track_rule}
+
+    @property
+    def word_reductions(self):
+        return {} if self.track_reduction is None else {self.track: self.track_reduction}
+
+
 MASK_POLICY_REGISTRY: Dict[str, Type[MaskPolicy]] = {}
 MASK_POLICY_DATACLASS_REGISTRY: Dict[str, Optional[type]] = {}
 _REGISTRATION_CALLBACKS: List[Callable[[], None]] = []

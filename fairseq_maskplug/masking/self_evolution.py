@@ -19,7 +19,7 @@ import numpy as np
 
 from ..common.option_ranges import option
 from .random_masks import random_mask
-from .registry import MaskPolicy, register_mask_policy
+from .registry import TrackPolicy, register_mask_policy
 from .values import PROBABILITY
 
 
@@ -57,24 +57,14 @@ def self_evolution_mask(likelihoods: np.ndarray, maskable: np.ndarray, threshold
 
 
 @register_mask_policy("self_evolution", dataclass=SelfEvolutionOptions)
-class SelfEvolutionPolicy(MaskPolicy):
+class SelfEvolutionPolicy(TrackPolicy):
     """Mask the tokens the current model finds hard to learn (module docstring). The same every epoch until
-    the track is rewritten by another self-questioning pass."""
+    the track is rewritten by another self-questioning pass. Under ``--mask-unit word`` a word is as hard as its
+    hardest piece (ours)."""
 
-    @property
-    def side_info_names(self):
-        return (self.options.se_track,)
-
-    @property
-    def side_info_rules(self):
-        return {self.options.se_track: PROBABILITY}
-
-    @property
-    def word_reductions(self):
-        """``--mask-unit word``: a word is as hard as its hardest piece (ours)."""
-        return {self.options.se_track: "min"}
+    track_option, track_rule, track_reduction = "se_track", PROBABILITY, "min"
 
     def choose(self, tokens, maskable, side_info, rng):
         o = self.options
-        return self_evolution_mask(side_info[o.se_track], maskable, o.se_threshold, o.se_fallback_prob,
+        return self_evolution_mask(side_info[self.track], maskable, o.se_threshold, o.se_fallback_prob,
                                    o.se_max_share, rng)

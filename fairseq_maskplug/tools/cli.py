@@ -94,6 +94,34 @@ def add_splits(parser: argparse.ArgumentParser, default, what: str) -> None:
                         help=f"splits to {what} (--split is the same option), the model loaded once")
 
 
+def add_spacy_text_options(parser: argparse.ArgumentParser, finds: str, default_model: str) -> None:
+    """The options of a producer that runs a spaCy pipeline over the raw text of a binarized split
+    (``salient-spans``, ``pos-tags``): ``--text``, ``--bpe``, ``--gpt2-encoder-json``, ``--spacy-model`` (default
+    ``default_model``; its component ``finds`` what it writes), ``--workers``, ``--batch-size`` and the shard
+    options; check the parsed arguments with :func:`check_spacy_batches`."""
+    from ..common.option_ranges import number
+    from .sharding import add_shard_options
+
+    parser.add_argument("--text", required=True, help="the raw text of the split, one line per binarized line")
+    parser.add_argument("--bpe", default="sentencepiece", choices=["sentencepiece", "gpt2"],
+                        help="how the binarized symbols spell text")
+    parser.add_argument("--gpt2-encoder-json", default=None, help="GPT-2 BPE encoder.json (with --bpe gpt2)")
+    parser.add_argument("--spacy-model", default=default_model,
+                        help=f"installed spaCy pipeline (package name or path) whose {finds}")
+    parser.add_argument("--workers", type=number("[1, inf)", int), default=1,
+                        help="spaCy worker processes (nlp.pipe n_process)")
+    parser.add_argument("--batch-size", type=number("[1, inf)", int), default=256,
+                        help="lines per spaCy batch (a divisor of --shard-block-lines)")
+    add_shard_options(parser)
+
+
+def check_spacy_batches(parser: argparse.ArgumentParser, args) -> None:
+    """A spaCy batch never crosses a block of lines, so what the pipeline finds does not depend on the shards."""
+    if args.shard_block_lines % args.batch_size:
+        parser.error(f"--batch-size {args.batch_size} must divide --shard-block-lines {args.shard_block_lines}: "
+                     "a spaCy batch never crosses a block, so the output does not depend on the shards")
+
+
 def track_outputs(data: str, splits, tracks):
     """``{split: (split prefix, [track prefix of each of tracks])}`` for a command writing
     side-information tracks of binarized splits, every split found and every track distinct from
