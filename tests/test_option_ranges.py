@@ -88,6 +88,15 @@ COMMAND_OPTIONS = {
     ("fairseq-maskplug-salient-spans", "--num-shards"): [],
     ("fairseq-maskplug-salient-spans", "--shard-id"): [],
     ("fairseq-maskplug-salient-spans", "--shard-block-lines"): [],
+    ("fairseq-maskplug-pos-tags", "--workers"): [],
+    ("fairseq-maskplug-pos-tags", "--batch-size"): [],
+    ("fairseq-maskplug-pos-tags", "--num-shards"): [],
+    ("fairseq-maskplug-pos-tags", "--shard-id"): [],
+    ("fairseq-maskplug-pos-tags", "--shard-block-lines"): [],
+    ("fairseq-maskplug-informask", "--rate"): [],
+    ("fairseq-maskplug-informask", "--candidates"): [],
+    ("fairseq-maskplug-informask", "--seed"): [],
+    ("fairseq-maskplug-difference", "--anchors"): [],
     ("prepare_tlm_data", "--group"): [],
     ("prepare_tlm_data", "--seed"): [],
     ("fairseq-maskplug-retrieve", "--top-k"): [],
@@ -150,6 +159,7 @@ COMMAND_OPTIONS = {
 
 #: where the shard options of the producers are defined (tools.sharding.add_shard_options)
 SHARD_OPTIONS = "fairseq_maskplug/tools/sharding.py"
+SPACY_OPTIONS = "fairseq_maskplug/tools/cli.py"  # add_spacy_text_options: --workers, --batch-size
 #: options of that file a command does not take (retrieve shards its queries, select its documents: not lines
 #: in blocks)
 NOT_TAKEN = {("fairseq-maskplug-retrieve", "--shard-block-lines"), ("fairseq-maskplug-select", "--shard-block-lines")}
@@ -159,7 +169,10 @@ COMMAND_SOURCES = {
     "fairseq-maskplug-evaluate": "fairseq_maskplug/evaluation/evaluate.py",
     "fairseq-maskplug-evaluate-mlm": "fairseq_maskplug/evaluation/evaluate_mlm.py",
     "fairseq-maskplug-prepare-demo": "preprocess/prepare_demo.py",
-    "fairseq-maskplug-salient-spans": ("preprocess/salient_spans.py", SHARD_OPTIONS),
+    "fairseq-maskplug-salient-spans": ("preprocess/salient_spans.py", SHARD_OPTIONS, SPACY_OPTIONS),
+    "fairseq-maskplug-pos-tags": ("preprocess/pos_tags.py", SHARD_OPTIONS, SPACY_OPTIONS),
+    "fairseq-maskplug-informask": "preprocess/informask.py",
+    "fairseq-maskplug-difference": "preprocess/difference.py",
     "prepare_tlm_data": "preprocess/prepare_tlm_data.py",
     "prepare_text": "preprocess/prepare_text.py",
     "fairseq-maskplug-retrieve": ("preprocess/retrieve.py", SHARD_OPTIONS),
