@@ -32,8 +32,9 @@ FIELDS = (("source", ("net_input", "src_tokens")), ("target", ("target",)),
 
 
 def own_parser():
+    # no abbreviations: "--task" (fairseq's) must not be read as our "--task-state"
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter, add_help=False,
-                                     usage="%(prog)s DATA --task TASK [fairseq-train options] [-n N] [--split S]")
+                                     allow_abbrev=False, usage="%(prog)s DATA --task TASK [fairseq-train options] [-n N] [--split S]")
     parser.add_argument("-h", "--help", action="store_true", help="show this help (fairseq-maskplug-train --task "
                                                                    "TASK --help lists the task's options)")
     parser.add_argument("-n", type=number("[1, inf)", int), default=5, help="items to show")
@@ -44,6 +45,9 @@ def own_parser():
                         help="sentencepiece: join pieces into words (▁ -> space)")
     parser.add_argument("--format", default="text", choices=["text", "html"],
                         help="html: one page on stdout, the chosen positions coloured")
+    parser.add_argument("--task-state", default=None, metavar="CHECKPOINT",
+                        help="read the task state a training run saved in CHECKPOINT: a policy that learns from "
+                             "training (ptw) then draws with that run's statistics (--epoch E: as epoch E of it)")
     return parser
 
 
@@ -138,12 +142,14 @@ def main(argv=None) -> int:
         if own.format == "html" and isinstance(task, TokenHeadTask):  # labels or answer positions, no masks
             raise ValueError(f"--format html colours masked positions; --task {args.task} trains a token head on "
                              "unmasked text: use the text format")
+        if own.task_state:
+            load_task_state(task, own.task_state)
         task.load_dataset(own.split, epoch=own.epoch)
+        dataset = task.dataset(own.split)
+        dataset.set_epoch(own.epoch)
     except (ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    dataset = task.dataset(own.split)
-    dataset.set_epoch(own.epoch)
     dictionary = task.source_dictionary
     answer_positions = isinstance(task, SpanPolicyTask)  # its target holds positions, not tokens
     if own.format == "html":
@@ -171,6 +177,17 @@ def main(argv=None) -> int:
                 name = label if len(value) == 1 else f"{label} (view {k + 1})"
                 print(f"  {name}: {render(row, dictionary, own.post_process, blank)}")
     return 0
+
+
+def load_task_state(task, checkpoint: str) -> None:
+    """The task state saved in ``checkpoint`` (its weights are memory-mapped, not read)."""
+    import os
+
+    import torch
+
+    if not os.path.isfile(checkpoint):
+        raise FileNotFoundError(f"--task-state {checkpoint}: no such file")
+    task.load_state_dict(torch.load(checkpoint, map_location="cpu", mmap=True).get("task_state") or {})
 
 
 def html_page(task, dataset, own, seed) -> str:

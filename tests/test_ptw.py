@@ -171,7 +171,7 @@ def test_the_task_s_items_follow_the_state_of_their_epoch(pos_data):
 
 
 @pytest.mark.e2e
-def test_ptw_learns_tag_scores_and_resumes_exactly(pos_data, tmp_path):
+def test_ptw_learns_tag_scores_and_resumes_exactly(pos_data, tmp_path, capsys):
     """Three epochs (13 updates each): the scores move; a run stopped in epoch 3 (update 30) and resumed logs
     the same losses as the uninterrupted run from there on and ends with the same statistics; loader workers
     change nothing."""
@@ -187,6 +187,17 @@ def test_ptw_learns_tag_scores_and_resumes_exactly(pos_data, tmp_path):
     assert task_state(tmp_path / "part" / "checkpoint_last.pt") == state
     workers = check(ptw_train(pos_data, tmp_path / "workers", "--max-epoch", "3", "--num-workers", "2"))
     assert [r["loss"] for r in json_logs(workers, "train_inner")] == losses
+    # show-examples draws with a run's statistics: as its epoch 4 (their running state), not its epoch 1's
+    from preprocess import show_examples
+
+    pages = []
+    for extra in (["--task-state", str(tmp_path / "full" / "checkpoint_last.pt")], []):
+        assert show_examples.main([str(pos_data), "--task", "guided_mlm", "--mask-policy", "ptw", "--split", "train",
+                                   "-n", "30", "--tokens-per-sample", "32", "--epoch", "4", *extra]) == 0
+        pages.append(capsys.readouterr().out)
+    assert pages[0] != pages[1]  # the same generator, other tag weights
+    assert show_examples.main([str(pos_data), "--task", "guided_mlm", "--mask-policy", "ptw", "--task-state",
+                               str(tmp_path / "none.pt")]) == 2
 
 
 @pytest.mark.e2e
