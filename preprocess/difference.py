@@ -18,7 +18,6 @@ Prints a JSON summary: the anchors (their symbols), the mean score over the coun
 
 import argparse
 import json
-import os
 import sys
 
 from fairseq_maskplug.common.option_ranges import number
@@ -78,25 +77,18 @@ def write_scores(args) -> int:
     import numpy as np
 
     from fairseq_maskplug.common.atomic import check_writable, write_text
-    from fairseq_maskplug.data import write_side_info
-    from fairseq_maskplug.data.dictionaries import dictionary_sha256, read_dictionary
+    from fairseq_maskplug.data.dictionaries import dictionary_sha256
     from fairseq_maskplug.scoring.difference import anchor_similarity, anchors, tf_icf
 
     from .pmi_units import load_split
+    from .vocabulary_tracks import data_dictionary, load_checked_splits, write_lookup_tracks
 
-    dictionaries = []
-    for flag, path in (("--data", args.data), ("--general", args.general)):
-        if not os.path.isfile(os.path.join(path, "dict.txt")):
-            raise ValueError(f"{flag} {path}: no dict.txt (give a fairseq-preprocess output directory)")
-        dictionaries.append(read_dictionary(os.path.join(path, "dict.txt")))
-    dictionary, general_dictionary = dictionaries
-    if dictionary_sha256(dictionary) != dictionary_sha256(general_dictionary):
+    dictionary = data_dictionary("--data", args.data)
+    if dictionary_sha256(dictionary) != dictionary_sha256(data_dictionary("--general", args.general)):
         raise ValueError(f"--general {args.general}: its dict.txt differs from --data {args.data}'s (token ids "
                          "must mean the same in both)")
-    loaded = {split: load_split(args.data, split, dictionary) for split in {*args.splits, args.count_split}}
+    loaded = load_checked_splits(args.data, args.splits, [args.count_split], dictionary, args.name)
     _, general_tokens = load_split(args.general, args.general_split, dictionary)
-    for split in args.splits:
-        check_writable(f"{loaded[split][0]}.{args.name}.bin")
     if args.write_anchors:
         check_writable(args.write_anchors)
     embeddings = input_embeddings(args.checkpoint, args.data, len(dictionary))
@@ -117,10 +109,7 @@ def write_scores(args) -> int:
     summary = {"anchors": [dictionary[i] for i in chosen], "general_lines": len(general_tokens)}
     occurring = np.concatenate([count_tokens[i].numpy() for i in range(len(count_tokens))])
     summary["mean_score_over_tokens"] = round(float(similarity[occurring].mean()), 4)
-    for split in args.splits:
-        prefix, tokens = loaded[split]
-        rows = (similarity[tokens[i].numpy()] for i in range(len(tokens)))
-        summary[split] = {"wrote": write_side_info(f"{prefix}.{args.name}", rows, "float64", tokens_prefix=prefix)}
+    summary.update(write_lookup_tracks(loaded, args.splits, args.name, similarity))
     if args.write_anchors:
         write_text(args.write_anchors, "".join(f"{dictionary[i]}\t{scores[i]:.6g}\n" for i in chosen))
     print(json.dumps(summary))

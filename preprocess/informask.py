@@ -19,7 +19,6 @@ frequent entries. One process (the pair counts are one table; not sharded).
 
 import argparse
 import json
-import os
 import sys
 
 from fairseq_maskplug.common.option_ranges import number
@@ -69,19 +68,12 @@ def write_rates(args) -> int:
 
     from fairseq_maskplug.common.atomic import check_writable, write_text
     from fairseq_maskplug.common.progress import progress_bar
-    from fairseq_maskplug.data import write_side_info
-    from fairseq_maskplug.data.dictionaries import read_dictionary
     from fairseq_maskplug.scoring.informask import CooccurrencePMI, token_rates
 
-    from .pmi_units import load_split
+    from .vocabulary_tracks import data_dictionary, load_checked_splits, write_lookup_tracks
 
-    dict_path = os.path.join(args.data, "dict.txt")
-    if not os.path.isfile(dict_path):
-        raise ValueError(f"--data {args.data}: no dict.txt (give a fairseq-preprocess output directory)")
-    dictionary = read_dictionary(dict_path)
-    loaded = {split: load_split(args.data, split, dictionary) for split in {*args.splits, args.count_split}}
-    for split in args.splits:
-        check_writable(f"{loaded[split][0]}.{args.name}.bin")
+    dictionary = data_dictionary("--data", args.data)
+    loaded = load_checked_splits(args.data, args.splits, [args.count_split], dictionary, args.name)
     if args.write_table:
         check_writable(args.write_table)
     _, count_tokens = loaded[args.count_split]
@@ -98,10 +90,7 @@ def write_rates(args) -> int:
     frequent = np.argsort(-counts.token_lines, kind="stable")[:10]
     summary["rates_of_frequent_entries"] = {dictionary[i]: round(float(rates[i]), 4) for i in frequent
                                             if counts.token_lines[i] > 0}
-    for split in args.splits:
-        prefix, tokens = loaded[split]
-        rows = (rates[tokens[i].numpy()] for i in range(len(tokens)))
-        summary[split] = {"wrote": write_side_info(f"{prefix}.{args.name}", rows, "float64", tokens_prefix=prefix)}
+    summary.update(write_lookup_tracks(loaded, args.splits, args.name, rates))
     if args.write_table:
         write_text(args.write_table, json.dumps({str(i): float(r) for i, r in enumerate(rates) if i >= nspecial},
                                                 indent=1) + "\n")

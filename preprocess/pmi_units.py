@@ -204,17 +204,14 @@ def main(argv=None) -> int:
 def write_units(args) -> int:
     from fairseq_maskplug.common.atomic import check_writable
     from fairseq_maskplug.common.progress import progress_bar
-    from fairseq_maskplug.data.dictionaries import read_dictionary
+    from .vocabulary_tracks import data_dictionary
     from fairseq_maskplug.data.word_boundaries import word_start_symbols
     from fairseq_maskplug.scoring.pmi_lexicon import build_lexicon, read_lexicon
     from fairseq_maskplug.tools.pass_parts import check_parts_directory, remove_parts_directory
     from fairseq_maskplug.tools.sharding import ShardedTrack, file_identity, line_lengths, start_producer
 
     # everything checked before any work
-    dict_path = os.path.join(args.data, "dict.txt")
-    if not os.path.isfile(dict_path):
-        raise ValueError(f"--data {args.data}: no dict.txt (give a fairseq-preprocess output directory)")
-    dictionary = read_dictionary(dict_path)
+    dictionary = data_dictionary("--data", args.data)
     starts_table, boundaries = word_start_symbols(dictionary, args.word_boundaries, args.gpt2_encoder_json)
     splits = args.splits
     loaded = {split: load_split(args.data, split, dictionary) for split in splits}

@@ -1,0 +1,40 @@
+"""What the producers of a per-token track share: the data's dictionary, and, for those that compute one value per
+vocabulary entry (``informask``, ``difference``), the splits loaded with their outputs checked before any work and
+the tracks written by looking every token up."""
+
+import os
+
+
+def data_dictionary(flag: str, path: str):
+    """The dictionary of the fairseq-preprocess output ``path`` (given as ``flag``), checked."""
+    from fairseq_maskplug.data.dictionaries import read_dictionary
+
+    if not os.path.isfile(os.path.join(path, "dict.txt")):
+        raise ValueError(f"{flag} {path}: no dict.txt (give a fairseq-preprocess output directory)")
+    return read_dictionary(os.path.join(path, "dict.txt"))
+
+
+def load_checked_splits(data: str, splits, also, dictionary, name: str) -> dict:
+    """``{split: (prefix, tokens)}`` of ``splits`` and the splits in ``also``, each checked, and the track ``name``
+    of every one of ``splits`` checked writable: all before any work."""
+    from fairseq_maskplug.common.atomic import check_writable
+
+    from .pmi_units import load_split
+
+    loaded = {split: load_split(data, split, dictionary) for split in {*splits, *also}}
+    for split in splits:
+        check_writable(f"{loaded[split][0]}.{name}.bin")
+    return loaded
+
+
+def write_lookup_tracks(loaded: dict, splits, name: str, values) -> dict:
+    """Track ``name`` of each of ``splits``: every token's entry of ``values`` (one float per vocabulary entry),
+    fingerprinted against the tokens and written atomically. ``{split: {"wrote": lines}}``."""
+    from fairseq_maskplug.data import write_side_info
+
+    written = {}
+    for split in splits:
+        prefix, tokens = loaded[split]
+        rows = (values[tokens[i].numpy()] for i in range(len(tokens)))
+        written[split] = {"wrote": write_side_info(f"{prefix}.{name}", rows, "float64", tokens_prefix=prefix)}
+    return written
