@@ -79,6 +79,8 @@ class PolicyChooser:
 
     def __init__(self, policy: MaskPolicy, views: Optional[int] = None):
         self.policy, self.views = policy, views
+        #: what the policy learns from training (read once here, not per item), or None
+        self.feedback = policy.feedback
 
     def with_state(self, state) -> "PolicyChooser":
         """The chooser of the policy drawing with training's statistics ``state`` (:mod:`...masking.feedback`)."""
@@ -119,9 +121,9 @@ class PolicyPath:
         item = self.output_format(tokens, masks, rng, units if units is not None and self.chooser.corrupts_units
                                   else None)
         item["mask_counts"] = torch.from_numpy(mask_counts(np.atleast_2d(masks), maskable, units))
-        feedback = self.chooser.policy.feedback
-        if feedback is not None:  # the group of each position, for the losses the policy learns from
-            item["feedback_groups"] = torch.from_numpy(np.asarray(side_info[feedback.track], dtype=np.int64))
+        if self.chooser.feedback is not None:  # the group of each position, for the losses the policy learns from
+            item["feedback_groups"] = torch.from_numpy(np.asarray(side_info[self.chooser.feedback.track],
+                                                                  dtype=np.int64))
         return item
 
 
