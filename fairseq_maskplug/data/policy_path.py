@@ -80,7 +80,7 @@ class PolicyChooser:
     def __init__(self, policy: MaskPolicy, views: Optional[int] = None):
         self.policy, self.views = policy, views
         #: what the policy learns from training (read once here, not per item), or None
-        self.feedback = policy.feedback
+        self.feedback = getattr(policy, "feedback", None)  # (None: a dataset built without a policy, for its sizes)
 
     def with_state(self, state) -> "PolicyChooser":
         """The chooser of the policy drawing with training's statistics ``state`` (:mod:`...masking.feedback`)."""
