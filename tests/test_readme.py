@@ -58,6 +58,10 @@ def first_steps_blocks():
 
 
 RUNNABLE = [(line, body) for line, body, reason in BLOCKS if reason is None and body is not PREAMBLE]
+#: the First steps' preamble as a ``QUICK=1`` user sets it (``W=work_quick``, as its comment says)
+QUICK_PREAMBLE = PREAMBLE.replace("W=work ", "W=work_quick ", 1)
+#: a path under the quickstart's directory written out instead of through ``$W``
+HARD_CODED_WORK = re.compile(r"(?<![\w$./-])work/")
 FIRST_STEPS = first_steps_blocks()
 
 
@@ -79,6 +83,14 @@ def test_readme_blocks_are_run_or_say_why_not():
     for task in ("guided_mlm", "selective_mlm", "fe_mlm", "token_importance", "joint_mlm_classification",
                  "guided_denoising"):
         assert f"--task {task}" in tasks, f"no runnable README command trains --task {task}"
+
+
+def test_no_block_hard_codes_the_work_directory():
+    """Every command reads the quickstart's directory through ``$W``: a QUICK user's ``work_quick/`` has the same
+    layout, and a block that names ``work/`` fails there (the README's plain fairseq-train block did)."""
+    hard_coded = [line for line, body, _ in BLOCKS if body is not PREAMBLE and HARD_CODED_WORK.search(body)]
+    assert not hard_coded, f"use $W/ instead of work/ in: {hard_coded}"
+    assert QUICK_PREAMBLE != PREAMBLE
 
 
 def test_every_method_page_one_click_from_the_readme_trains_on_the_demo_data():
@@ -139,9 +151,11 @@ def run_readme_block(work_root, line, body, preamble=PREAMBLE):
 
 @pytest.fixture(scope="module")
 def quickstart_work(tmp_path_factory):
-    """A directory holding ``work/`` as the quickstart leaves it, at toy size."""
+    """A directory holding ``work_quick/`` as ``QUICK=1`` leaves it, at toy size (the blocks run with
+    ``W=work_quick``, so a block that hard-codes ``work/`` fails; ``test_readme_demo.py`` runs them in ``work/``)."""
     root = tmp_path_factory.mktemp("readme")
-    work, text = root / "work", root / "work" / "data" / "text"
+    work = root / "work_quick"
+    text = work / "data" / "text"
     text.mkdir(parents=True)
     rng = np.random.default_rng(0)
     vocab = [f"{w}{'x' * int(k)}" for w, k in zip("abcdefghijklmnopqrstuvwxyz", rng.integers(0, 8, 26))]
@@ -163,14 +177,14 @@ def quickstart_work(tmp_path_factory):
     check(run([BIN / "fairseq-preprocess", "--only-source", "--destdir", data / "mr" / "label", "--workers", "1",
                *[a for s in ("train", "valid", "test") for a in (f"--{s}pref", text / f"mr.{s}.label")]]))
     write_quickstart_tracks(data)
-    return finish_work(root)
+    return finish_work(root, "work_quick")
 
 
-def finish_work(root):
+def finish_work(root, name="work"):
     """What the README's commands take besides the data: the general checkpoint
     (``work/general/checkpoint_last.pt``, a real 2-update run), ``work/first-steps.args`` as the quickstart
     writes it (the model's shape, block length, checkpoint), and ``examples/``, ``recipes/``."""
-    work = root / "work"
+    work = root / name
     model = ["--arch", "roberta_tiny", "--tokens-per-sample", "128"]
     check(run([BIN / "fairseq-maskplug-train", work / "data" / "general", "--task", "guided_mlm", *model, "--cpu",
                "--optimizer", "adam", "--lr", "1e-3", "--batch-size", "8", "--max-update", "2",
@@ -186,4 +200,4 @@ def finish_work(root):
 @pytest.mark.full
 @pytest.mark.parametrize("line,body", RUNNABLE, ids=[line for line, _ in RUNNABLE])
 def test_readme_command_runs(quickstart_work, line, body):
-    run_readme_block(quickstart_work, line, body)
+    run_readme_block(quickstart_work, line, body, QUICK_PREAMBLE)
