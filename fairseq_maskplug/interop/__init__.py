@@ -14,9 +14,7 @@ import importlib
 import importlib.util
 import sys
 
-
-class MissingExtra(ImportError):
-    """The optional Hugging Face extra is not installed."""
+from ..common.extras import MissingExtra, require_extra
 
 
 def hide_broken_torchaudio() -> None:
@@ -38,9 +36,7 @@ def hide_broken_torchaudio() -> None:
 
 def import_transformers():
     """``transformers``, or :class:`MissingExtra` saying how to install it."""
-    for name in ("transformers", "safetensors"):
-        if importlib.util.find_spec(name) is None:
-            raise MissingExtra(f"{name} is not installed: pip install -e '.[hf]' (the Hugging Face extra)")
+    require_extra("hf", "the Hugging Face import and export")
     hide_broken_torchaudio()
     transformers = importlib.import_module("transformers")
     transformers.utils.logging.disable_progress_bar()  # one bar per weight load/save, meaningless here

