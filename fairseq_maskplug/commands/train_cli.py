@@ -224,6 +224,10 @@ def main(argv=None, in_process: bool = True) -> int:
     logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
                         datefmt="%Y-%m-%d %H:%M:%S", level=os.environ.get("LOGLEVEL", "INFO").upper(),
                         stream=sys.stdout, force=True)
+    if not in_process:  # the console command: one share of the cores unless OMP_NUM_THREADS is set
+        from ..tools.threads import choose_threads
+
+        choose_threads()
     argv = with_user_dir(sys.argv[1:] if argv is None else argv)
     try:
         gone = removed_flag(argv)

@@ -176,12 +176,16 @@ def configure_tool_output() -> None:
     """The tools print their results on stdout; on stderr go this package's INFO logs (which
     directory was read, what was loaded) and warnings, without fairseq's INFO logs or the
     warnings fairseq's own checkpoint loading raises on every call (hydra's deprecations,
-    ``pin_memory`` without an accelerator). Call before importing fairseq."""
+    ``pin_memory`` without an accelerator); torch's threads a share of the cores unless ``OMP_NUM_THREADS``
+    is set (:mod:`.threads`). Call before importing fairseq."""
     quiet_fairseq_import()
     logging.basicConfig(format="%(name)s | %(message)s", level=logging.WARNING, force=True)
     logging.getLogger("fairseq_maskplug").setLevel(logging.INFO)
     logging.getLogger("preprocess").setLevel(logging.INFO)
     quiet_third_party()
+    from .threads import choose_threads
+
+    choose_threads()  # one share of the cores unless OMP_NUM_THREADS is set (:mod:`.threads`)
 
 
 #: what every fairseq run or checkpoint load warns about (hydra 1.1+ deprecations), or a CPU data loader
