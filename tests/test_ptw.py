@@ -97,6 +97,20 @@ def test_each_epoch_draws_with_the_statistics_the_previous_ones_left():
     assert np.array_equal(feedback.running, restored.running)
 
 
+def test_the_logged_state_names_the_most_and_the_least_masked_tags():
+    from fairseq_maskplug.masking.ptw import describe_tag_weights
+
+    assert describe_tag_weights(tag_weights(np.zeros(N_TAGS))) == \
+        "tag weights: every tag 0.5 (no tag scored yet, or all alike)"
+    scores = np.arange(N_TAGS, dtype=float)  # X (the last tag) the hardest, ADJ (the first) the easiest
+    text = describe_tag_weights(tag_weights(scores))
+    top, bottom = text.split(": ", 1)[1].split(" ... ")
+    assert [entry.split()[0] for entry in top.split(", ")] == ["X", "VERB", "SYM"]
+    assert [entry.split()[0] for entry in bottom.split(", ")] == ["ADJ", "ADP", "ADV"]
+    with pytest.raises(ValueError, match="17 tags"):
+        describe_tag_weights(np.ones(3))
+
+
 # --- real training -------------------------------------------------------------------------------------------
 
 
@@ -176,6 +190,11 @@ def test_ptw_learns_tag_scores_and_resumes_exactly(pos_data, tmp_path, capsys):
     the same losses as the uninterrupted run from there on and ends with the same statistics; loader workers
     change nothing."""
     full = check(ptw_train(pos_data, tmp_path / "full", "--max-epoch", "3"))
+    # each epoch's state in the log, with the command that renders its masks
+    logged = [line for line in full.stdout.splitlines() if "mask policy ptw: epoch " in line]
+    assert [line.split("mask policy ptw: epoch ")[1].split()[0] for line in logged] == ["1", "2", "3"], logged
+    assert "every tag 0.5" in logged[0] and "show-examples --task-state" in logged[0]
+    assert all(line.count(", ") >= 4 and " ... " in line for line in logged[1:]), logged
     losses = [r["loss"] for r in json_logs(full, "train_inner")]
     assert len(losses) == 39
     state = task_state(tmp_path / "full" / "checkpoint_last.pt")

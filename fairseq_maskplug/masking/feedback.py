@@ -11,7 +11,7 @@ state can reach them identically whatever the loader (``docs/design.md``).
 """
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -27,12 +27,15 @@ class Feedback:
         initial: ``groups -> state``: the statistics before any training batch.
         fold: ``(state, loss_sums, counts) -> state``: the statistics after one training batch, from
             the batch's summed loss and count of predicted positions per group (every worker's).
+        describe: ``state -> str``: what the policy draws with under ``state``, in a few words (training logs
+            it at each epoch's start); None: the state is not logged.
     """
 
     track: str
     groups: int
     initial: Callable[[int], np.ndarray]
     fold: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+    describe: Optional[Callable[[np.ndarray], str]] = None
 
 
 def group_loss_sums(groups: np.ndarray, losses: np.ndarray, n_groups: int):

@@ -82,19 +82,35 @@ def ptw_mask(tags: np.ndarray, maskable: np.ndarray, weights: np.ndarray, prob: 
     return mask
 
 
+def describe_tag_weights(weights: np.ndarray, shown: int = 3) -> str:
+    """The ``shown`` most and least often accepted tags with their weights, for a log line:
+    ``tag weights: NOUN 0.88, VERB 0.81, ADJ 0.77 ... PUNCT 0.12, DET 0.2, ADP 0.25``."""
+    weights = np.asarray(weights, dtype=np.float64)
+    if weights.shape != (len(UPOS_TAGS),):
+        raise ValueError(f"describe_tag_weights: {weights.shape} weights for {len(UPOS_TAGS)} tags")
+    if np.ptp(weights) == 0:
+        return f"tag weights: every tag {weights[0]:.3g} (no tag scored yet, or all alike)"
+    order = np.argsort(-weights, kind="stable")
+    top = ", ".join(f"{UPOS_TAGS[i]} {weights[i]:.3g}" for i in order[:shown])
+    bottom = ", ".join(f"{UPOS_TAGS[i]} {weights[i]:.3g}" for i in order[::-1][:shown])
+    return f"tag weights (the most and the least masked): {top} ... {bottom}"
+
+
 @register_mask_policy("ptw", dataclass=PTWOptions)
 class PTWPolicy(TrackPolicy):
     """POS-Tagging Weighted masking (module docstring); its state is the tag scores, learnt in training. Under
     ``--mask-unit word`` a word's tag is its first piece's (the authors' alignment)."""
 
     rate_option = "ptw_mask_prob"
+    producer = "fairseq-maskplug-pos-tags --data {data} --split {split} --text RAW_TEXT_OF_{split}"
     track_option, track_rule, track_reduction = "ptw_track", POS_IDS, "first"
 
     @property
     def feedback(self) -> Feedback:
-        momentum = self.options.ptw_momentum
+        momentum, sharpness = self.options.ptw_momentum, self.options.ptw_sharpness
         return Feedback(self.track, len(UPOS_TAGS), lambda n: np.zeros(n),
-                        lambda s, sums, counts: fold_scores(s, sums, counts, momentum))
+                        lambda s, sums, counts: fold_scores(s, sums, counts, momentum),
+                        lambda s: describe_tag_weights(tag_weights(s, sharpness)))
 
     def weights(self) -> np.ndarray:
         """The tags' acceptance probabilities under the current state."""

@@ -8,6 +8,7 @@ initial ones). Both are saved in the checkpoint's task state and restored on res
 masks as an uninterrupted one.
 """
 
+import logging
 from typing import Optional
 
 import numpy as np
@@ -19,27 +20,42 @@ from ..masking import Feedback, group_loss_sums
 #: the key of the statistics in the checkpoint's task state
 STATE_KEY = "mask_policy_feedback"
 
+logger = logging.getLogger(__name__)
+
 
 class TrainingFeedback:
     """The running statistics of a policy's :class:`~fairseq_maskplug.masking.Feedback` and the state each epoch's
     items draw with (module docstring)."""
 
-    def __init__(self, feedback: Feedback):
-        self.feedback = feedback
+    def __init__(self, feedback: Feedback, name: str = "the policy"):
+        self.feedback, self.name = feedback, name
         self.initial = np.asarray(feedback.initial(feedback.groups), dtype=np.float64)
         self.running = self.initial.copy()  #: after the last training batch
         self.epoch, self.drawn = 1, self.initial.copy()  #: the newest epoch and the state its items draw with
+        self.logged = set()  # the epochs whose state was logged
 
     def state_for_epoch(self, epoch: int) -> np.ndarray:
         """The state the items of ``epoch`` draw with: the initial one for epoch 1 (and validation, which fairseq
-        iterates as epoch 1); for a new epoch, the running statistics now; for the current one, the same again."""
+        iterates as epoch 1); for a new epoch, the running statistics now; for the current one, the same again.
+        The first time an epoch is asked, what it draws with is logged (:attr:`Feedback.describe`)."""
         if epoch <= 1:
+            self.log_state(1, self.initial)
             return self.initial
         if epoch > self.epoch:
             self.epoch, self.drawn = epoch, self.running.copy()
         elif epoch < self.epoch:
             raise ValueError(f"mask policy feedback: epoch {epoch} asked after epoch {self.epoch}")
+        self.log_state(epoch, self.drawn)
         return self.drawn
+
+    def log_state(self, epoch: int, state: np.ndarray) -> None:
+        """One line in training's log for the first call of ``epoch``: what the policy draws with."""
+        if epoch in self.logged or self.feedback.describe is None:
+            return
+        self.logged.add(epoch)
+        logger.info("mask policy %s: epoch %d draws with its state from training so far: %s (the masks it gives: "
+                    "fairseq-maskplug-show-examples --task-state CHECKPOINT)", self.name, epoch,
+                    self.feedback.describe(state))
 
     def fold(self, groups: torch.Tensor, losses: torch.Tensor, device, ignore: bool = False) -> None:
         """Fold one training batch in: ``groups`` and ``losses`` of its predicted positions, summed over the
