@@ -133,7 +133,7 @@ def count_ngrams(args, shard, tokens, count_prefix: str, words_of):
     from fairseq_maskplug.data.track_shards import shard_lines
     from fairseq_maskplug.scoring.pmi_lexicon import NGramCounts, merge_counts
     from fairseq_maskplug.tools.pass_parts import PassParts, make_parts_directory
-    from fairseq_maskplug.tools.sharding import meet
+    from fairseq_maskplug.tools.sharding import meet, shard_lines_text
 
     lines = shard_lines(len(tokens), shard.num_shards, shard.shard_id, args.shard_block_lines)
     counts = NGramCounts(5, args.max_ngrams)
@@ -147,7 +147,7 @@ def count_ngrams(args, shard, tokens, count_prefix: str, words_of):
                "word_boundaries": args.word_boundaries, "block_lines": args.shard_block_lines}
     parts = PassParts(parts_dir, "counts", shard.num_shards, options, save=save_counts, load=load_counts)
     make_parts_directory(parts_dir, COMMAND)
-    where = f"shard {shard.shard_id} of {shard.num_shards} (lines {lines.start + 1} to {lines.stop})"
+    where = shard_lines_text(shard, lines)
     if parts.done(shard.shard_id, lines):
         print(f"{where}: its n-gram counts are written already: skipped", flush=True)
     else:
@@ -269,6 +269,8 @@ def write_units(args) -> int:
                           "share_of_words_in_ngrams": round(stats["words_in_ngrams"] / max(stats["words"], 1), 4),
                           "wrote": wrote}
     summary["merges"] = track.finish(lambda split_prefix: line_lengths(split_prefix, dictionary), args.data)
+    if track.warnings:
+        summary["warnings"] = track.warnings
     if shard.merges and args.lexicon is None:
         remove_parts_directory(counts_directory(args.data, args.count_split, args.name), COMMAND)
     print(json.dumps(summary))

@@ -113,7 +113,7 @@ def score(args) -> int:
         seconds = time.perf_counter() - start
         wrote = track.write(prefix, split_prefix, len(tokens), (plt[1:] for plt in plts), "float64")  # drop <s>
         scored = np.concatenate([plt[1:-1] for plt in plts] or [np.zeros(0)])
-        mean = f"{scored.mean():.3f}" if scored.size else "-"
+        mean = f"{scored.mean():.4g}" if scored.size else "-"
         print(f"{throughput('scored', len(plts), scored.size, seconds)}; mean PLT {mean}; {precision}; wrote {wrote}")
     for line in track.finish(lambda split_prefix: line_lengths(split_prefix, d), data):
         print(line)

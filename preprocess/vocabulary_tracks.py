@@ -29,12 +29,15 @@ def load_checked_splits(data: str, splits, also, dictionary, name: str) -> dict:
 
 def write_lookup_tracks(loaded: dict, splits, name: str, values) -> dict:
     """Track ``name`` of each of ``splits``: every token's entry of ``values`` (one float per vocabulary entry),
-    fingerprinted against the tokens and written atomically. ``{split: {"wrote": lines}}``."""
+    fingerprinted against the tokens and written atomically. ``{split: {"wrote": lines}}``, and ``"warnings"``:
+    a line for each degenerate track (also logged; :func:`~fairseq_maskplug.tools.sharding.warn_if_degenerate`)."""
     from fairseq_maskplug.data import write_side_info
+    from fairseq_maskplug.tools.sharding import warn_if_degenerate
 
     written = {}
     for split in splits:
         prefix, tokens = loaded[split]
         rows = (values[tokens[i].numpy()] for i in range(len(tokens)))
         written[split] = {"wrote": write_side_info(f"{prefix}.{name}", rows, "float64", tokens_prefix=prefix)}
-    return written
+    warnings = warn_if_degenerate([f"{loaded[split][0]}.{name}" for split in splits])
+    return {**written, "warnings": warnings} if warnings else written

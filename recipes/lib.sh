@@ -159,7 +159,9 @@ stage_progress() {
             echo "update $updates, loss $loss"
         fi
     else
-        tail -c 4000 "$log" 2>/dev/null | tr '\r' '\n' | grep -v '^[[:space:]]*$' | tail -1 | cut -c1-160 || true
+        # (not fairseq's import-time hint for its speech tasks, which every fairseq command logs first)
+        tail -c 4000 "$log" 2>/dev/null | tr '\r' '\n' | grep -v -e '^[[:space:]]*$' -e 'Please install tensorboardX' \
+            | tail -1 | cut -c1-160 || true
     fi
 }
 
@@ -186,6 +188,7 @@ stage() {
     if wait "$pid"; then
         mkdir -p "$WORK/.done" && touch "$WORK/.done/$name"
         echo "    [$name] finished in $(( SECONDS - start )) s"
+        stage_warnings "$name" "$log"
     else
         tail -30 "$log"; echo "stage $name failed after $(( SECONDS - start )) s; full log: $log" >&2; return 1
     fi
@@ -251,10 +254,25 @@ plot_runs() {
     python recipes/plot_valid_loss.py --out "$svg" --metric "$metric" --title "$title" "$@" | sed 's/^/    /'
 }
 
-# quick_note: under a results table of a QUICK=1 run, say what the figures are worth
+# stage_warnings NAME LOG: the warnings a producer logged about its output (a degenerate track: every token
+# important, all scores equal), shown as the stage ends and kept in $WORK/warnings.txt for the tables' notes
+stage_warnings() {
+    local name=$1 log=$2 line
+    grep -h 'fairseq_maskplug.producers | warning: ' "$log" 2>/dev/null | sed 's/.*| warning: //' | sort -u | while IFS= read -r line; do
+        echo "    [$name] warning: $line"
+        echo "[$name] $line (log: $log)" >> "$WORK/warnings.txt"
+    done
+}
+
+# quick_note: under a results table, say what the figures are worth (QUICK=1: nothing) and point to the
+# producers' warnings about degenerate side information, if any ($WORK/warnings.txt)
 quick_note() {
     if [ -n "${QUICK:-}" ]; then
         echo "QUICK=1: a smoke run at toy size (it checks that the pipeline runs); its figures measure nothing"
+    fi
+    if [ -s "$WORK/warnings.txt" ]; then
+        echo "note: $(wc -l < "$WORK/warnings.txt") producer warning(s) about degenerate side information, which" \
+             "the rows that read it inherit: $WORK/warnings.txt"
     fi
 }
 

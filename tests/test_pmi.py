@@ -310,6 +310,7 @@ def test_two_torchrun_ranks_write_the_one_process_pmi_units(tiny_data, tmp_path)
     result = check(run([BIN / "torchrun", "--standalone", "--nproc-per-node", "2", BIN / "fairseq-maskplug-pmi-units",
                         "--data", ranks, *args], timeout=600))
     assert "merged 2 shards" in result.stdout
+    assert "fairseq-maskplug-merge-shards" not in result.stdout  # rank 0 merges: no rank tells the user to
     assert pmi_tracks(ranks) == pmi_tracks(one) and not list(ranks.glob("*shard*"))
 
 

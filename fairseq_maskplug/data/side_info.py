@@ -14,6 +14,7 @@ asked (``--verify-data``), so a track cut short or copied over is named with its
 
 import hashlib
 import json
+import logging
 import os
 from typing import Iterable, Optional
 
@@ -24,6 +25,8 @@ from fairseq.data.indexed_dataset import MMapIndexedDataset, MMapIndexedDatasetB
 from ..common.atomic import temporary_name, write_failed
 from ..common.file_records import DamagedFileError, file_record, read_manifest, recorded_damage
 from ..masking.values import FINITE, ValueRule, check_track_name
+
+logger = logging.getLogger(__name__)
 
 SIDE_INFO_DTYPES = {"float64": np.float64, "int64": np.int64, "int32": np.int32, "uint8": np.uint8}
 
@@ -164,9 +167,10 @@ def load_side_info(split_prefix: str, name: str, tokens, split: str, rule: Value
     fingerprint, and every value against ``rule``."""
     prefix = side_info_prefix(split_prefix, name)
     if not SideInfoDataset.exists(prefix):
+        written_by = rule.producer.format(data=os.path.dirname(split_prefix) or ".", split=split)
         raise FileNotFoundError(
             f"side information {name!r} for split {split!r} not found: expected "
-            f"{prefix}.bin and {prefix}.idx"
+            f"{prefix}.bin and {prefix}.idx" + (f"; write it with: {written_by}" if written_by else "")
         )
     from .indexed_files import check_indexed_pair
 
@@ -177,6 +181,11 @@ def load_side_info(split_prefix: str, name: str, tokens, split: str, rule: Value
     check_aligned(tokens.sizes, side.sizes, split=split, name=name, path=prefix)
     check_fingerprint(prefix, split_prefix, name=name, split=split, without_fingerprint=without_fingerprint)
     check_values(side, rule, prefix)
+    summary = TrackSummary(side)  # what the policy draws from, in training's log
+    logger.info("side information %r of split %r: %s", name, split, summary)
+    if summary.degenerate():
+        logger.warning("side information %s.bin: %s: a policy reading it masks as if it had no information",
+                       prefix, summary.degenerate())
     return side
 
 
@@ -210,6 +219,59 @@ def check_values(side: SideInfoDataset, rule: ValueRule, prefix: str, chunk: int
                              f"{stored[at].item()!r} is not {rule.description}")
     if rule.nonzero_somewhere and not nonzero:
         raise ValueError(f"side information {prefix}.bin is 0 everywhere: {rule.nonzero_somewhere}")
+
+
+class TrackSummary:
+    """What a track holds at its tokens (each line's ``</s>`` aside, which every producer writes as 0): how many
+    values, their least, mean and largest, and how many equal the least and the largest."""
+
+    def __init__(self, side: SideInfoDataset, chunk: int = 1 << 24):
+        stored = np.frombuffer(side._bin_buffer, dtype=side._index.dtype)
+        ends = np.cumsum(np.asarray(side.sizes, dtype=np.int64)) - 1  # each line's </s>
+        self.count, total = 0, 0.0
+        self.low, self.high, self.at_low, self.at_high = np.inf, -np.inf, 0, 0
+        for start in range(0, len(stored), chunk):
+            values = stored[start:start + chunk].astype(np.float64)
+            keep = np.ones(len(values), dtype=bool)
+            eos = ends[np.searchsorted(ends, start):np.searchsorted(ends, start + len(values))] - start
+            keep[eos] = False
+            values = values[keep]
+            if not values.size:
+                continue
+            self.count, total = self.count + values.size, total + float(values.sum())
+            low, high = float(values.min()), float(values.max())
+            if low < self.low:
+                self.low, self.at_low = low, 0
+            if high > self.high:
+                self.high, self.at_high = high, 0
+            self.at_low += int((values == self.low).sum())
+            self.at_high += int((values == self.high).sum())
+        self.mean = total / self.count if self.count else float("nan")
+
+    def __str__(self):
+        if not self.count:
+            return "no values (every line is empty)"
+        return f"{self.count:,} values, least {self.low:.4g}, mean {self.mean:.4g}, largest {self.high:.4g}"
+
+    def degenerate(self, share: float = 0.99) -> str:
+        """Why a policy reading the track could not tell tokens apart: every value the same, or one of the least
+        and largest at ``share`` of the tokens or more; "" otherwise."""
+        if not self.count:
+            return ""
+        if self.low == self.high:
+            return f"every token has the value {self.low:.4g} (a constant track)"
+        for value, n in ((self.low, self.at_low), (self.high, self.at_high)):
+            if n >= share * self.count:
+                return f"{n / self.count:.1%} of the tokens have the value {value:.4g} (nearly constant)"
+        return ""
+
+
+def degenerate_track(prefix: str) -> str:
+    """One line when the track ``prefix`` cannot tell tokens apart (:meth:`TrackSummary.degenerate`), naming it
+    and what to check; "" otherwise."""
+    why = TrackSummary(SideInfoDataset(prefix)).degenerate()
+    return f"{prefix}.bin: {why}: a policy reading it masks as if it had no information; check the " \
+           "producer's input and options" if why else ""
 
 
 def check_fingerprint(prefix: str, split_prefix: str, *, name: str, split: str,

@@ -46,6 +46,8 @@ class DifferencePolicy(TrackPolicy):
     a word scores as its most anchor-like piece (ours)."""
 
     rate_option = "difference_mask_prob"
+    producer = ("fairseq-maskplug-difference --data {data} --splits {split} --general GENERAL_DATA "
+                "--checkpoint MODEL_CHECKPOINT")
     track_option, track_rule, track_reduction = "difference_track", PROBABILITY, "max"
 
     def choose(self, tokens, maskable, side_info, rng):

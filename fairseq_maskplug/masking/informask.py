@@ -24,6 +24,7 @@ class InforMaskPolicy(TrackPolicy):
     table's (about the producer's ``--rate`` on average), so ``--mask-prob-schedule`` does not apply. Under
     ``--mask-unit word`` a word is masked at the largest rate of its pieces (ours)."""
 
+    producer = "fairseq-maskplug-informask --data {data} --splits {split}"
     track_option, track_rule, track_reduction = "informask_track", PROBABILITY, "max"
 
     def probabilities(self, tokens, maskable, side_info):

@@ -122,6 +122,7 @@ class L3Policy(TrackPolicy):
     #: ``--mask-unit word``: a word's PLT is the product of its subwords' PLTs (ours: each subword's
     #: pseudo-likelihood was scored with only that subword masked, so the product approximates the
     #: word's), and ``p_bar`` is the mean over the words
+    producer = "fairseq-maskplug-score-pll --checkpoint VANILLA_MLM_CHECKPOINT --data {data} --splits {split}"
     track_option, track_rule, track_reduction = "l3_track", PROBABILITY, "prod"
 
     def probabilities(self, tokens, maskable, side_info):

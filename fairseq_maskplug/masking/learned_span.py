@@ -132,6 +132,7 @@ class LearnedSpanOptions:
 class LearnedSpanPolicy(MaskPolicy):
     """Mask the spans a span-scoring model (supervised or meta-learned) scores highest."""
 
+    producer = "fairseq-maskplug-score-spans --checkpoint SPAN_POLICY_CHECKPOINT --data {data} --splits {split}"
     chooses_spans = True
     #: ``--mask-unit word``: a chosen span grows to the whole words it touches
     words_by_expansion = True

@@ -97,6 +97,7 @@ class PMIPolicy(TrackPolicy):
     corrupts_units = True
 
     #: ``--mask-unit word``: a word starts a unit when its first token does (units are whole words)
+    producer = "fairseq-maskplug-pmi-units --data {data} --splits {split}"
     track_option, track_rule, track_reduction = "pmi_track", UNIT_STARTS, "first"
 
     def choose(self, tokens, maskable, side_info, rng):

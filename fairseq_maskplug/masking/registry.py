@@ -76,6 +76,22 @@ class MaskPolicy:
         """What each track may hold, checked over the whole split when it is loaded (default: finite)."""
         return {name: FINITE for name in self.side_info_names}
 
+    #: the command that writes this policy's tracks, with ``{data}``, ``{split}`` (and ``{track}``, where the
+    #: producer's default name is not the policy's) to fill in and upper-case words for the user; a missing
+    #: track's message names it (:meth:`producer_command`); "" for none
+    producer: str = ""
+
+    def producer_command(self, track: str) -> str:
+        """:attr:`producer` for ``track`` (``{data}`` and ``{split}`` left to fill in), with ``--name TRACK`` where
+        the policy reads the track under another name than its default (the producers write the default)."""
+        if not self.producer or "{track}" in self.producer:
+            return self.producer.replace("{track}", track)
+        try:
+            defaults = type(self)().side_info_names
+        except (TypeError, ValueError):  # a policy that cannot be built from its defaults alone
+            defaults = ()
+        return self.producer if track in defaults else f"{self.producer} --name {track}"
+
     def choose(self, tokens: np.ndarray, maskable: np.ndarray,
                side_info: Mapping[str, np.ndarray], rng: np.random.Generator) -> np.ndarray:
         """Return a boolean array, True at the positions to predict.
@@ -176,6 +192,9 @@ class PolicyWrapper(MaskPolicy):
 
     side_info_names = property(lambda self: self.inner.side_info_names)
     side_info_rules = property(lambda self: self.inner.side_info_rules)
+
+    def producer_command(self, track):
+        return self.inner.producer_command(track)
     word_reductions = property(lambda self: self.inner.word_reductions)
 
 

@@ -99,6 +99,7 @@ class SalientSpanOptions:
 class SalientSpanPolicy(MaskPolicy):
     """Mask whole salient spans (named entities, dates), uniformly among a block's complete spans."""
 
+    producer = "fairseq-maskplug-salient-spans --data {data} --split {split} --text RAW_TEXT_OF_{split}"
     chooses_spans = True
     #: ``--mask-unit word``: a chosen span grows to the whole words it touches
     words_by_expansion = True

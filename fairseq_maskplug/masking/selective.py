@@ -104,6 +104,8 @@ class SelectivePolicy(MaskPolicy):
     per sequence.
     """
 
+    producer = ("fairseq-maskplug-annotate-importance --checkpoint TAGGER_CHECKPOINT --data {data} --splits {split}"
+                " (or fairseq-maskplug-score-importance on labelled data)")
     views_refused = ("its masks are tokens its tagger selected (fixed: the same ones at every visit; per_epoch: "
                      "a capped subset of them), which do not hold K disjoint masks of its distribution; train it "
                      "with --task selective_mlm or guided_mlm")

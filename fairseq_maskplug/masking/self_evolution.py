@@ -62,6 +62,8 @@ class SelfEvolutionPolicy(TrackPolicy):
     the track is rewritten by another self-questioning pass. Under ``--mask-unit word`` a word is as hard as its
     hardest piece (ours)."""
 
+    producer = ("fairseq-maskplug-score-pll --metric unmasked --name {track} --checkpoint MODEL_CHECKPOINT --data {data} "
+                "--splits {split}")
     track_option, track_rule, track_reduction = "se_track", PROBABILITY, "min"
 
     def choose(self, tokens, maskable, side_info, rng):

@@ -32,13 +32,16 @@ def check_split_name(name: str) -> str:
 @dataclass(frozen=True)
 class ValueRule:
     """Values must be finite, lie in ``[low, high]`` and, if ``integral``, be whole numbers; with
-    ``nonzero_somewhere`` (the reason, for the message) a split whose values are all 0 is refused."""
+    ``nonzero_somewhere`` (the reason, for the message) a split whose values are all 0 is refused. ``producer``
+    is the command that writes such a track, with ``{data}`` and ``{split}`` to fill in: a missing track's
+    message names it (:meth:`~.registry.MaskPolicy.producer_command`)."""
 
     description: str
     low: float = -math.inf
     high: float = math.inf
     integral: bool = False
     nonzero_somewhere: str = ""
+    producer: str = ""
 
     def invalid(self, values: np.ndarray) -> np.ndarray:
         """Boolean array: True where a value breaks the rule."""

@@ -1,6 +1,7 @@
 """What every masked-LM task of this package (and the text-to-text ``guided_denoising``) shares:
 data, blocking, the mask policy and its rate schedule, corruption, statistics."""
 
+import dataclasses
 import logging
 import os
 from dataclasses import dataclass
@@ -151,7 +152,7 @@ class MaskedLMBaseTask(PackageTask):
             if self.feedback_refused:
                 raise ValueError(f"--mask-policy {cfg.mask_policy} learns from training, which --task "
                                  f"{cfg._name} does not support: {self.feedback_refused}")
-            self.training_feedback = TrainingFeedback(self.policy.feedback)
+            self.training_feedback = TrainingFeedback(self.policy.feedback, cfg.mask_policy)
 
     @property
     def feedback_states(self):
@@ -205,8 +206,10 @@ class MaskedLMBaseTask(PackageTask):
 
     @property
     def side_info_rules(self):
-        """The side-information tracks the policy reads, each mapped to the ValueRule its values must follow."""
-        return self.policy.side_info_rules
+        """The side-information tracks the policy reads, each mapped to the ValueRule its values must follow and
+        the command that writes it (named when the track is missing)."""
+        return {name: dataclasses.replace(rule, producer=self.policy.producer_command(name))
+                for name, rule in self.policy.side_info_rules.items()}
 
     @property
     def special_ids(self):

@@ -143,6 +143,8 @@ class ShardedTrack:
         self.shard, self.block_lines = shard, block_lines
         self.options = dict(options, block_lines=block_lines)
         self.written = []  # (track prefix, split prefix, dtype)
+        self.complete = []  # track prefixes this process wrote whole (one shard, or the merge)
+        self.warnings = []  #: one line per degenerate track written (:func:`~..data.side_info.degenerate_track`)
 
     def lines(self, n_lines: int) -> range:
         from ..data.track_shards import shard_lines
@@ -172,22 +174,49 @@ class ShardedTrack:
 
         if self.shard.num_shards == 1:
             write_side_info(prefix, rows, dtype, tokens_prefix=split_prefix)
+            self.complete.append(prefix)
             return f"{prefix}.bin/.idx"
         lines = self.lines(n_lines)
         write_part(prefix, rows, dtype, split_prefix, lines, *self.shard[:2], self.options)
-        return f"shard {self.shard.shard_id} of {self.shard.num_shards} (lines {lines.start + 1} to {lines.stop})"
+        return shard_lines_text(self.shard, lines)
 
     def finish(self, token_sizes, data: str) -> list:
         """After the barrier of a launch, the merging rank writes every track from its parts
         (``token_sizes(split_prefix)``: the split's line lengths); returns what it reports. ``data``:
-        the directory of the parts, for the merge command a job of independent shards is told."""
+        the directory of the parts, for the merge command a job of independent shards is told (the other
+        ranks of a launch, whose rank 0 merges, are told nothing). A track written whole that is degenerate
+        (:func:`~..data.side_info.degenerate_track`) is warned about in the log and kept in :attr:`warnings`."""
         from ..data.track_shards import merge_parts
 
         wait_for_every_shard(self.shard)
-        if self.shard.num_shards == 1:
-            return []
-        if not self.shard.merges:
-            return [f"when every shard is written: fairseq-maskplug-merge-shards {data}"]
-        for prefix, split_prefix, dtype in self.written:
-            merge_parts(prefix, split_prefix, token_sizes(split_prefix), self.shard.num_shards, dtype)
-        return [f"merged {self.shard.num_shards} shards into {prefix}.bin/.idx" for prefix, _, _ in self.written]
+        reports = []
+        if self.shard.num_shards > 1 and self.shard.launch is None:
+            reports = [f"when every shard is written: fairseq-maskplug-merge-shards {data}"]
+        elif self.shard.num_shards > 1 and self.shard.merges:
+            for prefix, split_prefix, dtype in self.written:
+                merge_parts(prefix, split_prefix, token_sizes(split_prefix), self.shard.num_shards, dtype)
+                self.complete.append(prefix)
+            reports = [f"merged {self.shard.num_shards} shards into {prefix}.bin/.idx" for prefix, _, _ in self.written]
+        self.warnings += warn_if_degenerate(self.complete)
+        return reports
+
+
+def shard_lines_text(shard: Shard, lines: range) -> str:
+    """``shard I of N (lines A to B)`` for a report, or that the shard has none (fewer blocks than shards)."""
+    where = f"shard {shard.shard_id} of {shard.num_shards}"
+    if not len(lines):
+        return f"{where} (no lines: the split has fewer blocks of --shard-block-lines than shards)"
+    return f"{where} (lines {lines.start + 1} to {lines.stop})"
+
+
+def warn_if_degenerate(prefixes) -> list:
+    """One warning line, also logged, for each track of ``prefixes`` whose values cannot tell tokens apart
+    (:func:`~..data.side_info.degenerate_track`)."""
+    import logging
+
+    from ..data.side_info import degenerate_track
+
+    warnings = [warning for warning in map(degenerate_track, prefixes) if warning]
+    for warning in warnings:
+        logging.getLogger("fairseq_maskplug.producers").warning("warning: %s", warning)
+    return warnings

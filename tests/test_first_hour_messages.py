@@ -1,0 +1,167 @@
+"""What a new user's first hour showed (round four): a missing track names the command that writes it, a
+missing optional dependency names its extra, the commands take one share of the cores unless
+``OMP_NUM_THREADS`` says otherwise, and degenerate side information is warned about where it is written and
+where it is read."""
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from fairseq_helpers import BIN, check, one_line_error, run
+from fairseq_maskplug.data import write_side_info
+from fairseq_maskplug.data.side_info import SideInfoDataset, TrackSummary, degenerate_track
+from fairseq_maskplug.tools.threads import choose_threads, default_threads, local_processes
+
+
+# --- a missing track names its producer ---------------------------------------------------------------------
+
+
+def _guided_task(data, *flags):
+    from fairseq import options, tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    args = options.parse_args_and_arch(options.get_training_parser(), [
+        str(data), "--task", "guided_mlm", "--tokens-per-sample", "32", "--arch", "roberta_base", *flags])
+    return tasks.setup_task(convert_namespace_to_omegaconf(args).task)
+
+
+@pytest.mark.parametrize("flags, command", [
+    (["--mask-policy", "pmi"], "write it with: fairseq-maskplug-pmi-units --data {data} --splits train"),
+    (["--mask-policy", "ptw"], "write it with: fairseq-maskplug-pos-tags --data {data} --split train --text "
+                               "RAW_TEXT_OF_train"),
+    (["--mask-policy", "matched_random", "--matched-policy", "l3", "--mask-unit", "word"],
+     "write it with: fairseq-maskplug-score-pll --checkpoint VANILLA_MLM_CHECKPOINT --data {data} --splits train"),
+    (["--mask-policy", "informask", "--informask-track", "rates"],
+     "write it with: fairseq-maskplug-informask --data {data} --splits train --name rates"),
+    (["--mask-policy", "self_evolution", "--se-track", "hard"],
+     "fairseq-maskplug-score-pll --metric unmasked --name hard --checkpoint MODEL_CHECKPOINT"),
+])
+def test_a_missing_track_names_the_command_that_writes_it(tiny_data, flags, command):
+    """The policy's producer, with the data directory and split filled in (and ``--name`` for a renamed track);
+    a wrapper (matched_random, --mask-unit word) names its inner policy's."""
+    data = tiny_data / "bin"
+    task = _guided_task(data, *flags)
+    with pytest.raises(FileNotFoundError) as error:
+        task.load_dataset("train")
+    assert command.format(data=data) in str(error.value) and "not found" in str(error.value)
+
+
+@pytest.mark.e2e
+def test_the_training_command_names_it_in_one_line(tiny_data, tmp_path):
+    from fairseq_helpers import CPU_RUN, TINY_ROBERTA
+
+    result = run([BIN / "fairseq-maskplug-train", tiny_data / "bin", "--task", "guided_mlm", "--mask-policy", "pmi",
+                  "--tokens-per-sample", "32", "--save-dir", tmp_path / "ck", *TINY_ROBERTA, *CPU_RUN])
+    one_line_error(result, "side information 'pmi_units' for split", "fairseq-maskplug-pmi-units --data")
+
+
+# --- an optional dependency that is missing names its extra ---------------------------------------------------
+
+
+SPACY_HIDDEN = "import sys; sys.modules['spacy'] = None\n"  # as an environment without spaCy: import fails
+
+
+@pytest.mark.parametrize("module", ["pos_tags", "salient_spans"])
+def test_a_spacy_producer_without_spacy_stops_naming_the_extra(tiny_data, tmp_path, module):
+    """In a process where spaCy cannot be imported, the producer's one line names ``.[spans]``, nothing is written
+    (it was a raw ``ModuleNotFoundError`` in the salient-spans step of the own-data page)."""
+    data = shutil.copytree(tiny_data / "bin", tmp_path / "bin")
+    before = sorted(data.iterdir())
+    code = (SPACY_HIDDEN + f"from fairseq_maskplug.preprocess import {module}\n"
+            f"sys.exit({module}.main(['--data', {str(data)!r}, '--split', 'train', '--text', "
+            f"{str(tiny_data / 'train.txt')!r}]))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 2, result.stderr[-2000:]
+    error = result.stderr.strip().splitlines()
+    assert len(error) == 1 and error[0].startswith("error: fairseq-maskplug-"), result.stderr[-2000:]
+    assert 'pip install -e ".[spans]"' in error[0] and "Traceback" not in result.stderr
+    assert sorted(data.iterdir()) == before
+
+
+def test_the_hf_extra_is_named_the_same_way():
+    from fairseq_maskplug.common.extras import MissingExtra, require_extra
+
+    code = "import sys; sys.modules['transformers'] = None\n" \
+           "from fairseq_maskplug.interop import import_transformers\nimport_transformers()"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert 'MissingExtra: the Hugging Face import and export needs transformers' in result.stderr
+    assert 'pip install -e ".[hf]"' in result.stderr
+    assert issubclass(MissingExtra, ImportError)
+    with pytest.raises(ValueError, match="unknown extra"):
+        require_extra("nope", "x")
+
+
+# --- threads ------------------------------------------------------------------------------------------------
+
+
+def test_a_share_of_the_cores_per_process_and_of_those_other_work_leaves():
+    assert default_threads(2, 1) == 2 and default_threads(16, 4) == 4 and default_threads(2, 4) == 1
+    assert default_threads(2, 1, busy=1) == 1 and default_threads(8, 2, busy=4) == 2
+    assert default_threads(2, 1, busy=9) == 1  # never 0
+    with pytest.raises(ValueError):
+        default_threads(0, 1)
+    assert local_processes({"LOCAL_WORLD_SIZE": "4"}) == 4
+    assert local_processes({"SLURM_NTASKS_PER_NODE": "2(x3)"}) == 2 and local_processes({}) == 1
+
+
+def test_omp_num_threads_wins_and_otherwise_the_choice_is_set_and_logged(caplog):
+    environ = {"OMP_NUM_THREADS": "3"}
+    assert choose_threads(environ) is None and environ == {"OMP_NUM_THREADS": "3"}
+    # in a child without OMP_NUM_THREADS: torch's pool takes the chosen share, and the line says how to choose
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                                                          "OPENBLAS_NUM_THREADS")}
+    code = ("from fairseq_maskplug.tools.cli import configure_tool_output; configure_tool_output()\n"
+            "import os, torch; print(torch.get_num_threads(), os.environ['OMP_NUM_THREADS'])")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    threads, exported = result.stdout.split()
+    assert threads == exported and int(threads) >= 1, result.stderr
+    assert f"torch threads per process: {threads} (" in result.stderr and "set OMP_NUM_THREADS" in result.stderr
+
+
+# --- degenerate side information ----------------------------------------------------------------------------
+
+
+def _track(tmp_path, rows, dtype="float64"):
+    prefix = str(tmp_path / f"train.t{len(list(tmp_path.iterdir()))}")
+    write_side_info(prefix, [np.append(row, 0) for row in rows], dtype)  # each line's </s> is 0
+    return prefix
+
+
+def test_a_constant_or_nearly_constant_track_is_named_and_an_informative_one_is_not(tmp_path):
+    """</s> (0 in every track) does not count: 100% of the tokens important is constant."""
+    everything = _track(tmp_path, [np.ones(5), np.ones(3)], "uint8")
+    assert "every token has the value 1 (a constant track)" in degenerate_track(everything)
+    summary = TrackSummary(SideInfoDataset(everything))
+    assert (summary.count, summary.low, summary.high, summary.mean) == (8, 1, 1, 1)
+    nearly = _track(tmp_path, [np.zeros(300), np.array([0.5])])
+    assert "99.7% of the tokens have the value 0 (nearly constant)" in degenerate_track(nearly)
+    informative = _track(tmp_path, [np.linspace(0, 1, 50)])
+    assert degenerate_track(informative) == ""
+    assert str(TrackSummary(SideInfoDataset(informative))) == "50 values, least 0, mean 0.5, largest 1"
+    # chunks of the memory map: the same summary as one pass
+    chunked = TrackSummary(SideInfoDataset(nearly), chunk=7)
+    assert (chunked.count, chunked.at_low, chunked.at_high) == (301, 300, 1)
+
+
+def test_a_producer_warns_in_its_summary_and_log_and_training_warns_at_load(tiny_data, tmp_path, caplog):
+    """pmi-units with a lexicon no n-gram reaches: every word is its own unit, so the track is 1 at every token
+    (whitespace words): the summary and the log say so; training that loads it warns again."""
+    data = shutil.copytree(tiny_data / "bin", tmp_path / "bin")
+    result = run([BIN / "fairseq-maskplug-pmi-units", "--data", data, "--min-count", "100000"])
+    check(result)
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert len(summary["warnings"]) == 2 and "train.pmi_units.bin: every token has the value 1" in \
+        summary["warnings"][0], summary
+    assert "fairseq_maskplug.producers | warning: " in result.stderr
+    task = _guided_task(data, "--mask-policy", "pmi")
+    with caplog.at_level(logging.INFO, logger="fairseq_maskplug"):
+        task.load_dataset("train")
+    assert any("train.pmi_units.bin: every token has the value 1" in r.getMessage() and r.levelname == "WARNING"
+               for r in caplog.records)
+    assert any("side information 'pmi_units' of split 'train': " in r.getMessage() for r in caplog.records)
