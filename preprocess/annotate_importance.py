@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 from fairseq_maskplug.common.option_ranges import number
-from fairseq_maskplug.tools.sharding import add_shard_options
+from fairseq_maskplug.tools.sharding import add_shard_options, warn_if_all_or_none
 
 from . import (HelpFormatter, add_checkpoint_options, add_splits, configure_tool_output, import_user_dir,
                one_line_on_write_failure, track_name, track_outputs)
@@ -91,6 +91,8 @@ def main(argv=None) -> int:
             wrote += f" and {preview}"
         words = np.concatenate([s[:-1] for s in scores]) if scores else np.zeros(0)
         share = f"{np.mean(words >= 0.5):.1%}" if words.size else "-"
+        if words.size:
+            warn_if_all_or_none(prefix, float(np.mean(words >= 0.5)), "scored >= 0.5")
         print(f"{split}: {throughput('tagged', len(lines), words.size, seconds)}; {share} of the tokens scored >= 0.5; "
               f"{precision}; wrote {wrote}")
     for line in track.finish(lambda split_prefix: line_lengths(split_prefix, d), args.data):

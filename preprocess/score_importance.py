@@ -26,7 +26,7 @@ import time
 import numpy as np
 
 from fairseq_maskplug.common.option_ranges import number
-from fairseq_maskplug.tools.sharding import add_shard_options
+from fairseq_maskplug.tools.sharding import add_shard_options, warn_if_all_or_none
 
 from . import (HelpFormatter, add_checkpoint_options, add_splits, configure_tool_output, import_user_dir,
                one_line_on_write_failure, track_name)
@@ -160,6 +160,8 @@ def label_split(args, classifier, longest, tokens, classes, symbols, split_prefi
           f"{n_important} of their {n_tokens} tokens important ({n_important / max(n_tokens, 1):.1%})"
           + (f"; {truncated} sentences longer than {longest} tokens scored in part" if truncated else ""))
     print(f"wrote {wrote}")
+    if n_tokens:
+        warn_if_all_or_none(prefix, n_important / n_tokens, "important (of the sentences scored)")
 
 
 if __name__ == "__main__":

@@ -69,6 +69,15 @@ else
     DEVICE_ARGS=(--cpu --num-workers 0)
 fi
 MASKPLUG_CPU_WORKERS="${MASKPLUG_CPU_WORKERS:-1}"
+# torch's threads: one share of the cores per process, chosen once before the first stage (the load
+# average then counts other work, not the recipe's own last stage); OMP_NUM_THREADS, when set, wins
+if [ -z "${OMP_NUM_THREADS:-}" ]; then
+    local_processes=1
+    [ "$n_gpus" -eq 0 ] && local_processes="$MASKPLUG_CPU_WORKERS"
+    OMP_NUM_THREADS="$(python -m fairseq_maskplug.tools.threads --processes "$local_processes" 2>/dev/null || echo 1)"
+    export OMP_NUM_THREADS
+    echo "[threads] torch threads per process: $OMP_NUM_THREADS (set OMP_NUM_THREADS to choose)"
+fi
 if [ "$n_gpus" -gt 0 ]; then WORKERS="${MASKPLUG_WORKERS:-$n_gpus}"; else WORKERS="${MASKPLUG_WORKERS:-$MASKPLUG_CPU_WORKERS}"; fi
 
 # maskplug_train ARGS...: fairseq-maskplug-train under LAUNCH, else under torchrun with
@@ -258,10 +267,11 @@ plot_runs() {
 # important, all scores equal), shown as the stage ends and kept in $WORK/warnings.txt for the tables' notes
 stage_warnings() {
     local name=$1 log=$2 line
-    grep -h 'fairseq_maskplug.producers | warning: ' "$log" 2>/dev/null | sed 's/.*| warning: //' | sort -u | while IFS= read -r line; do
-        echo "    [$name] warning: $line"
-        echo "[$name] $line (log: $log)" >> "$WORK/warnings.txt"
-    done
+    { grep -h 'fairseq_maskplug.producers | warning: ' "$log" 2>/dev/null || true; } | sed 's/.*| warning: //' \
+        | sort -u | while IFS= read -r line; do
+            echo "    [$name] warning: $line"
+            echo "[$name] $line (log: $log)" >> "$WORK/warnings.txt"
+        done
 }
 
 # quick_note: under a results table, say what the figures are worth (QUICK=1: nothing) and point to the

@@ -12,7 +12,8 @@ SCRIPTS = sorted(path for path in (REPO / "benchmarks").glob("*.py")
                  if 'if __name__ == "__main__"' in path.read_text(encoding="utf-8"))
 # gpu_acceptance trains every task (13 runs, about 2 minutes on 2 cores): the full tier runs it, on CPU
 EXTRA_ARGS = {"gpu_acceptance": ["--cpu", "--precision", "fp16,bf16"]}
-FULL_TIER = {"gpu_acceptance", "bench_precision", "bench_scaleout"}  # the last two train two models: 1-1.5 min
+# bench_precision and bench_scaleout train two models (1-1.5 min), bench_threads four runs under load (40 s)
+FULL_TIER = {"gpu_acceptance", "bench_precision", "bench_scaleout", "bench_threads"}
 # further smoke runs: a second code path
 VARIANTS = {"fe_variance": [["--mask-policy", "l3"], ["--seeds", "2"]]}
 LAST_LINE = re.compile(r"ratio\w*=-?\d+(\.\d+)?( \w+=-?\d+(\.\d+)?)*")

@@ -165,3 +165,15 @@ def test_a_producer_warns_in_its_summary_and_log_and_training_warns_at_load(tiny
     assert any("train.pmi_units.bin: every token has the value 1" in r.getMessage() and r.levelname == "WARNING"
                for r in caplog.records)
     assert any("side information 'pmi_units' of split 'train': " in r.getMessage() for r in caplog.records)
+
+
+def test_a_producer_that_marks_all_or_none_of_the_tokens_warns(caplog):
+    """score-importance marked 100% of the scored tokens important on the quickstart data, silently."""
+    from fairseq_maskplug.tools.sharding import warn_if_all_or_none
+
+    with caplog.at_level(logging.WARNING, logger="fairseq_maskplug.producers"):
+        line = warn_if_all_or_none("d/train.importance", 1.0, "important")
+        assert warn_if_all_or_none("d/train.importance", 0.5, "important") == ""
+    assert line.startswith("d/train.importance.bin: 100.0% of the tokens decided on are important")
+    assert [r.getMessage() for r in caplog.records] == [f"warning: {line}"]
+    assert warn_if_all_or_none("p", 0.001, "important").startswith("p.bin: 0.1% of the tokens")

@@ -10,6 +10,7 @@ import pytest
 from fairseq_helpers import BIN, REPO
 
 RUN_STAGE = """
+set -euo pipefail  # as the recipes run
 source recipes/lib.sh
 fake_training() {  # fairseq-like JSON records, one per second
     for update in 2 4 6; do
@@ -26,13 +27,15 @@ logged_total() {  # no --max-update among the stage's arguments: the total fairs
 }
 stage logged "$WORK/logged.log" logged_total
 stage broken "$WORK/broken.log" bash -c 'echo went wrong; exit 3' || echo "returned $?"
+stage warned "$WORK/warned.log" bash -c 'echo "fairseq_maskplug.producers | warning: t.bin: every token has the value 1"'
+quick_note
 """
 
 
 @pytest.mark.e2e  # it sources recipes/lib.sh (no training)
 def test_a_stage_reports_start_progress_end_and_failure(tmp_path):
     env = dict(os.environ, MASKPLUG_ROOT=str(REPO), MASKPLUG_WORK=str(tmp_path), MASKPLUG_PROGRESS_SECONDS="1",
-               PATH=f"{BIN}:{os.environ['PATH']}")
+               OMP_NUM_THREADS="1", PATH=f"{BIN}:{os.environ['PATH']}")
     result = subprocess.run(["bash", "-c", RUN_STAGE], capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
     out = result.stdout.splitlines()
     assert out[0].startswith("    [fake] started ") and out[0].endswith(f"log: {tmp_path}/fake.log"), out
@@ -43,6 +46,11 @@ def test_a_stage_reports_start_progress_end_and_failure(tmp_path):
     assert any(line.startswith("    [logged] ") and "/10, loss 3.2" in line for line in out), out
     assert "went wrong" in result.stdout and "returned 1" in result.stdout
     assert "stage broken failed after " in result.stderr and f"full log: {tmp_path}/broken.log" in result.stderr
+    # a producer's warning shows as its stage ends, and under the tables (a stage whose log has none: nothing)
+    assert "    [warned] warning: t.bin: every token has the value 1" in out
+    assert sum("warning" in line for line in out) == 1 + 1, out
+    assert out[-1] == f"note: 1 producer warning(s) about degenerate side information, which the rows that read " \
+                      f"it inherit: {tmp_path}/warnings.txt"
 
 
 @pytest.mark.e2e

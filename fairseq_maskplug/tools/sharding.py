@@ -212,11 +212,24 @@ def shard_lines_text(shard: Shard, lines: range) -> str:
 def warn_if_degenerate(prefixes) -> list:
     """One warning line, also logged, for each track of ``prefixes`` whose values cannot tell tokens apart
     (:func:`~..data.side_info.degenerate_track`)."""
-    import logging
-
     from ..data.side_info import degenerate_track
 
-    warnings = [warning for warning in map(degenerate_track, prefixes) if warning]
-    for warning in warnings:
-        logging.getLogger("fairseq_maskplug.producers").warning("warning: %s", warning)
-    return warnings
+    return [warn(warning) for warning in map(degenerate_track, prefixes) if warning]
+
+
+def warn_if_all_or_none(prefix: str, share: float, what: str, near: float = 0.01) -> str:
+    """A warning (logged and returned; "" if none) when ``share`` of the tokens of the track ``prefix`` that
+    the producer decided on are ``what`` ("important"), or none of them is, within ``near``: a selective policy
+    reading the track then masks all or nothing of them."""
+    if near < share < 1 - near:
+        return ""
+    return warn(f"{prefix}.bin: {share:.1%} of the tokens decided on are {what}: a policy reading it masks as if "
+                "it had no information; check the producer's input and options")
+
+
+def warn(line: str) -> str:
+    """Log ``line`` as a producer's warning (the recipes collect these: ``recipes/lib.sh``); returns it."""
+    import logging
+
+    logging.getLogger("fairseq_maskplug.producers").warning("warning: %s", line)
+    return line
