@@ -140,6 +140,24 @@ def compare(hf_model, hf_tokenizer, fs_model, fs_dir: Path, fs_dictionary, toler
 # ---------------------------------------------------------------------------------------------
 # HF -> fairseq
 
+def load_hf_weights(auto, src: Path):
+    """``auto.from_pretrained(src)``; a pickled weight file that the safe loader refuses (it would create objects
+    that are not tensors) is named in one line, never loaded otherwise (transformers' error names no file and
+    suggests turning the safe loader off)."""
+    import pickle
+
+    from fairseq_maskplug.common.checkpoint_files import UnsafeCheckpointError, refused_message
+
+    try:
+        return auto.from_pretrained(src)
+    except (pickle.UnpicklingError, OSError) as error:
+        text = f"{error} {error.__cause__ or ''} {error.__context__ or ''}"
+        if isinstance(error, pickle.UnpicklingError) or "Weights only load failed" in text:
+            weights = next((src / name for name in ("pytorch_model.bin", "model.bin") if (src / name).exists()), src)
+            raise UnsafeCheckpointError(refused_message(str(weights), text)) from None
+        raise
+
+
 def hf_to_fairseq(args) -> str:
     from fairseq_maskplug.interop import import_transformers
     transformers = import_transformers()
@@ -154,7 +172,7 @@ def hf_to_fairseq(args) -> str:
         raise ValueError(f"{src}/config.json: model_type {config.model_type!r}; only roberta converts")
     classifier = any("ForSequenceClassification" in a for a in (config.architectures or []))
     auto = transformers.AutoModelForSequenceClassification if classifier else transformers.AutoModelForMaskedLM
-    hf_model = auto.from_pretrained(src).eval()
+    hf_model = load_hf_weights(auto, src).eval()
     tokenizer = transformers.AutoTokenizer.from_pretrained(src)
     vocab = json.loads(require(src / "vocab.json", "the tokenizer's vocabulary").read_text(encoding="utf-8"))
     merges = require(src / "merges.txt", "the tokenizer's BPE merges")

@@ -17,7 +17,9 @@ Prints a JSON summary: the anchors (their symbols), the mean score over the coun
 """
 
 import argparse
+import contextlib
 import json
+import os
 import sys
 
 from fairseq_maskplug.common.option_ranges import number
@@ -51,7 +53,8 @@ def main(argv=None) -> int:
     configure_tool_output()
     args = parse_args(argv)
     try:  # every input and output checked before any work
-        return write_scores(args)
+        with contextlib.ExitStack() as locks:  # the tracks' locks, held until the end
+            return write_scores(args, locks)
     except (OSError, ValueError, KeyError) as error:
         print(f"error: {str(error).strip(chr(39))}", file=sys.stderr)
         return 2
@@ -73,12 +76,14 @@ def input_embeddings(checkpoint: str, data: str, rows: int):
     return weights[:rows]
 
 
-def write_scores(args) -> int:
+def write_scores(args, locks) -> int:
     import numpy as np
 
     from fairseq_maskplug.common.atomic import check_writable, write_text
     from fairseq_maskplug.data.dictionaries import dictionary_sha256
+    from fairseq_maskplug.data.side_info import token_fingerprint
     from fairseq_maskplug.scoring.difference import anchor_similarity, anchors, tf_icf
+    from fairseq_maskplug.tools.sharding import warn
 
     from .pmi_units import load_split
     from .vocabulary_tracks import data_dictionary, load_checked_splits, write_lookup_tracks
@@ -87,7 +92,7 @@ def write_scores(args) -> int:
     if dictionary_sha256(dictionary) != dictionary_sha256(data_dictionary("--general", args.general)):
         raise ValueError(f"--general {args.general}: its dict.txt differs from --data {args.data}'s (token ids "
                          "must mean the same in both)")
-    loaded = load_checked_splits(args.data, args.splits, [args.count_split], dictionary, args.name)
+    loaded = load_checked_splits(args.data, args.splits, [args.count_split], dictionary, args.name, locks)
     _, general_tokens = load_split(args.general, args.general_split, dictionary)
     if args.write_anchors:
         check_writable(args.write_anchors)
@@ -103,13 +108,24 @@ def write_scores(args) -> int:
         general_lines[np.unique(general_tokens[i].numpy())] += 1.0
     domain_counts[:nspecial] = 0.0
     scores = tf_icf(domain_counts, general_lines, len(general_tokens))
-    chosen = anchors(scores, args.anchors, domain_counts > 0)
+    chosen = anchors(scores, args.anchors, domain_counts > 0)  # none with a positive TF-ICF: refused, nothing written
+    warnings = []
+    if len(chosen) < args.anchors:
+        warnings.append(warn(f"--anchors {args.anchors}: only {len(chosen)} entries of {args.data} have a positive "
+                             "TF-ICF against the general corpus; those are the anchors"))
+    if token_fingerprint(os.path.join(args.general, args.general_split)) == \
+            token_fingerprint(os.path.join(args.data, args.count_split)):
+        warnings.append(warn(f"--general {args.general} split {args.general_split} holds the same tokens as the "
+                             f"target's {args.count_split}: the anchors are the target's own rarest words, not "
+                             "what sets it apart from a general corpus"))
     similarity = anchor_similarity(embeddings, chosen)
     similarity[:nspecial] = 0.0
     summary = {"anchors": [dictionary[i] for i in chosen], "general_lines": len(general_tokens)}
     occurring = np.concatenate([count_tokens[i].numpy() for i in range(len(count_tokens))])
     summary["mean_score_over_tokens"] = round(float(similarity[occurring].mean()), 4)
     summary.update(write_lookup_tracks(loaded, args.splits, args.name, similarity))
+    if warnings:
+        summary["warnings"] = warnings + summary.get("warnings", [])
     if args.write_anchors:
         write_text(args.write_anchors, "".join(f"{dictionary[i]}\t{scores[i]:.6g}\n" for i in chosen))
     print(json.dumps(summary))

@@ -18,6 +18,7 @@ frequent entries. One process (the pair counts are one table; not sharded).
 """
 
 import argparse
+import contextlib
 import json
 import sys
 
@@ -39,6 +40,10 @@ def parse_args(argv=None):
                         help="random masks drawn per line, the best-scoring kept (ours: the authors do not publish "
                              "theirs)")
     parser.add_argument("--seed", type=number("[0, inf)", int), default=1, help="seed of the candidate masks")
+    parser.add_argument("--window", type=number("[2, inf)", int), default=512,
+                        help="a longer line is taken as pieces of at most this many tokens, for the counts and the "
+                             "masks: the cost of a line grows with the square of its length (ours: BERT's longest "
+                             "input; the paper's lines are sentences)")
     parser.add_argument("--name", type=track_name, default="informask_rate",
                         help="track name (the informask policy's --informask-track)")
     parser.add_argument("--write-table", default=None, help="also write the rate table here ({token id: rate} JSON)")
@@ -50,7 +55,8 @@ def main(argv=None) -> int:
     configure_tool_output()
     args = parse_args(argv)
     try:  # every input and output checked before any work
-        return write_rates(args)
+        with contextlib.ExitStack() as locks:  # the tracks' locks, held until the end
+            return write_rates(args, locks)
     except (OSError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -63,7 +69,7 @@ def content_lines(tokens, nspecial: int):
         yield line[line >= nspecial]
 
 
-def write_rates(args) -> int:
+def write_rates(args, locks) -> int:
     import numpy as np
 
     from fairseq_maskplug.common.atomic import check_writable, write_text
@@ -73,16 +79,17 @@ def write_rates(args) -> int:
     from .vocabulary_tracks import data_dictionary, load_checked_splits, write_lookup_tracks
 
     dictionary = data_dictionary("--data", args.data)
-    loaded = load_checked_splits(args.data, args.splits, [args.count_split], dictionary, args.name)
+    loaded = load_checked_splits(args.data, args.splits, [args.count_split], dictionary, args.name, locks)
     if args.write_table:
         check_writable(args.write_table)
     _, count_tokens = loaded[args.count_split]
     nspecial = dictionary.nspecial
     lines = list(progress_bar(content_lines(count_tokens, nspecial), total=len(count_tokens),
                               desc=f"lines of {args.count_split}", unit="line"))
-    counts = CooccurrencePMI(progress_bar(lines, desc="pair counts", unit="line"), len(dictionary))
+    counts = CooccurrencePMI(progress_bar(lines, desc="pair counts", unit="line"), len(dictionary),
+                             window=args.window)
     rates = token_rates(progress_bar(lines, desc="sample and score", unit="line"), counts, args.rate,
-                        args.candidates, args.seed, default=args.rate)
+                        args.candidates, args.seed, default=args.rate, window=args.window)
     rates[:nspecial] = 0.0
     summary = {"lines": len(lines), "candidates": args.candidates, "rate": args.rate}
     occurring = np.concatenate(lines) if lines else np.zeros(0, dtype=np.int64)

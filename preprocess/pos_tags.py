@@ -41,6 +41,7 @@ def main(argv=None) -> int:
     configure_tool_output()
     args = parse_args(argv)
     from fairseq_maskplug.common.extras import import_spacy
+    from fairseq_maskplug.tools.cli import check_spacy_lengths
     from fairseq_maskplug.scoring.alignment import spelled_split
     from fairseq_maskplug.scoring.pos_tags import load_tagger, pos_tracks
     from fairseq_maskplug.tools.sharding import ShardedTrack, file_identity, line_lengths, start_producer
@@ -50,6 +51,7 @@ def main(argv=None) -> int:
         split_prefix, prefix, texts, ranges, _ = spelled_split(args.data, args.split, args.name, args.text, args.bpe,
                                                                args.gpt2_encoder_json)
         nlp = load_tagger(args.spacy_model)
+        check_spacy_lengths(nlp, texts, args)
         shard = start_producer(args, args.data)
         options = {**file_identity(args.text, "text"), "spacy": spacy.__version__, "spacy_model": args.spacy_model,
                    "spacy_model_version": nlp.meta.get("version"), "bpe": args.bpe, "batch_size": args.batch_size}

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 from fairseq_maskplug.common.option_ranges import number
+from fairseq_maskplug.common.text_lines import utf8_lines
 
 from . import HelpFormatter, configure_tool_output
 
@@ -70,12 +71,11 @@ def parse_args(argv=None):
 def read_unlabelled(path: Path) -> List[str]:
     """The lines of ``path``, whitespace-normalised; an empty line is refused with ``path:line``."""
     lines = []
-    with open(path, encoding="utf-8") as f:
-        for number_, line in enumerate(f, start=1):
-            text = " ".join(line.split())
-            if not text:
-                raise ValueError(f"{path}:{number_}: empty line (every line is one text)")
-            lines.append(text)
+    for number_, line in enumerate(utf8_lines(path), start=1):
+        text = " ".join(line.split())
+        if not text:
+            raise ValueError(f"{path}:{number_}: empty line (every line is one text)")
+        lines.append(text)
     if not lines:
         raise ValueError(f"{path}: no lines")
     return lines
@@ -84,13 +84,12 @@ def read_unlabelled(path: Path) -> List[str]:
 def read_labelled(path: Path) -> List[Tuple[str, str]]:
     """``(label, text)`` of each ``label<TAB>text`` line of ``path``, refused with ``path:line``."""
     rows = []
-    with open(path, encoding="utf-8") as f:
-        for number_, line in enumerate(f, start=1):
-            label, tab, text = line.rstrip("\n").partition("\t")
-            text = " ".join(text.split())
-            if not tab or not label.strip() or not text or " " in label.strip():
-                raise ValueError(f"{path}:{number_}: expected label<TAB>text (a one-word label and a non-empty text)")
-            rows.append((label.strip(), text))
+    for number_, line in enumerate(utf8_lines(path), start=1):
+        label, tab, text = line.rstrip("\n").partition("\t")
+        text = " ".join(text.split())
+        if not tab or not label.strip() or not text or " " in label.strip():
+            raise ValueError(f"{path}:{number_}: expected label<TAB>text (a one-word label and a non-empty text)")
+        rows.append((label.strip(), text))
     if not rows:
         raise ValueError(f"{path}: no lines")
     return rows

@@ -52,6 +52,7 @@ def main(argv=None) -> int:
     configure_tool_output()
     args = parse_args(argv)
     from fairseq_maskplug.common.extras import import_spacy
+    from fairseq_maskplug.tools.cli import check_spacy_lengths
     from fairseq_maskplug.scoring.alignment import spelled_split
     from fairseq_maskplug.scoring.entities import load_ner, span_tracks
     from fairseq_maskplug.tools.sharding import ShardedTrack, file_identity, line_lengths, start_producer
@@ -61,6 +62,7 @@ def main(argv=None) -> int:
         split_prefix, prefix, texts, ranges, _ = spelled_split(args.data, args.split, args.name, args.text, args.bpe,
                                                                args.gpt2_encoder_json)
         nlp = load_ner(args.spacy_model)
+        check_spacy_lengths(nlp, texts, args)
         dropped = [label for label in args.drop_labels.split(",") if label]
         known = set(nlp.get_pipe("ner").labels)
         unknown = [label for label in dropped if label not in known]

@@ -180,14 +180,14 @@ def main(argv=None) -> int:
 
 
 def load_task_state(task, checkpoint: str) -> None:
-    """The task state saved in ``checkpoint`` (its weights are memory-mapped, not read)."""
+    """The task state saved in ``checkpoint`` (its weights are memory-mapped where the format allows, not read)."""
     import os
 
-    import torch
+    from fairseq_maskplug.common.checkpoint_files import load_state
 
     if not os.path.isfile(checkpoint):
         raise FileNotFoundError(f"--task-state {checkpoint}: no such file")
-    task.load_state_dict(torch.load(checkpoint, map_location="cpu", mmap=True).get("task_state") or {})
+    task.load_state_dict(load_state(checkpoint).get("task_state") or {})
 
 
 def html_page(task, dataset, own, seed) -> str:

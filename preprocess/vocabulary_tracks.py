@@ -14,16 +14,22 @@ def data_dictionary(flag: str, path: str):
     return read_dictionary(os.path.join(path, "dict.txt"))
 
 
-def load_checked_splits(data: str, splits, also, dictionary, name: str) -> dict:
+def load_checked_splits(data: str, splits, also, dictionary, name: str, locks) -> dict:
     """``{split: (prefix, tokens)}`` of ``splits`` and the splits in ``also``, each checked, and the track ``name``
-    of every one of ``splits`` checked writable: all before any work."""
+    of every one of ``splits`` checked writable and locked (one writer: :mod:`fairseq_maskplug.common.locks`) until
+    ``locks``, a :class:`contextlib.ExitStack`, closes: all before any work."""
+    import sys
+
     from fairseq_maskplug.common.atomic import check_writable
+    from fairseq_maskplug.common.locks import OutputLock, say_took_over
 
     from .pmi_units import load_split
 
     loaded = {split: load_split(data, split, dictionary) for split in {*splits, *also}}
     for split in splits:
         check_writable(f"{loaded[split][0]}.{name}.bin")
+        say_took_over(locks.enter_context(OutputLock(f"{loaded[split][0]}.{name}",
+                                                     os.path.basename(sys.argv[0]) or "a producer")))
     return loaded
 
 

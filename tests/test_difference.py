@@ -103,3 +103,37 @@ def test_producer_refuses_a_general_corpus_of_another_dictionary(domain_data, tm
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "dict.txt differs" in err
     assert not (domain_data / "train.x.bin").exists()
+
+
+def test_no_anchor_without_a_positive_tf_icf_and_fewer_when_fewer_are_positive():
+    scores = tf_icf(np.array([0, 5, 5]), np.array([0, 10, 10]), 10)  # both entries in every general line
+    with pytest.raises(ValueError, match="no entry of the target domain has a positive TF-ICF"):
+        anchors(scores, 2, np.array([False, True, True]))
+    scores = tf_icf(np.array([0, 5, 5]), np.array([0, 10, 3]), 10)
+    assert anchors(scores, 5, np.array([False, True, True])).tolist() == [2]
+
+
+@pytest.mark.e2e
+def test_a_general_corpus_that_is_the_target_warns_and_one_repeated_line_is_refused(tiny_data, domain_data, trained,
+                                                                                    tmp_path, capsys):
+    """The fault round's BAD case: exit 0 with anchors of TF-ICF 0 (the first entries of dict.txt) and no warning."""
+    from preprocess import difference
+
+    checkpoint, _, _ = trained
+    data = shutil.copytree(domain_data, tmp_path / "bin")
+    assert difference.main(["--data", str(data), "--general", str(data), "--checkpoint", str(checkpoint),
+                            "--anchors", "3"]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert any("holds the same tokens as the target's train" in w for w in summary["warnings"]), summary
+    repeated = tmp_path / "repeated"
+    repeated.mkdir()
+    for split in ("train", "valid"):
+        (repeated / f"{split}.txt").write_text("w1 w2 w3\n" * 20)
+    check(run([BIN / "fairseq-preprocess", "--only-source", "--srcdict", tiny_data / "bin" / "dict.txt",
+               "--trainpref", repeated / "train.txt", "--validpref", repeated / "valid.txt", "--destdir",
+               repeated / "bin", "--workers", "1"]))
+    assert difference.main(["--data", str(repeated / "bin"), "--general", str(repeated / "bin"), "--checkpoint",
+                            str(checkpoint)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no entry of the target domain has a positive TF-ICF" in err[0]
+    assert not list((repeated / "bin").glob("*.difference_score.*"))

@@ -177,3 +177,12 @@ def test_a_producer_that_marks_all_or_none_of_the_tokens_warns(caplog):
     assert line.startswith("d/train.importance.bin: 100.0% of the tokens decided on are important")
     assert [r.getMessage() for r in caplog.records] == [f"warning: {line}"]
     assert warn_if_all_or_none("p", 0.001, "important").startswith("p.bin: 0.1% of the tokens")
+
+
+def test_a_shard_without_lines_says_so():
+    """A rank logged "scored 0 lines ... (lines 1 to 0)"."""
+    from fairseq_maskplug.tools.sharding import Shard, shard_lines_text
+
+    assert shard_lines_text(Shard(2, 1, None), range(1024, 1500)) == "shard 1 of 2 (lines 1025 to 1500)"
+    assert shard_lines_text(Shard(3, 2, None), range(300, 300)) == \
+        "shard 2 of 3 (no lines: the split has fewer blocks of --shard-block-lines than shards)"

@@ -64,6 +64,55 @@ def test_the_count_is_the_rounded_rate_when_enough_positions_are_accepted():
     assert ptw_mask(tags[:3], maskable[:3], np.full(N_TAGS, 1.0), 0.1, np.random.default_rng(0)).sum() == 1
 
 
+def authors_whole_word_mask(word_sizes, prob, rng):
+    """The authors' ``_whole_word_mask`` (BERT's, as in Hugging Face's ``DataCollatorForWholeWordMask``) with every
+    tag weight 1: the words in a random order, each added while ``max(1, round(p n_tokens))`` tokens are not
+    reached, a word that would overflow skipped. Returns the tokens predicted."""
+    budget = max(1, int(round(int(np.sum(word_sizes)) * prob)))
+    predicted = 0
+    for word in rng.permutation(len(word_sizes)):
+        if predicted >= budget:
+            break
+        if predicted + word_sizes[word] > budget:
+            continue
+        predicted += word_sizes[word]
+    return predicted
+
+
+def test_the_word_budget_counts_tokens_as_the_authors_whole_word_masking():
+    """Under --mask-unit word the budget is ``max(1, round(p n_tokens))`` tokens filled with whole words, skipping one
+    that would overflow (it counted words: round(p n_words)). With unit weights, the count of predicted tokens
+    has the distribution of the authors' procedure: over 3000 draws each, a chi-square test of the two count
+    histograms (expected counts pooled into bins of at least 5) at the 0.001 level; and the count never exceeds
+    the budget."""
+    from scipy.stats import chi2_contingency
+
+    rng = np.random.default_rng(7)
+    sizes = rng.integers(1, 5, 40)  # 40 words of 1 to 4 tokens
+    tags, maskable, budget = np.zeros(40, dtype=int), np.ones(40, dtype=bool), int(round(sizes.sum() * 0.15))
+    ours, theirs = [], []
+    for seed in range(3000):
+        mask = ptw_mask(tags, maskable, np.ones(N_TAGS), 0.15, np.random.default_rng(seed), sizes)
+        ours.append(int(sizes[mask].sum()))
+        theirs.append(authors_whole_word_mask(sizes, 0.15, np.random.default_rng(10 ** 6 + seed)))
+    assert max(ours) <= budget and max(theirs) <= budget
+    values = sorted(set(ours) | set(theirs))
+    table = np.array([[ours.count(v) for v in values], [theirs.count(v) for v in values]])
+    keep = table.sum(axis=0) >= 10
+    table = np.column_stack([table[:, keep], table[:, ~keep].sum(axis=1)]) if (~keep).any() else table
+    assert chi2_contingency(table[:, table.sum(axis=0) > 0])[1] > 0.001, table
+    # through --mask-unit word: the policy receives each word's token count
+    from fairseq_maskplug.masking.words import WordUnitPolicy
+
+    starts = np.ones(100, dtype=bool)
+    starts[50:] = False  # ids >= 50 continue a word
+    tokens = np.array([3, 60, 61, 4, 62, 5, 6, 63, 64, 65] * 4)  # words of 3, 2, 1 and 4 tokens
+    policy = WordUnitPolicy(build_mask_policy("ptw", {"ptw_mask_prob": 0.25}).with_state(np.zeros(N_TAGS)), starts)
+    side = {"pos": np.zeros(40, dtype=int)}
+    for seed in range(200):
+        assert policy.choose(tokens, np.ones(40, dtype=bool), side, np.random.default_rng(seed)).sum() <= 10
+
+
 def test_harder_tags_are_masked_more_after_training_feedback():
     """The policy with a state where tag 5 is the hardest masks it more often than with the initial state."""
     policy = build_mask_policy("ptw", {})
@@ -95,6 +144,14 @@ def test_each_epoch_draws_with_the_statistics_the_previous_ones_left():
     assert np.array_equal(restored.state_for_epoch(3), feedback.state_for_epoch(3))
     feedback.fold(torch.tensor([4]), torch.tensor([5.0]), "cpu", ignore=True)  # a dummy batch adds nothing
     assert np.array_equal(feedback.running, restored.running)
+
+
+def test_a_non_finite_loss_is_left_out_and_the_state_stays_finite():
+    """One NaN (an fp16 overflow step) made a tag's score NaN for good, after which PTW masked nothing."""
+    feedback = TrainingFeedback(build_mask_policy("ptw", {}).feedback)
+    feedback.fold(torch.tensor([2, 2, 3]), torch.tensor([1.0, float("nan"), float("inf")]), "cpu")
+    assert np.all(np.isfinite(feedback.running)) and feedback.dropped == 2
+    assert feedback.running[2] == pytest.approx(0.001 * 1.0) and feedback.running[3] == 0
 
 
 def test_the_logged_state_names_the_most_and_the_least_masked_tags():
@@ -217,6 +274,22 @@ def test_ptw_learns_tag_scores_and_resumes_exactly(pos_data, tmp_path, capsys):
     assert pages[0] != pages[1]  # the same generator, other tag weights
     assert show_examples.main([str(pos_data), "--task", "guided_mlm", "--mask-policy", "ptw", "--task-state",
                                str(tmp_path / "none.pt")]) == 2
+
+
+@pytest.mark.e2e
+def test_a_run_continued_with_its_data_loader_reset_keeps_the_learnt_scores_and_counts_epochs_anew(pos_data, tmp_path):
+    """--finetune-from-model and --reset-dataloader from a PTW checkpoint of epoch 2 start again at epoch 1: they
+    failed at their epoch 2 ('epoch 2 asked after epoch 3'); now epoch 1 draws with the scores loaded."""
+    check(ptw_train(pos_data, tmp_path / "first", "--max-epoch", "2"))
+    learnt = task_state(tmp_path / "first" / "checkpoint_last.pt")
+    for name, extra in (("finetune", ["--finetune-from-model", str(tmp_path / "first" / "checkpoint_last.pt")]),
+                        ("reset", ["--restore-file", str(tmp_path / "first" / "checkpoint_last.pt"),
+                                   "--reset-dataloader"])):
+        result = check(ptw_train(pos_data, tmp_path / name, "--max-epoch", "3", *extra))
+        state = task_state(tmp_path / name / "checkpoint_last.pt")
+        assert state["start"] == learnt["running"] and state["epoch"] == 3, name
+        logged = [line for line in result.stdout.splitlines() if "mask policy ptw: epoch 1 " in line]
+        assert logged and "every tag 0.5" not in logged[0], logged  # epoch 1 draws with what was learnt
 
 
 @pytest.mark.e2e

@@ -28,6 +28,12 @@ logged_total() {  # no --max-update among the stage's arguments: the total fairs
 stage logged "$WORK/logged.log" logged_total
 stage broken "$WORK/broken.log" bash -c 'echo went wrong; exit 3' || echo "returned $?"
 stage warned "$WORK/warned.log" bash -c 'echo "fairseq_maskplug.producers | warning: t.bin: every token has the value 1"'
+hinted() {  # fairseq's import-time hint is never the progress shown
+    echo "preparing the data"
+    echo "2026-01-01 | INFO | fairseq.tasks.text_to_speech | Please install tensorboardX: pip install tensorboardX"
+    sleep 3
+}
+stage hinted "$WORK/hinted.log" hinted
 quick_note
 """
 
@@ -46,6 +52,8 @@ def test_a_stage_reports_start_progress_end_and_failure(tmp_path):
     assert any(line.startswith("    [logged] ") and "/10, loss 3.2" in line for line in out), out
     assert "went wrong" in result.stdout and "returned 1" in result.stdout
     assert "stage broken failed after " in result.stderr and f"full log: {tmp_path}/broken.log" in result.stderr
+    assert any(line.startswith("    [hinted] ") and line.endswith(" s: preparing the data") for line in out), out
+    assert not any("tensorboardX" in line for line in out)
     # a producer's warning shows as its stage ends, and under the tables (a stage whose log has none: nothing)
     assert "    [warned] warning: t.bin: every token has the value 1" in out
     assert sum("warning" in line for line in out) == 1 + 1, out

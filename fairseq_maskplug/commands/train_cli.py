@@ -138,19 +138,16 @@ def check_task(cfg) -> None:
 def finished_updates(cfg):
     """The updates of ``--save-dir``'s ``checkpoint_last.pt`` when the run it resumes has already
     reached ``--max-update`` (fairseq would take one more update and overwrite its checkpoints), else None.
-    The checkpoint is memory-mapped: its weights are not read."""
-    import torch
-
+    The checkpoint is memory-mapped where its format allows: its weights are not read."""
     ck, opt = cfg.checkpoint, cfg.optimization
     if not opt.max_update or ck.restore_file != "checkpoint_last.pt" or ck.reset_optimizer:
         return None
     path = os.path.join(ck.save_dir, "checkpoint_last.pt")
     if not os.path.isfile(path):
         return None
-    from ..common.checkpoint_files import check_checkpoint_file
+    from ..common.checkpoint_files import load_state
 
-    check_checkpoint_file(path)  # a damaged one is named here, before torch reads it
-    state = torch.load(path, map_location="cpu", mmap=True)  # the safe loader, with the plugin's safe globals
+    state = load_state(path)  # a damaged or unsafe one is named here; the safe loader, with the plugin's globals
     history = state.get("optimizer_history") or [{}]
     updates = history[-1].get("num_updates", 0)
     return updates if updates >= opt.max_update else None
@@ -229,6 +226,7 @@ def main(argv=None, in_process: bool = True) -> int:
 
         choose_threads()
     argv = with_user_dir(sys.argv[1:] if argv is None else argv)
+    lock = None
     try:
         gone = removed_flag(argv)
         if gone is not None:
@@ -245,6 +243,7 @@ def main(argv=None, in_process: bool = True) -> int:
         check_task(cfg)
         check_batch_size(cfg)
         check_save_dir(cfg)
+        lock = lock_save_dir(cfg)
         done = finished_updates(cfg)
         if done is not None:
             print(f"fairseq-maskplug-train: {cfg.checkpoint.save_dir}/checkpoint_last.pt has trained {done} updates "
@@ -259,7 +258,21 @@ def main(argv=None, in_process: bool = True) -> int:
             raise
         print(f"fairseq-maskplug-train: error: {message}", file=sys.stderr)
         return 2
+    finally:
+        if lock is not None:
+            lock.release()
     return 0
+
+
+def lock_save_dir(cfg):
+    """The lock on ``--save-dir`` for this run (:mod:`...common.locks`): one writer of its checkpoints. Rank 0
+    takes it for the run's ranks (the others write no checkpoint); None with ``--no-save`` or on another rank."""
+    from ..common.locks import lock_output
+
+    if cfg.checkpoint.no_save or cfg.distributed_training.distributed_rank != 0:
+        return None
+    return lock_output(cfg.checkpoint.save_dir, "fairseq-maskplug-train", directory=True,
+                       log=lambda line: logging.getLogger("fairseq_maskplug.train").warning(line))
 
 
 def console_main() -> None:

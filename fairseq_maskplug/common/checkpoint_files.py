@@ -11,6 +11,7 @@ and through :class:`CheckedCheckpointFiles` before a save or copy replaces a che
 """
 
 import os
+import re
 import shutil
 import zipfile
 from typing import List, Optional
@@ -87,6 +88,38 @@ def check_checkpoint_file(path: str) -> None:
     damage = checkpoint_damage(path)
     if damage is not None:
         raise DamagedCheckpointError(damaged_checkpoint_message(path, damage))
+
+
+class UnsafeCheckpointError(ValueError):
+    """A checkpoint that torch's safe loader refuses: it holds objects that are not tensors and plain options, and
+    unpickling it in full could run code. Never loaded otherwise (one line, naming the file)."""
+
+
+def refused_message(path: str, error) -> str:
+    """One line for a file the safe loader refused: the file, the object it would have created, and that nothing
+    of it ran (torch's own message names no file and suggests turning the safe loader off)."""
+    found = re.search(r"[Uu]nsupported(?: global:)? GLOBAL ([\w.]+)|[Uu]nsupported [^\n]*?(?=\.\s|\n|$)",
+                      str(error))
+    what = f" (it asks for {found.group(1)})" if found and found.group(1) else f" ({found.group(0)})" if found else ""
+    return (f"checkpoint {path} holds objects that are not plain tensors and options{what}; refused without running "
+            "them: load only files you trust, and check where this one came from")
+
+
+def load_state(path: str) -> dict:
+    """The checkpoint ``path`` read by torch's safe loader (``weights_only``: tensors and plain options, with the
+    fairseq classes the plugin allows), memory-mapped when it is a zip archive (torch's format since 1.6; a file of
+    the legacy format, as fairseq's 2019 releases, is read whole). A damaged file
+    (:func:`check_checkpoint_file`) and one the safe loader refuses (:class:`UnsafeCheckpointError`) are named in
+    one line; the full unpickler is never tried."""
+    import pickle
+
+    import torch
+
+    check_checkpoint_file(path)
+    try:
+        return torch.load(path, map_location="cpu", mmap=zipfile.is_zipfile(path), weights_only=True)
+    except pickle.UnpicklingError as error:
+        raise UnsafeCheckpointError(refused_message(path, error)) from None
 
 
 class CheckedCheckpointFiles:

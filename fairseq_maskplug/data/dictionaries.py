@@ -18,6 +18,10 @@ from fairseq.data import Dictionary
 STATE_KEY = "dictionary_sha256"
 
 
+#: the symbols fairseq's ``Dictionary`` holds before it reads a file (``<s> <pad> </s> <unk>``)
+SPECIAL_SYMBOLS = ("<s>", "<pad>", "</s>", "<unk>")
+
+
 def dictionary_damage(path: str) -> Optional[str]:
     """What is wrong with the ``dict.txt`` at ``path``, or None when every line reads as fairseq's
     ``Dictionary.add_from_file`` reads it (``<token> <count> [#fairseq:overwrite]``).
@@ -38,16 +42,24 @@ def dictionary_damage(path: str) -> Optional[str]:
             return f"it is cut short ({len(raw)} bytes, inside a character of its last line)"
         return f"it is not UTF-8 text (byte {error.start})"
     lines = text.splitlines()
+    seen = dict.fromkeys(SPECIAL_SYMBOLS, 0)  # entry -> its line (0: a symbol fairseq adds before the file's)
     for number, line in enumerate(lines, 1):
         if number == 1 and line.startswith("#fairseq:"):  # metadata fairseq's _load_meta reads (none today)
             continue
         fields = line.rstrip().rsplit(" ", 1)
-        if len(fields) == 2 and fields[1] == "#fairseq:overwrite":
+        overwrite = len(fields) == 2 and fields[1] == "#fairseq:overwrite"
+        if overwrite:
             fields = fields[0].rsplit(" ", 1)
         if len(fields) != 2 or not fields[1].lstrip("-").isdigit():
             if number == len(lines) and not complete:
                 return f"it is cut short ({len(raw)} bytes; its last line {line!r} is incomplete)"
             return f"line {number} ({line[:60]!r}) is not '<token> <count> [flags]'"
+        if fields[0] in seen and not overwrite:  # fairseq: "Duplicate word found", naming no file
+            first = seen[fields[0]]
+            where = f"line {first}" if first else "the special symbols fairseq adds itself"
+            return (f"line {number}: {fields[0][:60]!r} is already an entry ({where}); each entry once, or mark a "
+                    "deliberate one '#fairseq:overwrite'")
+        seen.setdefault(fields[0], number)
     return None
 
 
@@ -173,6 +185,10 @@ def check_token_ids(tokens, prefix: str, dictionary, allowed: Iterable[str] = ()
                 cut = f", or {beside} is cut short (copy it again)" if os.path.isfile(beside) else ""
                 why = (f"id {value} is beyond the {len(dictionary)} symbols of the dictionary: binarize it with the "
                        f"dict.txt of this data (fairseq-preprocess --srcdict){cut}")
+            elif value == 0 and not np.any(np.asarray(ids[at:]) != 0):
+                why = (f"from here to its end ({len(ids) - at} ids) the file holds only zero bytes: a copy cut short "
+                       "into a file of the full size (a pre-allocated or interrupted copy); copy it again, or rerun "
+                       "the fairseq-preprocess that wrote it")
             else:
                 why = (f"the special symbol {dictionary[value]} (id {value}), which the text held literally; remove "
                        "or escape it before fairseq-preprocess")

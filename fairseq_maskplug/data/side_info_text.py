@@ -6,6 +6,8 @@ from typing import Iterator
 
 import numpy as np
 
+from ..common.text_lines import utf8_lines
+
 
 def side_info_rows_from_text(values_path: str, tokens_path: str) -> Iterator[np.ndarray]:
     """Yield one row per line: the line's values plus 0 for the ``</s>`` fairseq appends.
@@ -18,13 +20,8 @@ def side_info_rows_from_text(values_path: str, tokens_path: str) -> Iterator[np.
         if os.path.getsize(path) == 0:
             raise ValueError(f"{path}: empty file")
     for path in (values_path, tokens_path):
-        with open(path, "rb") as f:
-            for lineno, raw in enumerate(f, start=1):
-                try:
-                    raw.decode("utf-8")
-                except UnicodeDecodeError as error:
-                    raise ValueError(f"{path}:{lineno}: not UTF-8 text ({error.reason} at byte "
-                                     f"{error.start})") from None
+        for _ in utf8_lines(path):  # a byte that is not UTF-8 named with its line, before any work
+            pass
     with open(values_path, encoding="utf-8") as values, open(tokens_path, encoding="utf-8") as tokens:
         for lineno, (value_line, token_line) in enumerate(zip_longest(values, tokens), start=1):
             if value_line is None or token_line is None:

@@ -97,6 +97,13 @@ def merge_parts(prefix: str, tokens_prefix: str, token_sizes, num_shards: int, d
     """Write ``prefix`` from its ``num_shards`` parts (checked: present, complete, made from this token
     data with one set of options, tiling every line, each row as long as its line) and remove them.
     Returns the line count."""
+    from ..common.locks import OutputLock
+
+    with OutputLock(prefix, "a merge of its shards"):  # one writer of the track (:mod:`...common.locks`)
+        return _merge_parts(prefix, tokens_prefix, token_sizes, num_shards, dtype)
+
+
+def _merge_parts(prefix: str, tokens_prefix: str, token_sizes, num_shards: int, dtype: str) -> int:
     parts, options = [], None
     expected_start = 0
     for shard_id in range(num_shards):

@@ -147,11 +147,15 @@ def _load_checkpoint_naming_mismatch(original):
                 raise
             raise ModelMismatchError(message) from error
         if extra_state is not None and getattr(self.task, "restores_task_state", False):
-            import torch
+            from ..common.checkpoint_files import load_state
 
             # every rank reads it: fairseq's own load asks every rank whether the file exists
-            state = torch.load(filename, map_location="cpu", mmap=True)
-            self.task.load_state_dict(state.get("task_state") or {})
+            self.task.load_state_dict(load_state(filename).get("task_state") or {})
+            ck = self.cfg.checkpoint
+            finetune = ck.finetune_from_model is not None and os.path.abspath(filename) == os.path.abspath(
+                ck.finetune_from_model)
+            if (ck.reset_dataloader or finetune) and hasattr(self.task, "restart_epochs"):
+                self.task.restart_epochs()  # fairseq starts again at epoch 1: the task's epochs too
         return extra_state
 
     load_checkpoint.maskplug_original = original
@@ -162,11 +166,16 @@ def _load_checkpoint_to_cpu_checked(original):
     def load_checkpoint_to_cpu(path, *args, **kwargs):
         from omegaconf import open_dict
 
-        from ..common.checkpoint_files import check_checkpoint_file
+        import pickle
+
+        from ..common.checkpoint_files import UnsafeCheckpointError, check_checkpoint_file, refused_message
         from .renamed_options import upgrade_task_options
 
         check_checkpoint_file(path)
-        state = original(path, *args, **kwargs)
+        try:
+            state = original(path, *args, **kwargs)
+        except pickle.UnpicklingError as error:  # the safe loader refused it: named, never loaded otherwise
+            raise UnsafeCheckpointError(refused_message(path, error)) from None
         task = (state.get("cfg") or {}).get("task")
         if task is not None:
             with open_dict(task):

@@ -38,13 +38,10 @@ def release_files(directory: Path) -> Path:
 
 def read_model_args(checkpoint: Path) -> Namespace:
     """The model options a checkpoint was trained with (old releases: ``args``; newer: ``cfg.model``)."""
-    import torch
-
     from ..integration.compat import allow_fairseq_checkpoint_globals
-    from ..common.checkpoint_files import check_checkpoint_file
+    from ..common.checkpoint_files import load_state
     allow_fairseq_checkpoint_globals()
-    check_checkpoint_file(str(checkpoint))
-    state = torch.load(checkpoint, map_location="cpu", mmap=True)
+    state = load_state(str(checkpoint))
     if state.get("args") is not None:
         return state["args"]
     model = (state.get("cfg") or {}).get("model")

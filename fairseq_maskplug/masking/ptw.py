@@ -11,7 +11,8 @@ masked: the harder a tag, the more of its words are predicted. Following the aut
 - a tag's weight is ``sigmoid(2 (s - mean(s)) / std(s))`` (``std`` with Bessel's correction, as
   torch's; 1e-4 when 0, so at the start every weight is 1/2) (:func:`tag_weights`);
 - a sequence's candidates are visited in a random order, each accepted with its tag's weight, until
-  ``round(p n)`` are (at least one; :func:`ptw_mask`).
+  ``round(p n)`` tokens are (at least one; under ``--mask-unit word`` whole words, skipping one that would
+  overflow the token budget, as the code's ``_whole_word_mask``: :func:`ptw_mask`).
 
 Where we differ from the code: its candidates are whole words (``--mask-unit word`` does the same
 here) and its count counts ``[CLS]``/``[SEP]`` (here: maskable tokens only); its scores are kept per
@@ -22,12 +23,13 @@ shared dictionary whenever they build a batch. The paper's masking-ratio decay i
 """
 
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 
 from ..common.option_ranges import option
 from .feedback import Feedback
-from .registry import TrackPolicy, register_mask_policy
+from .registry import WORD_TOKENS, TrackPolicy, register_mask_policy
 from .values import ValueRule
 
 #: spaCy's universal POS tags in the authors' order; a ``pos`` track holds their index
@@ -66,19 +68,34 @@ def tag_weights(scores: np.ndarray, sharpness: float = 2.0) -> np.ndarray:
 
 
 def ptw_mask(tags: np.ndarray, maskable: np.ndarray, weights: np.ndarray, prob: float,
-             rng: np.random.Generator) -> np.ndarray:
+             rng: np.random.Generator, sizes: Optional[np.ndarray] = None) -> np.ndarray:
     """The positions to predict: the maskable positions in a random order, each accepted with its tag's
-    weight, the first ``max(1, round(prob n))`` accepted (``n`` maskable positions; fewer when fewer are
-    accepted)."""
+    weight, taken while they fit a budget of ``max(1, round(prob n))`` tokens (``n`` the maskable tokens;
+    fewer when fewer are accepted).
+
+    ``sizes`` (``--mask-unit word``: each position is a word of that many tokens) makes the budget count tokens, as
+    the authors' ``_whole_word_mask`` does: an accepted word that would overflow it is skipped, and the next ones
+    are tried. Without it every position is one token, and the first ``budget`` accepted are taken."""
     if not 0 < prob <= 1:
         raise ValueError(f"ptw_mask: prob {prob} outside (0, 1]")
+    sizes = np.ones(len(maskable), dtype=np.int64) if sizes is None else np.asarray(sizes, dtype=np.int64)
+    if sizes.shape != np.shape(maskable) or (sizes < 1).any():
+        raise ValueError(f"ptw_mask: sizes {sizes.shape} must be positive, one per position {np.shape(maskable)}")
     mask = np.zeros(len(maskable), dtype=bool)
     candidates = rng.permutation(np.flatnonzero(maskable))
     if candidates.size == 0:
         return mask
-    budget = max(1, int(round(candidates.size * prob)))
+    budget = max(1, int(round(int(sizes[candidates].sum()) * prob)))
     accepted = candidates[rng.random(candidates.size) < np.asarray(weights)[np.asarray(tags)[candidates]]]
-    mask[accepted[:budget]] = True
+    taken = np.cumsum(sizes[accepted]) <= budget  # with unit sizes: the first `budget` accepted
+    if not taken.all() and (sizes[accepted] > 1).any():  # words: skip one that overflows, try the next ones
+        taken, left = np.zeros(len(accepted), dtype=bool), budget
+        for i, size in enumerate(sizes[accepted]):
+            if size <= left:
+                taken[i], left = True, left - size
+            if left == 0:
+                break
+    mask[accepted[taken]] = True
     return mask
 
 
@@ -117,5 +134,9 @@ class PTWPolicy(TrackPolicy):
         state = self.state if self.state is not None else self.feedback.initial(len(UPOS_TAGS))
         return tag_weights(state, self.options.ptw_sharpness)
 
+    #: ``--mask-unit word``: the budget counts tokens, as the authors' whole-word masking does (:func:`ptw_mask`)
+    budgets_tokens = True
+
     def choose(self, tokens, maskable, side_info, rng):
-        return ptw_mask(side_info[self.track], maskable, self.weights(), self.options.ptw_mask_prob, rng)
+        return ptw_mask(side_info[self.track], maskable, self.weights(), self.options.ptw_mask_prob, rng,
+                        side_info.get(WORD_TOKENS))

@@ -24,6 +24,11 @@ from .fully_explored import bernoulli_views
 from .values import FINITE, ValueRule
 
 
+#: the side information a policy with :attr:`MaskPolicy.budgets_tokens` finds under ``--mask-unit word``: the
+#: number of tokens of each word
+WORD_TOKENS = "word_tokens"
+
+
 class MaskPolicy:
     """Base class of all policies.
 
@@ -117,6 +122,10 @@ class MaskPolicy:
     #: whole (spans whose units are given, not drawn at a rate); False: it runs on the word sequence
     words_by_expansion: bool = False
 
+    #: ``--mask-unit word``, on the word sequence: True when the policy budgets tokens, not words; it then finds
+    #: each word's token count in ``side_info[WORD_TOKENS]`` (absent when it runs on tokens)
+    budgets_tokens: bool = False
+
     #: True when the 80/10/10 replacement draws one fate per unit of :meth:`units` (``pmi``), not per token
     corrupts_units: bool = False
 
@@ -192,6 +201,7 @@ class PolicyWrapper(MaskPolicy):
 
     side_info_names = property(lambda self: self.inner.side_info_names)
     side_info_rules = property(lambda self: self.inner.side_info_rules)
+    budgets_tokens = property(lambda self: self.inner.budgets_tokens)
 
     def producer_command(self, track):
         return self.inner.producer_command(track)

@@ -26,7 +26,7 @@ from typing import Optional
 import numpy as np
 
 from .random_masks import unit_starts
-from .registry import MaskPolicy, PolicyWrapper
+from .registry import WORD_TOKENS, MaskPolicy, PolicyWrapper
 
 #: how a track's values of a word's subwords become the word's value
 REDUCTIONS = {
@@ -116,6 +116,8 @@ class WordUnitPolicy(PolicyWrapper):
         words = Words(tokens, maskable, self.start_symbols)
         side = {name: words.reduce(side_info[name], self.inner.word_reductions[name])
                 for name in self.inner.side_info_names}
+        if self.inner.budgets_tokens:  # each word's token count, for a policy whose budget counts tokens
+            side[WORD_TOKENS] = np.diff(np.append(words.first, len(words.ids)))
         return words, side
 
     def choose(self, tokens, maskable, side_info, rng):

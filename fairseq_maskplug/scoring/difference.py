@@ -30,11 +30,18 @@ def tf_icf(domain_counts: np.ndarray, general_line_counts: np.ndarray, general_l
 
 
 def anchors(scores: np.ndarray, k: int, candidates: np.ndarray) -> np.ndarray:
-    """The ``k`` candidate entries of highest score, best first (ties: the lower id)."""
-    candidates = np.flatnonzero(np.asarray(candidates, dtype=bool))
-    if k < 1 or candidates.size == 0:
-        raise ValueError(f"anchors: {k} anchors asked among {candidates.size} candidates")
-    order = np.lexsort((candidates, -np.asarray(scores, dtype=np.float64)[candidates]))
+    """The ``k`` candidate entries of highest score, best first (ties: the lower id), among those whose score is
+    positive (an entry of TF-ICF 0 sets nothing apart: it is in every general line); fewer when fewer are
+    positive, and a ValueError when none is."""
+    scores = np.asarray(scores, dtype=np.float64)
+    if k < 1:
+        raise ValueError(f"anchors: {k} anchors asked")
+    candidates = np.flatnonzero(np.asarray(candidates, dtype=bool) & (scores > 0))
+    if candidates.size == 0:
+        raise ValueError("no entry of the target domain has a positive TF-ICF: each one occurs in every line of the "
+                         "general corpus (is the general corpus the target itself, or one repeated line?), so "
+                         "nothing sets the domain apart; give a general corpus that differs from the target")
+    order = np.lexsort((candidates, -scores[candidates]))
     return candidates[order[:k]]
 
 

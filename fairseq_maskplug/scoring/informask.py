@@ -10,6 +10,11 @@
    share of its occurrences that the kept masks covered (:func:`token_rates`); training then masks every
    token independently at its rate, as the authors' ``pretrain/dataset.py`` does with the table it ships
    (``vocab/id_mask_prob.json``; the code that made the table is not published).
+
+Both steps cost the square of a line's length (every pair of its tokens): a line longer than ``window`` tokens
+is taken as consecutive pieces of at most ``window`` tokens, each a line of its own for the counts and for the
+masks (:func:`line_windows`; ours: the paper's lines are sentences, well under the default 512, BERT's longest
+input, so the cap changes nothing there and bounds memory at ``window**2`` numbers per line).
 """
 
 from typing import Iterable, Sequence
@@ -19,29 +24,44 @@ import numpy as np
 from ..masking.random_masks import probabilistic_count
 
 
+#: the longest piece of a line taken whole (module docstring; ours: BERT's longest input)
+WINDOW = 512
+
+
+def line_windows(line: np.ndarray, window: int = WINDOW):
+    """``line`` as consecutive pieces of at most ``window`` tokens (the line itself when it is no longer)."""
+    if window < 2:
+        raise ValueError(f"line_windows: window {window} < 2 (a piece needs a pair of tokens)")
+    line = np.asarray(line)
+    return [line] if len(line) <= window else [line[i:i + window] for i in range(0, len(line), window)]
+
+
 class CooccurrencePMI:
     """Line-level co-occurrence counts of a corpus and the PMI of token pairs (module docstring, step 1).
 
     Args:
         lines: token-id arrays, one per line (special tokens already removed).
         vocab_size: the dictionary's size (ids lie in ``[0, vocab_size)``).
+        window: a longer line counts as its pieces of at most this many tokens (:func:`line_windows`).
     """
 
-    def __init__(self, lines: Iterable[np.ndarray], vocab_size: int, chunk_lines: int = 5000):
+    def __init__(self, lines: Iterable[np.ndarray], vocab_size: int, chunk_lines: int = 5000, window: int = WINDOW,
+                 chunk_pairs: int = 1 << 18):
         self.vocab_size = int(vocab_size)
         self.token_lines = np.zeros(self.vocab_size, dtype=np.int64)
         self.keys, self.pair_lines = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         self.lines = 0
-        chunk = []
-        for line in lines:
-            unique = np.unique(np.asarray(line, dtype=np.int64))
+        chunk, pending = [], 0  # pair keys not yet merged (at most about chunk_pairs, or chunk_lines pieces)
+        for piece in (piece for line in lines for piece in line_windows(line, window)):
+            unique = np.unique(np.asarray(piece, dtype=np.int64))
             self.token_lines[unique] += 1
             self.lines += 1
             a, b = np.triu_indices(len(unique), k=1)
             chunk.append(unique[a] * self.vocab_size + unique[b])
-            if len(chunk) >= chunk_lines:
+            pending += len(a)
+            if len(chunk) >= chunk_lines or pending >= chunk_pairs:
                 self._add(chunk)
-                chunk = []
+                chunk, pending = [], 0
         self._add(chunk)
 
     def _add(self, chunk) -> None:
@@ -95,18 +115,20 @@ def best_of_candidates(pmi: np.ndarray, rate: float, candidates: int, rng: np.ra
 
 
 def token_rates(lines: Sequence[np.ndarray], counts: CooccurrencePMI, rate: float, candidates: int, seed: int,
-                default: float) -> np.ndarray:
+                default: float, window: int = WINDOW) -> np.ndarray:
     """Every vocabulary entry's masking rate: the share of its occurrences in ``lines`` that the kept masks
-    cover (line ``k`` drawn from ``default_rng((seed, k))``); ``default`` for an entry that never occurs."""
+    cover (line ``k`` drawn from ``default_rng((seed, k))``, its piece ``w > 0`` of a line longer than ``window``
+    from ``default_rng((seed, k, w))``); ``default`` for an entry that never occurs."""
     masked = np.zeros(counts.vocab_size, dtype=np.float64)
     seen = np.zeros(counts.vocab_size, dtype=np.float64)
     for k, line in enumerate(lines):
-        line = np.asarray(line, dtype=np.int64)
-        if len(line) == 0:
-            continue
-        mask = best_of_candidates(counts.pmi(line), rate, candidates, np.random.default_rng((seed, k)))
-        np.add.at(seen, line, 1.0)
-        np.add.at(masked, line[mask], 1.0)
+        for w, piece in enumerate(line_windows(np.asarray(line, dtype=np.int64), window)):
+            if len(piece) == 0:
+                continue
+            rng = np.random.default_rng((seed, k) if w == 0 else (seed, k, w))
+            mask = best_of_candidates(counts.pmi(piece), rate, candidates, rng)
+            np.add.at(seen, piece, 1.0)
+            np.add.at(masked, piece[mask], 1.0)
     rates = np.full(counts.vocab_size, float(default))
     rates[seen > 0] = masked[seen > 0] / seen[seen > 0]
     return rates

@@ -190,6 +190,12 @@ class MaskedLMBaseTask(PackageTask):
         if self.training_feedback is not None and FEEDBACK_KEY in state_dict:
             self.training_feedback.load_state_dict(state_dict[FEEDBACK_KEY])
 
+    def restart_epochs(self):
+        """A checkpoint loaded with the data loader reset (``--reset-dataloader``, ``--finetune-from-model``):
+        training starts again at epoch 1, drawing with the statistics the checkpoint learnt."""
+        if self.training_feedback is not None:
+            self.training_feedback.restart_epochs()
+
     def build_policy(self, cfg, rate=None):
         """The policy ``--mask-policy`` names (:func:`.build_task_policy`), drawing at ``rate`` when a schedule
         sets it (``fe_mlm`` also refuses a policy without views)."""

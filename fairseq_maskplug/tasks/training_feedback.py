@@ -31,16 +31,19 @@ class TrainingFeedback:
         self.feedback, self.name = feedback, name
         self.initial = np.asarray(feedback.initial(feedback.groups), dtype=np.float64)
         self.running = self.initial.copy()  #: after the last training batch
+        self.start = self.initial.copy()  #: what epoch 1 draws with (a restarted run: what it was loaded with)
         self.epoch, self.drawn = 1, self.initial.copy()  #: the newest epoch and the state its items draw with
         self.logged = set()  # the epochs whose state was logged
+        self.dropped = 0  #: non-finite losses left out of the statistics (logged with each epoch's state)
 
     def state_for_epoch(self, epoch: int) -> np.ndarray:
-        """The state the items of ``epoch`` draw with: the initial one for epoch 1 (and validation, which fairseq
-        iterates as epoch 1); for a new epoch, the running statistics now; for the current one, the same again.
+        """The state the items of ``epoch`` draw with: for epoch 1 (and validation, which fairseq iterates as epoch
+        1) the initial one, or the one loaded by a restarted run (:meth:`restart_epochs`); for a new epoch, the
+        running statistics now; for the current one, the same again.
         The first time an epoch is asked, what it draws with is logged (:attr:`Feedback.describe`)."""
         if epoch <= 1:
-            self.log_state(1, self.initial)
-            return self.initial
+            self.log_state(1, self.start)
+            return self.start
         if epoch > self.epoch:
             self.epoch, self.drawn = epoch, self.running.copy()
         elif epoch < self.epoch:
@@ -53,15 +56,21 @@ class TrainingFeedback:
         if epoch in self.logged or self.feedback.describe is None:
             return
         self.logged.add(epoch)
-        logger.info("mask policy %s: epoch %d draws with its state from training so far: %s (the masks it gives: "
+        dropped = f"; {self.dropped} non-finite losses left out so far" if self.dropped else ""
+        logger.info("mask policy %s: epoch %d draws with its state from training so far: %s%s (the masks it gives: "
                     "fairseq-maskplug-show-examples --task-state CHECKPOINT)", self.name, epoch,
-                    self.feedback.describe(state))
+                    self.feedback.describe(state), dropped)
 
     def fold(self, groups: torch.Tensor, losses: torch.Tensor, device, ignore: bool = False) -> None:
         """Fold one training batch in: ``groups`` and ``losses`` of its predicted positions, summed over the
         data-parallel workers first (every worker calls this once per batch; fairseq's dummy batches,
-        ``ignore``, add zeros)."""
-        sums, counts = group_loss_sums(groups.cpu().numpy(), losses.double().cpu().numpy(), self.feedback.groups)
+        ``ignore``, add zeros). A non-finite loss is left out (and counted in :attr:`dropped`)."""
+        losses, groups = losses.double().cpu(), groups.cpu()
+        finite = torch.isfinite(losses)
+        if not bool(finite.all()):  # an fp16 overflow (a step fairseq then skips): one NaN would stay in a score
+            self.dropped += int((~finite).sum())
+            losses, groups = losses[finite], groups[finite]
+        sums, counts = group_loss_sums(groups.numpy(), losses.numpy(), self.feedback.groups)
         both = torch.from_numpy(np.stack([sums, counts]) * (0.0 if ignore else 1.0))
         if torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1:
             from fairseq.distributed import utils as distributed_utils
@@ -71,15 +80,24 @@ class TrainingFeedback:
         self.running = np.asarray(self.feedback.fold(self.running, both[0].numpy(), both[1].numpy()),
                                   dtype=np.float64)
 
+    def restart_epochs(self) -> None:
+        """Training starts again at epoch 1 with the statistics loaded (``--reset-dataloader``,
+        ``--finetune-from-model``): epoch 1 draws with them, and the epochs are counted anew."""
+        self.start = self.running.copy()
+        self.epoch, self.drawn = 1, self.start.copy()
+        self.logged.clear()
+
     def state_dict(self) -> dict:
-        return {"running": self.running.tolist(), "epoch": self.epoch, "drawn": self.drawn.tolist()}
+        return {"running": self.running.tolist(), "epoch": self.epoch, "drawn": self.drawn.tolist(),
+                "start": self.start.tolist()}
 
     def load_state_dict(self, state: dict) -> None:
         running, drawn = np.asarray(state["running"], dtype=np.float64), np.asarray(state["drawn"], dtype=np.float64)
-        if running.shape != self.initial.shape or drawn.shape != self.initial.shape:
+        start = np.asarray(state.get("start", self.initial), dtype=np.float64)  # (saved before restarts existed)
+        if not running.shape == drawn.shape == start.shape == self.initial.shape:
             raise ValueError(f"the checkpoint's mask-policy statistics have {running.shape[0]} groups, the policy "
                              f"{self.initial.shape[0]}")
-        self.running, self.epoch, self.drawn = running, int(state["epoch"]), drawn
+        self.running, self.epoch, self.drawn, self.start = running, int(state["epoch"]), drawn, start
 
 
 class TokenLosses:

@@ -112,7 +112,22 @@ def add_spacy_text_options(parser: argparse.ArgumentParser, finds: str, default_
                         help="spaCy worker processes (nlp.pipe n_process)")
     parser.add_argument("--batch-size", type=number("[1, inf)", int), default=256,
                         help="lines per spaCy batch (a divisor of --shard-block-lines)")
+    parser.add_argument("--spacy-max-length", type=number("[1, inf)", int), default=1_000_000,
+                        help="longest line in characters the pipeline takes (spaCy's max_length, its default: it "
+                             "needs about 1 GB of memory per 100,000 characters); a longer line is refused before "
+                             "any work")
     add_shard_options(parser)
+
+
+def check_spacy_lengths(nlp, texts, args) -> None:
+    """Set the pipeline's ``max_length`` to ``--spacy-max-length`` and refuse, before any work, a line longer than
+    it (spaCy's own error, E088, comes mid-run and names no line)."""
+    nlp.max_length = args.spacy_max_length
+    for number, text in enumerate(texts, start=1):
+        if len(text) > args.spacy_max_length:
+            raise ValueError(f"--text {args.text}: line {number} has {len(text):,} characters, more than "
+                             f"--spacy-max-length {args.spacy_max_length:,}: raise it (spaCy needs about 1 GB of "
+                             "memory per 100,000 characters), or split the line")
 
 
 def check_spacy_batches(parser: argparse.ArgumentParser, args) -> None:

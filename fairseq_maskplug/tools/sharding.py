@@ -13,6 +13,7 @@ is shard 0 of 1 and writes the track itself. See :mod:`..data.track_shards` for 
 import argparse
 import datetime
 import os
+import sys
 from typing import NamedTuple, Optional
 
 from ..common.option_ranges import number
@@ -145,6 +146,7 @@ class ShardedTrack:
         self.written = []  # (track prefix, split prefix, dtype)
         self.complete = []  # track prefixes this process wrote whole (one shard, or the merge)
         self.warnings = []  #: one line per degenerate track written (:func:`~..data.side_info.degenerate_track`)
+        self.locks = []  # this process's locks on what it writes (:mod:`..common.locks`), released by finish()
 
     def lines(self, n_lines: int) -> range:
         from ..data.track_shards import shard_lines
@@ -158,10 +160,14 @@ class ShardedTrack:
         return blocks_of(self.lines(n_lines), self.block_lines)
 
     def already_written(self, prefix: str, split_prefix: str, n_lines: int, dtype: str) -> bool:
-        """Note the track ``prefix`` of ``split_prefix`` for the merge (:meth:`finish`), and say whether
-        this shard's part of it is written already (a rerun; a part made otherwise is refused)."""
-        from ..data.track_shards import part_done
+        """Lock what this process writes of the track ``prefix`` of ``split_prefix`` (the track, or this shard's
+        part: one writer, until :meth:`finish`), note the track for the merge, and say whether this shard's part
+        of it is written already (a rerun; a part made otherwise is refused)."""
+        from ..common.locks import lock_output
+        from ..data.track_shards import part_done, part_prefix
 
+        target = prefix if self.shard.num_shards == 1 else part_prefix(prefix, *self.shard[:2])
+        self.locks.append(lock_output(target, os.path.basename(sys.argv[0]) or "a producer"))  # one writer
         if self.shard.num_shards == 1:
             return False
         self.written.append((prefix, split_prefix, dtype))
@@ -198,6 +204,8 @@ class ShardedTrack:
                 self.complete.append(prefix)
             reports = [f"merged {self.shard.num_shards} shards into {prefix}.bin/.idx" for prefix, _, _ in self.written]
         self.warnings += warn_if_degenerate(self.complete)
+        for lock in self.locks:
+            lock.release()
         return reports
 
 
