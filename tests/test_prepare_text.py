@@ -55,6 +55,7 @@ def test_the_layouts_and_the_text_the_tokens_spell(own, capsys):
     assert (own / "mine" / "notes.txt").read_text() == "keep"
 
 
+@pytest.mark.full  # fairseq-preprocess with 1 and 3 workers: about a minute
 def test_the_output_does_not_depend_on_the_workers(own):
     """fairseq-preprocess in 1 and 3 worker processes (each splits the files by byte offsets): the same bytes in
     every file (one sentencepiece model given, so that its training is not compared)."""

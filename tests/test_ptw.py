@@ -277,6 +277,7 @@ def test_ptw_learns_tag_scores_and_resumes_exactly(pos_data, tmp_path, capsys):
 
 
 @pytest.mark.e2e
+@pytest.mark.full  # five PTW trainings: about 35 s
 def test_a_run_continued_with_its_data_loader_reset_keeps_the_learnt_scores_and_counts_epochs_anew(pos_data, tmp_path):
     """--finetune-from-model and --reset-dataloader from a PTW checkpoint of epoch 2 start again at epoch 1: they
     failed at their epoch 2 ('epoch 2 asked after epoch 3'); now epoch 1 draws with the scores loaded."""
