@@ -138,3 +138,26 @@ def test_guided_mlm_trains_with_informask(rated_data, tmp_path):
                     "--mask-prob-schedule", "linear", "--mask-prob-schedule-updates", "4", "--save-dir",
                     tmp_path / "s", *TINY_ROBERTA, *CPU_RUN])
     one_line_error(schedule, "--mask-prob-schedule linear needs a --mask-policy with a rate")
+
+
+def test_the_authors_full_replacement_puts_the_mask_at_every_chosen_position(rated_data):
+    """--leave-unmasked-prob 0 --random-token-prob 0: the authors' objective replaces 100% of the chosen tokens."""
+    from fairseq import options, tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from preprocess import informask
+
+    if not (rated_data / "train.informask_rate.bin").exists():
+        assert informask.main(["--data", str(rated_data)]) == 0
+    args = options.parse_args_and_arch(options.get_training_parser(), [
+        str(rated_data), "--task", "guided_mlm", "--mask-policy", "informask", "--tokens-per-sample", "32",
+        "--arch", "roberta_base", "--leave-unmasked-prob", "0", "--random-token-prob", "0"])
+    task = tasks.setup_task(convert_namespace_to_omegaconf(args).task)
+    task.load_dataset("train")
+    dataset, pad = task.dataset("train"), task.dictionary.pad()
+    chosen = 0
+    for i in range(len(dataset)):
+        item = dataset[i]
+        where = item["target"] != pad
+        chosen += int(where.sum())
+        assert (item["source"][where] == task.mask_idx).all()
+    assert chosen > 100

@@ -1,7 +1,15 @@
 """The ``difference`` policy: Difference-Masking (Wilf et al., Findings of EMNLP 2023). A block's budget of
-``floor(p n + U)`` tokens is drawn without replacement with probabilities in proportion to each token's score,
-its similarity to the anchor words that set the target domain apart (``fairseq-maskplug-difference`` writes
-the track; :mod:`fairseq_maskplug.scoring.difference` computes it)."""
+``floor(p n + U)`` tokens is drawn without replacement with probabilities in proportion to each token's weight,
+from its score, the similarity to the anchor words that set the target domain apart (``fairseq-maskplug-difference``
+writes the track; :mod:`fairseq_maskplug.scoring.difference` computes it). The weight is, by
+``--difference-weighting``:
+
+- ``score`` (ours, the default): the score itself;
+- ``rank`` (the authors' code, ``Unimodal/AANG/AutoSearchSpace/data.py``): the ``n`` maskable positions (words,
+  under ``--mask-unit word``) ranked by score, the most anchor-like weighing ``n``, the next ``n - 1``, ... the
+  least 1 (ties by position), optionally mixed with uniform weights (``--difference-uniform-mix``;
+  :func:`rank_weights`). A much flatter draw than ``score``'s, whose clipped cosines can be 0 for most tokens.
+"""
 
 from dataclasses import dataclass
 
@@ -20,6 +28,33 @@ class DifferenceOptions:
     difference_mask_prob: float = option(0.15, "difference policy: share of a block's maskable tokens predicted "
                                          "(floor(p n + U)), drawn in proportion to their scores", range="(0, 1]",
                                          source="BERT (the paper's rate not confirmed)")
+    difference_weighting: str = option("score", "difference policy: how a position's draw weight follows its score: "
+                                       "score (the score itself; ours) or rank (n ... 1 by rank within the block, "
+                                       "the authors' code)", source="ours (the authors' code: rank)")
+    difference_uniform_mix: float = option(0.0, "difference policy, --difference-weighting rank: share of the "
+                                           "weight spread uniformly over the block's positions", range="[0, 1]",
+                                           source="authors' code (its mix, off by default)")
+
+
+WEIGHTINGS = ("score", "rank")
+
+
+def rank_weights(scores: np.ndarray, maskable: np.ndarray, uniform_mix: float = 0.0) -> np.ndarray:
+    """The authors' draw weights: the ``n`` maskable positions by descending score get ``n, n - 1, ..., 1`` (ties:
+    the earlier position first), normalised, then mixed with uniform: ``(1 - mix) r / sum(r) + mix / n``; 0 at
+    the positions that are not maskable."""
+    if not 0 <= uniform_mix <= 1:
+        raise ValueError(f"rank_weights: uniform_mix {uniform_mix} outside [0, 1]")
+    weights = np.zeros(len(maskable), dtype=np.float64)
+    positions = np.flatnonzero(maskable)
+    n = positions.size
+    if n == 0:
+        return weights
+    order = np.argsort(-np.asarray(scores, dtype=np.float64)[positions], kind="stable")
+    ranks = np.empty(n, dtype=np.float64)
+    ranks[order] = np.arange(n, 0, -1)
+    weights[positions] = (1 - uniform_mix) * ranks / ranks.sum() + uniform_mix / n
+    return weights
 
 
 def weighted_mask(scores: np.ndarray, maskable: np.ndarray, rate: float, rng: np.random.Generator) -> np.ndarray:
@@ -50,5 +85,14 @@ class DifferencePolicy(TrackPolicy):
                 "--checkpoint MODEL_CHECKPOINT")
     track_option, track_rule, track_reduction = "difference_track", PROBABILITY, "max"
 
+    def __init__(self, options=None):
+        super().__init__(options)
+        if self.options.difference_weighting not in WEIGHTINGS:
+            raise ValueError(f"--difference-weighting must be one of {WEIGHTINGS}, got "
+                             f"{self.options.difference_weighting!r}")
+
     def choose(self, tokens, maskable, side_info, rng):
-        return weighted_mask(side_info[self.track], maskable, self.options.difference_mask_prob, rng)
+        weights = side_info[self.track]
+        if self.options.difference_weighting == "rank":
+            weights = rank_weights(weights, maskable, self.options.difference_uniform_mix)
+        return weighted_mask(weights, maskable, self.options.difference_mask_prob, rng)
