@@ -7,7 +7,7 @@ in a copy of the same input tree, and the whole tree is compared with that of an
 - **SIGKILL** when its first temporary file appears (mid-write) and at two shares of the
   uninterrupted run's duration: every file under its final name is then the input's or the
   uninterrupted run's, whole (a command writing several files may have written some of them; the
-  killed run's temporaries are left for the next run to remove), and a rerun gives the
+  killed run's temporaries and its lock are left for the next run to remove), and a rerun gives the
   uninterrupted run's tree byte for byte, with no temporary left (a command killed after it had
   finished may instead say in one line that nothing is left to do);
 - **a file-size limit** (``ulimit -f``, so no root or mount is needed): exit status 2, one line
@@ -41,6 +41,9 @@ from fairseq_helpers import BIN, REPO, check, one_line_error, train
 pytestmark = [pytest.mark.e2e, pytest.mark.full]
 
 TEMPORARY = re.compile(r"\.tmp-\d+")
+#: a writer's lock on its output (``fairseq_maskplug/common/locks.py``): a killed run leaves it naming itself, for
+#: the next writer to take over and remove, as it leaves its temporaries
+LOCK = re.compile(r"\.lock$")
 PLAIN = dict(os.environ, PYTHONWARNINGS="ignore", PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1")
 
 
@@ -134,12 +137,13 @@ def inputs(tiny_data, tmp_path_factory):
 
 
 def snapshot(tree: Path, writer: Writer, temporaries: bool = False) -> Dict[str, bytes]:
-    """Every file under ``tree`` by relative path (JSON timings left out); the killed runs' temporaries
-    are left out unless ``temporaries``."""
+    """Every file under ``tree`` by relative path (JSON timings left out); the killed runs' temporaries and
+    locks are left out unless ``temporaries``."""
     files = {}
     for path in sorted(tree.rglob("*")):
         relative = path.relative_to(tree).as_posix()
-        if not path.is_file() or (not temporaries and TEMPORARY.search(relative)) or "preprocess.log" in relative:
+        left_by_a_kill = TEMPORARY.search(relative) or LOCK.search(relative)
+        if not path.is_file() or (not temporaries and left_by_a_kill) or "preprocess.log" in relative:
             continue
         data = path.read_bytes()
         if path.name in writer.volatile:
@@ -205,6 +209,7 @@ def test_killed_then_rerun_gives_the_uninterrupted_output(inputs, uninterrupted,
         check(rerun)
     assert snapshot(tree, writer) == whole
     assert not [p for p in tree.rglob("*") if TEMPORARY.search(p.name)], "the rerun left temporaries"
+    assert not [p for p in tree.rglob("*") if LOCK.search(p.name)], "the rerun left a lock"
 
 
 @pytest.mark.parametrize("name", IDS)
