@@ -13,10 +13,10 @@ SCRIPTS = sorted(path for path in (REPO / "benchmarks").glob("*.py")
 # gpu_acceptance trains every task (13 runs, about 2 minutes on 2 cores): the full tier runs it, on CPU
 EXTRA_ARGS = {"gpu_acceptance": ["--cpu", "--precision", "fp16,bf16"]}
 # bench_precision and bench_scaleout train two models (1-1.5 min), bench_threads four runs under load (40 s);
-# bench_denoising, bench_masking, bench_meta_step and bench_tartan train both sides (25-70 s each), which the quick
+# bench_denoising, bench_masking, bench_meta_step, bench_tartan and bench_policies (25-70 s each), which the quick
 # tier's 10 minutes no longer held (its smoke runs took 5.4 of the 24 minutes of test time, 2026-11-26)
 FULL_TIER = {"gpu_acceptance", "bench_precision", "bench_scaleout", "bench_threads", "bench_denoising", "bench_masking",
-             "bench_meta_step", "bench_tartan"}
+             "bench_meta_step", "bench_tartan", "bench_policies"}
 # further smoke runs: a second code path
 VARIANTS = {"fe_variance": [["--mask-policy", "l3"], ["--seeds", "2"]]}
 LAST_LINE = re.compile(r"ratio\w*=-?\d+(\.\d+)?( \w+=-?\d+(\.\d+)?)*")

@@ -46,6 +46,7 @@ TRAIN_OPTIONS = {
     "se_fallback_prob": ("guided_mlm", ["--mask-policy", "self_evolution"]),
     "se_max_share": ("guided_mlm", ["--mask-policy", "self_evolution"]),
     "difference_mask_prob": ("guided_mlm", ["--mask-policy", "difference"]),
+    "difference_uniform_mix": ("guided_mlm", ["--mask-policy", "difference", "--difference-weighting", "rank"]),
     "mask_prob_schedule_start": ("guided_mlm", ["--mask-prob-schedule", "linear", "--mask-prob-schedule-updates", "4"]),
     "mask_prob_schedule_end": ("fe_mlm", ["--mask-policy", "random", "--mask-prob-schedule", "cosine",
                                           "--mask-prob-schedule-updates", "4"]),

@@ -103,6 +103,7 @@ def test_the_recipe_s_previews_read_as_text(recipe):
     assert "the" in preview and not re.search(r"\[\d+\]", preview)
 
 
+@pytest.mark.full  # PLT scoring and spaCy over the release's BPE: about 30 s
 def test_pll_scores_and_salient_spans_on_the_release_s_bpe(release_data, tmp_path):
     release, work = release_data
     bpe = ["--gpt2-encoder-json", release / "encoder.json", "--gpt2-vocab-bpe", release / "vocab.bpe"]
