@@ -14,7 +14,7 @@ import importlib
 import importlib.util
 import sys
 
-from ..common.extras import MissingExtra, require_extra
+from ..common.extras import MissingExtra, require_extra  # noqa: F401  (MissingExtra: re-exported)
 
 
 def hide_broken_torchaudio() -> None:
