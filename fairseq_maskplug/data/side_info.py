@@ -183,9 +183,9 @@ def load_side_info(split_prefix: str, name: str, tokens, split: str, rule: Value
     check_values(side, rule, prefix)
     summary = TrackSummary(side)  # what the policy draws from, in training's log
     logger.info("side information %r of split %r: %s", name, split, summary)
-    if summary.degenerate():
-        logger.warning("side information %s.bin: %s: a policy reading it masks as if it had no information",
-                       prefix, summary.degenerate())
+    warning = degenerate_message(prefix, summary)
+    if warning:
+        logger.warning("side information %s", warning)
     return side
 
 
@@ -266,12 +266,17 @@ class TrackSummary:
         return ""
 
 
-def degenerate_track(prefix: str) -> str:
-    """One line when the track ``prefix`` cannot tell tokens apart (:meth:`TrackSummary.degenerate`), naming it
-    and what to check; "" otherwise."""
-    why = TrackSummary(SideInfoDataset(prefix)).degenerate()
+def degenerate_message(prefix: str, summary: TrackSummary) -> str:
+    """One line when the track ``prefix`` (summarised by ``summary``) cannot tell tokens apart
+    (:meth:`TrackSummary.degenerate`), naming it and what to check; "" otherwise."""
+    why = summary.degenerate()
     return f"{prefix}.bin: {why}: a policy reading it masks as if it had no information; check the " \
            "producer's input and options" if why else ""
+
+
+def degenerate_track(prefix: str) -> str:
+    """:func:`degenerate_message` of the track written at ``prefix``."""
+    return degenerate_message(prefix, TrackSummary(SideInfoDataset(prefix)))
 
 
 def check_fingerprint(prefix: str, split_prefix: str, *, name: str, split: str,
