@@ -10,7 +10,7 @@
 # The mlm_schedule row is MLM with a mask-rate schedule (Ankner et al. 2023: linear 30% -> 15% over the
 # run), the same batches as the mlm row.
 # Knobs: FE_UPDATES (400), FE_VIEWS K (4), FE_BATCH B (8), FE_VALID_EVERY (50: checkpoint interval),
-# FE_FINETUNE_EPOCHS (5), FE_SEEDS ("1"), FE_ROWS (the rows to train: "mlm fe_subword mlm_span fe_span
+# FE_FINETUNE_EPOCHS (5), FE_SEEDS ("1"), FE_PROBE (1; 0 skips the gradient-variance probe), FE_ROWS (the rows to train: "mlm fe_subword mlm_span fe_span
 # mlm_schedule"), and those of recipes/lib.sh.
 set -euo pipefail
 MASKPLUG_EXTRAS=bench source "$(dirname "${BASH_SOURCE[0]}")/setup_env.sh"
@@ -69,11 +69,13 @@ for row in $ROWS; do
     done
 done
 
-echo "[4/4] gradient-variance probe on the general checkpoint (in-domain valid minibatch)"
-stage fe_mlm_probe "$WORK/logs/fe_mlm_probe.log" \
-    python benchmarks/fe_variance.py --checkpoint "$GENERAL" --data "$WORK/data/indomain" \
-    --views "$K" --tokens-per-sample "$MASKPLUG_TOKENS" --out "$OUT/fe_variance"
-tail -12 "$WORK/logs/fe_mlm_probe.log"
+if [ "${FE_PROBE:-1}" != 0 ]; then
+    echo "[4/4] gradient-variance probe on the general checkpoint (in-domain valid minibatch)"
+    stage fe_mlm_probe "$WORK/logs/fe_mlm_probe.log" \
+        python benchmarks/fe_variance.py --checkpoint "$GENERAL" --data "$WORK/data/indomain" \
+        --views "$K" --tokens-per-sample "$MASKPLUG_TOKENS" --out "$OUT/fe_variance"
+    tail -12 "$WORK/logs/fe_mlm_probe.log"
+fi
 
 echo
 echo "MR sentence polarity after $UPDATES continued updates at equal compute, accuracy and macro-F1 in %:"

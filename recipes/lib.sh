@@ -6,6 +6,8 @@
 #   MASKPLUG_TOKENS   tokens per block / max positions (default 128)
 #   MASKPLUG_BATCH    sentences per batch per worker (default 32)
 #   MASKPLUG_PRETRAIN_LR / MASKPLUG_FINETUNE_LR  peak learning rates (1e-3 / 2e-4)
+#   MASKPLUG_SEED     fairseq's --seed of every training stage (default 1; fine-tuning stages take
+#                     their recipe's seeds instead): a whole-pipeline replicate per seed
 #   MASKPLUG_CPU_WORKERS  data-parallel worker processes on CPUs (default 1), started with
 #                     torchrun: the multi-GPU code path (pytorch_ddp, gloo) without GPUs
 #   MASKPLUG_WORKERS  data-parallel workers in all (for the learning-rate schedules of epoch-based
@@ -116,7 +118,7 @@ else
 fi
 COMMON_ARGS=(--required-batch-size-multiple 1 --no-progress-bar --log-format json --log-interval 10
              --batch-size "$MASKPLUG_BATCH" --optimizer adam --adam-betas '(0.9,0.98)' --adam-eps 1e-6
-             --weight-decay 0.01 --clip-norm 0.0 "${DEVICE_ARGS[@]}")
+             --weight-decay 0.01 --clip-norm 0.0 --seed "${MASKPLUG_SEED:-1}" "${DEVICE_ARGS[@]}")
 
 # pretrain TASK DATA SAVE_DIR UPDATES [extra fairseq-train args...]: masked-LM training
 # (guided_mlm or fe_mlm; continue from a checkpoint with --finetune-from-model PATH)

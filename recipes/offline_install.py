@@ -13,8 +13,15 @@ torch (a few minutes), without ``CUDA_HOME`` in its environment: with it set (CU
 fairseq's setup.py adds its CUDA extensions, whose sources (``fairseq/clib/libnat_cuda``,
 ``fairseq/clib/cuda``) its source archive does not ship, and the build stops ("ninja: error:
 .../libnat_cuda/binding.cpp ... missing"; seen on the first GPU machine, 2026-11-25). The plugin
-uses none of them (they serve fairseq's non-autoregressive translation and generation). The
-standard library and pip are all this script uses.
+uses none of them (they serve fairseq's non-autoregressive translation and generation).
+
+fairseq-fixed's six C extensions compile one after another by default, three of them against
+torch's headers (about a minute each); this script builds them side by side, one per core
+(``--build-jobs``, default this machine's cores): the archive is unpacked, setuptools' own
+``[build_ext] parallel`` option is set in its setup.cfg, and torch's ninja backend is hidden from
+that build (it writes one ``build.ninja`` per build folder, which extensions built side by side
+would overwrite), so torch's plain compiler backend builds each extension. The same extensions
+are built, from the same sources. The standard library and pip are all this script uses.
 """
 
 import argparse
@@ -23,6 +30,8 @@ import json
 import os
 import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 from pathlib import Path
 
@@ -33,6 +42,7 @@ except ImportError:  # pip carries its own copy
 
 HERE = Path(__file__).resolve().parent
 BUILD_FIRST = ("setuptools", "wheel", "cython", "numpy")  # what building the source archives needs
+PARALLEL_BUILD = "fairseq-fixed"  # built with its extensions side by side (the module docstring)
 
 
 def version(name: str, path: list):
@@ -69,21 +79,57 @@ def build_environment(env: dict) -> dict:
     return {k: v for k, v in env.items() if k != "CUDA_HOME"}
 
 
-def pip_install(entries: list, target, env: dict) -> None:
+def parallel_source(archive: Path, workdir: Path, jobs: int) -> Path:
+    """Unpack a setuptools source archive into ``workdir`` with ``[build_ext] parallel = jobs`` added
+    to its setup.cfg (setuptools then builds that many extensions at once); returns the source folder."""
+    if jobs < 1:
+        raise SystemExit(f"error: --build-jobs must be at least 1, got {jobs}")
+    with tarfile.open(archive) as tar:
+        tar.extractall(workdir, filter="data")
+    (source,) = [p for p in workdir.iterdir() if p.is_dir()]
+    with open(source / "setup.cfg", "a") as cfg:
+        cfg.write(f"\n[build_ext]\nparallel = {jobs}\n")
+    return source
+
+
+def without_ninja(env: dict, workdir: Path) -> dict:
+    """``env`` with a ``ninja`` first on PATH that fails: torch's ``is_ninja_available()`` is then
+    false and its extensions build with the compiler backend, safe side by side (the docstring)."""
+    shim = workdir / "no-ninja"
+    shim.mkdir(exist_ok=True)
+    (shim / "ninja").write_text("#!/bin/sh\nexit 1\n")
+    (shim / "ninja").chmod(0o755)
+    return dict(env, PATH=os.pathsep.join([str(shim)] + [p for p in [env.get("PATH")] if p]))
+
+
+def pip_install(entries: list, target, env: dict, jobs: int = 1) -> None:
     if not entries:
         return
     command = [sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--no-build-isolation",
                "--disable-pip-version-check", "-q"]
     if target is not None:
         command += ["--target", str(target), "--upgrade"]
-    command += [str(HERE / "wheels" / e["file"]) for e in entries]
-    subprocess.run(command, check=True, env=env)
+    with tempfile.TemporaryDirectory(prefix="maskplug-build-") as workdir:
+        paths = []
+        for e in entries:
+            path = HERE / "wheels" / e["file"]
+            if e["name"] == PARALLEL_BUILD and e["file"].endswith(".tar.gz") and jobs > 1:
+                path = parallel_source(path, Path(workdir), jobs)
+                env = without_ninja(env, Path(workdir))
+            paths.append(str(path))
+        subprocess.run(command + paths, check=True, env=env)
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--target", type=Path, help="install into this directory instead of the environment")
+    cores = os.cpu_count() or 1
+    parser.add_argument("--build-jobs", type=int, default=cores,
+                        help=f"fairseq-fixed's extensions compiled at once (default: the cores, {cores}; 1: one "
+                             "after another, as pip alone builds them)")
     args = parser.parse_args(argv)
+    if args.build_jobs < 1:
+        raise SystemExit(f"error: --build-jobs must be at least 1, got {args.build_jobs}")
     bundle = json.loads((HERE / "bundle.json").read_text())
     running = f"{sys.version_info.major}.{sys.version_info.minor}"
     if bundle["python"] != running:
@@ -108,10 +154,13 @@ def main(argv=None) -> int:
     first = [e for e in to_install if e["name"] in BUILD_FIRST]
     rest = [e for e in to_install if e["name"] not in BUILD_FIRST]
     print(f"[install] {len(to_install)} packages with no index: {', '.join(e['name'] for e in to_install)} "
-          "(fairseq-fixed compiles against this torch: a few minutes)", flush=True)
+          f"(fairseq-fixed compiles against this torch, {args.build_jobs} extensions at once)", flush=True)
     try:
         pip_install(first, target, env)
-        pip_install(rest, target, env)
+        built = time.time()
+        pip_install(rest, target, env, args.build_jobs)
+        print(f"[install] the packages after the build tools took {time.time() - built:.0f} s "
+              f"({args.build_jobs} extension builds at once)", flush=True)
     except subprocess.CalledProcessError as error:
         raise SystemExit(f"error: pip install failed (exit {error.returncode}); see its messages above")
     # torch's installed version, as read before (a CUDA build's torch.__version__ adds "+cu130", its metadata not)

@@ -2,11 +2,22 @@
 # Source this file: creates .venv at the repository root if missing, installs torch
 # 2.13.0 first (so nothing pulls CUDA packages), then this package with its
 # dependencies (fairseq-fixed on Python >= 3.11), and activates the environment.
-# Set MASKPLUG_EXTRAS=test to also install the test dependencies.
+# Set MASKPLUG_EXTRAS=test to also install the test dependencies; MASKPLUG_CURRENT_PYTHON=1 to use an
+# environment where the plugin is installed already (below).
 set -euo pipefail
 MASKPLUG_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export MASKPLUG_ROOT
 PYTHON="${PYTHON:-python3}"
+# MASKPLUG_CURRENT_PYTHON=1: use the python on PATH, where the plugin is installed already (an offline
+# machine after recipes/offline_bundle.sh's install.py): no .venv, no pip
+if [ -n "${MASKPLUG_CURRENT_PYTHON:-}" ]; then
+    if ! "$PYTHON" -c "import fairseq_maskplug.plugin" 2>/dev/null; then
+        echo "[setup] MASKPLUG_CURRENT_PYTHON is set but $PYTHON cannot import fairseq_maskplug: install it first" >&2
+        return 1 2>/dev/null || exit 1
+    fi
+    export PYTHONWARNINGS="${PYTHONWARNINGS:-ignore::FutureWarning}"
+    return 0 2>/dev/null || exit 0
+fi
 if [ ! -x "$MASKPLUG_ROOT/.venv/bin/python" ]; then
     echo "[setup] creating $MASKPLUG_ROOT/.venv"
     "$PYTHON" -m venv "$MASKPLUG_ROOT/.venv"

@@ -61,7 +61,10 @@ def evaluate(checkpoint: str, data: str, split: str, batch_size: int = 64, trust
             "macro_f1": 100.0 * macro_f1(predictions, classes, cfg.task.num_classes), "units": "percent",
             # what a table needs to recognise a constant predictor and chance level
             "classes_predicted": int(np.unique(predictions).size),
-            "majority_share": 100.0 * float(np.bincount(classes).max() / classes.size)}
+            "majority_share": 100.0 * float(np.bincount(classes).max() / classes.size),
+            # one character per sentence, in the split's order: 1 where the prediction is right (the paired
+            # test over test sentences of benchmarks/science_stats.py pairs two models' characters)
+            "correct": "".join("1" if right else "0" for right in (predictions == classes))}
 
 
 def main(argv=None) -> int:

@@ -1,0 +1,485 @@
+"""The papers' comparisons with seeds, in one command sized for a lent GPU (issue 49): whole-pipeline
+replicates of the recipes, run side by side, every finished row written to one JSON file at once.
+
+    python benchmarks/gpu_science.py --data DATA --work DIR --out science.json        # a CUDA machine
+    python benchmarks/gpu_science.py --data DATA --work DIR --out science.json --shape tiny --seeds 1 2 \\
+        --budget 900                                                                   # the CPU smoke
+    python benchmarks/gpu_science.py --summarize science.json                          # tables again
+
+DATA is the demo data written by ``python -m preprocess.prepare_demo`` (an offline machine cannot
+fetch it: prepare it where the registries are reachable and carry it; its manifest's sizes become
+the recipes' knobs). The general model is trained once (``recipes/lib.sh``'s ``general_model``); then,
+for every seed, each experiment runs its own recipe in its own work folder (a copy of DATA, the
+general model linked, ``MASKPLUG_SEED`` = the seed, so every training stage of the replicate, not
+only its fine-tuning, draws from that seed), up to ``--parallel`` at once on the one GPU:
+
+- ``selective``: ``recipes/selective_masking.sh`` (Gu et al. 2020): no-TaskPT, matched-random and
+  selective TaskPT, MR accuracy and macro-F1;
+- ``fe``: ``recipes/fe_mlm.sh`` rows ``mlm`` and ``fe_subword`` (Zheng et al.): in-domain validation
+  MLM loss of every checkpoint under one fixed set of random masks, at equal updates and tokens;
+- ``l3``: ``recipes/l3_masking.sh`` (Kimura et al.): STL, RTM and L3 joint fine-tuning with
+  META-TARTAN weights, MR accuracy and macro-F1;
+- ``acceptance``: ``benchmarks/gpu_acceptance.py``'s rows not yet run on CUDA (``joint tartan``,
+  ``meta_span_policy``, with ``guided_mlm`` and ``guided_denoising``, their references).
+
+Each finished result (an MR score file, an FE loss curve, an acceptance row) is added to ``--out``
+as soon as it lands (the file is rewritten atomically every few seconds): a run cut by ``--budget``
+or by the machine's limit keeps everything that finished. At the end, and with ``--summarize``, it
+prints per experiment mean ± standard error over seeds and the paired tests of
+``benchmarks/science_stats.py`` (over seeds; over seeds x test sentences, McNemar) with the seeds
+or sentences a difference of the size seen would need.
+"""
+
+import argparse
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import science_stats as stats  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: model shapes (recipes/lib.sh's MASKPLUG_* knobs) and the recipes' run lengths at each
+SHAPES = {
+    # the CPU smoke: QUICK=1's toy sizes
+    "tiny": {"MASKPLUG_LAYERS": "2", "MASKPLUG_DIM": "64", "MASKPLUG_FFN": "128", "MASKPLUG_HEADS": "2",
+             "MASKPLUG_TOKENS": "64", "MASKPLUG_GENERAL_UPDATES": "40", "SM_TASKPT_UPDATES": "30",
+             "SM_FINETUNE_EPOCHS": "1", "SM_TAGGER_EPOCHS": "1", "FE_UPDATES": "40", "FE_VALID_EVERY": "20",
+             "FE_FINETUNE_EPOCHS": "1", "L3_EPOCHS": "1", "L3_PATIENCE": "1"},
+    # 6 layers of dim 512 (about a third of roberta_base's encoder), 128-token blocks
+    "small": {"MASKPLUG_LAYERS": "6", "MASKPLUG_DIM": "512", "MASKPLUG_FFN": "2048", "MASKPLUG_HEADS": "8",
+              "MASKPLUG_TOKENS": "128", "MASKPLUG_GENERAL_UPDATES": "2000", "SM_TASKPT_UPDATES": "400",
+              "SM_FINETUNE_EPOCHS": "3", "SM_TAGGER_EPOCHS": "3", "FE_UPDATES": "400", "FE_VALID_EVERY": "100",
+              "FE_FINETUNE_EPOCHS": "3", "L3_EPOCHS": "3", "L3_PATIENCE": "2"},
+    # roberta_base's encoder
+    "base": {"MASKPLUG_LAYERS": "12", "MASKPLUG_DIM": "768", "MASKPLUG_FFN": "3072", "MASKPLUG_HEADS": "12",
+             "MASKPLUG_TOKENS": "128", "MASKPLUG_GENERAL_UPDATES": "2000", "SM_TASKPT_UPDATES": "400",
+             "SM_FINETUNE_EPOCHS": "3", "SM_TAGGER_EPOCHS": "3", "FE_UPDATES": "400", "FE_VALID_EVERY": "100",
+             "FE_FINETUNE_EPOCHS": "3", "L3_EPOCHS": "3", "L3_PATIENCE": "2"},
+}
+EXPERIMENTS = ("selective", "fe", "l3", "acceptance")
+#: each experiment's recipe, its output folder under the work folder and its recipe knobs for one seed
+RECIPES = {
+    "selective": ("recipes/selective_masking.sh", "selective", lambda s: {"SM_SEEDS": s, "SM_PEERS": ""}),
+    "fe": ("recipes/fe_mlm.sh", "fe_mlm", lambda s: {"FE_SEEDS": s, "FE_ROWS": "mlm fe_subword", "FE_PROBE": "0"}),
+    "l3": ("recipes/l3_masking.sh", "l3_masking", lambda s: {"L3_SEEDS": s}),
+}
+#: the comparisons of each experiment (row A, row B): A - B, the paper's method first
+COMPARISONS = {
+    "selective": [("selective", "matched-random"), ("selective", "no-TaskPT"), ("matched-random", "no-TaskPT")],
+    "l3": [("L3-tartan", "RTM-tartan"), ("L3-tartan", "STL"), ("RTM-tartan", "STL")],
+    "fe": [("fe_subword", "mlm")],
+}
+ACCEPTANCE_ROWS = "guided_mlm,joint tartan,guided_denoising,meta_span_policy"
+#: demo-data manifest settings -> recipes/lib.sh knobs (the data's sizes, so general_model finds it up to date)
+DATA_KNOBS = {"general_sentences": "MASKPLUG_GENERAL_SENTENCES", "indomain_sentences": "MASKPLUG_INDOMAIN_SENTENCES",
+              "vocab_size": "MASKPLUG_VOCAB_SIZE", "mr_sentences": "MASKPLUG_MR_SENTENCES"}
+
+
+# ---- the results file ------------------------------------------------------------------------------
+
+class Results:
+    """The JSON results file, rewritten atomically whenever something new lands."""
+
+    def __init__(self, path: Path, meta: dict):
+        self.path = path
+        self.data = {"meta": meta, "scores": [], "curves": [], "acceptance": [], "jobs": {}}
+        self.seen = set()
+
+    def add(self, kind: str, key, entry: dict) -> bool:
+        if key in self.seen:
+            return False
+        self.seen.add(key)
+        self.data[kind].append(entry)
+        return True
+
+    def write(self) -> None:
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(json.dumps(self.data, indent=1) + "\n")
+        os.replace(tmp, self.path)
+
+
+def collect(job: dict, results: Results) -> int:
+    """Add what ``job`` has finished so far to ``results``; returns how many entries were new."""
+    new = 0
+    exp, seed, work = job["experiment"], job["seed"], job["work"]
+    if exp in ("selective", "l3", "fe"):
+        out = work / RECIPES[exp][1]
+        for path in sorted((out / "results").glob("*__seed*.*.json")):
+            row, rest = path.name.split("__seed", 1)
+            split = rest.split(".")[1]
+            try:
+                record = json.loads(path.read_text())
+            except (OSError, json.JSONDecodeError):
+                continue  # being written
+            entry = {"experiment": exp, "row": row, "seed": int(seed), "split": split,
+                     **{k: record.get(k) for k in ("accuracy", "macro_f1", "n", "classes_predicted", "correct")},
+                     "at_s": round(time.time() - job["started"], 1)}
+            new += results.add("scores", (exp, row, seed, split), entry)
+    if exp == "fe":
+        out = work / "fe_mlm"
+        for row in ("mlm", "fe_subword"):
+            if not (work / ".done" / f"fe_mlm_score_{row}").exists():
+                continue
+            points = []
+            for line in (out / f"valid_loss_{row}.jsonl").read_text().splitlines():
+                record = json.loads(line)  # fairseq_maskplug.evaluation.evaluate_mlm's records
+                points.append([int(record["updates"]), float(record["loss"])])
+            entry = {"experiment": "fe", "row": row, "seed": int(seed), "points": sorted(points)}
+            new += results.add("curves", ("fe", row, seed), entry)
+    if exp == "acceptance":
+        path = work / "acceptance.jsonl"
+        if path.exists():
+            for i, line in enumerate(path.read_text().splitlines()):
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                new += results.add("acceptance", ("acceptance", i), record)
+    return new
+
+
+def collect_safely(job: dict, results: Results) -> None:
+    """``collect``, where a file it cannot read costs that file, not the run (said once per job)."""
+    try:
+        collect(job, results)
+    except (OSError, ValueError, KeyError, IndexError) as error:
+        if not job.get("collect_error"):
+            job["collect_error"] = True
+            print(f"[science] {job['name']}: could not read a result ({type(error).__name__}: {error}); "
+                  "the run goes on", flush=True)
+
+
+# ---- the jobs ----------------------------------------------------------------------------------------
+
+def data_knobs(data: Path) -> dict:
+    manifest = data / "manifest.json"
+    if not manifest.is_file():
+        raise SystemExit(f"error: {manifest}: no such file (--data must be prepare_demo's output folder)")
+    settings = json.loads(manifest.read_text())["settings"]
+    return {knob: str(settings[key]) for key, knob in DATA_KNOBS.items() if key in settings}
+
+
+def recipe_env(args, knobs: dict, work: Path, seed: str) -> dict:
+    env = dict(os.environ, MASKPLUG_WORK=str(work), MASKPLUG_SEED=seed, OMP_NUM_THREADS="1",
+               MASKPLUG_PROGRESS_SECONDS="60", PYTHONUNBUFFERED="1", **SHAPES[args.shape], **knobs)
+    if args.current_python:
+        env["MASKPLUG_CURRENT_PYTHON"] = "1"
+    return env
+
+
+def seed_work(base: Path, work: Path) -> None:
+    """A replicate's work folder: its own copy of the data (the recipes write side information into
+    it), the general model linked, its stage marked done."""
+    if work.exists():
+        return  # an earlier run's: the recipes resume it
+    (work / ".done").mkdir(parents=True)
+    shutil.copytree(base / "data", work / "data", symlinks=True)
+    (work / "general").symlink_to(base / "general", target_is_directory=True)
+    (work / ".done" / "general").touch()
+    (work / "logs").mkdir()
+
+
+def start(job: dict, log_dir: Path) -> None:
+    job["log"] = log_dir / f"{job['name']}.log"
+    job["started"] = time.time()
+    job["process"] = subprocess.Popen(job["command"], cwd=ROOT, env=job["env"], stdout=open(job["log"], "w"),
+                                      stderr=subprocess.STDOUT, start_new_session=True)
+    print(f"[science] {time.strftime('%H:%M:%S')} started {job['name']} (log {job['log']})", flush=True)
+
+
+def stop(job: dict) -> None:
+    try:
+        os.killpg(job["process"].pid, signal.SIGTERM)
+        job["process"].wait(timeout=10)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(job["process"].pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def last_line(path: Path) -> str:
+    try:
+        lines = [l for l in path.read_text(errors="replace").splitlines() if l.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:200] if lines else ""
+
+
+def run(args) -> int:
+    knobs = data_knobs(args.data)
+    work = args.work.resolve()
+    (work / "logs").mkdir(parents=True, exist_ok=True)
+    device = cuda_name()
+    meta = {"device": device, "shape": args.shape, "shape_knobs": SHAPES[args.shape], "data_knobs": knobs,
+            "seeds": args.seeds, "experiments": args.only, "parallel": args.parallel, "budget_s": args.budget,
+            "commit": commit(), "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+    results = Results(args.out, meta)
+    results.write()
+    began = time.time()
+    print(f"[science] on {device}: shape {args.shape}, seeds {' '.join(args.seeds)}, {', '.join(args.only)}; "
+          f"budget {args.budget} s, {args.parallel} jobs at once -> {args.out}", flush=True)
+
+    base = work / "base"
+    if not (base / "data").exists():
+        base.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(args.data, base / "data", symlinks=True)
+    recipe_jobs = [e for e in args.only if e in RECIPES]
+    jobs = []
+    if recipe_jobs:
+        general = {"name": "general", "experiment": "general", "seed": "1", "work": base,
+                   "command": ["bash", "-c", 'source recipes/setup_env.sh && source recipes/lib.sh && general_model'],
+                   "env": recipe_env(args, knobs, base, "1")}
+        jobs.append(general)
+    for seed in args.seeds:
+        for exp in recipe_jobs:
+            recipe, _, recipe_knobs = RECIPES[exp]
+            w = work / f"{exp}_seed{seed}"
+            jobs.append({"name": f"{exp}_seed{seed}", "experiment": exp, "seed": seed, "work": w,
+                         "command": ["bash", recipe], "after": "general",
+                         "env": dict(recipe_env(args, knobs, w, seed), **recipe_knobs(seed))})
+    if "acceptance" in args.only:
+        w = work / "acceptance"
+        w.mkdir(exist_ok=True)
+        extra = ["--cpu", "--smoke"] if device == "CPU" else ["--runs", "1", "--updates", str(args.acceptance_updates)]
+        jobs.append({"name": "acceptance", "experiment": "acceptance", "seed": "1", "work": w,
+                     "command": [sys.executable, "benchmarks/gpu_acceptance.py", "--only", ACCEPTANCE_ROWS,
+                                 "--json-out", str(w / "acceptance.jsonl"), *extra],
+                     "env": dict(os.environ, PYTHONUNBUFFERED="1")})
+    waiting, running, done = list(jobs), [], {}
+    # the jobs run in their own sessions (stop() ends each with its children): end them with this process
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        schedule(args, results, waiting, running, done, base, work, began)
+    finally:
+        for job in running:
+            stop(job)
+    results.data["meta"]["elapsed_s"] = round(time.time() - began, 1)
+    results.write()
+    print(summarize(results.data))
+    print(ratio_line(results.data))
+    failed = [name for name, code in done.items() if code != 0]
+    return 1 if failed else 0
+
+
+def schedule(args, results: Results, waiting: list, running: list, done: dict, base: Path, work: Path,
+             began: float) -> None:
+    """Start the waiting jobs as their dependencies finish, at most ``args.parallel`` at once, collect
+    what they finish, and stop them all ``args.budget`` seconds after ``began``."""
+    deadline = began + args.budget
+    last_report = time.time()
+    while waiting or running:
+        now = time.time()
+        if now >= deadline:
+            for job in running:
+                stop(job)
+                results.data["jobs"][job["name"]] = {"status": "cut by the budget",
+                                                     "seconds": round(now - job["started"], 1),
+                                                     "last_line": last_line(job["log"])}
+                collect_safely(job, results)
+            for job in waiting:
+                results.data["jobs"][job["name"]] = {"status": "not started (budget)"}
+            results.write()
+            print(f"[science] budget of {args.budget} s reached: stopped {len(running)} job(s), "
+                  f"{len(waiting)} not started", flush=True)
+            break
+        for job in list(waiting):
+            if len(running) >= args.parallel:
+                break
+            after = job.get("after")
+            if after and after not in done:
+                continue
+            if after and done[after] != 0:
+                waiting.remove(job)
+                results.data["jobs"][job["name"]] = {"status": f"not started: {after} failed"}
+                continue
+            if job["experiment"] in RECIPES:
+                seed_work(base, job["work"])
+            waiting.remove(job)
+            start(job, work / "logs")
+            running.append(job)
+        for job in list(running):
+            code = job["process"].poll()
+            if code is None:
+                continue
+            running.remove(job)
+            done[job["name"]] = code
+            collect_safely(job, results)
+            seconds = round(time.time() - job["started"], 1)
+            results.data["jobs"][job["name"]] = {"status": "finished" if code == 0 else f"failed (exit {code})",
+                                                 "seconds": seconds, "last_line": last_line(job["log"])}
+            print(f"[science] {time.strftime('%H:%M:%S')} {job['name']} "
+                  f"{'finished' if code == 0 else f'FAILED (exit {code})'} in {seconds:.0f} s"
+                  + ("" if code == 0 else f": {last_line(job['log'])}"), flush=True)
+        for job in running:
+            collect_safely(job, results)
+        results.data["meta"]["elapsed_s"] = round(time.time() - began, 1)
+        results.write()
+        if time.time() - last_report > 60 and running:
+            last_report = time.time()
+            for job in running:
+                print(f"[science]   {job['name']}: {last_line(job['log'])[:150]}", flush=True)
+        time.sleep(2)
+
+
+def cuda_name() -> str:
+    import torch
+    if not torch.cuda.is_available():
+        return "CPU"
+    return f"{torch.cuda.get_device_name(0)} (CUDA {torch.version.cuda}, torch {torch.__version__})"
+
+
+def commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+# ---- the summary -------------------------------------------------------------------------------------
+
+def fmt(mean: float, se: float, digits: int = 2) -> str:
+    return f"{mean:.{digits}f}" if math.isnan(se) else f"{mean:.{digits}f} ± {se:.{digits}f}"
+
+
+def p_text(p: float) -> str:
+    return "-" if math.isnan(p) else (f"{p:.3f}" if p >= 0.001 else f"{p:.1e}")
+
+
+def summarize(data: dict) -> str:
+    meta = data["meta"]
+    lines = [f"# science run: {meta.get('device')}, shape {meta.get('shape')}, seeds {' '.join(meta.get('seeds', []))}, "
+             f"commit {meta.get('commit')}, {meta.get('date')}, {meta.get('elapsed_s', '?')} s"]
+    for exp in ("selective", "l3"):
+        scores = [s for s in data["scores"] if s["experiment"] == exp]
+        if not scores:
+            continue
+        lines.append(f"\n## {exp}: MR test accuracy and macro-F1 (%), mean ± standard error over seeds")
+        lines.append("| row | seeds | test accuracy | test macro-F1 | valid accuracy |")
+        lines.append("| --- | --- | --- | --- | --- |")
+        rows = sorted({s["row"] for s in scores}, key=lambda r: [a for pair in COMPARISONS[exp] for a in pair].index(r)
+                      if r in [a for pair in COMPARISONS[exp] for a in pair] else 99)
+        table, notes = {}, []
+        for row in rows:
+            by = {(s["split"], s["seed"]): s for s in scores if s["row"] == row}
+            table[row] = by
+            test = [v for (split, _), v in by.items() if split == "test"]
+            valid = [v for (split, _), v in by.items() if split == "valid"]
+            cell = lambda vs, key: fmt(*stats.mean_se([v[key] for v in vs]), 1) if vs else "-"  # noqa: E731
+            lines.append(f"| {row} | {len(test)} | {cell(test, 'accuracy')} | {cell(test, 'macro_f1')} | "
+                         f"{cell(valid, 'accuracy')} |")
+            constant = sum(1 for v in test if v.get("classes_predicted") == 1)
+            if constant:
+                notes.append(f"note: {row} predicted a single class on test in {constant} of {len(test)} seeds "
+                             "(a constant predictor: its accuracy is a class's share)")
+        lines.extend(notes)
+        lines.append("\n| A − B (test accuracy) | seeds | difference | p (seeds, t) | seeds for p<0.05 | "
+                     "A only / B only right | p (McNemar, seeds × sentences) | sentences for p<0.05 |")
+        lines.append("| --- | --- | --- | --- | --- | --- | --- | --- |")
+        for a, b in COMPARISONS[exp]:
+            if a not in table or b not in table:
+                continue
+            acc = lambda row: {seed: v["accuracy"] for (split, seed), v in table[row].items() if split == "test"}  # noqa
+            seed_test = stats.paired_over_seeds(acc(a), acc(b))
+            common = sorted(set(acc(a)) & set(acc(b)))
+            ca = "".join(table[a][("test", s)].get("correct") or "" for s in common)
+            cb = "".join(table[b][("test", s)].get("correct") or "" for s in common)
+            mc = stats.mcnemar(ca, cb) if ca and len(ca) == len(cb) else None
+            lines.append(f"| {a} − {b} | {seed_test['seeds']} | {fmt(seed_test['difference'], seed_test['se'])} | "
+                         f"{p_text(seed_test['p'])} | {seed_test['seeds_needed'] or '-'} | "
+                         + (f"{mc['a_only']} / {mc['b_only']} | {p_text(mc['p'])} | {mc['sentences_needed'] or '-'} |"
+                            if mc else "- | - | - |"))
+    curves = data["curves"]
+    if curves:
+        lines.append("\n## fe: in-domain validation MLM loss (bits) under one fixed set of random masks, "
+                     "mean ± standard error over seeds")
+        rows = ["mlm", "fe_subword"]
+        updates = sorted({u for c in curves for u, _ in c["points"]})
+        lines.append("| updates | " + " | ".join(rows) + " | fe_subword − mlm (paired over seeds) | p |")
+        lines.append("| --- | " + " | ".join("---" for _ in rows) + " | --- | --- |")
+        for u in updates:
+            at = {row: {c["seed"]: dict(map(tuple, c["points"])).get(u) for c in curves if c["row"] == row}
+                  for row in rows}
+            at = {row: {s: v for s, v in d.items() if v is not None} for row, d in at.items()}
+            cells = [fmt(*stats.mean_se(list(at[row].values())), 3) if at[row] else "-" for row in rows]
+            test = stats.paired_over_seeds(at["fe_subword"], at["mlm"])
+            lines.append(f"| {u} | " + " | ".join(cells) + f" | {fmt(test['difference'], test['se'], 3)} "
+                         f"({test['seeds']} seeds) | {p_text(test['p'])} |")
+    rows = [r for r in data["acceptance"] if "row" in r]  # gpu_acceptance.py's table rows (not its runs)
+    if rows:
+        lines.append("\n## acceptance rows (benchmarks/gpu_acceptance.py; the GPU shared with the jobs above, "
+                     "so words/s is a record, not a speed comparison)")
+        lines.append("| task | precision | words/s | relative | peak MiB | overflows / 100 updates | final loss |")
+        lines.append("| --- | --- | --- | --- | --- | --- | --- |")
+        for r in rows:
+            lines.append(f"| {r['row']} | {r.get('precision')} | {r.get('wps')} | {r.get('relative')} | "
+                         f"{r.get('peak_mib')} | {r.get('overflows_per_100')} | {r.get('final_loss')} |")
+    lines.append("\n## jobs")
+    for name, job in data["jobs"].items():
+        lines.append(f"- {name}: {job.get('status')}" + (f", {job['seconds']:.0f} s" if "seconds" in job else ""))
+    return "\n".join(lines)
+
+
+def ratio_line(data: dict) -> str:
+    """The last line, as every benchmark's: each method against its baseline, where both finished
+    (test accuracy ratios; FE: validation loss at the last common update, lower is better)."""
+    ratios = []
+    for exp, (a, b) in (("selective", ("selective", "matched-random")), ("l3", ("L3-tartan", "RTM-tartan"))):
+        acc = {row: [s["accuracy"] for s in data["scores"] if s["experiment"] == exp and s["row"] == row
+                     and s["split"] == "test"] for row in (a, b)}
+        if acc[a] and acc[b] and sum(acc[b]) > 0:
+            ratios.append(f"ratio_{exp}_accuracy={(sum(acc[a]) / len(acc[a])) / (sum(acc[b]) / len(acc[b])):.4f}")
+    last = {}
+    for curve in data["curves"]:
+        if curve["points"]:
+            last.setdefault(curve["row"], []).append(curve["points"][-1][1])
+    if last.get("fe_subword") and last.get("mlm"):
+        fe, mlm = (sum(last[r]) / len(last[r]) for r in ("fe_subword", "mlm"))
+        ratios.append(f"ratio_fe_valid_loss={fe / mlm:.4f}")
+    return " ".join(ratios) if ratios else "ratio_finished_comparisons=0"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, help="prepare_demo's output folder (the demo data)")
+    parser.add_argument("--work", type=Path, help="the work folder (every replicate's recipe work folder in it)")
+    parser.add_argument("--out", type=Path, help="the JSON results file, rewritten as results land")
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="small",
+                        help="model shape and run lengths (default small: 6 layers of dim 512)")
+    parser.add_argument("--seeds", nargs="+", default=["1", "2", "3"], help="replicate seeds (default 1 2 3)")
+    parser.add_argument("--only", type=lambda s: [e for e in s.split(",") if e], default=list(EXPERIMENTS),
+                        help=f"comma-separated experiments (default all: {','.join(EXPERIMENTS)})")
+    parser.add_argument("--parallel", type=int, default=10, help="jobs at once (default 10)")
+    parser.add_argument("--budget", type=int, default=480, help="seconds before every job still running is stopped")
+    parser.add_argument("--acceptance-updates", type=int, default=100, help="updates per acceptance run")
+    parser.add_argument("--current-python", action="store_true",
+                        help="the recipes use the python on PATH (MASKPLUG_CURRENT_PYTHON=1), not .venv")
+    parser.add_argument("--summarize", type=Path, help="print the tables of an earlier --out file and stop")
+    args = parser.parse_args(argv)
+    if args.summarize:
+        data = json.loads(args.summarize.read_text())
+        print(summarize(data))
+        print(ratio_line(data))
+        return 0
+    for name in ("data", "work", "out"):
+        if getattr(args, name) is None:
+            parser.error(f"--{name} is required (unless --summarize)")
+    unknown = [e for e in args.only if e not in EXPERIMENTS]
+    if unknown:
+        parser.error(f"--only: unknown experiment(s) {', '.join(unknown)} (known: {', '.join(EXPERIMENTS)})")
+    if args.parallel < 1 or args.budget < 1:
+        parser.error("--parallel and --budget must be at least 1")
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The papers' seeded comparisons on a lent GPU machine, in one command (issue 49): install the offline
+# bundle there (recipes/offline_bundle.sh; no network), then benchmarks/gpu_science.py within a total
+# time, everything under OUT (each finished row in OUT/science.json at once, so a cut run keeps it).
+#
+#   bash recipes/gpu_science.sh BUNDLE DATA OUT [TOTAL_SECONDS] [-- gpu_science.py options...]
+#
+# BUNDLE: `bash recipes/offline_bundle.sh BUNDLE --python 3.12 --exclude numpy,scikit-learn,lxml,cython`
+# written here (the lent machine's image has those four); "-" when the plugin is installed already.
+# DATA: `python -m preprocess.prepare_demo --out DATA` written here. TOTAL_SECONDS (540): the whole
+# command, install included; the comparisons get what the install leaves, less 30 s to write up.
+# OUT gets device.txt, install.log, science.log, science.json, summary.md and logs.tar.gz.
+set -uo pipefail
+if [ $# -lt 3 ]; then
+    echo "usage: bash recipes/gpu_science.sh BUNDLE DATA OUT [TOTAL_SECONDS] [-- gpu_science.py options...]" >&2
+    exit 2
+fi
+bundle=$1 data=$2 out=$3 total=540
+shift 3
+if [ $# -gt 0 ] && [ "$1" != -- ]; then total=$1; shift; fi
+[ "${1:-}" = -- ] && shift
+[ -d "$data" ] || { echo "gpu_science.sh: DATA $data: no such folder" >&2; exit 2; }
+[ "$bundle" = - ] || [ -f "$bundle/install.py" ] || { echo "gpu_science.sh: BUNDLE $bundle has no install.py" >&2; exit 2; }
+mkdir -p "$out"
+out=$(cd "$out" && pwd) data=$(cd "$data" && pwd)
+[ "$bundle" = - ] || bundle=$(cd "$bundle" && pwd)
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+started=$SECONDS
+export PYTHONUNBUFFERED=1
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1; nproc; } > "$out/device.txt"
+if [ "$bundle" != - ]; then
+    python3 "$bundle/install.py" 2>&1 | tee "$out/install.log" || exit 1
+    echo "[gpu_science] the install took $((SECONDS - started)) s" | tee -a "$out/install.log"
+fi
+# the recipes call python and the console scripts (fairseq-maskplug-train) by name: the python3 that
+# holds the plugin, its bin folder first on PATH
+bin=$(python3 -c 'import os, sys; print(os.path.dirname(sys.executable))')
+export PATH="$bin:$PATH"
+if ! command -v python > /dev/null; then
+    mkdir -p /tmp/gpu_science_bin
+    printf '#!/bin/sh\nexec %s "$@"\n' "$bin/python3" > /tmp/gpu_science_bin/python
+    chmod +x /tmp/gpu_science_bin/python
+    export PATH="/tmp/gpu_science_bin:$PATH"
+fi
+budget=$(( total - (SECONDS - started) - 30 ))
+if [ "$budget" -lt 60 ]; then
+    echo "gpu_science.sh: $budget s left of $total after the install: too little to compare anything" >&2
+    exit 1
+fi
+work=/tmp/gpu_science_work
+python3 benchmarks/gpu_science.py --data "$data" --work "$work" --out "$out/science.json" --current-python \
+    --budget "$budget" "$@" 2>&1 | tee "$out/science.log"
+status=${PIPESTATUS[0]}
+python3 benchmarks/gpu_science.py --summarize "$out/science.json" > "$out/summary.md"
+(cd "$work" && tar czf "$out/logs.tar.gz" --exclude='*.pt' logs ./*/logs ./*/*/results ./*/fe_mlm/*.jsonl \
+    2> /dev/null)
+echo "[gpu_science] finished in $((SECONDS - started)) s (exit $status)"
+exit "$status"

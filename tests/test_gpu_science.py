@@ -1,0 +1,192 @@
+"""The seeded comparisons of benchmarks/gpu_science.py: its statistics against scipy's, what it
+collects from the recipes' output files, its tables; the parallel fairseq-fixed build of
+install.py; and (full tier) the whole command at toy size on CPU, its smoke."""
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+from scipy import stats as scipy_stats
+
+from fairseq_helpers import REPO, check
+from recipes import offline_install
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+import gpu_science  # noqa: E402
+import science_stats as stats  # noqa: E402
+
+
+@pytest.mark.parametrize("t, df", [(2.776445, 4), (4.302653, 2), (12.7062, 1), (0.3, 7), (-1.5, 3), (8.0, 30),
+                                   (1.959964, 100000)])
+def test_student_t_two_sided_p_is_scipys(t, df):
+    assert stats.student_t_sf2(t, df) == pytest.approx(2 * scipy_stats.t.sf(abs(t), df), rel=1e-7, abs=1e-12)
+
+
+@pytest.mark.parametrize("b, c", [(0, 0), (5, 0), (30, 10), (12, 15), (100, 131)])
+def test_mcnemar_is_the_exact_binomial_test_of_the_discordant_pairs(b, c):
+    # A right where B is wrong (b times), the reverse (c times), both right, both wrong
+    correct_a = "1" * b + "0" * c + "1" * 7 + "0" * 3
+    correct_b = "0" * b + "1" * c + "1" * 7 + "0" * 3
+    result = stats.mcnemar(correct_a, correct_b)
+    assert (result["a_only"], result["b_only"], result["pairs"]) == (b, c, b + c + 10)
+    expected = 1.0 if b + c == 0 else scipy_stats.binomtest(b, b + c, 0.5).pvalue
+    assert result["p"] == pytest.approx(expected, rel=1e-9)
+
+
+def test_what_a_difference_would_need_to_be_significant():
+    # 30 against 10 of 40 pairs: z = 20 / sqrt(40) = 3.16; with the same shares, z = 1.96 at
+    # n = 1.96^2 * (40/40) / (20/40)^2 = 15.4 pairs -> 16
+    assert stats.sentences_needed(30, 10, 40) == 16
+    assert stats.sentences_needed(5, 5, 40) is None
+    # seeds: mean difference 1 with spread 2 -> (1.96 * 2 / 1)^2 = 15.4 -> 16
+    assert stats.seeds_needed(1.0, 2.0) == 16
+    test = stats.paired_over_seeds({1: 80.0, 2: 82.0, 3: 81.0}, {1: 79.0, 2: 80.0, 3: 81.0, 4: 50.0})
+    assert test["seeds"] == 3 and test["difference"] == pytest.approx(1.0)
+    assert test["p"] == pytest.approx(scipy_stats.ttest_rel([80, 82, 81], [79, 80, 81]).pvalue, rel=1e-7)
+
+
+def test_mean_and_standard_error():
+    assert stats.mean_se([1.0, 2.0, 3.0]) == pytest.approx((2.0, 1.0 / math.sqrt(3)))
+    mean, se = stats.mean_se([4.0])
+    assert mean == 4.0 and math.isnan(se)
+    with pytest.raises(ValueError):
+        stats.mean_se([])
+
+
+def recipe_outputs(work: Path, seed: int, rows: dict) -> None:
+    """What recipes/selective_masking.sh writes per fine-tuning: results/ROW__seedS.{valid,test}.json."""
+    results = work / "selective" / "results"
+    results.mkdir(parents=True, exist_ok=True)
+    for row, correct in rows.items():
+        for split in ("valid", "test"):
+            accuracy = 100.0 * correct.count("1") / len(correct)
+            (results / f"{row}__seed{seed}.{split}.json").write_text(json.dumps(
+                {"split": split, "n": len(correct), "accuracy": accuracy, "macro_f1": accuracy - 1,
+                 "units": "percent", "classes_predicted": 2, "correct": correct}))
+
+
+def test_collect_adds_each_finished_score_once_and_the_summary_pairs_them(tmp_path):
+    results = gpu_science.Results(tmp_path / "science.json", {"device": "CPU", "shape": "tiny", "seeds": ["1", "2"]})
+    outcomes = {1: {"selective": "1111111100", "matched-random": "1111110000", "no-TaskPT": "1111000000"},
+                2: {"selective": "1111111110", "matched-random": "1111111000", "no-TaskPT": "1111100000"}}
+    jobs = []
+    for seed, rows in outcomes.items():
+        work = tmp_path / f"selective_seed{seed}"
+        recipe_outputs(work, seed, rows)
+        jobs.append({"experiment": "selective", "seed": str(seed), "work": work, "started": 0.0})
+    assert sum(gpu_science.collect(job, results) for job in jobs) == 12  # 3 rows x 2 splits x 2 seeds
+    assert sum(gpu_science.collect(job, results) for job in jobs) == 0  # nothing twice
+    results.write()
+    data = json.loads((tmp_path / "science.json").read_text())
+    assert {(s["row"], s["seed"], s["split"]) for s in data["scores"]} == {
+        (row, seed, split) for seed in (1, 2) for row in outcomes[1] for split in ("valid", "test")}
+    table = gpu_science.summarize(data)
+    # selective: 80 and 90 -> 85 +- 5; the pair selective - matched-random: differences 20 and 20
+    assert "| selective | 2 | 85.0 ± 5.0 |" in table
+    line = next(l for l in table.splitlines() if l.startswith("| selective − matched-random |"))
+    # McNemar over both seeds' 20 pairs: selective alone right 4 times, matched-random never
+    assert "| 4 / 0 |" in line
+    assert f"| {stats.mcnemar('1111111100' + '1111111110', '1111110000' + '1111111000')['p']:.3f} |" in line
+
+
+def test_fe_curves_are_read_from_the_scored_checkpoints(tmp_path):
+    work = tmp_path / "fe_seed1"
+    (work / "fe_mlm").mkdir(parents=True)
+    (work / ".done").mkdir()
+    for row, losses in (("mlm", (9.0, 8.0)), ("fe_subword", (8.5, 7.5))):
+        # fairseq_maskplug.evaluation.evaluate_mlm's records, one per checkpoint
+        (work / "fe_mlm" / f"valid_loss_{row}.jsonl").write_text("".join(
+            json.dumps({"checkpoint": f"checkpoint_{i}_{u}.pt", "updates": u, "loss": loss, "masked": 100}) + "\n"
+            for i, (u, loss) in enumerate(zip((20, 40), losses), 1)))
+    results = gpu_science.Results(tmp_path / "science.json", {})
+    job = {"experiment": "fe", "seed": "1", "work": work, "started": 0.0}
+    assert gpu_science.collect(job, results) == 0  # not scored yet: the recipe's stage marker is missing
+    (work / ".done" / "fe_mlm_score_mlm").touch()
+    (work / ".done" / "fe_mlm_score_fe_subword").touch()
+    assert gpu_science.collect(job, results) == 2
+    assert results.data["curves"][0]["points"] == [[20, 9.0], [40, 8.0]]
+    assert "| 40 | 8.000 | 7.500 | -0.500 (1 seeds) |" in gpu_science.summarize(results.data)
+
+
+def test_bad_arguments_are_one_line(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        gpu_science.main(["--data", str(tmp_path), "--work", str(tmp_path), "--out", str(tmp_path / "o"),
+                          "--only", "selective,nope"])
+    assert "unknown experiment(s) nope" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="no such file"):
+        gpu_science.main(["--data", str(tmp_path), "--work", str(tmp_path / "w"), "--out", str(tmp_path / "o")])
+
+
+def test_install_unpacks_fairseq_for_a_parallel_build_and_hides_ninja(tmp_path):
+    source = tmp_path / "pkg-1.0"
+    source.mkdir()
+    (source / "setup.cfg").write_text("[metadata]\nname = pkg\n")
+    archive = tmp_path / "pkg-1.0.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(source, arcname="pkg-1.0")
+    unpacked = offline_install.parallel_source(archive, tmp_path / "build", 6)
+    assert (unpacked / "setup.cfg").read_text().endswith("[build_ext]\nparallel = 6\n")
+    env = offline_install.without_ninja({"PATH": os.environ["PATH"]}, tmp_path / "build")
+    found = subprocess.run(["ninja", "--version"], env=env, capture_output=True)
+    assert found.returncode != 0  # torch's is_ninja_available() runs this command
+    with pytest.raises(SystemExit, match="--build-jobs must be at least 1"):
+        offline_install.parallel_source(archive, tmp_path / "again", 0)
+
+
+@pytest.mark.e2e
+@pytest.mark.full
+def test_two_c_extensions_build_side_by_side_with_torchs_build_extension(tmp_path):
+    """What install.py does to fairseq-fixed, on a package of two C extensions built with torch's
+    BuildExtension (fairseq's cmdclass): both are built, side by side, without ninja."""
+    source = tmp_path / "twoext-1.0"
+    source.mkdir()
+    for name in ("one", "two"):
+        (source / f"{name}.c").write_text(
+            '#include <Python.h>\nstatic struct PyModuleDef m = {PyModuleDef_HEAD_INIT, "%s", NULL, -1, NULL};\n'
+            "PyMODINIT_FUNC PyInit_%s(void) { return PyModule_Create(&m); }\n" % (name, name))
+    (source / "setup.py").write_text(
+        "from setuptools import Extension, setup\nfrom torch.utils import cpp_extension\n"
+        "setup(name='twoext', version='1.0', ext_modules=[Extension('one', ['one.c']), Extension('two', ['two.c'])],"
+        " cmdclass={'build_ext': cpp_extension.BuildExtension})\n")
+    archive = tmp_path / "twoext-1.0.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(source, arcname="twoext-1.0")
+    unpacked = offline_install.parallel_source(archive, tmp_path / "build", 2)
+    env = offline_install.without_ninja(dict(os.environ), tmp_path / "build")
+    result = check(subprocess.run([sys.executable, "setup.py", "build_ext", "--inplace"], cwd=unpacked, env=env,
+                                  capture_output=True, text=True))
+    assert sorted(p.name.split(".")[0] for p in unpacked.glob("*.so")) == ["one", "two"]
+    assert "ninja" not in result.stdout.lower().replace("falling back", "")  # the compiler backend built them
+
+
+@pytest.mark.e2e
+@pytest.mark.full
+def test_the_science_command_runs_at_toy_size_and_keeps_every_finished_row(tmp_path):
+    """The CPU smoke of the device command: demo-sized data at toy size, two seeds, L3 and FE."""
+    from release_helpers import fake_demo_sources
+
+    data = tmp_path / "data"
+    fake_demo_sources(tmp_path / "downloads", mr=400, reviews=100)
+    check(subprocess.run([sys.executable, "-m", "preprocess.prepare_demo", "--out", data, "--cache",
+                          tmp_path / "downloads", "--general-sentences", "300", "--indomain-sentences", "400",
+                          "--vocab-size", "100"], cwd=REPO, capture_output=True, text=True))
+    out = tmp_path / "science.json"
+    result = subprocess.run([sys.executable, "benchmarks/gpu_science.py", "--data", data, "--work", tmp_path / "w",
+                             "--out", out, "--shape", "tiny", "--seeds", "1", "2", "--only", "l3,fe",
+                             "--parallel", "2", "--budget", "1200"], cwd=REPO, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    science = json.loads(out.read_text())
+    assert {(s["row"], s["seed"]) for s in science["scores"] if s["split"] == "test"} == {
+        (row, seed) for row in ("STL", "RTM-tartan", "L3-tartan") for seed in (1, 2)}
+    assert all(len(s["correct"]) == s["n"] for s in science["scores"])
+    assert {(c["row"], c["seed"]) for c in science["curves"]} == {(r, s) for r in ("mlm", "fe_subword") for s in (1, 2)}
+    assert "| L3-tartan − RTM-tartan | 2 |" in result.stdout
+    assert all(job["status"] == "finished" for job in science["jobs"].values())
+    assert re.fullmatch(r"ratio_l3_accuracy=\d+\.\d{4} ratio_fe_valid_loss=\d+\.\d{4}",
+                        result.stdout.strip().splitlines()[-1])
