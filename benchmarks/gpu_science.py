@@ -22,6 +22,15 @@ only its fine-tuning, draws from that seed), up to ``--parallel`` at once on the
 - ``acceptance``: ``benchmarks/gpu_acceptance.py``'s rows not yet run on CUDA (``joint tartan``,
   ``meta_span_policy``, with ``guided_mlm`` and ``guided_denoising``, their references).
 
+Sizing, measured on one H200 (16 cores; 2026-11-26, 6 replicates side by side at the ``small``
+shape): a fairseq process takes 10-15 s from its start to its first update; the general model (1,000
+updates) 88 s; an FE-MLM continued pre-training run (400 updates) 60-63 s; L3's PLT scoring of MR
+38 + 15 + 12 s; the offline install before it 66 s. A selective replicate launches about 17
+processes (about 5 minutes), an FE one 10 (curves after about 3), an L3 one 12. One 9-minute device
+command therefore holds the general model and the ``selective`` and ``fe`` replicates, the default
+(``--only``); ``l3`` needs a command of its own. ``acceptance`` ran there (its rows are on
+docs/benchmarks.md).
+
 Each finished result (an MR score file, an FE loss curve, an acceptance row) is added to ``--out``
 as soon as it lands (the file is rewritten atomically every few seconds): a run cut by ``--budget``
 or by the machine's limit keeps everything that finished. At the end, and with ``--summarize``, it
@@ -55,7 +64,7 @@ SHAPES = {
              "FE_FINETUNE_EPOCHS": "1", "L3_EPOCHS": "1", "L3_PATIENCE": "1"},
     # 6 layers of dim 512 (about a third of roberta_base's encoder), 128-token blocks
     "small": {"MASKPLUG_LAYERS": "6", "MASKPLUG_DIM": "512", "MASKPLUG_FFN": "2048", "MASKPLUG_HEADS": "8",
-              "MASKPLUG_TOKENS": "128", "MASKPLUG_GENERAL_UPDATES": "2000", "SM_TASKPT_UPDATES": "400",
+              "MASKPLUG_TOKENS": "128", "MASKPLUG_GENERAL_UPDATES": "1000", "SM_TASKPT_UPDATES": "400",
               "SM_FINETUNE_EPOCHS": "3", "SM_TAGGER_EPOCHS": "3", "FE_UPDATES": "400", "FE_VALID_EVERY": "100",
               "FE_FINETUNE_EPOCHS": "3", "L3_EPOCHS": "3", "L3_PATIENCE": "2"},
     # roberta_base's encoder
@@ -65,6 +74,7 @@ SHAPES = {
              "FE_FINETUNE_EPOCHS": "3", "L3_EPOCHS": "3", "L3_PATIENCE": "2"},
 }
 EXPERIMENTS = ("selective", "fe", "l3", "acceptance")
+DEFAULT_EXPERIMENTS = ("selective", "fe")  # what fits one 9-minute command (the sizing above)
 #: each experiment's recipe, its output folder under the work folder and its recipe knobs for one seed
 RECIPES = {
     "selective": ("recipes/selective_masking.sh", "selective", lambda s: {"SM_SEEDS": s, "SM_PEERS": ""}),
@@ -217,6 +227,10 @@ def last_line(path: Path) -> str:
 def run(args) -> int:
     knobs = data_knobs(args.data)
     work = args.work.resolve()
+    base = work / "base"  # the general model and the data every replicate copies
+    if (base / "data").exists() and ((base / "data" / "manifest.json").read_text()
+                                     != (args.data / "manifest.json").read_text()):
+        raise SystemExit(f"error: {work} holds an earlier run's data, not --data {args.data}: give another --work")
     (work / "logs").mkdir(parents=True, exist_ok=True)
     device = cuda_name()
     meta = {"device": device, "shape": args.shape, "shape_knobs": SHAPES[args.shape], "data_knobs": knobs,
@@ -228,7 +242,6 @@ def run(args) -> int:
     print(f"[science] on {device}: shape {args.shape}, seeds {' '.join(args.seeds)}, {', '.join(args.only)}; "
           f"budget {args.budget} s, {args.parallel} jobs at once -> {args.out}", flush=True)
 
-    base = work / "base"
     if not (base / "data").exists():
         base.mkdir(parents=True, exist_ok=True)
         shutil.copytree(args.data, base / "data", symlinks=True)
@@ -456,9 +469,10 @@ def main(argv=None) -> int:
     parser.add_argument("--shape", choices=sorted(SHAPES), default="small",
                         help="model shape and run lengths (default small: 6 layers of dim 512)")
     parser.add_argument("--seeds", nargs="+", default=["1", "2", "3"], help="replicate seeds (default 1 2 3)")
-    parser.add_argument("--only", type=lambda s: [e for e in s.split(",") if e], default=list(EXPERIMENTS),
-                        help=f"comma-separated experiments (default all: {','.join(EXPERIMENTS)})")
-    parser.add_argument("--parallel", type=int, default=10, help="jobs at once (default 10)")
+    parser.add_argument("--only", type=lambda s: [e for e in s.split(",") if e], default=list(DEFAULT_EXPERIMENTS),
+                        help=f"comma-separated experiments of {', '.join(EXPERIMENTS)} (default "
+                             f"{','.join(DEFAULT_EXPERIMENTS)}: what one 9-minute command on one H200 holds)")
+    parser.add_argument("--parallel", type=int, default=6, help="jobs at once (default 6)")
     parser.add_argument("--budget", type=int, default=480, help="seconds before every job still running is stopped")
     parser.add_argument("--acceptance-updates", type=int, default=100, help="updates per acceptance run")
     parser.add_argument("--current-python", action="store_true",

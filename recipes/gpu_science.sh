@@ -47,7 +47,7 @@ if [ "$budget" -lt 60 ]; then
     echo "gpu_science.sh: $budget s left of $total after the install: too little to compare anything" >&2
     exit 1
 fi
-work=/tmp/gpu_science_work
+work=$(mktemp -d /tmp/gpu_science_work.XXXXXX)  # a new one per run: never an earlier run's data
 python3 benchmarks/gpu_science.py --data "$data" --work "$work" --out "$out/science.json" --current-python \
     --budget "$budget" "$@" 2>&1 | tee "$out/science.log"
 status=${PIPESTATUS[0]}

@@ -123,6 +123,20 @@ def test_bad_arguments_are_one_line(tmp_path, capsys):
         gpu_science.main(["--data", str(tmp_path), "--work", str(tmp_path / "w"), "--out", str(tmp_path / "o")])
 
 
+def test_a_work_folder_holding_other_data_is_refused_before_any_job(tmp_path, capsys):
+    """The lent machine's second command found the first one's work folder (smoke-sized data) and
+    trained nothing: a work folder whose data is not --data's stops the command at once."""
+    for name, sentences in (("data", 40000), ("old", 3000)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "manifest.json").write_text(json.dumps({"settings": {"general_sentences": sentences}}))
+    (tmp_path / "work" / "base").mkdir(parents=True)
+    (tmp_path / "old").rename(tmp_path / "work" / "base" / "data")
+    with pytest.raises(SystemExit, match="holds an earlier run's data, not --data"):
+        gpu_science.main(["--data", str(tmp_path / "data"), "--work", str(tmp_path / "work"),
+                          "--out", str(tmp_path / "science.json"), "--only", "fe"])
+    assert not (tmp_path / "work" / "logs" / "general.log").exists()
+
+
 def test_install_unpacks_fairseq_for_a_parallel_build_and_hides_ninja(tmp_path):
     source = tmp_path / "pkg-1.0"
     source.mkdir()
