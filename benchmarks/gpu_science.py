@@ -45,6 +45,7 @@ import math
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -62,6 +63,8 @@ SHAPES = {
              "MASKPLUG_TOKENS": "64", "MASKPLUG_GENERAL_UPDATES": "40", "SM_TASKPT_UPDATES": "30",
              "SM_FINETUNE_EPOCHS": "1", "SM_TAGGER_EPOCHS": "1", "FE_UPDATES": "40", "FE_VALID_EVERY": "20",
              "FE_FINETUNE_EPOCHS": "1", "L3_EPOCHS": "1", "L3_PATIENCE": "1"},
+    # the recipes' own defaults (recipes/lib.sh: 4 layers of dim 128, 1,000 general updates): the CPU tables
+    "quickstart": {},
     # 6 layers of dim 512 (about a third of roberta_base's encoder), 128-token blocks
     "small": {"MASKPLUG_LAYERS": "6", "MASKPLUG_DIM": "512", "MASKPLUG_FFN": "2048", "MASKPLUG_HEADS": "8",
               "MASKPLUG_TOKENS": "128", "MASKPLUG_GENERAL_UPDATES": "1000", "SM_TASKPT_UPDATES": "400",
@@ -368,6 +371,62 @@ def p_text(p: float) -> str:
     return "-" if math.isnan(p) else (f"{p:.3f}" if p >= 0.001 else f"{p:.1e}")
 
 
+def interval_text(low: float, high: float, digits: int = 2) -> str:
+    return "-" if math.isnan(low) else f"[{low:+.{digits}f}, {high:+.{digits}f}]"
+
+
+def reading(low: float, high: float, boot: tuple, detectable: float) -> str:
+    """What a comparison shows: a direction only where both intervals exclude zero."""
+    intervals = [(low, high), boot]
+    if math.isnan(detectable) and all(lo == hi == 0 for lo, hi in intervals):
+        return "the same predictions"
+    if all(not math.isnan(lo) and lo > 0 for lo, _ in intervals):
+        return "A better"
+    if all(not math.isnan(hi) and hi < 0 for _, hi in intervals):
+        return "B better"
+    return ("no difference shown" + ("" if math.isnan(detectable) else f" (this run detects {detectable:.1f}"
+                                     " points at 80% power)"))
+
+
+def comparison_tables(exp: str, table: dict) -> list:
+    """The paired comparisons of one experiment's rows (``table[row][(split, seed)]`` = score entry):
+    the differences with their intervals and reading, then the tests with what they would need."""
+    intervals = ["", "| A − B (test accuracy, points) | seeds | difference ± SE | 95% t interval (seeds) | "
+                 "95% bootstrap (seeds × sentences) | detectable at 80% power (seeds / sentences) | reading |",
+                 "| --- | --- | --- | --- | --- | --- | --- |"]
+    tests = ["", "| A − B | p (paired t over seeds) | seeds for p < 0.05 at this size | A only / B only right | "
+             "p (McNemar, seeds × sentences) | sentences for p < 0.05 at this size |", "| --- | --- | --- | --- | --- | --- |"]
+    for a, b in COMPARISONS[exp]:
+        if a not in table or b not in table:
+            continue
+        acc = lambda row: {seed: v["accuracy"] for (split, seed), v in table[row].items() if split == "test"}  # noqa
+        outcome = lambda row: {seed: v.get("correct") or "" for (split, seed), v in table[row].items()  # noqa: E731
+                               if split == "test"}
+        seed_test = stats.paired_over_seeds(acc(a), acc(b))
+        common = sorted(set(acc(a)) & set(acc(b)))
+        diffs = [acc(a)[s] - acc(b)[s] for s in common]
+        low, high = stats.t_interval(diffs) if len(diffs) >= 2 else (float("nan"), float("nan"))
+        oa, ob = outcome(a), outcome(b)
+        paired = all(oa[s] and len(oa[s]) == len(ob[s]) for s in common)
+        ca, cb = "".join(oa[s] for s in common), "".join(ob[s] for s in common)
+        mc = stats.mcnemar(ca, cb) if paired and ca else None
+        boot = stats.paired_bootstrap(oa, ob) if paired and ca else (float("nan"), float("nan"))
+        by_seeds = stats.detectable_over_seeds(statistics.stdev(diffs), len(diffs)) if len(diffs) >= 2 else math.nan
+        by_sentences = (100 * stats.detectable_over_sentences((mc["a_only"] + mc["b_only"]) / mc["pairs"], mc["pairs"])
+                        if mc else math.nan)
+        detectable = min(by_seeds, by_sentences) if not (math.isnan(by_seeds) or math.isnan(by_sentences)) else (
+            by_seeds if math.isnan(by_sentences) else by_sentences)
+        intervals.append(f"| {a} − {b} | {seed_test['seeds']} | {fmt(seed_test['difference'], seed_test['se'])} | "
+                         f"{interval_text(low, high)} | {interval_text(*boot)} | "
+                         f"{'-' if math.isnan(by_seeds) else f'{by_seeds:.2f}'} / "
+                         f"{'-' if math.isnan(by_sentences) else f'{by_sentences:.2f}'} | "
+                         f"{reading(low, high, boot, detectable)} |")
+        tests.append(f"| {a} − {b} | {p_text(seed_test['p'])} | {seed_test['seeds_needed'] or '-'} | "
+                     + (f"{mc['a_only']} / {mc['b_only']} | {p_text(mc['p'])} | {mc['sentences_needed'] or '-'} |"
+                        if mc else "- | - | - |"))
+    return intervals + tests
+
+
 def summarize(data: dict) -> str:
     meta = data["meta"]
     lines = [f"# science run: {meta.get('device')}, shape {meta.get('shape')}, seeds {' '.join(meta.get('seeds', []))}, "
@@ -395,22 +454,7 @@ def summarize(data: dict) -> str:
                 notes.append(f"note: {row} predicted a single class on test in {constant} of {len(test)} seeds "
                              "(a constant predictor: its accuracy is a class's share)")
         lines.extend(notes)
-        lines.append("\n| A − B (test accuracy) | seeds | difference | p (seeds, t) | seeds for p<0.05 | "
-                     "A only / B only right | p (McNemar, seeds × sentences) | sentences for p<0.05 |")
-        lines.append("| --- | --- | --- | --- | --- | --- | --- | --- |")
-        for a, b in COMPARISONS[exp]:
-            if a not in table or b not in table:
-                continue
-            acc = lambda row: {seed: v["accuracy"] for (split, seed), v in table[row].items() if split == "test"}  # noqa
-            seed_test = stats.paired_over_seeds(acc(a), acc(b))
-            common = sorted(set(acc(a)) & set(acc(b)))
-            ca = "".join(table[a][("test", s)].get("correct") or "" for s in common)
-            cb = "".join(table[b][("test", s)].get("correct") or "" for s in common)
-            mc = stats.mcnemar(ca, cb) if ca and len(ca) == len(cb) else None
-            lines.append(f"| {a} − {b} | {seed_test['seeds']} | {fmt(seed_test['difference'], seed_test['se'])} | "
-                         f"{p_text(seed_test['p'])} | {seed_test['seeds_needed'] or '-'} | "
-                         + (f"{mc['a_only']} / {mc['b_only']} | {p_text(mc['p'])} | {mc['sentences_needed'] or '-'} |"
-                            if mc else "- | - | - |"))
+        lines.extend(comparison_tables(exp, table))
     curves = data["curves"]
     if curves:
         lines.append("\n## fe: in-domain validation MLM loss (bits) under one fixed set of random masks, "

@@ -10,6 +10,13 @@ seeds, and two paired tests of a difference between two rows trained with the sa
   1/2). Pooling the seeds treats their sentences as independent trials, which they are not quite
   (the same sentences under each seed): read its p as a lower bound on the truth's.
 
+- **Intervals**: the seed-paired difference's 95% t interval (``t_interval``) and a two-level paired
+  bootstrap over seeds and test sentences (``paired_bootstrap``: seeds drawn with replacement, then
+  each drawn seed's sentences with replacement, both rows on the same draws).
+- **The smallest difference the run could detect** at 80% power and a two-sided 5% level:
+  ``detectable_over_seeds`` (paired t, the seeds' spread of differences) and
+  ``detectable_over_sentences`` (McNemar, normal approximation, the share of discordant pairs).
+
 And what a difference of the size seen would need to be significant at the 5% level:
 ``sentences_needed`` (McNemar, normal approximation: ``z = (b - c) / sqrt(b + c) >= 1.96``) and
 ``seeds_needed`` (the seed test with the seeds' spread of differences, normal approximation).
@@ -17,9 +24,11 @@ Only the standard library: the summary also runs where scipy is not installed.
 """
 
 import math
+import random
 import statistics
 
 Z_95 = 1.959963984540054  # two-sided 5%
+Z_80 = 0.8416212335729143  # one-sided 20%: 80% power
 
 
 def mean_se(values) -> tuple:
@@ -128,3 +137,69 @@ def sentences_needed(b: int, c: int, pairs: int):
         return None
     discordant, difference = (b + c) / pairs, (b - c) / pairs
     return math.ceil(Z_95 ** 2 * discordant / difference ** 2)
+
+
+def student_t_quantile(p: float, df: int) -> float:
+    """The ``p`` quantile of Student's t (0.5 < p < 1), by bisection on ``student_t_sf2``."""
+    if not 0.5 < p < 1.0:
+        raise ValueError(f"student_t_quantile: p must lie in (0.5, 1), got {p}")
+    target = 2.0 * (1.0 - p)  # the two-sided tail of |T| beyond the quantile
+    low, high = 0.0, 1.0
+    while student_t_sf2(high, df) > target:
+        high *= 2.0
+    for _ in range(200):
+        middle = (low + high) / 2.0
+        if student_t_sf2(middle, df) > target:
+            low = middle
+        else:
+            high = middle
+    return (low + high) / 2.0
+
+
+def t_interval(differences) -> tuple:
+    """The 95% t interval of the mean of paired ``differences`` (NaNs for fewer than two)."""
+    mean, se = mean_se(differences)
+    if len(differences) < 2 or math.isnan(se):
+        return float("nan"), float("nan")
+    half = student_t_quantile(0.975, len(differences) - 1) * se
+    return mean - half, mean + half
+
+
+def detectable_over_seeds(sd: float, seeds: int) -> float:
+    """The smallest mean paired difference a paired t test over ``seeds`` seeds detects with 80% power
+    at the two-sided 5% level, for differences spread with ``sd``: (t_0.975 + t_0.80) * sd / sqrt(S)."""
+    if seeds < 2 or sd <= 0:
+        return float("nan")  # no spread seen: the run says nothing of what it could detect
+    df = seeds - 1
+    return (student_t_quantile(0.975, df) + student_t_quantile(0.80, df)) * sd / math.sqrt(seeds)
+
+
+def detectable_over_sentences(discordant_share: float, pairs: int) -> float:
+    """The smallest difference of accuracy (a share, 0-1) McNemar's test over ``pairs`` paired outcomes
+    detects with 80% power at the two-sided 5% level, with this share of discordant pairs (normal
+    approximation): (z_0.975 + z_0.80) * sqrt(d / N)."""
+    if pairs < 1 or discordant_share <= 0:
+        return float("nan")  # the two rows agreed everywhere
+    return (Z_95 + Z_80) * math.sqrt(discordant_share / pairs)
+
+
+def paired_bootstrap(correct_a: dict, correct_b: dict, resamples: int = 2000, seed: int = 0) -> tuple:
+    """The 95% percentile interval of A's accuracy minus B's (in points, 0-100) under a two-level
+    bootstrap: ``correct_a``/``correct_b`` map each seed to its '0'/'1' string over the same test
+    sentences; each resample draws seeds with replacement, then sentences with replacement within
+    each drawn seed, the same draws for both rows."""
+    seeds = sorted(set(correct_a) & set(correct_b))
+    if not seeds:
+        return float("nan"), float("nan")
+    diffs = {s: [int(x) - int(y) for x, y in zip(correct_a[s], correct_b[s])] for s in seeds}
+    rng = random.Random(seed)
+    values = []
+    for _ in range(resamples):
+        total, count = 0, 0
+        for s in rng.choices(seeds, k=len(seeds)):
+            d = diffs[s]
+            total += sum(d[i] for i in rng.choices(range(len(d)), k=len(d)))
+            count += len(d)
+        values.append(100.0 * total / count)
+    values.sort()
+    return values[int(0.025 * resamples)], values[min(resamples - 1, int(0.975 * resamples))]

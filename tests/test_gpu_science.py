@@ -51,6 +51,36 @@ def test_what_a_difference_would_need_to_be_significant():
     assert test["p"] == pytest.approx(scipy_stats.ttest_rel([80, 82, 81], [79, 80, 81]).pvalue, rel=1e-7)
 
 
+def test_intervals_and_detectable_differences():
+    low, high = stats.t_interval([1.0, 2.0, 3.0, 4.0, 5.0])
+    expected = scipy_stats.t.interval(0.95, 4, loc=3.0, scale=scipy_stats.sem([1, 2, 3, 4, 5]))
+    assert (low, high) == pytest.approx(expected, rel=1e-7)
+    assert stats.student_t_quantile(0.8, 4) == pytest.approx(scipy_stats.t.ppf(0.8, 4), rel=1e-7)
+    # paired t at 80% power: (t_.975 + t_.80) sd / sqrt(S), the usual approximation
+    assert stats.detectable_over_seeds(2.0, 5) == pytest.approx(
+        (scipy_stats.t.ppf(0.975, 4) + scipy_stats.t.ppf(0.8, 4)) * 2.0 / math.sqrt(5), rel=1e-7)
+    assert stats.detectable_over_sentences(0.1, 2000) == pytest.approx((1.959964 + 0.841621) * math.sqrt(0.1 / 2000),
+                                                                     rel=1e-5)
+    assert math.isnan(stats.detectable_over_seeds(0.0, 5)) and math.isnan(stats.detectable_over_sentences(0.0, 9))
+
+
+def test_the_paired_bootstrap_covers_a_planted_difference_and_excludes_zero():
+    """Two rows over 5 seeds x 400 sentences, A right on 10 points more of them: the interval holds
+    10 and excludes 0; with the rows swapped it mirrors; equal rows give an interval of zero width."""
+    import random
+    rng = random.Random(3)
+    a, b = {}, {}
+    for seed in range(5):
+        truth = [rng.random() for _ in range(400)]
+        a[seed] = "".join("1" if t < 0.80 else "0" for t in truth)
+        b[seed] = "".join("1" if t < 0.70 else "0" for t in truth)
+    low, high = stats.paired_bootstrap(a, b, resamples=500)
+    assert 0 < low < 10 < high < 20
+    swapped = stats.paired_bootstrap(b, a, resamples=500)
+    assert swapped == pytest.approx((-high, -low), abs=1.0)
+    assert stats.paired_bootstrap(a, a, resamples=50) == (0.0, 0.0)
+
+
 def test_mean_and_standard_error():
     assert stats.mean_se([1.0, 2.0, 3.0]) == pytest.approx((2.0, 1.0 / math.sqrt(3)))
     mean, se = stats.mean_se([4.0])
@@ -89,7 +119,9 @@ def test_collect_adds_each_finished_score_once_and_the_summary_pairs_them(tmp_pa
     table = gpu_science.summarize(data)
     # selective: 80 and 90 -> 85 +- 5; the pair selective - matched-random: differences 20 and 20
     assert "| selective | 2 | 85.0 ± 5.0 |" in table
-    line = next(l for l in table.splitlines() if l.startswith("| selective − matched-random |"))
+    interval, line = [l for l in table.splitlines() if l.startswith("| selective − matched-random |")]
+    # differences 20 and 20 points: no spread over seeds, so no t interval width and no detectable size
+    assert "| 2 | 20.00 ± 0.00 | [+20.00, +20.00] |" in interval and interval.endswith("| A better |")
     # McNemar over both seeds' 20 pairs: selective alone right 4 times, matched-random never
     assert "| 4 / 0 |" in line
     assert f"| {stats.mcnemar('1111111100' + '1111111110', '1111110000' + '1111111000')['p']:.3f} |" in line
