@@ -53,6 +53,8 @@ JOINT = ["--task", "joint_mlm_classification", "--criterion", "joint_mlm_classif
 TARTAN = ["--loss-weighting", "tartan", "--tartan-dev-fit-size", "8", "--tartan-dev-batch-size", "16"]
 CASES = {
     "guided_mlm": ("mlm", ["--task", "guided_mlm", "--criterion", "masked_lm"]),
+    # Self-Evolution's smoothing: a second, no-grad forward through the unwrapped model
+    "guided_mlm_self_evolution_criterion": ("mlm", ["--task", "guided_mlm", "--criterion", "self_evolution"]),
     "selective_mlm": ("mlm", ["--task", "selective_mlm", "--criterion", "masked_lm"]),
     "fe_mlm": ("mlm", ["--task", "fe_mlm", "--criterion", "masked_lm", "--fe-views", "2"]),
     "joint": ("task", JOINT),

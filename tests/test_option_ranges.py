@@ -45,6 +45,7 @@ TRAIN_OPTIONS = {
     "se_threshold": ("guided_mlm", ["--mask-policy", "self_evolution"]),
     "se_fallback_prob": ("guided_mlm", ["--mask-policy", "self_evolution"]),
     "se_max_share": ("guided_mlm", ["--mask-policy", "self_evolution"]),
+    "se_smoothing": ("guided_mlm", ["--criterion", "self_evolution", "--tokens-per-sample", "32"]),  # a criterion option
     "difference_mask_prob": ("guided_mlm", ["--mask-policy", "difference"]),
     "difference_uniform_mix": ("guided_mlm", ["--mask-policy", "difference", "--difference-weighting", "rank"]),
     "mask_prob_schedule_start": ("guided_mlm", ["--mask-prob-schedule", "linear", "--mask-prob-schedule-updates", "4"]),

@@ -75,3 +75,58 @@ def test_unmasked_scores_equal_the_naive_loop_and_train_a_self_evolution_run(tin
     rates = [float(r["mask_rate"]) for r in json_logs(result, "train_inner")]
     # 24 blocks of ~30 tokens: the hard share of a batch's blocks is within 0.1 of the split's (several SEs)
     assert len(rates) == 3 and abs(np.mean(rates) - hard) < 0.1, (rates, hard)
+
+
+# ---- the token-specific label smoothing (--criterion self_evolution) ------------------------------------
+
+def test_smoothed_cross_entropy_is_the_cross_entropy_against_the_mixed_target():
+    import torch
+    from fairseq_maskplug.criterions.self_evolution import smoothed_cross_entropy
+    generator = torch.Generator().manual_seed(0)
+    logits = torch.randn(5, 7, generator=generator)
+    targets = torch.tensor([0, 3, 6, 2, 2])
+    clean = torch.softmax(torch.randn(5, 7, generator=generator), dim=-1)
+    loss, nll = smoothed_cross_entropy(logits, targets, clean, 0.1)
+    mixed = 0.9 * torch.nn.functional.one_hot(targets, 7).float() + 0.1 * clean
+    by_hand = -(mixed * torch.log_softmax(logits, dim=-1)).sum()
+    torch.testing.assert_close(loss, by_hand)
+    torch.testing.assert_close(nll, torch.nn.functional.cross_entropy(logits, targets, reduction="sum"))
+    zero, _ = smoothed_cross_entropy(logits, targets, clean, 0.0)
+    torch.testing.assert_close(zero, nll)
+    with pytest.raises(ValueError, match=r"smoothing must lie in \[0, 1\)"):
+        smoothed_cross_entropy(logits, targets, clean, 1.0)
+
+
+@pytest.mark.e2e
+def test_the_criterion_mixes_in_the_models_own_prediction_on_the_unmasked_input(trained):
+    """On a trained tiny model (eval mode: no dropout), the criterion's loss equals the cross entropy of
+    the masked input's predictions against 0.9 one-hot + 0.1 the model's softmax on the original input,
+    at the masked positions only; --se-smoothing 0 gives fairseq's masked_lm loss."""
+    import torch
+    from fairseq.criterions.masked_lm import MaskedLmConfig, MaskedLmLoss
+    from fairseq_maskplug.criterions.self_evolution import SelfEvolutionCriterion
+
+    _, model, task = trained
+    model.eval()
+    d = task.source_dictionary
+    generator = torch.Generator().manual_seed(1)
+    original = torch.randint(d.nspecial, len(d) - 1, (3, 12), generator=generator)
+    original[:, 0] = d.bos()
+    masked = torch.zeros_like(original, dtype=torch.bool)
+    masked[:, [2, 5, 9]] = True
+    source = torch.where(masked, torch.full_like(original, task.mask_idx), original)
+    target = torch.where(masked, original, torch.full_like(original, d.pad()))
+    sample = {"net_input": {"src_tokens": source}, "target": target, "ntokens": int(masked.sum()), "nsentences": 3}
+    with torch.no_grad():
+        loss, size, log = SelfEvolutionCriterion(task, 0.1)(model, sample)
+        logits = model(source, masked_tokens=masked)[0]
+        clean = torch.softmax(model(original, masked_tokens=masked)[0].float(), dim=-1)
+        mixed = 0.9 * torch.nn.functional.one_hot(original[masked], len(d)).float() + 0.1 * clean
+        by_hand = -(mixed * torch.log_softmax(logits.float(), dim=-1)).sum()
+        plain, _, _ = MaskedLmLoss(MaskedLmConfig(tpu=False), task)(model, sample)
+        unsmoothed, _, _ = SelfEvolutionCriterion(task, 0.0)(model, sample)
+    assert int(size) == 9
+    torch.testing.assert_close(loss, by_hand, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(log["nll_loss"], plain, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(unsmoothed, plain, rtol=1e-5, atol=1e-5)
+    assert abs(float(loss) - float(plain)) > 1e-3  # the smoothing changes the loss

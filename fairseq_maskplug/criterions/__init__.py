@@ -11,4 +11,4 @@ finite differences are float32. META-TARTAN's weights and dev head are float32 w
 (``weighting/meta_tartan.py``). Every task trains under ``--memory-efficient-fp16 --cpu`` in the tests.
 """
 
-from . import joint_mlm_classification, meta_span_policy, span_policy, tlm, token_importance  # noqa: F401
+from . import joint_mlm_classification, meta_span_policy, self_evolution, span_policy, tlm, token_importance  # noqa: F401,E501

@@ -7,10 +7,10 @@ a token whose loss ``-log P`` exceeds a threshold (0.1 in the authors' ``trainer
 Self-evolution training masks exactly the hard tokens of a sequence; a sequence without one is masked at
 random at 15%, as the authors' ``mask_tokens_dataset.py`` falls back (:func:`self_evolution_mask`).
 
-Not built: the paper's token-specific label smoothing (the target of a hard token mixed with the model's
-own prediction on the unmasked input, a second forward pass in the authors' criterion). The authors
-replace every hard token by ``<mask>``; here the run's 80/10/10 rule applies (``--leave-unmasked-prob 0
---random-token-prob 0`` gives theirs).
+The paper's other half, the token-specific label smoothing (the target of a predicted token mixed with the
+model's own prediction on the unmasked input), is a criterion: ``--criterion self_evolution``
+(:mod:`fairseq_maskplug.criterions.self_evolution`). The authors replace every hard token by ``<mask>``;
+here the run's 80/10/10 rule applies (``--leave-unmasked-prob 0 --random-token-prob 0`` gives theirs).
 """
 
 from dataclasses import dataclass

@@ -117,7 +117,7 @@ class MaskedLMBaseTask(PackageTask):
     logs get ``mask_rate``, ``masks_per_seq`` and ``seq_unmasked`` (rows of the batch).
     """
 
-    criteria = ("masked_lm",)
+    criteria = ("masked_lm", "self_evolution")  # the second: masked_lm's loss with Self-Evolution's smoothing
     #: the model the task trains: an encoder (RoBERTa) or an encoder-decoder (BART)
     encoder_decoder = False
     #: why this task cannot thin its batches to a scheduled rate (one line); None: it can

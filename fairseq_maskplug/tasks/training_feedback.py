@@ -111,6 +111,8 @@ class TokenLosses:
         self.handle = None
 
     def capture(self, module, inputs, output):
+        if self.losses is not None:  # a later forward in the same step (the self_evolution criterion's clean one)
+            return
         if self.targets.numel() == 0:  # nothing predicted: fairseq's criterion then asks for every position
             self.losses = torch.zeros(0)
             return
