@@ -236,7 +236,11 @@ def run(args) -> int:
         raise SystemExit(f"error: {work} holds an earlier run's data, not --data {args.data}: give another --work")
     (work / "logs").mkdir(parents=True, exist_ok=True)
     device = cuda_name()
-    meta = {"device": device, "shape": args.shape, "shape_knobs": SHAPES[args.shape], "data_knobs": knobs,
+    # the recipe knobs given in the environment (the shape's win over them, MASKPLUG_WORK and MASKPLUG_SEED are the run's)
+    given = {k: v for k, v in os.environ.items() if k.startswith(("MASKPLUG_", "SM_", "FE_", "L3_"))
+             and k not in SHAPES[args.shape] and k not in ("MASKPLUG_WORK", "MASKPLUG_SEED")}
+    meta = {"device": device, "shape": args.shape, "shape_knobs": SHAPES[args.shape], "environment_knobs": given,
+            "data_knobs": knobs,
             "seeds": args.seeds, "experiments": args.only, "parallel": args.parallel, "budget_s": args.budget,
             "commit": commit(), "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
     results = Results(args.out, meta)
@@ -250,7 +254,9 @@ def run(args) -> int:
         shutil.copytree(args.data, base / "data", symlinks=True)
     recipe_jobs = [e for e in args.only if e in RECIPES]
     jobs = []
-    if recipe_jobs:
+    if args.general and not (base / "general").exists():
+        (base / "general").symlink_to(args.general.resolve(), target_is_directory=True)
+    if recipe_jobs and not args.general:
         general = {"name": "general", "experiment": "general", "seed": "1", "work": base,
                    "command": ["bash", "-c", 'source recipes/setup_env.sh && source recipes/lib.sh && general_model'],
                    "env": recipe_env(args, knobs, base, "1")}
@@ -260,7 +266,7 @@ def run(args) -> int:
             recipe, _, recipe_knobs = RECIPES[exp]
             w = work / f"{exp}_seed{seed}"
             jobs.append({"name": f"{exp}_seed{seed}", "experiment": exp, "seed": seed, "work": w,
-                         "command": ["bash", recipe], "after": "general",
+                         "command": ["bash", recipe], "after": None if args.general else "general",
                          "env": dict(recipe_env(args, knobs, w, seed), **recipe_knobs(seed))})
     if "acceptance" in args.only:
         w = work / "acceptance"
@@ -505,10 +511,54 @@ def ratio_line(data: dict) -> str:
     return " ".join(ratios) if ratios else "ratio_finished_comparisons=0"
 
 
+def plot(data: dict, path: Path) -> None:
+    """One PNG: per experiment, each row's test accuracy per seed (points) with its mean and 95% t
+    interval; for FE, each row's validation loss against updates (mean ± standard error over seeds)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [exp for exp in ("selective", "l3") if any(s["experiment"] == exp for s in data["scores"])]
+    panels += ["fe"] if data["curves"] else []
+    if not panels:
+        raise SystemExit("error: nothing to plot: no finished rows in the results")
+    figure, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), squeeze=False)
+    for axis, exp in zip(axes[0], panels):
+        if exp == "fe":
+            for row, colour in (("mlm", "tab:gray"), ("fe_subword", "tab:blue")):
+                curves = [dict(map(tuple, c["points"])) for c in data["curves"] if c["row"] == row]
+                updates = sorted({u for c in curves for u in c})
+                means = [stats.mean_se([c[u] for c in curves if u in c]) for u in updates]
+                axis.errorbar(updates, [m for m, _ in means], yerr=[0 if math.isnan(e) else e for _, e in means],
+                              label=f"{row} ({len(curves)} seeds)", color=colour, capsize=3, marker="o")
+            axis.set(xlabel="updates", ylabel="valid MLM loss (bits, fixed random masks)", title="FE-MLM vs MLM")
+            axis.legend()
+            continue
+        rows = [r for pair in COMPARISONS[exp] for r in pair]
+        rows = [r for i, r in enumerate(rows) if r not in rows[:i]
+                and any(s["row"] == r and s["experiment"] == exp for s in data["scores"])]
+        for x, row in enumerate(rows):
+            values = [s["accuracy"] for s in data["scores"] if s["experiment"] == exp and s["row"] == row
+                      and s["split"] == "test"]
+            axis.scatter([x + 0.08 * (i - (len(values) - 1) / 2) for i in range(len(values))], values,
+                         color="tab:gray", s=14, zorder=2)
+            mean, se = stats.mean_se(values)
+            half = 0 if math.isnan(se) else stats.student_t_quantile(0.975, len(values) - 1) * se
+            axis.errorbar([x + 0.3], [mean], yerr=[half], color="black", capsize=4, marker="D", zorder=3)
+        axis.set_xticks(range(len(rows)), rows)
+        axis.set(ylabel="MR test accuracy (%)", title=f"{exp}: per seed, mean and 95% t interval")
+    meta = data["meta"]
+    figure.suptitle(f"{meta.get('device')}, shape {meta.get('shape')}, {meta.get('date', '')[:10]}", fontsize=9)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, help="prepare_demo's output folder (the demo data)")
     parser.add_argument("--work", type=Path, help="the work folder (every replicate's recipe work folder in it)")
+    parser.add_argument("--general", type=Path, help="a trained general model's folder (checkpoint_last.pt, the "
+                        "shape's size): linked, not trained again")
     parser.add_argument("--out", type=Path, help="the JSON results file, rewritten as results land")
     parser.add_argument("--shape", choices=sorted(SHAPES), default="small",
                         help="model shape and run lengths (default small: 6 layers of dim 512)")
@@ -522,15 +572,21 @@ def main(argv=None) -> int:
     parser.add_argument("--current-python", action="store_true",
                         help="the recipes use the python on PATH (MASKPLUG_CURRENT_PYTHON=1), not .venv")
     parser.add_argument("--summarize", type=Path, help="print the tables of an earlier --out file and stop")
+    parser.add_argument("--plot", type=Path, help="with --summarize: also draw the results to this PNG (matplotlib)")
     args = parser.parse_args(argv)
     if args.summarize:
         data = json.loads(args.summarize.read_text())
         print(summarize(data))
+        if args.plot:
+            plot(data, args.plot)
+            print(f"[science] plot: {args.plot}")
         print(ratio_line(data))
         return 0
     for name in ("data", "work", "out"):
         if getattr(args, name) is None:
             parser.error(f"--{name} is required (unless --summarize)")
+    if args.general and not (args.general / "checkpoint_last.pt").is_file():
+        parser.error(f"--general {args.general}: no checkpoint_last.pt there")
     unknown = [e for e in args.only if e not in EXPERIMENTS]
     if unknown:
         parser.error(f"--only: unknown experiment(s) {', '.join(unknown)} (known: {', '.join(EXPERIMENTS)})")
