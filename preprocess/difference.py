@@ -40,8 +40,8 @@ def parse_args(argv=None):
                         help="the general split whose lines give the ICF")
     parser.add_argument("--checkpoint", required=True, help="the checkpoint whose input embeddings give the "
                         "similarities (the model to be continued)")
-    parser.add_argument("--anchors", type=number("[1, inf)", int), default=20,
-                        help="how many anchors (ours: the paper's number not confirmed)")
+    parser.add_argument("--anchors", type=number("[1, inf)", int), default=5,
+                        help="how many anchors (5: the authors' code, scripts/autoaux.py)")
     parser.add_argument("--name", type=track_name, default="difference_score",
                         help="track name (the difference policy's --difference-track)")
     parser.add_argument("--write-anchors", default=None, help="also write the anchors here (symbol<TAB>TF-ICF)")
