@@ -47,6 +47,14 @@ if ! maskplug_installed; then
         echo "[setup] pip install failed; its whole output: $setup_log" >&2
         return 1 2>/dev/null || exit 1
     fi
+    # fairseq-fixed pulls the registry's newest torchaudio, built for another torch than 2.13.0: its import
+    # fails, and transformers imports torchaudio whenever it is installed, so a user's own Hugging Face script
+    # fails in this environment. fairseq needs torchaudio only for its speech tasks: remove a broken one.
+    if python -m pip show -q torchaudio > /dev/null 2>&1 && ! python -c "import torchaudio" > /dev/null 2>&1; then
+        python -m pip uninstall -y -q torchaudio >> "$setup_log" 2>&1
+        echo "[setup] removed torchaudio: built for another torch, it cannot be imported (fairseq's speech tasks" \
+             "need it; the plugin's do not)"
+    fi
     touch "$stamp"
     echo "[setup] done"
 fi

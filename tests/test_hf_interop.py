@@ -185,3 +185,12 @@ def test_bad_vocabulary_stops_with_one_line(converted, tmp_path):
     result = convert("--from-hf", broken, "--to", "fairseq", tmp_path / "out")
     assert result.returncode == 2 and "'<mask>'" in result.stderr and "last" in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_users_own_hugging_face_script_imports_in_the_projects_environment():
+    """Without the plugin's workaround (hide_broken_torchaudio): recipes/setup_env.sh removes the torchaudio
+    that fairseq-fixed pulls for another torch, so transformers' model classes import in a plain process."""
+    script = ("import sys; from transformers import RobertaForMaskedLM, BartForConditionalGeneration; "
+              "assert 'fairseq_maskplug' not in sys.modules; print('imported')")
+    result = check(run([BIN / "python", "-c", script], timeout=300))
+    assert result.stdout.strip().splitlines()[-1] == "imported"
