@@ -218,7 +218,7 @@ def test_the_science_command_runs_at_toy_size_and_keeps_every_finished_row(tmp_p
     from release_helpers import fake_demo_sources
 
     data = tmp_path / "data"
-    fake_demo_sources(tmp_path / "downloads", mr=400, reviews=100)
+    fake_demo_sources(tmp_path / "downloads", mr=1200, reviews=100)  # MR valid 120 >= META-TARTAN's 96 dev items
     check(subprocess.run([sys.executable, "-m", "preprocess.prepare_demo", "--out", data, "--cache",
                           tmp_path / "downloads", "--general-sentences", "300", "--indomain-sentences", "400",
                           "--vocab-size", "100"], cwd=REPO, capture_output=True, text=True))
