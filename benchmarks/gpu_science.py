@@ -437,7 +437,7 @@ def summarize(data: dict) -> str:
     meta = data["meta"]
     lines = [f"# science run: {meta.get('device')}, shape {meta.get('shape')}, seeds {' '.join(meta.get('seeds', []))}, "
              f"commit {meta.get('commit')}, {meta.get('date')}, {meta.get('elapsed_s', '?')} s"]
-    for exp in ("selective", "l3"):
+    for exp in ("selective", "l3", "fe"):  # fe: MR fine-tuning after the continued pre-training
         scores = [s for s in data["scores"] if s["experiment"] == exp]
         if not scores:
             continue

@@ -228,8 +228,9 @@ def test_the_science_command_runs_at_toy_size_and_keeps_every_finished_row(tmp_p
                              "--parallel", "2", "--budget", "1200"], cwd=REPO, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     science = json.loads(out.read_text())
-    assert {(s["row"], s["seed"]) for s in science["scores"] if s["split"] == "test"} == {
-        (row, seed) for row in ("STL", "RTM-tartan", "L3-tartan") for seed in (1, 2)}
+    tested = {(s["experiment"], s["row"], s["seed"]) for s in science["scores"] if s["split"] == "test"}
+    assert tested == {("l3", row, seed) for row in ("STL", "RTM-tartan", "L3-tartan") for seed in (1, 2)} | {
+        ("fe", row, seed) for row in ("mlm", "fe_subword") for seed in (1, 2)}  # FE's MR fine-tuning too
     assert all(len(s["correct"]) == s["n"] for s in science["scores"])
     assert {(c["row"], c["seed"]) for c in science["curves"]} == {(r, s) for r in ("mlm", "fe_subword") for s in (1, 2)}
     assert "| L3-tartan − RTM-tartan | 2 |" in result.stdout

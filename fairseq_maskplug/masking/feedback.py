@@ -4,10 +4,11 @@ A policy with :attr:`~.registry.MaskPolicy.feedback` asks for the masked-LM loss
 position, grouped by the value of one of its side-information tracks (PTW, Yang et al. 2023: the
 part-of-speech tag). The task computes the grouped sums of each training batch
 (:func:`group_loss_sums`), adds them up over the data-parallel workers, and folds them into the
-policy's running statistics (:meth:`Feedback.fold`) once per batch; at each epoch's start the
-policy draws with the statistics the previous epochs left (:meth:`~.registry.MaskPolicy.with_state`).
-Items of an epoch are drawn ahead by the loader workers, so the epoch is the period at which a new
-state can reach them identically whatever the loader (``docs/design.md``).
+policy's running statistics (:meth:`Feedback.fold`) once per batch. Every training batch is then drawn
+again in the main process with the current statistics (:meth:`~.registry.MaskPolicy.with_state`;
+``tasks/training_feedback.py``'s ``LiveFeedbackDraw``, keyed by seed, update and item); the items the loader
+workers draw ahead use the statistics the previous epochs left, and stand only where that redraw cannot
+run (``docs/design.md``).
 """
 
 from dataclasses import dataclass

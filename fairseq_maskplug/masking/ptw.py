@@ -16,8 +16,8 @@ masked: the harder a tag, the more of its words are predicted. Following the aut
 
 Where we differ from the code: its candidates are whole words (``--mask-unit word`` does the same
 here) and its count counts ``[CLS]``/``[SEP]`` (here: maskable tokens only); its scores are kept per
-process, here every worker's losses are summed first, so all workers share one state; the state
-reaches the items at each epoch's start (:mod:`.feedback`), where the code's loader workers read a
+process, here every worker's losses are summed first, so all workers share one state; every
+training batch is drawn again with the current state (:mod:`.feedback`), as the code's loader workers read a
 shared dictionary whenever they build a batch. The paper's masking-ratio decay is
 ``--mask-prob-schedule``.
 """

@@ -26,7 +26,8 @@ from .model_checks import check_model
 from .policy_options import build_task_policy
 from .rate_schedules import ScheduledThinning, log_scheduled_rate, prepare_rate_schedule, schedule_highest_rate
 from .task_base import PackageTask
-from .training_feedback import STATE_KEY as FEEDBACK_KEY, TokenLosses, TrainingFeedback
+from .training_feedback import (STATE_KEY as FEEDBACK_KEY, LiveFeedbackDraw, TokenLosses, TrainingFeedback,
+                                log_live_feedback)
 
 logger = logging.getLogger(__name__)
 
@@ -153,6 +154,9 @@ class MaskedLMBaseTask(PackageTask):
                 raise ValueError(f"--mask-policy {cfg.mask_policy} learns from training, which --task "
                                  f"{cfg._name} does not support: {self.feedback_refused}")
             self.training_feedback = TrainingFeedback(self.policy.feedback, cfg.mask_policy)
+            if LiveFeedbackDraw.applies(self.policy):  # first: a rate schedule then thins the live draw
+                self.batch_steps.insert(0, LiveFeedbackDraw(self.policy, self.training_feedback, self.corruption,
+                                                            self.special_ids, dictionary.pad(), cfg.seed))
 
     @property
     def feedback_states(self):
@@ -302,6 +306,7 @@ class MaskedLMBaseTask(PackageTask):
         super().reduce_metrics(logging_outputs, criterion)
         log_mask_statistics(logging_outputs)
         log_scheduled_rate(logging_outputs)
+        log_live_feedback(logging_outputs)
 
     def build_model(self, cfg, from_checkpoint=False):
         model = super().build_model(cfg, from_checkpoint)

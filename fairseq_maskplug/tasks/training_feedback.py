@@ -6,6 +6,11 @@ forward pass), sums it per group, adds the sums up over the data-parallel worker
 items of epoch ``e`` draw with the statistics at the end of epoch ``e - 1`` (epoch 1 and validation: the
 initial ones). Both are saved in the checkpoint's task state and restored on resume, so a resumed run
 masks as an uninterrupted one.
+
+:class:`LiveFeedbackDraw` then draws every training batch's masks again, in the main process, with the
+statistics of the current update, as PTW's authors' collator reads the live scores at every batch: the
+items' own draws (made ahead by the loader's workers, with the epoch's statistics) only stand where that
+step cannot run (a policy that reads side information other than its feedback track).
 """
 
 import logging
@@ -14,8 +19,9 @@ from typing import Optional
 import numpy as np
 import torch
 import torch.nn.functional as F
+from fairseq.logging import metrics
 
-from ..masking import Feedback, group_loss_sums
+from ..masking import Feedback, corrupt, group_loss_sums, maskable_positions
 
 #: the key of the statistics in the checkpoint's task state
 STATE_KEY = "mask_policy_feedback"
@@ -130,3 +136,78 @@ class TokenLosses:
     def __exit__(self, *exc):
         self.handle.remove()
         return False
+
+
+class LiveFeedbackDraw:
+    """A batch step (:meth:`~.task_base.PackageTask.prepare_batch`) of a policy that learns from training: each
+    row of a training batch gets its mask drawn again by the policy with :attr:`TrainingFeedback.running`, the
+    statistics folded through the previous micro-batch, from the row's original tokens and its feedback track
+    (both in the batch), then corrupted by the run's rule, as an item would be. The draw is keyed by
+    ``(seed, 2, update, item id)``: a resumed run draws the same masks whatever the loader's workers and
+    prefetch. Validation batches keep the items' draws (the initial statistics: comparable losses).
+
+    Args:
+        policy: the task's policy (with its ``--mask-unit`` wrapper).
+        feedback: the task's :class:`TrainingFeedback`.
+        corruption: the run's 80/10/10 rule.
+        special_ids: the ids never chosen.
+        pad: the padding index.
+        seed: the run's seed.
+    """
+
+    def __init__(self, policy, feedback: TrainingFeedback, corruption, special_ids, pad: int, seed: int):
+        self.policy, self.feedback, self.corruption = policy, feedback, corruption
+        self.special_ids, self.pad, self.seed = tuple(special_ids), pad, seed
+        self.track = policy.feedback.track
+
+    @staticmethod
+    def applies(policy) -> bool:
+        """Whether a batch holds all the policy reads: its feedback track and nothing else."""
+        feedback = getattr(policy, "feedback", None)
+        return feedback is not None and set(policy.side_info_names) <= {feedback.track}
+
+    def __call__(self, sample, update_num) -> dict:
+        if update_num is None or not sample:
+            return {}
+        from ..data.policy_path import checked_choice, mask_counts
+        inputs, target = sample["net_input"], sample["target"]
+        src, groups, ids = inputs["src_tokens"], sample["feedback_groups"].cpu().numpy(), sample["id"].cpu().numpy()
+        if src.size(0) != len(ids):
+            raise ValueError(f"live feedback: {src.size(0)} rows for {len(ids)} items (one row per item expected)")
+        policy = self.policy.with_state(self.feedback.running)
+        originals = torch.where(target.ne(self.pad), target, src).cpu().numpy()
+        lengths = inputs["src_lengths"].cpu().numpy()
+        sources, targets, counts = originals.copy(), np.full_like(originals, self.pad), []
+        for row, (item, length) in enumerate(zip(ids.tolist(), lengths.tolist())):
+            tokens = originals[row, :length]
+            side = {self.track: groups[row, :length]}
+            rng = np.random.default_rng((self.seed, 2, int(update_num), item))
+            maskable = maskable_positions(tokens, self.special_ids)
+            mask = checked_choice(policy, tokens, maskable, side, rng, item)
+            units = policy.units(tokens, maskable, side)
+            sources[row, :length] = corrupt(tokens, mask, rng, self.corruption,
+                                            units if units is not None and policy.corrupts_units else None)
+            targets[row, :length][mask] = tokens[mask]
+            counts.append(mask_counts(mask[None, :], maskable, units))
+        src.copy_(torch.from_numpy(sources))
+        target.copy_(torch.from_numpy(targets))
+        sample["mask_counts"] = torch.from_numpy(np.concatenate(counts)).to(sample["mask_counts"].device)
+        top = int(np.argmax(self.feedback.running))
+        chosen, maskable = targets != self.pad, np.isin(originals, self.special_ids, invert=True)
+        return {"feedback_top_chosen": int((chosen & (groups == top)).sum()), "feedback_chosen": int(chosen.sum()),
+                "feedback_top_maskable": int((maskable & (groups == top)).sum()),
+                "feedback_maskable": int(maskable.sum())}
+
+
+def log_live_feedback(logging_outputs) -> None:
+    """Log, for the live draws (:class:`LiveFeedbackDraw`), ``mask_top_group_share``: of the chosen positions, the
+    share in the group the statistics rank highest at that update (PTW: the hardest tag); and
+    ``mask_top_group_lift``: that share over the group's share of the maskable positions (1: drawn as if
+    the statistics were not there)."""
+    total = lambda key: sum(log.get(key, 0) for log in logging_outputs)  # noqa: E731
+    chosen, maskable, top_maskable = total("feedback_chosen"), total("feedback_maskable"), total("feedback_top_maskable")
+    if chosen:
+        share = total("feedback_top_chosen") / chosen
+        metrics.log_scalar("mask_top_group_share", share, chosen, round=4)
+        if top_maskable:
+            metrics.log_scalar("mask_top_group_lift", share / (top_maskable / maskable), chosen, round=3)
