@@ -154,6 +154,24 @@ def test_a_non_finite_loss_is_left_out_and_the_state_stays_finite():
     assert feedback.running[2] == pytest.approx(0.001 * 1.0) and feedback.running[3] == 0
 
 
+def test_a_batch_run_again_at_its_update_is_folded_once():
+    """fairseq runs an update's batches again after an AMP overflow: the same batch at the same update is not
+    folded twice; at the next update, or another batch, it is."""
+    feedback = TrainingFeedback(build_mask_policy("ptw", {}).feedback)
+    groups, losses = torch.tensor([2, 3]), torch.tensor([1.0, 2.0])
+    feedback.fold(groups, losses, "cpu", key=(7, 2, 10, 11))
+    once = feedback.running.copy()
+    feedback.fold(groups, losses, "cpu", key=(7, 2, 10, 11))
+    assert np.array_equal(feedback.running, once)
+    feedback.fold(groups, losses, "cpu", key=(7, 2, 12, 13))  # the update's second micro-batch
+    feedback.fold(groups, losses, "cpu", key=(8, 2, 10, 11))  # the next update
+    expected = once.copy()
+    for _ in range(2):
+        expected[2] = 0.999 * expected[2] + 0.001 * 1.0
+        expected[3] = 0.999 * expected[3] + 0.001 * 2.0
+    np.testing.assert_allclose(feedback.running, expected)
+
+
 def test_the_logged_state_names_the_most_and_the_least_masked_tags():
     from fairseq_maskplug.masking.ptw import describe_tag_weights
 

@@ -175,7 +175,9 @@ class MaskedLMBaseTask(PackageTask):
         if captured.losses is None:
             raise ValueError("mask policy feedback: the criterion did not run the model")
         groups = part["feedback_groups"][part["target"].ne(self.dictionary.pad())]
-        self.training_feedback.fold(groups, captured.losses, next(model.parameters()).device, ignore_grad)
+        ids = sample.get("id")
+        key = (update_num, *(() if ids is None else (len(ids), int(ids[0]), int(ids[-1]))))
+        self.training_feedback.fold(groups, captured.losses, next(model.parameters()).device, ignore_grad, key)
         return result
 
     @property

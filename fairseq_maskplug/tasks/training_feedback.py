@@ -41,6 +41,7 @@ class TrainingFeedback:
         self.epoch, self.drawn = 1, self.initial.copy()  #: the newest epoch and the state its items draw with
         self.logged = set()  # the epochs whose state was logged
         self.dropped = 0  #: non-finite losses left out of the statistics (logged with each epoch's state)
+        self._folded = (None, set())  # the update and the keys of the batches folded at it (:meth:`fold`)
 
     def state_for_epoch(self, epoch: int) -> np.ndarray:
         """The state the items of ``epoch`` draw with: for epoch 1 (and validation, which fairseq iterates as epoch
@@ -67,10 +68,20 @@ class TrainingFeedback:
                     "fairseq-maskplug-show-examples --task-state CHECKPOINT)", self.name, epoch,
                     self.feedback.describe(state), dropped)
 
-    def fold(self, groups: torch.Tensor, losses: torch.Tensor, device, ignore: bool = False) -> None:
+    def fold(self, groups: torch.Tensor, losses: torch.Tensor, device, ignore: bool = False, key=None) -> None:
         """Fold one training batch in: ``groups`` and ``losses`` of its predicted positions, summed over the
         data-parallel workers first (every worker calls this once per batch; fairseq's dummy batches,
-        ``ignore``, add zeros). A non-finite loss is left out (and counted in :attr:`dropped`)."""
+        ``ignore``, add zeros). A non-finite loss is left out (and counted in :attr:`dropped`). ``key``
+        (the update and the batch's items) names the batch: one already folded at this update is not folded
+        again (fairseq runs an update's batches again after an AMP overflow; every worker retries together,
+        so every worker skips together)."""
+        if key is not None:
+            update = key[0]
+            if self._folded[0] != update:
+                self._folded = (update, set())
+            if key in self._folded[1]:
+                return
+            self._folded[1].add(key)
         losses, groups = losses.double().cpu(), groups.cpu()
         finite = torch.isfinite(losses)
         if not bool(finite.all()):  # an fp16 overflow (a step fairseq then skips): one NaN would stay in a score
