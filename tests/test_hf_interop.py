@@ -187,6 +187,7 @@ def test_bad_vocabulary_stops_with_one_line(converted, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.full  # importing transformers in a new process: about 10 s
 def test_a_users_own_hugging_face_script_imports_in_the_projects_environment():
     """Without the plugin's workaround (hide_broken_torchaudio): recipes/setup_env.sh removes the torchaudio
     that fairseq-fixed pulls for another torch, so transformers' model classes import in a plain process."""
