@@ -148,7 +148,7 @@ def collect(job: dict, results: Results) -> int:
             entry = {"experiment": "fe", "row": row, "seed": int(seed), "points": sorted(points)}
             new += results.add("curves", ("fe", row, seed), entry)
     if exp == "acceptance":
-        path = work / "acceptance.jsonl"
+        path = job.get("json_out", work / "acceptance.jsonl")
         if path.exists():
             for i, line in enumerate(path.read_text().splitlines()):
                 try:
@@ -272,9 +272,10 @@ def run(args) -> int:
         w = work / "acceptance"
         w.mkdir(exist_ok=True)
         extra = ["--cpu", "--smoke"] if device == "CPU" else ["--runs", "1", "--updates", str(args.acceptance_updates)]
-        jobs.append({"name": "acceptance", "experiment": "acceptance", "seed": "1", "work": w,
+        json_out = w / f"acceptance-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"  # its own: gpu_acceptance appends
+        jobs.append({"name": "acceptance", "experiment": "acceptance", "seed": "1", "work": w, "json_out": json_out,
                      "command": [sys.executable, "benchmarks/gpu_acceptance.py", "--only", ACCEPTANCE_ROWS,
-                                 "--json-out", str(w / "acceptance.jsonl"), *extra],
+                                 "--json-out", str(json_out), *extra],
                      "env": dict(os.environ, PYTHONUNBUFFERED="1")})
     waiting, running, done = list(jobs), [], {}
     # the jobs run in their own sessions (stop() ends each with its children): end them with this process
