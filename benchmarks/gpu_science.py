@@ -519,13 +519,13 @@ def plot(data: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = [exp for exp in ("selective", "l3") if any(s["experiment"] == exp for s in data["scores"])]
-    panels += ["fe"] if data["curves"] else []
+    panels = [exp for exp in ("selective", "l3", "fe") if any(s["experiment"] == exp for s in data["scores"])]
+    panels += ["fe curves"] if data["curves"] else []
     if not panels:
         raise SystemExit("error: nothing to plot: no finished rows in the results")
     figure, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), squeeze=False)
     for axis, exp in zip(axes[0], panels):
-        if exp == "fe":
+        if exp == "fe curves":
             for row, colour in (("mlm", "tab:gray"), ("fe_subword", "tab:blue")):
                 curves = [dict(map(tuple, c["points"])) for c in data["curves"] if c["row"] == row]
                 updates = sorted({u for c in curves for u in c})
@@ -547,7 +547,9 @@ def plot(data: dict, path: Path) -> None:
             half = 0 if math.isnan(se) else stats.student_t_quantile(0.975, len(values) - 1) * se
             axis.errorbar([x + 0.3], [mean], yerr=[half], color="black", capsize=4, marker="D", zorder=3)
         axis.set_xticks(range(len(rows)), rows)
-        axis.set(ylabel="MR test accuracy (%)", title=f"{exp}: per seed, mean and 95% t interval")
+        axis.set(ylabel="MR test accuracy (%)", title=f"{exp}: MR test accuracy per seed, mean and 95% t interval",
+                 xlim=(-0.5, len(rows) - 0.2))
+        axis.title.set_fontsize(9)
     meta = data["meta"]
     figure.suptitle(f"{meta.get('device')}, shape {meta.get('shape')}, {meta.get('date', '')[:10]}", fontsize=9)
     figure.tight_layout()
