@@ -260,6 +260,7 @@ def test_the_task_s_items_follow_the_state_of_their_epoch(pos_data):
 
 
 @pytest.mark.e2e
+@pytest.mark.full  # four PTW trainings of 3 epochs: about 40 s (the quick tier's 10 minutes are nearly full)
 def test_ptw_learns_tag_scores_and_resumes_exactly(pos_data, tmp_path, capsys):
     """Three epochs (13 updates each): the scores move; a run stopped in epoch 3 (update 30) and resumed logs
     the same losses as the uninterrupted run from there on and ends with the same statistics; loader workers
