@@ -10,10 +10,13 @@
 # The mlm_schedule row is MLM with a mask-rate schedule (Ankner et al. 2023: linear 30% -> 15% over the
 # run), the same batches as the mlm row.
 # Knobs: FE_UPDATES (400), FE_VIEWS K (4), FE_BATCH B (8), FE_VALID_EVERY (50: checkpoint interval),
-# FE_FINETUNE_EPOCHS (5), FE_SEEDS ("1"), FE_PROBE (1; 0 skips the gradient-variance probe), FE_ROWS (the rows to train: "mlm fe_subword mlm_span fe_span
-# mlm_schedule"), and those of recipes/lib.sh.
+# FE_FINETUNE_EPOCHS (5), FE_SEEDS ("1"), FE_PROBE (1; 0 skips the gradient-variance probe), FE_ROWS (the rows
+# to train: "mlm fe_subword mlm_span fe_span mlm_schedule"), and those of recipes/lib.sh.
 set -euo pipefail
-MASKPLUG_EXTRAS=bench source "$(dirname "${BASH_SOURCE[0]}")/setup_env.sh"
+# matplotlib (the bench extra) draws the probe's PNG; without the probe (FE_PROBE=0) the environment as it is
+extras=bench
+[ "${FE_PROBE:-1}" = 0 ] && extras="${MASKPLUG_EXTRAS:-}"
+MASKPLUG_EXTRAS=$extras source "$(dirname "${BASH_SOURCE[0]}")/setup_env.sh"
 source "$MASKPLUG_ROOT/recipes/lib.sh"  # cd to the repository root, WORK
 
 UPDATES="${FE_UPDATES:-400}"
