@@ -114,15 +114,21 @@ class PolicyPath:
         self.special_ids, self.seed = tuple(special_ids), seed
 
     def __call__(self, tokens: np.ndarray, side_info: Mapping[str, np.ndarray], epoch: int, index: int) -> dict:
-        rng = np.random.default_rng((self.seed, epoch, index))
+        return self.draw(tokens, side_info, np.random.default_rng((self.seed, epoch, index)), index)
+
+    def draw(self, tokens: np.ndarray, side_info: Mapping[str, np.ndarray], rng: np.random.Generator, index: int,
+             chooser: Optional[PolicyChooser] = None) -> dict:
+        """The item of one block drawn with ``rng`` by ``chooser`` (default: the path's; a training batch's
+        live draw passes one holding the current statistics, ``tasks/training_feedback.py``)."""
+        chooser = chooser or self.chooser
         maskable = maskable_positions(tokens, self.special_ids)
-        masks = self.chooser(tokens, maskable, side_info, rng, index)
-        units = self.chooser.units(tokens, maskable, side_info)
-        item = self.output_format(tokens, masks, rng, units if units is not None and self.chooser.corrupts_units
+        masks = chooser(tokens, maskable, side_info, rng, index)
+        units = chooser.units(tokens, maskable, side_info)
+        item = self.output_format(tokens, masks, rng, units if units is not None and chooser.corrupts_units
                                   else None)
         item["mask_counts"] = torch.from_numpy(mask_counts(np.atleast_2d(masks), maskable, units))
-        if self.chooser.feedback is not None:  # the group of each position, for the losses the policy learns from
-            item["feedback_groups"] = torch.from_numpy(np.asarray(side_info[self.chooser.feedback.track],
+        if chooser.feedback is not None:  # the group of each position, for the losses the policy learns from
+            item["feedback_groups"] = torch.from_numpy(np.asarray(side_info[chooser.feedback.track],
                                                                   dtype=np.int64))
         return item
 

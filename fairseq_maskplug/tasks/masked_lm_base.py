@@ -19,6 +19,7 @@ from ..data import load_blocked_split
 from ..data.blocking import check_block_sizes
 from ..data.dictionaries import STATE_KEY, dictionary_sha256, load_dictionary
 from ..data.layout import required_data, token_data_dir
+from ..data.policy_path import MLMFormat, PolicyChooser, PolicyPath
 from ..masking import Corruption
 from .mask_stats import log_mask_statistics, mask_statistics
 from .mask_units import with_mask_unit
@@ -155,8 +156,9 @@ class MaskedLMBaseTask(PackageTask):
                                  f"{cfg._name} does not support: {self.feedback_refused}")
             self.training_feedback = TrainingFeedback(self.policy.feedback, cfg.mask_policy)
             if LiveFeedbackDraw.applies(self.policy):  # first: a rate schedule then thins the live draw
-                self.batch_steps.insert(0, LiveFeedbackDraw(self.policy, self.training_feedback, self.corruption,
-                                                            self.special_ids, dictionary.pad(), cfg.seed))
+                path = PolicyPath(PolicyChooser(self.policy), MLMFormat(self.corruption, dictionary.pad()),
+                                  self.special_ids, cfg.seed)
+                self.batch_steps.insert(0, LiveFeedbackDraw(path, self.training_feedback, dictionary.pad()))
 
     @property
     def feedback_states(self):

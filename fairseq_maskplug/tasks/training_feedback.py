@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from fairseq.logging import metrics
 
-from ..masking import Feedback, corrupt, group_loss_sums, maskable_positions
+from ..masking import Feedback, group_loss_sums
 
 #: the key of the statistics in the checkpoint's task state
 STATE_KEY = "mask_policy_feedback"
@@ -151,25 +151,23 @@ class TokenLosses:
 
 class LiveFeedbackDraw:
     """A batch step (:meth:`~.task_base.PackageTask.prepare_batch`) of a policy that learns from training: each
-    row of a training batch gets its mask drawn again by the policy with :attr:`TrainingFeedback.running`, the
-    statistics folded through the previous micro-batch, from the row's original tokens and its feedback track
-    (both in the batch), then corrupted by the run's rule, as an item would be. The draw is keyed by
-    ``(seed, 2, update, item id)``: a resumed run draws the same masks whatever the loader's workers and
-    prefetch. Validation batches keep the items' draws (the initial statistics: comparable losses).
+    row of a training batch gets its item drawn again by the training items' own path
+    (:meth:`~fairseq_maskplug.data.policy_path.PolicyPath.draw`) with a chooser holding
+    :attr:`TrainingFeedback.running`, the statistics folded through the previous micro-batch, from the row's
+    original tokens and its feedback track (both in the batch). The draw is keyed by ``(seed, 2, update, item
+    id)``: a resumed run draws the same masks whatever the loader's workers and prefetch. Validation batches
+    keep the items' draws (the initial statistics: comparable losses).
 
     Args:
-        policy: the task's policy (with its ``--mask-unit`` wrapper).
+        path: a :class:`~fairseq_maskplug.data.policy_path.PolicyPath` of the task's policy (with its
+            ``--mask-unit`` wrapper) and the run's masked-LM output format.
         feedback: the task's :class:`TrainingFeedback`.
-        corruption: the run's 80/10/10 rule.
-        special_ids: the ids never chosen.
         pad: the padding index.
-        seed: the run's seed.
     """
 
-    def __init__(self, policy, feedback: TrainingFeedback, corruption, special_ids, pad: int, seed: int):
-        self.policy, self.feedback, self.corruption = policy, feedback, corruption
-        self.special_ids, self.pad, self.seed = tuple(special_ids), pad, seed
-        self.track = policy.feedback.track
+    def __init__(self, path, feedback: TrainingFeedback, pad: int):
+        self.path, self.feedback, self.pad = path, feedback, pad
+        self.track = path.chooser.feedback.track
 
     @staticmethod
     def applies(policy) -> bool:
@@ -180,31 +178,24 @@ class LiveFeedbackDraw:
     def __call__(self, sample, update_num) -> dict:
         if update_num is None or not sample:
             return {}
-        from ..data.policy_path import checked_choice, mask_counts
         inputs, target = sample["net_input"], sample["target"]
         src, groups, ids = inputs["src_tokens"], sample["feedback_groups"].cpu().numpy(), sample["id"].cpu().numpy()
         if src.size(0) != len(ids):
             raise ValueError(f"live feedback: {src.size(0)} rows for {len(ids)} items (one row per item expected)")
-        policy = self.policy.with_state(self.feedback.running)
+        chooser = self.path.chooser.with_state(self.feedback.running)
         originals = torch.where(target.ne(self.pad), target, src).cpu().numpy()
         lengths = inputs["src_lengths"].cpu().numpy()
         sources, targets, counts = originals.copy(), np.full_like(originals, self.pad), []
         for row, (item, length) in enumerate(zip(ids.tolist(), lengths.tolist())):
-            tokens = originals[row, :length]
-            side = {self.track: groups[row, :length]}
-            rng = np.random.default_rng((self.seed, 2, int(update_num), item))
-            maskable = maskable_positions(tokens, self.special_ids)
-            mask = checked_choice(policy, tokens, maskable, side, rng, item)
-            units = policy.units(tokens, maskable, side)
-            sources[row, :length] = corrupt(tokens, mask, rng, self.corruption,
-                                            units if units is not None and policy.corrupts_units else None)
-            targets[row, :length][mask] = tokens[mask]
-            counts.append(mask_counts(mask[None, :], maskable, units))
+            drawn = self.path.draw(originals[row, :length], {self.track: groups[row, :length]},
+                                   np.random.default_rng((self.path.seed, 2, int(update_num), item)), item, chooser)
+            sources[row, :length], targets[row, :length] = drawn["source"].numpy(), drawn["target"].numpy()
+            counts.append(drawn["mask_counts"])
         src.copy_(torch.from_numpy(sources))
         target.copy_(torch.from_numpy(targets))
-        sample["mask_counts"] = torch.from_numpy(np.concatenate(counts)).to(sample["mask_counts"].device)
+        sample["mask_counts"] = torch.cat(counts).to(sample["mask_counts"].device)
         top = int(np.argmax(self.feedback.running))
-        chosen, maskable = targets != self.pad, np.isin(originals, self.special_ids, invert=True)
+        chosen, maskable = targets != self.pad, np.isin(originals, self.path.special_ids, invert=True)
         return {"feedback_top_chosen": int((chosen & (groups == top)).sum()), "feedback_chosen": int(chosen.sum()),
                 "feedback_top_maskable": int((maskable & (groups == top)).sum()),
                 "feedback_maskable": int(maskable.sum())}
