@@ -114,9 +114,8 @@ class Results:
         return True
 
     def write(self) -> None:
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(json.dumps(self.data, indent=1) + "\n")
-        os.replace(tmp, self.path)
+        from fairseq_maskplug.common.atomic import write_text
+        write_text(str(self.path), json.dumps(self.data, indent=1) + "\n")
 
 
 def collect(job: dict, results: Results) -> int:
@@ -159,15 +158,17 @@ def collect(job: dict, results: Results) -> int:
     return new
 
 
-def collect_safely(job: dict, results: Results) -> None:
-    """``collect``, where a file it cannot read costs that file, not the run (said once per job)."""
+def collect_safely(job: dict, results: Results) -> int:
+    """``collect``, where a file it cannot read costs that file, not the run (said once per job); returns
+    how many entries were new."""
     try:
-        collect(job, results)
+        return collect(job, results)
     except (OSError, ValueError, KeyError, IndexError) as error:
         if not job.get("collect_error"):
             job["collect_error"] = True
             print(f"[science] {job['name']}: could not read a result ({type(error).__name__}: {error}); "
                   "the run goes on", flush=True)
+        return 0
 
 
 # ---- the jobs ----------------------------------------------------------------------------------------
@@ -314,6 +315,7 @@ def schedule(args, results: Results, waiting: list, running: list, done: dict, b
             print(f"[science] budget of {args.budget} s reached: stopped {len(running)} job(s), "
                   f"{len(waiting)} not started", flush=True)
             break
+        changed = False  # a new result or a job's new status: the file is rewritten
         for job in list(waiting):
             if len(running) >= args.parallel:
                 break
@@ -323,6 +325,7 @@ def schedule(args, results: Results, waiting: list, running: list, done: dict, b
             if after and done[after] != 0:
                 waiting.remove(job)
                 results.data["jobs"][job["name"]] = {"status": f"not started: {after} failed"}
+                changed = True
                 continue
             if job["experiment"] in RECIPES:
                 seed_work(base, job["work"])
@@ -336,16 +339,17 @@ def schedule(args, results: Results, waiting: list, running: list, done: dict, b
             running.remove(job)
             done[job["name"]] = code
             collect_safely(job, results)
+            changed = True
             seconds = round(time.time() - job["started"], 1)
             results.data["jobs"][job["name"]] = {"status": "finished" if code == 0 else f"failed (exit {code})",
                                                  "seconds": seconds, "last_line": last_line(job["log"])}
             print(f"[science] {time.strftime('%H:%M:%S')} {job['name']} "
                   f"{'finished' if code == 0 else f'FAILED (exit {code})'} in {seconds:.0f} s"
                   + ("" if code == 0 else f": {last_line(job['log'])}"), flush=True)
-        for job in running:
-            collect_safely(job, results)
-        results.data["meta"]["elapsed_s"] = round(time.time() - began, 1)
-        results.write()
+        changed = sum(collect_safely(job, results) for job in running) > 0 or changed
+        if changed:
+            results.data["meta"]["elapsed_s"] = round(time.time() - began, 1)
+            results.write()
         if time.time() - last_report > 60 and running:
             last_report = time.time()
             for job in running:
