@@ -11,7 +11,6 @@
 # (recipes/lib.sh, L3_*, FE_*, SM_*) apply; COMPARE_PARALLEL replicates run at once (default 2),
 # COMPARE_BUDGET seconds at most (default 86400).
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/setup_env.sh"
 method=${1:-}
 case "$method" in
     selective|l3|fe) shift ;;
@@ -19,7 +18,7 @@ case "$method" in
 esac
 seeds=("$@")
 [ ${#seeds[@]} -gt 0 ] || seeds=(1 2 3 4 5)
-MASKPLUG_EXTRAS=bench source "$MASKPLUG_ROOT/recipes/setup_env.sh"  # matplotlib for the plot
+MASKPLUG_EXTRAS=bench source "$(dirname "${BASH_SOURCE[0]}")/setup_env.sh"  # matplotlib for the plot
 source "$MASKPLUG_ROOT/recipes/lib.sh"  # cd to the repository root, WORK
 mkdir -p "$WORK/logs" "$WORK/compare"
 echo "[compare] demo data and the general model ($WORK/general, shared with the recipes)"
