@@ -1,12 +1,12 @@
 """Every shell command in the README and the docs pages runs as written, so docs and code cannot drift.
 
-The README's commands run on the quickstart's outputs (``work/data``,
-``work/general/checkpoint_last.pt``). Here a small ``work/`` of the same layout is made
-(generated text, real ``fairseq-preprocess``, the side-information tracks the quickstart
-writes, a ``roberta_tiny`` general checkpoint from a real ``fairseq-maskplug-train`` run),
-and every ```` ```bash ```` block of the README and of ``docs/`` (in the site's order,
-``mkdocs.yml``) runs in it, in document order, after the README's First steps' block that sets
-``$TRY``. A block that is not meant to run (the two main
+The README's commands run on the quickstart's outputs (``$W/data``,
+``$W/general/checkpoint_last.pt``). ``test_readme_demo.py`` (full tier) makes a small ``work_quick/``
+of that layout from the real demo sources (real ``fairseq-preprocess``, the side-information
+tracks the quickstart writes, a ``roberta_tiny`` general checkpoint from a real
+``fairseq-maskplug-train`` run), and every ```` ```bash ```` block of the README and of ``docs/``
+(in the site's order, ``mkdocs.yml``) runs in it, in document order, after the README's First
+steps' block that sets ``$TRY``; this module finds the blocks and checks them in the quick tier. A block that is not meant to run (the two main
 commands, installing, GPU launches, benchmarks) is preceded by
 ``<!-- not run by tests/test_readme.py: REASON -->``.
 """
@@ -16,9 +16,8 @@ import re
 import subprocess
 
 import numpy as np
-import pytest
 
-from fairseq_helpers import BIN, REPO, check, preprocess, run
+from fairseq_helpers import BIN, REPO, check, run
 
 SKIP = re.compile(r"<!-- not run by tests/test_readme\.py: (?P<reason>[^>]+) -->\s*$")
 BLOCK = re.compile(r"^```bash\n(?P<body>.*?)^```", re.S | re.M)
@@ -106,16 +105,6 @@ def test_every_method_page_one_click_from_the_readme_trains_on_the_demo_data():
         assert trains, f"{page}: no block that runs in the tests trains on the demo data"
 
 
-def _words(rng, n_lines, lo, hi, vocab):
-    """Sentencepiece-like lines: ``▁word`` pieces and a few continuation pieces."""
-    lines = []
-    for _ in range(n_lines):
-        pieces = [("\u2581" if rng.random() < 0.8 else "") + vocab[i]
-                  for i in rng.integers(0, len(vocab), rng.integers(lo, hi))]
-        lines.append(" ".join(pieces))
-    return lines
-
-
 def write_quickstart_tracks(data, seed: int = 0):
     """The tracks the quickstart writes, with random values: the tagger's P(important) on the
     reviews (In-domain Mask) and the buffer algorithm's 0/1 labels on MR (Downstream Mask)."""
@@ -149,37 +138,6 @@ def run_readme_block(work_root, line, body, preamble=PREAMBLE):
         assert '"units": "percent"' in result.stdout
 
 
-@pytest.fixture(scope="module")
-def quickstart_work(tmp_path_factory):
-    """A directory holding ``work_quick/`` as ``QUICK=1`` leaves it, at toy size (the blocks run with
-    ``W=work_quick``, so a block that hard-codes ``work/`` fails; ``test_readme_demo.py`` runs them in ``work/``)."""
-    root = tmp_path_factory.mktemp("readme")
-    work = root / "work_quick"
-    text = work / "data" / "text"
-    text.mkdir(parents=True)
-    rng = np.random.default_rng(0)
-    vocab = [f"{w}{'x' * int(k)}" for w, k in zip("abcdefghijklmnopqrstuvwxyz", rng.integers(0, 8, 26))]
-    files = {"general.train": (2400, 5, 60), "general.valid": (60, 5, 60), "indomain.train": (160, 5, 60),
-             "indomain.valid": (60, 5, 60), "mr.train": (48, 3, 20), "mr.valid": (100, 3, 20),
-             "mr.test": (16, 3, 20)}
-    for name, (n, lo, hi) in files.items():
-        (text / f"{name}.tok").write_text("\n".join(_words(rng, n, lo, hi, vocab)) + "\n", encoding="utf-8")
-    for split, n in (("train", 48), ("valid", 100), ("test", 16)):
-        labels = rng.choice(["positive", "negative"], n)
-        (text / f"mr.{split}.label").write_text("\n".join(labels) + "\n", encoding="utf-8")
-    data = work / "data"
-    preprocess(data / "general", text / "general.train.tok", text / "general.valid.tok")
-    srcdict = data / "general" / "dict.txt"
-    for out, prefix, splits in ((data / "indomain", "indomain", ("train", "valid")),
-                                (data / "mr" / "input0", "mr", ("train", "valid", "test"))):
-        check(run([BIN / "fairseq-preprocess", "--only-source", "--srcdict", srcdict, "--destdir", out,
-                   "--workers", "1", *[a for s in splits for a in (f"--{s}pref", text / f"{prefix}.{s}.tok")]]))
-    check(run([BIN / "fairseq-preprocess", "--only-source", "--destdir", data / "mr" / "label", "--workers", "1",
-               *[a for s in ("train", "valid", "test") for a in (f"--{s}pref", text / f"mr.{s}.label")]]))
-    write_quickstart_tracks(data)
-    return finish_work(root, "work_quick")
-
-
 def finish_work(root, name="work"):
     """What the README's commands take besides the data: the general checkpoint
     (``work/general/checkpoint_last.pt``, a real 2-update run), ``work/first-steps.args`` as the quickstart
@@ -194,10 +152,3 @@ def finish_work(root, name="work"):
     os.symlink(REPO / "examples", root / "examples")
     os.symlink(REPO / "recipes", root / "recipes")
     return root
-
-
-@pytest.mark.e2e
-@pytest.mark.full
-@pytest.mark.parametrize("line,body", RUNNABLE, ids=[line for line, _ in RUNNABLE])
-def test_readme_command_runs(quickstart_work, line, body):
-    run_readme_block(quickstart_work, line, body, QUICK_PREAMBLE)
