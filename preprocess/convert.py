@@ -1,25 +1,33 @@
-"""Convert RoBERTa models between Hugging Face and fairseq (GPT-2 BPE vocabularies).
+"""Convert RoBERTa and BART models between Hugging Face and fairseq, with their tokenizers.
 
     python -m preprocess.convert --from-hf HF_DIR --to fairseq OUT
     python -m preprocess.convert --from-fairseq CHECKPOINT_OR_DIR --to hf OUT
 
-``--to fairseq`` writes a release directory as fairseq publishes them (``model.pt`` with its
-``args``, ``dict.txt``, and the GPT-2 BPE files ``encoder.json`` and ``vocab.bpe``): the
-recipes take it as ``PRETRAINED=OUT GPT2_BPE=OUT``. An HF sequence classifier becomes a
-fairseq model with the classification head ``--head`` (default ``sentence_classification_head``,
-the name fairseq's ``sentence_prediction`` task uses).
+Models: fairseq ``roberta`` (masked LM, or a classifier with ``--head``) <-> HF
+``RobertaForMaskedLM`` / ``RobertaForSequenceClassification``; fairseq ``bart`` (a release,
+or any checkpoint ``guided_denoising`` writes) <-> HF ``BartForConditionalGeneration``.
 
-``--to hf`` reads a release directory or any RoBERTa checkpoint trained here; the dictionary is
-``--dict`` (default: ``dict.txt`` beside the checkpoint, else in the checkpoint's data directory)
-and the BPE files come from ``--gpt2-bpe`` (default: beside the checkpoint). It writes a
-directory that ``AutoModelForMaskedLM.from_pretrained`` loads, or, for a fine-tuned classifier
-(``--head NAME``; the one head of a ``sentence_prediction`` checkpoint by default),
-``AutoModelForSequenceClassification``, with the matching tokenizer.
+Tokenizers: the export writes the tokenizer that gives fairseq's ids for raw text
+(``tokenizer.json``, loaded by ``AutoTokenizer``): for GPT-2 BPE data (fairseq's releases) from
+``encoder.json``/``vocab.bpe`` (``--gpt2-bpe``, default beside the checkpoint) as ``vocab.json``,
+``merges.txt``; for sentencepiece data (the demo's, ``prepare-text``'s) from the sentencepiece
+model (``--spm-model``, default ``spm.model`` beside the checkpoint or its training data, or
+one directory up) and ``dict.txt``, both copied into the export so ``--from-hf`` can bring it
+back. The dictionary is ``--dict`` (default: ``dict.txt`` beside the checkpoint, else in the
+checkpoint's data directory).
+
+``--to fairseq`` writes a release directory as fairseq publishes them (``model.pt`` with its
+``args``, ``dict.txt``, and ``encoder.json`` + ``vocab.bpe`` or ``spm.model``): the recipes take a
+GPT-2 BPE one as ``PRETRAINED=OUT GPT2_BPE=OUT``. An HF sequence classifier becomes a fairseq
+model with the classification head ``--head`` (default ``sentence_classification_head``, the
+name fairseq's ``sentence_prediction`` task uses).
 
 Both directions then load the written model with the other library, run both on sentences
-encoded by both tokenizers, and stop with an error unless the token ids are identical and the
-logits agree within ``--tolerance``; the largest difference is printed.
-Needs the ``[hf]`` extra (``pip install -e '.[hf]'``).
+encoded by both tokenizers (fairseq's ids: its GPT-2 BPE encoder, or the sentencepiece model and
+``dict.txt`` the data was written with), and stop with an error unless the token ids are
+identical and the logits agree within ``--tolerance`` (BART: the encoder's output and the
+decoder's logits, teacher-forced on the sentence); the largest difference is printed.
+HF weights are written as ``model.safetensors``. Needs the ``[hf]`` extra (``pip install -e '.[hf]'``).
 """
 
 import argparse
@@ -27,7 +35,9 @@ import json
 import shutil
 import sys
 from argparse import Namespace
+from dataclasses import dataclass
 from pathlib import Path
+from typing import List, Optional
 
 from fairseq_maskplug.common.option_ranges import number
 
@@ -48,15 +58,21 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--from-hf", type=Path, metavar="DIR",
-                        help="HF RoBERTa directory (config.json, model.safetensors, vocab.json, merges.txt)")
+                        help="HF RoBERTa or BART directory (config.json, model.safetensors, and vocab.json + "
+                             "merges.txt, or this command's spm.model + dict.txt)")
     source.add_argument("--from-fairseq", type=Path, metavar="PATH",
-                        help="fairseq RoBERTa: a release directory (model.pt) or a checkpoint file")
+                        help="fairseq RoBERTa or BART: a release directory (model.pt) or a checkpoint file")
     parser.add_argument("--to", nargs=2, required=True, metavar=("FORMAT", "OUT"),
                         help="'fairseq OUT' or 'hf OUT': the output directory (new or empty, or this command's "
                              "earlier output, which is replaced atomically)")
     parser.add_argument("--dict", type=Path, default=None, help="fairseq dict.txt of the model (with --from-fairseq)")
     parser.add_argument("--gpt2-bpe", type=Path, default=None,
-                        help="directory with encoder.json and vocab.bpe (with --from-fairseq; default: beside it)")
+                        help="directory with encoder.json and vocab.bpe (with --from-fairseq, GPT-2 BPE data; "
+                             "default: beside it)")
+    parser.add_argument("--spm-model", type=Path, default=None,
+                        help="the sentencepiece model the data was written with (with --from-fairseq, "
+                             "sentencepiece data; default: spm.model beside the checkpoint, in its data "
+                             "directory, or one or two directories above that)")
     parser.add_argument("--head", default=None,
                         help="classification head: exported as a sequence classifier (--to hf), or the name "
                              "an HF classifier's head gets (--to fairseq; default sentence_classification_head)")
@@ -73,8 +89,10 @@ def parse_args(argv=None):
         parser.error(f"--to {fmt}: the format is fairseq or hf")
     if (fmt == "fairseq") != (args.from_hf is not None):
         parser.error("convert --from-hf with --to fairseq, --from-fairseq with --to hf")
-    if args.from_hf is not None and (args.dict or args.gpt2_bpe):
-        parser.error("--dict and --gpt2-bpe belong to --from-fairseq (an HF directory has vocab.json, merges.txt)")
+    if args.from_hf is not None and (args.dict or args.gpt2_bpe or args.spm_model):
+        parser.error("--dict, --gpt2-bpe and --spm-model belong to --from-fairseq (an HF directory holds its tokenizer)")
+    if args.gpt2_bpe is not None and args.spm_model is not None:
+        parser.error("--gpt2-bpe or --spm-model: the data was written with one of them")
     args.out = Path(args.to[1])
     return args
 
@@ -86,15 +104,33 @@ def require(path: Path, what: str) -> Path:
 
 
 # ---------------------------------------------------------------------------------------------
-# fairseq side
+# how raw text becomes fairseq's ids
 
-def fairseq_encode(directory: Path, dictionary, sentence: str):
-    """Token ids as fairseq's RoBERTa hub interface makes them: <s> GPT-2 BPE labels </s>."""
-    from fairseq.data.encoders.gpt2_bpe_utils import get_encoder
+@dataclass
+class TextIds:
+    """The files that turn raw text into the ids a model was trained on: ``dict.txt`` and either GPT-2
+    BPE's ``encoder.json``/``vocab.bpe`` (``bpe_dir``) or a sentencepiece model (``spm_model``)."""
+    dict_path: Path
+    bpe_dir: Optional[Path] = None
+    spm_model: Optional[Path] = None
 
-    bpe = get_encoder(str(directory / "encoder.json"), str(directory / "vocab.bpe"))
-    labels = " ".join(map(str, bpe.encode(sentence)))
-    return dictionary.encode_line("<s> " + labels + " </s>", append_eos=False, add_if_not_exist=False).long()
+    def dictionary(self):
+        """fairseq's dictionary with the ``<mask>`` the masked-LM and BART tasks add."""
+        from fairseq.data import Dictionary
+        dictionary = Dictionary.load(str(self.dict_path))
+        dictionary.add_symbol("<mask>")
+        return dictionary
+
+    def ids(self, dictionary, text: str) -> List[int]:
+        from fairseq_maskplug.interop.tokenizer import gpt2_ids, sentencepiece_ids
+        if self.spm_model is not None:
+            return sentencepiece_ids(self.spm_model, dictionary, text)
+        return gpt2_ids(self.bpe_dir, dictionary, text)
+
+
+def is_gpt2_dictionary(symbols) -> bool:
+    """GPT-2 BPE data's ``dict.txt`` rows are GPT-2 label ids (and ``madeupword`` fillers)."""
+    return all(s.isdigit() or s.startswith("madeupword") or s == "<mask>" for s in symbols)
 
 
 def load_fairseq_checkpoint(path: Path):
@@ -106,25 +142,32 @@ def load_fairseq_checkpoint(path: Path):
 
 
 def checkpoint_model_cfg(state):
-    cfg = state["cfg"]["model"]
+    cfg = state.get("cfg", {}).get("model") if state.get("cfg") else None
+    cfg = cfg if cfg is not None else state.get("args")
     return cfg if isinstance(cfg, Namespace) else Namespace(**dict(cfg))
 
 
 # ---------------------------------------------------------------------------------------------
 # the check both directions end with
 
-def compare(hf_model, hf_tokenizer, fs_model, fs_dir: Path, fs_dictionary, tolerance: float, head) -> float:
+def same_ids(hf_tokenizer, text_ids: TextIds, dictionary, sentence: str, max_positions: int):
+    """The sentence's fairseq ids (one row, cut to ``max_positions``) after checking the HF tokenizer gives them."""
+    import torch
+
+    fs_ids = text_ids.ids(dictionary, sentence)
+    hf_ids = list(hf_tokenizer(sentence)["input_ids"])
+    if fs_ids != hf_ids:
+        raise ValueError(f"the tokenizers disagree on {sentence!r}: fairseq {fs_ids[:12]}..., hf {hf_ids[:12]}...")
+    return torch.tensor(fs_ids[:max_positions]).unsqueeze(0)
+
+
+def compare_roberta(hf_model, hf_tokenizer, fs_model, text_ids: TextIds, tolerance: float, head) -> float:
     """Largest |logit difference| over the check sentences; raises if tokens differ or it is above tolerance."""
     import torch
 
-    worst = 0.0
+    dictionary, worst = text_ids.dictionary(), 0.0
     for sentence in CHECK_SENTENCES:
-        fs_ids = fairseq_encode(fs_dir, fs_dictionary, sentence)
-        hf_ids = hf_tokenizer(sentence)["input_ids"]
-        if fs_ids.tolist() != list(hf_ids):
-            raise ValueError(f"the tokenizers disagree on {sentence!r}: fairseq {fs_ids.tolist()[:12]}..., "
-                             f"hf {list(hf_ids)[:12]}...")
-        tokens = fs_ids[: hf_model.config.max_position_embeddings - 2].unsqueeze(0)
+        tokens = same_ids(hf_tokenizer, text_ids, dictionary, sentence, hf_model.config.max_position_embeddings - 2)
         with torch.no_grad():
             if head is None:
                 fs_logits = fs_model(tokens)[0]
@@ -132,6 +175,29 @@ def compare(hf_model, hf_tokenizer, fs_model, fs_dir: Path, fs_dictionary, toler
                 fs_logits = fs_model(tokens, features_only=True, classification_head_name=head)[0]
             hf_logits = hf_model(input_ids=tokens).logits
         worst = max(worst, (fs_logits.double() - hf_logits.double()).abs().max().item())
+    return within(worst, tolerance)
+
+
+def compare_bart(hf_model, hf_tokenizer, fs_model, text_ids: TextIds, tolerance: float) -> float:
+    """Largest difference of the encoder's output and of the decoder's logits, teacher-forced on each check
+    sentence as fairseq's denoising task feeds it (``prev_output_tokens``: ``</s>`` then the sentence)."""
+    import torch
+
+    dictionary, worst = text_ids.dictionary(), 0.0
+    for sentence in CHECK_SENTENCES:
+        tokens = same_ids(hf_tokenizer, text_ids, dictionary, sentence, hf_model.config.max_position_embeddings)
+        previous = torch.roll(tokens, 1, dims=1)
+        lengths = torch.tensor([tokens.shape[1]])
+        with torch.no_grad():
+            fs_logits = fs_model(tokens, lengths, previous)[0]
+            fs_encoded = fs_model.encoder(tokens, src_lengths=lengths)["encoder_out"][0].transpose(0, 1)
+            hf = hf_model(input_ids=tokens, decoder_input_ids=previous)
+        worst = max(worst, (fs_logits.double() - hf.logits.double()).abs().max().item(),
+                    (fs_encoded.double() - hf.encoder_last_hidden_state.double()).abs().max().item())
+    return within(worst, tolerance)
+
+
+def within(worst: float, tolerance: float) -> float:
     if not worst <= tolerance:
         raise ValueError(f"the converted model's logits differ by {worst:.3g} (tolerance {tolerance})")
     return worst
@@ -158,88 +224,210 @@ def load_hf_weights(auto, src: Path):
         raise
 
 
-def hf_to_fairseq(args) -> str:
-    from fairseq_maskplug.interop import import_transformers
-    transformers = import_transformers()
-    from fairseq.data import Dictionary
+def write_fairseq_vocabulary(src: Path, out: Path, vocab_size: int) -> TextIds:
+    """``dict.txt`` and the tokenizer's files of a release directory: this command's ``spm.model`` +
+    ``dict.txt`` copied back, else GPT-2 BPE from ``vocab.json`` + ``merges.txt``."""
+    from fairseq_maskplug.interop import gpt2_vocab
 
-    from fairseq_maskplug.interop import gpt2_vocab, roberta
-    from fairseq_maskplug.interop.release import build_model, save_release
-
-    src = args.from_hf
-    config = transformers.AutoConfig.from_pretrained(src)
-    if config.model_type != "roberta":
-        raise ValueError(f"{src}/config.json: model_type {config.model_type!r}; only roberta converts")
-    classifier = any("ForSequenceClassification" in a for a in (config.architectures or []))
-    auto = transformers.AutoModelForSequenceClassification if classifier else transformers.AutoModelForMaskedLM
-    hf_model = load_hf_weights(auto, src).eval()
-    tokenizer = transformers.AutoTokenizer.from_pretrained(src)
-    vocab = json.loads(require(src / "vocab.json", "the tokenizer's vocabulary").read_text(encoding="utf-8"))
-    merges = require(src / "merges.txt", "the tokenizer's BPE merges")
-    encoder, symbols = gpt2_vocab.hf_to_fairseq(vocab)
-    if len(symbols) + 5 != config.vocab_size:
-        raise ValueError(f"vocab.json has {len(symbols) + 5} rows, config.json vocab_size {config.vocab_size}")
-    head = (args.head or "sentence_classification_head") if classifier else None
-    model_args = roberta.fairseq_args(config)
-    model_args[model_args.index("--activation-fn") + 1] = FAIRSEQ_ACTIVATION[config.hidden_act]
-    state = roberta.hf_to_fairseq_state(hf_model.state_dict(), head)
-
-    from fairseq_maskplug.tools.binarize import atomic_directory
-    with atomic_directory(args.out, COMMAND) as out:
+    if (src / "spm.model").is_file() and (src / "dict.txt").is_file():
+        shutil.copyfile(src / "spm.model", out / "spm.model")
+        shutil.copyfile(src / "dict.txt", out / "dict.txt")
+        rows = len(gpt2_vocab.read_dict_symbols(out / "dict.txt")) + 5
+        text_ids = TextIds(out / "dict.txt", spm_model=out / "spm.model")
+    else:
+        vocab = json.loads(require(src / "vocab.json", "the tokenizer's vocabulary (or spm.model + dict.txt)")
+                           .read_text(encoding="utf-8"))
+        merges = require(src / "merges.txt", "the tokenizer's BPE merges")
+        encoder, symbols = gpt2_vocab.hf_to_fairseq(vocab)
         gpt2_vocab.write_dict(out / "dict.txt", symbols)
         (out / "encoder.json").write_text(json.dumps(encoder, ensure_ascii=False), encoding="utf-8")
         shutil.copyfile(merges, out / "vocab.bpe")
+        rows = len(symbols) + 5
+        text_ids = TextIds(out / "dict.txt", bpe_dir=out)
+    if rows != vocab_size:
+        raise ValueError(f"the tokenizer gives {rows} rows with <mask>, config.json vocab_size {vocab_size}")
+    return text_ids
+
+
+def hf_to_fairseq(args) -> str:
+    from fairseq_maskplug.interop import import_transformers
+    transformers = import_transformers()
+
+    from fairseq_maskplug.interop import bart, roberta
+    from fairseq_maskplug.interop.release import build_model, save_release
+    from fairseq_maskplug.tools.binarize import atomic_directory
+
+    src = args.from_hf
+    config = transformers.AutoConfig.from_pretrained(src)
+    if config.model_type not in ("roberta", "bart"):
+        raise ValueError(f"{src}/config.json: model_type {config.model_type!r}; roberta and bart convert")
+    is_bart = config.model_type == "bart"
+    classifier = any("ForSequenceClassification" in a for a in (config.architectures or []))
+    if is_bart and classifier:
+        raise ValueError(f"{src}: a BART sequence classifier; BartForConditionalGeneration converts")
+    auto = (transformers.AutoModelForSeq2SeqLM if is_bart else
+            transformers.AutoModelForSequenceClassification if classifier else transformers.AutoModelForMaskedLM)
+    hf_model = load_hf_weights(auto, src).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(src)
+    head = (args.head or "sentence_classification_head") if classifier else None
+    if is_bart:
+        model_args = bart.fairseq_args(config)
+        state = bart.hf_to_fairseq_state(hf_model.state_dict())
+    else:
+        model_args = roberta.fairseq_args(config)
+        model_args[model_args.index("--activation-fn") + 1] = FAIRSEQ_ACTIVATION[config.hidden_act]
+        state = roberta.hf_to_fairseq_state(hf_model.state_dict(), head)
+
+    with atomic_directory(args.out, COMMAND) as out:
+        text_ids = write_fairseq_vocabulary(src, out, config.vocab_size)
         fs_model, fs_args = build_model(model_args, out, head, getattr(config, "num_labels", None))
         missing, unexpected = fs_model.load_state_dict(state, strict=False)
         missing = [k for k in missing if not (head and k.startswith("encoder.lm_head."))]
         if missing or unexpected:
             raise ValueError(f"parameters not mapped: missing {missing}, unexpected {unexpected}")
         save_release(out, fs_model, fs_args)
-        dictionary = Dictionary.load(str(out / "dict.txt"))
-        dictionary.add_symbol("<mask>")
-        worst = compare(hf_model, tokenizer, fs_model, out, dictionary, args.tolerance, head)
-    kind = f"classifier (head {head})" if head else "masked LM"
-    return (f"wrote {args.out}: fairseq RoBERTa {kind}, {config.num_hidden_layers} layers, dim "
-            f"{config.hidden_size}, vocabulary {config.vocab_size}; max |logit difference| vs HF {worst:.2e}\n"
-            f"use it: PRETRAINED={args.out} GPT2_BPE={args.out} bash recipes/<recipe>.sh")
+        if is_bart:
+            worst = compare_bart(hf_model, tokenizer, fs_model, text_ids, args.tolerance)
+        else:
+            worst = compare_roberta(hf_model, tokenizer, fs_model, text_ids, args.tolerance, head)
+    if is_bart:
+        kind = f"BART, {config.encoder_layers}+{config.decoder_layers} layers, dim {config.d_model}"
+    else:
+        kind = (f"RoBERTa {f'classifier (head {head})' if head else 'masked LM'}, {config.num_hidden_layers} layers, "
+                f"dim {config.hidden_size}")
+    use = (f"PRETRAINED={args.out} GPT2_BPE={args.out} bash recipes/<recipe>.sh" if text_ids.bpe_dir
+           else f"--finetune-from-model {args.out}/model.pt on data written with {args.out}/spm.model")
+    return (f"wrote {args.out}: fairseq {kind}, vocabulary {config.vocab_size}; max |logit difference| vs HF "
+            f"{worst:.2e}\nuse it: {use}")
 
 
 # ---------------------------------------------------------------------------------------------
 # fairseq -> HF
 
-def find_beside(start: Path, name: str, fallbacks=()) -> Path:
+def find_beside(start: Path, name: str, fallbacks=(), option: str = "--dict / --gpt2-bpe") -> Path:
     for directory in (start, *fallbacks):
         if directory is not None and (Path(directory) / name).is_file():
             return Path(directory) / name
-    raise FileNotFoundError(f"no {name} beside {start}: give its location (--dict / --gpt2-bpe)")
+    raise FileNotFoundError(f"no {name} beside {start}: give its location ({option})")
+
+
+def fairseq_text_ids(args, checkpoint: Path, data: Optional[Path], dict_path: Path, symbols) -> TextIds:
+    """GPT-2 BPE files for a dictionary of GPT-2 labels, else the sentencepiece model the data was written with."""
+    if is_gpt2_dictionary(symbols) and args.spm_model is None:
+        bpe_dir = args.gpt2_bpe or checkpoint.parent
+        require(bpe_dir / "encoder.json", "GPT-2 BPE; give --gpt2-bpe DIR")
+        require(bpe_dir / "vocab.bpe", "GPT-2 BPE; give --gpt2-bpe DIR")
+        return TextIds(dict_path, bpe_dir=bpe_dir)
+    if args.gpt2_bpe is not None:
+        raise ValueError(f"{dict_path} holds pieces, not GPT-2 BPE ids (e.g. {symbols[0]!r}): the data was written "
+                         "with sentencepiece (--spm-model, not --gpt2-bpe)")
+    up = [data, data.parent if data else None, data.parent.parent if data else None]
+    spm_model = args.spm_model or find_beside(checkpoint.parent, "spm.model", up, "--spm-model")
+    return TextIds(dict_path, spm_model=require(spm_model, "the sentencepiece model, --spm-model"))
+
+
+def write_hf_tokenizer(transformers, text_ids: TextIds, symbols, out: Path, max_length: int, family: str):
+    """The tokenizer of the export (``tokenizer.json`` and its config), with the files ``--from-hf`` reads back."""
+    from fairseq_maskplug.interop import gpt2_vocab
+    from fairseq_maskplug.interop.tokenizer import sentencepiece_tokenizer
+
+    if text_ids.spm_model is not None:
+        tokenizer = sentencepiece_tokenizer(transformers, text_ids.spm_model, symbols, max_length,
+                                            str(text_ids.dict_path))
+        shutil.copyfile(text_ids.spm_model, out / "spm.model")
+        shutil.copyfile(text_ids.dict_path, out / "dict.txt")
+    else:
+        encoder = json.loads((text_ids.bpe_dir / "encoder.json").read_text(encoding="utf-8"))
+        vocab = gpt2_vocab.fairseq_to_hf(encoder, symbols)
+        (out / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
+        shutil.copyfile(text_ids.bpe_dir / "vocab.bpe", out / "merges.txt")
+        fast = transformers.BartTokenizerFast if family == "bart" else transformers.RobertaTokenizerFast
+        tokenizer = fast.from_pretrained(out, model_max_length=max_length)
+    tokenizer.save_pretrained(out)
 
 
 def fairseq_to_hf(args) -> str:
     from fairseq_maskplug.interop import import_transformers
     transformers = import_transformers()
-    from fairseq.data import Dictionary
 
     from fairseq_maskplug.data.dictionaries import check_dictionary_file
-    from fairseq_maskplug.interop import gpt2_vocab, roberta
+    from fairseq_maskplug.interop import bart, gpt2_vocab, roberta
 
     src = args.from_fairseq
     checkpoint = src / "model.pt" if src.is_dir() else src
     require(checkpoint, "the fairseq checkpoint")
     state = load_fairseq_checkpoint(checkpoint)
     model_cfg = checkpoint_model_cfg(state)
-    task_cfg = state["cfg"]["task"]
-    data = task_cfg.get("data") if task_cfg is not None else None
-    data = Path(data) if data else None  # the training data directory the checkpoint names
+    task_cfg = state["cfg"]["task"] if state.get("cfg") else None
+    data = task_cfg.get("data") if task_cfg is not None else getattr(state.get("args"), "data", None)
+    data = Path(data) if data and data != "." else None  # the training data directory the checkpoint names
     dict_path = args.dict or find_beside(checkpoint.parent, "dict.txt",
                                         [data, data / "input0" if data else None])
-    bpe_dir = args.gpt2_bpe or checkpoint.parent
-    require(bpe_dir / "encoder.json", "GPT-2 BPE; give --gpt2-bpe DIR")
-    require(bpe_dir / "vocab.bpe", "GPT-2 BPE; give --gpt2-bpe DIR")
     weights = state["model"]
+    check_dictionary_file(state, checkpoint, str(dict_path), args.trust_dictionary,
+                          also=[str(checkpoint.parent / "dict.txt")])
+    symbols = gpt2_vocab.read_dict_symbols(dict_path)
+    text_ids = fairseq_text_ids(args, checkpoint, data, dict_path, symbols)
+    if bart.is_bart(weights):
+        return export_bart(transformers, args, checkpoint, model_cfg, weights, text_ids, symbols)
     if roberta.FS + "embed_tokens.weight" not in weights:
         arch = getattr(model_cfg, "_name", None) or getattr(model_cfg, "arch", None) or "another kind of"
-        raise ValueError(f"{checkpoint} holds a {arch} model: only fairseq RoBERTa encoders convert to Hugging Face "
-                         "(BART and other encoder-decoders do not, here)")
+        raise ValueError(f"{checkpoint} holds a {arch} model: fairseq RoBERTa encoders and BART encoder-decoders "
+                         "convert to Hugging Face")
+    return export_roberta(transformers, args, checkpoint, model_cfg, task_cfg, data, weights, text_ids, symbols)
+
+
+def vocabulary_rows(symbols, rows: int, dict_path: Path) -> None:
+    if len(symbols) + 5 != rows:
+        raise ValueError(f"{dict_path} gives {len(symbols) + 5} rows with <mask>, the checkpoint has {rows}")
+
+
+def export_bart(transformers, args, checkpoint: Path, model_cfg, weights, text_ids: TextIds, symbols) -> str:
+    from fairseq_maskplug.interop import bart
+    from fairseq_maskplug.tools.binarize import atomic_directory
+
+    bart.check_exportable(model_cfg, weights)
+    vocabulary_rows(symbols, weights["encoder.embed_tokens.weight"].shape[0], text_ids.dict_path)
+    heads = sorted({k.split(".")[1] for k in weights if k.startswith("classification_heads.")})
+    config = transformers.BartConfig(**bart.hf_config(model_cfg, weights))
+    hf_model = transformers.BartForConditionalGeneration(config).eval()
+    missing, unexpected = hf_model.load_state_dict(bart.fairseq_to_hf_state(weights), strict=False)
+    if missing or unexpected:
+        raise ValueError(f"parameters not mapped: missing {missing}, unexpected {unexpected}")
+    with atomic_directory(args.out, COMMAND) as out:
+        write_hf_tokenizer(transformers, text_ids, symbols, out, config.max_position_embeddings, "bart")
+        hf_model.save_pretrained(out)
+        reloaded = transformers.AutoModelForSeq2SeqLM.from_pretrained(out).eval()
+        fs_model = fairseq_bart(model_cfg, text_ids.dict_path, weights)
+        worst = compare_bart(reloaded, transformers.AutoTokenizer.from_pretrained(out), fs_model, text_ids,
+                             args.tolerance)
+    left = f" (classification heads {heads} not exported)" if heads else ""
+    return (f"wrote {args.out}: BartForConditionalGeneration, {config.encoder_layers}+{config.decoder_layers} layers, "
+            f"dim {config.d_model}{left}; max |logit difference| vs fairseq {worst:.2e}")
+
+
+def fairseq_bart(model_cfg, dict_path: Path, weights):
+    """The checkpoint's BART rebuilt as plain fairseq BART (to compare logits with)."""
+    import tempfile
+
+    from fairseq_maskplug.interop.release import build_model, model_options
+
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copyfile(dict_path, Path(tmp) / "dict.txt")
+        options = model_options(Namespace(**{**vars(model_cfg), "arch": "bart_base"}))
+        model, _ = build_model(options, Path(tmp))
+    wanted = {k: v for k, v in weights.items() if not k.startswith("classification_heads.")}
+    missing, unexpected = model.load_state_dict(wanted, strict=False)
+    if [k for k in missing if "output_projection" not in k] or unexpected:
+        raise ValueError(f"the checkpoint does not rebuild as fairseq BART: missing {missing}, unexpected {unexpected}")
+    return model
+
+
+def export_roberta(transformers, args, checkpoint: Path, model_cfg, task_cfg, data, weights, text_ids: TextIds,
+                   symbols) -> str:
+    from fairseq_maskplug.interop import roberta
+    from fairseq_maskplug.tools.binarize import atomic_directory
+
     heads = sorted({k.split(".")[1] for k in weights if k.startswith("classification_heads.")})
     head = args.head
     task_name = task_cfg.get("_name") if task_cfg is not None else None
@@ -255,18 +443,8 @@ def fairseq_to_hf(args) -> str:
     if activation not in HF_ACTIVATION:
         raise ValueError(f"activation {activation!r} has no HF equivalent")
 
-    check_dictionary_file(state, checkpoint, str(dict_path), args.trust_dictionary,
-                          also=[str(checkpoint.parent / "dict.txt")])
     shape = roberta.shape_of(weights)
-    symbols = gpt2_vocab.read_dict_symbols(dict_path)
-    pieces = [s for s in symbols if not s.isdigit() and not s.startswith("madeupword") and s != "<mask>"]
-    if pieces:
-        raise ValueError(f"{dict_path} holds symbols that are not GPT-2 BPE ids (e.g. {pieces[0]!r}): only GPT-2 BPE "
-                         "RoBERTa models convert to Hugging Face (a sentencepiece model, like the demo's, does not)")
-    if len(symbols) + 5 != shape["vocab"]:
-        raise ValueError(f"{dict_path} gives {len(symbols) + 5} rows with <mask>, the checkpoint has {shape['vocab']}")
-    encoder = json.loads((bpe_dir / "encoder.json").read_text(encoding="utf-8"))
-    vocab = gpt2_vocab.fairseq_to_hf(encoder, symbols)
+    vocabulary_rows(symbols, shape["vocab"], text_ids.dict_path)
     num_labels = weights[f"classification_heads.{head}.out_proj.weight"].shape[0] if head else None
     config_kwargs = roberta.hf_config(shape, model_cfg.encoder_attention_heads, model_cfg.dropout,
                                       model_cfg.attention_dropout, HF_ACTIVATION[activation], num_labels)
@@ -281,20 +459,14 @@ def fairseq_to_hf(args) -> str:
     if missing or unexpected:
         raise ValueError(f"parameters not mapped: missing {missing}, unexpected {unexpected}")
 
-    from fairseq_maskplug.tools.binarize import atomic_directory
     with atomic_directory(args.out, COMMAND) as out:
-        (out / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
-        shutil.copyfile(bpe_dir / "vocab.bpe", out / "merges.txt")
-        tokenizer = transformers.RobertaTokenizer.from_pretrained(out, model_max_length=shape["max_positions"])
+        write_hf_tokenizer(transformers, text_ids, symbols, out, shape["max_positions"], "roberta")
         hf_model.save_pretrained(out)
-        tokenizer.save_pretrained(out)
         reloaded = (transformers.AutoModelForSequenceClassification if head
                     else transformers.AutoModelForMaskedLM).from_pretrained(out).eval()
-        fs_model = fairseq_from_weights(model_cfg, shape, dict_path, weights, head, num_labels)
-        dictionary = Dictionary.load(str(dict_path))
-        dictionary.add_symbol("<mask>")
-        worst = compare(reloaded, transformers.AutoTokenizer.from_pretrained(out), fs_model, bpe_dir, dictionary,
-                        args.tolerance, head)
+        fs_model = fairseq_from_weights(model_cfg, shape, text_ids.dict_path, weights, head, num_labels)
+        worst = compare_roberta(reloaded, transformers.AutoTokenizer.from_pretrained(out), fs_model, text_ids,
+                                args.tolerance, head)
     kind = f"RobertaForSequenceClassification (head {head}, {num_labels} labels)" if head else "RobertaForMaskedLM"
     return f"wrote {args.out}: {kind}; max |logit difference| vs fairseq {worst:.2e}"
 
@@ -340,7 +512,7 @@ def main(argv=None) -> int:
         from fairseq_maskplug.common.atomic import check_output_directory
         check_output_directory(args.out, "--to", COMMAND, [
             ("--from-hf", args.from_hf), ("--from-fairseq", args.from_fairseq), ("--dict", args.dict),
-            ("--gpt2-bpe", args.gpt2_bpe)])
+            ("--gpt2-bpe", args.gpt2_bpe), ("--spm-model", args.spm_model)])
         if args.from_hf is not None:
             require(args.from_hf / "config.json", "an HF model directory")
             message = hf_to_fairseq(args)

@@ -43,8 +43,9 @@ def sentences(n: int, seed: int):
     return out
 
 
-def tiny_hf(directory: Path, classifier: bool) -> Path:
-    """A tiny random HF RoBERTa with a byte-level BPE tokenizer in fairseq's row layout (<mask> last)."""
+def tiny_hf(directory: Path, classifier: bool, bart: bool = False) -> Path:
+    """A tiny random HF RoBERTa (or BART, laid out as ``facebook/bart-base``) with a byte-level BPE
+    tokenizer in fairseq's row layout (<mask> last)."""
     from tokenizers import ByteLevelBPETokenizer
 
     directory.mkdir()
@@ -55,11 +56,23 @@ def tiny_hf(directory: Path, classifier: bool) -> Path:
     vocab = json.loads((directory / "vocab.json").read_text(encoding="utf-8"))
     vocab["<mask>"] = len(vocab)
     (directory / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
-    transformers.RobertaTokenizer.from_pretrained(directory).save_pretrained(directory)
+    (transformers.BartTokenizer if bart else transformers.RobertaTokenizer).from_pretrained(directory).save_pretrained(
+        directory)
+    torch.manual_seed(0)
+    if bart:
+        config = transformers.BartConfig(vocab_size=len(vocab), d_model=32, encoder_layers=2, decoder_layers=1,
+                                         encoder_attention_heads=2, decoder_attention_heads=4, encoder_ffn_dim=64,
+                                         decoder_ffn_dim=48, max_position_embeddings=64, forced_bos_token_id=0)
+        model = transformers.BartForConditionalGeneration(config)
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if name != "final_logits_bias":
+                    p.normal_(0, 0.5 if p.dim() > 1 else 0.1)
+        model.save_pretrained(directory)
+        return directory
     config = transformers.RobertaConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2,
                                         num_attention_heads=2, intermediate_size=64, max_position_embeddings=66,
                                         type_vocab_size=1, layer_norm_eps=1e-5, num_labels=3)
-    torch.manual_seed(0)
     model = (transformers.RobertaForSequenceClassification if classifier else transformers.RobertaForMaskedLM)(config)
     with torch.no_grad():  # large random weights: logits far from uniform, so differences would show
         for p in model.parameters():
@@ -75,14 +88,14 @@ def convert(*args):
 
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory):
-    """``converted(kind)``: (hf, fairseq release, hf again) for the masked LM ("mlm") or the
-    classifier ("cls"), each converted once, when a test first asks for it."""
+    """``converted(kind)``: (hf, fairseq release, hf again) for the masked LM ("mlm"), the classifier
+    ("cls") or BART ("bart"), each converted once, when a test first asks for it."""
     root = tmp_path_factory.mktemp("hf")
     out = {}
 
     def get(kind):
         if kind not in out:
-            hf = tiny_hf(root / f"{kind}_hf", classifier=kind == "cls")
+            hf = tiny_hf(root / f"{kind}_hf", classifier=kind == "cls", bart=kind == "bart")
             check(convert("--from-hf", hf, "--to", "fairseq", root / f"{kind}_fs"))
             check(convert("--from-fairseq", root / f"{kind}_fs", "--to", "hf", root / f"{kind}_back",
                           *(["--head", "sentence_classification_head"] if kind == "cls" else [])))
@@ -172,6 +185,34 @@ def test_classifier_logits_equal_both_ways(converted):
     assert fs_logits.shape == (32, 3) and fs_logits.std() > 0.1
     assert (fs_logits - hf_logits).abs().max() <= 1e-5
     assert (back_logits - hf_logits).abs().max() <= 1e-5
+
+
+@pytest.mark.full
+def test_bart_with_gpt2_bpe_logits_equal_both_ways(converted):
+    """A BART as ``facebook/bart-base`` is laid out (byte-level BPE vocab.json + merges.txt) to a fairseq release
+    (read with fairseq's own BART hub interface and GPT-2 encoder) and back: same ids, same logits."""
+    from fairseq.models.bart import BARTModel
+
+    from fairseq_maskplug.integration.compat import allow_fairseq_checkpoint_globals
+    hf, release, back = converted("bart")
+    allow_fairseq_checkpoint_globals()
+    hub = BARTModel.from_pretrained(str(release), checkpoint_file="model.pt", bpe="gpt2",
+                                    gpt2_encoder_json=str(release / "encoder.json"),
+                                    gpt2_vocab_bpe=str(release / "vocab.bpe")).eval()
+    assert {"tokenizer.json", "vocab.json", "merges.txt", "model.safetensors"} <= {p.name for p in back.iterdir()}
+    original = transformers.AutoModelForSeq2SeqLM.from_pretrained(hf).eval()
+    returned = transformers.AutoModelForSeq2SeqLM.from_pretrained(back, use_safetensors=True).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(back)
+    for text in sentences(16, 4):
+        tokens = hub.encode(text).unsqueeze(0)
+        assert tokens[0].tolist() == tokenizer(text)["input_ids"]
+        previous = torch.roll(tokens, 1, dims=1)
+        with torch.no_grad():
+            fs_logits = hub.model(tokens, torch.tensor([tokens.shape[1]]), previous)[0]
+            hf_logits = original(input_ids=tokens, decoder_input_ids=previous).logits
+            back_logits = returned(input_ids=tokens, decoder_input_ids=previous).logits
+        assert fs_logits.std() > 0.1
+        assert (fs_logits - hf_logits).abs().max() <= 1e-5 and (back_logits - hf_logits).abs().max() <= 1e-5
 
 
 def test_bad_vocabulary_stops_with_one_line(converted, tmp_path):
