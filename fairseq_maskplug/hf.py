@@ -1,0 +1,161 @@
+"""Every registered mask policy as a Hugging Face ``transformers.Trainer`` data collator.
+
+    from fairseq_maskplug.hf import PolicyCollator, track_column
+    collator = PolicyCollator(tokenizer, "selective", {"selective_cap": 0.15}, seed=1)
+    Trainer(model=..., data_collator=collator, train_dataset=rows, ...)  # rows: input_ids, importance, idx
+
+Each example is a mapping with ``input_ids`` (a tokenized line, ``<s> ... </s>``), one column per
+side-information track the policy reads (``policy.side_info_names``: a value per token, e.g. from
+:func:`track_column`), and optionally ``idx``, its row in the split. The collator draws exactly as
+``fairseq-train --task guided_mlm`` draws an item (:class:`~fairseq_maskplug.data.policy_path.PolicyPath`):
+``numpy.random.default_rng((seed, epoch, idx))``, the policy's positions, then the run's corruption of
+them (80% ``<mask>``, 10% a random token, 10% kept: ``leave_unmasked_prob``, ``random_token_prob``, as
+fairseq's ``masked_lm``; the random token drawn from every id that is not a special token, as fairseq's
+dictionary after its four specials). The same seed, epoch, row, tokens and side information give the
+same chosen positions and the same corrupted input as the fairseq path (tested for every policy that
+needs no training feedback). It returns ``input_ids``, ``attention_mask`` and ``labels`` (the original
+id where chosen, -100 elsewhere: the positions ``transformers``' losses skip), padded to the longest row.
+
+``epoch`` starts at 1 (fairseq's first epoch) and is advanced by :class:`EpochCallback` (give it to the
+Trainer) or :meth:`PolicyCollator.set_epoch`. Without an ``idx`` column the collator numbers examples in
+the order it sees them. ``mask_unit="word"`` chooses and corrupts whole words (``--mask-unit word``),
+a word starting at a token that begins with the tokenizer's word mark (``▁`` sentencepiece, ``Ġ`` GPT-2).
+A policy that learns from training (``ptw``) is refused: its statistics come from the training loss of
+each position, which a collator does not see.
+"""
+
+from typing import Iterable, List, Mapping, Optional, Sequence
+
+import numpy as np
+import torch
+
+from .data.policy_path import MLMFormat, PolicyChooser, PolicyPath
+from .masking import Corruption
+from .masking.registry import build_mask_policy
+
+#: the label ``transformers``' cross entropy ignores
+IGNORE_INDEX = -100
+
+
+def replacement_ids(tokenizer) -> np.ndarray:
+    """Ids a random replacement may draw: every id but the special tokens (fairseq: ids after its four
+    specials, ``<mask>`` excluded; the same set for a tokenizer this project exported)."""
+    special = set(tokenizer.all_special_ids)
+    return np.array([i for i in range(len(tokenizer)) if i not in special], dtype=np.int64)
+
+
+def word_start_ids(tokenizer) -> np.ndarray:
+    """Per id, True where the token starts a word (specials and ``<unk>`` count as starts), as
+    :func:`~fairseq_maskplug.data.word_boundaries.word_start_symbols` reads a fairseq dictionary."""
+    from .data.word_boundaries import GPT2_SPACE, SPM_SPACE, _markup
+
+    tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    mark = SPM_SPACE if sum(t.startswith(SPM_SPACE) for t in tokens if t) >= sum(
+        t.startswith(GPT2_SPACE) for t in tokens if t) else GPT2_SPACE
+    special = set(tokenizer.all_special_ids)
+    return np.array([i in special or t is None or _markup(t) or t.startswith(mark) for i, t in enumerate(tokens)])
+
+
+class PolicyCollator:
+    """``collator(examples) -> {"input_ids", "attention_mask", "labels"}`` masking with a registered policy.
+
+    Args:
+        tokenizer: the model's tokenizer (its ``<mask>``, pad and special ids, and its vocabulary).
+        policy: a registered mask policy's name (``random``, ``span``, ``selective``, ``pmi``, ``l3``, ...).
+        options: the policy's options, as a dict of its option names (``{"selective_cap": 0.15}``) or an
+            instance of its options dataclass; unset ones keep their defaults.
+        seed: fairseq's ``--seed``.
+        leave_unmasked_prob, random_token_prob: the corruption of chosen positions (fairseq's defaults 0.1, 0.1).
+        mask_unit: ``"token"`` or ``"word"`` (``--mask-unit``).
+        index_column: the example's row in its split (seeds its draw); missing: numbered as seen.
+    """
+
+    def __init__(self, tokenizer, policy: str = "random", options=None, seed: int = 1,
+                 leave_unmasked_prob: float = 0.1, random_token_prob: float = 0.1, mask_unit: str = "token",
+                 index_column: str = "idx"):
+        if tokenizer.mask_token_id is None or tokenizer.pad_token_id is None:
+            raise ValueError("the tokenizer has no mask or pad token: a masked-LM collator needs both")
+        if mask_unit not in ("token", "word"):
+            raise ValueError(f"mask_unit must be 'token' or 'word', got {mask_unit!r}")
+        built = build_mask_policy(policy, options)
+        if built.feedback is not None:
+            raise ValueError(f"mask policy {policy!r} learns from each position's training loss, which a data "
+                             "collator does not see: train it with fairseq-train")
+        if mask_unit == "word":
+            from .masking.words import WordUnitPolicy
+            built = WordUnitPolicy(built, word_start_ids(tokenizer))
+        self.policy, self.tokenizer, self.index_column = built, tokenizer, index_column
+        self.pad = tokenizer.pad_token_id
+        corruption = Corruption(tokenizer.mask_token_id, replacement_ids(tokenizer), None, leave_unmasked_prob,
+                                random_token_prob)
+        special = [i for i in (tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id)
+                   if i is not None]  # fairseq's masked-LM tasks: <s>, </s>, <pad> are never chosen
+        self.path = PolicyPath(PolicyChooser(built), MLMFormat(corruption, self.pad), special, seed)
+        self.epoch, self._seen = 1, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch the next draws belong to (fairseq counts from 1)."""
+        if epoch < 1:
+            raise ValueError(f"epoch must be >= 1 (fairseq's first epoch is 1), got {epoch}")
+        self.epoch = int(epoch)
+
+    @property
+    def tracks(self) -> Sequence[str]:
+        """The side-information columns each example must carry."""
+        return tuple(self.policy.side_info_names)
+
+    def draw(self, example: Mapping) -> dict:
+        """One example's item as the fairseq path draws it: ``{"source", "target", "mask_counts"}``."""
+        tokens = np.asarray(example["input_ids"], dtype=np.int64)
+        side = {}
+        for name in self.tracks:
+            if name not in example:
+                raise KeyError(f"mask policy needs the column {name!r} (a value per token; track_column() reads a "
+                               "binarized track)")
+            side[name] = np.asarray(example[name])
+            if side[name].shape != tokens.shape:
+                raise ValueError(f"column {name!r} has {side[name].shape[0]} values for {tokens.shape[0]} tokens")
+        index = example.get(self.index_column)
+        if index is None:
+            index, self._seen = self._seen, self._seen + 1
+        return self.path(tokens, side, self.epoch, int(index))
+
+    def __call__(self, examples: Iterable[Mapping]) -> dict:
+        items = [self.draw(example) for example in examples]
+        width = max(len(item["source"]) for item in items)
+        input_ids = torch.full((len(items), width), self.pad, dtype=torch.long)
+        labels = torch.full((len(items), width), IGNORE_INDEX, dtype=torch.long)
+        for row, item in enumerate(items):
+            n = len(item["source"])
+            input_ids[row, :n] = item["source"]
+            chosen = item["target"].ne(self.pad)
+            labels[row, :n][chosen] = item["target"][chosen]
+        return {"input_ids": input_ids, "attention_mask": input_ids.ne(self.pad).long(), "labels": labels}
+
+
+def track_column(split_prefix: str, name: str, tokens_prefix: Optional[str] = None) -> List[np.ndarray]:
+    """A binarized side-information track as a dataset column: per line of ``split_prefix`` (e.g.
+    ``data/indomain/train``), its values with a 0 first for the ``<s>`` the tokenizer adds (fairseq's
+    masked-LM blocking gives ``<s>`` the value 0), so row ``i`` lines up with the tokenizer's ids of line
+    ``i`` (``<s> pieces </s>``). The track is checked against the split as training checks it."""
+    from fairseq.data import data_utils
+
+    from .data.side_info import load_side_info
+
+    tokens = data_utils.load_indexed_dataset(tokens_prefix or split_prefix, None)
+    if tokens is None:
+        raise FileNotFoundError(f"{tokens_prefix or split_prefix}.bin/.idx: no binarized split there")
+    side = load_side_info(split_prefix, name, tokens, split=split_prefix)
+    return [np.concatenate([np.zeros(1, dtype=row.dtype), row]) for row in (side[i].numpy() for i in range(len(side)))]
+
+
+def EpochCallback(collator: PolicyCollator):
+    """A ``transformers.TrainerCallback`` that tells ``collator`` each epoch (1, 2, ...) as the Trainer begins it."""
+    from .interop import import_transformers
+    transformers = import_transformers()
+
+    class _EpochCallback(transformers.TrainerCallback):
+        def on_epoch_begin(self, args, state, control, **kwargs):
+            collator.set_epoch(int(state.epoch or 0) + 1)
+
+    return _EpochCallback()

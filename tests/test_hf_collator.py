@@ -1,0 +1,138 @@
+"""Every mask policy as a Hugging Face data collator (``fairseq_maskplug/hf.py``) draws what fairseq draws.
+
+On sentencepiece data binarized as the demo's (``test_hf_export.sp_data``) with every built-in policy's
+tracks (``test_policy_task_matrix.write_tracks``), the raw lines go through the exported tokenizer and
+the tracks through ``track_column``; for every policy that needs no training feedback, the collator's
+rows equal the items of real ``guided_mlm`` datasets (``--sample-break-mode eos``: one line an item)
+at the same seed, epoch and row: chosen positions, corrupted input, labels; also under ``--mask-unit
+word``. A tiny ``RobertaForMaskedLM`` trains with ``transformers.Trainer`` and the ``selective`` and
+``pmi`` collators (full tier).
+"""
+
+import numpy as np
+import pytest
+import torch
+from fairseq import options, tasks
+from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+from fairseq_maskplug.interop import import_transformers
+from test_hf_export import sentences, sp_data  # noqa: F401  (fixture)
+from test_policy_task_matrix import FEEDBACK, POLICIES, write_tracks
+
+try:
+    transformers = import_transformers()
+except ImportError as error:  # the [hf] extra is optional; CI installs it
+    pytest.skip(f"Hugging Face extra not installed ({error})", allow_module_level=True)
+
+from fairseq_maskplug.hf import IGNORE_INDEX, PolicyCollator, track_column  # noqa: E402
+
+ROWS = 40  # lines compared per policy and epoch
+
+
+@pytest.fixture(scope="module")
+def collator_data(sp_data):
+    """``(data dir, tokenizer, examples)``: every policy's tracks written beside the splits, the train lines'
+    raw text tokenized by the exported tokenizer with every track as a column."""
+    from fairseq_maskplug.interop.gpt2_vocab import read_dict_symbols
+    from fairseq_maskplug.interop.tokenizer import sentencepiece_tokenizer
+
+    root, model, dict_path, data = sp_data
+    write_tracks(data, np.random.default_rng(0))
+    tokenizer = sentencepiece_tokenizer(transformers, model, read_dict_symbols(dict_path), 512)
+    raw = sentences(600, 0)[:560]  # the train split's lines, as sp_data wrote them
+    names = ("plt", "importance", "salient_spans", "span_start", "span_end", "pmi_units", "pos", "informask_rate",
+             "token_likelihood", "difference_score")
+    columns = {name: track_column(str(data / "train"), name) for name in names}
+    examples = [{"input_ids": tokenizer(text)["input_ids"], "idx": i, **{n: columns[n][i] for n in names}}
+                for i, text in enumerate(raw)]
+    return data, tokenizer, examples
+
+
+def fairseq_dataset(data, policy, *extra):
+    args = options.parse_args_and_arch(options.get_training_parser(), [
+        str(data), "--task", "guided_mlm", "--arch", "roberta_base", "--tokens-per-sample", "128",
+        "--sample-break-mode", "eos", "--mask-policy", policy, "--seed", "7", *extra])
+    task = tasks.setup_task(convert_namespace_to_omegaconf(args).task)
+    task.load_dataset("train")
+    return task.dataset("train")
+
+
+@pytest.mark.parametrize("unit", ["token", pytest.param("word", marks=pytest.mark.full)])  # word: a second path
+@pytest.mark.parametrize("policy", sorted(POLICIES - FEEDBACK))
+def test_the_collator_draws_the_items_fairseq_draws(collator_data, policy, unit):
+    data, tokenizer, examples = collator_data
+    extra = ["--mask-unit", "word"] if unit == "word" else []
+    if unit == "word" and policy in ("salient_span", "learned_span"):
+        pytest.skip("spans are already words here; --mask-unit word refuses them")
+    dataset = fairseq_dataset(data, policy, *extra)
+    collator = PolicyCollator(tokenizer, policy, seed=7, mask_unit=unit)
+    chosen = 0
+    for epoch in (1, 2):
+        dataset.set_epoch(epoch)
+        collator.set_epoch(epoch)
+        for i in range(ROWS):
+            item = dataset[i]
+            ours = collator.draw(examples[i])
+            assert torch.equal(ours["source"], item["source"]), (policy, epoch, i)
+            assert torch.equal(ours["target"], item["target"]), (policy, epoch, i)
+            chosen += int(item["target"].ne(1).sum())
+    assert chosen > 0  # the comparison saw chosen positions
+
+
+def test_tokenized_lines_are_fairseqs_items_and_the_batch_has_hf_labels(collator_data):
+    data, tokenizer, examples = collator_data
+    dataset = fairseq_dataset(data, "random")
+    for i in range(ROWS):  # what the collator is given is what fairseq blocks: <s> pieces </s>
+        item = dataset[i]
+        original = torch.where(item["target"].ne(1), item["target"], item["source"])
+        assert examples[i]["input_ids"] == original.tolist()
+    collator = PolicyCollator(tokenizer, "random", seed=7)
+    batch = collator(examples[:8])
+    assert batch["input_ids"].shape == batch["labels"].shape == batch["attention_mask"].shape
+    lengths = [len(e["input_ids"]) for e in examples[:8]]
+    assert batch["attention_mask"].sum(1).tolist() == lengths
+    chosen = batch["labels"].ne(IGNORE_INDEX)
+    assert chosen.any() and not (chosen & batch["attention_mask"].eq(0)).any()
+    originals = [torch.tensor(e["input_ids"]) for e in examples[:8]]
+    for row, ids in enumerate(originals):
+        assert torch.equal(batch["labels"][row, :len(ids)][chosen[row, :len(ids)]], ids[chosen[row, :len(ids)]])
+
+
+def test_a_feedback_policy_a_missing_column_and_a_bad_epoch_are_refused(collator_data):
+    _, tokenizer, examples = collator_data
+    with pytest.raises(ValueError, match="learns from each position's training loss"):
+        PolicyCollator(tokenizer, "ptw")
+    collator = PolicyCollator(tokenizer, "selective")
+    with pytest.raises(KeyError, match="'importance'"):
+        collator([{"input_ids": examples[0]["input_ids"]}])
+    with pytest.raises(ValueError, match="has 2 values for"):
+        collator([{"input_ids": examples[0]["input_ids"], "importance": [0.5, 0.5]}])
+    with pytest.raises(ValueError, match="epoch must be >= 1"):
+        collator.set_epoch(0)
+    with pytest.raises(ValueError, match="unknown mask policy 'nope'"):
+        PolicyCollator(tokenizer, "nope")
+
+
+@pytest.mark.full
+@pytest.mark.parametrize("policy", ["selective", "pmi"])
+def test_a_tiny_roberta_trains_with_the_trainer_and_the_collator(collator_data, policy, tmp_path):
+    from fairseq_maskplug.hf import EpochCallback
+
+    _, tokenizer, examples = collator_data
+    config = transformers.RobertaConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1,
+                                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=130,
+                                        pad_token_id=tokenizer.pad_token_id, type_vocab_size=1)
+    torch.manual_seed(0)
+    model = transformers.RobertaForMaskedLM(config)
+    collator = PolicyCollator(tokenizer, policy, seed=1)
+    args = transformers.TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=16, num_train_epochs=2,
+                                          max_steps=12, learning_rate=1e-3, logging_steps=1, report_to=[],
+                                          use_cpu=True, save_strategy="no", remove_unused_columns=False,
+                                          dataloader_num_workers=0)
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=examples[:96], data_collator=collator,
+                                   callbacks=[EpochCallback(collator)])
+    result = trainer.train()
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    assert len(losses) == 12 and all(np.isfinite(losses)), losses
+    assert np.mean(losses[-3:]) < np.mean(losses[:3])  # it learns on the policy's positions
+    assert collator.epoch == 2 and result.global_step == 12
