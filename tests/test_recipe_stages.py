@@ -94,6 +94,34 @@ def test_quick_quickstart_runs_every_stage_and_says_it_is_a_smoke_run(tmp_path):
     for line, body in FIRST_STEPS:
         run_readme_block(tmp_path, line, body, preamble)
 
+    # the Hugging Face page on this run's model: the export with its tokenizer, the five-line script, the
+    # Trainer with a policy's collator; then raw text through HF gives fairseq's ids and logits
+    from test_readme import RUNNABLE
+    hf_page = [(line, body) for line, body in RUNNABLE if line.startswith("docs/huggingface.md:")]
+    assert len(hf_page) == 3
+    for line, body in hf_page:
+        run_readme_block(tmp_path, line, body, preamble)
+    assert_hf_export_gives_fairseq_logits(tmp_path / "work_quick")
+
+
+def assert_hf_export_gives_fairseq_logits(work):
+    import torch
+
+    from test_hf_export import fairseq_model, reference_ids
+    from fairseq_maskplug.interop import import_transformers
+    transformers = import_transformers()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(work / "hf" / "general")
+    hf = transformers.AutoModelForMaskedLM.from_pretrained(work / "hf" / "general").eval()
+    fs = fairseq_model(work / "general" / "checkpoint_last.pt")
+    expected = reference_ids(work / "data" / "spm.model", work / "data" / "general" / "dict.txt")
+    for text in ("The film's plot wasn't great, but the actors were superb!", "  naïve café, 日本語 and 🙂",
+                 "it is a <mask> movie"):
+        ids = tokenizer(text, return_tensors="pt")["input_ids"]
+        if "<mask>" not in text:  # sentencepiece spells a written <mask> out; the HF tokenizer reads the token
+            assert ids[0].tolist() == expected(text)
+        with torch.no_grad():
+            assert (hf(input_ids=ids).logits - fs(ids)[0]).abs().max().item() <= 1e-5
+
 
 def test_results_table_notes_constant_predictors_and_identical_rows(tmp_path):
     def write(row, split, accuracy, f1, predicted):
