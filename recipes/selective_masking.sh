@@ -145,13 +145,15 @@ print(f'    PMI lexicon {sum(s[\"lexicon\"].values())} n-grams; {100 * s[\"train
             stage sm_taskpt_informask "$WORK/logs/sm_taskpt_informask.log" \
                 pretrain guided_mlm "$WORK/data/indomain" "$OUT/taskpt_informask" "$UPDATES" \
                 --mask-policy informask --finetune-from-model "$GENEPT" ;;
-        self-evolution)  # Self-Evolution: GenePT's hard tokens of the reviews, the hardest CAP share (Zhong et al.)
+        self-evolution)  # Self-Evolution: GenePT's hard tokens of the reviews, the hardest CAP share, and the
+                         # token-specific label smoothing (--criterion self_evolution, α 0.1) (Zhong et al.)
             stage sm_self_questioning "$WORK/logs/sm_self_questioning.log" python -m preprocess.score_pll \
                 --checkpoint "$GENEPT" --data "$WORK/data/indomain" --splits train valid --metric unmasked \
                 --name token_likelihood --word-starts token
             stage sm_taskpt_self-evolution "$WORK/logs/sm_taskpt_self-evolution.log" \
                 pretrain guided_mlm "$WORK/data/indomain" "$OUT/taskpt_self-evolution" "$UPDATES" \
-                --mask-policy self_evolution --se-max-share "$CAP" --finetune-from-model "$GENEPT" ;;
+                --mask-policy self_evolution --se-max-share "$CAP" --criterion self_evolution \
+                --finetune-from-model "$GENEPT" ;;
         difference)  # Difference-Masking: the reviews against the general corpus, GenePT's embeddings (Wilf et al.)
             stage sm_difference "$WORK/logs/sm_difference.log" python -m preprocess.difference \
                 --data "$WORK/data/indomain" --general "$WORK/data/general" --checkpoint "$GENEPT" \

@@ -12,7 +12,7 @@ import torch
 from fairseq_helpers import BIN, CPU_RUN, TINY_ROBERTA, check, json_logs, one_line_error, run
 from fairseq_maskplug.masking import build_mask_policy, group_loss_sums
 from fairseq_maskplug.masking.ptw import UPOS_TAGS, fold_scores, ptw_mask, tag_weights
-from fairseq_maskplug.tasks.training_feedback import STATE_KEY, TrainingFeedback
+from fairseq_maskplug.tasks.training_feedback import STATE_KEY, SUMS_KEY, TrainingFeedback
 from test_salient_spans import SENTENCES, spm_data  # noqa: F401  (the fixture: sentencepiece data and its text)
 
 N_TAGS = len(UPOS_TAGS)
@@ -129,47 +129,51 @@ def test_harder_tags_are_masked_more_after_training_feedback():
     assert policy.state is None  # with_state left the policy as it was
 
 
+def fold(feedback, *batches, ignore=False):
+    """One update of ``batches`` (``(groups, losses)`` each: its micro-batches, or its workers' batches)."""
+    feedback.fold_update([feedback.batch_statistics(torch.tensor(g), torch.tensor(l), ignore) for g, l in batches])
+
+
 def test_each_epoch_draws_with_the_statistics_the_previous_ones_left():
     feedback = TrainingFeedback(build_mask_policy("ptw", {}).feedback)
     assert np.array_equal(feedback.state_for_epoch(1), np.zeros(N_TAGS))
-    feedback.fold(torch.tensor([2, 2]), torch.tensor([1.0, 3.0]), "cpu")
+    fold(feedback, ([2, 2], [1.0, 3.0]))
     assert np.array_equal(feedback.state_for_epoch(1), np.zeros(N_TAGS))  # validation and epoch 1: initial
     second = feedback.state_for_epoch(2).copy()
     assert second[2] == pytest.approx(0.001 * 2.0)
-    feedback.fold(torch.tensor([4]), torch.tensor([5.0]), "cpu")
+    fold(feedback, ([4], [5.0]))
     assert np.array_equal(feedback.state_for_epoch(2), second)  # asked again in epoch 2: the same
     restored = TrainingFeedback(build_mask_policy("ptw", {}).feedback)
     restored.load_state_dict(feedback.state_dict())
     assert np.array_equal(restored.state_for_epoch(2), second)
     assert np.array_equal(restored.state_for_epoch(3), feedback.state_for_epoch(3))
-    feedback.fold(torch.tensor([4]), torch.tensor([5.0]), "cpu", ignore=True)  # a dummy batch adds nothing
+    assert restored.updates_folded == feedback.updates_folded == 2
+    fold(feedback, ([4], [5.0]), ignore=True)  # a dummy batch adds nothing
     assert np.array_equal(feedback.running, restored.running)
 
 
 def test_a_non_finite_loss_is_left_out_and_the_state_stays_finite():
     """One NaN (an fp16 overflow step) made a tag's score NaN for good, after which PTW masked nothing."""
     feedback = TrainingFeedback(build_mask_policy("ptw", {}).feedback)
-    feedback.fold(torch.tensor([2, 2, 3]), torch.tensor([1.0, float("nan"), float("inf")]), "cpu")
+    fold(feedback, ([2, 2, 3], [1.0, float("nan"), float("inf")]))
     assert np.all(np.isfinite(feedback.running)) and feedback.dropped == 2
     assert feedback.running[2] == pytest.approx(0.001 * 1.0) and feedback.running[3] == 0
 
 
-def test_a_batch_run_again_at_its_update_is_folded_once():
-    """fairseq runs an update's batches again after an AMP overflow: the same batch at the same update is not
-    folded twice; at the next update, or another batch, it is."""
+def test_an_update_folds_once_with_every_batch_it_summed_and_validation_folds_nothing():
+    """The sums of an update's micro-batches and workers (added up by fairseq's own synchronisation of logging
+    outputs) fold in once: the statistics take no collective of their own, so a worker's skipped (OOM) batch or
+    an AMP retry cannot leave them unpaired; validation's logging outputs carry no sums."""
     feedback = TrainingFeedback(build_mask_policy("ptw", {}).feedback)
-    groups, losses = torch.tensor([2, 3]), torch.tensor([1.0, 2.0])
-    feedback.fold(groups, losses, "cpu", key=(7, 2, 10, 11))
-    once = feedback.running.copy()
-    feedback.fold(groups, losses, "cpu", key=(7, 2, 10, 11))
-    assert np.array_equal(feedback.running, once)
-    feedback.fold(groups, losses, "cpu", key=(7, 2, 12, 13))  # the update's second micro-batch
-    feedback.fold(groups, losses, "cpu", key=(8, 2, 10, 11))  # the next update
-    expected = once.copy()
-    for _ in range(2):
-        expected[2] = 0.999 * expected[2] + 0.001 * 1.0
-        expected[3] = 0.999 * expected[3] + 0.001 * 2.0
-    np.testing.assert_allclose(feedback.running, expected)
+    fold(feedback, ([2, 3], [1.0, 2.0]), ([2], [3.0]))
+    np.testing.assert_allclose(feedback.running[[2, 3]], [0.001 * 2.0, 0.001 * 2.0])  # tag 2: mean of 1 and 3
+    summed = feedback.batch_statistics(torch.tensor([2, 3]), torch.tensor([1.0, 2.0]))
+    summed[SUMS_KEY] = summed[SUMS_KEY] * 2  # two workers' identical batches, as fairseq's fast sync sums them
+    before = feedback.running.copy()
+    feedback.fold_update([summed])
+    np.testing.assert_allclose(feedback.running[[2, 3]], 0.999 * before[[2, 3]] + 0.001 * np.array([1.0, 2.0]))
+    feedback.fold_update([{"loss": 1.0, "mask_counts": 3}])  # a validation logging output
+    assert feedback.updates_folded == 2
 
 
 def test_the_logged_state_names_the_most_and_the_least_masked_tags():
@@ -313,6 +317,19 @@ def test_a_run_continued_with_its_data_loader_reset_keeps_the_learnt_scores_and_
 
 
 @pytest.mark.e2e
+@pytest.mark.e2e
+@pytest.mark.full  # about 12 s
+def test_the_statistics_fold_once_per_update_from_the_sums_fairseq_synchronises(pos_data, tmp_path):
+    """With two micro-batches an update (``--update-freq 2``), each update folds once, its two batches' sums
+    added up by fairseq with its own statistics (before, every micro-batch folded, with a collective of its
+    own that a worker skipping a batch on an out-of-memory error left unpaired)."""
+    check(ptw_train(pos_data, tmp_path / "freq2", "--update-freq", "2", "--max-update", "6"))
+    checkpoint = torch.load(tmp_path / "freq2" / "checkpoint_last.pt", map_location="cpu", weights_only=False)
+    state = checkpoint["task_state"][STATE_KEY]
+    assert checkpoint["optimizer_history"][-1]["num_updates"] == 6 == state["updates_folded"]
+    assert np.all(np.isfinite(state["running"])) and max(state["running"]) > 0
+
+
 def test_tasks_that_cannot_learn_from_training_refuse_ptw(pos_data, tmp_path):
     result = run([BIN / "fairseq-maskplug-train", pos_data, "--task", "guided_denoising", "--mask-policy", "ptw",
                   "--arch", "bart_base", "--save-dir", tmp_path / "bart", *CPU_RUN, "--max-update", "1"])

@@ -99,6 +99,7 @@ def test_quick_quickstart_runs_every_stage_and_says_it_is_a_smoke_run(tmp_path):
     from test_readme import RUNNABLE
     hf_page = [(line, body) for line, body in RUNNABLE if line.startswith("docs/huggingface.md:")]
     assert len(hf_page) == 3
+    (tmp_path / "examples").symlink_to(REPO / "examples")  # the page runs examples/hf_trainer.py from the root
     for line, body in hf_page:
         run_readme_block(tmp_path, line, body, preamble)
     assert_hf_export_gives_fairseq_logits(tmp_path / "work_quick")

@@ -168,19 +168,19 @@ class MaskedLMBaseTask(PackageTask):
 
     def optimization_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
         """fairseq's step; for a policy that learns from training, the loss of each predicted position is read
-        from the same forward pass and folded into the policy's statistics (:class:`.TrainingFeedback`)."""
+        from the same forward pass and summed per group into the logging output (:class:`.TrainingFeedback`;
+        :meth:`reduce_metrics` folds the update's sums in)."""
         if self.training_feedback is None:
             return super().optimization_step(sample, model, criterion, optimizer, update_num, ignore_grad)
         part = self.mlm_sample(sample)
         with TokenLosses(model, part["target"], self.dictionary.pad()) as captured:
-            result = super().optimization_step(sample, model, criterion, optimizer, update_num, ignore_grad)
+            loss, sample_size, logging_output = super().optimization_step(sample, model, criterion, optimizer,
+                                                                          update_num, ignore_grad)
         if captured.losses is None:
             raise ValueError("mask policy feedback: the criterion did not run the model")
         groups = part["feedback_groups"][part["target"].ne(self.dictionary.pad())]
-        ids = sample.get("id")
-        key = (update_num, *(() if ids is None else (len(ids), int(ids[0]), int(ids[-1]))))
-        self.training_feedback.fold(groups, captured.losses, next(model.parameters()).device, ignore_grad, key)
-        return result
+        logging_output.update(self.training_feedback.batch_statistics(groups, captured.losses, ignore_grad))
+        return loss, sample_size, logging_output
 
     @property
     def restores_task_state(self) -> bool:
@@ -308,6 +308,8 @@ class MaskedLMBaseTask(PackageTask):
 
     def reduce_metrics(self, logging_outputs, criterion):
         super().reduce_metrics(logging_outputs, criterion)
+        if self.training_feedback is not None:  # an update's training batches, summed over workers by fairseq
+            self.training_feedback.fold_update(logging_outputs)
         log_mask_statistics(logging_outputs)
         log_scheduled_rate(logging_outputs)
         log_live_feedback(logging_outputs)

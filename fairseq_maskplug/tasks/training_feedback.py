@@ -1,10 +1,15 @@
 """The task side of policies that learn from training (:mod:`fairseq_maskplug.masking.feedback`).
 
-:class:`TrainingFeedback` keeps the policy's running statistics: after every training batch it takes the
+:class:`TrainingFeedback` keeps the policy's running statistics: every training batch takes the
 masked-LM loss of each predicted position (:class:`TokenLosses`, read from the model's output in the same
-forward pass), sums it per group, adds the sums up over the data-parallel workers and folds them in; the
-items of epoch ``e`` draw with the statistics at the end of epoch ``e - 1`` (epoch 1 and validation: the
-initial ones). Both are saved in the checkpoint's task state and restored on resume, so a resumed run
+forward pass) and sums it per group into its logging output (:meth:`TrainingFeedback.batch_statistics`);
+fairseq adds the logging outputs up over the update's micro-batches and the data-parallel workers, as it
+does its own statistics, and the task folds the sums in once per update (:meth:`TrainingFeedback.fold_update`).
+So the statistics take no collective of their own: a worker that skips a micro-batch on an out-of-memory
+error, a batch fairseq runs again after an AMP overflow and an update fairseq skips on an fp16 overflow
+are where fairseq's own statistics are (the first two counted once, the last not at all). The items of
+epoch ``e`` draw with the statistics at the end of epoch ``e - 1`` (epoch 1 and validation: the initial
+ones). Both are saved in the checkpoint's task state and restored on resume, so a resumed run
 masks as an uninterrupted one.
 
 :class:`LiveFeedbackDraw` then draws every training batch's masks again, in the main process, with the
@@ -25,6 +30,9 @@ from ..masking import Feedback, group_loss_sums
 
 #: the key of the statistics in the checkpoint's task state
 STATE_KEY = "mask_policy_feedback"
+#: a training batch's logging-output entries: per group, the sum of the finite losses and their count (2 x groups),
+#: and the number of non-finite losses left out
+SUMS_KEY, DROPPED_KEY = "feedback_loss_sums", "feedback_dropped"
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +49,7 @@ class TrainingFeedback:
         self.epoch, self.drawn = 1, self.initial.copy()  #: the newest epoch and the state its items draw with
         self.logged = set()  # the epochs whose state was logged
         self.dropped = 0  #: non-finite losses left out of the statistics (logged with each epoch's state)
-        self._folded = (None, set())  # the update and the keys of the batches folded at it (:meth:`fold`)
+        self.updates_folded = 0  #: updates whose batches are in the statistics (logged with each epoch's state)
 
     def state_for_epoch(self, epoch: int) -> np.ndarray:
         """The state the items of ``epoch`` draw with: for epoch 1 (and validation, which fairseq iterates as epoch
@@ -64,38 +72,33 @@ class TrainingFeedback:
             return
         self.logged.add(epoch)
         dropped = f"; {self.dropped} non-finite losses left out so far" if self.dropped else ""
-        logger.info("mask policy %s: epoch %d draws with its state from training so far: %s%s (the masks it gives: "
-                    "fairseq-maskplug-show-examples --task-state CHECKPOINT)", self.name, epoch,
-                    self.feedback.describe(state), dropped)
+        logger.info("mask policy %s: epoch %d draws with its state from training so far (%d updates folded): %s%s "
+                    "(the masks it gives: fairseq-maskplug-show-examples --task-state CHECKPOINT)", self.name, epoch,
+                    self.updates_folded, self.feedback.describe(state), dropped)
 
-    def fold(self, groups: torch.Tensor, losses: torch.Tensor, device, ignore: bool = False, key=None) -> None:
-        """Fold one training batch in: ``groups`` and ``losses`` of its predicted positions, summed over the
-        data-parallel workers first (every worker calls this once per batch; fairseq's dummy batches,
-        ``ignore``, add zeros). A non-finite loss is left out (and counted in :attr:`dropped`). ``key``
-        (the update and the batch's items) names the batch: one already folded at this update is not folded
-        again (fairseq runs an update's batches again after an AMP overflow; every worker retries together,
-        so every worker skips together)."""
-        if key is not None:
-            update = key[0]
-            if self._folded[0] != update:
-                self._folded = (update, set())
-            if key in self._folded[1]:
-                return
-            self._folded[1].add(key)
+    def batch_statistics(self, groups: torch.Tensor, losses: torch.Tensor, ignore: bool = False) -> dict:
+        """This worker's part of one training batch, as logging-output entries: per group the sum of the finite
+        losses of its predicted positions and their count (``ignore``, fairseq's dummy batches: zeros), and the
+        number of non-finite losses left out (an fp16 overflow's NaN would stay in a score for good)."""
         losses, groups = losses.double().cpu(), groups.cpu()
         finite = torch.isfinite(losses)
-        if not bool(finite.all()):  # an fp16 overflow (a step fairseq then skips): one NaN would stay in a score
-            self.dropped += int((~finite).sum())
-            losses, groups = losses[finite], groups[finite]
-        sums, counts = group_loss_sums(groups.numpy(), losses.numpy(), self.feedback.groups)
-        both = torch.from_numpy(np.stack([sums, counts]) * (0.0 if ignore else 1.0))
-        if torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1:
-            from fairseq.distributed import utils as distributed_utils
+        dropped = int((~finite).sum())
+        sums, counts = group_loss_sums(groups[finite].numpy(), losses[finite].numpy(), self.feedback.groups)
+        return {SUMS_KEY: torch.from_numpy(np.stack([sums, counts]) * (0.0 if ignore else 1.0)),
+                DROPPED_KEY: 0 if ignore else dropped}
 
-            both = distributed_utils.all_reduce(both.to(device), group=distributed_utils.get_data_parallel_group())
-            both = both.cpu()
+    def fold_update(self, logging_outputs) -> None:
+        """Fold one update in: the :meth:`batch_statistics` of its logging outputs, which fairseq has already added
+        up over the workers (every worker folds the same sums). Logging outputs without them (validation) fold
+        nothing."""
+        parts = [log[SUMS_KEY] for log in logging_outputs if SUMS_KEY in log]
+        if not parts:
+            return
+        both = sum(torch.as_tensor(part).double().cpu() for part in parts)
+        self.dropped += int(sum(float(log.get(DROPPED_KEY, 0)) for log in logging_outputs))
         self.running = np.asarray(self.feedback.fold(self.running, both[0].numpy(), both[1].numpy()),
                                   dtype=np.float64)
+        self.updates_folded += 1
 
     def restart_epochs(self) -> None:
         """Training starts again at epoch 1 with the statistics loaded (``--reset-dataloader``,
@@ -106,7 +109,7 @@ class TrainingFeedback:
 
     def state_dict(self) -> dict:
         return {"running": self.running.tolist(), "epoch": self.epoch, "drawn": self.drawn.tolist(),
-                "start": self.start.tolist()}
+                "start": self.start.tolist(), "updates_folded": self.updates_folded, "dropped": self.dropped}
 
     def load_state_dict(self, state: dict) -> None:
         running, drawn = np.asarray(state["running"], dtype=np.float64), np.asarray(state["drawn"], dtype=np.float64)
@@ -115,6 +118,7 @@ class TrainingFeedback:
             raise ValueError(f"the checkpoint's mask-policy statistics have {running.shape[0]} groups, the policy "
                              f"{self.initial.shape[0]}")
         self.running, self.epoch, self.drawn, self.start = running, int(state["epoch"]), drawn, start
+        self.updates_folded, self.dropped = int(state.get("updates_folded", 0)), int(state.get("dropped", 0))
 
 
 class TokenLosses:
@@ -153,7 +157,7 @@ class LiveFeedbackDraw:
     """A batch step (:meth:`~.task_base.PackageTask.prepare_batch`) of a policy that learns from training: each
     row of a training batch gets its item drawn again by the training items' own path
     (:meth:`~fairseq_maskplug.data.policy_path.PolicyPath.draw`) with a chooser holding
-    :attr:`TrainingFeedback.running`, the statistics folded through the previous micro-batch, from the row's
+    :attr:`TrainingFeedback.running`, the statistics folded through the previous update, from the row's
     original tokens and its feedback track (both in the batch). The draw is keyed by ``(seed, 2, update, item
     id)``: a resumed run draws the same masks whatever the loader's workers and prefetch. Validation batches
     keep the items' draws (the initial statistics: comparable losses).
