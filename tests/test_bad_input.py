@@ -646,14 +646,14 @@ REFUSALS = {  # case: (command line from the context, fragment of the one error 
         lambda ctx: [BIN / "fairseq-maskplug-convert", "--from-fairseq", ctx["mlm"], "--to", "hf", ctx["tmp"] / "hf",
                      "--tolerance", "-1"],
         "argument --tolerance: must lie in [0, inf), got -1"),
-    "convert of a BART checkpoint": (
+    "convert of a BART checkpoint on data of neither GPT-2 BPE nor a sentencepiece model found": (
         lambda ctx: [BIN / "fairseq-maskplug-convert", "--from-fairseq", ctx["bart"], "--dict",
-                     ctx["data"] / "dict.txt", "--gpt2-bpe", _gpt2_files(ctx), "--to", "hf", ctx["tmp"] / "hf"],
-        "holds a bart_tiny model: only fairseq RoBERTa encoders convert to Hugging Face"),
-    "convert of a model whose dictionary is not GPT-2 BPE": (
+                     ctx["data"] / "dict.txt", "--to", "hf", ctx["tmp"] / "hf"],
+        "holds pieces, not GPT-2 BPE ids (e.g. 'w"),
+    "convert of a model whose dictionary is not GPT-2 BPE, with --gpt2-bpe": (
         lambda ctx: [BIN / "fairseq-maskplug-convert", "--from-fairseq", ctx["mlm"], "--gpt2-bpe", _gpt2_files(ctx),
                      "--to", "hf", ctx["tmp"] / "hf"],
-        "holds symbols that are not GPT-2 BPE ids (e.g. 'w"),
+        "the data was written with sentencepiece (--spm-model, not --gpt2-bpe)"),
     "show-examples without --task": (
         lambda ctx: [BIN / "fairseq-maskplug-show-examples", ctx["data"], "--mask-policy", "span"],
         "give the task and its data as fairseq-train takes them"),
