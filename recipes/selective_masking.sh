@@ -139,12 +139,13 @@ print(f'    PMI lexicon {sum(s[\"lexicon\"].values())} n-grams; {100 * s[\"train
                 pretrain guided_mlm "$WORK/data/indomain" "$OUT/taskpt_ptw" "$UPDATES" \
                 --mask-policy ptw --mask-unit word "${WORD_ARGS[@]}" --ptw-mask-prob "$CAP" \
                 --finetune-from-model "$GENEPT" ;;
-        informask)  # InforMask: per-token rates from the reviews' co-occurrence PMI (Sadeq et al. 2022)
+        informask)  # InforMask: per-token rates from the reviews' co-occurrence PMI (Sadeq et al. 2022); every
+                    # chosen token replaced by <mask>, as the authors' pretrain/dataset.py (no 80/10/10)
             stage sm_informask "$WORK/logs/sm_informask.log" python -m preprocess.informask \
                 --data "$WORK/data/indomain" --splits train,valid --rate "$CAP"
             stage sm_taskpt_informask "$WORK/logs/sm_taskpt_informask.log" \
                 pretrain guided_mlm "$WORK/data/indomain" "$OUT/taskpt_informask" "$UPDATES" \
-                --mask-policy informask --finetune-from-model "$GENEPT" ;;
+                --mask-policy informask --leave-unmasked-prob 0 --random-token-prob 0 --finetune-from-model "$GENEPT" ;;
         self-evolution)  # Self-Evolution: GenePT's hard tokens of the reviews, the hardest CAP share, and the
                          # token-specific label smoothing (--criterion self_evolution, α 0.1) (Zhong et al.)
             stage sm_self_questioning "$WORK/logs/sm_self_questioning.log" python -m preprocess.score_pll \
