@@ -20,8 +20,14 @@ id where chosen, -100 elsewhere: the positions ``transformers``' losses skip), p
 Trainer) or :meth:`PolicyCollator.set_epoch`. Without an ``idx`` column the collator numbers examples in
 the order it sees them. ``mask_unit="word"`` chooses and corrupts whole words (``--mask-unit word``),
 a word starting at a token that begins with the tokenizer's word mark (``▁`` sentencepiece, ``Ġ`` GPT-2).
-A policy that learns from training (``ptw``) is refused: its statistics come from the training loss of
-each position, which a collator does not see.
+A policy that learns from training (``ptw``) draws with statistics the collator keeps: train it with
+:func:`FeedbackTrainer` (``transformers.Trainer`` whose ``compute_loss`` hands each training batch's loss per
+predicted position back to the collator, summed over data-parallel processes, as ``fairseq-train`` folds
+it; the batch carries the positions' groups as ``feedback_groups``, which the trainer takes out before the
+model sees the batch). The collator must run in the training process (``dataloader_num_workers=0``; the
+trainer refuses more), and since the loader prepares a batch ahead, a batch draws with the statistics of
+the batch before the last. The statistics live in the collator for the run (not in the Trainer's
+checkpoints).
 """
 
 from typing import Iterable, List, Mapping, Optional, Sequence
@@ -30,7 +36,7 @@ import numpy as np
 import torch
 
 from .data.policy_path import MLMFormat, PolicyChooser, PolicyPath
-from .masking import Corruption
+from .masking import Corruption, group_loss_sums
 from .masking.registry import build_mask_policy
 
 #: the label ``transformers``' cross entropy ignores
@@ -78,9 +84,10 @@ class PolicyCollator:
         if mask_unit not in ("token", "word"):
             raise ValueError(f"mask_unit must be 'token' or 'word', got {mask_unit!r}")
         built = build_mask_policy(policy, options)
-        if built.feedback is not None:
-            raise ValueError(f"mask policy {policy!r} learns from each position's training loss, which a data "
-                             "collator does not see: train it with fairseq-train")
+        #: what a policy that learns from training wants from it (None: nothing) and its statistics so far
+        self.feedback = built.feedback
+        self.state = None if self.feedback is None else np.asarray(self.feedback.initial(self.feedback.groups),
+                                                                   dtype=np.float64)
         if mask_unit == "word":
             from .masking.words import WordUnitPolicy
             built = WordUnitPolicy(built, word_start_ids(tokenizer))
@@ -118,7 +125,9 @@ class PolicyCollator:
         index = example.get(self.index_column)
         if index is None:
             index, self._seen = self._seen, self._seen + 1
-        return self.path(tokens, side, self.epoch, int(index))
+        chooser = None if self.feedback is None else self.path.chooser.with_state(self.state)
+        return self.path.draw(tokens, side, np.random.default_rng((self.path.seed, self.epoch, int(index))),
+                              int(index), chooser)
 
     def __call__(self, examples: Iterable[Mapping]) -> dict:
         items = [self.draw(example) for example in examples]
@@ -130,7 +139,28 @@ class PolicyCollator:
             input_ids[row, :n] = item["source"]
             chosen = item["target"].ne(self.pad)
             labels[row, :n][chosen] = item["target"][chosen]
-        return {"input_ids": input_ids, "attention_mask": input_ids.ne(self.pad).long(), "labels": labels}
+        batch = {"input_ids": input_ids, "attention_mask": input_ids.ne(self.pad).long(), "labels": labels}
+        if self.feedback is not None:  # each position's group, for FeedbackTrainer (-1: padding)
+            batch["feedback_groups"] = torch.full((len(items), width), -1, dtype=torch.long)
+            for row, item in enumerate(items):
+                batch["feedback_groups"][row, :len(item["feedback_groups"])] = item["feedback_groups"]
+        return batch
+
+    def fold(self, groups: torch.Tensor, losses: torch.Tensor) -> None:
+        """Fold one training batch in: ``groups`` and ``losses`` of its predicted positions, summed over the
+        data-parallel processes first (every process calls this once per batch), non-finite losses left out."""
+        if self.feedback is None:
+            raise ValueError("this collator's policy does not learn from training")
+        losses, groups = losses.detach().double().cpu(), groups.cpu()
+        finite = torch.isfinite(losses)
+        sums, counts = group_loss_sums(groups[finite].numpy(), losses[finite].numpy(), self.feedback.groups)
+        both = torch.from_numpy(np.stack([sums, counts]))
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            backend_device = "cuda" if torch.distributed.get_backend() == "nccl" else "cpu"
+            both = both.to(backend_device)
+            torch.distributed.all_reduce(both)
+            both = both.cpu()
+        self.state = np.asarray(self.feedback.fold(self.state, both[0].numpy(), both[1].numpy()), dtype=np.float64)
 
 
 def track_column(split_prefix: str, name: str, tokens_prefix: Optional[str] = None) -> List[np.ndarray]:
@@ -147,6 +177,36 @@ def track_column(split_prefix: str, name: str, tokens_prefix: Optional[str] = No
         raise FileNotFoundError(f"{tokens_prefix or split_prefix}.bin/.idx: no binarized split there")
     side = load_side_info(split_prefix, name, tokens, split=split_prefix)
     return [np.concatenate([np.zeros(1, dtype=row.dtype), row]) for row in (side[i].numpy() for i in range(len(side)))]
+
+
+def FeedbackTrainer(*args, **kwargs):
+    """A ``transformers.Trainer`` (same arguments) for a :class:`PolicyCollator` whose policy learns from training:
+    in each training step it takes the batch's ``feedback_groups`` out, computes the loss as ``Trainer`` does,
+    and folds the cross entropy of every predicted position, by group, into the collator's statistics
+    (:meth:`PolicyCollator.fold`). A collator of another policy trains as with ``Trainer``."""
+    import torch.nn.functional as F
+
+    from .interop import import_transformers
+    transformers = import_transformers()
+
+    class _FeedbackTrainer(transformers.Trainer):
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            groups = inputs.pop("feedback_groups", None)
+            loss, outputs = super().compute_loss(model, inputs, return_outputs=True,
+                                                 num_items_in_batch=num_items_in_batch)
+            if groups is not None and model.training:
+                labels = inputs["labels"]
+                chosen = labels.ne(IGNORE_INDEX)
+                token_losses = F.cross_entropy(outputs.logits[chosen].float(), labels[chosen], reduction="none")
+                self.data_collator.fold(groups[chosen], token_losses)
+            return (loss, outputs) if return_outputs else loss
+
+    trainer = _FeedbackTrainer(*args, **kwargs)
+    collator = trainer.data_collator
+    if getattr(collator, "feedback", None) is not None and trainer.args.dataloader_num_workers > 0:
+        raise ValueError(f"dataloader_num_workers {trainer.args.dataloader_num_workers}: the collator of a policy "
+                         "that learns from training must draw in the training process (give 0)")
+    return trainer
 
 
 def EpochCallback(collator: PolicyCollator):
