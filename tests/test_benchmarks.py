@@ -19,8 +19,10 @@ EXTRA_ARGS = {"gpu_acceptance": ["--cpu", "--precision", "fp16"]}
 # bench_precision and bench_scaleout train two models (1-1.5 min), bench_threads four runs under load (40 s);
 # bench_denoising, bench_masking, bench_meta_step, bench_tartan and bench_policies (25-70 s each), which the quick
 # tier's 10 minutes no longer held (its smoke runs took 5.4 of the 24 minutes of test time, 2026-11-26)
+# fe_variance, bench_buffer and bench_pll (15-30 s each): the quick tier measured 10 min 34 s with the Hugging Face
+# tests (2026-11-26), over its 10 minutes
 FULL_TIER = {"gpu_acceptance", "bench_precision", "bench_scaleout", "bench_threads", "bench_denoising", "bench_masking",
-             "bench_meta_step", "bench_tartan", "bench_policies"}
+             "bench_meta_step", "bench_tartan", "bench_policies", "fe_variance", "bench_buffer", "bench_pll"}
 # further smoke runs: a second code path
 VARIANTS = {"fe_variance": [["--mask-policy", "l3"], ["--seeds", "2"]]}
 LAST_LINE = re.compile(r"ratio\w*=-?\d+(\.\d+)?( \w+=-?\d+(\.\d+)?)*")

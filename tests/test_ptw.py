@@ -317,7 +317,6 @@ def test_a_run_continued_with_its_data_loader_reset_keeps_the_learnt_scores_and_
 
 
 @pytest.mark.e2e
-@pytest.mark.e2e
 @pytest.mark.full  # about 12 s
 def test_the_statistics_fold_once_per_update_from_the_sums_fairseq_synchronises(pos_data, tmp_path):
     """With two micro-batches an update (``--update-freq 2``), each update folds once, its two batches' sums
@@ -330,6 +329,7 @@ def test_the_statistics_fold_once_per_update_from_the_sums_fairseq_synchronises(
     assert np.all(np.isfinite(state["running"])) and max(state["running"]) > 0
 
 
+@pytest.mark.e2e
 def test_tasks_that_cannot_learn_from_training_refuse_ptw(pos_data, tmp_path):
     result = run([BIN / "fairseq-maskplug-train", pos_data, "--task", "guided_denoising", "--mask-policy", "ptw",
                   "--arch", "bart_base", "--save-dir", tmp_path / "bart", *CPU_RUN, "--max-update", "1"])
