@@ -25,8 +25,8 @@ A policy that learns from training (``ptw``) draws with statistics the collator 
 predicted position back to the collator, summed over data-parallel processes, as ``fairseq-train`` folds
 it; the batch carries the positions' groups as ``feedback_groups``, which the trainer takes out before the
 model sees the batch). The collator must run in the training process (``dataloader_num_workers=0``; the
-trainer refuses more), and since the loader prepares a batch ahead, a batch draws with the statistics of
-the batch before the last. The statistics live in the collator for the run (not in the Trainer's
+trainer refuses more), and since the loader prepares a batch ahead, a batch draws with the statistics
+folded up to two batches before it. The statistics live in the collator for the run (not in the Trainer's
 checkpoints).
 """
 
