@@ -1,10 +1,13 @@
-"""Hugging Face interoperability: RoBERTa checkpoints and GPT-2 BPE vocabularies in both directions.
+"""Hugging Face interoperability: RoBERTa and BART checkpoints and their tokenizers in both directions.
 
 ``preprocess/convert.py`` is the command; this package holds its pure pieces:
 
 - :mod:`.gpt2_vocab`: a Hugging Face ``vocab.json`` <-> fairseq's ``encoder.json`` + ``dict.txt``;
+- :mod:`.tokenizer`: the ``tokenizer.json`` that gives fairseq's ids for raw text (sentencepiece data:
+  a Unigram model over ``dict.txt``'s rows behind sentencepiece's normalizer);
 - :mod:`.roberta`: parameter names and configuration of ``RobertaForMaskedLM`` /
-  ``RobertaForSequenceClassification`` <-> fairseq's ``roberta`` model.
+  ``RobertaForSequenceClassification`` <-> fairseq's ``roberta`` model;
+- :mod:`.bart`: the same for ``BartForConditionalGeneration`` <-> fairseq's ``bart``.
 
 ``transformers`` and ``safetensors`` are the optional ``[hf]`` extra; :func:`import_transformers`
 imports them with a clear error when they are absent.
