@@ -36,8 +36,9 @@ import numpy as np
 import torch
 
 from .data.policy_path import MLMFormat, PolicyChooser, PolicyPath
-from .masking import Corruption, group_loss_sums
+from .masking import Corruption
 from .masking.registry import build_mask_policy
+from .tasks.training_feedback import DROPPED_KEY, SUMS_KEY, TrainingFeedback
 
 #: the label ``transformers``' cross entropy ignores
 IGNORE_INDEX = -100
@@ -84,10 +85,10 @@ class PolicyCollator:
         if mask_unit not in ("token", "word"):
             raise ValueError(f"mask_unit must be 'token' or 'word', got {mask_unit!r}")
         built = build_mask_policy(policy, options)
-        #: what a policy that learns from training wants from it (None: nothing) and its statistics so far
+        #: what a policy that learns from training wants from it (None: nothing), and its statistics
+        #: (the task side's TrainingFeedback: the same sums, non-finite losses left out, the same fold)
         self.feedback = built.feedback
-        self.state = None if self.feedback is None else np.asarray(self.feedback.initial(self.feedback.groups),
-                                                                   dtype=np.float64)
+        self.training_feedback = None if self.feedback is None else TrainingFeedback(self.feedback, policy)
         if mask_unit == "word":
             from .masking.words import WordUnitPolicy
             built = WordUnitPolicy(built, word_start_ids(tokenizer))
@@ -146,21 +147,28 @@ class PolicyCollator:
                 batch["feedback_groups"][row, :len(item["feedback_groups"])] = item["feedback_groups"]
         return batch
 
+    @property
+    def state(self) -> Optional[np.ndarray]:
+        """The statistics the next draw uses (None for a policy that does not learn from training)."""
+        return None if self.training_feedback is None else self.training_feedback.running
+
+    @state.setter
+    def state(self, value) -> None:
+        self.training_feedback.running = np.asarray(value, dtype=np.float64)
+
     def fold(self, groups: torch.Tensor, losses: torch.Tensor) -> None:
         """Fold one training batch in: ``groups`` and ``losses`` of its predicted positions, summed over the
         data-parallel processes first (every process calls this once per batch), non-finite losses left out."""
-        if self.feedback is None:
+        if self.training_feedback is None:
             raise ValueError("this collator's policy does not learn from training")
-        losses, groups = losses.detach().double().cpu(), groups.cpu()
-        finite = torch.isfinite(losses)
-        sums, counts = group_loss_sums(groups[finite].numpy(), losses[finite].numpy(), self.feedback.groups)
-        both = torch.from_numpy(np.stack([sums, counts]))
+        statistics = self.training_feedback.batch_statistics(groups.cpu(), losses.detach())
         if torch.distributed.is_available() and torch.distributed.is_initialized():
-            backend_device = "cuda" if torch.distributed.get_backend() == "nccl" else "cpu"
-            both = both.to(backend_device)
-            torch.distributed.all_reduce(both)
-            both = both.cpu()
-        self.state = np.asarray(self.feedback.fold(self.state, both[0].numpy(), both[1].numpy()), dtype=np.float64)
+            device = "cuda" if torch.distributed.get_backend() == "nccl" else "cpu"
+            for key in (SUMS_KEY, DROPPED_KEY):
+                summed = torch.as_tensor(statistics[key], dtype=torch.float64).to(device)
+                torch.distributed.all_reduce(summed)
+                statistics[key] = summed.cpu()
+        self.training_feedback.fold_update([statistics])
 
 
 def track_column(split_prefix: str, name: str, tokens_prefix: Optional[str] = None) -> List[np.ndarray]:

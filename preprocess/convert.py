@@ -304,11 +304,13 @@ def hf_to_fairseq(args) -> str:
 # ---------------------------------------------------------------------------------------------
 # fairseq -> HF
 
-def find_beside(start: Path, name: str, fallbacks=()) -> Path:
+def find_beside(start: Path, name: str, fallbacks=(), missing: Optional[str] = None) -> Path:
+    """``name`` in ``start`` or the first of ``fallbacks`` holding it; else an error (``missing``, or one naming
+    the options that give it)."""
     for directory in (start, *fallbacks):
         if directory is not None and (Path(directory) / name).is_file():
             return Path(directory) / name
-    raise FileNotFoundError(f"no {name} beside {start}: give its location (--dict / --gpt2-bpe)")
+    raise FileNotFoundError(missing or f"no {name} beside {start}: give its location (--dict / --gpt2-bpe)")
 
 
 def fairseq_text_ids(args, checkpoint: Path, data: Optional[Path], dict_path: Path, symbols) -> TextIds:
@@ -324,13 +326,11 @@ def fairseq_text_ids(args, checkpoint: Path, data: Optional[Path], dict_path: Pa
     if args.spm_model is not None:
         return TextIds(dict_path, spm_model=require(args.spm_model, "the sentencepiece model, --spm-model"))
     up = [data, data.parent if data else None, data.parent.parent if data else None]
-    found = next((Path(d) / "spm.model" for d in (checkpoint.parent, *up) if d and (Path(d) / "spm.model").is_file()),
-                 None)
-    if found is None:
-        raise FileNotFoundError(f"{dict_path} holds pieces, not GPT-2 BPE ids (e.g. {symbols[0]!r}), and no spm.model "
-                                f"is beside {checkpoint} or its data: give the sentencepiece model the data was "
-                                "written with (--spm-model), or --gpt2-bpe DIR for GPT-2 BPE data")
-    return TextIds(dict_path, spm_model=found)
+    return TextIds(dict_path, spm_model=find_beside(
+        checkpoint.parent, "spm.model", up,
+        missing=f"{dict_path} holds pieces, not GPT-2 BPE ids (e.g. {symbols[0]!r}), and no spm.model is beside "
+                f"{checkpoint} or its data: give the sentencepiece model the data was written with (--spm-model), "
+                "or --gpt2-bpe DIR for GPT-2 BPE data"))
 
 
 def write_hf_tokenizer(transformers, text_ids: TextIds, symbols, out: Path, max_length: int, family: str):

@@ -250,3 +250,15 @@ def binarize_with_reordered_dictionary(dictionary: Path, text: Path, destdir: Pa
     check(run([BIN / "fairseq-preprocess", "--only-source", "--trainpref", text, "--srcdict", swapped,
                "--destdir", destdir, "--workers", "1"]))
     return destdir
+
+
+def transformers_or_skip():
+    """``transformers`` (through the plugin's import, which hides a broken torchaudio), or the calling test
+    module skipped: the ``[hf]`` extra is optional (CI installs it)."""
+    import pytest
+
+    from fairseq_maskplug.interop import import_transformers
+    try:
+        return import_transformers()
+    except ImportError as error:
+        pytest.skip(f"Hugging Face extra not installed ({error})", allow_module_level=True)

@@ -15,14 +15,11 @@ import torch
 from fairseq import options, tasks
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-from fairseq_maskplug.interop import import_transformers
+from fairseq_helpers import transformers_or_skip
 from test_hf_export import sentences, sp_data  # noqa: F401  (fixture)
 from test_policy_task_matrix import FEEDBACK, POLICIES, write_tracks
 
-try:
-    transformers = import_transformers()
-except ImportError as error:  # the [hf] extra is optional; CI installs it
-    pytest.skip(f"Hugging Face extra not installed ({error})", allow_module_level=True)
+transformers = transformers_or_skip()
 
 from fairseq_maskplug.hf import IGNORE_INDEX, PolicyCollator, track_column  # noqa: E402
 

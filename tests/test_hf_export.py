@@ -15,14 +15,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from fairseq_helpers import BIN, CPU_RUN, REPO, TINY_BART, TINY_ROBERTA, check, run
+from fairseq_helpers import BIN, CPU_RUN, REPO, TINY_BART, TINY_ROBERTA, check, run, transformers_or_skip
 
-from fairseq_maskplug.interop import import_transformers
 
-try:
-    transformers = import_transformers()
-except ImportError as error:  # the [hf] extra is optional; CI installs it
-    pytest.skip(f"Hugging Face extra not installed ({error})", allow_module_level=True)
+transformers = transformers_or_skip()
 
 WORDS = ("the movie was great film plot actors superb boring Paris 1999 3.14 don't naïve café résumé Ünïcödé "
          "wörds émojis 🙂 日本語 テキスト 中文 (yes) [no] \"quoted\" $5 50% e-mail ﬁne ①").split()

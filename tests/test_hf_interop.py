@@ -15,15 +15,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from fairseq_helpers import BIN, check, run
+from fairseq_helpers import BIN, check, run, transformers_or_skip
 
 from fairseq_maskplug.common.atomic import OWNER_FILE
-from fairseq_maskplug.interop import import_transformers
 
-try:
-    transformers = import_transformers()
-except ImportError as error:  # the [hf] extra is optional; CI installs it
-    pytest.skip(f"Hugging Face extra not installed ({error})", allow_module_level=True)
+transformers = transformers_or_skip()
 
 WORDS = ("the a movie film plot actor was wasn't isn't great bad superb boring Paris London 1999 3.14 don't "
          "can't I'm we've they'll naïve café résumé 🙂 — (yes) [no] \"quoted\" $5 50% e-mail").split()

@@ -21,6 +21,7 @@ in raw text are read as those tokens (so ``fill-mask`` works), where sentencepie
 as pieces.
 """
 
+from functools import lru_cache
 from pathlib import Path
 from typing import List, Sequence, Tuple
 
@@ -101,9 +102,7 @@ def sentencepiece_tokenizer(transformers, spm_model: Path, symbols: Sequence[str
 def sentencepiece_ids(spm_model: Path, dictionary, text: str) -> List[int]:
     """What fairseq was trained on for ``text``: its pieces as the data was written, their ``dict.txt``
     rows, between ``<s>`` and ``</s>`` (the reference the exported tokenizer is checked against)."""
-    import sentencepiece as spm
-
-    pieces = spm.SentencePieceProcessor(model_file=str(spm_model)).encode(text, out_type=str)
+    pieces = _sentencepiece(*_file_key(spm_model)).encode(text, out_type=str)
     return [dictionary.bos(), *dictionary.encode_line(" ".join(pieces), append_eos=False,
                                                       add_if_not_exist=False).tolist(), dictionary.eos()]
 
@@ -111,8 +110,26 @@ def sentencepiece_ids(spm_model: Path, dictionary, text: str) -> List[int]:
 def gpt2_ids(bpe_dir: Path, dictionary, text: str) -> List[int]:
     """fairseq's ids for ``text`` of GPT-2 BPE data: ``<s>``, the GPT-2 labels' ``dict.txt`` rows, ``</s>``
     (as fairseq's RoBERTa and BART hub interfaces encode)."""
-    from fairseq.data.encoders.gpt2_bpe_utils import get_encoder
-
-    bpe = get_encoder(str(Path(bpe_dir) / "encoder.json"), str(Path(bpe_dir) / "vocab.bpe"))
-    labels = " ".join(map(str, bpe.encode(text)))
+    labels = " ".join(map(str, _gpt2_encoder(*_file_key(Path(bpe_dir) / "encoder.json"),
+                                             *_file_key(Path(bpe_dir) / "vocab.bpe")).encode(text)))
     return dictionary.encode_line("<s> " + labels + " </s>", append_eos=False, add_if_not_exist=False).tolist()
+
+
+def _file_key(path) -> tuple:
+    """A file's path with its size and modification time: a file rewritten in place is read again."""
+    status = Path(path).stat()
+    return str(path), status.st_size, status.st_mtime_ns
+
+
+@lru_cache(maxsize=4)
+def _sentencepiece(spm_model: str, size: int, mtime: int):
+    """The sentencepiece processor of a model file, loaded once for every sentence checked with it."""
+    import sentencepiece as spm
+    return spm.SentencePieceProcessor(model_file=spm_model)
+
+
+@lru_cache(maxsize=4)
+def _gpt2_encoder(encoder_json: str, size: int, mtime: int, vocab_bpe: str, bpe_size: int, bpe_mtime: int):
+    """fairseq's GPT-2 BPE encoder of an ``encoder.json`` and ``vocab.bpe``, read once."""
+    from fairseq.data.encoders.gpt2_bpe_utils import get_encoder
+    return get_encoder(encoder_json, vocab_bpe)
