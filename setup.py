@@ -16,6 +16,7 @@ setup(
         "sentencepiece",
         "rank-bm25",
         "bm25s>=0.3,<0.4",  # the fast BM25 backend of preprocess.retrieve (its index format and scoring)
+        "numba",  # retrieval's MaxScore kernel (fairseq_maskplug/retrieval/maxscore.py)
         # fairseq 0.12.2 does not import on Python >= 3.11; fairseq-fixed is the
         # maintained fork that does. Both install the `fairseq` import package.
         # Keeping your own fairseq: install this package with `pip install --no-deps`.

@@ -7,13 +7,14 @@ distribution (an MR sentence has about 20). Both backends use the package's anal
 Lucene scoring; the top-``--top-k`` documents of every reference query must be identical.
 rank-bm25 scores in pure Python (about half a second per query at 100k documents), so it
 answers only the first ``--reference-queries`` queries. Also reported: index build time and
-size, and the peak memory of the indexing command (the largest so far), and, in one process, the searcher's
-scoring over the query terms' postings against bm25s's dense scoring (one float per document; the top-k
-must be identical). ``--scale N`` also builds an index of N documents and reports its build time, size,
+size, and the peak memory of the indexing command (the largest so far), and, in one process, three ways to
+the top k (bm25s's dense scores, the query terms' postings alone, block-max MaxScore: the top-k must be
+identical). ``--scale N`` also builds an index of N documents and reports its build time, size,
 peak memory, queries/s and the same comparison; with ``--corpus-shards K`` also that index in K corpus shards
 (identical top-k asserted, ratios to one index). The last line is ``ratio=<bm25s / rank_bm25 queries per second>
-qps=<bm25s queries per second> postings=<postings / dense queries per second> postings_rare=<the same for
-queries of 5 uniformly drawn, mostly rare, words>``.
+qps=<bm25s queries per second> maxscore_long=<MaxScore / the faster exhaustive way, queries per second, 20-word
+Zipf queries> maxscore_rare=<the same for queries of 5 uniformly drawn, mostly rare, words>``. The ``--scale``
+corpus has documents of 50-200 words drawn from Zipf(1.1), as the comparison with Lucene on the scale page.
 
     python benchmarks/bench_bm25.py                     # about 2 minutes on 2 cores
     python benchmarks/bench_bm25.py --scale 1000000     # plus a 1M-document index
@@ -45,17 +46,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from smoke import add_smoke_option, shrink  # noqa: E402
 
 
-def zipf_words(vocab: int):
-    p = 1.0 / np.arange(1, vocab + 1)
+def zipf_words(vocab: int, exponent: float = 1.0):
+    p = 1.0 / np.arange(1, vocab + 1) ** exponent
     return np.array([f"w{i}" for i in range(vocab)]), p / p.sum()
 
 
-def write_corpus(path: Path, n_docs: int, vocab: int, seed: int, chunk: int = 100_000) -> None:
-    words, p = zipf_words(vocab)
+#: the --scale corpus: retrieval's scale comparison with Lucene (documents of 50-200 Zipf(1.1) words)
+SCALE_WORDS, SCALE_EXPONENT = (50, 201), 1.1
+
+
+def write_corpus(path: Path, n_docs: int, vocab: int, seed: int, chunk: int = 100_000, words_per_doc=(20, 120),
+                 exponent: float = 1.0) -> None:
+    words, p = zipf_words(vocab, exponent)
     rng = np.random.default_rng(seed)
     with open(path, "w") as f:
         for start in range(0, n_docs, chunk):
-            lengths = rng.integers(20, 120, size=min(chunk, n_docs - start))
+            lengths = rng.integers(*words_per_doc, size=min(chunk, n_docs - start))
             drawn = words[rng.choice(vocab, size=int(lengths.sum()), p=p)]
             for doc in np.split(drawn, np.cumsum(lengths)[:-1]):
                 f.write(" ".join(doc) + "\n")
@@ -91,21 +97,29 @@ def queries_per_second(searcher, queries, k: int, workers: int):
     return len(queries) / (time.perf_counter() - started), found.hits
 
 
-def postings_against_dense(searcher, queries, k: int, label: str) -> float:
-    """One process, the same queries: the searcher's postings scoring against top-k over bm25s's dense
-    scores (asserted identical); prints both queries/s and returns their ratio."""
-    seconds = {}
-    ways = (("dense", lambda q: top_k(searcher.scores(q), k)), ("postings", lambda q: searcher.search(q, k)))
+def ways_of_ranking(searcher, queries, k: int, label: str) -> dict:
+    """One process, the same queries, three ways to the top k, asserted identical (documents, order, float32
+    scores): bm25s's dense vector of every document's score, the query terms' postings alone
+    (``PostingScores``) and block-max MaxScore (the searcher's ``search``). Prints each one's queries/s and
+    MaxScore's ratio to the faster exhaustive way (the one the searcher took without numba); returns the
+    queries/s by name."""
+    found, rate = {}, {}
+    ways = (("dense", lambda q: top_k(searcher.scores(q), k)),
+            ("postings", lambda q: searcher.postings.top_k(searcher.term_ids(q), k)),
+            ("maxscore", lambda q: searcher.search(q, k)))
     for name, search in ways:
         started = time.perf_counter()
-        seconds[name] = [search(q) for q in queries], time.perf_counter() - started
-    for (a, x), (b, y) in zip(seconds["dense"][0], seconds["postings"][0]):
-        if not (np.array_equal(a, b) and np.array_equal(x, y)):
-            raise SystemExit("error: postings scoring and dense scoring disagree on a top-k")
-    dense, postings = (len(queries) / seconds[name][1] for name in ("dense", "postings"))
-    print(f"{label}: one process, {len(queries)} queries, top {k}: dense {dense:,.0f} queries/s, postings "
-          f"{postings:,.0f} queries/s ({postings / dense:.2f}x); identical top-{k}", flush=True)
-    return postings / dense
+        found[name] = [search(q) for q in queries]
+        rate[name] = len(queries) / (time.perf_counter() - started)
+    for name in ("postings", "maxscore"):
+        for (a, x), (b, y) in zip(found["dense"], found[name]):
+            if not (np.array_equal(a, b) and np.array_equal(x, y)):
+                raise SystemExit(f"error: {name} and dense scoring disagree on a top-k")
+    exhaustive = max(rate["dense"], rate["postings"])
+    print(f"{label}: one process, {len(queries)} queries, top {k}: dense {rate['dense']:,.0f} queries/s, postings "
+          f"{rate['postings']:,.0f}, MaxScore {rate['maxscore']:,.0f} ({rate['maxscore'] / exhaustive:.2f}x the faster "
+          f"exhaustive way); identical top-{k} all three ways", flush=True)
+    return rate
 
 
 def main() -> int:
@@ -137,8 +151,8 @@ def main() -> int:
         fast_qps, fast_hits = queries_per_second(fast, queries, args.top_k, args.workers)
         print(f"bm25s: {fast_qps:,.0f} queries/s ({len(queries)} queries, top {args.top_k}, "
               f"{args.workers} processes)", flush=True)
-        postings = postings_against_dense(fast, queries[:500], args.top_k, f"{args.docs:,} documents, Zipf queries")
-        rare_postings = postings_against_dense(fast, rare, args.top_k, f"{args.docs:,} documents, rare-term queries")
+        long_rates = ways_of_ranking(fast, queries[:500], args.top_k, f"{args.docs:,} documents, Zipf queries")
+        rare_rates = ways_of_ranking(fast, rare, args.top_k, f"{args.docs:,} documents, rare-term queries")
 
         started = time.perf_counter()
         reference = RankBm25Searcher(str(corpus), Analyser(), 1.2, 0.75, progress=False)
@@ -161,7 +175,7 @@ def main() -> int:
         if args.scale:
             big = work / "scale.txt"
             started = time.perf_counter()
-            write_corpus(big, args.scale, args.vocab, seed=2)
+            write_corpus(big, args.scale, args.vocab, seed=2, words_per_doc=SCALE_WORDS, exponent=SCALE_EXPONENT)
             print(f"{args.scale:,} documents written in {time.perf_counter() - started:.0f} s "
                   f"({big.stat().st_size / 2 ** 20:.0f} MiB of text)", flush=True)
             one = build(big, work / "scale_index", args.scale)
@@ -169,12 +183,14 @@ def main() -> int:
                 sharded_build = build(big, work / "scale_shards", args.scale, args.corpus_shards)
             big.unlink()
             scaled = Bm25sSearcher(str(work / "scale_index"), Analyser())
-            sample = queries[:min(len(queries), 500)]
+            scale_words, scale_p = zipf_words(args.vocab, SCALE_EXPONENT)
+            sample = [" ".join(scale_words[rng.choice(args.vocab, size=20, p=scale_p)])
+                      for _ in range(min(len(queries), 500))]
             qps, hits = queries_per_second(scaled, sample, args.top_k, args.workers)
             print(f"bm25s at {args.scale:,} documents: {qps:,.0f} queries/s ({len(sample)} queries, "
                   f"{args.workers} processes)", flush=True)
-            postings_against_dense(scaled, sample[:200], args.top_k, f"{args.scale:,} documents, Zipf queries")
-            postings_against_dense(scaled, rare[:200], args.top_k, f"{args.scale:,} documents, rare-term queries")
+            long_rates = ways_of_ranking(scaled, sample[:200], args.top_k, f"{args.scale:,} documents, Zipf queries")
+            rare_rates = ways_of_ranking(scaled, rare[:200], args.top_k, f"{args.scale:,} documents, rare-term queries")
             if args.corpus_shards > 1:
                 del scaled
                 sharded = open_bm25s(str(work / "scale_shards"), Analyser())
@@ -190,8 +206,10 @@ def main() -> int:
                       f"bytes {sharded_build['bytes'] / one['bytes']:.2f}x, peak memory "
                       f"{sharded_build['peak_mib'] / one['peak_mib']:.2f}x, queries/s {sharded_qps / qps:.2f}x",
                       flush=True)
-        print(f"ratio={fast_qps / ref_qps:.1f} qps={fast_qps:.0f} postings={postings:.2f} "
-              f"postings_rare={rare_postings:.2f}")
+        exhaustive = {name: max(r["dense"], r["postings"]) for name, r in (("long", long_rates), ("rare", rare_rates))}
+        print(f"ratio={fast_qps / ref_qps:.1f} qps={fast_qps:.0f} "
+              f"maxscore_long={long_rates['maxscore'] / exhaustive['long']:.2f} "
+              f"maxscore_rare={rare_rates['maxscore'] / exhaustive['rare']:.2f}")
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)

@@ -115,7 +115,7 @@ def test_postings_scoring_is_bm25s_dense_top_k_exactly(tmp_path, seed):
     docs, p = random_corpus(rng, 1500, 60)
     build_index(str(write(tmp_path / "c.txt", docs)), str(tmp_path / "idx"), Analyser(), 1.2, 0.75, chunk_docs=300,
                 progress=False)
-    searcher = Bm25sSearcher(str(tmp_path / "idx"), Analyser())
+    searcher = Bm25sSearcher(str(tmp_path / "idx"), Analyser(), maxscore=False)  # the paths without numba
     tied, ranked_whole = 0, 0
     for _ in range(80):
         query = " ".join(f"w{i}" for i in rng.choice(60, size=rng.integers(1, 6), p=p))  # repeats: counted twice
@@ -418,3 +418,62 @@ def test_two_torchrun_ranks_answer_their_queries_and_rank_0_writes_the_output(tm
                         *args, "--out", tmp_path / "ranks"], timeout=600))
     assert "query shard 1 of 2" in result.stdout
     assert outputs(tmp_path / "ranks") == outputs(tmp_path / "one") and not (tmp_path / "ranks.shards").exists()
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_maxscore_gives_the_exhaustive_top_k_scores_and_ties_while_summing_few_documents(tmp_path, seed):
+    """Block-max MaxScore (retrieval/maxscore.py) against top_k of bm25s's dense scores: the same documents,
+    order and float32 scores, bit for bit, on random corpora (exact ties from copied lines, repeated query
+    terms, queries of 1 to 40 terms, k from 1 to past the matches), for blocks and windows from one posting
+    and one document to the whole list; and it sums in full far fewer documents than match long queries."""
+    from fairseq_maskplug.retrieval.maxscore import MaxScore
+
+    rng = np.random.default_rng(seed)
+    vocab = 150
+    docs, p = random_corpus(rng, 2500, vocab)
+    docs = [d + " " + " ".join(f"w{i}" for i in rng.choice(vocab, size=rng.integers(0, 25), p=p)) for d in docs]
+    build_index(str(write(tmp_path / "c.txt", docs)), str(tmp_path / "idx"), Analyser(), 1.2, 0.75,
+                chunk_docs=700, progress=False)
+    searcher = Bm25sSearcher(str(tmp_path / "idx"), Analyser())
+    index = searcher.model.scores
+    ways = [MaxScore(index["data"], index["indices"], index["indptr"], searcher.num_docs, block, window)
+            for block, window in ((1, 1), (3, 7), (64, 2048), (16, 10 ** 9))]  # the last: one window, all docs
+    tied = summed = matched = 0
+    for q in range(120):
+        terms = searcher.term_ids(" ".join(f"w{i}" for i in rng.choice(vocab, size=rng.integers(1, 41), p=p)))
+        dense = searcher.model.get_scores_from_ids(terms) if terms else np.zeros(searcher.num_docs, np.float32)
+        for k in (1, 10, 50, 3000):
+            want = top_k(dense, k)
+            got = ways[(q + k) % len(ways)].top_k(terms, k)
+            assert got[0].tolist() == want[0].tolist(), (terms, k)
+            assert got[1].dtype == want[1].dtype and np.array_equal(got[1], want[1]), (terms, k)
+            if k == 10 and len(terms) >= 20:
+                summed, matched = summed + got[2], matched + int((dense > 0).sum())
+        tied += bool((np.diff(top_k(dense, 50)[1]) == 0).any())
+    assert tied > 10  # the comparison covered ties
+    assert 0 < summed < matched / 4  # it prunes: long queries summed a quarter of their matches at most
+    with pytest.raises(ValueError, match="--top-k"):
+        ways[0].top_k([1], 0)
+
+
+def test_a_search_pool_serves_every_call_with_the_one_process_results(tmp_path):
+    """retrieve(pool=...) reuses one set of forked workers across calls (no processes started per call) and
+    returns what one process returns, in query order; a pool forked with another searcher is refused."""
+    from fairseq_maskplug.retrieval.run import SearchPool, retrieve
+
+    rng = np.random.default_rng(3)
+    docs, p = random_corpus(rng, 600, 50)
+    build_index(str(write(tmp_path / "c.txt", docs)), str(tmp_path / "idx"), Analyser(), 1.2, 0.75, progress=False)
+    searcher = Bm25sSearcher(str(tmp_path / "idx"), Analyser())
+    queries = [" ".join(f"w{i}" for i in rng.choice(50, size=rng.integers(1, 9), p=p)) for _ in range(150)]
+    alone = retrieve(searcher, queries, 7, progress=False, chunk=16)
+    with SearchPool(searcher, 2) as pool:
+        workers = {w.pid for w in pool.pool._pool}
+        for _ in range(2):
+            pooled = retrieve(searcher, queries, 7, progress=False, chunk=16, pool=pool)
+            assert all(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+                       for a, b in zip(alone.hits, pooled.hits)) and len(pooled.hits) == len(queries)
+        assert {w.pid for w in pool.pool._pool} == workers  # the same processes served both calls
+        other = Bm25sSearcher(str(tmp_path / "idx"), Analyser())
+        with pytest.raises(ValueError, match="another searcher"):
+            retrieve(other, queries, 7, progress=False, pool=pool)

@@ -36,7 +36,7 @@ class Retrieval:
         return best
 
 
-_SEARCHER = None
+_SEARCHER = None  # the searcher of this process's pool (inherited by the forked workers)
 
 
 def _search_chunk(args):
@@ -44,33 +44,68 @@ def _search_chunk(args):
     return [_SEARCHER.search(q, k) for q in queries]
 
 
+class SearchPool:
+    """Worker processes forked once with a searcher and used by every :func:`retrieve` call given them
+    (``with SearchPool(searcher, 4) as pool: retrieve(searcher, queries, k, pool=pool)``): a memory-mapped
+    index is shared through the page cache, and no call pays for starting processes (about 0.16 s each
+    with 2 workers)."""
+
+    def __init__(self, searcher, workers: int):
+        global _SEARCHER
+        import multiprocessing
+
+        if workers < 2:
+            raise ValueError(f"a search pool needs >= 2 workers, got {workers}")
+        self.searcher, self.workers = searcher, workers
+        _SEARCHER = searcher
+        try:
+            self.pool = multiprocessing.get_context("fork").Pool(workers)
+        finally:
+            _SEARCHER = None
+
+    def map(self, chunks):
+        return self.pool.imap(_search_chunk, chunks)
+
+    def close(self) -> None:
+        self.pool.terminate()
+        self.pool.join()
+
+    def __enter__(self) -> "SearchPool":
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.close()
+
+
 def retrieve(searcher, queries: List[str], k: int, workers: int = 1, progress: bool = True,
-             chunk: int = 64) -> Retrieval:
-    """Top-``k`` of every query; with ``workers`` > 1, in forked processes sharing the searcher
-    (a memory-mapped index is shared through the page cache). Results are in query order."""
+             chunk: int = 64, pool: SearchPool = None) -> Retrieval:
+    """Top-``k`` of every query, in query order: in ``pool``'s processes when given (forked with this
+    ``searcher``), else with ``workers`` > 1 in processes forked for this call, else here."""
     global _SEARCHER
     from ..common.progress import progress_bar
 
+    if pool is not None and pool.searcher is not searcher:
+        raise ValueError("retrieve: the pool was forked with another searcher")
     bar = progress_bar(total=len(queries), desc=f"retrieve ({searcher.name})", unit="query",
-               disable=None if progress else True)
+                       disable=None if progress else True)
     chunks = [(queries[i:i + chunk], k) for i in range(0, len(queries), chunk)]
-    _SEARCHER = searcher
     hits = []
+    own = None
     try:
-        if workers > 1 and len(chunks) > 1:
-            import multiprocessing
-
-            with multiprocessing.get_context("fork").Pool(workers) as pool:
-                for results in pool.imap(_search_chunk, chunks):
-                    hits.extend(results)
-                    bar.update(len(results))
+        if pool is None and workers > 1 and len(chunks) > 1:
+            pool = own = SearchPool(searcher, workers)
+        if pool is not None and len(chunks) > 1:
+            results_of = pool.map(chunks)
         else:
-            for item in chunks:
-                results = _search_chunk(item)
-                hits.extend(results)
-                bar.update(len(results))
+            _SEARCHER = searcher
+            results_of = map(_search_chunk, chunks)
+        for results in results_of:
+            hits.extend(results)
+            bar.update(len(results))
     finally:
         _SEARCHER = None
+        if own is not None:
+            own.close()
         bar.close()
     return Retrieval.of(hits, k)
 

@@ -95,11 +95,14 @@ class Bm25sSearcher:
     name = "bm25s"
     #: above this share of the documents in a query's postings, ranking bm25s's vector of every document's
     #: score beats sorting the postings (``benchmarks/bench_bm25.py``; a micro-benchmark at 1M documents:
-    #: 14 ms against 6 ms with as many postings as documents, 1.3 ms against 43 ms with a tenth as many)
+    #: 14 ms against 6 ms with as many postings as documents, 1.3 ms against 43 ms with a tenth as many);
+    #: used only without numba (MaxScore beats both)
     DENSE_SHARE = 0.5
 
-    def __init__(self, index_dir: str, analyser: Analyser):
+    def __init__(self, index_dir: str, analyser: Analyser, maxscore: bool = True):
         import bm25s
+
+        from . import maxscore as pruning
 
         self.analyser = analyser
         self.model = bm25s.BM25.load(index_dir, mmap=True, show_progress=False)
@@ -107,6 +110,8 @@ class Bm25sSearcher:
         self.num_docs = int(self.model.scores["num_docs"])
         index = self.model.scores
         self.postings = PostingScores(index["data"], index["indices"], index["indptr"], self.num_docs)
+        self.maxscore = (pruning.MaxScore(index["data"], index["indices"], index["indptr"], self.num_docs)
+                         if maxscore and pruning.AVAILABLE else None)
 
     def term_ids(self, query: str) -> List[int]:
         """The query's token ids in the index vocabulary; tokens the corpus never has are dropped."""
@@ -119,10 +124,13 @@ class Bm25sSearcher:
         return self.model.get_scores_from_ids(ids)
 
     def search(self, query: str, k: int) -> Tuple[np.ndarray, np.ndarray]:
-        """The top ``k``: from the query terms' postings alone (:class:`PostingScores`) when they are fewer
-        than :data:`DENSE_SHARE` of the documents, else from bm25s's vector of every document's score
-        (faster then); the same documents, order and scores either way."""
+        """The top ``k`` by block-max MaxScore (:mod:`.maxscore`); without numba, from the query terms'
+        postings alone (:class:`PostingScores`) when they are fewer than :data:`DENSE_SHARE` of the
+        documents, else from bm25s's vector of every document's score. The same documents, order and
+        scores every way."""
         ids = self.term_ids(query)
+        if self.maxscore is not None:
+            return self.maxscore.top_k(ids, k)[:2]
         if self.postings.count(ids) > self.DENSE_SHARE * self.num_docs:
             return top_k(self.scores(query), k)
         return self.postings.top_k(ids, k)
