@@ -5,6 +5,7 @@ replicates of the recipes, run side by side, every finished row written to one J
     python benchmarks/gpu_science.py --data DATA --work DIR --out science.json --shape tiny --seeds 1 2 \\
         --budget 900                                                                   # the CPU smoke
     python benchmarks/gpu_science.py --summarize science.json                          # tables again
+    python benchmarks/gpu_science.py --smoke                    # the harness end to end in seconds (toy rows)
 
 DATA is the demo data written by ``python -m preprocess.prepare_demo`` (an offline machine cannot
 fetch it: prepare it where the registries are reachable and carry it; its manifest's sizes become
@@ -20,7 +21,9 @@ only its fine-tuning, draws from that seed), up to ``--parallel`` at once on the
 - ``l3``: ``recipes/l3_masking.sh`` (Kimura et al.): STL, RTM and L3 joint fine-tuning with
   META-TARTAN weights, MR accuracy and macro-F1;
 - ``acceptance``: ``benchmarks/gpu_acceptance.py``'s rows not yet run on CUDA (``joint tartan``,
-  ``meta_span_policy``, with ``guided_mlm`` and ``guided_denoising``, their references).
+  ``meta_span_policy``, with ``guided_mlm`` and ``guided_denoising``, their references);
+- ``toy`` (``--smoke``): ``benchmarks/science_toy.py``, two logistic regressions with a planted difference
+  of about 16 points, five seeds in seconds: the scheduling, collection, statistics and tables end to end.
 
 Sizing, measured on one H200 (16 cores; 2026-11-26, 6 replicates side by side at the ``small``
 shape): a fairseq process takes 10-15 s from its start to its first update; the general model (1,000
@@ -76,7 +79,7 @@ SHAPES = {
              "SM_FINETUNE_EPOCHS": "3", "SM_TAGGER_EPOCHS": "3", "FE_UPDATES": "400", "FE_VALID_EVERY": "100",
              "FE_FINETUNE_EPOCHS": "3", "L3_EPOCHS": "3", "L3_PATIENCE": "2"},
 }
-EXPERIMENTS = ("selective", "fe", "l3", "acceptance")
+EXPERIMENTS = ("selective", "fe", "l3", "acceptance", "toy")
 DEFAULT_EXPERIMENTS = ("selective", "fe")  # what fits one 9-minute command (the sizing above)
 #: each experiment's recipe, its output folder under the work folder and its recipe knobs for one seed
 RECIPES = {
@@ -89,7 +92,10 @@ COMPARISONS = {
     "selective": [("selective", "matched-random"), ("selective", "no-TaskPT"), ("matched-random", "no-TaskPT")],
     "l3": [("L3-tartan", "RTM-tartan"), ("L3-tartan", "STL"), ("RTM-tartan", "STL")],
     "fe": [("fe_subword", "mlm")],
+    "toy": [("method", "baseline")],  # --smoke: benchmarks/science_toy.py's planted difference
 }
+#: --smoke: the toy experiment over five seeds, all at once, in seconds
+SMOKE = {"only": ["toy"], "seeds": ["1", "2", "3", "4", "5"], "parallel": 5, "budget": 300}
 ACCEPTANCE_ROWS = "guided_mlm,joint tartan,guided_denoising,meta_span_policy"
 #: demo-data manifest settings -> recipes/lib.sh knobs (the data's sizes, so general_model finds it up to date)
 DATA_KNOBS = {"general_sentences": "MASKPLUG_GENERAL_SENTENCES", "indomain_sentences": "MASKPLUG_INDOMAIN_SENTENCES",
@@ -122,8 +128,8 @@ def collect(job: dict, results: Results) -> int:
     """Add what ``job`` has finished so far to ``results``; returns how many entries were new."""
     new = 0
     exp, seed, work = job["experiment"], job["seed"], job["work"]
-    if exp in ("selective", "l3", "fe"):
-        out = work / RECIPES[exp][1]
+    if exp in ("selective", "l3", "fe", "toy"):
+        out = work / (RECIPES[exp][1] if exp in RECIPES else "toy")
         for path in sorted((out / "results").glob("*__seed*.*.json")):
             row, rest = path.name.split("__seed", 1)
             split = rest.split(".")[1]
@@ -229,10 +235,11 @@ def last_line(path: Path) -> str:
 
 
 def run(args) -> int:
-    knobs = data_knobs(args.data)
+    recipe_jobs = [e for e in args.only if e in RECIPES]
+    knobs = data_knobs(args.data) if recipe_jobs else {}
     work = args.work.resolve()
     base = work / "base"  # the general model and the data every replicate copies
-    if (base / "data").exists() and ((base / "data" / "manifest.json").read_text()
+    if recipe_jobs and (base / "data").exists() and ((base / "data" / "manifest.json").read_text()
                                      != (args.data / "manifest.json").read_text()):
         raise SystemExit(f"error: {work} holds an earlier run's data, not --data {args.data}: give another --work")
     (work / "logs").mkdir(parents=True, exist_ok=True)
@@ -250,10 +257,9 @@ def run(args) -> int:
     print(f"[science] on {device}: shape {args.shape}, seeds {' '.join(args.seeds)}, {', '.join(args.only)}; "
           f"budget {args.budget} s, {args.parallel} jobs at once -> {args.out}", flush=True)
 
-    if not (base / "data").exists():
+    if recipe_jobs and not (base / "data").exists():
         base.mkdir(parents=True, exist_ok=True)
         shutil.copytree(args.data, base / "data", symlinks=True)
-    recipe_jobs = [e for e in args.only if e in RECIPES]
     jobs = []
     if args.general and not (base / "general").exists():
         (base / "general").symlink_to(args.general.resolve(), target_is_directory=True)
@@ -269,6 +275,12 @@ def run(args) -> int:
             jobs.append({"name": f"{exp}_seed{seed}", "experiment": exp, "seed": seed, "work": w,
                          "command": ["bash", recipe], "after": None if args.general else "general",
                          "env": dict(recipe_env(args, knobs, w, seed), **recipe_knobs(seed))})
+    if "toy" in args.only:
+        for seed in args.seeds:
+            w = work / f"toy_seed{seed}"
+            jobs.append({"name": f"toy_seed{seed}", "experiment": "toy", "seed": seed, "work": w,
+                         "command": [sys.executable, "benchmarks/science_toy.py", "--out", str(w / "toy"),
+                                     "--seed", seed], "env": dict(os.environ, PYTHONUNBUFFERED="1")})
     if "acceptance" in args.only:
         w = work / "acceptance"
         w.mkdir(exist_ok=True)
@@ -442,11 +454,12 @@ def summarize(data: dict) -> str:
     meta = data["meta"]
     lines = [f"# science run: {meta.get('device')}, shape {meta.get('shape')}, seeds {' '.join(meta.get('seeds', []))}, "
              f"commit {meta.get('commit')}, {meta.get('date')}, {meta.get('elapsed_s', '?')} s"]
-    for exp in ("selective", "l3", "fe"):  # fe: MR fine-tuning after the continued pre-training
+    for exp in ("selective", "l3", "fe", "toy"):  # fe: MR fine-tuning after the continued pre-training
         scores = [s for s in data["scores"] if s["experiment"] == exp]
         if not scores:
             continue
-        lines.append(f"\n## {exp}: MR test accuracy and macro-F1 (%), mean ± standard error over seeds")
+        what = "the planted toy problem's" if exp == "toy" else "MR"
+        lines.append(f"\n## {exp}: {what} test accuracy and macro-F1 (%), mean ± standard error over seeds")
         lines.append("| row | seeds | test accuracy | test macro-F1 | valid accuracy |")
         lines.append("| --- | --- | --- | --- | --- |")
         rows = sorted({s["row"] for s in scores}, key=lambda r: [a for pair in COMPARISONS[exp] for a in pair].index(r)
@@ -501,7 +514,8 @@ def ratio_line(data: dict) -> str:
     """The last line, as every benchmark's: each method against its baseline, where both finished
     (test accuracy ratios; FE: validation loss at the last common update, lower is better)."""
     ratios = []
-    for exp, (a, b) in (("selective", ("selective", "matched-random")), ("l3", ("L3-tartan", "RTM-tartan"))):
+    for exp, (a, b) in (("selective", ("selective", "matched-random")), ("l3", ("L3-tartan", "RTM-tartan")),
+                        ("toy", ("method", "baseline"))):
         acc = {row: [s["accuracy"] for s in data["scores"] if s["experiment"] == exp and s["row"] == row
                      and s["split"] == "test"] for row in (a, b)}
         if acc[a] and acc[b] and sum(acc[b]) > 0:
@@ -523,7 +537,7 @@ def plot(data: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = [exp for exp in ("selective", "l3", "fe") if any(s["experiment"] == exp for s in data["scores"])]
+    panels = [exp for exp in ("selective", "l3", "fe", "toy") if any(s["experiment"] == exp for s in data["scores"])]
     panels += ["fe curves"] if data["curves"] else []
     if not panels:
         raise SystemExit("error: nothing to plot: no finished rows in the results")
@@ -580,7 +594,18 @@ def main(argv=None) -> int:
                         help="the recipes use the python on PATH (MASKPLUG_CURRENT_PYTHON=1), not .venv")
     parser.add_argument("--summarize", type=Path, help="print the tables of an earlier --out file and stop")
     parser.add_argument("--plot", type=Path, help="with --summarize: also draw the results to this PNG (matplotlib)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="the harness end to end in seconds: benchmarks/science_toy.py's planted difference over 5 "
+                             "seeds (--work and --out default to a temporary folder; no --data)")
     args = parser.parse_args(argv)
+    if args.smoke:
+        print("smoke run (--smoke): the toy experiment; its figures measure nothing", flush=True)
+        for name, value in SMOKE.items():
+            setattr(args, name, value)
+        if args.work is None:
+            import tempfile
+            args.work = Path(tempfile.mkdtemp(prefix="science_smoke_"))
+        args.out = args.out or args.work / "science.json"
     if args.summarize:
         data = json.loads(args.summarize.read_text())
         print(summarize(data))
@@ -590,7 +615,7 @@ def main(argv=None) -> int:
         print(ratio_line(data))
         return 0
     for name in ("data", "work", "out"):
-        if getattr(args, name) is None:
+        if getattr(args, name) is None and not (name == "data" and args.only == ["toy"]):
             parser.error(f"--{name} is required (unless --summarize)")
     if args.general and not (args.general / "checkpoint_last.pt").is_file():
         parser.error(f"--general {args.general}: no checkpoint_last.pt there")

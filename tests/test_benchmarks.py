@@ -8,8 +8,9 @@ import pytest
 
 from fairseq_helpers import BIN, REPO, run
 
-# scripts whose smoke needs data made by a test: their own test module runs it, with assertions on what it writes
-OWN_TEST = {"gpu_science": "tests/test_gpu_science.py"}
+# scripts whose smoke their own test module runs, with assertions on what it writes (gpu_science's --smoke
+# and the toy replicate it starts, science_toy, which is no benchmark of its own)
+OWN_TEST = {"gpu_science": "tests/test_gpu_science.py", "science_toy": "tests/test_gpu_science.py"}
 SCRIPTS = sorted(path for path in (REPO / "benchmarks").glob("*.py")
                  if 'if __name__ == "__main__"' in path.read_text(encoding="utf-8") and path.stem not in OWN_TEST)
 # gpu_acceptance trains every task (13 runs, about 3 minutes on 2 cores): the full tier runs it on CPU in fp16

@@ -237,3 +237,24 @@ def test_the_science_command_runs_at_toy_size_and_keeps_every_finished_row(tmp_p
     assert all(job["status"] == "finished" for job in science["jobs"].values())
     assert re.fullmatch(r"ratio_fe_valid_loss=\d+\.\d{4}",
                         result.stdout.strip().splitlines()[-1])
+
+
+def test_the_harness_smoke_finds_the_planted_difference_over_five_seeds(tmp_path):
+    """--smoke (quick tier, seconds): five toy replicates as processes of the scheduler, their results
+    collected into the JSON file, the per-row table, the paired intervals over seeds and over seeds x
+    sentences, and the ratio line. The toy rows differ by about 16 points by construction
+    (benchmarks/science_toy.py), so both intervals exclude zero and the reading is "A better"."""
+    out = tmp_path / "science.json"
+    result = subprocess.run([sys.executable, "benchmarks/gpu_science.py", "--smoke", "--work", tmp_path / "w",
+                             "--out", out], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "smoke run (--smoke)" in result.stdout
+    science = json.loads(out.read_text())
+    cells = {(s["row"], s["seed"], s["split"]) for s in science["scores"]}
+    assert cells == {(r, seed, split) for r in ("method", "baseline") for seed in range(1, 6) for split in ("valid", "test")}
+    assert all(len(s["correct"]) == s["n"] == 400 for s in science["scores"])
+    line = next(l for l in result.stdout.splitlines() if l.startswith("| method − baseline | 5 |"))
+    low, high = (float(x) for x in re.search(r"\[([-+\d.]+), ([-+\d.]+)\]", line).groups())
+    assert 5 < low < high < 30 and line.rstrip().endswith("| A better |")
+    ratio = float(re.fullmatch(r"ratio_toy_accuracy=(\d+\.\d{4})", result.stdout.strip().splitlines()[-1]).group(1))
+    assert 1.1 < ratio < 1.4  # Bayes rates 89% and 73%: about 1.22
