@@ -147,7 +147,7 @@ def main() -> int:
         queries = [" ".join(words[rng.choice(args.vocab, size=20, p=p)]) for _ in range(args.queries)]
         rare = [" ".join(words[rng.choice(args.vocab, size=5)]) for _ in range(500)]  # 5 words, uniform: rare terms
         build(corpus, work / "index", args.docs)
-        fast = Bm25sSearcher(str(work / "index"), Analyser())
+        fast = Bm25sSearcher(str(work / "index"), Analyser(), maxscore=True)  # at every size (the searcher: from 100k)
         fast_qps, fast_hits = queries_per_second(fast, queries, args.top_k, args.workers)
         print(f"bm25s: {fast_qps:,.0f} queries/s ({len(queries)} queries, top {args.top_k}, "
               f"{args.workers} processes)", flush=True)
@@ -182,7 +182,7 @@ def main() -> int:
             if args.corpus_shards > 1:
                 sharded_build = build(big, work / "scale_shards", args.scale, args.corpus_shards)
             big.unlink()
-            scaled = Bm25sSearcher(str(work / "scale_index"), Analyser())
+            scaled = Bm25sSearcher(str(work / "scale_index"), Analyser(), maxscore=True)
             scale_words, scale_p = zipf_words(args.vocab, SCALE_EXPONENT)
             sample = [" ".join(scale_words[rng.choice(args.vocab, size=20, p=scale_p)])
                       for _ in range(min(len(queries), 500))]

@@ -425,7 +425,8 @@ def test_maxscore_gives_the_exhaustive_top_k_scores_and_ties_while_summing_few_d
     """Block-max MaxScore (retrieval/maxscore.py) against top_k of bm25s's dense scores: the same documents,
     order and float32 scores, bit for bit, on random corpora (exact ties from copied lines, repeated query
     terms, queries of 1 to 40 terms, k from 1 to past the matches), for blocks and windows from one posting
-    and one document to the whole list; and it sums in full far fewer documents than match long queries."""
+    and one document to the whole list, and through the searcher's search(); and it sums in full far fewer
+    documents than match long queries."""
     from fairseq_maskplug.retrieval.maxscore import MaxScore
 
     rng = np.random.default_rng(seed)
@@ -434,20 +435,23 @@ def test_maxscore_gives_the_exhaustive_top_k_scores_and_ties_while_summing_few_d
     docs = [d + " " + " ".join(f"w{i}" for i in rng.choice(vocab, size=rng.integers(0, 25), p=p)) for d in docs]
     build_index(str(write(tmp_path / "c.txt", docs)), str(tmp_path / "idx"), Analyser(), 1.2, 0.75,
                 chunk_docs=700, progress=False)
-    searcher = Bm25sSearcher(str(tmp_path / "idx"), Analyser())
+    searcher = Bm25sSearcher(str(tmp_path / "idx"), Analyser(), maxscore=True)  # below MAXSCORE_DOCS: asked for
+    assert Bm25sSearcher(str(tmp_path / "idx"), Analyser()).maxscore is None and searcher.maxscore is not None
     index = searcher.model.scores
-    ways = [MaxScore(index["data"], index["indices"], index["indptr"], searcher.num_docs, block, window)
-            for block, window in ((1, 1), (3, 7), (64, 2048), (16, 10 ** 9))]  # the last: one window, all docs
+    ways = [searcher.maxscore] + [  # the searcher's own (128, 4096); the last: one window for all documents
+        MaxScore(index["data"], index["indices"], index["indptr"], searcher.num_docs, block, window)
+        for block, window in ((1, 1), (3, 7), (64, 2048), (16, 10 ** 9))]
     tied = summed = matched = 0
     for q in range(120):
-        terms = searcher.term_ids(" ".join(f"w{i}" for i in rng.choice(vocab, size=rng.integers(1, 41), p=p)))
+        query = " ".join(f"w{i}" for i in rng.choice(vocab, size=rng.integers(1, 41), p=p))
+        terms = searcher.term_ids(query)
         dense = searcher.model.get_scores_from_ids(terms) if terms else np.zeros(searcher.num_docs, np.float32)
         for k in (1, 10, 50, 3000):
             want = top_k(dense, k)
-            got = ways[(q + k) % len(ways)].top_k(terms, k)
+            got = ways[(q + k) % len(ways)].top_k(terms, k) if q % 5 else (*searcher.search(query, k), 0)
             assert got[0].tolist() == want[0].tolist(), (terms, k)
             assert got[1].dtype == want[1].dtype and np.array_equal(got[1], want[1]), (terms, k)
-            if k == 10 and len(terms) >= 20:
+            if k == 10 and len(terms) >= 20 and q % 5:
                 summed, matched = summed + got[2], matched + int((dense > 0).sum())
         tied += bool((np.diff(top_k(dense, 50)[1]) == 0).any())
     assert tied > 10  # the comparison covered ties

@@ -96,10 +96,15 @@ class Bm25sSearcher:
     #: above this share of the documents in a query's postings, ranking bm25s's vector of every document's
     #: score beats sorting the postings (``benchmarks/bench_bm25.py``; a micro-benchmark at 1M documents:
     #: 14 ms against 6 ms with as many postings as documents, 1.3 ms against 43 ms with a tenth as many);
-    #: used only without numba (MaxScore beats both)
+    #: used below MAXSCORE_DOCS and without numba
     DENSE_SHARE = 0.5
+    #: from this many documents on, queries are ranked by MaxScore: at 100,000 documents it was 1.08x (long
+    #: queries) and 1.37x (rare words) the faster exhaustive way, at 1,000,000 3.99x and 1.16x
+    #: (``benchmarks/bench_bm25.py``, 2026-11-27); below, the exhaustive ways spare each process numba's
+    #: start-up (about 1 s with the kernel cached, 7-15 s to compile it once)
+    MAXSCORE_DOCS = 100_000
 
-    def __init__(self, index_dir: str, analyser: Analyser, maxscore: bool = True):
+    def __init__(self, index_dir: str, analyser: Analyser, maxscore: bool = None):
         import bm25s
 
         from . import maxscore as pruning
@@ -110,6 +115,8 @@ class Bm25sSearcher:
         self.num_docs = int(self.model.scores["num_docs"])
         index = self.model.scores
         self.postings = PostingScores(index["data"], index["indices"], index["indptr"], self.num_docs)
+        if maxscore is None:  # by the index's size
+            maxscore = self.num_docs >= self.MAXSCORE_DOCS
         self.maxscore = (pruning.MaxScore(index["data"], index["indices"], index["indptr"], self.num_docs)
                          if maxscore and pruning.AVAILABLE else None)
 
@@ -124,8 +131,8 @@ class Bm25sSearcher:
         return self.model.get_scores_from_ids(ids)
 
     def search(self, query: str, k: int) -> Tuple[np.ndarray, np.ndarray]:
-        """The top ``k`` by block-max MaxScore (:mod:`.maxscore`); without numba, from the query terms'
-        postings alone (:class:`PostingScores`) when they are fewer than :data:`DENSE_SHARE` of the
+        """The top ``k`` by block-max MaxScore (:mod:`.maxscore`) from :data:`MAXSCORE_DOCS` documents on (or
+        as ``maxscore`` says); else, or without numba, from the query terms' postings alone (:class:`PostingScores`) when they are fewer than :data:`DENSE_SHARE` of the
         documents, else from bm25s's vector of every document's score. The same documents, order and
         scores every way."""
         ids = self.term_ids(query)
