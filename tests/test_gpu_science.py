@@ -251,7 +251,8 @@ def test_the_harness_smoke_finds_the_planted_difference_over_five_seeds(tmp_path
     assert "smoke run (--smoke)" in result.stdout
     science = json.loads(out.read_text())
     cells = {(s["row"], s["seed"], s["split"]) for s in science["scores"]}
-    assert cells == {(r, seed, split) for r in ("method", "baseline") for seed in range(1, 6) for split in ("valid", "test")}
+    assert cells == {(r, seed, split) for r in ("method", "baseline") for seed in range(1, 6)
+                     for split in ("valid", "test")}
     assert all(len(s["correct"]) == s["n"] == 400 for s in science["scores"])
     line = next(l for l in result.stdout.splitlines() if l.startswith("| method − baseline | 5 |"))
     low, high = (float(x) for x in re.search(r"\[([-+\d.]+), ([-+\d.]+)\]", line).groups())

@@ -132,7 +132,8 @@ class Bm25sSearcher:
 
     def search(self, query: str, k: int) -> Tuple[np.ndarray, np.ndarray]:
         """The top ``k`` by block-max MaxScore (:mod:`.maxscore`) from :data:`MAXSCORE_DOCS` documents on (or
-        as ``maxscore`` says); else, or without numba, from the query terms' postings alone (:class:`PostingScores`) when they are fewer than :data:`DENSE_SHARE` of the
+        as ``maxscore`` says); else, or without numba, from the query terms' postings alone
+        (:class:`PostingScores`) when they are fewer than :data:`DENSE_SHARE` of the
         documents, else from bm25s's vector of every document's score. The same documents, order and
         scores every way."""
         ids = self.term_ids(query)
