@@ -98,10 +98,10 @@ class Bm25sSearcher:
     #: 14 ms against 6 ms with as many postings as documents, 1.3 ms against 43 ms with a tenth as many);
     #: used below MAXSCORE_DOCS and without numba
     DENSE_SHARE = 0.5
-    #: from this many documents on, queries are ranked by MaxScore: at 100,000 documents it was 1.08x (long
-    #: queries) and 1.37x (rare words) the faster exhaustive way, at 1,000,000 3.99x and 1.16x
-    #: (``benchmarks/bench_bm25.py``, 2026-11-27); below, the exhaustive ways spare each process numba's
-    #: start-up (about 1 s with the kernel cached, 7-15 s to compile it once)
+    #: from this many documents on, queries are ranked by MaxScore: at 100,000 documents it was 0.83-1.08x
+    #: (long queries) and 1.37-1.67x (rare words) the faster exhaustive way, at 1,000,000 2.97-3.99x and
+    #: 0.83-1.16x (``benchmarks/bench_bm25.py``, two runs, 2026-11-27); below, the exhaustive ways spare
+    #: each process numba's start-up (about 1 s with the kernel cached, 7-15 s to compile it once)
     MAXSCORE_DOCS = 100_000
 
     def __init__(self, index_dir: str, analyser: Analyser, maxscore: bool = None):
