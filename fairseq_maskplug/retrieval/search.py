@@ -107,18 +107,18 @@ class Bm25sSearcher:
     def __init__(self, index_dir: str, analyser: Analyser, maxscore: bool = None):
         import bm25s
 
-        from . import maxscore as pruning
-
         self.analyser = analyser
         self.model = bm25s.BM25.load(index_dir, mmap=True, show_progress=False)
         self.vocab = self.model.vocab_dict
         self.num_docs = int(self.model.scores["num_docs"])
         index = self.model.scores
         self.postings = PostingScores(index["data"], index["indices"], index["indptr"], self.num_docs)
-        if maxscore is None:  # by the index's size
-            maxscore = self.num_docs >= self.MAXSCORE_DOCS
-        self.maxscore = (pruning.MaxScore(index["data"], index["indices"], index["indptr"], self.num_docs)
-                         if maxscore and pruning.AVAILABLE else None)
+        self.maxscore = None
+        if self.num_docs >= self.MAXSCORE_DOCS if maxscore is None else maxscore:  # numba imported only then
+            from . import maxscore as pruning
+
+            if pruning.AVAILABLE:
+                self.maxscore = pruning.MaxScore(index["data"], index["indices"], index["indptr"], self.num_docs)
 
     def term_ids(self, query: str) -> List[int]:
         """The query's token ids in the index vocabulary; tokens the corpus never has are dropped."""
