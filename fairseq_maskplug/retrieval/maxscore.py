@@ -37,6 +37,7 @@ except ImportError:  # pragma: no cover - numba is a dependency; this keeps retr
 
 AVAILABLE = numba is not None
 
+
 def block_maxima(data: np.ndarray, indptr: np.ndarray, block: int):
     """``(block_max, block_ptr)``: the largest score of every run of ``block`` postings of each term (its last
     run may be shorter), term ``t``'s runs at ``block_max[block_ptr[t]:block_ptr[t + 1]]`` (Lucene's impacts,
