@@ -41,17 +41,13 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, steps: int = 300, lr: float = 0.5
 
 def score(w: np.ndarray, x: np.ndarray, y: np.ndarray, split: str) -> dict:
     """The record a recipe's MR scoring writes (fairseq_maskplug.evaluation.evaluate's keys)."""
+    from fairseq_maskplug.common.metrics import macro_f1
+
     predicted = (np.hstack([x, np.ones((len(x), 1))]) @ w > 0).astype(int)
     right = predicted == y
-    f1 = []
-    for c in (0, 1):
-        tp = int(((predicted == c) & (y == c)).sum())
-        precision = tp / max(1, int((predicted == c).sum()))
-        recall = tp / max(1, int((y == c).sum()))
-        f1.append(0.0 if tp == 0 else 2 * precision * recall / (precision + recall))
     return {"split": split, "n": int(len(y)), "accuracy": 100 * float(right.mean()),
-            "macro_f1": 100 * float(np.mean(f1)),
-            "units": "percent", "classes_predicted": int(len(set(predicted.tolist()))),
+            "macro_f1": 100 * macro_f1(predicted, y, 2), "units": "percent",
+            "classes_predicted": int(len(set(predicted.tolist()))),
             "correct": "".join("1" if r else "0" for r in right)}
 
 
@@ -60,6 +56,8 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--seed", type=int, required=True)
     args = parser.parse_args(argv)
+    from fairseq_maskplug.common.atomic import write_text
+
     train_x, train_y = draw(np.random.default_rng(args.seed), TRAIN)
     held_out = {"valid": draw(np.random.default_rng(10_000), TEST), "test": draw(np.random.default_rng(10_001), TEST)}
     (args.out / "results").mkdir(parents=True, exist_ok=True)
@@ -67,10 +65,8 @@ def main(argv=None) -> int:
         w = fit_logistic(train_x[:, :columns], train_y)
         for split, (x, y) in held_out.items():
             record = score(w, x[:, :columns], y, split)
-            path = args.out / "results" / f"{row}__seed{args.seed}.{split}.json"
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(record) + "\n")
-            tmp.replace(path)  # whole or absent: the harness reads results while jobs run
+            # whole or absent: the harness reads results while jobs run
+            write_text(str(args.out / "results" / f"{row}__seed{args.seed}.{split}.json"), json.dumps(record) + "\n")
     return 0
 
 
