@@ -1,4 +1,4 @@
-"""BM25 retrieval speed: the bm25s backend (chunked memory-mapped index, query processes) against
+"""BM25 retrieval speed: the bm25s backend (chunked, compressed, memory-mapped index, query processes) against
 rank-bm25 (the reference), on the same synthetic corpus and the same queries, in one run.
 
 Corpus: ``--docs`` documents (default 100,000) of 20-119 words drawn from a Zipf vocabulary
@@ -8,7 +8,7 @@ Lucene scoring; the top-``--top-k`` documents of every reference query must be i
 rank-bm25 scores in pure Python (about half a second per query at 100k documents), so it
 answers only the first ``--reference-queries`` queries. Also reported: index build time and
 size, and the peak memory of the indexing command (the largest so far), and, in one process, three ways to
-the top k (bm25s's dense scores, the query terms' postings alone, block-max MaxScore: the top-k must be
+the top k (the dense scores, the query terms' postings alone, block-max MaxScore: the top-k must be
 identical). ``--scale N`` also builds an index of N documents and reports its build time, size,
 peak memory, queries/s and the same comparison; with ``--corpus-shards K`` also that index in K corpus shards
 (identical top-k asserted, ratios to one index). The last line is ``ratio=<bm25s / rank_bm25 queries per second>
@@ -99,10 +99,10 @@ def queries_per_second(searcher, queries, k: int, workers: int):
 
 def ways_of_ranking(searcher, queries, k: int, label: str) -> dict:
     """One process, the same queries, three ways to the top k, asserted identical (documents, order, float32
-    scores): bm25s's dense vector of every document's score, the query terms' postings alone
-    (``PostingScores``) and block-max MaxScore (the searcher's ``search``). Prints each one's queries/s and
-    MaxScore's ratio to the faster exhaustive way (the one the searcher took without numba); returns the
-    queries/s by name."""
+    scores): the dense vector of every document's score, the query terms' postings alone (``PostingScores``;
+    both decode the compressed postings with numpy) and block-max MaxScore (the searcher's ``search``, numba).
+    Prints each one's queries/s and MaxScore's ratio to the faster exhaustive way (the one the searcher takes
+    without numba); returns the queries/s by name."""
     found, rate = {}, {}
     ways = (("dense", lambda q: top_k(searcher.scores(q), k)),
             ("postings", lambda q: searcher.postings.top_k(searcher.term_ids(q), k)),
@@ -173,7 +173,7 @@ def main() -> int:
         queries = [" ".join(words[rng.choice(args.vocab, size=20, p=p)]) for _ in range(args.queries)]
         rare = [" ".join(words[rng.choice(args.vocab, size=5)]) for _ in range(500)]  # 5 words, uniform: rare terms
         build(corpus, work / "index", args.docs)
-        fast = Bm25sSearcher(str(work / "index"), Analyser(), maxscore=True)  # at every size (the searcher: from 100k)
+        fast = Bm25sSearcher(str(work / "index"), Analyser(), maxscore=True)
         fast_qps, fast_hits = queries_per_second(fast, queries, args.top_k, args.workers)
         print(f"bm25s: {fast_qps:,.0f} queries/s ({len(queries)} queries, top {args.top_k}, "
               f"{args.workers} processes)", flush=True)

@@ -860,7 +860,7 @@ def test_a_damaged_retrieval_index_is_named_before_it_is_searched(retrieval_text
     check(retrieve("--corpus", corpus, "--index", index))
     manifest = __import__("json").loads((index / "maskplug_index.json").read_text())
     assert set(manifest["files"]) == {p.name for p in index.iterdir()} - {"maskplug_index.json", ".maskplug-output.json"}
-    postings = index / "data.csc.index.npy"
+    postings = index / "block_max.npy"
     whole = postings.read_bytes()
     args = ["--corpus", corpus, "--queries", queries, "--out", tmp_path / "out", "--index", index]
     postings.write_bytes(whole[:-4])

@@ -107,15 +107,15 @@ def test_backends_give_the_same_top_k_and_scores_on_random_corpora_with_ties(tmp
 
 
 @pytest.mark.parametrize("seed", [0, 1])
-def test_postings_scoring_is_bm25s_dense_top_k_exactly(tmp_path, seed):
+def test_postings_scoring_is_the_dense_top_k_exactly(tmp_path, seed):
     """search() sums the query terms' postings (no new vector of one float per document per query): the same
-    documents, order and float32 scores, bit for bit, as top_k over bm25s's dense scores, ties and repeated
+    documents, order and float32 scores, bit for bit, as top_k over the dense scores, ties and repeated
     terms included."""
     rng = np.random.default_rng(seed)
     docs, p = random_corpus(rng, 1500, 60)
     build_index(str(write(tmp_path / "c.txt", docs)), str(tmp_path / "idx"), Analyser(), 1.2, 0.75, chunk_docs=300,
                 progress=False)
-    searcher = Bm25sSearcher(str(tmp_path / "idx"), Analyser(), maxscore=False)  # the paths without numba
+    searcher = Bm25sSearcher(str(tmp_path / "idx"), Analyser(), maxscore=False)  # the paths without MaxScore
     tied, ranked_whole = 0, 0
     for _ in range(80):
         query = " ".join(f"w{i}" for i in rng.choice(60, size=rng.integers(1, 6), p=p))  # repeats: counted twice
@@ -183,9 +183,9 @@ def test_retrieve_with_corpus_shards_writes_the_one_index_outputs_and_reuses_onl
     assert "built with a different corpus_shards" in capsys.readouterr().err
     assert run_cli(tmp_path, corpus, queries, "--index", str(tmp_path / "one"), "--corpus-shards", "3", out="c") == 2
     assert "built with a different corpus_shards" in capsys.readouterr().err
-    (tmp_path / "three" / "shard1" / "indices.csc.index.npy").write_bytes(b"")  # a shard's file cut short
+    (tmp_path / "three" / "shard1" / "block_last.npy").write_bytes(b"")  # a shard's file cut short
     assert run_cli(tmp_path, corpus, queries, "--index", str(tmp_path / "three"), "--corpus-shards", "3", out="c") == 2
-    assert "shard1/indices.csc.index.npy" in capsys.readouterr().err
+    assert "shard1/block_last.npy" in capsys.readouterr().err
 
 
 def test_chunked_index_equals_a_single_chunk_index(tmp_path):
@@ -194,14 +194,72 @@ def test_chunked_index_equals_a_single_chunk_index(tmp_path):
     one = build_index(str(corpus), str(tmp_path / "one"), Analyser(), 1.2, 0.75, chunk_docs=10 ** 6, progress=False)
     many = build_index(str(corpus), str(tmp_path / "many"), Analyser(), 1.2, 0.75, chunk_docs=37, progress=False)
     assert one["postings"] == many["postings"] and one["documents"] == 700
-    for name in ("data", "indices", "indptr"):
-        a = np.load(tmp_path / "one" / f"{name}.csc.index.npy")
-        b = np.load(tmp_path / "many" / f"{name}.csc.index.npy")
-        assert np.array_equal(a, b), name
-    import bm25s  # the index is bm25s's format: bm25s opens it memory-mapped
+    files = sorted(p.name for p in (tmp_path / "one").iterdir())
+    assert files == sorted(p.name for p in (tmp_path / "many").iterdir()) and "postings.u32" in files
+    for name in files:  # the same bytes, the temporary term-major arrays removed
+        same = (tmp_path / "one" / name).read_bytes() == (tmp_path / "many" / name).read_bytes()
+        assert same or name == "maskplug_index.json", name
+    assert not [name for name in files if "tmp" in name]
 
-    loaded = bm25s.BM25.load(str(tmp_path / "many"), mmap=True, show_progress=False)
-    assert isinstance(loaded.scores["data"], np.memmap)
+
+def test_compressed_postings_give_back_every_document_frequency_and_score(tmp_path):
+    """retrieval/postings.py: documents and term frequencies packed in blocks (gaps of 0 to 2**31 - 2, term
+    frequencies to 2**20, terms of 0 to 700 postings, blocks of 1, 5 and 128, written in parts) come back
+    exactly; each posting's score is lucene_term_score's float rounded to float32 once (the float the
+    previous format stored), and each block's stored maximum is the largest of its scores."""
+    from fairseq_maskplug.retrieval import postings
+
+    rng = np.random.default_rng(11)
+    terms, documents = 40, 2 ** 31 - 1
+    lists = [np.sort(rng.choice(documents, size=int(rng.integers(0, 700)), replace=False)) for _ in range(terms)]
+    lists[3] = np.arange(500, 800)  # consecutive documents: gaps of 0 bits
+    lists[4] = np.array([0, documents - 1])
+    freqs = [rng.geometric(0.4, len(d)) if t % 4 else rng.integers(1, 2 ** 20, len(d)) for t, d in enumerate(lists)]
+    freqs[5] = np.ones(len(lists[5]), dtype=np.int64)
+    length_of = lambda docs: (docs % 251 + 1).astype(np.int32)  # noqa: E731 (a length for any document id)
+    idf = rng.random(terms) * 6 + 0.01
+    counts = np.array([len(d) for d in lists])
+    indptr = np.concatenate([[0], np.cumsum(counts)])
+    for block in (1, 5, 128):
+        directory = tmp_path / f"b{block}"
+        directory.mkdir()
+
+        def parts():
+            for lo in range(0, terms, 7):
+                docs, tf = np.concatenate(lists[lo:lo + 7]), np.concatenate(freqs[lo:lo + 7])
+                scores = postings.posting_scores(np.repeat(idf[lo:lo + 7], counts[lo:lo + 7]), tf, length_of(docs),
+                                                 120.5, 1.2, 0.75)
+                yield docs, tf, counts[lo:lo + 7], scores
+
+        # the document lengths of the index: only those of documents it holds are read here
+        postings.write(str(directory), parts(), indptr, idf, np.zeros(0, np.int32), {}, block)
+        index = postings.Postings(str(directory), {"k1": 1.2, "b": 0.75, "avgdl": 120.5, "block": block})
+        for t in range(terms):
+            docs, tf = index.decode(t)
+            assert np.array_equal(docs, lists[t]) and np.array_equal(tf, freqs[t]), (block, t)
+            want = lucene_term_score(idf[t], tf, length_of(docs), 120.5, 1.2, 0.75)
+            scores = postings.posting_scores(idf[t], tf, length_of(docs), 120.5, 1.2, 0.75)
+            assert scores.dtype == np.float32 and np.array_equal(scores, want.astype(np.float32))
+            first, last = index.term_block[t], index.term_block[t + 1]
+            maxima = [scores[i:i + block].max() for i in range(0, len(scores), block)]
+            assert np.array_equal(index.block_max[first:last], np.array(maxima, dtype=np.float32)), (block, t)
+            assert np.array_equal(index.block_last[first:last], docs[np.minimum(
+                np.arange(block, len(docs) + block, block), len(docs)) - 1]), (block, t)
+    with pytest.raises(ValueError, match="strictly ascending"):
+        postings.encode(np.array([3, 3]), np.array([1, 1]), [2], np.zeros(2, np.float32))
+
+
+def test_an_index_of_the_previous_format_is_refused_in_one_line(tmp_path, capsys):
+    corpus = write(tmp_path / "c.txt", ["red apple pie", "green apple"])
+    queries = write(tmp_path / "q.txt", ["apple"])
+    assert run_cli(tmp_path, corpus, queries, "--index", str(tmp_path / "idx")) == 0
+    manifest = json.loads((tmp_path / "idx" / "maskplug_index.json").read_text())
+    (tmp_path / "idx" / "maskplug_index.json").write_text(json.dumps(dict(manifest, format=1)))
+    capsys.readouterr()
+    assert run_cli(tmp_path, corpus, queries, "--index", str(tmp_path / "idx"), out="again") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].endswith("is in index format 1 of an earlier version (this version reads format 2: compressed "
+                            "postings); remove the --index directory to rebuild it (or copy it again)"), err
 
 
 def test_rake_ranks_phrases_by_degree_over_frequency():
@@ -422,30 +480,30 @@ def test_two_torchrun_ranks_answer_their_queries_and_rank_0_writes_the_output(tm
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_maxscore_gives_the_exhaustive_top_k_scores_and_ties_while_summing_few_documents(tmp_path, seed):
-    """Block-max MaxScore (retrieval/maxscore.py) against top_k of bm25s's dense scores: the same documents,
-    order and float32 scores, bit for bit, on random corpora (exact ties from copied lines, repeated query
-    terms, queries of 1 to 40 terms, k from 1 to past the matches), for blocks and windows from one posting
-    and one document to the whole list, and through the searcher's search(); and it sums in full far fewer
-    documents than match long queries."""
+    """Block-max MaxScore (retrieval/maxscore.py, over the compressed postings) against top_k of the dense
+    scores (numpy, retrieval/postings.py): the same documents, order and float32 scores, bit for bit, on random
+    corpora (exact ties from copied lines, repeated query terms, queries of 1 to 40 terms, k from 1 to past the
+    matches), for postings blocks of 1, 4 and 128 and windows from one document to all, and through the
+    searcher's search(); and it sums in full far fewer documents than match long queries."""
     from fairseq_maskplug.retrieval.maxscore import MaxScore
 
     rng = np.random.default_rng(seed)
     vocab = 150
     docs, p = random_corpus(rng, 2500, vocab)
     docs = [d + " " + " ".join(f"w{i}" for i in rng.choice(vocab, size=rng.integers(0, 25), p=p)) for d in docs]
-    build_index(str(write(tmp_path / "c.txt", docs)), str(tmp_path / "idx"), Analyser(), 1.2, 0.75,
-                chunk_docs=700, progress=False)
-    searcher = Bm25sSearcher(str(tmp_path / "idx"), Analyser(), maxscore=True)  # below MAXSCORE_DOCS: asked for
-    assert Bm25sSearcher(str(tmp_path / "idx"), Analyser()).maxscore is None and searcher.maxscore is not None
-    index = searcher.model.scores
-    ways = [searcher.maxscore] + [  # the searcher's own (128, 4096); the last: one window for all documents
-        MaxScore(index["data"], index["indices"], index["indptr"], searcher.num_docs, block, window)
-        for block, window in ((1, 1), (3, 7), (64, 2048), (16, 10 ** 9))]
+    corpus = str(write(tmp_path / "c.txt", docs))
+    ways = []
+    for block in (1, 4, 128):
+        build_index(corpus, str(tmp_path / f"idx{block}"), Analyser(), 1.2, 0.75, chunk_docs=700, progress=False,
+                    block=block)
+        searcher = Bm25sSearcher(str(tmp_path / f"idx{block}"), Analyser())  # MaxScore at any size
+        ways += [searcher.maxscore] + [MaxScore(searcher.index, window) for window in (1, 7, 10 ** 9)]
+    assert Bm25sSearcher(str(tmp_path / "idx128"), Analyser(), maxscore=False).maxscore is None
     tied = summed = matched = 0
     for q in range(120):
         query = " ".join(f"w{i}" for i in rng.choice(vocab, size=rng.integers(1, 41), p=p))
         terms = searcher.term_ids(query)
-        dense = searcher.model.get_scores_from_ids(terms) if terms else np.zeros(searcher.num_docs, np.float32)
+        dense = searcher.postings.dense(terms)
         for k in (1, 10, 50, 3000):
             want = top_k(dense, k)
             got = ways[(q + k) % len(ways)].top_k(terms, k) if q % 5 else (*searcher.search(query, k), 0)

@@ -44,11 +44,13 @@ import numpy as np
 from ..common.atomic import is_write_failure, temporary_name, tree_bytes, write_failed
 from ..common.file_records import DamagedFileError, file_record, file_sha256, read_manifest as read_json_manifest
 from ..common.file_records import recorded_damage
-from .analysis import Analyser, check_bm25_parameters, lucene_idf, lucene_term_score
+from . import postings
+from .analysis import Analyser, check_bm25_parameters, lucene_idf
+from .postings import posting_scores
 from .corpus import read_lines
 
 MANIFEST = "maskplug_index.json"
-FORMAT = 1
+FORMAT = 2  # 1: bm25s's format (float32 scores and int32 ids); 2: the compressed postings of .postings
 
 
 def index_settings(corpus: str, analyser: Analyser, k1: float, b: float, corpus_shards: int = 1) -> dict:
@@ -73,11 +75,16 @@ REBUILD = "remove the --index directory to rebuild it (or copy it again)"
 
 
 def read_manifest(index_dir: str) -> dict:
+    """An index's manifest; an index of another format is refused in one line that says how to rebuild it."""
     path = os.path.join(index_dir, MANIFEST)
     if not os.path.isfile(path):
         raise ValueError(f"{index_dir} is not an index of this tool (no {MANIFEST}); give another --index "
                          f"or remove the directory")
-    return read_json_manifest(path, REBUILD)
+    manifest = read_json_manifest(path, REBUILD)
+    if manifest.get("format") != FORMAT:
+        raise ValueError(f"--index {index_dir} is in index format {manifest.get('format')} of an earlier version "
+                         f"(this version reads format {FORMAT}: compressed postings); {REBUILD}")
+    return manifest
 
 
 def _setting(record: dict, key: str):
@@ -150,10 +157,11 @@ def analyse_chunks(texts, first_doc: int, analyser: Analyser, chunk_docs: int, d
 
 
 def build_index(corpus: str, index_dir: str, analyser: Analyser, k1: float, b: float,
-                chunk_docs: int = 100_000, progress: bool = True, settings: dict = None, corpus_shards: int = 1) -> dict:
+                chunk_docs: int = 100_000, progress: bool = True, settings: dict = None, corpus_shards: int = 1,
+                block: int = postings.BLOCK) -> dict:
     """Index ``corpus`` (one document per line) into ``index_dir``, written atomically
     (built under a temporary name, renamed at the end), in ``corpus_shards`` shards with the global
-    statistics (the module's docstring). Returns the manifest."""
+    statistics (the module's docstring), postings in blocks of ``block``. Returns the manifest."""
     check_bm25_parameters(k1, b)
     if chunk_docs < 1:
         raise ValueError(f"--chunk-docs must be >= 1, got {chunk_docs}")
@@ -169,14 +177,15 @@ def build_index(corpus: str, index_dir: str, analyser: Analyser, k1: float, b: f
         scoring = global_scoring(corpus, analyser, doc_len, doc_freq, k1, b)
         ranges = corpus_shard_ranges(len(doc_len), corpus_shards)
         if corpus_shards == 1:
-            nnz = _write_postings(tmp, chunk_files, ranges[0], doc_freq, scoring, vocab, progress, "index pass 2/2")
+            nnz = _write_postings(tmp, chunk_files, ranges[0], doc_freq, scoring, vocab, progress, "index pass 2/2",
+                                  block=block)
         else:
             nnz = 0
             for i, docs in enumerate(ranges):
                 shard_dir = os.path.join(tmp, f"shard{i}")
                 os.makedirs(shard_dir)
                 nnz += _write_postings(shard_dir, chunk_files, docs, None, scoring, vocab, progress,
-                                       f"index pass 2/2, shard {i + 1} of {corpus_shards}")
+                                       f"index pass 2/2, shard {i + 1} of {corpus_shards}", block=block)
         for path, _ in chunk_files:
             os.remove(path)
         manifest = write_manifest(tmp, settings, corpus, scoring, len(vocab), nnz, started, ranges)
@@ -222,13 +231,20 @@ def write_manifest(directory: str, settings: dict, corpus: str, scoring: tuple, 
     return manifest
 
 
+#: postings per part of the encoding pass (whole terms; a longer term is a part of its own): about 100 MB of
+#: temporary arrays
+PART_POSTINGS = 4_000_000
+
+
 def _write_postings(directory: str, chunk_files, docs: range, doc_freq, scoring, vocab: dict, progress: bool,
-                    desc: str, term_map: np.ndarray = None) -> int:
-    """Pass 2 for the documents ``docs``: each posting's Lucene score from the global statistics ``scoring``
-    (idf, document lengths, avgdl, k1, b) into term-major arrays with document ids counted from ``docs.start``,
-    and bm25s's vocabulary and parameter files; ``doc_freq``: the documents of each term among ``docs`` (None:
-    counted from the chunks); ``term_map``: the global id of each term id the chunks hold (chunks analysed with a
-    vocabulary of their own shard). Returns the number of postings."""
+                    desc: str, term_map: np.ndarray = None, block: int = postings.BLOCK) -> int:
+    """Pass 2 for the documents ``docs``: their postings, term-major, with document ids counted from
+    ``docs.start``, packed with their scores' block maxima from the global statistics ``scoring`` (idf,
+    document lengths, avgdl, k1, b) into the compressed files of :mod:`.postings`, and ``params.json``;
+    ``doc_freq``: the documents of each term among ``docs`` (None: counted from the chunks); ``term_map``: the
+    global id of each term id the chunks hold (chunks analysed with a vocabulary of their own shard). The
+    postings are first scattered into term-major temporary arrays beside the output (8 bytes a posting, removed
+    at the end). Returns the number of postings."""
     from ..common.progress import progress_bar
 
     idf, doc_len, avgdl, k1, b = scoring
@@ -247,8 +263,8 @@ def _write_postings(directory: str, chunk_files, docs: range, doc_freq, scoring,
             doc_freq += np.bincount(postings_of(path)[1], minlength=len(idf))
     indptr = np.concatenate([[0], np.cumsum(doc_freq)]).astype(np.int64)
     nnz = int(indptr[-1])
-    data = np.lib.format.open_memmap(os.path.join(directory, "data.csc.index.npy"), "w+", np.float32, (nnz,))
-    indices = np.lib.format.open_memmap(os.path.join(directory, "indices.csc.index.npy"), "w+", np.int32, (nnz,))
+    temporary = [os.path.join(directory, name) for name in ("docs.tmp.npy", "tf.tmp.npy")]
+    by_term = [np.lib.format.open_memmap(path, "w+", np.int32, (nnz,)) for path in temporary]
     cursor = indptr[:-1].copy()
     for path, _ in progress_bar(chunks, desc=desc, unit="chunk", disable=None if progress else True):
         chunk_docs, terms, tf = postings_of(path)
@@ -257,17 +273,28 @@ def _write_postings(directory: str, chunk_files, docs: range, doc_freq, scoring,
         unique, first, counts = np.unique(terms, return_index=True, return_counts=True)
         at = cursor[terms] + (np.arange(len(terms)) - np.repeat(first, counts))
         cursor[unique] += counts
-        data[at] = lucene_term_score(idf[terms], tf, doc_len[chunk_docs], avgdl, k1, b).astype(np.float32)
-        indices[at] = chunk_docs - docs.start
-    data.flush()
-    indices.flush()
-    del data, indices
-    np.save(os.path.join(directory, "indptr.csc.index.npy"), indptr)
-    with open(os.path.join(directory, "vocab.index.json"), "w", encoding="utf-8") as f:
-        json.dump(vocab, f, ensure_ascii=False)
-    with open(os.path.join(directory, "params.index.json"), "w") as f:
-        json.dump({"k1": k1, "b": b, "delta": 0.5, "method": "lucene", "idf_method": "lucene",
-                   "dtype": "float32", "int_dtype": "int32", "num_docs": len(docs), "backend": "numpy"}, f, indent=1)
+        by_term[0][at] = chunk_docs - docs.start
+        by_term[1][at] = tf
+    lengths = doc_len[docs.start:docs.stop]
+
+    def parts():
+        term = 0
+        while term < len(doc_freq):
+            last = max(term + 1, int(np.searchsorted(indptr, indptr[term] + PART_POSTINGS, side="right")) - 1)
+            last = min(last, len(doc_freq))
+            lo, hi = int(indptr[term]), int(indptr[last])
+            local, tf = np.asarray(by_term[0][lo:hi]), np.asarray(by_term[1][lo:hi])
+            terms = np.repeat(np.arange(term, last), doc_freq[term:last])
+            yield local, tf, doc_freq[term:last], posting_scores(idf[terms], tf, lengths[local], avgdl, k1, b)
+            term = last
+
+    postings.write(directory, parts(), indptr, idf, lengths, vocab, block)
+    del by_term
+    for path in temporary:
+        os.remove(path)
+    with open(os.path.join(directory, "params.json"), "w") as f:
+        json.dump({"format": FORMAT, "k1": k1, "b": b, "avgdl": avgdl, "documents": len(docs),
+                   "block": block}, f, indent=1)
     return nnz
 
 

@@ -3,15 +3,17 @@ optimizations", Sec. 4, with per-block maxima as Lucene's ``MaxScoreBulkScorer``
 path's exact scores and tie order.
 
 A document's score is the sum, in the query's term order and in float32, of its posting scores of the
-query's terms (bm25s's sum, :class:`~.search.PostingScores`). The documents are taken in windows of
-``window`` ids. In each window every query term gets an upper bound ``m``: the largest score of its
-blocks of ``block`` postings that reach into the window (:func:`block_maxima`). With the terms sorted by
+query's terms (bm25s's sum, :class:`~.search.PostingScores`). The postings are read from the compressed
+index of :mod:`.postings` (a block of documents decoded when it is reached, a score computed when it is
+needed). The documents are taken in windows of ``window`` ids. In each window every query term gets an
+upper bound ``m``: the largest stored maximum of its blocks that reach into the window. With the terms sorted by
 ``m`` ascending, once the k-th best score so far, ``theta``, exceeds ``m_1 + ... + m_j``, a document
 holding none but the first ``j`` terms cannot enter the top k: only the other, *essential* terms'
 postings are summed per document (into a window-sized array); the first ``j`` terms are then added,
 largest ``m`` first (by a galloping search for few documents, or the term's postings in the window
 added to all), and a document leaves the race as soon as its sum plus the ``m`` of the terms not yet
-added is below ``theta``. The documents left are summed exactly and offered to the top k. Before k
+added is below ``theta``. Each term's score of each window document is kept as it is added, so the
+documents left (every term added to them) are summed exactly and offered to the top k. Before k
 documents are held, the k-th largest sum of the first window bounds the k-th score from below and
 prunes in the same way.
 
@@ -19,9 +21,10 @@ Exactness: the bounds are float64 sums of float32 values inflated by ``(n + 1) *
 than the rounding of a float32 sum of ``n`` terms can move a score), and a document is dropped only when
 its bound is *below* ``theta`` (a document with ``theta``'s score comes after the k-th, whose id is
 lower, so it never enters). Every document offered is summed exactly as the exhaustive path sums it
-(zeros for absent terms change no float32 sum). So the top k, their scores and their order (score
+(its terms' float32 scores in the query's order; absent terms add nothing). So the top k, their scores and their order (score
 descending, then lower id) are the exhaustive path's: ``tests/test_retrieval.py`` checks it on random
-corpora and queries for several block and window sizes, ``benchmarks/bench_bm25.py`` on every query it
+corpora and queries for several block and window sizes, and that a posting's score is the float the
+exhaustive path computes, ``benchmarks/bench_bm25.py`` on every query it
 runs.
 
 The kernel is compiled by numba (``cache=True``: once per machine, then loaded); without numba this
@@ -29,6 +32,8 @@ module's :data:`AVAILABLE` is False and the searcher keeps its exhaustive paths.
 """
 
 import numpy as np
+
+from .postings import document_norms
 
 try:
     import numba
@@ -38,53 +43,102 @@ except ImportError:  # pragma: no cover - numba is a dependency; this keeps retr
 AVAILABLE = numba is not None
 
 
-def block_maxima(data: np.ndarray, indptr: np.ndarray, block: int):
-    """``(block_max, block_ptr)``: the largest score of every run of ``block`` postings of each term (its last
-    run may be shorter), term ``t``'s runs at ``block_max[block_ptr[t]:block_ptr[t + 1]]`` (Lucene's impacts,
-    one per block of postings)."""
-    if block < 1:
-        raise ValueError(f"the block size must be >= 1, got {block}")
-    counts = np.diff(np.asarray(indptr, dtype=np.int64))
-    runs = -(-counts // block)
-    block_ptr = np.concatenate([[0], np.cumsum(runs)]).astype(np.int64)
-    first = np.repeat(np.asarray(indptr[:-1], dtype=np.int64), runs)
-    first += block * (np.arange(int(block_ptr[-1]), dtype=np.int64) - np.repeat(block_ptr[:-1], runs))
-    # consecutive runs tile the postings, so each reduceat range is one run
-    block_max = np.maximum.reduceat(data, first) if len(first) else np.zeros(0, dtype=np.float32)
-    return block_max.astype(np.float32, copy=False), block_ptr
+def _decode_docs(words, halves, octets, start, width, n, base, out):  # pragma: no cover
+    """The ``n`` documents of a block whose gaps start at word ``start`` and take ``width`` bits each (0, 8,
+    16 or 32: read as bytes, halves or words; :mod:`.postings`) into ``out[:n]``; ``base``: the document
+    before the block's first."""
+    doc = np.int64(base)
+    if width == 0:  # consecutive documents: no word read (the run may start past the last word)
+        for j in range(n):
+            doc += 1
+            out[j] = doc
+    elif width == 8:
+        for j in range(n):
+            doc += np.int64(octets[4 * start + j]) + 1
+            out[j] = doc
+    elif width == 16:
+        for j in range(n):
+            doc += np.int64(halves[2 * start + j]) + 1
+            out[j] = doc
+    else:
+        for j in range(n):
+            doc += np.int64(words[start + j]) + 1
+            out[j] = doc
 
 
-def _seek(indices, c, end, doc):  # pragma: no cover - compiled by numba
-    """The first position in ``indices[c:end]`` (sorted) holding a document >= ``doc``: a galloping
-    search from ``c`` (few steps when it is near)."""
-    if c >= end or indices[c] >= doc:
-        return c
-    low = c
-    high = c + 1
+def _load(words, halves, octets, block_words, block_bits, block_last, g, n, first_of_term, out):  # pragma: no cover
+    """Decode block ``g`` (``n`` postings; ``first_of_term``: the term's first block) into ``out``."""
+    _decode_docs(words, halves, octets, np.int64(block_words[g]), block_bits[g, 0], n,
+                 -1 if first_of_term else np.int64(block_last[g - 1]), out)
+
+
+def _score(words, start_bit, width, j, weight, norm):  # pragma: no cover
+    """The float32 score of a block's posting ``j``: its term frequency (``width`` bits from ``start_bit``, one
+    value read), then ``analysis.lucene_term_score``'s expression in float64 (``norm``: the document's ``k1 *
+    (1 - b + b * |d| / avgdl)``, computed by numpy in that order), rounded once: the exhaustive path's float."""
+    tf = 1.0
+    if width > 0:
+        bit = start_bit + j * width
+        w = bit >> 5
+        pair = np.uint64(words[w]) | (np.uint64(words[w + 1]) << np.uint64(32))
+        tf = np.float64(np.int64((pair >> np.uint64(bit & 31)) & ((np.uint64(1) << np.uint64(width)) - np.uint64(1)))
+                        + 1)
+    return np.float32(weight * tf / (tf + norm))
+
+
+def _first_block(block_last, b0, blk, last, doc):  # pragma: no cover
+    """The first of a term's blocks ``blk..last`` (global numbers ``b0 + ...``) whose last document is >=
+    ``doc`` (a galloping search, no decoding), or ``last + 1``."""
+    if block_last[b0 + blk] >= doc:
+        return blk
+    low = blk  # block_last[low] < doc
+    high = blk + 1
     step = 1
-    while high < end and indices[high] < doc:
+    while high <= last and block_last[b0 + high] < doc:
         low = high
         step *= 2
-        high = min(c + step, end)
-    while low + 1 < high:  # indices[low] < doc; indices[high] >= doc or high == end
-        mid = (low + high) // 2
-        if indices[mid] < doc:
+        high = min(blk + step, last + 1)
+    while low + 1 < high:  # block_last[high] >= doc, or high == last + 1
+        mid = (low + high) >> 1
+        if block_last[b0 + mid] < doc:
             low = mid
         else:
             high = mid
     return high
 
 
-def _kernel(data, indices, starts, ends, block_max, block_starts, block, window, k):  # pragma: no cover
-    n = starts.shape[0]
+def _lower_bound(row, low, high, doc):  # pragma: no cover
+    """The first index in ``low..high-1`` of the ascending ``row`` holding a value >= ``doc``, or ``high``."""
+    low -= 1
+    while low + 1 < high:
+        mid = (low + high) >> 1
+        if row[mid] < doc:
+            low = mid
+        else:
+            high = mid
+    return high
+
+
+def _kernel(words, halves, octets, block_words, block_bits, block_last, block_max, shift, first, count, idf, norms,
+            window, k):  # pragma: no cover
+    n = first.shape[0]
+    size = 1 << shift
+    low_bits = size - 1
     slack = 1.0 + (n + 1) * 2.0 ** -23
-    cursor = starts.copy()  # each term's first posting not before the window
-    stop = starts.copy()  # each term's first posting after the window
-    probe = starts.copy()
+    docs = np.empty((n, size), dtype=np.int64)  # each term's decoded block: its documents and scores
+    vals = np.empty((n, size), dtype=np.float32)
+    loaded = np.full(n, -1, dtype=np.int64)  # the block decoded, of the term's own
+    scored = np.zeros(n, dtype=np.bool_)  # its scores computed
+    tf_bit = np.zeros(n, dtype=np.int64)  # where its frequencies start, in bits
+    blocks = (count + low_bits) >> shift
+    cursor = np.zeros(n, dtype=np.int64)  # each term's first posting not before the window
+    stop = np.zeros(n, dtype=np.int64)  # each term's first posting after the window
     window_max = np.zeros(n, dtype=np.float32)
     order = np.arange(n)
     prefix = np.zeros(n + 1, dtype=np.float64)  # prefix[j]: the sum of the j smallest window maxima
     partial = np.zeros(window, dtype=np.float64)  # a window document's sum so far (bounds only)
+    contrib = np.zeros((window, n), dtype=np.float32)  # each window document's score of each query term,
+    stamp = np.full((window, n), -1, dtype=np.int64)  # valid where stamped with the current window's number
     touched = np.zeros(window, dtype=np.bool_)
     live = np.empty(window, dtype=np.int64)  # offsets in the window of the documents still in the race
     seen = np.empty(window, dtype=np.int64)
@@ -94,21 +148,45 @@ def _kernel(data, indices, starts, ends, block_max, block_starts, block, window,
     worst = 0  # index of the k-th entry (lowest score, then highest id) once k are held
     theta = np.float32(0.0)
     evaluated = 0
+    windows = 0
     while True:
         lo = -1  # the next window: from the lowest document any term still has
         for p in range(n):
-            if cursor[p] < ends[p] and (lo < 0 or indices[cursor[p]] < lo):
-                lo = indices[cursor[p]]
+            if cursor[p] < count[p]:
+                blk = cursor[p] >> shift
+                if loaded[p] != blk:
+                    g = first[p] + blk
+                    m = min(size, count[p] - (blk << shift))
+                    _load(words, halves, octets, block_words, block_bits, block_last, g, m, blk == 0, docs[p])
+                    loaded[p], scored[p] = blk, False
+                    tf_bit[p] = (np.int64(block_words[g]) + (m * np.int64(block_bits[g, 0]) + 31) // 32) * 32
+                d = docs[p, cursor[p] & low_bits]
+                if lo < 0 or d < lo:
+                    lo = d
         if lo < 0:
             break
         hi = lo + window
         for p in range(n):  # each term's postings in [lo, hi) and the largest score of its blocks there
-            stop[p] = _seek(indices, cursor[p], ends[p], hi)
+            stop[p] = cursor[p]
+            if cursor[p] < count[p]:
+                blk = _first_block(block_last, first[p], cursor[p] >> shift, blocks[p] - 1, hi)
+                if blk == blocks[p]:
+                    stop[p] = count[p]
+                else:
+                    if loaded[p] != blk:
+                        g = first[p] + blk
+                        m = min(size, count[p] - (blk << shift))
+                        _load(words, halves, octets, block_words, block_bits, block_last, g, m, blk == 0, docs[p])
+                        loaded[p], scored[p] = blk, False
+                        tf_bit[p] = (np.int64(block_words[g]) + (m * np.int64(block_bits[g, 0]) + 31) // 32) * 32
+                    at = blk << shift
+                    stop[p] = at + _lower_bound(docs[p], max(cursor[p], at) - at,
+                                                min(count[p], at + size) - at, hi)
             best = np.float32(0.0)
             if stop[p] > cursor[p]:
-                for b in range((cursor[p] - starts[p]) // block, (stop[p] - 1 - starts[p]) // block + 1):
-                    if block_max[block_starts[p] + b] > best:
-                        best = block_max[block_starts[p] + b]
+                for blk in range(cursor[p] >> shift, ((stop[p] - 1) >> shift) + 1):
+                    if block_max[first[p] + blk] > best:
+                        best = block_max[first[p] + blk]
             window_max[p] = best
         for j in range(n):  # the query positions by window maximum, ascending (insertion sort: n is small)
             order[j] = j
@@ -126,56 +204,114 @@ def _kernel(data, indices, starts, ends, block_max, block_starts, block, window,
         if full:
             while essential < n and prefix[essential + 1] * slack < theta:
                 essential += 1
-        # the essential terms' postings, summed per document of the window
-        count = 0
-        for j in range(essential, n):
-            p = order[j]
-            for i in range(cursor[p], stop[p]):
-                off = indices[i] - lo
-                partial[off] += np.float64(data[i])
-                if not touched[off]:
-                    touched[off] = True
-                    seen[count] = off
-                    count += 1
-        if count < window // 16:  # the documents in id order: sort few, scan the window for many
-            seen[:count].sort()
-        else:
-            count = 0
-            for off in range(window):
-                if touched[off]:
-                    seen[count] = off
-                    count += 1
-        alive = 0
-        for x in range(count):
-            off = seen[x]
-            touched[off] = False
-            if not full or (partial[off] + prefix[essential]) * slack >= theta:
-                live[alive] = off
-                alive += 1
+        # the essential terms' postings, summed per document of the window; the others' are walked too where
+        # they are dense beside the documents left (scatter), else looked up for them
+        count_seen = 0
+        alive = -1
         scattered = False
-        # the other terms, largest window maximum first: add their scores to the live documents, drop those
-        # whose bound falls below theta
-        for j in range(essential - 1, -1, -1):
-            if alive == 0:
-                break
+        for j in range(n - 1, -1, -1):
             p = order[j]
+            walk = j >= essential
+            if not walk and alive < 0:  # the essential terms are summed: the documents in the race
+                if count_seen < window // 16:  # in id order: sort few, scan the window for many
+                    seen[:count_seen].sort()
+                else:
+                    count_seen = 0
+                    for off in range(window):
+                        if touched[off]:
+                            seen[count_seen] = off
+                            count_seen += 1
+                alive = 0
+                for x in range(count_seen):
+                    off = seen[x]
+                    touched[off] = False
+                    if not full or (partial[off] + prefix[essential]) * slack >= theta:
+                        live[alive] = off
+                        alive += 1
+            if not walk and alive == 0:
+                break
             a = cursor[p]
-            b = stop[p]
-            if (b - a) > 16 * alive:  # few documents, a long list: search
+            e = stop[p]
+            if walk or (e - a) <= 4 * alive:  # every posting of the window: decode its blocks, score them
+                for blk in range(a >> shift, ((e - 1) >> shift) + 1):
+                    if e <= a:
+                        break
+                    g = first[p] + blk
+                    m = min(size, count[p] - (blk << shift))
+                    if loaded[p] != blk:
+                        _load(words, halves, octets, block_words, block_bits, block_last, g, m, blk == 0, docs[p])
+                        loaded[p], scored[p] = blk, False
+                        tf_bit[p] = (np.int64(block_words[g]) + (m * np.int64(block_bits[g, 0]) + 31) // 32) * 32
+                    if not scored[p]:
+                        width = np.int64(block_bits[g, 1])
+                        for i in range(m):
+                            vals[p, i] = _score(words, tf_bit[p], width, i, idf[p], norms[docs[p, i]])
+                        scored[p] = True
+                    at = blk << shift
+                    for i in range(max(a, at) - at, min(e, at + size) - at):
+                        off = docs[p, i] - lo
+                        partial[off] += np.float64(vals[p, i])
+                        contrib[off, p] = vals[p, i]
+                        stamp[off, p] = windows
+                        if walk and not touched[off]:
+                            touched[off] = True
+                            seen[count_seen] = off
+                            count_seen += 1
+                if not walk:
+                    scattered = True
+            else:  # few documents, a long list: look each one up
                 for x in range(alive):
-                    a = _seek(indices, a, b, lo + live[x])
-                    if a < b and indices[a] == lo + live[x]:
-                        partial[live[x]] += np.float64(data[a])
-            else:  # add the term's postings to every document of the window (the dead ones are never read)
-                for i in range(a, b):
-                    partial[indices[i] - lo] += np.float64(data[i])
-                scattered = True
-            kept = 0
-            for x in range(alive):
-                if (partial[live[x]] + prefix[j]) * slack >= theta:
-                    live[kept] = live[x]
-                    kept += 1
-            alive = kept
+                    doc = lo + live[x]
+                    if a >= e:
+                        break
+                    blk = _first_block(block_last, first[p], a >> shift, (e - 1) >> shift, doc)
+                    if (blk << shift) >= e:
+                        a = e
+                        break
+                    if loaded[p] != blk:
+                        g = first[p] + blk
+                        m = min(size, count[p] - (blk << shift))
+                        _load(words, halves, octets, block_words, block_bits, block_last, g, m, blk == 0, docs[p])
+                        loaded[p], scored[p] = blk, False
+                        tf_bit[p] = (np.int64(block_words[g]) + (m * np.int64(block_bits[g, 0]) + 31) // 32) * 32
+                    at = blk << shift
+                    i = _lower_bound(docs[p], max(a, at) - at, min(e, at + size) - at, doc)
+                    a = at + i
+                    if a < e and docs[p, i] == doc:
+                        if scored[p]:
+                            value = vals[p, i]
+                        else:
+                            value = _score(words, tf_bit[p], np.int64(block_bits[first[p] + blk, 1]), i, idf[p],
+                                           norms[doc])
+                        partial[live[x]] += np.float64(value)
+                        contrib[live[x], p] = value
+                        stamp[live[x], p] = windows
+            if not walk:  # drop the documents whose bound fell below theta
+                kept = 0
+                for x in range(alive):
+                    if (partial[live[x]] + prefix[j]) * slack >= theta:
+                        live[kept] = live[x]
+                        kept += 1
+                alive = kept
+        if alive < 0:  # every term was essential
+            if count_seen < window // 16:
+                seen[:count_seen].sort()
+            else:
+                count_seen = 0
+                for off in range(window):
+                    if touched[off]:
+                        seen[count_seen] = off
+                        count_seen += 1
+            alive = 0
+            for x in range(count_seen):
+                off = seen[x]
+                touched[off] = False
+                if not full or partial[off] * slack >= theta:
+                    live[alive] = off
+                    alive += 1
+        else:
+            for x in range(count_seen):
+                touched[seen[x]] = False
         if held == 0 and alive > k:
             # before the first k: the k-th largest sum here, less its rounding, is below the k-th exact score,
             # so a document whose bound is below it cannot enter
@@ -189,17 +325,16 @@ def _kernel(data, indices, starts, ends, block_max, block_starts, block, window,
                     live[kept] = live[x]
                     kept += 1
             alive = kept
-        # the documents left: their exact scores, summed in the query's order in float32
-        for p in range(n):
-            probe[p] = cursor[p]
+        # the documents left: their terms' scores summed in the query's order in float32 (a document left has
+        # had every term's score added: the essential terms' walked, the others' looked up)
         for x in range(alive):
-            doc = lo + live[x]
+            off = live[x]
+            doc = lo + off
             evaluated += 1
             score = np.float32(0.0)
             for p in range(n):
-                probe[p] = _seek(indices, probe[p], stop[p], doc)
-                if probe[p] < stop[p] and indices[probe[p]] == doc:
-                    score = np.float32(score + data[probe[p]])
+                if stamp[off, p] == windows:
+                    score = np.float32(score + contrib[off, p])
             if score <= 0:
                 continue
             if held < k:
@@ -221,39 +356,47 @@ def _kernel(data, indices, starts, ends, block_max, block_starts, block, window,
         if scattered:
             partial[:] = 0.0
         else:
-            for x in range(count):
+            for x in range(count_seen):
                 partial[seen[x]] = 0.0
         for p in range(n):
             cursor[p] = stop[p]
+        windows += 1
     return top_docs[:held], top_scores[:held], evaluated
 
 
 if AVAILABLE:
-    _seek = numba.njit(cache=True, nogil=True)(_seek)
+    _decode_docs = numba.njit(cache=True, nogil=True)(_decode_docs)
+    _load = numba.njit(cache=True, nogil=True)(_load)
+    _score = numba.njit(cache=True, nogil=True)(_score)
+    _first_block = numba.njit(cache=True, nogil=True)(_first_block)
+    _lower_bound = numba.njit(cache=True, nogil=True)(_lower_bound)
     _compiled = numba.njit(cache=True, nogil=True)(_kernel)
 
 
 class MaxScore:
-    """Top-k queries by block-max MaxScore over one CSC index (a column of float32 posting scores per
-    term, documents ascending): the module's docstring. ``block``: postings per stored maximum; ``window``:
-    documents per window of the walk (the terms are split into essential and not per window, with the
-    maxima of their blocks that reach into it)."""
+    """Top-k queries by block-max MaxScore over the compressed postings of one index
+    (:class:`~.postings.Postings`): the module's docstring. ``window``: documents per window of the walk (the
+    terms are split into essential and not per window, with the stored maxima of their blocks that reach into
+    it)."""
 
-    #: postings per block maximum (Lucene keeps impacts per 128 postings too) and documents per window:
-    #: the fastest of blocks 16-1024 and windows 1,024-65,536 for 20-word Zipf queries at 1M documents
-    #: (2 cores, 2026-11-27; 64-256 and 4,096 within noise of each other)
-    BLOCK = 128
+    #: documents per window: the fastest of windows 1,024-65,536 for 20-word Zipf queries at 1M documents (2
+    #: cores, 2026-11-27; 4,096 and its neighbours within noise of each other)
     WINDOW = 4096
 
-    def __init__(self, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, num_docs: int,
-                 block: int = BLOCK, window: int = WINDOW):
+    def __init__(self, index, window: int = WINDOW):
+        if index.block & (index.block - 1):
+            raise ValueError(f"the postings' block must be a power of two for MaxScore, got {index.block}")
         if window < 1:
             raise ValueError(f"the window must be >= 1 document, got {window}")
-        self.data, self.indices, self.indptr = np.asarray(data), np.asarray(indices), np.asarray(indptr)
+        self.index = index
         # a window's arrays hold 21 bytes a document: never more documents than the index has
-        self.block, self.window = block, max(1, min(window, num_docs))
-        self.block_max, self.block_ptr = block_maxima(self.data, self.indptr, block)
-        if len(self.indptr) > 1:
+        self.window = max(1, min(window, index.num_docs))
+        words = np.asarray(index.words)
+        self.arrays = (words, words.view(np.uint16), words.view(np.uint8), np.asarray(index.block_words),
+                       np.asarray(index.block_bits), np.asarray(index.block_last), np.asarray(index.block_max),
+                       int(index.block).bit_length() - 1)
+        self.norms = document_norms(index.doc_lengths, index.avgdl, index.k1, index.b)
+        if len(index.term_postings) > 1:
             self.top_k([0], 1)  # compiled (or loaded from numba's cache) now, before any worker is forked
 
     def top_k(self, term_ids, k: int):
@@ -264,8 +407,11 @@ class MaxScore:
             raise ValueError(f"--top-k must be >= 1, got {k}")
         terms = np.asarray(term_ids, dtype=np.int64)
         if len(terms) == 0:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=self.data.dtype), 0
-        docs, scores, evaluated = _compiled(self.data, self.indices, self.indptr[terms], self.indptr[terms + 1],
-                                            self.block_max, self.block_ptr[terms], self.block, self.window, k)
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32), 0
+        index = self.index
+        count = np.asarray(index.term_postings[terms + 1] - index.term_postings[terms], dtype=np.int64)
+        docs, scores, evaluated = _compiled(*self.arrays, index.term_block[terms], count,
+                                            np.asarray(index.term_idf[terms], dtype=np.float64), self.norms,
+                                            self.window, k)
         order = np.lexsort((docs, -scores))
         return docs[order], scores[order], int(evaluated)

@@ -1,9 +1,9 @@
 """The two BM25 backends and the shared top-K: the same documents in the same order from both.
 
-* ``bm25s``: the chunked index of :mod:`.index`, opened with ``bm25s.BM25.load(mmap=True)``; a
-  query is the sum of each of its terms' precomputed, float32 posting scores, computed over its
-  postings alone (:class:`PostingScores`) when they are fewer than half the documents, else by
-  bm25s into a vector of one float per document (faster then): the same floats either way.
+* ``bm25s``: the chunked index of :mod:`.index` (compressed postings, :mod:`.postings`, memory-mapped); a
+  query is the sum of each of its terms' float32 posting scores, by block-max MaxScore (:mod:`.maxscore`)
+  on large indexes, else over its postings alone (:class:`PostingScores`) when they are fewer than half
+  the documents, else into a vector of one float per document (faster then): the same floats every way.
 * ``rank_bm25``: ``rank_bm25.BM25Okapi`` over the analysed corpus in memory, with its idf
   replaced by Lucene's and its scores divided by ``k1 + 1`` (Lucene 8 has no ``k1 + 1``
   factor), in float64. It re-reads the corpus every run: a reference, and a fallback for
@@ -41,31 +41,38 @@ def top_k(scores: np.ndarray, k: int) -> Tuple[np.ndarray, np.ndarray]:
 
 
 class PostingScores:
-    """BM25 scores of one query at a time over its terms' postings alone, from a CSC index (a column of
-    posting scores per term), and their top k: a query's cost follows its postings, not the number of
-    documents.
+    """BM25 scores of one query at a time over its terms' postings alone (:class:`~.postings.Postings`), and
+    their top k: a query's cost follows its postings, not the number of documents.
 
-    Each document's posting scores are summed in the query's term order and in the index's dtype, as bm25s
-    sums them into a new vector of one float per document for every query (the same floats, bit for bit),
-    into one such vector that lives as long as this object and of which only the postings' entries are
-    written, read and reset. A repeated term counts twice (bm25s too)."""
+    Each document's posting scores are summed in the query's term order in float32, as :meth:`dense` sums
+    them into a vector of one float per document (the same floats, bit for bit), into one such vector that
+    lives as long as this object and of which only the postings' entries are written, read and reset. A
+    repeated term counts twice."""
 
-    def __init__(self, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, num_docs: int):
-        self.data, self.indices, self.indptr = data, indices, indptr
-        self.sums = np.zeros(num_docs, dtype=data.dtype)  # zero between queries
+    def __init__(self, index):
+        self.index = index
+        self.sums = np.zeros(index.num_docs, dtype=np.float32)  # zero between queries
 
     def count(self, term_ids: List[int]) -> int:
         """How many postings the query's terms have."""
-        return sum(int(self.indptr[t + 1] - self.indptr[t]) for t in term_ids)
+        return sum(self.index.count(t) for t in term_ids)
+
+    def dense(self, term_ids: List[int]) -> np.ndarray:
+        """Every document's score (float32, 0 where no query term occurs), summed term by term."""
+        scores = np.zeros(self.index.num_docs, dtype=np.float32)
+        for term in term_ids:
+            docs, values = self.index.term_scores(term)
+            scores[docs] += values  # a document once per term
+        return scores
 
     def postings(self, term_ids: List[int]) -> Tuple[np.ndarray, np.ndarray]:
         """``(documents, scores)`` of every posting of the query's terms, one entry per posting, its
         document's whole score (the scores of the query's other terms included)."""
         if not term_ids:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=self.data.dtype)
-        spans = [(int(self.indptr[t]), int(self.indptr[t + 1])) for t in term_ids]
-        docs = np.concatenate([self.indices[start:end] for start, end in spans]).astype(np.int64)
-        np.add.at(self.sums, docs, np.concatenate([self.data[start:end] for start, end in spans]))
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        decoded = [self.index.term_scores(t) for t in term_ids]
+        docs = np.concatenate([d for d, _ in decoded])
+        np.add.at(self.sums, docs, np.concatenate([v for _, v in decoded]))
         scores = self.sums[docs]
         self.sums[docs] = 0
         return docs, scores
@@ -90,57 +97,57 @@ class PostingScores:
 
 
 class Bm25sSearcher:
-    """Queries against an index directory written by :func:`~.index.build_index`."""
+    """Queries against an index directory written by :func:`~.index.build_index` (the ``bm25s`` backend: its
+    name from the format it used before the compressed postings of :mod:`.postings`)."""
 
     name = "bm25s"
-    #: above this share of the documents in a query's postings, ranking bm25s's vector of every document's
-    #: score beats sorting the postings (``benchmarks/bench_bm25.py``; a micro-benchmark at 1M documents:
-    #: 14 ms against 6 ms with as many postings as documents, 1.3 ms against 43 ms with a tenth as many);
-    #: used below MAXSCORE_DOCS and without numba
+    #: without MaxScore: above this share of the documents in a query's postings, ranking the vector of every
+    #: document's score beats sorting the postings (a micro-benchmark at 1M documents on the previous format:
+    #: 14 ms against 6 ms with as many postings as documents, 1.3 ms against 43 ms with a tenth as many)
     DENSE_SHARE = 0.5
-    #: from this many documents on, queries are ranked by MaxScore: at 100,000 documents it was 0.83-1.08x
-    #: (long queries) and 1.37-1.67x (rare words) the faster exhaustive way, at 1,000,000 2.97-3.99x and
-    #: 0.83-1.16x (``benchmarks/bench_bm25.py``, two runs, 2026-11-27); below, the exhaustive ways spare
-    #: each process numba's start-up (about 1 s with the kernel cached, 7-15 s to compile it once)
-    MAXSCORE_DOCS = 100_000
 
     def __init__(self, index_dir: str, analyser: Analyser, maxscore: bool = None):
-        import bm25s
+        import json
+        import os
 
+        from .postings import Postings
+
+        params = os.path.join(index_dir, "params.json")
+        if not os.path.isfile(params):
+            raise ValueError(f"{index_dir} holds no params.json: not an index of this version (compressed "
+                             "postings); remove the --index directory to rebuild it")
+        with open(params) as f:
+            self.index = Postings(index_dir, json.load(f))
         self.analyser = analyser
-        self.model = bm25s.BM25.load(index_dir, mmap=True, show_progress=False)
-        self.vocab = self.model.vocab_dict
-        self.num_docs = int(self.model.scores["num_docs"])
-        index = self.model.scores
-        self.postings = PostingScores(index["data"], index["indices"], index["indptr"], self.num_docs)
+        self.vocab = self.index.vocab
+        self.num_docs = self.index.num_docs
+        self.postings = PostingScores(self.index)
         self.maxscore = None
-        if self.num_docs >= self.MAXSCORE_DOCS if maxscore is None else maxscore:  # numba imported only then
+        if maxscore is not False:
             from . import maxscore as pruning
 
             if pruning.AVAILABLE:
-                self.maxscore = pruning.MaxScore(index["data"], index["indices"], index["indptr"], self.num_docs)
+                self.maxscore = pruning.MaxScore(self.index)
+            elif maxscore:
+                raise ValueError("MaxScore needs numba, which is not installed: pip install numba")
 
     def term_ids(self, query: str) -> List[int]:
         """The query's token ids in the index vocabulary; tokens the corpus never has are dropped."""
         return [self.vocab[t] for t in self.analyser.tokens(query) if t in self.vocab]
 
     def scores(self, query: str) -> np.ndarray:
-        ids = self.term_ids(query)
-        if not ids:
-            return np.zeros(self.num_docs, dtype=np.float32)
-        return self.model.get_scores_from_ids(ids)
+        return self.postings.dense(self.term_ids(query))
 
     def search(self, query: str, k: int) -> Tuple[np.ndarray, np.ndarray]:
-        """The top ``k`` by block-max MaxScore (:mod:`.maxscore`) from :data:`MAXSCORE_DOCS` documents on (or
-        as ``maxscore`` says); else, or without numba, from the query terms' postings alone
-        (:class:`PostingScores`) when they are fewer than :data:`DENSE_SHARE` of the
-        documents, else from bm25s's vector of every document's score. The same documents, order and
-        scores every way."""
+        """The top ``k`` by block-max MaxScore (:mod:`.maxscore`; unless ``maxscore=False`` or numba is
+        missing); else from the query terms' postings alone (:class:`PostingScores`, numpy) when they are fewer
+        than :data:`DENSE_SHARE` of the documents, else from the vector of every document's score. The same
+        documents, order and scores every way (tested)."""
         ids = self.term_ids(query)
         if self.maxscore is not None:
             return self.maxscore.top_k(ids, k)[:2]
         if self.postings.count(ids) > self.DENSE_SHARE * self.num_docs:
-            return top_k(self.scores(query), k)
+            return top_k(self.postings.dense(ids), k)
         return self.postings.top_k(ids, k)
 
 
