@@ -25,7 +25,6 @@ corpus has documents of 50-200 words drawn from Zipf(1.1), as the comparison wit
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys

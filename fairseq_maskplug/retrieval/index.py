@@ -289,7 +289,7 @@ def _write_postings(directory: str, chunk_files, docs: range, doc_freq, scoring,
             term = last
 
     postings.write(directory, parts(), indptr, idf, lengths, vocab, block)
-    del by_term
+    by_term.clear()  # the memory maps closed before their files are removed
     for path in temporary:
         os.remove(path)
     with open(os.path.join(directory, "params.json"), "w") as f:
