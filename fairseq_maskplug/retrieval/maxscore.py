@@ -86,6 +86,19 @@ def _score(words, start_bit, width, j, weight, norm):  # pragma: no cover
     return np.float32(weight * tf / (tf + norm))
 
 
+def _score_block(words, start_bit, width, n, weight, docs, norms, out):  # pragma: no cover
+    """:func:`_score` of a block's ``n`` postings (documents ``docs``) into ``out`` (one call per block)."""
+    for j in range(n):
+        tf = 1.0
+        if width > 0:
+            bit = start_bit + j * width
+            w = bit >> 5
+            pair = np.uint64(words[w]) | (np.uint64(words[w + 1]) << np.uint64(32))
+            tf = np.float64(np.int64((pair >> np.uint64(bit & 31)) & ((np.uint64(1) << np.uint64(width))
+                                                                        - np.uint64(1))) + 1)
+        out[j] = np.float32(weight * tf / (tf + norms[docs[j]]))
+
+
 def _first_block(block_last, b0, blk, last, doc):  # pragma: no cover
     """The first of a term's blocks ``blk..last`` (global numbers ``b0 + ...``) whose last document is >=
     ``doc`` (a galloping search, no decoding), or ``last + 1``."""
@@ -137,9 +150,10 @@ def _kernel(words, halves, octets, block_words, block_bits, block_last, block_ma
     order = np.arange(n)
     prefix = np.zeros(n + 1, dtype=np.float64)  # prefix[j]: the sum of the j smallest window maxima
     partial = np.zeros(window, dtype=np.float64)  # a window document's sum so far (bounds only)
-    contrib = np.zeros((window, n), dtype=np.float32)  # each window document's score of each query term,
-    stamp = np.full((window, n), -1, dtype=np.int64)  # valid where stamped with the current window's number
+    contrib = np.zeros((n, window), dtype=np.float32)  # each query term's score of each window document,
+    stamp = np.full((n, window), -1, dtype=np.int32)  # valid where stamped with the current window's number
     touched = np.zeros(window, dtype=np.bool_)
+    in_race = np.zeros(window, dtype=np.bool_)  # the live documents, by offset
     live = np.empty(window, dtype=np.int64)  # offsets in the window of the documents still in the race
     seen = np.empty(window, dtype=np.int64)
     top_docs = np.empty(k, dtype=np.int64)
@@ -208,7 +222,6 @@ def _kernel(words, halves, octets, block_words, block_bits, block_last, block_ma
         # they are dense beside the documents left (scatter), else looked up for them
         count_seen = 0
         alive = -1
-        scattered = False
         for j in range(n - 1, -1, -1):
             p = order[j]
             walk = j >= essential
@@ -227,12 +240,13 @@ def _kernel(words, halves, octets, block_words, block_bits, block_last, block_ma
                     touched[off] = False
                     if not full or (partial[off] + prefix[essential]) * slack >= theta:
                         live[alive] = off
+                        in_race[off] = True
                         alive += 1
             if not walk and alive == 0:
                 break
             a = cursor[p]
             e = stop[p]
-            if walk or (e - a) <= 4 * alive:  # every posting of the window: decode its blocks, score them
+            if walk or (e - a) <= 32 * alive:  # every posting of the window: decode its blocks
                 for blk in range(a >> shift, ((e - 1) >> shift) + 1):
                     if e <= a:
                         break
@@ -242,23 +256,30 @@ def _kernel(words, halves, octets, block_words, block_bits, block_last, block_ma
                         _load(words, halves, octets, block_words, block_bits, block_last, g, m, blk == 0, docs[p])
                         loaded[p], scored[p] = blk, False
                         tf_bit[p] = (np.int64(block_words[g]) + (m * np.int64(block_bits[g, 0]) + 31) // 32) * 32
-                    if not scored[p]:
-                        width = np.int64(block_bits[g, 1])
-                        for i in range(m):
-                            vals[p, i] = _score(words, tf_bit[p], width, i, idf[p], norms[docs[p, i]])
-                        scored[p] = True
+                    width = np.int64(block_bits[g, 1])
                     at = blk << shift
-                    for i in range(max(a, at) - at, min(e, at + size) - at):
-                        off = docs[p, i] - lo
-                        partial[off] += np.float64(vals[p, i])
-                        contrib[off, p] = vals[p, i]
-                        stamp[off, p] = windows
-                        if walk and not touched[off]:
-                            touched[off] = True
-                            seen[count_seen] = off
-                            count_seen += 1
-                if not walk:
-                    scattered = True
+                    if walk:  # every posting scored and summed
+                        if not scored[p]:
+                            _score_block(words, tf_bit[p], width, m, idf[p], docs[p], norms, vals[p])
+                            scored[p] = True
+                        for i in range(max(a, at) - at, min(e, at + size) - at):
+                            off = docs[p, i] - lo
+                            partial[off] += np.float64(vals[p, i])
+                            contrib[p, off] = vals[p, i]
+                            stamp[p, off] = windows
+                            if not touched[off]:
+                                touched[off] = True
+                                seen[count_seen] = off
+                                count_seen += 1
+                    else:  # only the live documents' postings scored and added
+                        for i in range(max(a, at) - at, min(e, at + size) - at):
+                            off = docs[p, i] - lo
+                            if in_race[off]:
+                                value = vals[p, i] if scored[p] else _score(words, tf_bit[p], width, i, idf[p],
+                                                                            norms[docs[p, i]])
+                                partial[off] += np.float64(value)
+                                contrib[p, off] = value
+                                stamp[p, off] = windows
             else:  # few documents, a long list: look each one up
                 for x in range(alive):
                     doc = lo + live[x]
@@ -284,14 +305,16 @@ def _kernel(words, halves, octets, block_words, block_bits, block_last, block_ma
                             value = _score(words, tf_bit[p], np.int64(block_bits[first[p] + blk, 1]), i, idf[p],
                                            norms[doc])
                         partial[live[x]] += np.float64(value)
-                        contrib[live[x], p] = value
-                        stamp[live[x], p] = windows
+                        contrib[p, live[x]] = value
+                        stamp[p, live[x]] = windows
             if not walk:  # drop the documents whose bound fell below theta
                 kept = 0
                 for x in range(alive):
                     if (partial[live[x]] + prefix[j]) * slack >= theta:
                         live[kept] = live[x]
                         kept += 1
+                    else:
+                        in_race[live[x]] = False
                 alive = kept
         if alive < 0:  # every term was essential
             if count_seen < window // 16:
@@ -312,6 +335,7 @@ def _kernel(words, halves, octets, block_words, block_bits, block_last, block_ma
         else:
             for x in range(count_seen):
                 touched[seen[x]] = False
+                in_race[seen[x]] = False
         if held == 0 and alive > k:
             # before the first k: the k-th largest sum here, less its rounding, is below the k-th exact score,
             # so a document whose bound is below it cannot enter
@@ -333,8 +357,8 @@ def _kernel(words, halves, octets, block_words, block_bits, block_last, block_ma
             evaluated += 1
             score = np.float32(0.0)
             for p in range(n):
-                if stamp[off, p] == windows:
-                    score = np.float32(score + contrib[off, p])
+                if stamp[p, off] == windows:
+                    score = np.float32(score + contrib[p, off])
             if score <= 0:
                 continue
             if held < k:
@@ -353,11 +377,8 @@ def _kernel(words, halves, octets, block_words, block_bits, block_last, block_ma
                                                              and top_docs[i] > top_docs[worst]):
                         worst = i
                 theta = top_scores[worst]
-        if scattered:
-            partial[:] = 0.0
-        else:
-            for x in range(count_seen):
-                partial[seen[x]] = 0.0
+        for x in range(count_seen):  # every document summed into was seen (the others added only to these)
+            partial[seen[x]] = 0.0
         for p in range(n):
             cursor[p] = stop[p]
         windows += 1
@@ -368,6 +389,7 @@ if AVAILABLE:
     _decode_docs = numba.njit(cache=True, nogil=True)(_decode_docs)
     _load = numba.njit(cache=True, nogil=True)(_load)
     _score = numba.njit(cache=True, nogil=True)(_score)
+    _score_block = numba.njit(cache=True, nogil=True)(_score_block)
     _first_block = numba.njit(cache=True, nogil=True)(_first_block)
     _lower_bound = numba.njit(cache=True, nogil=True)(_lower_bound)
     _compiled = numba.njit(cache=True, nogil=True)(_kernel)
