@@ -110,14 +110,12 @@ def check_reusable(index_dir: str, settings: dict, checksum: bool = False) -> di
     return manifest
 
 
-def _chunk_postings(token_lists, vocab: Dict[str, int], first_doc: int):
-    """(doc, term, tf) arrays of one chunk, sorted by doc then term; and the documents' lengths."""
-    lengths = np.fromiter((len(t) for t in token_lists), dtype=np.int64, count=len(token_lists))
-    ids = np.fromiter((vocab.setdefault(tok, len(vocab)) for toks in token_lists for tok in toks),
-                      dtype=np.int64, count=int(lengths.sum()))
-    docs = np.repeat(np.arange(first_doc, first_doc + len(token_lists), dtype=np.int64), lengths)
+def _chunk_postings(ids: np.ndarray, lengths: np.ndarray, first_doc: int):
+    """(doc, term, tf) arrays of one chunk (its documents' term ids end to end, and their lengths), sorted by doc
+    then term."""
+    docs = np.repeat(np.arange(first_doc, first_doc + len(lengths), dtype=np.int64), lengths)
     keys, tf = np.unique((docs << 32) | ids, return_counts=True)
-    return (keys >> 32).astype(np.int32), (keys & 0xFFFFFFFF).astype(np.int32), tf.astype(np.int32), lengths
+    return (keys >> 32).astype(np.int32), (keys & 0xFFFFFFFF).astype(np.int32), tf.astype(np.int32)
 
 
 def analyse_chunks(texts, first_doc: int, analyser: Analyser, chunk_docs: int, directory: str, progress: bool,
@@ -125,32 +123,38 @@ def analyse_chunks(texts, first_doc: int, analyser: Analyser, chunk_docs: int, d
     """Pass 1 over ``texts`` (documents numbered from ``first_doc``): every ``chunk_docs`` documents' postings
     ``(doc, term, tf)`` in a chunk file of ``directory``. Returns ``(vocabulary, document frequencies, document
     lengths, chunk files)``: terms numbered in order of first appearance, the chunk files as ``(path,
-    documents)``."""
+    documents)``. A document's tokens become term ids as it is read (4 bytes a token held, not a string)."""
+    from array import array
+
     from ..common.progress import progress_bar
 
     vocab: Dict[str, int] = {}
     doc_freq = np.zeros(0, dtype=np.int64)
-    lengths, chunk_files, batch = [], [], []
+    lengths, chunk_files = [], []
+    ids, batch_lengths = array("q"), array("q")
     bar = progress_bar(total=total, desc=desc, unit="doc", disable=None if progress else True)
 
     def flush():
-        nonlocal doc_freq
+        nonlocal doc_freq, ids, batch_lengths
         first = first_doc + sum(len(x) for x in lengths)
-        docs, terms, tf, chunk_lengths = _chunk_postings(batch, vocab, first)
+        chunk_lengths = np.frombuffer(batch_lengths, dtype=np.int64)
+        docs, terms, tf = _chunk_postings(np.frombuffer(ids, dtype=np.int64), chunk_lengths, first)
         doc_freq = np.concatenate([doc_freq, np.zeros(len(vocab) - len(doc_freq), dtype=np.int64)])
         doc_freq += np.bincount(terms, minlength=len(doc_freq))
         path = os.path.join(directory, f"chunk{len(chunk_files)}.npy")
         np.save(path, np.stack([docs, terms, tf]))
-        chunk_files.append((path, range(first, first + len(batch))))
+        chunk_files.append((path, range(first, first + len(chunk_lengths))))
         lengths.append(chunk_lengths.astype(np.int32))
-        bar.update(len(batch))
-        batch.clear()
+        bar.update(len(chunk_lengths))
+        ids, batch_lengths = array("q"), array("q")
 
     for text in texts:
-        batch.append(analyser.tokens(text))
-        if len(batch) == chunk_docs:
+        tokens = analyser.tokens(text)
+        ids.extend(vocab.setdefault(tok, len(vocab)) for tok in tokens)
+        batch_lengths.append(len(tokens))
+        if len(batch_lengths) == chunk_docs:
             flush()
-    if batch:
+    if batch_lengths:
         flush()
     bar.close()
     return vocab, doc_freq, np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int32), chunk_files
@@ -231,9 +235,22 @@ def write_manifest(directory: str, settings: dict, corpus: str, scoring: tuple, 
     return manifest
 
 
-#: postings per part of the encoding pass (whole terms; a longer term is a part of its own): about 100 MB of
-#: temporary arrays
-PART_POSTINGS = 4_000_000
+#: postings per part of the encoding pass (whole terms; a longer term is a part of its own): about 25 MB of
+#: temporary arrays per million
+PART_POSTINGS = 1_000_000
+
+
+def term_parts(indptr: np.ndarray) -> list:
+    """Consecutive ranges of whole terms holding about :data:`PART_POSTINGS` postings each (a term with more
+    alone), tiling the terms."""
+    parts, term = [], 0
+    terms = len(indptr) - 1
+    while term < terms:
+        last = int(np.searchsorted(indptr, indptr[term] + PART_POSTINGS, side="right")) - 1
+        last = min(max(last, term + 1), terms)
+        parts.append(range(term, last))
+        term = last
+    return parts
 
 
 def _write_postings(directory: str, chunk_files, docs: range, doc_freq, scoring, vocab: dict, progress: bool,
@@ -242,9 +259,12 @@ def _write_postings(directory: str, chunk_files, docs: range, doc_freq, scoring,
     ``docs.start``, packed with their scores' block maxima from the global statistics ``scoring`` (idf,
     document lengths, avgdl, k1, b) into the compressed files of :mod:`.postings`, and ``params.json``;
     ``doc_freq``: the documents of each term among ``docs`` (None: counted from the chunks); ``term_map``: the
-    global id of each term id the chunks hold (chunks analysed with a vocabulary of their own shard). The
-    postings are first scattered into term-major temporary arrays beside the output (8 bytes a posting, removed
-    at the end). Returns the number of postings."""
+    global id of each term id the chunks hold (chunks analysed with a vocabulary of their own shard).
+
+    Each chunk's postings are sorted by term into a run beside the output (8 bytes a posting, removed at the
+    end), with where each part of :func:`term_parts` starts in it; each part is then read from every run (the
+    chunks in document order, so a stable sort by term keeps each term's documents ascending) and encoded.
+    Memory: one chunk, then one part. Returns the number of postings."""
     from ..common.progress import progress_bar
 
     idf, doc_len, avgdl, k1, b = scoring
@@ -263,35 +283,36 @@ def _write_postings(directory: str, chunk_files, docs: range, doc_freq, scoring,
             doc_freq += np.bincount(postings_of(path)[1], minlength=len(idf))
     indptr = np.concatenate([[0], np.cumsum(doc_freq)]).astype(np.int64)
     nnz = int(indptr[-1])
-    temporary = [os.path.join(directory, name) for name in ("docs.tmp.npy", "tf.tmp.npy")]
-    by_term = [np.lib.format.open_memmap(path, "w+", np.int32, (nnz,)) for path in temporary]
-    cursor = indptr[:-1].copy()
-    for path, _ in progress_bar(chunks, desc=desc, unit="chunk", disable=None if progress else True):
+    parts = term_parts(indptr)
+    bounds = np.array([part.start for part in parts] + [len(doc_freq)], dtype=np.int64)
+    runs = []  # (path, postings, where each part starts)
+    for c, (path, _) in enumerate(progress_bar(chunks, desc=desc, unit="chunk", disable=None if progress else True)):
         chunk_docs, terms, tf = postings_of(path)
         order = np.argsort(terms, kind="stable")  # by term, documents ascending within a term
-        chunk_docs, terms, tf = chunk_docs[order], terms[order], tf[order]
-        unique, first, counts = np.unique(terms, return_index=True, return_counts=True)
-        at = cursor[terms] + (np.arange(len(terms)) - np.repeat(first, counts))
-        cursor[unique] += counts
-        by_term[0][at] = chunk_docs - docs.start
-        by_term[1][at] = tf
+        run = os.path.join(directory, f"run{c}.tmp")
+        with open(run, "wb") as f:
+            for row in (chunk_docs[order] - docs.start, tf[order], terms[order]):
+                f.write(row.astype("<i4").tobytes())
+        runs.append((run, len(order), np.searchsorted(terms[order], bounds)))
     lengths = doc_len[docs.start:docs.stop]
 
-    def parts():
-        term = 0
-        while term < len(doc_freq):
-            last = max(term + 1, int(np.searchsorted(indptr, indptr[term] + PART_POSTINGS, side="right")) - 1)
-            last = min(last, len(doc_freq))
-            lo, hi = int(indptr[term]), int(indptr[last])
-            local, tf = np.asarray(by_term[0][lo:hi]), np.asarray(by_term[1][lo:hi])
-            terms = np.repeat(np.arange(term, last), doc_freq[term:last])
-            yield local, tf, doc_freq[term:last], posting_scores(idf[terms], tf, lengths[local], avgdl, k1, b)
-            term = last
+    def part_rows(i):
+        """The documents, frequencies and terms of part ``i`` from every run, in run (document) order."""
+        rows = [[np.fromfile(run, dtype="<i4", count=int(at[i + 1] - at[i]), offset=4 * (row * count + int(at[i])))
+                 for run, count, at in runs] for row in range(3)]
+        return [np.concatenate(row) if row else np.zeros(0, np.int32) for row in rows]
 
-    postings.write(directory, parts(), indptr, idf, lengths, vocab, block)
-    by_term.clear()  # the memory maps closed before their files are removed
-    for path in temporary:
-        os.remove(path)
+    def encoded_parts():
+        for i, part in enumerate(parts):
+            local, tf, terms = part_rows(i)
+            order = np.argsort(terms, kind="stable")  # by term; within a term, runs in document order
+            local, tf, terms = local[order], tf[order], terms[order]
+            yield local, tf, doc_freq[part.start:part.stop], posting_scores(idf[terms], tf, lengths[local], avgdl,
+                                                                            k1, b)
+
+    postings.write(directory, encoded_parts(), indptr, idf, lengths, vocab, block)
+    for run, _, _ in runs:
+        os.remove(run)
     with open(os.path.join(directory, "params.json"), "w") as f:
         json.dump({"format": FORMAT, "k1": k1, "b": b, "avgdl": avgdl, "documents": len(docs),
                    "block": block}, f, indent=1)

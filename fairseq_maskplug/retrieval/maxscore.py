@@ -132,8 +132,8 @@ def _lower_bound(row, low, high, doc):  # pragma: no cover
     return high
 
 
-def _kernel(words, halves, octets, block_words, block_bits, block_last, block_max, shift, first, count, idf, norms,
-            window, k):  # pragma: no cover
+def _kernel(words, halves, octets, block_words, block_bits, block_first, block_last, block_max, shift, first, count,
+            idf, norms, window, k):  # pragma: no cover
     n = first.shape[0]
     size = 1 << shift
     low_bits = size - 1
@@ -144,8 +144,9 @@ def _kernel(words, halves, octets, block_words, block_bits, block_last, block_ma
     scored = np.zeros(n, dtype=np.bool_)  # its scores computed
     tf_bit = np.zeros(n, dtype=np.int64)  # where its frequencies start, in bits
     blocks = (count + low_bits) >> shift
-    cursor = np.zeros(n, dtype=np.int64)  # each term's first posting not before the window
-    stop = np.zeros(n, dtype=np.int64)  # each term's first posting after the window
+    cursor = np.zeros(n, dtype=np.int64)  # each term's first block that may hold a document of the window
+    last_in = np.zeros(n, dtype=np.int64)  # its last block that may hold one
+    after = np.zeros(n, dtype=np.int64)  # its first block whose last document is past the window
     window_max = np.zeros(n, dtype=np.float32)
     order = np.arange(n)
     prefix = np.zeros(n + 1, dtype=np.float64)  # prefix[j]: the sum of the j smallest window maxima
@@ -163,42 +164,27 @@ def _kernel(words, halves, octets, block_words, block_bits, block_last, block_ma
     theta = np.float32(0.0)
     evaluated = 0
     windows = 0
+    hi = 0
     while True:
-        lo = -1  # the next window: from the lowest document any term still has
+        lo = -1  # the next window: from the lowest document any term may still have (no block decoded)
         for p in range(n):
-            if cursor[p] < count[p]:
-                blk = cursor[p] >> shift
-                if loaded[p] != blk:
-                    g = first[p] + blk
-                    m = min(size, count[p] - (blk << shift))
-                    _load(words, halves, octets, block_words, block_bits, block_last, g, m, blk == 0, docs[p])
-                    loaded[p], scored[p] = blk, False
-                    tf_bit[p] = (np.int64(block_words[g]) + (m * np.int64(block_bits[g, 0]) + 31) // 32) * 32
-                d = docs[p, cursor[p] & low_bits]
+            if cursor[p] < blocks[p]:
+                d = max(hi, np.int64(block_first[first[p] + cursor[p]]))
                 if lo < 0 or d < lo:
                     lo = d
         if lo < 0:
             break
         hi = lo + window
-        for p in range(n):  # each term's postings in [lo, hi) and the largest score of its blocks there
-            stop[p] = cursor[p]
-            if cursor[p] < count[p]:
-                blk = _first_block(block_last, first[p], cursor[p] >> shift, blocks[p] - 1, hi)
-                if blk == blocks[p]:
-                    stop[p] = count[p]
-                else:
-                    if loaded[p] != blk:
-                        g = first[p] + blk
-                        m = min(size, count[p] - (blk << shift))
-                        _load(words, halves, octets, block_words, block_bits, block_last, g, m, blk == 0, docs[p])
-                        loaded[p], scored[p] = blk, False
-                        tf_bit[p] = (np.int64(block_words[g]) + (m * np.int64(block_bits[g, 0]) + 31) // 32) * 32
-                    at = blk << shift
-                    stop[p] = at + _lower_bound(docs[p], max(cursor[p], at) - at,
-                                                min(count[p], at + size) - at, hi)
+        for p in range(n):  # each term's blocks that reach into [lo, hi) and the largest of their maxima
             best = np.float32(0.0)
-            if stop[p] > cursor[p]:
-                for blk in range(cursor[p] >> shift, ((stop[p] - 1) >> shift) + 1):
+            last_in[p] = cursor[p] - 1
+            after[p] = blocks[p]
+            if cursor[p] < blocks[p]:
+                after[p] = _first_block(block_last, first[p], cursor[p], blocks[p] - 1, hi)
+                last_in[p] = after[p]
+                if after[p] == blocks[p] or block_first[first[p] + after[p]] >= hi:
+                    last_in[p] -= 1
+                for blk in range(cursor[p], last_in[p] + 1):
                     if block_max[first[p] + blk] > best:
                         best = block_max[first[p] + blk]
             window_max[p] = best
@@ -244,12 +230,9 @@ def _kernel(words, halves, octets, block_words, block_bits, block_last, block_ma
                         alive += 1
             if not walk and alive == 0:
                 break
-            a = cursor[p]
-            e = stop[p]
-            if walk or (e - a) <= 32 * alive:  # every posting of the window: decode its blocks
-                for blk in range(a >> shift, ((e - 1) >> shift) + 1):
-                    if e <= a:
-                        break
+            if walk or (np.int64(last_in[p] - cursor[p] + 1) << shift) <= 32 * alive:
+                # every posting of the window: decode its blocks
+                for blk in range(cursor[p], last_in[p] + 1):
                     g = first[p] + blk
                     m = min(size, count[p] - (blk << shift))
                     if loaded[p] != blk:
@@ -257,12 +240,12 @@ def _kernel(words, halves, octets, block_words, block_bits, block_last, block_ma
                         loaded[p], scored[p] = blk, False
                         tf_bit[p] = (np.int64(block_words[g]) + (m * np.int64(block_bits[g, 0]) + 31) // 32) * 32
                     width = np.int64(block_bits[g, 1])
-                    at = blk << shift
+                    i = _lower_bound(docs[p], 0, m, lo) if block_first[g] < lo else 0
                     if walk:  # every posting scored and summed
                         if not scored[p]:
                             _score_block(words, tf_bit[p], width, m, idf[p], docs[p], norms, vals[p])
                             scored[p] = True
-                        for i in range(max(a, at) - at, min(e, at + size) - at):
+                        while i < m and docs[p, i] < hi:
                             off = docs[p, i] - lo
                             partial[off] += np.float64(vals[p, i])
                             contrib[p, off] = vals[p, i]
@@ -271,8 +254,9 @@ def _kernel(words, halves, octets, block_words, block_bits, block_last, block_ma
                                 touched[off] = True
                                 seen[count_seen] = off
                                 count_seen += 1
+                            i += 1
                     else:  # only the live documents' postings scored and added
-                        for i in range(max(a, at) - at, min(e, at + size) - at):
+                        while i < m and docs[p, i] < hi:
                             off = docs[p, i] - lo
                             if in_race[off]:
                                 value = vals[p, i] if scored[p] else _score(words, tf_bit[p], width, i, idf[p],
@@ -280,30 +264,26 @@ def _kernel(words, halves, octets, block_words, block_bits, block_last, block_ma
                                 partial[off] += np.float64(value)
                                 contrib[p, off] = value
                                 stamp[p, off] = windows
-            else:  # few documents, a long list: look each one up
+                            i += 1
+            elif last_in[p] >= cursor[p]:  # few documents, long lists: look each one up
+                blk = cursor[p]
                 for x in range(alive):
                     doc = lo + live[x]
-                    if a >= e:
+                    blk = _first_block(block_last, first[p], blk, last_in[p], doc)
+                    if blk > last_in[p]:
                         break
-                    blk = _first_block(block_last, first[p], a >> shift, (e - 1) >> shift, doc)
-                    if (blk << shift) >= e:
-                        a = e
-                        break
+                    g = first[p] + blk
+                    m = min(size, count[p] - (blk << shift))
                     if loaded[p] != blk:
-                        g = first[p] + blk
-                        m = min(size, count[p] - (blk << shift))
                         _load(words, halves, octets, block_words, block_bits, block_last, g, m, blk == 0, docs[p])
                         loaded[p], scored[p] = blk, False
                         tf_bit[p] = (np.int64(block_words[g]) + (m * np.int64(block_bits[g, 0]) + 31) // 32) * 32
-                    at = blk << shift
-                    i = _lower_bound(docs[p], max(a, at) - at, min(e, at + size) - at, doc)
-                    a = at + i
-                    if a < e and docs[p, i] == doc:
+                    i = _lower_bound(docs[p], 0, m, doc)
+                    if i < m and docs[p, i] == doc:
                         if scored[p]:
                             value = vals[p, i]
                         else:
-                            value = _score(words, tf_bit[p], np.int64(block_bits[first[p] + blk, 1]), i, idf[p],
-                                           norms[doc])
+                            value = _score(words, tf_bit[p], np.int64(block_bits[g, 1]), i, idf[p], norms[doc])
                         partial[live[x]] += np.float64(value)
                         contrib[p, live[x]] = value
                         stamp[p, live[x]] = windows
@@ -380,7 +360,7 @@ def _kernel(words, halves, octets, block_words, block_bits, block_last, block_ma
         for x in range(count_seen):  # every document summed into was seen (the others added only to these)
             partial[seen[x]] = 0.0
         for p in range(n):
-            cursor[p] = stop[p]
+            cursor[p] = after[p]
         windows += 1
     return top_docs[:held], top_scores[:held], evaluated
 
@@ -415,7 +395,8 @@ class MaxScore:
         self.window = max(1, min(window, index.num_docs))
         words = np.asarray(index.words)
         self.arrays = (words, words.view(np.uint16), words.view(np.uint8), np.asarray(index.block_words),
-                       np.asarray(index.block_bits), np.asarray(index.block_last), np.asarray(index.block_max),
+                       np.asarray(index.block_bits), np.asarray(index.block_first), np.asarray(index.block_last),
+                       np.asarray(index.block_max),
                        int(index.block).bit_length() - 1)
         self.norms = document_norms(index.doc_lengths, index.avgdl, index.k1, index.b)
         if len(index.term_postings) > 1:

@@ -10,8 +10,9 @@ Layout of an index directory (one per corpus shard), every array little-endian:
   bytes, halves or words, with no shifts, by the pruning kernel), then its term frequencies minus one,
   ``block_bits[g, 1]`` bits each (any width: one is read at a time), each run starting on a word, values
   least significant bit first (Lucene's postings are blocks of 128 "frame of reference" packed values too).
-* ``block_words.npy`` (int64, blocks + 1), ``block_bits.npy`` (uint8, blocks x 2), ``block_last.npy``
-  (int32: the block's last document, to skip blocks without decoding them), ``block_max.npy`` (float32:
+* ``block_words.npy`` (int64, blocks + 1), ``block_bits.npy`` (uint8, blocks x 2), ``block_first.npy`` and
+  ``block_last.npy`` (int32: the block's first and last documents, to skip blocks and bound windows without
+  decoding them), ``block_max.npy`` (float32:
   the block's largest posting score, for dynamic pruning, Lucene's "impacts").
 * ``term_postings.npy`` (int64, terms + 1: term ``t``'s postings are ``term_postings[t]`` up to
   ``term_postings[t + 1]``, in blocks from the ``ceil``-sum of the counts before it), ``term_idf.npy``
@@ -33,7 +34,8 @@ import numpy as np
 from .analysis import lucene_term_score
 
 BLOCK = 128
-ARRAYS = ("block_words", "block_bits", "block_last", "block_max", "term_postings", "term_idf", "doc_lengths")
+ARRAYS = ("block_words", "block_bits", "block_first", "block_last", "block_max", "term_postings", "term_idf",
+          "doc_lengths")
 
 
 def bit_width(values: np.ndarray) -> np.ndarray:
@@ -70,8 +72,8 @@ def _pack(values: np.ndarray, bit_pos: np.ndarray, widths: np.ndarray, words: in
 
 def encode(docs: np.ndarray, tf: np.ndarray, counts: np.ndarray, scores: np.ndarray, block: int = BLOCK):
     """Pack the postings of consecutive whole terms (``counts`` postings each, documents ascending within a
-    term; ``scores``: each posting's float32 score). Returns ``(words, block_words, block_bits, block_last,
-    block_max)`` of these terms' blocks of ``block`` postings, ``block_words`` counted from 0 with the total
+    term; ``scores``: each posting's float32 score). Returns ``(words, block_words, block_bits, block_first,
+    block_last, block_max)`` of these terms' blocks of ``block`` postings, ``block_words`` counted from 0 with the total
     last."""
     if block < 1:
         raise ValueError(f"the block size must be >= 1, got {block}")
@@ -81,7 +83,7 @@ def encode(docs: np.ndarray, tf: np.ndarray, counts: np.ndarray, scores: np.ndar
         raise ValueError(f"{n} postings counted, {len(docs)} documents, {len(tf)} frequencies, {len(scores)} scores")
     if n == 0:
         return (np.zeros(0, np.uint32), np.zeros(1, np.int64), np.zeros((0, 2), np.uint8), np.zeros(0, np.int32),
-                np.zeros(0, np.float32))
+                np.zeros(0, np.int32), np.zeros(0, np.float32))
     docs = np.asarray(docs, dtype=np.int64)
     if docs.min() < 0 or np.asarray(tf).min() < 1:
         raise ValueError("documents must be >= 0 and term frequencies >= 1")
@@ -109,7 +111,8 @@ def encode(docs: np.ndarray, tf: np.ndarray, counts: np.ndarray, scores: np.ndar
     total = int(block_words[-1])
     words = _pack(gaps, doc_bits, bits[of, 0], total) | _pack(freqs, tf_bits, bits[of, 1], total)
     last = docs[np.concatenate([first[1:], [n]]) - 1].astype(np.int32)
-    return words, block_words, bits, last, np.maximum.reduceat(np.asarray(scores, dtype=np.float32), first)
+    return (words, block_words, bits, docs[first].astype(np.int32), last,
+            np.maximum.reduceat(np.asarray(scores, dtype=np.float32), first))
 
 
 def document_norms(doc_len, avgdl: float, k1: float, b: float) -> np.ndarray:
@@ -179,14 +182,16 @@ def write(directory: str, parts, term_postings: np.ndarray, term_idf: np.ndarray
     memory at a time."""
     offset = 0
     blocks = {"block_words": [np.zeros(0, np.int64)], "block_bits": [np.zeros((0, 2), np.uint8)],
-              "block_last": [np.zeros(0, np.int32)], "block_max": [np.zeros(0, np.float32)]}
+              "block_first": [np.zeros(0, np.int32)], "block_last": [np.zeros(0, np.int32)],
+              "block_max": [np.zeros(0, np.float32)]}
     with open(os.path.join(directory, "postings.u32"), "wb") as f:
         for docs, tf, counts, scores in parts:
-            words, block_words, bits, last, best = encode(docs, tf, counts, scores, block)
+            words, block_words, bits, first, last, best = encode(docs, tf, counts, scores, block)
             f.write(words.astype("<u4").tobytes())
             blocks["block_words"].append(block_words[:-1] + offset)
             offset += int(block_words[-1])
             blocks["block_bits"].append(bits)
+            blocks["block_first"].append(first)
             blocks["block_last"].append(last)
             blocks["block_max"].append(best)
         f.write(np.zeros(1, "<u4").tobytes())  # read in pairs: the last block's last word has a successor
