@@ -217,8 +217,8 @@ def main() -> int:
             qps, hits = queries_per_second(scaled, sample, args.top_k, args.workers)
             print(f"bm25s at {args.scale:,} documents: {qps:,.0f} queries/s ({len(sample)} queries, "
                   f"{args.workers} processes)", flush=True)
-            long_rates = ways_of_ranking(scaled, sample[:200], args.top_k, f"{args.scale:,} documents, Zipf queries")
-            rare_rates = ways_of_ranking(scaled, rare[:200], args.top_k, f"{args.scale:,} documents, rare-term queries")
+            long_rates = ways_of_ranking(scaled, sample[:100], args.top_k, f"{args.scale:,} documents, Zipf queries")
+            rare_rates = ways_of_ranking(scaled, rare[:100], args.top_k, f"{args.scale:,} documents, rare-term queries")
             if args.against:
                 against_lucene(lucene, one, scaled, {"long": (sample[:200], long_rates),
                                                      "rare": (rare[:200], rare_rates)}, args.top_k)

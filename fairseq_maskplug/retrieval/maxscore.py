@@ -230,7 +230,7 @@ def _kernel(words, halves, octets, block_words, block_bits, block_first, block_l
                         alive += 1
             if not walk and alive == 0:
                 break
-            if walk or (np.int64(last_in[p] - cursor[p] + 1) << shift) <= 32 * alive:
+            if walk or (np.int64(last_in[p] - cursor[p] + 1) << shift) <= 16 * alive:
                 # every posting of the window: decode its blocks
                 for blk in range(cursor[p], last_in[p] + 1):
                     g = first[p] + blk
