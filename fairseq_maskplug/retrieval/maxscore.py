@@ -3,32 +3,33 @@ optimizations", Sec. 4, with per-block maxima as Lucene's ``MaxScoreBulkScorer``
 path's exact scores and tie order.
 
 A document's score is the sum, in the query's term order and in float32, of its posting scores of the
-query's terms (bm25s's sum, :class:`~.search.PostingScores`). The postings are read from the compressed
-index of :mod:`.postings` (a block of documents decoded when it is reached, a score computed when it is
-needed). The documents are taken in windows of ``window`` ids. In each window every query term gets an
-upper bound ``m``: the largest stored maximum of its blocks that reach into the window. With the terms sorted by
-``m`` ascending, once the k-th best score so far, ``theta``, exceeds ``m_1 + ... + m_j``, a document
-holding none but the first ``j`` terms cannot enter the top k: only the other, *essential* terms'
-postings are summed per document (into a window-sized array); the first ``j`` terms are then added,
-largest ``m`` first (by a galloping search for few documents, or the term's postings in the window
-added to all), and a document leaves the race as soon as its sum plus the ``m`` of the terms not yet
-added is below ``theta``. Each term's score of each window document is kept as it is added, so the
-documents left (every term added to them) are summed exactly and offered to the top k. Before k
-documents are held, the k-th largest sum of the first window bounds the k-th score from below and
-prunes in the same way.
+query's terms (:class:`~.search.PostingScores`). The postings are read from the compressed index of
+:mod:`.postings`: a block's documents are decoded when it is reached, its scores computed when they are
+needed. The documents are taken in windows of ``window`` ids, each starting at the lowest document a term
+may still hold (from the blocks' first and last documents, nothing decoded). In each window every query
+term gets an upper bound ``m``: the largest stored maximum of its blocks that reach into the window. With
+the terms sorted by ``m`` ascending, once the k-th best score so far, ``theta``, exceeds ``m_1 + ... +
+m_j``, a document holding none but the first ``j`` terms cannot enter the top k: only the other,
+*essential* terms' postings are summed per document (into a window-sized array); the first ``j`` terms
+are then added to the documents still in the race, largest ``m`` first (looked up block by block for
+few documents, or the term's window blocks walked when they hold at most 16 postings per live document),
+and a document leaves the race as soon as its sum plus the ``m`` of the terms not yet added is below
+``theta``. Each term's score of each window document is kept as it is added, so the documents left
+(every term added to them) are summed exactly and offered to the top k. Before k documents are held,
+the k-th largest sum of the first window bounds the k-th score from below and prunes in the same way.
 
 Exactness: the bounds are float64 sums of float32 values inflated by ``(n + 1) * 2**-23`` relative (more
 than the rounding of a float32 sum of ``n`` terms can move a score), and a document is dropped only when
 its bound is *below* ``theta`` (a document with ``theta``'s score comes after the k-th, whose id is
 lower, so it never enters). Every document offered is summed exactly as the exhaustive path sums it
-(its terms' float32 scores in the query's order; absent terms add nothing). So the top k, their scores and their order (score
-descending, then lower id) are the exhaustive path's: ``tests/test_retrieval.py`` checks it on random
-corpora and queries for several block and window sizes, and that a posting's score is the float the
-exhaustive path computes, ``benchmarks/bench_bm25.py`` on every query it
-runs.
+(its terms' float32 scores in the query's order; absent terms add nothing), and a posting's score is
+the float the exhaustive path computes (the same float64 expression, rounded once). So the top k, their
+scores and their order (score descending, then lower id) are the exhaustive path's:
+``tests/test_retrieval.py`` checks it on random corpora and queries for blocks of 1, 4 and 128 postings
+and windows from one document to all, ``benchmarks/bench_bm25.py`` on every query it runs.
 
 The kernel is compiled by numba (``cache=True``: once per machine, then loaded); without numba this
-module's :data:`AVAILABLE` is False and the searcher keeps its exhaustive paths.
+module's :data:`AVAILABLE` is False and the searcher keeps its exhaustive paths (numpy).
 """
 
 import numpy as np
@@ -67,9 +68,12 @@ def _decode_docs(words, halves, octets, start, width, n, base, out):  # pragma: 
 
 
 def _load(words, halves, octets, block_words, block_bits, block_last, g, n, first_of_term, out):  # pragma: no cover
-    """Decode block ``g`` (``n`` postings; ``first_of_term``: the term's first block) into ``out``."""
-    _decode_docs(words, halves, octets, np.int64(block_words[g]), block_bits[g, 0], n,
-                 -1 if first_of_term else np.int64(block_last[g - 1]), out)
+    """Decode block ``g`` (``n`` postings; ``first_of_term``: the term's first block) into ``out``; returns the
+    bit where its term frequencies start."""
+    start = np.int64(block_words[g])
+    _decode_docs(words, halves, octets, start, block_bits[g, 0], n, -1 if first_of_term else np.int64(block_last[g - 1]),
+                 out)
+    return (start + (n * np.int64(block_bits[g, 0]) + 31) // 32) * 32
 
 
 def _score(words, start_bit, width, j, weight, norm):  # pragma: no cover
@@ -130,6 +134,28 @@ def _lower_bound(row, low, high, doc):  # pragma: no cover
         else:
             high = mid
     return high
+
+
+def _race(seen, count_seen, touched, partial, rest, full, theta, slack, live, in_race):  # pragma: no cover
+    """The window documents summed so far (``touched``; ``seen[:count_seen]`` in the order found), in id order
+    in ``seen``, and those whose sum plus ``rest`` (the bound of the terms not yet added) can still reach
+    ``theta`` in ``live`` and ``in_race``. Returns how many are live, and how many were seen."""
+    if count_seen < seen.shape[0] // 16:  # sort few, scan the window for many
+        seen[:count_seen].sort()
+    else:
+        count_seen = 0
+        for off in range(seen.shape[0]):
+            if touched[off]:
+                seen[count_seen] = off
+                count_seen += 1
+    alive = 0
+    for x in range(count_seen):
+        off = seen[x]
+        if not full or (partial[off] + rest) * slack >= theta:
+            live[alive] = off
+            in_race[off] = True
+            alive += 1
+    return alive, count_seen
 
 
 def _kernel(words, halves, octets, block_words, block_bits, block_first, block_last, block_max, shift, first, count,
@@ -212,33 +238,18 @@ def _kernel(words, halves, octets, block_words, block_bits, block_first, block_l
             p = order[j]
             walk = j >= essential
             if not walk and alive < 0:  # the essential terms are summed: the documents in the race
-                if count_seen < window // 16:  # in id order: sort few, scan the window for many
-                    seen[:count_seen].sort()
-                else:
-                    count_seen = 0
-                    for off in range(window):
-                        if touched[off]:
-                            seen[count_seen] = off
-                            count_seen += 1
-                alive = 0
-                for x in range(count_seen):
-                    off = seen[x]
-                    touched[off] = False
-                    if not full or (partial[off] + prefix[essential]) * slack >= theta:
-                        live[alive] = off
-                        in_race[off] = True
-                        alive += 1
+                alive, count_seen = _race(seen, count_seen, touched, partial, prefix[essential], full, theta, slack,
+                                          live, in_race)
             if not walk and alive == 0:
                 break
             if walk or (np.int64(last_in[p] - cursor[p] + 1) << shift) <= 16 * alive:
                 # every posting of the window: decode its blocks
                 for blk in range(cursor[p], last_in[p] + 1):
-                    g = first[p] + blk
-                    m = min(size, count[p] - (blk << shift))
+                    g, m = first[p] + blk, min(size, count[p] - (blk << shift))  # the block, its postings
                     if loaded[p] != blk:
-                        _load(words, halves, octets, block_words, block_bits, block_last, g, m, blk == 0, docs[p])
+                        tf_bit[p] = _load(words, halves, octets, block_words, block_bits, block_last, g, m, blk == 0,
+                                          docs[p])
                         loaded[p], scored[p] = blk, False
-                        tf_bit[p] = (np.int64(block_words[g]) + (m * np.int64(block_bits[g, 0]) + 31) // 32) * 32
                     width = np.int64(block_bits[g, 1])
                     i = _lower_bound(docs[p], 0, m, lo) if block_first[g] < lo else 0
                     if walk:  # every posting scored and summed
@@ -272,12 +283,11 @@ def _kernel(words, halves, octets, block_words, block_bits, block_first, block_l
                     blk = _first_block(block_last, first[p], blk, last_in[p], doc)
                     if blk > last_in[p]:
                         break
-                    g = first[p] + blk
-                    m = min(size, count[p] - (blk << shift))
+                    g, m = first[p] + blk, min(size, count[p] - (blk << shift))  # the block, its postings
                     if loaded[p] != blk:
-                        _load(words, halves, octets, block_words, block_bits, block_last, g, m, blk == 0, docs[p])
+                        tf_bit[p] = _load(words, halves, octets, block_words, block_bits, block_last, g, m, blk == 0,
+                                          docs[p])
                         loaded[p], scored[p] = blk, False
-                        tf_bit[p] = (np.int64(block_words[g]) + (m * np.int64(block_bits[g, 0]) + 31) // 32) * 32
                     i = _lower_bound(docs[p], 0, m, doc)
                     if i < m and docs[p, i] == doc:
                         if scored[p]:
@@ -297,25 +307,10 @@ def _kernel(words, halves, octets, block_words, block_bits, block_first, block_l
                         in_race[live[x]] = False
                 alive = kept
         if alive < 0:  # every term was essential
-            if count_seen < window // 16:
-                seen[:count_seen].sort()
-            else:
-                count_seen = 0
-                for off in range(window):
-                    if touched[off]:
-                        seen[count_seen] = off
-                        count_seen += 1
-            alive = 0
-            for x in range(count_seen):
-                off = seen[x]
-                touched[off] = False
-                if not full or partial[off] * slack >= theta:
-                    live[alive] = off
-                    alive += 1
-        else:
-            for x in range(count_seen):
-                touched[seen[x]] = False
-                in_race[seen[x]] = False
+            alive, count_seen = _race(seen, count_seen, touched, partial, 0.0, full, theta, slack, live, in_race)
+        for x in range(count_seen):
+            touched[seen[x]] = False
+            in_race[seen[x]] = False
         if held == 0 and alive > k:
             # before the first k: the k-th largest sum here, less its rounding, is below the k-th exact score,
             # so a document whose bound is below it cannot enter
@@ -372,6 +367,7 @@ if AVAILABLE:
     _score_block = numba.njit(cache=True, nogil=True)(_score_block)
     _first_block = numba.njit(cache=True, nogil=True)(_first_block)
     _lower_bound = numba.njit(cache=True, nogil=True)(_lower_bound)
+    _race = numba.njit(cache=True, nogil=True)(_race)
     _compiled = numba.njit(cache=True, nogil=True)(_kernel)
 
 
