@@ -1,8 +1,9 @@
 """BM25 retrieval of task-relevant documents from a general corpus (TLM, Yao et al. 2022, Sec. 3.1).
 
 Layers: :mod:`.analysis` (the analyser and Lucene's BM25 formulas, pure), :mod:`.rake`
-(RAKE keyphrase queries, pure), :mod:`.index` (a chunked, memory-mapped index on disk in
-bm25s's format), :mod:`.search` (the two backends and the tie-broken top-K), and
+(RAKE keyphrase queries, pure), :mod:`.index` (a chunked build of the compressed, memory-mapped
+postings of :mod:`.postings`), :mod:`.maxscore` (block-max MaxScore, numba), :mod:`.search` (the two
+backends and the tie-broken top-K), and
 ``preprocess/retrieve.py`` (the command line).
 """
 

@@ -1,31 +1,31 @@
-"""A BM25 index built in chunks and stored in ``bm25s``'s on-disk format, memory-mapped on load.
+"""A BM25 index built in chunks into the compressed postings of :mod:`.postings`, memory-mapped on load.
 
-``bm25s.BM25.index`` needs every document's token ids in memory at once. This builder reads
-the corpus twice and never holds more than ``chunk_docs`` documents' postings:
+The builder reads the corpus twice and never holds more than ``chunk_docs`` documents' postings:
 
-1. analyse each chunk, count (document, term) frequencies, write them to a temporary file
-   and add to the per-term document frequencies and the document lengths;
-2. with N, every n_t and avgdl known, compute each posting's Lucene BM25 score
-   (:func:`~.analysis.lucene_term_score`) and scatter it into the term-major (CSC) arrays
-   ``data.csc.index.npy`` / ``indices.csc.index.npy`` / ``indptr.csc.index.npy``, which
-   are ``np.memmap``-ed output files; chunks come in document order, so each term's
-   postings stay sorted by document.
+1. analyse each chunk (a document's tokens become term ids as it is read), count (document, term)
+   frequencies, write them to a temporary file and add to the per-term document frequencies and the
+   document lengths;
+2. with N, every n_t and avgdl known: sort each chunk's postings by term into a run on disk, then read
+   the terms part by part from every run (chunks in document order, so each term's documents ascend) and
+   pack them with each block's largest Lucene BM25 score (:func:`~.analysis.lucene_term_score`, rounded to
+   float32) into the output files.
 
-Memory: the vocabulary, one int32 length per document and one chunk's postings. Disk:
-8 bytes per (document, distinct term) pair plus 8 bytes per term. The directory also
-holds ``vocab.index.json`` and ``params.index.json`` (so ``bm25s.BM25.load(dir,
-mmap=True)`` opens it) and ``maskplug_index.json``: the corpus's SHA-256 and line count,
-the analyser and k1/b, checked before an index is reused, and each index file's byte length and
-SHA-256 (:mod:`..common.file_records`): lengths are compared at every reuse, sums with
-``--verify-data``. Document ids are corpus line numbers (0-based), empty lines included.
+Memory: the vocabulary, one int32 length per document and one chunk's postings or one part of terms.
+Disk: about 1.8 bytes per (document, distinct term) pair on a Zipf corpus (:mod:`.postings`), plus
+temporary chunk files and runs of 24 bytes per pair, removed at the end. The directory also holds
+``params.json`` (k1, b, avgdl, the block size) and ``maskplug_index.json``: the index format, the
+corpus's SHA-256 and line count, the analyser and k1/b, checked before an index is reused (an index of
+another format is refused in one line), and each index file's byte length and SHA-256
+(:mod:`..common.file_records`): lengths are compared at every reuse, sums with ``--verify-data``.
+Document ids are corpus line numbers (0-based), empty lines included.
 
 Corpus shards (``corpus_shards`` K > 1, ``retrieve --corpus-shards K``): pass 1 is the same (N, every
 term's document frequency and the documents' lengths over the whole corpus: the *global* statistics, as
 Elasticsearch's ``dfs_query_then_fetch``); pass 2 writes K indexes ``shard0/`` ... ``shardK-1/``, each
 of a contiguous range of documents (:func:`corpus_shard_ranges`) with local document ids, every
 posting's score computed with the global statistics, so a posting holds the float it holds in the
-one-index build. Each shard is a bm25s index of its own (the whole vocabulary; ``params.index.json``
-counts its documents); the top manifest lists the shards with their first document, and records
+one-index build. Each shard is an index of its own (the whole vocabulary; ``params.json`` counts its
+documents); the top manifest lists the shards with their first document, and records
 every file of every shard. :class:`~.search.ShardedSearcher` asks every shard and merges. The shards can also be
 built by several jobs, pass 1 included (:mod:`.index_shards`).
 """

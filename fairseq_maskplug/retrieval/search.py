@@ -13,7 +13,7 @@ Both take only documents that match a query token (score > 0, as Elasticsearch r
 only matching documents) and break ties by the lower line number (:func:`top_k`), so
 documents with equal scores (the same text, or the same counts of the query's terms at the
 same length) come in the same order from both. Two documents whose scores differ by less
-than float32 precision (about 1e-7 relative) may come in either order: bm25s sums float32
+than float32 precision (about 1e-7 relative) may come in either order: the index sums float32
 posting scores, rank_bm25 computes in float64.
 """
 
