@@ -261,7 +261,7 @@ def _write_postings(directory: str, chunk_files, docs: range, doc_freq, scoring,
     ``doc_freq``: the documents of each term among ``docs`` (None: counted from the chunks); ``term_map``: the
     global id of each term id the chunks hold (chunks analysed with a vocabulary of their own shard).
 
-    Each chunk's postings are sorted by term into a run beside the output (8 bytes a posting, removed at the
+    Each chunk's postings are sorted by term into a run beside the output (12 bytes a posting, removed at the
     end), with where each part of :func:`term_parts` starts in it; each part is then read from every run (the
     chunks in document order, so a stable sort by term keeps each term's documents ascending) and encoded.
     Memory: one chunk, then one part. Returns the number of postings."""
@@ -303,7 +303,8 @@ def _write_postings(directory: str, chunk_files, docs: range, doc_freq, scoring,
         return [np.concatenate(row) if row else np.zeros(0, np.int32) for row in rows]
 
     def encoded_parts():
-        for i, part in enumerate(parts):
+        for i, part in enumerate(progress_bar(parts, desc=f"{desc}, packing", unit="part",
+                                              disable=None if progress else True)):
             local, tf, terms = part_rows(i)
             order = np.argsort(terms, kind="stable")  # by term; within a term, runs in document order
             local, tf, terms = local[order], tf[order], terms[order]

@@ -1,6 +1,6 @@
-"""The compressed postings of an index (format 2): document ids and term frequencies bit-packed in blocks
-of :data:`BLOCK` postings (the index's ``block``), with each block's largest score, and the exact document lengths; a posting's
-score is computed when it is read.
+"""The compressed postings of an index (format 2): document ids and term frequencies packed in blocks of
+:data:`BLOCK` postings (the index's ``block``), with each block's first and last document and largest score,
+and the exact document lengths; a posting's score is computed when it is read.
 
 Layout of an index directory (one per corpus shard), every array little-endian:
 
@@ -12,8 +12,8 @@ Layout of an index directory (one per corpus shard), every array little-endian:
   least significant bit first (Lucene's postings are blocks of 128 "frame of reference" packed values too).
 * ``block_words.npy`` (int64, blocks + 1), ``block_bits.npy`` (uint8, blocks x 2), ``block_first.npy`` and
   ``block_last.npy`` (int32: the block's first and last documents, to skip blocks and bound windows without
-  decoding them), ``block_max.npy`` (float32:
-  the block's largest posting score, for dynamic pruning, Lucene's "impacts").
+  decoding them), ``block_max.npy`` (float32: the block's largest posting score, for dynamic pruning,
+  Lucene's "impacts").
 * ``term_postings.npy`` (int64, terms + 1: term ``t``'s postings are ``term_postings[t]`` up to
   ``term_postings[t + 1]``, in blocks from the ``ceil``-sum of the counts before it), ``term_idf.npy``
   (float64, Lucene's idf from the statistics the index was scored with), ``doc_lengths.npy`` (int32, the
@@ -21,8 +21,8 @@ Layout of an index directory (one per corpus shard), every array little-endian:
 
 Scores: ``float32(idf * tf / (tf + k1 * (1 - b + b * |d| / avgdl)))`` in float64, the expression and
 order of operations of :func:`~.analysis.lucene_term_score`, so a posting's score is the float32 that
-the previous format stored (tested). The bytes a posting takes depend on the gaps: common terms' gaps
-are small.
+the previous format stored (tested). The bytes a posting takes depend on its gap: about 1.8 on the
+benchmark's 1M-document Zipf corpus (``docs/scale.md``).
 """
 
 import json

@@ -1,9 +1,10 @@
 """The two BM25 backends and the shared top-K: the same documents in the same order from both.
 
 * ``bm25s``: the chunked index of :mod:`.index` (compressed postings, :mod:`.postings`, memory-mapped); a
-  query is the sum of each of its terms' float32 posting scores, by block-max MaxScore (:mod:`.maxscore`)
-  on large indexes, else over its postings alone (:class:`PostingScores`) when they are fewer than half
-  the documents, else into a vector of one float per document (faster then): the same floats every way.
+  query is the sum of each of its terms' float32 posting scores, ranked by block-max MaxScore
+  (:mod:`.maxscore`, numba); without numba (or ``maxscore=False``) over its postings alone
+  (:class:`PostingScores`) when they are fewer than half the documents, else in a vector of one float per
+  document: the same floats every way.
 * ``rank_bm25``: ``rank_bm25.BM25Okapi`` over the analysed corpus in memory, with its idf
   replaced by Lucene's and its scores divided by ``k1 + 1`` (Lucene 8 has no ``k1 + 1``
   factor), in float64. It re-reads the corpus every run: a reference, and a fallback for
@@ -17,7 +18,9 @@ than float32 precision (about 1e-7 relative) may come in either order: the index
 posting scores, rank_bm25 computes in float64.
 """
 
+import json
 import math
+import os
 from typing import List, Tuple
 
 import numpy as np
@@ -107,9 +110,7 @@ class Bm25sSearcher:
     DENSE_SHARE = 0.5
 
     def __init__(self, index_dir: str, analyser: Analyser, maxscore: bool = None):
-        import json
-        import os
-
+        """``maxscore``: None takes MaxScore where numba is installed, False never, True or an error."""
         from .postings import Postings
 
         params = os.path.join(index_dir, "params.json")
