@@ -79,7 +79,8 @@ def parse_args(argv=None):
                         help="before reusing --index, compare every index file with the SHA-256 its manifest "
                              "records (one pass over the index; the files' lengths are always compared)")
     parser.add_argument("--workers", type=number("[1, inf)", int), default=None,
-                        help="query processes of the bm25s backend (default: the CPU cores)")
+                        help="processes of the bm25s backend: the index's analysis (pass 1) and the queries "
+                             "(default: the CPU cores)")
     add_shard_options(parser, "queries")
     args = parser.parse_args(argv)
     if args.num_shards is not None and not args.queries:
@@ -159,8 +160,11 @@ def open_searcher(args, analyser):
             manifest = check_reusable(args.index, settings, args.verify_data)
             print(f"[retrieve] reusing the index {args.index} ({manifest['documents']} documents)", file=sys.stderr)
         else:
+            from fairseq_maskplug.retrieval.run import default_workers
+
             manifest = build_index(args.corpus, args.index, analyser, args.k1, args.b, args.chunk_docs,
-                                   settings=settings, corpus_shards=args.corpus_shards)
+                                   settings=settings, corpus_shards=args.corpus_shards,
+                                   workers=args.workers or default_workers())
             shards = f" in {args.corpus_shards} corpus shards" if args.corpus_shards > 1 else ""
             print(f"[retrieve] indexed {manifest['documents']} documents, {manifest['terms']} terms{shards} in "
                   f"{manifest['build_seconds']:.1f} s -> {args.index}", file=sys.stderr)

@@ -188,6 +188,23 @@ def test_retrieve_with_corpus_shards_writes_the_one_index_outputs_and_reuses_onl
     assert "shard1/block_last.npy" in capsys.readouterr().err
 
 
+def test_pass_one_in_processes_writes_the_one_process_index(tmp_path):
+    """Pass 1 in 1, 2 and 3 forked processes (each a range of lines with its own vocabulary, merged in order and
+    the chunks renumbered): every index file the one-process build's bytes, nothing of the workers left."""
+    docs, _ = random_corpus(np.random.default_rng(9), 701, 40)
+    docs[5] = docs[300] = ""  # empty lines inside the ranges
+    corpus = str(write(tmp_path / "c.txt", docs + ["a word only the last range holds"]))
+    one = build_index(corpus, str(tmp_path / "w1"), Analyser(), 1.2, 0.75, chunk_docs=50, progress=False)
+    for workers in (2, 3):
+        many = build_index(corpus, str(tmp_path / f"w{workers}"), Analyser(), 1.2, 0.75, chunk_docs=50,
+                           progress=False, workers=workers)
+        assert many["terms"] == one["terms"] and many["postings"] == one["postings"]
+        files = sorted(p.name for p in (tmp_path / f"w{workers}").iterdir())
+        assert files == sorted(p.name for p in (tmp_path / "w1").iterdir())
+        for name in set(files) - {"maskplug_index.json"}:
+            assert (tmp_path / f"w{workers}" / name).read_bytes() == (tmp_path / "w1" / name).read_bytes(), name
+
+
 def test_chunked_index_equals_a_single_chunk_index(tmp_path):
     docs, _ = random_corpus(np.random.default_rng(5), 700, 40)
     corpus = write(tmp_path / "c.txt", docs)

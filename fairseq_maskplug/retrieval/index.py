@@ -31,6 +31,8 @@ built by several jobs, pass 1 included (:mod:`.index_shards`).
 """
 
 import fcntl
+import glob
+import itertools
 import json
 import os
 import shutil
@@ -47,7 +49,7 @@ from ..common.file_records import recorded_damage
 from . import postings
 from .analysis import Analyser, check_bm25_parameters, lucene_idf
 from .postings import posting_scores
-from .corpus import read_lines
+from .corpus import count_lines, read_lines
 
 MANIFEST = "maskplug_index.json"
 FORMAT = 2  # 1: bm25s's format (float32 scores and int32 ids); 2: the compressed postings of .postings
@@ -160,12 +162,87 @@ def analyse_chunks(texts, first_doc: int, analyser: Analyser, chunk_docs: int, d
     return vocab, doc_freq, np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int32), chunk_files
 
 
+def analyse_range(corpus: str, docs: range, analyser: Analyser, chunk_docs: int, directory: str,
+                  progress: bool = False):
+    """Pass 1 over the corpus lines ``docs`` alone, with a vocabulary of their own: their statistics ``(terms in
+    order of first appearance, document frequencies, lengths)`` and their chunk files in ``directory``."""
+    texts = (text for n, text in itertools.takewhile(lambda line: line[0] < docs.stop, read_lines(corpus, "corpus"))
+             if n >= docs.start)
+    vocab, doc_freq, lengths, chunks = analyse_chunks(texts, docs.start, analyser, chunk_docs, directory, progress,
+                                                      "index pass 1/2 (analyse), this shard", total=len(docs))
+    return (sorted(vocab, key=vocab.get), doc_freq, lengths), chunks
+
+
+def global_vocabulary(statistics: list):
+    """``(vocabulary, maps, document frequencies, document lengths)`` of the statistics of consecutive ranges of
+    documents, in order: the vocabulary in the order of first appearance over the whole corpus, and for each
+    range the global id of each of its own term ids."""
+    vocab, maps = {}, []
+    for terms, _, _ in statistics:
+        maps.append(np.fromiter((vocab.setdefault(term, len(vocab)) for term in terms), dtype=np.int64,
+                                count=len(terms)))
+    doc_freq = np.zeros(len(vocab), dtype=np.int64)
+    for (_, range_freq, _), term_map in zip(statistics, maps):
+        np.add.at(doc_freq, term_map, range_freq)
+    return vocab, maps, doc_freq, np.concatenate([lengths for _, _, lengths in statistics])
+
+
+def _analyse_part(job):
+    corpus, docs, analyser, chunk_docs, directory = job
+    os.makedirs(directory)
+    return analyse_range(corpus, docs, analyser, chunk_docs, directory)
+
+
+def _stop_with_parent(parent: int) -> None:
+    """A pass-1 worker dies with the command that forked it (Linux's parent-death signal): a command killed
+    with SIGKILL would otherwise leave it writing into the temporary directory that the next run removes."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the parent died before the signal was asked for
+        os._exit(1)
+
+
+def _renumber(job):
+    """Rewrite chunk files with the global term ids of ``term_map``."""
+    chunks, term_map = job
+    for path, _ in chunks:
+        docs, terms, tf = np.load(path)
+        np.save(path, np.stack([docs, term_map[terms].astype(np.int32), tf]))
+
+
+def analyse_in_processes(corpus: str, analyser: Analyser, chunk_docs: int, directory: str, workers: int,
+                         progress: bool):
+    """Pass 1 in ``workers`` forked processes, each over a contiguous range of the lines with a vocabulary of its
+    own (as the jobs of ``--build-shard``); the vocabularies are merged in range order (:func:`global_vocabulary`:
+    the order of first appearance over the whole corpus) and every chunk file renumbered to the global ids, so
+    pass 2 writes the bytes of a one-process build (tested). Returns what :func:`analyse_chunks` returns."""
+    import multiprocessing
+
+    from ..common.progress import progress_bar
+
+    ranges = [docs for docs in corpus_shard_ranges(count_lines(corpus, "corpus"), workers) if len(docs)]
+    jobs = [(corpus, docs, analyser, chunk_docs, os.path.join(directory, f"analysed{i}")) for i, docs in
+            enumerate(ranges)]
+    with multiprocessing.get_context("fork").Pool(max(1, len(jobs)), _stop_with_parent, (os.getpid(),)) as pool:
+        results = list(progress_bar(pool.imap(_analyse_part, jobs), total=len(jobs), unit="range",
+                                    desc=f"index pass 1/2 (analyse, {len(jobs)} processes)",
+                                    disable=None if progress else True))
+        vocab, maps, doc_freq, doc_len = global_vocabulary([statistics for statistics, _ in results] or
+                                                           [([], np.zeros(0, np.int64), np.zeros(0, np.int32))])
+        pool.map(_renumber, [(chunks, term_map) for (_, chunks), term_map in zip(results, maps)])
+    return vocab, doc_freq, doc_len, [chunk for _, chunks in results for chunk in chunks]
+
+
 def build_index(corpus: str, index_dir: str, analyser: Analyser, k1: float, b: float,
                 chunk_docs: int = 100_000, progress: bool = True, settings: dict = None, corpus_shards: int = 1,
-                block: int = postings.BLOCK) -> dict:
+                block: int = postings.BLOCK, workers: int = 1) -> dict:
     """Index ``corpus`` (one document per line) into ``index_dir``, written atomically
     (built under a temporary name, renamed at the end), in ``corpus_shards`` shards with the global
-    statistics (the module's docstring), postings in blocks of ``block``. Returns the manifest."""
+    statistics (the module's docstring), postings in blocks of ``block``, pass 1 in ``workers`` processes
+    (:func:`analyse_in_processes`: the same index). Returns the manifest."""
     check_bm25_parameters(k1, b)
     if chunk_docs < 1:
         raise ValueError(f"--chunk-docs must be >= 1, got {chunk_docs}")
@@ -175,9 +252,13 @@ def build_index(corpus: str, index_dir: str, analyser: Analyser, k1: float, b: f
     tmp = temporary_name(index_dir.rstrip("/"))
     os.makedirs(tmp)
     try:
-        texts = (text for _, text in read_lines(corpus, "corpus"))
-        vocab, doc_freq, doc_len, chunk_files = analyse_chunks(texts, 0, analyser, chunk_docs, tmp, progress,
-                                                               "index pass 1/2 (analyse)")
+        if workers > 1:
+            vocab, doc_freq, doc_len, chunk_files = analyse_in_processes(corpus, analyser, chunk_docs, tmp, workers,
+                                                                         progress)
+        else:
+            texts = (text for _, text in read_lines(corpus, "corpus"))
+            vocab, doc_freq, doc_len, chunk_files = analyse_chunks(texts, 0, analyser, chunk_docs, tmp, progress,
+                                                                   "index pass 1/2 (analyse)")
         scoring = global_scoring(corpus, analyser, doc_len, doc_freq, k1, b)
         ranges = corpus_shard_ranges(len(doc_len), corpus_shards)
         if corpus_shards == 1:
@@ -192,6 +273,8 @@ def build_index(corpus: str, index_dir: str, analyser: Analyser, k1: float, b: f
                                        f"index pass 2/2, shard {i + 1} of {corpus_shards}", block=block)
         for path, _ in chunk_files:
             os.remove(path)
+        for part in glob.glob(os.path.join(tmp, "analysed*")):  # the workers' directories of pass 1
+            os.rmdir(part)
         manifest = write_manifest(tmp, settings, corpus, scoring, len(vocab), nnz, started, ranges)
     except BaseException as error:
         written = tree_bytes(tmp)

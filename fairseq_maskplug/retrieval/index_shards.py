@@ -22,7 +22,6 @@ rerun skips what is written; statistics made from another corpus or with other s
 
 import glob
 import io
-import itertools
 import json
 import os
 import shutil
@@ -35,9 +34,9 @@ import numpy as np
 from ..common.atomic import is_write_failure, temporary_name, tree_bytes, write_failed
 from ..tools.pass_parts import PassParts, make_parts_directory, remove_if_only_owned, remove_parts_directory
 from .analysis import Analyser
-from .corpus import count_lines, read_lines
-from .index import (_write_postings, analyse_chunks, corpus_shard_ranges, global_scoring, index_lock,
-                    read_manifest, write_manifest)
+from .corpus import count_lines
+from .index import (_write_postings, analyse_range, corpus_shard_ranges, global_scoring, global_vocabulary,
+                    index_lock, read_manifest, write_manifest)
 
 
 @contextmanager
@@ -86,34 +85,9 @@ def load_json(f):
     return json.loads(f.read().decode("utf-8"))
 
 
-def global_vocabulary(statistics: list):
-    """``(vocabulary, maps, document frequencies, document lengths)`` of every shard's statistics, in shard
-    order: the vocabulary in the order of first appearance over the whole corpus, and for each shard the
-    global id of each of its own term ids."""
-    vocab, maps = {}, []
-    for terms, _, _ in statistics:
-        maps.append(np.fromiter((vocab.setdefault(term, len(vocab)) for term in terms), dtype=np.int64,
-                                count=len(terms)))
-    doc_freq = np.zeros(len(vocab), dtype=np.int64)
-    for (_, shard_freq, _), term_map in zip(statistics, maps):
-        np.add.at(doc_freq, term_map, shard_freq)
-    return vocab, maps, doc_freq, np.concatenate([lengths for _, _, lengths in statistics])
-
-
-def analyse_shard(corpus: str, docs: range, analyser: Analyser, chunk_docs: int, chunks_dir: str, progress: bool):
-    """Pass 1 over ``docs``: chunk files of ``(doc, term id of this shard, tf)`` in ``chunks_dir``; returns the
-    shard's statistics ``(terms in order of first appearance, document frequencies, lengths)`` and its chunk
-    files."""
-    texts = (text for n, text in itertools.takewhile(lambda line: line[0] < docs.stop, read_lines(corpus, "corpus"))
-             if n >= docs.start)
-    vocab, doc_freq, lengths, chunks = analyse_chunks(texts, docs.start, analyser, chunk_docs, chunks_dir, progress,
-                                                      "index pass 1/2 (analyse), this shard", total=len(docs))
-    return (sorted(vocab, key=vocab.get), doc_freq, lengths), chunks
-
-
 def chunk_files(chunks_dir: str, docs: range, chunk_docs: int) -> list:
-    """``(path, documents)`` of the chunk files :func:`analyse_shard` wrote for ``docs`` (also after a rerun that
-    skipped it)."""
+    """``(path, documents)`` of the chunk files :func:`~.index.analyse_range` wrote for ``docs`` (also after a
+    rerun that skipped it)."""
     starts = range(docs.start, docs.stop, chunk_docs)
     return [(os.path.join(chunks_dir, f"chunk{i}.npy"), range(start, min(start + chunk_docs, docs.stop)))
             for i, start in enumerate(starts)]
@@ -152,7 +126,7 @@ def build_index_shard(corpus: str, index_dir: str, analyser: Analyser, k1: float
         shutil.rmtree(chunks_dir, ignore_errors=True)  # what a killed pass 1 left
         os.makedirs(chunks_dir)
         with removed_on_write_failure(chunks_dir, parts):
-            value, _ = analyse_shard(corpus, docs, analyser, chunk_docs, chunks_dir, progress)
+            value, _ = analyse_range(corpus, docs, analyser, chunk_docs, chunks_dir, progress)
         statistics.write(shard_id, docs, value)
     meet()
     missing = statistics.missing()

@@ -71,8 +71,8 @@ def _load(words, halves, octets, block_words, block_bits, block_last, g, n, firs
     """Decode block ``g`` (``n`` postings; ``first_of_term``: the term's first block) into ``out``; returns the
     bit where its term frequencies start."""
     start = np.int64(block_words[g])
-    _decode_docs(words, halves, octets, start, block_bits[g, 0], n, -1 if first_of_term else np.int64(block_last[g - 1]),
-                 out)
+    base = -1 if first_of_term else np.int64(block_last[g - 1])
+    _decode_docs(words, halves, octets, start, block_bits[g, 0], n, base, out)
     return (start + (n * np.int64(block_bits[g, 0]) + 31) // 32) * 32
 
 
