@@ -531,6 +531,9 @@ def test_maxscore_gives_the_exhaustive_top_k_scores_and_ties_while_summing_few_d
         tied += bool((np.diff(top_k(dense, 50)[1]) == 0).any())
     assert tied > 10  # the comparison covered ties
     assert 0 < summed < matched / 4  # it prunes: long queries summed a quarter of their matches at most
+    very_long = " ".join(f"w{i}" for i in rng.choice(vocab, size=6000, p=p))  # a window cut to keep 32 MB
+    got, want = searcher.search(very_long, 50), top_k(searcher.postings.dense(searcher.term_ids(very_long)), 50)
+    assert got[0].tolist() == want[0].tolist() and np.array_equal(got[1], want[1])
     with pytest.raises(ValueError, match="--top-k"):
         ways[0].top_k([1], 0)
 

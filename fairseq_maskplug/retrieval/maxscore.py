@@ -380,6 +380,8 @@ class MaxScore:
     #: documents per window: the fastest of windows 1,024-65,536 for 20-word Zipf queries at 1M documents (2
     #: cores, 2026-11-27; 4,096 and its neighbours within noise of each other)
     WINDOW = 4096
+    #: the most (query term, window document) scores a query keeps: 4M, 32 MB with their stamps
+    KEPT_SCORES = 1 << 22
 
     def __init__(self, index, window: int = WINDOW):
         if index.block & (index.block - 1):
@@ -409,8 +411,11 @@ class MaxScore:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32), 0
         index = self.index
         count = np.asarray(index.term_postings[terms + 1] - index.term_postings[terms], dtype=np.int64)
+        # a term's score of each window document is kept (8 bytes each): long queries take smaller windows, so
+        # that these arrays stay within 32 MB (the window changes the speed, never the result)
+        window = min(self.window, max(256, self.KEPT_SCORES // len(terms)))
         docs, scores, evaluated = _compiled(*self.arrays, index.term_block[terms], count,
                                             np.asarray(index.term_idf[terms], dtype=np.float64), self.norms,
-                                            self.window, k)
+                                            window, k)
         order = np.lexsort((docs, -scores))
         return docs[order], scores[order], int(evaluated)
