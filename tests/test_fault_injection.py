@@ -177,6 +177,15 @@ def uninterrupted(inputs, tmp_path_factory):
     return done
 
 
+def holds_a_temporary(tree: Path) -> bool:
+    """Whether a temporary is under ``tree``; a directory the writer renames while it is walked reads as
+    none yet (the walk raised FileNotFoundError on a 2-core machine under load)."""
+    try:
+        return any(TEMPORARY.search(p.name) for p in tree.rglob("*"))
+    except FileNotFoundError:
+        return False
+
+
 def kill_at(writer: Writer, tree: Path, point, duration: float) -> None:
     """Start ``writer`` and SIGKILL it when its first temporary appears (``point == "temporary"``)
     or after ``point`` times ``duration`` seconds."""
@@ -184,7 +193,7 @@ def kill_at(writer: Writer, tree: Path, point, duration: float) -> None:
                             stderr=subprocess.DEVNULL)
     deadline = time.perf_counter() + (duration * point if point != "temporary" else duration * 3 + 60)
     while proc.poll() is None and time.perf_counter() < deadline:
-        if point == "temporary" and any(TEMPORARY.search(p.name) for p in tree.rglob("*")):
+        if point == "temporary" and holds_a_temporary(tree):
             break
         time.sleep(0.01)
     proc.send_signal(signal.SIGKILL)
