@@ -205,20 +205,13 @@ def _stop_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _renumber(job):
-    """Rewrite chunk files with the global term ids of ``term_map``."""
-    chunks, term_map = job
-    for path, _ in chunks:
-        docs, terms, tf = np.load(path)
-        np.save(path, np.stack([docs, term_map[terms].astype(np.int32), tf]))
-
-
 def analyse_in_processes(corpus: str, analyser: Analyser, chunk_docs: int, directory: str, workers: int,
                          progress: bool):
     """Pass 1 in ``workers`` forked processes, each over a contiguous range of the lines with a vocabulary of its
     own (as the jobs of ``--build-shard``); the vocabularies are merged in range order (:func:`global_vocabulary`:
-    the order of first appearance over the whole corpus) and every chunk file renumbered to the global ids, so
-    pass 2 writes the bytes of a one-process build (tested). Returns what :func:`analyse_chunks` returns."""
+    the order of first appearance over the whole corpus) and each chunk entry carries its range's map to the
+    global ids, applied as pass 2 reads it, so pass 2 writes the bytes of a one-process build (tested). Returns
+    what :func:`analyse_chunks` returns, its chunks as ``(path, documents, map)``."""
     import multiprocessing
 
     from ..common.progress import progress_bar
@@ -230,10 +223,10 @@ def analyse_in_processes(corpus: str, analyser: Analyser, chunk_docs: int, direc
         results = list(progress_bar(pool.imap(_analyse_part, jobs), total=len(jobs), unit="range",
                                     desc=f"index pass 1/2 (analyse, {len(jobs)} processes)",
                                     disable=None if progress else True))
-        vocab, maps, doc_freq, doc_len = global_vocabulary([statistics for statistics, _ in results] or
-                                                           [([], np.zeros(0, np.int64), np.zeros(0, np.int32))])
-        pool.map(_renumber, [(chunks, term_map) for (_, chunks), term_map in zip(results, maps)])
-    return vocab, doc_freq, doc_len, [chunk for _, chunks in results for chunk in chunks]
+    vocab, maps, doc_freq, doc_len = global_vocabulary([statistics for statistics, _ in results] or
+                                                       [([], np.zeros(0, np.int64), np.zeros(0, np.int32))])
+    return vocab, doc_freq, doc_len, [(path, held, term_map) for (_, chunks), term_map in zip(results, maps)
+                                      for path, held in chunks]
 
 
 def build_index(corpus: str, index_dir: str, analyser: Analyser, k1: float, b: float,
@@ -271,7 +264,7 @@ def build_index(corpus: str, index_dir: str, analyser: Analyser, k1: float, b: f
                 os.makedirs(shard_dir)
                 nnz += _write_postings(shard_dir, chunk_files, docs, None, scoring, vocab, progress,
                                        f"index pass 2/2, shard {i + 1} of {corpus_shards}", block=block)
-        for path, _ in chunk_files:
+        for path, *_ in chunk_files:
             os.remove(path)
         for part in glob.glob(os.path.join(tmp, "analysed*")):  # the workers' directories of pass 1
             os.rmdir(part)
@@ -342,7 +335,8 @@ def _write_postings(directory: str, chunk_files, docs: range, doc_freq, scoring,
     ``docs.start``, packed with their scores' block maxima from the global statistics ``scoring`` (idf,
     document lengths, avgdl, k1, b) into the compressed files of :mod:`.postings`, and ``params.json``;
     ``doc_freq``: the documents of each term among ``docs`` (None: counted from the chunks); ``term_map``: the
-    global id of each term id the chunks hold (chunks analysed with a vocabulary of their own shard).
+    global id of each term id the chunks hold (chunks analysed with a vocabulary of their own shard); a chunk
+    entry ``(path, documents, map)`` brings its own (pass 1 in processes).
 
     Each chunk's postings are sorted by term into a run beside the output (12 bytes a posting, removed at the
     end), with where each part of :func:`term_parts` starts in it; each part is then read from every run (the
@@ -351,26 +345,28 @@ def _write_postings(directory: str, chunk_files, docs: range, doc_freq, scoring,
     from ..common.progress import progress_bar
 
     idf, doc_len, avgdl, k1, b = scoring
-    chunks = [(path, held) for path, held in chunk_files if held.start < docs.stop and docs.start < held.stop]
+    chunks = [(path, held, own[0] if own else term_map) for path, held, *own in chunk_files
+              if held.start < docs.stop and docs.start < held.stop]
 
-    def postings_of(path):
+    def postings_of(path, chunk_map):
         chunk_docs, terms, tf = np.load(path)
-        if term_map is not None:
-            terms = term_map[terms].astype(np.int32)
+        if chunk_map is not None:
+            terms = chunk_map[terms].astype(np.int32)
         inside = (chunk_docs >= docs.start) & (chunk_docs < docs.stop)
         return chunk_docs[inside], terms[inside], tf[inside]
 
     if doc_freq is None:
         doc_freq = np.zeros(len(idf), dtype=np.int64)
-        for path, _ in chunks:
-            doc_freq += np.bincount(postings_of(path)[1], minlength=len(idf))
+        for path, _, chunk_map in chunks:
+            doc_freq += np.bincount(postings_of(path, chunk_map)[1], minlength=len(idf))
     indptr = np.concatenate([[0], np.cumsum(doc_freq)]).astype(np.int64)
     nnz = int(indptr[-1])
     parts = term_parts(indptr)
     bounds = np.array([part.start for part in parts] + [len(doc_freq)], dtype=np.int64)
     runs = []  # (path, postings, where each part starts)
-    for c, (path, _) in enumerate(progress_bar(chunks, desc=desc, unit="chunk", disable=None if progress else True)):
-        chunk_docs, terms, tf = postings_of(path)
+    for c, (path, _, chunk_map) in enumerate(progress_bar(chunks, desc=desc, unit="chunk",
+                                                          disable=None if progress else True)):
+        chunk_docs, terms, tf = postings_of(path, chunk_map)
         order = np.argsort(terms, kind="stable")  # by term, documents ascending within a term
         run = os.path.join(directory, f"run{c}.tmp")
         with open(run, "wb") as f:
