@@ -80,7 +80,13 @@ def lucene_term_score(idf, tf, doc_len, avgdl: float, k1: float = K1, b: float =
     if avgdl <= 0:
         raise ValueError(f"avgdl must be positive, got {avgdl}")
     tf = np.asarray(tf, dtype=np.float64)
-    return idf * tf / (tf + k1 * (1.0 - b + b * np.asarray(doc_len, dtype=np.float64) / avgdl))
+    return idf * tf / (tf + document_norms(doc_len, avgdl, k1, b))
+
+
+def document_norms(doc_len, avgdl: float, k1: float = K1, b: float = B) -> np.ndarray:
+    """Each document's ``k1 * (1 - b + b * |d| / avgdl)`` in float64 (the denominator of
+    :func:`lucene_term_score` less ``tf``; the pruning kernel adds ``tf`` to it in the same order)."""
+    return k1 * (1.0 - b + b * np.asarray(doc_len, dtype=np.float64) / avgdl)
 
 
 def check_bm25_parameters(k1: float, b: float) -> None:

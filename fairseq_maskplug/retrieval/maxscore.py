@@ -34,7 +34,7 @@ module's :data:`AVAILABLE` is False and the searcher keeps its exhaustive paths 
 
 import numpy as np
 
-from .postings import document_norms
+from .analysis import document_norms
 
 try:
     import numba

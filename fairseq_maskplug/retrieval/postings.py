@@ -115,12 +115,6 @@ def encode(docs: np.ndarray, tf: np.ndarray, counts: np.ndarray, scores: np.ndar
             np.maximum.reduceat(np.asarray(scores, dtype=np.float32), first))
 
 
-def document_norms(doc_len, avgdl: float, k1: float, b: float) -> np.ndarray:
-    """Each document's ``k1 * (1 - b + b * |d| / avgdl)`` in float64, in :func:`~.analysis.lucene_term_score`'s
-    order of operations (so ``idf * tf / (tf + norm)`` is its float)."""
-    return k1 * (1.0 - b + b * np.asarray(doc_len, dtype=np.float64) / avgdl)
-
-
 def posting_scores(idf, tf, doc_len, avgdl: float, k1: float, b: float) -> np.ndarray:
     """The float32 scores of postings: :func:`~.analysis.lucene_term_score` rounded once."""
     return lucene_term_score(idf, tf, doc_len, avgdl, k1, b).astype(np.float32)
