@@ -20,6 +20,12 @@ only its fine-tuning, draws from that seed), up to ``--parallel`` at once on the
   MLM loss of every checkpoint under one fixed set of random masks, at equal updates and tokens;
 - ``l3``: ``recipes/l3_masking.sh`` (Kimura et al.): STL, RTM and L3 joint fine-tuning with
   META-TARTAN weights, MR accuracy and macro-F1;
+- ``tlm``: ``recipes/tlm.sh`` (Yao et al. 2022): task-only, TLM with BM25, DSIR and random documents,
+  and the general model fine-tuned, MR accuracy and macro-F1 (each replicate retrieves again: the same
+  documents, so its seed touches stage 1's masks, order and initialisation and stage 2's head);
+- ``bart``: ``recipes/bart_policies.sh`` rows ``none rand ssm`` (Ye, Li et al.; ``BART_ROWS`` adds the
+  others): exact match on the entity cloze's seen and held-out questions; its data and general
+  denoising model are made once (``BART_GENERAL_ONLY=1``) and shared by the replicates;
 - ``acceptance``: ``benchmarks/gpu_acceptance.py``'s rows not yet run on CUDA (``joint tartan``,
   ``meta_span_policy``, with ``guided_mlm`` and ``guided_denoising``, their references);
 - ``toy`` (``--smoke``): ``benchmarks/science_toy.py``, two logistic regressions with a planted difference
@@ -79,21 +85,31 @@ SHAPES = {
              "SM_FINETUNE_EPOCHS": "3", "SM_TAGGER_EPOCHS": "3", "FE_UPDATES": "400", "FE_VALID_EVERY": "100",
              "FE_FINETUNE_EPOCHS": "3", "L3_EPOCHS": "3", "L3_PATIENCE": "2"},
 }
-EXPERIMENTS = ("selective", "fe", "l3", "acceptance", "toy")
+EXPERIMENTS = ("selective", "fe", "l3", "tlm", "bart", "acceptance", "toy")
 DEFAULT_EXPERIMENTS = ("selective", "fe")  # what fits one 9-minute command (the sizing above)
 #: each experiment's recipe, its output folder under the work folder and its recipe knobs for one seed
 RECIPES = {
     "selective": ("recipes/selective_masking.sh", "selective", lambda s: {"SM_SEEDS": s, "SM_PEERS": ""}),
     "fe": ("recipes/fe_mlm.sh", "fe_mlm", lambda s: {"FE_SEEDS": s, "FE_ROWS": "mlm fe_subword", "FE_PROBE": "0"}),
     "l3": ("recipes/l3_masking.sh", "l3_masking", lambda s: {"L3_SEEDS": s}),
+    "tlm": ("recipes/tlm.sh", "tlm", lambda s: {"SEEDS": s}),
+    # the paper's comparison (SSM against +Rand) and its two references; the learned rows need policies
+    # trained per replicate (an hour more each on 2 cores): BART_ROWS in the environment adds them
+    "bart": ("recipes/bart_policies.sh", "bart", lambda s: {"SEEDS": s, "BART_ROWS": os.environ.get(
+        "BART_ROWS", "none rand ssm")}),
 }
 #: the comparisons of each experiment (row A, row B): A - B, the paper's method first
 COMPARISONS = {
     "selective": [("selective", "matched-random"), ("selective", "no-TaskPT"), ("matched-random", "no-TaskPT")],
     "l3": [("L3-tartan", "RTM-tartan"), ("L3-tartan", "STL"), ("RTM-tartan", "STL")],
     "fe": [("fe_subword", "mlm")],
+    "tlm": [("tlm-bm25", "task-only"), ("tlm-bm25", "tlm-random"), ("tlm-dsir", "tlm-random"),
+            ("tlm-bm25", "general-ft")],
+    "bart": [("ssm", "rand"), ("ssm", "none"), ("rand", "none"), ("ssm", "orig"), ("sup", "ssm"), ("meta", "ssm")],
     "toy": [("method", "baseline")],  # --smoke: benchmarks/science_toy.py's planted difference
 }
+#: the experiments not scored by MR test accuracy: the splits compared (the first is the headline) and their names
+SPLITS = {"bart": {"seen": "EM on seen questions", "heldout": "EM on held-out questions"}}
 #: --smoke: the toy experiment over five seeds, all at once, in seconds
 SMOKE = {"only": ["toy"], "seeds": ["1", "2", "3", "4", "5"], "parallel": 5, "budget": 300}
 ACCEPTANCE_ROWS = "guided_mlm,joint tartan,guided_denoising,meta_span_policy"
@@ -128,7 +144,19 @@ def collect(job: dict, results: Results) -> int:
     """Add what ``job`` has finished so far to ``results``; returns how many entries were new."""
     new = 0
     exp, seed, work = job["experiment"], job["seed"], job["work"]
-    if exp in ("selective", "l3", "fe", "toy"):
+    if exp == "bart":  # recipes/probe_em.py's files: exact match on the seen and held-out questions
+        for path in sorted((work / "bart" / "results").glob("*__seed*.json")):
+            row = path.name.split("__seed", 1)[0]
+            try:
+                record = json.loads(path.read_text())
+            except (OSError, json.JSONDecodeError):
+                continue  # being written
+            for split in SPLITS["bart"]:
+                entry = {"experiment": exp, "row": row, "seed": int(seed), "split": split,
+                         "accuracy": record.get(split), "n": record.get(f"n_{split}"),
+                         "correct": record.get(f"correct_{split}"), "at_s": round(time.time() - job["started"], 1)}
+                new += results.add("scores", (exp, row, seed, split), entry)
+    elif exp in ("selective", "l3", "fe", "tlm", "toy"):
         out = work / (RECIPES[exp][1] if exp in RECIPES else "toy")
         for path in sorted((out / "results").glob("*__seed*.*.json")):
             row, rest = path.name.split("__seed", 1)
@@ -195,15 +223,21 @@ def recipe_env(args, knobs: dict, work: Path, seed: str) -> dict:
     return env
 
 
-def seed_work(base: Path, work: Path) -> None:
+def seed_work(base: Path, work: Path, experiment: str) -> None:
     """A replicate's work folder: its own copy of the data (the recipes write side information into
-    it), the general model linked, its stage marked done."""
+    it), the shared general model linked, its stage marked done (BART's: its own data and general model,
+    ``recipes/bart_policies.sh``'s)."""
     if work.exists():
         return  # an earlier run's: the recipes resume it
     (work / ".done").mkdir(parents=True)
-    shutil.copytree(base / "data", work / "data", symlinks=True)
-    (work / "general").symlink_to(base / "general", target_is_directory=True)
-    (work / ".done" / "general").touch()
+    if experiment == "bart":
+        shutil.copytree(base / "bart" / "data", work / "bart" / "data", symlinks=True)
+        (work / "bart" / "general").symlink_to(base / "bart" / "general", target_is_directory=True)
+        (work / ".done" / "bart_general").touch()
+    else:
+        shutil.copytree(base / "data", work / "data", symlinks=True)
+        (work / "general").symlink_to(base / "general", target_is_directory=True)
+        (work / ".done" / "general").touch()
     (work / "logs").mkdir()
 
 
@@ -236,16 +270,17 @@ def last_line(path: Path) -> str:
 
 def run(args) -> int:
     recipe_jobs = [e for e in args.only if e in RECIPES]
-    knobs = data_knobs(args.data) if recipe_jobs else {}
+    mr_jobs = [e for e in recipe_jobs if e != "bart"]  # on the demo data, from the shared general MLM
+    knobs = data_knobs(args.data) if mr_jobs else {}
     work = args.work.resolve()
     base = work / "base"  # the general model and the data every replicate copies
-    if recipe_jobs and (base / "data").exists() and ((base / "data" / "manifest.json").read_text()
+    if mr_jobs and (base / "data").exists() and ((base / "data" / "manifest.json").read_text()
                                      != (args.data / "manifest.json").read_text()):
         raise SystemExit(f"error: {work} holds an earlier run's data, not --data {args.data}: give another --work")
     (work / "logs").mkdir(parents=True, exist_ok=True)
     device = cuda_name()
     # the recipe knobs given in the environment (the shape's win over them, MASKPLUG_WORK and MASKPLUG_SEED are the run's)
-    given = {k: v for k, v in os.environ.items() if k.startswith(("MASKPLUG_", "SM_", "FE_", "L3_"))
+    given = {k: v for k, v in os.environ.items() if k.startswith(("MASKPLUG_", "SM_", "FE_", "L3_", "TLM_", "BART_"))
              and k not in SHAPES[args.shape] and k not in ("MASKPLUG_WORK", "MASKPLUG_SEED")}
     meta = {"device": device, "shape": args.shape, "shape_knobs": SHAPES[args.shape], "environment_knobs": given,
             "data_knobs": knobs,
@@ -257,23 +292,28 @@ def run(args) -> int:
     print(f"[science] on {device}: shape {args.shape}, seeds {' '.join(args.seeds)}, {', '.join(args.only)}; "
           f"budget {args.budget} s, {args.parallel} jobs at once -> {args.out}", flush=True)
 
-    if recipe_jobs and not (base / "data").exists():
+    if mr_jobs and not (base / "data").exists():
         base.mkdir(parents=True, exist_ok=True)
         shutil.copytree(args.data, base / "data", symlinks=True)
     jobs = []
     if args.general and not (base / "general").exists():
         (base / "general").symlink_to(args.general.resolve(), target_is_directory=True)
-    if recipe_jobs and not args.general:
+    if mr_jobs and not args.general:
         general = {"name": "general", "experiment": "general", "seed": "1", "work": base,
                    "command": ["bash", "-c", 'source recipes/setup_env.sh && source recipes/lib.sh && general_model'],
                    "env": recipe_env(args, knobs, base, "1")}
         jobs.append(general)
+    if "bart" in recipe_jobs:  # BART's data and general denoising model, shared by its replicates
+        jobs.append({"name": "bart_general", "experiment": "general", "seed": "1", "work": base,
+                     "command": ["bash", RECIPES["bart"][0]],
+                     "env": dict(recipe_env(args, knobs, base, "1"), BART_GENERAL_ONLY="1")})
     for seed in args.seeds:
         for exp in recipe_jobs:
             recipe, _, recipe_knobs = RECIPES[exp]
             w = work / f"{exp}_seed{seed}"
+            after = "bart_general" if exp == "bart" else (None if args.general else "general")
             jobs.append({"name": f"{exp}_seed{seed}", "experiment": exp, "seed": seed, "work": w,
-                         "command": ["bash", recipe], "after": None if args.general else "general",
+                         "command": ["bash", recipe], "after": after,
                          "env": dict(recipe_env(args, knobs, w, seed), **recipe_knobs(seed))})
     if "toy" in args.only:
         for seed in args.seeds:
@@ -340,7 +380,7 @@ def schedule(args, results: Results, waiting: list, running: list, done: dict, b
                 changed = True
                 continue
             if job["experiment"] in RECIPES:
-                seed_work(base, job["work"])
+                seed_work(base, job["work"], job["experiment"])
             waiting.remove(job)
             start(job, work / "logs")
             running.append(job)
@@ -411,10 +451,10 @@ def reading(low: float, high: float, boot: tuple, detectable: float) -> str:
                                      " points at 80% power)"))
 
 
-def comparison_tables(exp: str, table: dict) -> list:
-    """The paired comparisons of one experiment's rows (``table[row][(split, seed)]`` = score entry):
-    the differences with their intervals and reading, then the tests with what they would need."""
-    intervals = ["", "| A − B (test accuracy, points) | seeds | difference ± SE | 95% t interval (seeds) | "
+def comparison_tables(exp: str, table: dict, split: str = "test", what: str = "test accuracy") -> list:
+    """The paired comparisons of one experiment's rows (``table[row][(split, seed)]`` = score entry) on
+    ``split``: the differences with their intervals and reading, then the tests with what they would need."""
+    intervals = ["", f"| A − B ({what}, points) | seeds | difference ± SE | 95% t interval (seeds) | "
                  "95% bootstrap (seeds × sentences) | detectable at 80% power (seeds / sentences) | reading |",
                  "| --- | --- | --- | --- | --- | --- | --- |"]
     tests = ["", "| A − B | p (paired t over seeds) | seeds for p < 0.05 at this size | A only / B only right | "
@@ -422,9 +462,9 @@ def comparison_tables(exp: str, table: dict) -> list:
     for a, b in COMPARISONS[exp]:
         if a not in table or b not in table:
             continue
-        acc = lambda row: {seed: v["accuracy"] for (split, seed), v in table[row].items() if split == "test"}  # noqa
-        outcome = lambda row: {seed: v.get("correct") or "" for (split, seed), v in table[row].items()  # noqa: E731
-                               if split == "test"}
+        acc = lambda row: {seed: v["accuracy"] for (s, seed), v in table[row].items() if s == split}  # noqa: E731
+        outcome = lambda row: {seed: v.get("correct") or "" for (s, seed), v in table[row].items()  # noqa: E731
+                               if s == split}
         seed_test = stats.paired_over_seeds(acc(a), acc(b))
         common = sorted(set(acc(a)) & set(acc(b)))
         diffs = [acc(a)[s] - acc(b)[s] for s in common]
@@ -454,23 +494,33 @@ def summarize(data: dict) -> str:
     meta = data["meta"]
     lines = [f"# science run: {meta.get('device')}, shape {meta.get('shape')}, seeds {' '.join(meta.get('seeds', []))}, "
              f"commit {meta.get('commit')}, {meta.get('date')}, {meta.get('elapsed_s', '?')} s"]
-    for exp in ("selective", "l3", "fe", "toy"):  # fe: MR fine-tuning after the continued pre-training
+    for exp in ("selective", "l3", "fe", "tlm", "bart", "toy"):  # fe: MR fine-tuning after the continued pre-training
         scores = [s for s in data["scores"] if s["experiment"] == exp]
         if not scores:
+            continue
+        rows = sorted({s["row"] for s in scores}, key=lambda r: [a for pair in COMPARISONS[exp] for a in pair].index(r)
+                      if r in [a for pair in COMPARISONS[exp] for a in pair] else 99)
+        table = {row: {(s["split"], s["seed"]): s for s in scores if s["row"] == row} for row in rows}
+        cell = lambda vs, key: fmt(*stats.mean_se([v[key] for v in vs]), 1) if vs else "-"  # noqa: E731
+        of = lambda row, split: [v for (s, _), v in table[row].items() if s == split]  # noqa: E731
+        if exp in SPLITS:  # BART's closed-book probe: exact match on each question set
+            names = SPLITS[exp]
+            lines.append(f"\n## {exp}: " + " and ".join(names.values()) + " (%), mean ± standard error over seeds")
+            lines.append("| row | seeds | " + " | ".join(names.values()) + " |")
+            lines.append("| --- | --- | " + " | ".join("---" for _ in names) + " |")
+            for row in rows:
+                lines.append(f"| {row} | {len(of(row, next(iter(names))))} | "
+                             + " | ".join(cell(of(row, split), "accuracy") for split in names) + " |")
+            for split, what in names.items():
+                lines.extend(comparison_tables(exp, table, split, what))
             continue
         what = "the planted toy problem's" if exp == "toy" else "MR"
         lines.append(f"\n## {exp}: {what} test accuracy and macro-F1 (%), mean ± standard error over seeds")
         lines.append("| row | seeds | test accuracy | test macro-F1 | valid accuracy |")
         lines.append("| --- | --- | --- | --- | --- |")
-        rows = sorted({s["row"] for s in scores}, key=lambda r: [a for pair in COMPARISONS[exp] for a in pair].index(r)
-                      if r in [a for pair in COMPARISONS[exp] for a in pair] else 99)
-        table, notes = {}, []
+        notes = []
         for row in rows:
-            by = {(s["split"], s["seed"]): s for s in scores if s["row"] == row}
-            table[row] = by
-            test = [v for (split, _), v in by.items() if split == "test"]
-            valid = [v for (split, _), v in by.items() if split == "valid"]
-            cell = lambda vs, key: fmt(*stats.mean_se([v[key] for v in vs]), 1) if vs else "-"  # noqa: E731
+            test, valid = of(row, "test"), of(row, "valid")
             lines.append(f"| {row} | {len(test)} | {cell(test, 'accuracy')} | {cell(test, 'macro_f1')} | "
                          f"{cell(valid, 'accuracy')} |")
             constant = sum(1 for v in test if v.get("classes_predicted") == 1)
@@ -515,11 +565,12 @@ def ratio_line(data: dict) -> str:
     (test accuracy ratios; FE: validation loss at the last common update, lower is better)."""
     ratios = []
     for exp, (a, b) in (("selective", ("selective", "matched-random")), ("l3", ("L3-tartan", "RTM-tartan")),
-                        ("toy", ("method", "baseline"))):
+                        ("tlm", ("tlm-bm25", "task-only")), ("bart", ("ssm", "rand")), ("toy", ("method", "baseline"))):
+        split = next(iter(SPLITS.get(exp, {"test": ""})))
         acc = {row: [s["accuracy"] for s in data["scores"] if s["experiment"] == exp and s["row"] == row
-                     and s["split"] == "test"] for row in (a, b)}
+                     and s["split"] == split] for row in (a, b)}
         if acc[a] and acc[b] and sum(acc[b]) > 0:
-            ratios.append(f"ratio_{exp}_accuracy={(sum(acc[a]) / len(acc[a])) / (sum(acc[b]) / len(acc[b])):.4f}")
+            ratios.append(f"ratio_{exp}_{'em_seen' if exp == 'bart' else 'accuracy'}={(sum(acc[a]) / len(acc[a])) / (sum(acc[b]) / len(acc[b])):.4f}")
     last = {}
     for curve in data["curves"]:
         if curve["points"]:
@@ -537,7 +588,8 @@ def plot(data: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = [exp for exp in ("selective", "l3", "fe", "toy") if any(s["experiment"] == exp for s in data["scores"])]
+    panels = [exp for exp in ("selective", "l3", "fe", "tlm", "bart", "toy")
+              if any(s["experiment"] == exp for s in data["scores"])]
     panels += ["fe curves"] if data["curves"] else []
     if not panels:
         raise SystemExit("error: nothing to plot: no finished rows in the results")
@@ -556,16 +608,17 @@ def plot(data: dict, path: Path) -> None:
         rows = [r for pair in COMPARISONS[exp] for r in pair]
         rows = [r for i, r in enumerate(rows) if r not in rows[:i]
                 and any(s["row"] == r and s["experiment"] == exp for s in data["scores"])]
+        split, what = next(iter(SPLITS.get(exp, {"test": "MR test accuracy"}).items()))
         for x, row in enumerate(rows):
             values = [s["accuracy"] for s in data["scores"] if s["experiment"] == exp and s["row"] == row
-                      and s["split"] == "test"]
+                      and s["split"] == split]
             axis.scatter([x + 0.08 * (i - (len(values) - 1) / 2) for i in range(len(values))], values,
                          color="tab:gray", s=14, zorder=2)
             mean, se = stats.mean_se(values)
             half = 0 if math.isnan(se) else stats.student_t_quantile(0.975, len(values) - 1) * se
             axis.errorbar([x + 0.3], [mean], yerr=[half], color="black", capsize=4, marker="D", zorder=3)
         axis.set_xticks(range(len(rows)), rows)
-        axis.set(ylabel="MR test accuracy (%)", title=f"{exp}: MR test accuracy per seed, mean and 95% t interval",
+        axis.set(ylabel=f"{what} (%)", title=f"{exp}: {what} per seed, mean and 95% t interval",
                  xlim=(-0.5, len(rows) - 0.2))
         axis.title.set_fontsize(9)
     meta = data["meta"]
@@ -615,7 +668,8 @@ def main(argv=None) -> int:
         print(ratio_line(data))
         return 0
     for name in ("data", "work", "out"):
-        if getattr(args, name) is None and not (name == "data" and args.only == ["toy"]):
+        needs_data = any(e in RECIPES and e != "bart" for e in args.only)
+        if getattr(args, name) is None and not (name == "data" and not needs_data):
             parser.error(f"--{name} is required (unless --summarize)")
     if args.general and not (args.general / "checkpoint_last.pt").is_file():
         parser.error(f"--general {args.general}: no checkpoint_last.pt there")

@@ -21,7 +21,8 @@
 # BART_INTERMEDIATE_UPDATES (200), BART_PROBE_UPDATES (300), SEEDS ("1 2"),
 # BART_POLICY_UPDATES (1000, the supervised policies), BART_META_UPDATES (150), BART_META_BATCH (8
 # sentences, 8 candidate spans each), BART_META_GRADIENT (exact; finite_difference for large
-# models), BART_ROWS (all seven),
+# models), BART_ROWS (all seven; a learned row trains its policy, the others skip that stage),
+# BART_GENERAL_ONLY=1 (the data and the general model, then stop: the comparison harness's shared model),
 # BART_ARCH (bart_tiny; bart_base on GPUs), PRETRAINED=<dir with model.pt and dict.txt> to
 # start from a released fairseq BART (bart.base) instead of the general stage: the news is then
 # encoded with its GPT-2 BPE (GPT2_BPE, default PRETRAINED) and dict.txt and its architecture
@@ -100,23 +101,39 @@ else
     GENERAL="$OUT/general/checkpoint_last.pt"
 fi
 
-echo "[3/6] span policies: supervised, transfer (PERSON answers only), meta-learned; scored onto the corpus"
-for kind in policy policy_person; do
+if [ -n "${BART_GENERAL_ONLY:-}" ]; then
+    echo "BART_GENERAL_ONLY is set: the data ($DATA) and the general model ($GENERAL) only"
+    exit 0
+fi
+
+# the learned rows of ROWS (each trains its own span policy; the heuristic rows need none)
+LEARNED=()
+for row in $ROWS; do case "$row" in sup|transfer|meta) LEARNED+=("$row") ;; esac; done
+echo "[3/6] span policies: ${LEARNED[*]:-none of the rows is learned, nothing to train}"
+labels=()
+for policy in "${LEARNED[@]}"; do
+    case "$policy" in sup|meta) labels+=(policy) ;; transfer) labels+=(policy_person) ;; esac
+done
+# shellcheck disable=SC2207
+labels=($(printf '%s\n' "${labels[@]}" | sort -u))
+for kind in "${labels[@]}"; do
     for split in train valid; do
         stage "bart_labels_${kind}_$split" "$WORK/logs/bart_labels_${kind}_$split.log" \
             fairseq-maskplug-span-labels --data "$DATA/$kind" --split "$split" --text "$DATA/text/$kind.$split.txt" \
             --answers "$DATA/text/$kind.$split.answers"
     done
 done
-stage bart_policy_sup "$WORK/logs/bart_policy_sup.log" \
-    policy_train "$DATA/policy" "$OUT/policies/sup" "$POLICY_UPDATES" --task span_policy
-stage bart_policy_transfer "$WORK/logs/bart_policy_transfer.log" \
-    policy_train "$DATA/policy_person" "$OUT/policies/transfer" "$POLICY_UPDATES" --task span_policy
-stage bart_policy_meta "$WORK/logs/bart_policy_meta.log" \
-    policy_train "$DATA/news" "$OUT/policies/meta" "$META_UPDATES" --task meta_span_policy \
-    --downstream-data "$DATA/probe" --seq2seq-checkpoint "$GENERAL" --meta-gradient "${BART_META_GRADIENT:-exact}" \
-    --batch-size "${BART_META_BATCH:-8}" --max-valid-steps 10
-for policy in sup transfer meta; do
+for policy in "${LEARNED[@]}"; do
+    case "$policy" in
+        sup) stage bart_policy_sup "$WORK/logs/bart_policy_sup.log" \
+                 policy_train "$DATA/policy" "$OUT/policies/sup" "$POLICY_UPDATES" --task span_policy ;;
+        transfer) stage bart_policy_transfer "$WORK/logs/bart_policy_transfer.log" \
+                      policy_train "$DATA/policy_person" "$OUT/policies/transfer" "$POLICY_UPDATES" --task span_policy ;;
+        meta) stage bart_policy_meta "$WORK/logs/bart_policy_meta.log" \
+                  policy_train "$DATA/news" "$OUT/policies/meta" "$META_UPDATES" --task meta_span_policy \
+                  --downstream-data "$DATA/probe" --seq2seq-checkpoint "$GENERAL" \
+                  --meta-gradient "${BART_META_GRADIENT:-exact}" --batch-size "${BART_META_BATCH:-8}" --max-valid-steps 10 ;;
+    esac
     stage "bart_scores_$policy" "$WORK/logs/bart_scores_$policy.log" \
         fairseq-maskplug-score-spans --checkpoint "$OUT/policies/$policy/checkpoint_best.pt" --data "$DATA/news" \
         --splits train valid --start-name "span_start_$policy" --end-name "span_end_$policy"
@@ -157,8 +174,12 @@ for row in $ROWS; do
 done
 
 echo "[6/6] what each policy masks (recipes/mask_analysis.py)"
-python recipes/mask_analysis.py --data "$DATA" --output "$OUT/results/masks.png" --policies rand ssm sup transfer meta \
-    | tee "$OUT/results/masks.json"
+analysed=()
+for row in $ROWS; do case "$row" in rand|ssm|sup|transfer|meta) analysed+=("$row") ;; esac; done
+if [ ${#analysed[@]} -gt 0 ]; then
+    python recipes/mask_analysis.py --data "$DATA" --output "$OUT/results/masks.png" --policies "${analysed[@]}" \
+        | tee "$OUT/results/masks.json"
+fi
 
 seed=${SEEDS%% *}
 echo "probe fine-tuning, validation loss against updates (seed $seed) -> $OUT/results/probe_valid_loss.svg"

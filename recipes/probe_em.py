@@ -3,7 +3,8 @@
 Runs ``fairseq-generate --task translation -s q -t a`` (beam search) on each split, compares
 each hypothesis with its reference answer after :func:`fairseq_maskplug.evaluation.probe.normalise_answer`
 (pieces joined, case-folded) and writes ``{"seen": EM, "heldout": EM, "n_seen": ..., ...}``
-(EM in percent) to ``--output``.
+(EM in percent) and ``correct_seen`` / ``correct_heldout`` (one 0 or 1 per question, in corpus order)
+to ``--output``.
 
     python recipes/probe_em.py --checkpoint CK/checkpoint_best.pt --data work/bart/data/probe --output r.json
 """
@@ -19,7 +20,8 @@ sys.path.insert(0, str(REPO))
 
 from fairseq.data.indexed_dataset import MMapIndexedDataset  # noqa: E402
 
-from fairseq_maskplug.evaluation.probe import exact_match  # noqa: E402
+from fairseq_maskplug.common.atomic import write_text  # noqa: E402
+from fairseq_maskplug.evaluation.probe import exact_match, normalise_answer  # noqa: E402
 
 SPLITS = {"seen": "test", "heldout": "test1"}
 
@@ -66,10 +68,13 @@ def main():
         hyps, refs = generate(args.checkpoint, args.data, split, ["--cpu"] if args.cpu else [])
         result[name] = round(exact_match(hyps, refs), 2)
         result[f"n_{name}"] = len(refs)
+        # per question, in corpus order: the paired tests over seeds x questions (benchmarks/gpu_science.py)
+        result[f"correct_{name}"] = "".join("1" if normalise_answer(h) == normalise_answer(r) else "0"
+                                            for h, r in zip(hyps, refs))
         result[f"examples_{name}"] = [{"hypothesis": h, "reference": r} for h, r in list(zip(hyps, refs))[:5]]
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=1) + "\n")
-    print(json.dumps({k: v for k, v in result.items() if not k.startswith("examples")}))
+    write_text(str(args.output), json.dumps(result, indent=1) + "\n")  # atomically: the harness reads it as it lands
+    print(json.dumps({k: v for k, v in result.items() if not k.startswith(("examples", "correct"))}))
 
 
 if __name__ == "__main__":

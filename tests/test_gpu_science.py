@@ -127,6 +127,33 @@ def test_collect_adds_each_finished_score_once_and_the_summary_pairs_them(tmp_pa
     assert f"| {stats.mcnemar('1111111100' + '1111111110', '1111110000' + '1111111000')['p']:.3f} |" in line
 
 
+def test_bart_exact_match_is_read_per_question_set_and_compared_on_each(tmp_path):
+    """recipes/probe_em.py's files (EM and one 0/1 per question on the seen and held-out questions) become
+    one score per question set, and the summary compares SSM with +Rand on each, seen first."""
+    results = gpu_science.Results(tmp_path / "science.json", {"device": "CPU", "shape": "quickstart", "seeds": ["1", "2"]})
+    outcomes = {1: {"ssm": ("1110", "1000"), "rand": ("1000", "1000")},
+                2: {"ssm": ("1100", "1100"), "rand": ("0000", "1000")}}
+    jobs = []
+    for seed, rows in outcomes.items():
+        work = tmp_path / f"bart_seed{seed}"
+        (work / "bart" / "results").mkdir(parents=True)
+        for row, (seen, heldout) in rows.items():
+            (work / "bart" / "results" / f"{row}__seed{seed}.json").write_text(json.dumps(
+                {"seen": 25.0 * seen.count("1"), "heldout": 25.0 * heldout.count("1"), "n_seen": 4, "n_heldout": 4,
+                 "correct_seen": seen, "correct_heldout": heldout}))
+        (work / "bart" / "results" / "masks.json").write_text("{}")  # the recipe's mask analysis: not a score
+        jobs.append({"experiment": "bart", "seed": str(seed), "work": work, "started": 0.0})
+    assert sum(gpu_science.collect(job, results) for job in jobs) == 8  # 2 rows x 2 question sets x 2 seeds
+    table = gpu_science.summarize(results.data)
+    assert "| ssm | 2 | 62.5 ± 12.5 | 37.5 ± 12.5 |" in table  # seen 75 and 50, held-out 25 and 50
+    seen = next(l for l in table.splitlines() if l.startswith("| ssm − rand | 2 | 50.00 ± 0.00 |"))
+    assert seen.endswith("| A better |")  # +50 points in both seeds, 4 of 4 discordant questions for ssm
+    heldout = next(l for l in table.splitlines() if l.startswith("| ssm − rand | 2 | 12.50 ± 12.50 |"))
+    assert "no difference shown" in heldout
+    assert table.index("(EM on seen questions, points)") < table.index("(EM on held-out questions, points)")
+    assert gpu_science.ratio_line(results.data) == f"ratio_bart_em_seen={62.5 / 12.5:.4f}"
+
+
 def test_fe_curves_are_read_from_the_scored_checkpoints(tmp_path):
     work = tmp_path / "fe_seed1"
     (work / "fe_mlm").mkdir(parents=True)
