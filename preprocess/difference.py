@@ -85,8 +85,7 @@ def write_scores(args, locks) -> int:
     from fairseq_maskplug.scoring.difference import anchor_similarity, anchors, tf_icf
     from fairseq_maskplug.tools.sharding import warn
 
-    from .pmi_units import load_split
-    from .vocabulary_tracks import data_dictionary, load_checked_splits, write_lookup_tracks
+    from .vocabulary_tracks import data_dictionary, load_checked_splits, load_split, write_lookup_tracks
 
     dictionary = data_dictionary("--data", args.data)
     if dictionary_sha256(dictionary) != dictionary_sha256(data_dictionary("--general", args.general)):

@@ -71,20 +71,6 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-def load_split(data, split, dictionary):
-    from fairseq.data import data_utils
-    from fairseq_maskplug.data.dictionaries import check_token_ids
-    from fairseq_maskplug.data.indexed_files import RECOPY, check_indexed_pair
-
-    prefix = os.path.join(data, split)
-    check_indexed_pair(prefix, RECOPY)
-    tokens = data_utils.load_indexed_dataset(prefix, dictionary)
-    if tokens is None:
-        raise ValueError(f"--data {data}: no split {split!r} ({prefix}.bin/.idx, as fairseq-preprocess writes)")
-    check_token_ids(tokens, prefix, dictionary)
-    return prefix, tokens
-
-
 def speller(dictionary, boundaries, encoder_json):
     """``spell(token ids) -> text`` of a word."""
     import json as json_module
@@ -204,7 +190,7 @@ def main(argv=None) -> int:
 def write_units(args) -> int:
     from fairseq_maskplug.common.atomic import check_writable
     from fairseq_maskplug.common.progress import progress_bar
-    from .vocabulary_tracks import data_dictionary
+    from .vocabulary_tracks import data_dictionary, load_split
     from fairseq_maskplug.data.word_boundaries import word_start_symbols
     from fairseq_maskplug.scoring.pmi_lexicon import build_lexicon, read_lexicon
     from fairseq_maskplug.tools.pass_parts import check_parts_directory, remove_parts_directory

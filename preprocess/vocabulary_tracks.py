@@ -14,6 +14,21 @@ def data_dictionary(flag: str, path: str):
     return read_dictionary(os.path.join(path, "dict.txt"))
 
 
+def load_split(data, split, dictionary):
+    """``(prefix, tokens)`` of the binarized ``split`` of ``data``: its .bin/.idx pair and token ids checked."""
+    from fairseq.data import data_utils
+    from fairseq_maskplug.data.dictionaries import check_token_ids
+    from fairseq_maskplug.data.indexed_files import RECOPY, check_indexed_pair
+
+    prefix = os.path.join(data, split)
+    check_indexed_pair(prefix, RECOPY)
+    tokens = data_utils.load_indexed_dataset(prefix, dictionary)
+    if tokens is None:
+        raise ValueError(f"--data {data}: no split {split!r} ({prefix}.bin/.idx, as fairseq-preprocess writes)")
+    check_token_ids(tokens, prefix, dictionary)
+    return prefix, tokens
+
+
 def load_checked_splits(data: str, splits, also, dictionary, name: str, locks) -> dict:
     """``{split: (prefix, tokens)}`` of ``splits`` and the splits in ``also``, each checked, and the track ``name``
     of every one of ``splits`` checked writable and locked (one writer: :mod:`fairseq_maskplug.common.locks`) until
@@ -22,8 +37,6 @@ def load_checked_splits(data: str, splits, also, dictionary, name: str, locks) -
 
     from fairseq_maskplug.common.atomic import check_writable
     from fairseq_maskplug.common.locks import OutputLock, say_took_over
-
-    from .pmi_units import load_split
 
     loaded = {split: load_split(data, split, dictionary) for split in {*splits, *also}}
     for split in splits:

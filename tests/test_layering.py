@@ -120,17 +120,16 @@ def test_common_imports_without_fairseq_or_torch():
 
 
 def module_imports():
-    """``{module: modules of the package it imports}`` for every module of fairseq_maskplug, imports inside
-    functions included (``from X import name``: the submodule ``X.name`` where there is one, else ``X``)."""
+    """``{module: modules of ours it imports}`` for every module of fairseq_maskplug and of the producers'
+    entry points (preprocess), imports inside functions included (``from X import name``: the submodule
+    ``X.name`` where there is one, else ``X``)."""
     import ast
-
-    root = REPO / "fairseq_maskplug"
 
     def name_of(path):
         parts = list(path.relative_to(REPO).with_suffix("").parts)
         return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
-    modules = {name_of(path): path for path in root.rglob("*.py")}
+    modules = {name_of(path): path for root in ("fairseq_maskplug", "preprocess") for path in (REPO / root).rglob("*.py")}
     graph = {}
     for module, path in modules.items():
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
@@ -202,6 +201,7 @@ def test_no_import_circle_between_modules_of_the_package():
     with it the order of registrations) depend on which module a user imports first."""
     graph = module_imports()
     assert "fairseq_maskplug.masking.span_masks" in graph["fairseq_maskplug.masking.fully_explored"]
+    assert "preprocess.vocabulary_tracks" in graph["preprocess.difference"]  # the producers are read too
     assert import_circles(graph) == []
     planted = dict(graph, **{"fairseq_maskplug.masking.span_masks": {"fairseq_maskplug.masking.registry"}})
     assert import_circles(planted) == [["fairseq_maskplug.masking.fully_explored", "fairseq_maskplug.masking.registry",
