@@ -129,34 +129,42 @@ def count_ngrams(args, shard, tokens, count_prefix: str, words_of):
             counts.add(words)
         return counts
     parts_dir = counts_directory(args.data, args.count_split, args.name)
-    options = {"tokens": token_fingerprint(count_prefix), "max_ngrams": args.max_ngrams,
+    options = {"tokens": token_fingerprint(count_prefix), "max_ngrams": args.max_ngrams, "format": "npz",
                "word_boundaries": args.word_boundaries, "block_lines": args.shard_block_lines}
     parts = PassParts(parts_dir, "counts", shard.num_shards, options, save=save_counts, load=load_counts)
     make_parts_directory(parts_dir, COMMAND)
     where = shard_lines_text(shard, lines)
+    own = {}  # this shard's counts when it made them now (not read back)
     if parts.done(shard.shard_id, lines):
         print(f"{where}: its n-gram counts are written already: skipped", flush=True)
     else:
         for words, _, _ in progress_bar(words_of(tokens, lines), total=len(lines), desc=desc, unit="line"):
             counts.add(words)
         parts.write(shard.shard_id, lines, counts)
+        own[shard.shard_id] = counts
     meet(shard)
     missing = parts.missing()
     if missing:
         print(f"{where}: {parts.waiting_for(missing, 'n-gram counts', 'each skips its counts and writes its units')}",
               flush=True)
         return None
-    return merge_counts(parts.read_all(len(tokens)))
+    return merge_counts(parts.read_all(len(tokens), own))
 
 
 def save_counts(counts, f) -> None:
-    f.write(json.dumps(counts.to_json(), ensure_ascii=False).encode("utf-8"))
+    """A shard's n-gram counts as numpy arrays (``NGramCounts.to_arrays``; uncompressed ``.npz`` bytes)."""
+    import numpy as np
+
+    np.savez(f, **counts.to_arrays())
 
 
 def load_counts(f):
+    import numpy as np
+
     from fairseq_maskplug.scoring.pmi_lexicon import NGramCounts
 
-    return NGramCounts.from_json(json.loads(f.read().decode("utf-8")))
+    with np.load(f, allow_pickle=False) as arrays:
+        return NGramCounts.from_arrays(arrays)
 
 
 def unit_rows(split_index: int, seed: int, lines: range, words, lexicon, stats: dict):

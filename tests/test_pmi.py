@@ -220,6 +220,33 @@ def pmi_tracks(data, name="pmi_units"):
     return {p.name: p.read_bytes() for p in sorted(data.glob(f"*.{name}.*")) if p.is_file()}
 
 
+def stored(counts):
+    """``counts`` written as a shard's part and read back (preprocess/pmi_units.py's save_counts/load_counts)."""
+    import io
+
+    from preprocess.pmi_units import load_counts, save_counts
+
+    f = io.BytesIO()
+    save_counts(counts, f)
+    f.seek(0)
+    return load_counts(f)
+
+
+def test_counts_stored_as_arrays_read_back_whole():
+    """A part's arrays hold every count, delta, total and the threshold, words of any script included."""
+    rng = np.random.default_rng(3)
+    vocabulary = ["a", "été", "数据", "x\ty", "", "naïve"]
+    counts = NGramCounts(4, max_entries=40)
+    for _ in range(60):
+        counts.add([vocabulary[i] for i in rng.integers(len(vocabulary), size=int(rng.integers(0, 9)))])
+    assert counts.threshold > 0 and counts.deltas  # pruned: the deltas are stored too
+    back = stored(counts)
+    assert (back.counts, back.deltas, back.totals, back.threshold, back.max_n, back.max_entries) == (
+        counts.counts, counts.deltas, counts.totals, counts.threshold, counts.max_n, counts.max_entries)
+    empty = stored(NGramCounts(5))
+    assert not empty.counts and empty.totals == [0] * 6
+
+
 def test_merged_counts_of_shards_are_the_one_process_counts_and_keep_the_bounds_when_pruned():
     rng = np.random.default_rng(7)
     lines = [[f"w{int(rng.zipf(1.5)) % 200}" for _ in range(12)] for _ in range(300)]
@@ -232,7 +259,7 @@ def test_merged_counts_of_shards_are_the_one_process_counts_and_keep_the_bounds_
             part = NGramCounts(3)
             for words in lines[a:b]:
                 part.add(words)
-            parts.append(NGramCounts.from_json(json.loads(json.dumps(part.to_json()))))  # as a part is stored
+            parts.append(stored(part))
         merged = merge_counts(parts)
         assert merged.counts == whole.counts and merged.totals == whole.totals and merged.threshold == 0
     bounded = [NGramCounts(3, max_entries=300), NGramCounts(3, max_entries=300)]

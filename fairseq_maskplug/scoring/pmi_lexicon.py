@@ -80,20 +80,50 @@ class NGramCounts:
             self.counts = Counter({g: c for g, c in self.counts.items() if c + self.deltas.get(g, 0) > self.threshold})
             self.deltas = {g: d for g, d in self.deltas.items() if g in self.counts}
 
-    def to_json(self) -> dict:
-        """Everything the counts hold, as JSON values (a shard's part: no pickle)."""
-        return {"max_n": self.max_n, "max_entries": self.max_entries, "totals": self.totals,
-                "threshold": self.threshold,
-                "counts": [[list(g), c, self.deltas.get(g, 0)] for g, c in self.counts.items()]}
+    def to_arrays(self) -> Dict[str, np.ndarray]:
+        """Everything the counts hold as numpy arrays (a shard's part: ``np.savez``, no pickle): the distinct
+        words once (UTF-8, with offsets), then per n-gram length ``k`` its n-grams as a ``(m, k)`` table of
+        word numbers with their counts and deltas, built and read back by C-level iteration. Two parts of 5.9
+        million n-grams each (2026-11-27, 2 cores shared with two training runs): written in 22 s and read
+        in 22 s, against 65 s and 94 s as the JSON this replaced; 127 MB each, against 217 MB."""
+        from itertools import chain
+
+        grams = sorted(self.counts, key=len)  # stable: by length, in insertion order within one
+        words = dict.fromkeys(chain.from_iterable(grams))  # every distinct word, in first-seen order
+        number = {word: i for i, word in enumerate(words)}
+        encoded = [word.encode("utf-8") for word in words]
+        lengths = np.fromiter(map(len, grams), dtype=np.int64, count=len(grams))
+        flat = np.fromiter(map(number.__getitem__, chain.from_iterable(grams)), dtype=np.int32, count=int(lengths.sum()))
+        counts = np.fromiter(map(self.counts.__getitem__, grams), dtype=np.int64, count=len(grams))
+        deltas = np.fromiter(map(self.deltas.get, grams, [0] * len(grams)), dtype=np.int64, count=len(grams)) \
+            if self.deltas else np.zeros(0, dtype=np.int64)
+        arrays = {"shape": np.array([self.max_n, self.max_entries, self.threshold], dtype=np.int64),
+                  "totals": np.array(self.totals, dtype=np.int64),
+                  "word_bytes": np.frombuffer(b"".join(encoded), dtype=np.uint8),
+                  "word_ends": np.cumsum([len(e) for e in encoded], dtype=np.int64)}
+        starts = np.searchsorted(lengths, np.arange(1, self.max_n + 2))  # where each length begins
+        for k in range(1, self.max_n + 1):
+            a, b = int(starts[k - 1]), int(starts[k])
+            arrays[f"grams{k}"] = flat[int(lengths[:a].sum()):int(lengths[:b].sum())].reshape(b - a, k)
+            arrays[f"counts{k}"] = counts[a:b]
+            arrays[f"deltas{k}"] = deltas[a:b] if len(deltas) else deltas
+        return arrays
 
     @classmethod
-    def from_json(cls, value: dict) -> "NGramCounts":
-        counts = cls(value["max_n"], value["max_entries"])
-        counts.totals, counts.threshold = list(value["totals"]), value["threshold"]
-        for gram, count, delta in value["counts"]:
-            counts.counts[tuple(gram)] = count
-            if delta:
-                counts.deltas[tuple(gram)] = delta
+    def from_arrays(cls, arrays) -> "NGramCounts":
+        """The counts :meth:`to_arrays` wrote (``arrays``: a mapping of its names, e.g. ``np.load``'s)."""
+        max_n, max_entries, threshold = (int(v) for v in arrays["shape"])
+        counts = cls(max_n, max_entries)
+        counts.totals, counts.threshold = [int(v) for v in arrays["totals"]], threshold
+        blob, ends = arrays["word_bytes"].tobytes(), arrays["word_ends"].tolist()
+        words = [blob[a:b].decode("utf-8") for a, b in zip([0] + ends[:-1], ends)]
+        for k in range(1, max_n + 1):
+            spelled = iter(map(words.__getitem__, arrays[f"grams{k}"].ravel().tolist()))
+            grams = list(zip(*[spelled] * k))  # consecutive k-tuples
+            dict.update(counts.counts, zip(grams, arrays[f"counts{k}"].tolist()))  # distinct keys: no sums
+            deltas = arrays[f"deltas{k}"]
+            if len(deltas):
+                counts.deltas.update((g, d) for g, d in zip(grams, deltas.tolist()) if d)
         return counts
 
 
