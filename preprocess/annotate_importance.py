@@ -16,7 +16,6 @@ so the merged track is the one a single process writes; the preview is shard 0's
 
 import argparse
 import sys
-import time
 
 import numpy as np
 
@@ -49,12 +48,11 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     configure_tool_output()
     from fairseq_maskplug.scoring.loading import load_tagger
-    from fairseq.data import data_utils
+    from fairseq_maskplug.scoring.model_tracks import write_model_tracks
     from fairseq_maskplug.data.layout import token_data_dir
     from fairseq_maskplug.scoring.precision import start_model_producer
-    from fairseq_maskplug.tools.sharding import ShardedTrack, checkpoint_identity, line_lengths
+    from fairseq_maskplug.tools.sharding import ShardedTrack, checkpoint_identity
     from fairseq_maskplug.scoring.preview import preview_symbols, render_marked, throughput, write_preview
-    from fairseq_maskplug.scoring.precision import inference
     from fairseq_maskplug.scoring.tagger import TokenTagger
 
     args.data = token_data_dir(args.data)
@@ -71,32 +69,22 @@ def main(argv=None) -> int:
     track = ShardedTrack(shard, {**checkpoint_identity(args.checkpoint), "max_tokens": args.max_tokens,
                                  "precision": precision},
                          args.shard_block_lines)
-    for split, (split_prefix, (prefix,)) in outputs.items():
-        tokens = data_utils.load_indexed_dataset(split_prefix, d)
-        if track.already_written(prefix, split_prefix, len(tokens), "float64"):
-            print(f"{split}: shard {shard.shard_id} of {shard.num_shards} is already written: skipped")
-            continue
-        lines, scores = [], []
-        start = time.perf_counter()
-        with inference(precision, device):
-            for block in track.blocks(len(tokens)):  # batches within a block: values that do not depend on the shards
-                lines += [tokens[i].numpy() for i in block]
-                scores += tagger.score(lines[-len(block):], args.max_tokens)
-        seconds = time.perf_counter() - start
-        wrote = track.write(prefix, split_prefix, len(tokens), scores, "float64")
+    def report(split, lines, rows, seconds, wrote):
+        scores, (prefix,) = rows[0], outputs[split][1]
         if shard.shard_id == 0:  # the first lines of the split (with shards: of shard 0's range)
             preview = prefix + ".preview.txt"
             write_preview(preview, (render_marked([symbols[t] for t in line[:-1]], score[:-1] >= 0.5)
                                     for line, score in zip(lines[:args.preview_lines], scores)))
-            wrote += f" and {preview}"
+            wrote = [f"{wrote[0]} and {preview}"]
         words = np.concatenate([s[:-1] for s in scores]) if scores else np.zeros(0)
         share = f"{np.mean(words >= 0.5):.1%}" if words.size else "-"
         if words.size:
             warn_if_all_or_none(prefix, float(np.mean(words >= 0.5)), "scored >= 0.5")
-        print(f"{split}: {throughput('tagged', len(lines), words.size, seconds)}; {share} of the tokens scored >= 0.5; "
-              f"{precision}; wrote {wrote}")
-    for line in track.finish(lambda split_prefix: line_lengths(split_prefix, d), args.data):
-        print(line)
+        return (f"{split}: {throughput('tagged', len(lines), words.size, seconds)}; {share} of the tokens scored "
+                f">= 0.5; {precision}; wrote {wrote[0]}")
+
+    write_model_tracks(track, outputs, d, lambda lines: [tagger.score(lines, args.max_tokens)], report, precision,
+                       device, args.data)
     return 0
 
 

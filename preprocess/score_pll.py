@@ -20,7 +20,6 @@ the merged track is the one a single process writes, byte for byte; a rerun skip
 
 import argparse
 import sys
-import time
 
 import numpy as np
 
@@ -67,15 +66,14 @@ def main(argv=None) -> int:
 
 
 def score(args) -> int:
-    from fairseq import data as fdata
     from fairseq_maskplug.tools.checkpoints import CLASSIFIER_TASKS, load_checked_model
     from fairseq_maskplug.scoring.pll import PLTScorer, score_in_windows, word_starts_gpt2, word_starts_sentencepiece
-    from fairseq_maskplug.scoring.precision import inference
+    from fairseq_maskplug.scoring.model_tracks import write_model_tracks
     from fairseq_maskplug.scoring.preview import throughput
 
     from fairseq_maskplug.data.layout import token_data_dir
     from fairseq_maskplug.scoring.precision import start_model_producer
-    from fairseq_maskplug.tools.sharding import ShardedTrack, checkpoint_identity, line_lengths
+    from fairseq_maskplug.tools.sharding import ShardedTrack, checkpoint_identity
 
     data = token_data_dir(args.data)
     outputs = track_outputs(data, dict.fromkeys(args.splits), [("--name", args.name)])  # before any work
@@ -98,25 +96,19 @@ def score(args) -> int:
                                  "word_starts": args.word_starts, "max_tokens": args.max_tokens,
                                  "precision": precision},
                          args.shard_block_lines)
-    for split_prefix, (prefix,) in outputs.values():
-        tokens = fdata.data_utils.load_indexed_dataset(split_prefix, d)
-        if track.already_written(prefix, split_prefix, len(tokens), "float64"):
-            print(f"shard {shard.shard_id} of {shard.num_shards} of {prefix} is already written: skipped")
-            continue
-        start = time.perf_counter()
-        plts = []
-        with inference(precision, device):
-            for block in track.blocks(len(tokens)):  # batches within a block: values that do not depend on the shards
-                lines = [np.concatenate([[d.bos()], tokens[i].numpy()]) for i in block]
-                plts += score_in_windows(scorer, lines, (d.bos(), d.eos(), d.pad()), model.max_positions(),
-                                         args.max_tokens)
-        seconds = time.perf_counter() - start
-        wrote = track.write(prefix, split_prefix, len(tokens), (plt[1:] for plt in plts), "float64")  # drop <s>
-        scored = np.concatenate([plt[1:-1] for plt in plts] or [np.zeros(0)])
+    special = (d.bos(), d.eos(), d.pad())
+
+    def score_block(lines):  # each line with <s> before it, as the model was trained; its value dropped
+        plts = score_in_windows(scorer, [np.concatenate([[d.bos()], line]) for line in lines], special,
+                                model.max_positions(), args.max_tokens)
+        return [[plt[1:] for plt in plts]]
+
+    def report(split, lines, rows, seconds, wrote):
+        scored = np.concatenate([plt[:-1] for plt in rows[0]] or [np.zeros(0)])  # without </s>
         mean = f"{scored.mean():.4g}" if scored.size else "-"
-        print(f"{throughput('scored', len(plts), scored.size, seconds)}; mean PLT {mean}; {precision}; wrote {wrote}")
-    for line in track.finish(lambda split_prefix: line_lengths(split_prefix, d), data):
-        print(line)
+        return f"{throughput('scored', len(lines), scored.size, seconds)}; mean PLT {mean}; {precision}; wrote {wrote[0]}"
+
+    write_model_tracks(track, outputs, d, score_block, report, precision, device, data)
     return 0
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ or by rank 0; the preview is shard 0's (docs/scale.md).
 
 import argparse
 import sys
-import time
 
 import numpy as np
 
@@ -53,12 +52,11 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     configure_tool_output()
     from fairseq_maskplug.scoring.loading import load_scorer
-    from fairseq.data import data_utils
     from fairseq_maskplug.masking.learned_span import choose_learned_spans
-    from fairseq_maskplug.scoring.precision import inference
+    from fairseq_maskplug.scoring.model_tracks import write_model_tracks
     from fairseq_maskplug.scoring.preview import render_marked, throughput, write_preview
     from fairseq_maskplug.scoring.precision import start_model_producer
-    from fairseq_maskplug.tools.sharding import ShardedTrack, checkpoint_identity, line_lengths
+    from fairseq_maskplug.tools.sharding import ShardedTrack, checkpoint_identity
 
     try:
         import_user_dir(args.user_dir)
@@ -71,22 +69,8 @@ def main(argv=None) -> int:
         return 2
     track = ShardedTrack(shard, {**checkpoint_identity(args.checkpoint), "max_tokens": args.max_tokens,
                                  "precision": precision}, args.shard_block_lines)
-    for split, (split_prefix, prefixes) in outputs.items():
-        tokens = data_utils.load_indexed_dataset(split_prefix, d)
-        if all([track.already_written(prefix, split_prefix, len(tokens), "float64") for prefix in prefixes]):
-            print(f"{split}: shard {shard.shard_id} of {shard.num_shards} is already written: skipped")
-            continue
-        lines, starts, ends = [], [], []
-        began = time.perf_counter()
-        with inference(precision, device):
-            for block in track.blocks(len(tokens)):  # batches within a block: values that do not depend on the shards
-                lines += [tokens[i].numpy() for i in block]
-                block_starts, block_ends = scorer.start_end(lines[-len(block):], args.max_tokens)
-                starts += block_starts
-                ends += block_ends
-        seconds = time.perf_counter() - began
-        wrote = [track.write(prefix, split_prefix, len(tokens), rows, "float64")
-                 for prefix, rows in zip(prefixes, (starts, ends))]
+    def report(split, lines, rows, seconds, wrote):
+        (starts, ends), prefixes = rows, outputs[split][1]
         lengths, shown = [], []
         for k, (line, start, end) in enumerate(zip(lines, starts, ends)):
             maskable = line != d.eos()
@@ -101,12 +85,13 @@ def main(argv=None) -> int:
         if shard.shard_id == 0:  # the first lines of the split (with shards: of shard 0's range)
             preview = prefixes[0] + ".preview.txt"
             write_preview(preview, shown)
-            wrote.append(preview)
+            wrote = wrote + [preview]
         words = sum(len(line) - 1 for line in lines)
-        print(f"{split}: {throughput('scored', len(lines), words, seconds)}; top-1 spans hold "
-              f"{np.mean(lengths or [0]):.2f} tokens on average; {precision}; wrote {', '.join(wrote)}")
-    for line in track.finish(lambda split_prefix: line_lengths(split_prefix, d), args.data):
-        print(line)
+        return (f"{split}: {throughput('scored', len(lines), words, seconds)}; top-1 spans hold "
+                f"{np.mean(lengths or [0]):.2f} tokens on average; {precision}; wrote {', '.join(wrote)}")
+
+    write_model_tracks(track, outputs, d, lambda lines: scorer.start_end(lines, args.max_tokens), report, precision,
+                       device, args.data)
     return 0
 
 
