@@ -16,7 +16,6 @@ a torchrun/srun launch) as every producer (docs/scale.md).
 """
 
 import argparse
-import json
 import sys
 
 from . import (HelpFormatter, add_spacy_text_options, check_spacy_batches, configure_tool_output,
@@ -36,44 +35,22 @@ def parse_args(argv=None):
     return args
 
 
+def annotate(nlp, texts, ranges, args):
+    from fairseq_maskplug.scoring.pos_tags import pos_tracks
+
+    rows, counts = pos_tracks(nlp, texts, ranges, args.batch_size, args.workers, desc=f"pos {args.split}")
+    return rows, lambda: {"tokens_per_tag": dict(counts.most_common())}  # counted as the rows are written
+
+
 @one_line_on_write_failure
 def main(argv=None) -> int:
     configure_tool_output()
     args = parse_args(argv)
-    from fairseq_maskplug.common.extras import import_spacy
-    from fairseq_maskplug.tools.cli import check_spacy_lengths
-    from fairseq_maskplug.scoring.alignment import spelled_split
-    from fairseq_maskplug.scoring.pos_tags import load_tagger, pos_tracks
-    from fairseq_maskplug.tools.sharding import ShardedTrack, file_identity, line_lengths, start_producer
+    from fairseq_maskplug.scoring.pos_tags import load_tagger
+    from fairseq_maskplug.scoring.spacy_tracks import SpacyProducer, write_spacy_track
 
-    try:
-        spacy = import_spacy("fairseq-maskplug-pos-tags")
-        split_prefix, prefix, texts, ranges, _ = spelled_split(args.data, args.split, args.name, args.text, args.bpe,
-                                                               args.gpt2_encoder_json)
-        nlp = load_tagger(args.spacy_model)
-        check_spacy_lengths(nlp, texts, args)
-        shard = start_producer(args, args.data)
-        options = {**file_identity(args.text, "text"), "spacy": spacy.__version__, "spacy_model": args.spacy_model,
-                   "spacy_model_version": nlp.meta.get("version"), "bpe": args.bpe, "batch_size": args.batch_size}
-        track = ShardedTrack(shard, options, args.shard_block_lines)
-        written = track.already_written(prefix, split_prefix, len(texts), "uint8")
-    except (ValueError, OSError, ImportError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    summary = {"track": prefix, "spacy_model": args.spacy_model}
-    if written:
-        print(f"{args.split}: shard {shard.shard_id} of {shard.num_shards} is already written: skipped")
-    else:
-        lines = track.lines(len(texts))  # whole blocks: spaCy's batches never cross them
-        rows, counts = pos_tracks(nlp, texts[lines.start:lines.stop], ranges[lines.start:lines.stop], args.batch_size,
-                                  args.workers, desc=f"pos {args.split}")
-        summary["wrote"] = track.write(prefix, split_prefix, len(texts), rows, "uint8")
-        summary["tokens_per_tag"] = dict(counts.most_common())
-    summary["merges"] = track.finish(lambda split_prefix: line_lengths(split_prefix, None), args.data)
-    if track.warnings:
-        summary["warnings"] = track.warnings
-    print(json.dumps(summary))
-    return 0
+    return write_spacy_track(SpacyProducer("fairseq-maskplug-pos-tags", "uint8", load_tagger, lambda nlp, args: {},
+                                           annotate), args)
 
 
 if __name__ == "__main__":

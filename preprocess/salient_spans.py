@@ -24,7 +24,6 @@ block, so a line's batch mates do not depend on the shards (docs/scale.md).
 """
 
 import argparse
-import json
 import sys
 
 from . import (HelpFormatter, add_spacy_text_options, check_spacy_batches, configure_tool_output,
@@ -47,55 +46,34 @@ def parse_args(argv=None):
     return args
 
 
+def check_labels(nlp, args) -> dict:
+    """``--drop-labels`` are entity types of the model."""
+    dropped = [label for label in args.drop_labels.split(",") if label]
+    known = set(nlp.get_pipe("ner").labels)
+    unknown = [label for label in dropped if label not in known]
+    if unknown:
+        raise ValueError(f"--drop-labels {','.join(unknown)}: not an entity type of {args.spacy_model} "
+                         f"(its types: {', '.join(sorted(known))})")
+    return {"drop_labels": dropped}
+
+
+def annotate(nlp, texts, ranges, args):
+    from fairseq_maskplug.scoring.entities import span_tracks
+
+    dropped = [label for label in args.drop_labels.split(",") if label]
+    rows, counts = span_tracks(nlp, texts, ranges, dropped, args.batch_size, args.workers, desc=f"ner {args.split}")
+    return rows, counts.summary  # counted as the rows are written
+
+
 @one_line_on_write_failure
 def main(argv=None) -> int:
     configure_tool_output()
     args = parse_args(argv)
-    from fairseq_maskplug.common.extras import import_spacy
-    from fairseq_maskplug.tools.cli import check_spacy_lengths
-    from fairseq_maskplug.scoring.alignment import spelled_split
-    from fairseq_maskplug.scoring.entities import load_ner, span_tracks
-    from fairseq_maskplug.tools.sharding import ShardedTrack, file_identity, line_lengths, start_producer
+    from fairseq_maskplug.scoring.entities import load_ner
+    from fairseq_maskplug.scoring.spacy_tracks import SpacyProducer, write_spacy_track
 
-    try:
-        spacy = import_spacy("fairseq-maskplug-salient-spans")
-        split_prefix, prefix, texts, ranges, _ = spelled_split(args.data, args.split, args.name, args.text, args.bpe,
-                                                               args.gpt2_encoder_json)
-        nlp = load_ner(args.spacy_model)
-        check_spacy_lengths(nlp, texts, args)
-        dropped = [label for label in args.drop_labels.split(",") if label]
-        known = set(nlp.get_pipe("ner").labels)
-        unknown = [label for label in dropped if label not in known]
-        if unknown:
-            raise ValueError(f"--drop-labels {','.join(unknown)}: not an entity type of {args.spacy_model} "
-                             f"(its types: {', '.join(sorted(known))})")
-        shard = start_producer(args, args.data)
-    except (ValueError, OSError, ImportError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    options = {**file_identity(args.text, "text"), "spacy": spacy.__version__, "spacy_model": args.spacy_model,
-               "spacy_model_version": nlp.meta.get("version"), "drop_labels": dropped, "bpe": args.bpe,
-               "batch_size": args.batch_size}
-    track = ShardedTrack(shard, options, args.shard_block_lines)
-    summary = {"track": prefix, "spacy_model": args.spacy_model}
-    try:
-        written = track.already_written(prefix, split_prefix, len(texts), "int32")
-    except ValueError as error:  # a part made with other options or from other tokens
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    if written:
-        print(f"{args.split}: shard {shard.shard_id} of {shard.num_shards} is already written: skipped")
-    else:
-        lines = track.lines(len(texts))  # whole blocks, starting on one: batches of a divisor never cross them
-        rows, counts = span_tracks(nlp, texts[lines.start:lines.stop], ranges[lines.start:lines.stop], dropped,
-                                   args.batch_size, args.workers, desc=f"ner {args.split}")
-        summary["wrote"] = track.write(prefix, split_prefix, len(texts), rows, "int32")
-        summary.update(counts.summary())
-    summary["merges"] = track.finish(lambda split_prefix: line_lengths(split_prefix, None), args.data)
-    if track.warnings:
-        summary["warnings"] = track.warnings
-    print(json.dumps(summary))
-    return 0
+    return write_spacy_track(SpacyProducer("fairseq-maskplug-salient-spans", "int32", load_ner, check_labels,
+                                           annotate), args)
 
 
 if __name__ == "__main__":
