@@ -17,7 +17,6 @@ Prints a JSON summary: the anchors (their symbols), the mean score over the coun
 """
 
 import argparse
-import contextlib
 import json
 import os
 import sys
@@ -52,12 +51,9 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     configure_tool_output()
     args = parse_args(argv)
-    try:  # every input and output checked before any work
-        with contextlib.ExitStack() as locks:  # the tracks' locks, held until the end
-            return write_scores(args, locks)
-    except (OSError, ValueError, KeyError) as error:
-        print(f"error: {str(error).strip(chr(39))}", file=sys.stderr)
-        return 2
+    from .vocabulary_tracks import run_with_locks
+
+    return run_with_locks(write_scores, args, (OSError, ValueError, KeyError))  # every input and output checked before any work
 
 
 def input_embeddings(checkpoint: str, data: str, rows: int):

@@ -18,7 +18,6 @@ frequent entries. One process (the pair counts are one table; not sharded).
 """
 
 import argparse
-import contextlib
 import json
 import sys
 
@@ -54,12 +53,9 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     configure_tool_output()
     args = parse_args(argv)
-    try:  # every input and output checked before any work
-        with contextlib.ExitStack() as locks:  # the tracks' locks, held until the end
-            return write_rates(args, locks)
-    except (OSError, ValueError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    from .vocabulary_tracks import run_with_locks
+
+    return run_with_locks(write_rates, args)  # every input and output checked before any work
 
 
 def content_lines(tokens, nspecial: int):

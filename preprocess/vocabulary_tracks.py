@@ -3,6 +3,7 @@ vocabulary entry (``informask``, ``difference``), the splits loaded with their o
 the tracks written by looking every token up."""
 
 import os
+import sys
 
 
 def data_dictionary(flag: str, path: str):
@@ -60,3 +61,17 @@ def write_lookup_tracks(loaded: dict, splits, name: str, values) -> dict:
         written[split] = {"wrote": write_side_info(f"{prefix}.{name}", rows, "float64", tokens_prefix=prefix)}
     warnings = warn_if_degenerate([f"{loaded[split][0]}.{name}" for split in splits])
     return {**written, "warnings": warnings} if warnings else written
+
+
+def run_with_locks(write, args, errors=(OSError, ValueError)) -> int:
+    """``write(args, locks)`` of a producer of lookup tracks, the locks of its tracks (an
+    :class:`contextlib.ExitStack`) held until it returns; an error of ``errors`` (raised by its checks before
+    any work) is one line on standard error (a KeyError's without its quotes) and exit status 2."""
+    import contextlib
+
+    try:
+        with contextlib.ExitStack() as locks:
+            return write(args, locks)
+    except errors as error:
+        print(f"error: {str(error).strip(chr(39)) if isinstance(error, KeyError) else error}", file=sys.stderr)
+        return 2
