@@ -46,9 +46,14 @@ def parse_args(argv=None):
     return args
 
 
+def dropped_labels(args) -> list:
+    """The entity types of ``--drop-labels``."""
+    return [label for label in args.drop_labels.split(",") if label]
+
+
 def check_labels(nlp, args) -> dict:
     """``--drop-labels`` are entity types of the model."""
-    dropped = [label for label in args.drop_labels.split(",") if label]
+    dropped = dropped_labels(args)
     known = set(nlp.get_pipe("ner").labels)
     unknown = [label for label in dropped if label not in known]
     if unknown:
@@ -60,8 +65,7 @@ def check_labels(nlp, args) -> dict:
 def annotate(nlp, texts, ranges, args):
     from fairseq_maskplug.scoring.entities import span_tracks
 
-    dropped = [label for label in args.drop_labels.split(",") if label]
-    rows, counts = span_tracks(nlp, texts, ranges, dropped, args.batch_size, args.workers, desc=f"ner {args.split}")
+    rows, counts = span_tracks(nlp, texts, ranges, dropped_labels(args), args.batch_size, args.workers, desc=f"ner {args.split}")
     return rows, counts.summary  # counted as the rows are written
 
 
