@@ -5,7 +5,7 @@
 #
 #   bash recipes/gpu_science.sh BUNDLE DATA OUT [TOTAL_SECONDS] [-- gpu_science.py options...]
 #
-# BUNDLE: `bash recipes/offline_bundle.sh BUNDLE --python 3.12 --exclude numpy,scikit-learn,lxml,cython`
+# BUNDLE: `bash recipes/offline_bundle.sh BUNDLE --python 3.12 --exclude numpy,scikit-learn,lxml,cython --leave-out numba`
 # written here (the lent machine's image has those four); "-" when the plugin is installed already.
 # DATA: `python -m preprocess.prepare_demo --out DATA` written here. TOTAL_SECONDS (540): the whole
 # command, install included; the comparisons get what the install leaves, less 30 s to write up.

@@ -3,6 +3,7 @@ machine without internet (GPU clusters' compute nodes, the lent GPU machine).
 
     bash recipes/offline_bundle.sh OUT [--python 3.12] [--platform manylinux_2_28_x86_64 ...]
                                        [--extras spans,hf,tensorboard] [--exclude numpy,scipy]
+                                       [--leave-out numba]
 
 OUT gets ``wheels/`` (this package as a wheel, every dependency as a wheel for the target Python
 and platform, or as a source archive where the registry has no wheel: fairseq-fixed, whose C++
@@ -53,6 +54,10 @@ TORCH_FAMILY = {"torch", "torchaudio", "torchvision", "triton"}
 SOURCE_ONLY = {"fairseq-fixed", "fairseq"}
 BUILD_TOOLS = ["setuptools", "wheel", "cython"]  # to build the source archives with --no-build-isolation
 EXTRAS = ("spans", "hf", "tensorboard")
+#: dependencies the plugin runs without (imported under a guard), which ``--leave-out`` may leave out of a
+#: bundle that install.py then does not require: what the plugin loses without each
+RUNS_WITHOUT = {"numba": "retrieval's MaxScore kernel (fairseq_maskplug/retrieval/maxscore.py): without it, "
+                         "preprocess.retrieve takes its exhaustive numpy paths, slower on long queries"}
 # what the wheel of this package is built from (a copy, so the working tree gets no build/ folder)
 PACKAGE_FILES = ("setup.py", "README.md", "fairseq_maskplug", "preprocess")
 
@@ -81,7 +86,15 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--exclude", type=name_list, default=[],
                         help="packages the target already has, comma-separated (e.g. numpy,scipy): left out of "
                              "the bundle; install.py checks that they are there")
+    parser.add_argument("--leave-out", type=name_list, default=[],
+                        help="dependencies the plugin runs without, comma-separated, left out with the packages "
+                             f"only they need (known: {', '.join(RUNS_WITHOUT)}; numba and its llvmlite are 64 "
+                             "MiB of a 77 MiB bundle); install.py does not require them")
     args = parser.parse_args(argv)
+    unknown = sorted(set(args.leave_out) - set(RUNS_WITHOUT))
+    if unknown:
+        parser.error(f"--leave-out {','.join(unknown)}: the plugin needs it (it runs without only: "
+                     f"{', '.join(RUNS_WITHOUT)})")
     unknown = sorted(set(args.extras) - set(EXTRAS))
     if unknown:
         parser.error(f"--extras {','.join(unknown)}: not an extra of {PLUGIN} (known: {', '.join(EXTRAS)})")
@@ -196,7 +209,7 @@ def collect(args, wheels: Path, log=print):
         name = canonicalize_name(requirement.name)
         accepted.setdefault(name, SpecifierSet())
         accepted[name] &= requirement.specifier
-        if name in entries or name in args.exclude:
+        if name in entries or name in args.exclude or name in args.leave_out:
             continue
         local = installed_version(name)
         pin = f"{name}=={local}" if local and Version(local) in requirement.specifier else str(
@@ -238,7 +251,8 @@ def main(argv=None) -> int:
             entries, excluded = collect(args, wheels)
             shutil.copy2(ROOT / "recipes" / "offline_install.py", out / "install.py")
             manifest = {"python": args.python, "platforms": args.platform or "this machine's",
-                        "extras": args.extras, "excluded": excluded, "packages": entries}
+                        "extras": args.extras, "excluded": excluded,
+                        "left_out": {n: RUNS_WITHOUT[n] for n in args.leave_out}, "packages": entries}
             (out / "bundle.json").write_text(json.dumps(manifest, indent=2) + "\n")
     except (ValueError, OSError, RuntimeError, subprocess.CalledProcessError) as error:
         print(f"error: {error}", file=sys.stderr)

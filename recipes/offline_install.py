@@ -142,6 +142,10 @@ def main(argv=None) -> int:
         raise SystemExit("error: torch is not installed here: install your torch build first (the bundle never "
                          "carries torch, so that a cluster's own CUDA build stays)")
     to_install, kept = plan(bundle, path)
+    for name, loss in bundle.get("left_out", {}).items():
+        if version(name, path) is None:
+            print(f"[install] {name} was left out of the bundle (--leave-out) and is not installed here: {loss}",
+                  flush=True)
     print(f"[install] torch {torch} stays; keeping {', '.join(kept) or 'nothing'}", flush=True)
     env = build_environment(os.environ)
     if "CUDA_HOME" in os.environ:

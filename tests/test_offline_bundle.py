@@ -44,11 +44,25 @@ def test_wheel_tags_for_another_python_name_its_abi_and_manylinux():
 
 
 @pytest.mark.parametrize("argv, message", [(["out", "--python", "3"], "--python must look like 3.12"),
-                                           (["out", "--extras", "spans,gpu"], "--extras gpu: not an extra")])
+                                           (["out", "--extras", "spans,gpu"], "--extras gpu: not an extra"),
+                                           (["out", "--leave-out", "numpy"], "--leave-out numpy: the plugin needs it")])
 def test_bad_bundle_options_are_one_line(argv, message, capsys):
     with pytest.raises(SystemExit):
         offline_bundle.parse_args(argv)
     assert message in capsys.readouterr().err
+
+
+def test_the_plugin_loads_and_retrieves_without_what_leave_out_may_leave_out():
+    """``--leave-out`` names only packages the plugin runs without: with them unimportable the plugin
+    registers its tasks and retrieval takes its numpy paths (the lent GPU machine's bundle leaves numba,
+    64 MiB with llvmlite, out)."""
+    blocked = "; ".join(f"sys.modules[{name!r}] = None" for name in offline_bundle.RUNS_WITHOUT)
+    code = (f"import sys; {blocked}; import fairseq_maskplug.plugin, fairseq.tasks; "
+            "from fairseq_maskplug.retrieval import maxscore; "
+            "assert 'guided_mlm' in fairseq.tasks.TASK_REGISTRY and not maxscore.AVAILABLE; print('ok')")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == "ok"
 
 
 def installed(site: Path, name: str, version: str) -> None:
