@@ -7,7 +7,7 @@
 #
 # BUNDLE: `bash recipes/offline_bundle.sh BUNDLE --python 3.12 --exclude numpy,scikit-learn,lxml,cython --leave-out numba`
 # written here (the lent machine's image has those four); "-" when the plugin is installed already.
-# DATA: `python -m preprocess.prepare_demo --out DATA` written here. TOTAL_SECONDS (540): the whole
+# DATA: `python -m preprocess.prepare_demo --out DATA` written here. TOTAL_SECONDS (570): the whole
 # command, install included; the comparisons get what the install leaves, less 30 s to write up.
 # OUT gets device.txt, install.log, science.log, science.json, summary.md and logs.tar.gz.
 set -uo pipefail
@@ -15,7 +15,7 @@ if [ $# -lt 3 ]; then
     echo "usage: bash recipes/gpu_science.sh BUNDLE DATA OUT [TOTAL_SECONDS] [-- gpu_science.py options...]" >&2
     exit 2
 fi
-bundle=$1 data=$2 out=$3 total=540
+bundle=$1 data=$2 out=$3 total=570
 shift 3
 if [ $# -gt 0 ] && [ "$1" != -- ]; then total=$1; shift; fi
 [ "${1:-}" = -- ] && shift
