@@ -14,16 +14,32 @@ Example (the demo's in-domain data)::
     fairseq-maskplug-informask --data work/data/indomain --splits train,valid
 
 Prints a JSON summary: lines scored, the mean rate over the count split's tokens, the rates of the most
-frequent entries. One process (the pair counts are one table; not sharded).
+frequent entries.
+
+In shards (``--num-shards N --shard-id I``, or the ranks of a torchrun/srun launch) each shard takes whole
+blocks of ``--shard-block-lines`` lines and makes two passes over its lines of the count split, each
+exchanged through parts in ``DATA/COUNT_SPLIT.NAME.counts.shards/`` (:mod:`fairseq_maskplug.tools.pass_parts`):
+its pair counts (summed over the shards: the one-process counts), then its lines' covered and seen
+occurrences (each line's masks drawn from its own number, so they do not depend on the shards; summed: the
+one-process rates); then it writes its lines of each track as a part, merged by rank 0 of a launch or by
+``fairseq-maskplug-merge-shards DATA`` (which also removes the parts). Independent jobs run every shard three
+times (counts, occurrences, tracks): a run says what is missing. The tracks are the one process's, byte for byte
+(tested).
 """
 
 import argparse
 import json
+import os
 import sys
 
+import numpy as np
+
 from fairseq_maskplug.common.option_ranges import number
+from fairseq_maskplug.tools.sharding import add_shard_options
 
 from . import HelpFormatter, configure_tool_output, one_line_on_write_failure, split_name, split_names, track_name
+
+COMMAND = "fairseq-maskplug-informask"
 
 
 def parse_args(argv=None):
@@ -46,6 +62,7 @@ def parse_args(argv=None):
     parser.add_argument("--name", type=track_name, default="informask_rate",
                         help="track name (the informask policy's --informask-track)")
     parser.add_argument("--write-table", default=None, help="also write the rate table here ({token id: rate} JSON)")
+    add_shard_options(parser)
     return parser.parse_args(argv)
 
 
@@ -58,43 +75,118 @@ def main(argv=None) -> int:
     return run_with_locks(write_rates, args)  # every input and output checked before any work
 
 
-def content_lines(tokens, nspecial: int):
-    """Each line's token ids without the special ones (``<s>``, ``<pad>``, ``</s>``, ``<unk>``)."""
-    for i in range(len(tokens)):
+def content_lines(tokens, nspecial: int, lines: range = None):
+    """Each line's token ids without the special ones (``<s>``, ``<pad>``, ``</s>``, ``<unk>``), of ``lines``
+    (default all)."""
+    for i in lines if lines is not None else range(len(tokens)):
         line = tokens[i].numpy()
         yield line[line >= nspecial]
 
 
-def write_rates(args, locks) -> int:
-    import numpy as np
-
-    from fairseq_maskplug.common.atomic import check_writable, write_text
+def shared_rates(args, shard, count_prefix: str, count_tokens, nspecial: int, vocab_size: int):
+    """``(counts, rates)`` of the count split: one process counts and samples every line; shards make each pass
+    over their own lines and sum every shard's part (the module docstring). None when independent jobs must be
+    run again."""
     from fairseq_maskplug.common.progress import progress_bar
-    from fairseq_maskplug.scoring.informask import CooccurrencePMI, token_rates
+    from fairseq_maskplug.data.side_info import token_fingerprint
+    from fairseq_maskplug.data.track_shards import shard_lines
+    from fairseq_maskplug.scoring.informask import CooccurrencePMI, covered_occurrences, rates_of
+    from fairseq_maskplug.tools.pass_parts import PassParts, load_arrays, make_parts_directory, save_arrays, shard_pass
 
-    from .vocabulary_tracks import data_dictionary, load_checked_splits, write_lookup_tracks
+    lines = shard_lines(len(count_tokens), shard.num_shards, shard.shard_id, args.shard_block_lines)
 
+    def count(lines):
+        desc = f"pair counts of {args.count_split}"
+        own = progress_bar(content_lines(count_tokens, nspecial, lines), total=len(lines), desc=desc, unit="line")
+        return CooccurrencePMI(own, vocab_size, window=args.window)
+
+    def cover(counts):
+        def occurrences(lines):
+            own = progress_bar(content_lines(count_tokens, nspecial, lines), total=len(lines),
+                               desc="sample and score", unit="line")
+            masked, seen = covered_occurrences(own, counts, args.rate, args.candidates, args.seed, args.window,
+                                               first_line=lines.start)
+            return {"masked": masked, "seen": seen}
+        return occurrences
+
+    if shard.num_shards == 1:
+        counts = count(lines)
+        covered = cover(counts)(lines)
+        return counts, rates_of(covered["masked"], covered["seen"], args.rate)
+    parts_dir = counts_directory(args)
+    make_parts_directory(parts_dir, COMMAND)
+    options = {"tokens": token_fingerprint(count_prefix), "window": args.window, "block_lines": args.shard_block_lines}
+    pairs = PassParts(parts_dir, "pairs", shard.num_shards, options,
+                      lambda counts, f: save_arrays(counts.to_arrays(), f), load_arrays)
+    every = shard_pass(pairs, shard, lines, len(count_tokens), count, "pair counts",
+                       "each skips its counts and samples its lines")
+    if every is None:
+        return None
+    counts = CooccurrencePMI.merged(every)
+    options = dict(options, rate=args.rate, candidates=args.candidates, seed=args.seed)
+    occurrences = PassParts(parts_dir, "occurrences", shard.num_shards, options, save_arrays, load_arrays)
+    every = shard_pass(occurrences, shard, lines, len(count_tokens), cover(counts), "covered occurrences",
+                       "each skips its counts and occurrences and writes its lines of the tracks")
+    if every is None:
+        return None
+    masked = np.sum([part["masked"] for part in every], axis=0)  # float64 sums of whole numbers: exact
+    return counts, rates_of(masked, np.sum([part["seen"] for part in every], axis=0), args.rate)
+
+
+def counts_directory(args) -> str:
+    """Where the shards exchange their passes' parts, beside the tracks."""
+    return os.path.join(args.data, f"{args.count_split}.{args.name}.counts.shards")
+
+
+def write_rates(args, locks) -> int:
+    from fairseq_maskplug.common.atomic import check_writable, write_text
+    from fairseq_maskplug.data.side_info import token_fingerprint
+    from fairseq_maskplug.tools.pass_parts import check_parts_directory, remove_parts_directory
+    from fairseq_maskplug.tools.sharding import ShardedTrack, line_lengths, start_producer
+
+    from .vocabulary_tracks import data_dictionary, load_split
+
+    # everything checked before any work
     dictionary = data_dictionary("--data", args.data)
-    loaded = load_checked_splits(args.data, args.splits, [args.count_split], dictionary, args.name, locks)
+    loaded = {split: load_split(args.data, split, dictionary) for split in {*args.splits, args.count_split}}
+    for split in args.splits:
+        check_writable(f"{loaded[split][0]}.{args.name}.bin")
     if args.write_table:
         check_writable(args.write_table)
-    _, count_tokens = loaded[args.count_split]
+    shard = start_producer(args, args.data)
+    if shard.num_shards > 1:
+        check_parts_directory(counts_directory(args), COMMAND)
+
+    count_prefix, count_tokens = loaded[args.count_split]
     nspecial = dictionary.nspecial
-    lines = list(progress_bar(content_lines(count_tokens, nspecial), total=len(count_tokens),
-                              desc=f"lines of {args.count_split}", unit="line"))
-    counts = CooccurrencePMI(progress_bar(lines, desc="pair counts", unit="line"), len(dictionary),
-                             window=args.window)
-    rates = token_rates(progress_bar(lines, desc="sample and score", unit="line"), counts, args.rate,
-                        args.candidates, args.seed, default=args.rate, window=args.window)
+    shared = shared_rates(args, shard, count_prefix, count_tokens, nspecial, len(dictionary))
+    if shared is None:
+        return 0
+    counts, rates = shared
     rates[:nspecial] = 0.0
-    summary = {"lines": len(lines), "candidates": args.candidates, "rate": args.rate}
-    occurring = np.concatenate(lines) if lines else np.zeros(0, dtype=np.int64)
+    summary = {"lines": len(count_tokens), "candidates": args.candidates, "rate": args.rate}
+    occurring = np.concatenate(list(content_lines(count_tokens, nspecial)) or [np.zeros(0, dtype=np.int64)])
     summary["mean_rate_over_tokens"] = round(float(rates[occurring].mean()), 4) if occurring.size else None
     frequent = np.argsort(-counts.token_lines, kind="stable")[:10]
     summary["rates_of_frequent_entries"] = {dictionary[i]: round(float(rates[i]), 4) for i in frequent
                                             if counts.token_lines[i] > 0}
-    summary.update(write_lookup_tracks(loaded, args.splits, args.name, rates))
-    if args.write_table:
+    options = {"count_tokens": token_fingerprint(count_prefix), "rate": args.rate, "candidates": args.candidates, "seed": args.seed,
+               "window": args.window, "count_split": args.count_split, "splits": args.splits}
+    track = ShardedTrack(shard, options, args.shard_block_lines)
+    for split in args.splits:
+        prefix, tokens = loaded[split]
+        track_prefix = f"{prefix}.{args.name}"
+        if track.already_written(track_prefix, prefix, len(tokens), "float64"):
+            print(f"{split}: shard {shard.shard_id} of {shard.num_shards} is already written: skipped", flush=True)
+            continue
+        rows = (rates[tokens[i].numpy()] for i in track.lines(len(tokens)))
+        summary[split] = {"wrote": track.write(track_prefix, prefix, len(tokens), rows, "float64")}
+    summary["merges"] = track.finish(lambda split_prefix: line_lengths(split_prefix, dictionary), args.data)
+    if track.warnings:
+        summary["warnings"] = track.warnings
+    if shard.merges:
+        remove_parts_directory(counts_directory(args), COMMAND)
+    if args.write_table and shard.shard_id == 0:
         write_text(args.write_table, json.dumps({str(i): float(r) for i, r in enumerate(rates) if i >= nspecial},
                                                 indent=1) + "\n")
     print(json.dumps(summary))

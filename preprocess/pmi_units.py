@@ -118,37 +118,26 @@ def count_ngrams(args, shard, tokens, count_prefix: str, words_of):
     from fairseq_maskplug.data.side_info import token_fingerprint
     from fairseq_maskplug.data.track_shards import shard_lines
     from fairseq_maskplug.scoring.pmi_lexicon import NGramCounts, merge_counts
-    from fairseq_maskplug.tools.pass_parts import PassParts, make_parts_directory
-    from fairseq_maskplug.tools.sharding import meet, shard_lines_text
+    from fairseq_maskplug.tools.pass_parts import PassParts, make_parts_directory, shard_pass
 
-    lines = shard_lines(len(tokens), shard.num_shards, shard.shard_id, args.shard_block_lines)
-    counts = NGramCounts(5, args.max_ngrams)
-    desc = f"counting n-grams of {args.count_split}"
-    if shard.num_shards == 1:
+    def count(lines):
+        counts = NGramCounts(5, args.max_ngrams)
+        desc = f"counting n-grams of {args.count_split}"
         for words, _, _ in progress_bar(words_of(tokens, lines), total=len(lines), desc=desc, unit="line"):
             counts.add(words)
         return counts
+
+    lines = shard_lines(len(tokens), shard.num_shards, shard.shard_id, args.shard_block_lines)
+    if shard.num_shards == 1:
+        return count(lines)
     parts_dir = counts_directory(args.data, args.count_split, args.name)
     options = {"tokens": token_fingerprint(count_prefix), "max_ngrams": args.max_ngrams, "format": "npz",
                "word_boundaries": args.word_boundaries, "block_lines": args.shard_block_lines}
     parts = PassParts(parts_dir, "counts", shard.num_shards, options, save=save_counts, load=load_counts)
     make_parts_directory(parts_dir, COMMAND)
-    where = shard_lines_text(shard, lines)
-    own = {}  # this shard's counts when it made them now (not read back)
-    if parts.done(shard.shard_id, lines):
-        print(f"{where}: its n-gram counts are written already: skipped", flush=True)
-    else:
-        for words, _, _ in progress_bar(words_of(tokens, lines), total=len(lines), desc=desc, unit="line"):
-            counts.add(words)
-        parts.write(shard.shard_id, lines, counts)
-        own[shard.shard_id] = counts
-    meet(shard)
-    missing = parts.missing()
-    if missing:
-        print(f"{where}: {parts.waiting_for(missing, 'n-gram counts', 'each skips its counts and writes its units')}",
-              flush=True)
-        return None
-    return merge_counts(parts.read_all(len(tokens), own))
+    every = shard_pass(parts, shard, lines, len(tokens), count, "n-gram counts",
+                       "each skips its counts and writes its units")
+    return None if every is None else merge_counts(every)
 
 
 def save_counts(counts, f) -> None:

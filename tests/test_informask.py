@@ -9,8 +9,8 @@ import pytest
 
 from fairseq_helpers import BIN, CPU_RUN, TINY_ROBERTA, check, json_logs, one_line_error, run
 from fairseq_maskplug.masking import build_mask_policy
-from fairseq_maskplug.scoring.informask import (CooccurrencePMI, best_of_candidates, informative_scores,
-                                                token_rates)
+from fairseq_maskplug.scoring.informask import (CooccurrencePMI, best_of_candidates, covered_occurrences,
+                                                informative_scores, rates_of, token_rates)
 
 
 def test_pmi_is_the_log_ratio_of_line_co_occurrence_to_independence():
@@ -90,6 +90,25 @@ def test_the_policy_masks_each_token_at_its_rate():
     assert np.all(np.abs(views / 2000 - expected) <= 4 * se)
 
 
+def test_counts_and_occurrences_of_a_corpus_cut_anywhere_sum_to_the_one_pass_ones():
+    """The shards' exchange (preprocess/informask.py): pair counts merged from parts, and each part's covered
+    occurrences with its lines numbered from the part's first, give the one-pass counts and rates exactly."""
+    rng = np.random.default_rng(3)
+    lines = [rng.integers(4, 40, size=rng.integers(2, 30)) for _ in range(60)]
+    whole = CooccurrencePMI(lines, 40, window=16)
+    rates = token_rates(lines, whole, 0.15, 5, seed=7, default=0.15, window=16)
+    for cuts in ([0, 60], [0, 1, 60], [0, 17, 18, 45, 60]):
+        parts = [CooccurrencePMI(lines[a:b], 40, window=16) for a, b in zip(cuts, cuts[1:])]
+        merged = CooccurrencePMI.merged([parts[0]] + [p.to_arrays() for p in parts[1:]])
+        for name in ("keys", "pair_lines", "token_lines"):
+            assert np.array_equal(getattr(merged, name), getattr(whole, name))
+        assert merged.lines == whole.lines and merged.keys.dtype == whole.keys.dtype
+        covered = [covered_occurrences(lines[a:b], merged, 0.15, 5, 7, 16, first_line=a) for a, b in zip(cuts, cuts[1:])]
+        assert np.array_equal(rates_of(sum(c[0] for c in covered), sum(c[1] for c in covered), 0.15), rates)
+    with pytest.raises(ValueError, match="vocabularies of"):
+        CooccurrencePMI.merged([CooccurrencePMI(lines, 40), CooccurrencePMI(lines, 41)])
+
+
 @pytest.fixture(scope="module")
 def rated_data(tiny_data, tmp_path_factory):
     return shutil.copytree(tiny_data / "bin", tmp_path_factory.mktemp("informask") / "bin")
@@ -121,6 +140,44 @@ def test_producer_refuses_a_missing_split_before_any_work(rated_data, capsys):
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "test" in err
     assert not (rated_data / "train.x.bin").exists()
+
+
+def test_informask_in_shards_writes_the_one_process_tracks(tiny_data, tmp_path, capsys):
+    """300 + 40 lines in blocks of 16, 2 shards run as independent jobs, three runs each (pair counts, covered
+    occurrences, their lines of the tracks), merged by merge-shards DATA: the one-process tracks byte for byte,
+    and the parts removed; parts made with other options are refused in one line."""
+    from preprocess import informask, merge_shards
+
+    def tracks(data):
+        return {p.name: p.read_bytes() for p in sorted(data.glob("*.informask_rate.*")) if p.is_file()}
+
+    args = ["--shard-block-lines", "16"]
+    one = shutil.copytree(tiny_data / "bin", tmp_path / "one")
+    assert informask.main(["--data", str(one), *args]) == 0
+    whole = tracks(one)
+    assert len(whole) == 6
+    data = shutil.copytree(tiny_data / "bin", tmp_path / "shards")
+    shard = ["--data", str(data), *args, "--num-shards", "2", "--shard-id"]
+    said = []
+    for run_ in range(3):
+        for i in (0, 1):
+            capsys.readouterr()
+            assert informask.main(shard + [str(i)]) == 0
+            said.append(capsys.readouterr().out)
+    assert "pair counts written; shard 1 has not written theirs" in said[0]
+    assert "covered occurrences written; shard 0 has not written theirs" in said[1]
+    assert "its pair counts are written already: skipped" in said[2] and "merge-shards" in said[2]
+    assert "its covered occurrences are written already: skipped" in said[5]
+    assert tracks(data) != whole  # parts only, until the merge
+    assert merge_shards.main([str(data)]) == 0
+    assert "removed the shards' counts" in capsys.readouterr().out
+    assert tracks(data) == whole and not list(data.glob("*shard*"))
+    other = shutil.copytree(tiny_data / "bin", tmp_path / "other")
+    shard = ["--data", str(other), *args, "--num-shards", "2", "--shard-id", "0"]
+    assert informask.main(shard) == 0
+    assert informask.main([*shard, "--window", "8"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "was made with other options or inputs" in err and len(err.splitlines()) == 1
 
 
 @pytest.mark.e2e

@@ -74,6 +74,31 @@ class CooccurrencePMI:
         self.keys, starts = np.unique(merged, return_index=True)
         self.pair_lines = np.add.reduceat(weights, starts) if len(merged) else weights
 
+    def to_arrays(self) -> dict:
+        """The counts as numpy arrays (a shard's part of a sharded count: ``preprocess/informask.py``)."""
+        return {"vocab_size": np.int64(self.vocab_size), "lines": np.int64(self.lines), "token_lines": self.token_lines,
+                "keys": self.keys, "pair_lines": self.pair_lines}
+
+    @classmethod
+    def merged(cls, parts) -> "CooccurrencePMI":
+        """The counts of the lines of every part together (each a :class:`CooccurrencePMI` or its
+        :meth:`to_arrays`): integer sums, so the counts of a corpus cut into parts are its one-pass counts
+        exactly, whatever the cut."""
+        parts = [part.to_arrays() if isinstance(part, CooccurrencePMI) else part for part in parts]
+        sizes = {int(part["vocab_size"]) for part in parts}
+        if len(sizes) != 1:
+            raise ValueError(f"CooccurrencePMI.merged: parts of vocabularies of {sorted(sizes)} entries")
+        counts = cls([], sizes.pop())
+        counts.lines = int(sum(int(part["lines"]) for part in parts))
+        counts.token_lines = np.sum([part["token_lines"] for part in parts], axis=0, dtype=np.int64)
+        keys = np.concatenate([part["keys"] for part in parts])
+        weights = np.concatenate([part["pair_lines"] for part in parts])
+        order = np.argsort(keys, kind="stable")
+        keys, weights = keys[order], weights[order]
+        counts.keys, starts = np.unique(keys, return_index=True)
+        counts.pair_lines = np.add.reduceat(weights, starts) if len(keys) else weights
+        return counts
+
     def pmi(self, line: np.ndarray) -> np.ndarray:
         """``len x len`` PMI between the tokens of one line (0 on the diagonal); every token must occur in the
         counted corpus and every pair must co-occur there (true of a counted line)."""
@@ -114,14 +139,15 @@ def best_of_candidates(pmi: np.ndarray, rate: float, candidates: int, rng: np.ra
     return masks[int(np.argmax(informative_scores(pmi, masks)))]
 
 
-def token_rates(lines: Sequence[np.ndarray], counts: CooccurrencePMI, rate: float, candidates: int, seed: int,
-                default: float, window: int = WINDOW) -> np.ndarray:
-    """Every vocabulary entry's masking rate: the share of its occurrences in ``lines`` that the kept masks
-    cover (line ``k`` drawn from ``default_rng((seed, k))``, its piece ``w > 0`` of a line longer than ``window``
-    from ``default_rng((seed, k, w))``); ``default`` for an entry that never occurs."""
+def covered_occurrences(lines: Sequence[np.ndarray], counts: CooccurrencePMI, rate: float, candidates: int,
+                        seed: int, window: int = WINDOW, first_line: int = 0):
+    """``(masked, seen)``: per vocabulary entry, its occurrences in ``lines`` that the kept masks cover, and all
+    its occurrences (float64 counts), ``lines`` being the corpus's lines from number ``first_line`` on: line
+    ``k`` is drawn from ``default_rng((seed, k))``, its piece ``w > 0`` of a line longer than ``window`` from
+    ``default_rng((seed, k, w))``, so a line's mask does not depend on where the corpus was cut into shards."""
     masked = np.zeros(counts.vocab_size, dtype=np.float64)
     seen = np.zeros(counts.vocab_size, dtype=np.float64)
-    for k, line in enumerate(lines):
+    for k, line in enumerate(lines, start=first_line):
         for w, piece in enumerate(line_windows(np.asarray(line, dtype=np.int64), window)):
             if len(piece) == 0:
                 continue
@@ -129,6 +155,19 @@ def token_rates(lines: Sequence[np.ndarray], counts: CooccurrencePMI, rate: floa
             mask = best_of_candidates(counts.pmi(piece), rate, candidates, rng)
             np.add.at(seen, piece, 1.0)
             np.add.at(masked, piece[mask], 1.0)
-    rates = np.full(counts.vocab_size, float(default))
+    return masked, seen
+
+
+def rates_of(masked: np.ndarray, seen: np.ndarray, default: float) -> np.ndarray:
+    """Each entry's share of covered occurrences (:func:`covered_occurrences`, summed over the corpus's parts);
+    ``default`` for an entry that never occurs."""
+    rates = np.full(len(seen), float(default))
     rates[seen > 0] = masked[seen > 0] / seen[seen > 0]
     return rates
+
+
+def token_rates(lines: Sequence[np.ndarray], counts: CooccurrencePMI, rate: float, candidates: int, seed: int,
+                default: float, window: int = WINDOW) -> np.ndarray:
+    """Every vocabulary entry's masking rate: the share of its occurrences in ``lines`` that the kept masks
+    cover (:func:`covered_occurrences`); ``default`` for an entry that never occurs."""
+    return rates_of(*covered_occurrences(lines, counts, rate, candidates, seed, window), default)

@@ -148,6 +148,44 @@ class PassParts:
         return values
 
 
+def shard_pass(parts: PassParts, shard, lines: range, n_lines: int, compute: Callable, what: str,
+               second_run: str):
+    """One pass of a counting producer's shard: ``compute(lines)`` over this shard's ``lines`` (of ``n_lines``),
+    written as its part unless a rerun finds it written; under a launch the ranks meet (every part written);
+    returns every shard's value in shard order (this shard's as computed, not read back), or None when
+    independent jobs must be run again (``what``: the values, for the reports, e.g. "n-gram counts";
+    ``second_run``: what that run does)."""
+    from .sharding import meet, shard_lines_text
+
+    where = shard_lines_text(shard, lines)
+    own = {}
+    if parts.done(shard.shard_id, lines):
+        print(f"{where}: its {what} are written already: skipped", flush=True)
+    else:
+        own[shard.shard_id] = compute(lines)
+        parts.write(shard.shard_id, lines, own[shard.shard_id])
+    meet(shard)
+    missing = parts.missing()
+    if missing:
+        print(f"{where}: {parts.waiting_for(missing, what, second_run)}", flush=True)
+        return None
+    return parts.read_all(n_lines, own)
+
+
+def save_arrays(arrays: dict, f) -> None:
+    """``save`` of a dictionary of numpy arrays (uncompressed ``.npz`` bytes, no pickle)."""
+    import numpy as np
+
+    np.savez(f, **arrays)
+
+
+def load_arrays(f) -> dict:
+    import numpy as np
+
+    with np.load(io.BytesIO(f.read()), allow_pickle=False) as arrays:
+        return {name: arrays[name] for name in arrays.files}
+
+
 def found_parts(parts: str, kind: str):
     """``(num_shards, options)`` of the ``kind`` parts in ``parts`` (from shard 0's manifest, or the first
     there); parts of two shard counts are refused (they overlap)."""
