@@ -13,7 +13,15 @@ Example (the demo: the reviews against the general news corpus, the general mode
     fairseq-maskplug-difference --data work/data/indomain --general work/data/general \\
         --checkpoint work/general/checkpoint_last.pt
 
-Prints a JSON summary: the anchors (their symbols), the mean score over the count split's tokens. One process.
+Prints a JSON summary: the anchors (their symbols), the mean score over the count split's tokens.
+
+In shards (``--num-shards N --shard-id I``, or the ranks of a torchrun/srun launch) each shard counts its
+blocks of ``--shard-block-lines`` lines of the count split (TF) and of the general split (line frequencies)
+into a part in ``DATA/COUNT_SPLIT.NAME.counts.shards/`` (:mod:`fairseq_maskplug.tools.pass_parts`); every
+shard sums all parts (whole numbers: the one-process counts), picks the same anchors and writes its lines of
+each track as a part, merged by rank 0 of a launch or by ``fairseq-maskplug-merge-shards DATA`` (which also
+removes the counts). Independent jobs run every shard twice. The tracks are the one process's, byte for byte
+(tested).
 """
 
 import argparse
@@ -23,7 +31,11 @@ import sys
 
 from fairseq_maskplug.common.option_ranges import number
 
+from fairseq_maskplug.tools.sharding import add_shard_options
+
 from . import HelpFormatter, configure_tool_output, one_line_on_write_failure, split_name, split_names, track_name
+
+COMMAND = "fairseq-maskplug-difference"
 
 
 def parse_args(argv=None):
@@ -44,6 +56,7 @@ def parse_args(argv=None):
     parser.add_argument("--name", type=track_name, default="difference_score",
                         help="track name (the difference policy's --difference-track)")
     parser.add_argument("--write-anchors", default=None, help="also write the anchors here (symbol<TAB>TF-ICF)")
+    add_shard_options(parser)
     return parser.parse_args(argv)
 
 
@@ -51,9 +64,10 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     configure_tool_output()
     args = parse_args(argv)
-    from .vocabulary_tracks import run_with_locks
+    from .vocabulary_tracks import run_with_one_line_errors
 
-    return run_with_locks(write_scores, args, (OSError, ValueError, KeyError))  # every input and output checked before any work
+    # every input and output checked before any work
+    return run_with_one_line_errors(write_scores, args, (OSError, ValueError, KeyError))
 
 
 def input_embeddings(checkpoint: str, data: str, rows: int):
@@ -72,35 +86,96 @@ def input_embeddings(checkpoint: str, data: str, rows: int):
     return weights[:rows]
 
 
-def write_scores(args, locks) -> int:
+def counts_directory(args) -> str:
+    """Where the shards exchange their counts, beside the tracks."""
+    return os.path.join(args.data, f"{args.count_split}.{args.name}.counts.shards")
+
+
+def token_counts(tokens, lines: range, size: int):
+    """Each vocabulary entry's occurrences in ``lines`` of ``tokens`` (float64 whole numbers)."""
+    import numpy as np
+
+    counts = np.zeros(size)
+    for i in lines:
+        np.add.at(counts, tokens[i].numpy(), 1.0)
+    return counts
+
+
+def line_counts(tokens, lines: range, size: int):
+    """How many of ``lines`` of ``tokens`` hold each vocabulary entry (float64 whole numbers)."""
+    import numpy as np
+
+    counts = np.zeros(size)
+    for i in lines:
+        counts[np.unique(tokens[i].numpy())] += 1.0
+    return counts
+
+
+def shared_counts(args, shard, count_prefix, count_tokens, general_prefix, general_tokens, size: int):
+    """``(domain_counts, general_lines)``: the target's TF and the general split's line frequencies, counted in
+    one process or summed over every shard's part (the module docstring); None when independent jobs must be
+    run again."""
+    import numpy as np
+
+    from fairseq_maskplug.data.side_info import token_fingerprint
+    from fairseq_maskplug.data.track_shards import shard_lines
+    from fairseq_maskplug.tools.pass_parts import PassParts, load_arrays, make_parts_directory, save_arrays, shard_pass
+
+    def count(general_lines):
+        domain_lines = shard_lines(len(count_tokens), shard.num_shards, shard.shard_id, args.shard_block_lines)
+        return {"domain": token_counts(count_tokens, domain_lines, size),
+                "general": line_counts(general_tokens, general_lines, size)}
+
+    general_lines = shard_lines(len(general_tokens), shard.num_shards, shard.shard_id, args.shard_block_lines)
+    if shard.num_shards == 1:
+        counted = count(general_lines)
+        return counted["domain"], counted["general"]
+    parts_dir = counts_directory(args)
+    make_parts_directory(parts_dir, COMMAND)
+    options = {"tokens": token_fingerprint(count_prefix), "general": token_fingerprint(general_prefix),
+               "block_lines": args.shard_block_lines}
+    parts = PassParts(parts_dir, "counts", shard.num_shards, options, save_arrays, load_arrays)
+    every = shard_pass(parts, shard, general_lines, len(general_tokens), count, "token counts",
+                       "each skips its counts and writes its lines of the tracks")
+    if every is None:
+        return None
+    return np.sum([p["domain"] for p in every], axis=0), np.sum([p["general"] for p in every], axis=0)
+
+
+def write_scores(args) -> int:
     import numpy as np
 
     from fairseq_maskplug.common.atomic import check_writable, write_text
     from fairseq_maskplug.data.dictionaries import dictionary_sha256
     from fairseq_maskplug.data.side_info import token_fingerprint
     from fairseq_maskplug.scoring.difference import anchor_similarity, anchors, tf_icf
-    from fairseq_maskplug.tools.sharding import warn
+    from fairseq_maskplug.tools.pass_parts import check_parts_directory, remove_parts_directory
+    from fairseq_maskplug.tools.sharding import ShardedTrack, checkpoint_identity, line_lengths, start_producer, warn
 
-    from .vocabulary_tracks import data_dictionary, load_checked_splits, load_split, write_lookup_tracks
+    from .vocabulary_tracks import data_dictionary, load_split
 
+    # everything checked before any work
     dictionary = data_dictionary("--data", args.data)
     if dictionary_sha256(dictionary) != dictionary_sha256(data_dictionary("--general", args.general)):
         raise ValueError(f"--general {args.general}: its dict.txt differs from --data {args.data}'s (token ids "
                          "must mean the same in both)")
-    loaded = load_checked_splits(args.data, args.splits, [args.count_split], dictionary, args.name, locks)
-    _, general_tokens = load_split(args.general, args.general_split, dictionary)
+    loaded = {split: load_split(args.data, split, dictionary) for split in {*args.splits, args.count_split}}
+    for split in args.splits:
+        check_writable(f"{loaded[split][0]}.{args.name}.bin")
+    general_prefix, general_tokens = load_split(args.general, args.general_split, dictionary)
     if args.write_anchors:
         check_writable(args.write_anchors)
     embeddings = input_embeddings(args.checkpoint, args.data, len(dictionary))
+    shard = start_producer(args, args.data)
+    if shard.num_shards > 1:
+        check_parts_directory(counts_directory(args), COMMAND)
 
     size, nspecial = len(dictionary), dictionary.nspecial
-    _, count_tokens = loaded[args.count_split]
-    domain_counts = np.zeros(size)
-    for i in range(len(count_tokens)):
-        np.add.at(domain_counts, count_tokens[i].numpy(), 1.0)
-    general_lines = np.zeros(size)
-    for i in range(len(general_tokens)):
-        general_lines[np.unique(general_tokens[i].numpy())] += 1.0
+    count_prefix, count_tokens = loaded[args.count_split]
+    counted = shared_counts(args, shard, count_prefix, count_tokens, general_prefix, general_tokens, size)
+    if counted is None:
+        return 0
+    domain_counts, general_lines = counted
     domain_counts[:nspecial] = 0.0
     scores = tf_icf(domain_counts, general_lines, len(general_tokens))
     chosen = anchors(scores, args.anchors, domain_counts > 0)  # none with a positive TF-ICF: refused, nothing written
@@ -108,8 +183,7 @@ def write_scores(args, locks) -> int:
     if len(chosen) < args.anchors:
         warnings.append(warn(f"--anchors {args.anchors}: only {len(chosen)} entries of {args.data} have a positive "
                              "TF-ICF against the general corpus; those are the anchors"))
-    if token_fingerprint(os.path.join(args.general, args.general_split)) == \
-            token_fingerprint(os.path.join(args.data, args.count_split)):
+    if token_fingerprint(general_prefix) == token_fingerprint(count_prefix):
         warnings.append(warn(f"--general {args.general} split {args.general_split} holds the same tokens as the "
                              f"target's {args.count_split}: the anchors are the target's own rarest words, not "
                              "what sets it apart from a general corpus"))
@@ -118,10 +192,24 @@ def write_scores(args, locks) -> int:
     summary = {"anchors": [dictionary[i] for i in chosen], "general_lines": len(general_tokens)}
     occurring = np.concatenate([count_tokens[i].numpy() for i in range(len(count_tokens))])
     summary["mean_score_over_tokens"] = round(float(similarity[occurring].mean()), 4)
-    summary.update(write_lookup_tracks(loaded, args.splits, args.name, similarity))
+    options = {"count_tokens": token_fingerprint(count_prefix), "general": token_fingerprint(general_prefix),
+               "anchors": args.anchors, **checkpoint_identity(args.checkpoint), "splits": args.splits}
+    track = ShardedTrack(shard, options, args.shard_block_lines)
+    for split in args.splits:
+        prefix, tokens = loaded[split]
+        track_prefix = f"{prefix}.{args.name}"
+        if track.already_written(track_prefix, prefix, len(tokens), "float64"):
+            print(f"{split}: shard {shard.shard_id} of {shard.num_shards} is already written: skipped", flush=True)
+            continue
+        rows = (similarity[tokens[i].numpy()] for i in track.lines(len(tokens)))
+        summary[split] = {"wrote": track.write(track_prefix, prefix, len(tokens), rows, "float64")}
+    summary["merges"] = track.finish(lambda split_prefix: line_lengths(split_prefix, dictionary), args.data)
+    warnings += track.warnings
     if warnings:
-        summary["warnings"] = warnings + summary.get("warnings", [])
-    if args.write_anchors:
+        summary["warnings"] = warnings
+    if shard.merges:
+        remove_parts_directory(counts_directory(args), COMMAND)
+    if args.write_anchors and shard.shard_id == 0:
         write_text(args.write_anchors, "".join(f"{dictionary[i]}\t{scores[i]:.6g}\n" for i in chosen))
     print(json.dumps(summary))
     return 0

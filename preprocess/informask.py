@@ -70,9 +70,9 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     configure_tool_output()
     args = parse_args(argv)
-    from .vocabulary_tracks import run_with_locks
+    from .vocabulary_tracks import run_with_one_line_errors
 
-    return run_with_locks(write_rates, args)  # every input and output checked before any work
+    return run_with_one_line_errors(write_rates, args)  # every input and output checked before any work
 
 
 def content_lines(tokens, nspecial: int, lines: range = None):
@@ -138,7 +138,7 @@ def counts_directory(args) -> str:
     return os.path.join(args.data, f"{args.count_split}.{args.name}.counts.shards")
 
 
-def write_rates(args, locks) -> int:
+def write_rates(args) -> int:
     from fairseq_maskplug.common.atomic import check_writable, write_text
     from fairseq_maskplug.data.side_info import token_fingerprint
     from fairseq_maskplug.tools.pass_parts import check_parts_directory, remove_parts_directory

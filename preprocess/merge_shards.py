@@ -5,7 +5,7 @@
 finds every ``SPLIT.NAME.shardI-of-N`` part in ``DATA``, checks that the parts of a track are all
 there, complete, made from the split's current token data with one set of options and tiling its
 lines, writes ``SPLIT.NAME.bin/.idx/.json`` (the bytes a single process writes) and removes the
-parts (and the counting passes' parts of ``fairseq-maskplug-pmi-units`` and ``-informask``). Under ``torchrun``/``srun`` the
+parts (and the counting passes' parts of ``fairseq-maskplug-pmi-units``, ``-informask`` and ``-difference``). Under ``torchrun``/``srun`` the
 producers merge by themselves (rank 0, after a barrier).
 
     fairseq-maskplug-merge-shards OUT
@@ -44,7 +44,7 @@ def main(argv=None) -> int:
 
     from fairseq_maskplug.tools.pass_parts import remove_parts_directory
 
-    from . import informask, pmi_units, select_dsir
+    from . import difference, informask, pmi_units, select_dsir
     from .retrieve import merge_query_shards
 
     try:
@@ -76,7 +76,7 @@ def main(argv=None) -> int:
             lines = merge_parts(prefix, split_prefix, tokens.sizes, num_shards, dtype)
             print(f"merged {num_shards} shards into {prefix}.bin/.idx ({lines} lines)")
         for counts in sorted(glob.glob(os.path.join(glob.escape(data), "*.counts.shards"))):
-            for command in (pmi_units.COMMAND, informask.COMMAND):  # the counting passes' parts: merged now
+            for command in (pmi_units.COMMAND, informask.COMMAND, difference.COMMAND):  # the counting passes' parts: merged now
                 if owner(counts) == command:
                     remove_parts_directory(counts, command)
                     print(f"removed the shards' counts {counts}")

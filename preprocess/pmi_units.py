@@ -177,11 +177,10 @@ def unit_rows(split_index: int, seed: int, lines: range, words, lexicon, stats: 
 def main(argv=None) -> int:
     configure_tool_output()
     args = parse_args(argv)
-    try:  # every input checked before any work; a shard part made otherwise refused in one line too
-        return write_units(args)
-    except (OSError, ValueError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    from .vocabulary_tracks import run_with_one_line_errors
+
+    # every input checked before any work; a shard part made otherwise refused in one line too
+    return run_with_one_line_errors(write_units, args)
 
 
 def write_units(args) -> int:

@@ -92,6 +92,38 @@ def test_producer_scores_the_domain_and_guided_mlm_trains_on_it(tiny_data, domai
     assert len(rates) == 3 and all(0.05 < r < 0.3 for r in rates)
 
 
+@pytest.mark.e2e
+def test_difference_in_shards_writes_the_one_process_tracks(tiny_data, domain_data, trained, tmp_path, capsys):
+    """200 + 30 target lines and the tiny corpus's 300 general lines in blocks of 16, 2 shards run twice each as
+    independent jobs (counts, then tracks), merged by merge-shards DATA: the one-process tracks byte for byte,
+    the counts removed."""
+    from preprocess import difference, merge_shards
+
+    def tracks(data):
+        return {p.name: p.read_bytes() for p in sorted(data.glob("*.difference_score.*")) if p.is_file()}
+
+    checkpoint, _, _ = trained
+    args = ["--general", str(tiny_data / "bin"), "--checkpoint", str(checkpoint), "--shard-block-lines", "16"]
+    one = shutil.copytree(domain_data, tmp_path / "one")
+    assert difference.main(["--data", str(one), *args]) == 0
+    whole = tracks(one)
+    assert len(whole) == 6
+    data = shutil.copytree(domain_data, tmp_path / "shards")
+    said = []
+    for _ in range(2):
+        for i in (0, 1):
+            capsys.readouterr()
+            assert difference.main(["--data", str(data), *args, "--num-shards", "2", "--shard-id", str(i)]) == 0
+            said.append(capsys.readouterr().out)
+    assert "token counts written; shard 1 has not written theirs" in said[0]
+    assert "its token counts are written already: skipped" in said[2]
+    assert json.loads(said[3].strip().splitlines()[-1])["anchors"] == json.loads(said[1].strip().splitlines()[-1])[
+        "anchors"]
+    assert merge_shards.main([str(data)]) == 0
+    assert "removed the shards' counts" in capsys.readouterr().out
+    assert tracks(data) == whole and not list(data.glob("*shard*"))
+
+
 def test_producer_refuses_a_general_corpus_of_another_dictionary(domain_data, tmp_path, capsys):
     from preprocess import difference
 
