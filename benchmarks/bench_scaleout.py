@@ -15,9 +15,10 @@ Default: a synthetic Zipf corpus and models trained on it for ``--updates`` upda
 query shards (``--retrieve-queries`` Zipf queries of 20 words into ``--retrieve-docs`` Zipf documents, as
 ``bench_bm25.py``, top 50, one query process per rank, the index built beforehand and shared); ``select``
 (DSIR) in document shards on the same corpus with the queries as its target; ``pmi-units`` on the corpus's
-first ``--pmi-lines`` lines. Their outputs must be byte-identical. The last line is
+first ``--pmi-lines`` lines, ``informask`` on its first ``--informask-lines``, ``difference`` on its first
+``--difference-lines`` (as target and general corpus). Their outputs must be byte-identical. The last line is
 ``ratio_pll=<1-rank wall / 2-rank wall> ratio_tag=<the same> ratio_retrieve=... ratio_select=...
-ratio_pmi=...``.
+ratio_pmi=... ratio_informask=... ratio_difference=...``.
 
     python benchmarks/bench_scaleout.py [--lines 2000] [--shape quickstart]   # about 8 min on 2 cores
 """
@@ -38,7 +39,7 @@ from smoke import add_smoke_option, shrink  # noqa: E402
 from bench_bm25 import write_corpus, zipf_words  # noqa: E402
 
 PRODUCERS = (("pll", "score-pll", ["--word-starts", "token"]), ("tag", "annotate-importance", []))
-STAGES = ("pll", "tag", "retrieve", "select", "pmi")
+STAGES = ("pll", "tag", "retrieve", "select", "pmi", "informask", "difference")
 
 
 def track(data: Path, name: str) -> dict:
@@ -102,19 +103,55 @@ def select_walls(root: Path, threads: int) -> dict:
                       lambda ranks: out_files(root / f"selected{ranks}"), threads)
 
 
-def pmi_walls(root: Path, lines: int, block_lines: int, threads: int) -> dict:
-    """``pmi-units`` on ``lines`` lines of the Zipf corpus (binarized here; words are tokens)."""
+def corpus_data(root: Path, name: str, lines: int) -> dict:
+    """The Zipf corpus's first ``lines`` lines binarized (words are tokens; valid = train), one copy per run:
+    ``{ranks: directory}``."""
     import itertools
 
     from gpu_acceptance import preprocess, write_lines
 
     with open(root / "corpus.txt") as corpus:
-        text = write_lines(root / "pmi.txt", (line.rstrip("\n") for line in itertools.islice(corpus, lines)))
-    for ranks in (1, 2):
-        preprocess(root / f"pmi{ranks}", text, "--validpref", text)
-    return one_vs_two("pmi-units", lambda ranks: [BIN / "fairseq-maskplug-pmi-units", "--data", root / f"pmi{ranks}",
+        text = write_lines(root / f"{name}.txt", (line.rstrip("\n") for line in itertools.islice(corpus, lines)))
+    data = {ranks: root / f"{name}{ranks}" for ranks in (1, 2)}
+    for path in data.values():
+        preprocess(path, text, "--validpref", text)
+    return data
+
+
+def pmi_walls(root: Path, lines: int, block_lines: int, threads: int) -> dict:
+    """``pmi-units`` on ``lines`` lines of the Zipf corpus."""
+    data = corpus_data(root, "pmi", lines)
+    return one_vs_two("pmi-units", lambda ranks: [BIN / "fairseq-maskplug-pmi-units", "--data", data[ranks],
                                                   "--splits", "train", "--shard-block-lines", str(block_lines)],
-                      lambda ranks: track(root / f"pmi{ranks}", "pmi_units"), threads)
+                      lambda ranks: track(data[ranks], "pmi_units"), threads)
+
+
+def informask_walls(root: Path, lines: int, block_lines: int, threads: int) -> dict:
+    """``informask`` on ``lines`` lines of the Zipf corpus (its pairs grow with the square of a line's length:
+    fewer lines than pmi-units)."""
+    data = corpus_data(root, "informask", lines)
+    return one_vs_two("informask", lambda ranks: [BIN / "fairseq-maskplug-informask", "--data", data[ranks],
+                                                  "--splits", "train", "--shard-block-lines", str(block_lines)],
+                      lambda ranks: track(data[ranks], "informask_rate"), threads)
+
+
+def difference_walls(root: Path, lines: int, block_lines: int, threads: int) -> dict:
+    """``difference`` of ``lines`` lines of the Zipf corpus against the same lines as the general corpus (the
+    counts are what is measured; the anchors are then the corpus's own rarest words), with the input embeddings
+    of a tiny masked LM trained 2 updates on them."""
+    data = corpus_data(root, "difference", lines)
+    run_checked([BIN / "fairseq-maskplug-train", data[1], "--task", "guided_mlm", "--arch", "roberta_base",
+                 "--encoder-layers", "1", "--encoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64",
+                 "--encoder-attention-heads", "2", "--tokens-per-sample", "64", "--max-positions", "64", "--cpu",
+                 "--optimizer", "adam", "--lr", "1e-3", "--batch-size", "8", "--max-update", "2",
+                 "--disable-validation", "--no-progress-bar", "--num-workers", "0", "--save-dir", root / "difference_ck"],
+                env=dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONWARNINGS="ignore"))
+    checkpoint = root / "difference_ck" / "checkpoint_last.pt"
+    return one_vs_two("difference", lambda ranks: [BIN / "fairseq-maskplug-difference", "--data", data[ranks],
+                                                   "--general", data[ranks], "--general-split", "valid",
+                                                   "--checkpoint", checkpoint, "--splits", "train",
+                                                   "--shard-block-lines", str(block_lines)],
+                      lambda ranks: track(data[ranks], "difference_score"), threads)
 
 
 def main() -> None:
@@ -129,12 +166,17 @@ def main() -> None:
     parser.add_argument("--retrieve-queries", type=int, default=4000,
                         help="synthetic queries of retrieve (select's target texts)")
     parser.add_argument("--pmi-lines", type=int, default=50_000, help="lines of the corpus pmi-units runs on")
-    parser.add_argument("--pmi-block-lines", type=int, default=1024, help="--shard-block-lines of pmi-units")
+    parser.add_argument("--pmi-block-lines", type=int, default=1024,
+                        help="--shard-block-lines of pmi-units, informask and difference")
+    parser.add_argument("--informask-lines", type=int, default=10_000, help="lines of the corpus informask runs on")
+    parser.add_argument("--difference-lines", type=int, default=200_000,
+                        help="lines of the corpus difference counts (as its target and as its general corpus)")
     parser.add_argument("--stages", default=",".join(STAGES),
                         help=f"comma-separated stages to measure, of {','.join(STAGES)} (default: all)")
     add_smoke_option(parser)
     args = shrink(parser.parse_args(), shape="tiny", lines=40, tokens=32, updates=2, block_lines=8,
-                  retrieve_docs=2000, retrieve_queries=40, pmi_lines=200, pmi_block_lines=16)
+                  retrieve_docs=2000, retrieve_queries=40, pmi_lines=200, pmi_block_lines=16, informask_lines=100,
+                  difference_lines=200)
     stages = args.stages.split(",")
     if not stages or set(stages) - set(STAGES):
         parser.error(f"--stages: give some of {','.join(STAGES)}, got {args.stages!r}")
@@ -160,14 +202,18 @@ def main() -> None:
             print(f"{command:20s} 1 rank {walls[1]:7.1f} s, 2 ranks {walls[2]:7.1f} s: "
                   f"{walls[1] / walls[2]:.2f}x; tracks identical")
             ratios.append(f"ratio_{short}={walls[1] / walls[2]:.2f}")
-        if {"retrieve", "select", "pmi"} & set(stages):
+        if {"retrieve", "select", "pmi", "informask", "difference"} & set(stages):
             zipf_corpus(root, args.retrieve_docs, args.retrieve_queries)
         others = (("retrieve", lambda: retrieve_walls(root, threads),
                    f"outputs identical ({args.retrieve_queries} queries, {args.retrieve_docs:,} documents)"),
                   ("select", lambda: select_walls(root, threads),
                    f"outputs identical ({args.retrieve_docs:,} documents)"),
                   ("pmi", lambda: pmi_walls(root, args.pmi_lines, args.pmi_block_lines, threads),
-                   f"tracks identical ({args.pmi_lines:,} lines)"))
+                   f"tracks identical ({args.pmi_lines:,} lines)"),
+                  ("informask", lambda: informask_walls(root, args.informask_lines, args.pmi_block_lines, threads),
+                   f"tracks identical ({args.informask_lines:,} lines)"),
+                  ("difference", lambda: difference_walls(root, args.difference_lines, args.pmi_block_lines, threads),
+                   f"tracks identical ({args.difference_lines:,} lines)"))
         for short, measure, what in others:
             if short in stages:
                 walls = measure()
