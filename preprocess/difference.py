@@ -24,27 +24,22 @@ removes the counts). Independent jobs run every shard twice. The tracks are the 
 (tested).
 """
 
-import argparse
 import json
-import os
 import sys
 
 from fairseq_maskplug.common.option_ranges import number
 
-from fairseq_maskplug.tools.sharding import add_shard_options
-
-from . import HelpFormatter, configure_tool_output, one_line_on_write_failure, split_name, split_names, track_name
+from . import configure_tool_output, one_line_on_write_failure
 
 COMMAND = "fairseq-maskplug-difference"
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
-    parser.add_argument("--data", required=True, help="the target domain's fairseq-preprocess output (holds dict.txt)")
-    parser.add_argument("--splits", type=split_names, default="train,valid", help="comma-separated splits to write "
-                        "the track for")
-    parser.add_argument("--count-split", type=split_name, default="train",
-                        help="the target-domain split whose token counts give the TF")
+    from . import split_name
+    from .vocabulary_tracks import add_output_options, lookup_parser
+
+    parser = lookup_parser(__doc__, "the target domain's fairseq-preprocess output (holds dict.txt)",
+                           "the target-domain split whose token counts give the TF")
     parser.add_argument("--general", required=True, help="the general corpus's fairseq-preprocess output, "
                         "binarized with the same dict.txt")
     parser.add_argument("--general-split", type=split_name, default="train",
@@ -53,10 +48,8 @@ def parse_args(argv=None):
                         "similarities (the model to be continued)")
     parser.add_argument("--anchors", type=number("[1, inf)", int), default=5,
                         help="how many anchors (5: the authors' code, scripts/autoaux.py)")
-    parser.add_argument("--name", type=track_name, default="difference_score",
-                        help="track name (the difference policy's --difference-track)")
-    parser.add_argument("--write-anchors", default=None, help="also write the anchors here (symbol<TAB>TF-ICF)")
-    add_shard_options(parser)
+    add_output_options(parser, "difference_score", "--difference-track", "--write-anchors",
+                       "also write the anchors here (symbol<TAB>TF-ICF)")
     return parser.parse_args(argv)
 
 
@@ -84,11 +77,6 @@ def input_embeddings(checkpoint: str, data: str, rows: int):
     if weights.shape[0] < rows:
         raise ValueError(f"{checkpoint}: {weights.shape[0]} embeddings for a dictionary of {rows}")
     return weights[:rows]
-
-
-def counts_directory(args) -> str:
-    """Where the shards exchange their counts, beside the tracks."""
-    return os.path.join(args.data, f"{args.count_split}.{args.name}.counts.shards")
 
 
 def token_counts(tokens, lines: range, size: int):
@@ -130,6 +118,8 @@ def shared_counts(args, shard, count_prefix, count_tokens, general_prefix, gener
     if shard.num_shards == 1:
         counted = count(general_lines)
         return counted["domain"], counted["general"]
+    from .vocabulary_tracks import counts_directory
+
     parts_dir = counts_directory(args)
     make_parts_directory(parts_dir, COMMAND)
     options = {"tokens": token_fingerprint(count_prefix), "general": token_fingerprint(general_prefix),
@@ -145,30 +135,22 @@ def shared_counts(args, shard, count_prefix, count_tokens, general_prefix, gener
 def write_scores(args) -> int:
     import numpy as np
 
-    from fairseq_maskplug.common.atomic import check_writable, write_text
+    from fairseq_maskplug.common.atomic import write_text
     from fairseq_maskplug.data.dictionaries import dictionary_sha256
     from fairseq_maskplug.data.side_info import token_fingerprint
     from fairseq_maskplug.scoring.difference import anchor_similarity, anchors, tf_icf
-    from fairseq_maskplug.tools.pass_parts import check_parts_directory, remove_parts_directory
-    from fairseq_maskplug.tools.sharding import ShardedTrack, checkpoint_identity, line_lengths, start_producer, warn
+    from fairseq_maskplug.tools.sharding import checkpoint_identity, warn
 
-    from .vocabulary_tracks import data_dictionary, load_split
+    from .vocabulary_tracks import data_dictionary, load_lookup_inputs, load_split, write_lookup_tracks
 
     # everything checked before any work
     dictionary = data_dictionary("--data", args.data)
     if dictionary_sha256(dictionary) != dictionary_sha256(data_dictionary("--general", args.general)):
         raise ValueError(f"--general {args.general}: its dict.txt differs from --data {args.data}'s (token ids "
                          "must mean the same in both)")
-    loaded = {split: load_split(args.data, split, dictionary) for split in {*args.splits, args.count_split}}
-    for split in args.splits:
-        check_writable(f"{loaded[split][0]}.{args.name}.bin")
     general_prefix, general_tokens = load_split(args.general, args.general_split, dictionary)
-    if args.write_anchors:
-        check_writable(args.write_anchors)
     embeddings = input_embeddings(args.checkpoint, args.data, len(dictionary))
-    shard = start_producer(args, args.data)
-    if shard.num_shards > 1:
-        check_parts_directory(counts_directory(args), COMMAND)
+    loaded, shard = load_lookup_inputs(args, dictionary, COMMAND, [args.write_anchors])
 
     size, nspecial = len(dictionary), dictionary.nspecial
     count_prefix, count_tokens = loaded[args.count_split]
@@ -179,36 +161,23 @@ def write_scores(args) -> int:
     domain_counts[:nspecial] = 0.0
     scores = tf_icf(domain_counts, general_lines, len(general_tokens))
     chosen = anchors(scores, args.anchors, domain_counts > 0)  # none with a positive TF-ICF: refused, nothing written
-    warnings = []
+    summary = {"anchors": [dictionary[i] for i in chosen], "general_lines": len(general_tokens), "warnings": []}
     if len(chosen) < args.anchors:
-        warnings.append(warn(f"--anchors {args.anchors}: only {len(chosen)} entries of {args.data} have a positive "
-                             "TF-ICF against the general corpus; those are the anchors"))
+        summary["warnings"].append(warn(f"--anchors {args.anchors}: only {len(chosen)} entries of {args.data} have "
+                                        "a positive TF-ICF against the general corpus; those are the anchors"))
     if token_fingerprint(general_prefix) == token_fingerprint(count_prefix):
-        warnings.append(warn(f"--general {args.general} split {args.general_split} holds the same tokens as the "
-                             f"target's {args.count_split}: the anchors are the target's own rarest words, not "
-                             "what sets it apart from a general corpus"))
+        summary["warnings"].append(warn(f"--general {args.general} split {args.general_split} holds the same tokens "
+                                        f"as the target's {args.count_split}: the anchors are the target's own rarest "
+                                        "words, not what sets it apart from a general corpus"))
     similarity = anchor_similarity(embeddings, chosen)
     similarity[:nspecial] = 0.0
-    summary = {"anchors": [dictionary[i] for i in chosen], "general_lines": len(general_tokens)}
     occurring = np.concatenate([count_tokens[i].numpy() for i in range(len(count_tokens))])
     summary["mean_score_over_tokens"] = round(float(similarity[occurring].mean()), 4)
     options = {"count_tokens": token_fingerprint(count_prefix), "general": token_fingerprint(general_prefix),
                "anchors": args.anchors, **checkpoint_identity(args.checkpoint), "splits": args.splits}
-    track = ShardedTrack(shard, options, args.shard_block_lines)
-    for split in args.splits:
-        prefix, tokens = loaded[split]
-        track_prefix = f"{prefix}.{args.name}"
-        if track.already_written(track_prefix, prefix, len(tokens), "float64"):
-            print(f"{split}: shard {shard.shard_id} of {shard.num_shards} is already written: skipped", flush=True)
-            continue
-        rows = (similarity[tokens[i].numpy()] for i in track.lines(len(tokens)))
-        summary[split] = {"wrote": track.write(track_prefix, prefix, len(tokens), rows, "float64")}
-    summary["merges"] = track.finish(lambda split_prefix: line_lengths(split_prefix, dictionary), args.data)
-    warnings += track.warnings
-    if warnings:
-        summary["warnings"] = warnings
-    if shard.merges:
-        remove_parts_directory(counts_directory(args), COMMAND)
+    write_lookup_tracks(args, shard, loaded, dictionary, similarity, options, summary, COMMAND)
+    if not summary["warnings"]:
+        del summary["warnings"]
     if args.write_anchors and shard.shard_id == 0:
         write_text(args.write_anchors, "".join(f"{dictionary[i]}\t{scores[i]:.6g}\n" for i in chosen))
     print(json.dumps(summary))

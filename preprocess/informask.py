@@ -27,28 +27,23 @@ times (counts, occurrences, tracks): a run says what is missing. The tracks are 
 (tested).
 """
 
-import argparse
 import json
-import os
 import sys
 
 import numpy as np
 
 from fairseq_maskplug.common.option_ranges import number
-from fairseq_maskplug.tools.sharding import add_shard_options
 
-from . import HelpFormatter, configure_tool_output, one_line_on_write_failure, split_name, split_names, track_name
+from . import configure_tool_output, one_line_on_write_failure
 
 COMMAND = "fairseq-maskplug-informask"
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
-    parser.add_argument("--data", required=True, help="fairseq-preprocess output directory (holds dict.txt)")
-    parser.add_argument("--splits", type=split_names, default="train,valid", help="comma-separated splits to write "
-                        "the track for")
-    parser.add_argument("--count-split", type=split_name, default="train",
-                        help="the split whose lines give the PMI and the rates")
+    from .vocabulary_tracks import add_output_options, lookup_parser
+
+    parser = lookup_parser(__doc__, "fairseq-preprocess output directory (holds dict.txt)",
+                           "the split whose lines give the PMI and the rates")
     parser.add_argument("--rate", type=number("(0, 1]", float), default=0.15,
                         help="the rate of every candidate mask (paper: BERT's 15%%)")
     parser.add_argument("--candidates", type=number("[1, inf)", int), default=10,
@@ -59,10 +54,8 @@ def parse_args(argv=None):
                         help="a longer line is taken as pieces of at most this many tokens, for the counts and the "
                              "masks: the cost of a line grows with the square of its length (ours: BERT's longest "
                              "input; the paper's lines are sentences)")
-    parser.add_argument("--name", type=track_name, default="informask_rate",
-                        help="track name (the informask policy's --informask-track)")
-    parser.add_argument("--write-table", default=None, help="also write the rate table here ({token id: rate} JSON)")
-    add_shard_options(parser)
+    add_output_options(parser, "informask_rate", "--informask-track", "--write-table",
+                       "also write the rate table here ({token id: rate} JSON)")
     return parser.parse_args(argv)
 
 
@@ -113,6 +106,8 @@ def shared_rates(args, shard, count_prefix: str, count_tokens, nspecial: int, vo
         counts = count(lines)
         covered = cover(counts)(lines)
         return counts, rates_of(covered["masked"], covered["seen"], args.rate)
+    from .vocabulary_tracks import counts_directory
+
     parts_dir = counts_directory(args)
     make_parts_directory(parts_dir, COMMAND)
     options = {"tokens": token_fingerprint(count_prefix), "window": args.window, "block_lines": args.shard_block_lines}
@@ -133,30 +128,14 @@ def shared_rates(args, shard, count_prefix: str, count_tokens, nspecial: int, vo
     return counts, rates_of(masked, np.sum([part["seen"] for part in every], axis=0), args.rate)
 
 
-def counts_directory(args) -> str:
-    """Where the shards exchange their passes' parts, beside the tracks."""
-    return os.path.join(args.data, f"{args.count_split}.{args.name}.counts.shards")
-
-
 def write_rates(args) -> int:
-    from fairseq_maskplug.common.atomic import check_writable, write_text
+    from fairseq_maskplug.common.atomic import write_text
     from fairseq_maskplug.data.side_info import token_fingerprint
-    from fairseq_maskplug.tools.pass_parts import check_parts_directory, remove_parts_directory
-    from fairseq_maskplug.tools.sharding import ShardedTrack, line_lengths, start_producer
 
-    from .vocabulary_tracks import data_dictionary, load_split
+    from .vocabulary_tracks import data_dictionary, load_lookup_inputs, write_lookup_tracks
 
-    # everything checked before any work
     dictionary = data_dictionary("--data", args.data)
-    loaded = {split: load_split(args.data, split, dictionary) for split in {*args.splits, args.count_split}}
-    for split in args.splits:
-        check_writable(f"{loaded[split][0]}.{args.name}.bin")
-    if args.write_table:
-        check_writable(args.write_table)
-    shard = start_producer(args, args.data)
-    if shard.num_shards > 1:
-        check_parts_directory(counts_directory(args), COMMAND)
-
+    loaded, shard = load_lookup_inputs(args, dictionary, COMMAND, [args.write_table])  # before any work
     count_prefix, count_tokens = loaded[args.count_split]
     nspecial = dictionary.nspecial
     shared = shared_rates(args, shard, count_prefix, count_tokens, nspecial, len(dictionary))
@@ -170,22 +149,9 @@ def write_rates(args) -> int:
     frequent = np.argsort(-counts.token_lines, kind="stable")[:10]
     summary["rates_of_frequent_entries"] = {dictionary[i]: round(float(rates[i]), 4) for i in frequent
                                             if counts.token_lines[i] > 0}
-    options = {"count_tokens": token_fingerprint(count_prefix), "rate": args.rate, "candidates": args.candidates, "seed": args.seed,
-               "window": args.window, "count_split": args.count_split, "splits": args.splits}
-    track = ShardedTrack(shard, options, args.shard_block_lines)
-    for split in args.splits:
-        prefix, tokens = loaded[split]
-        track_prefix = f"{prefix}.{args.name}"
-        if track.already_written(track_prefix, prefix, len(tokens), "float64"):
-            print(f"{split}: shard {shard.shard_id} of {shard.num_shards} is already written: skipped", flush=True)
-            continue
-        rows = (rates[tokens[i].numpy()] for i in track.lines(len(tokens)))
-        summary[split] = {"wrote": track.write(track_prefix, prefix, len(tokens), rows, "float64")}
-    summary["merges"] = track.finish(lambda split_prefix: line_lengths(split_prefix, dictionary), args.data)
-    if track.warnings:
-        summary["warnings"] = track.warnings
-    if shard.merges:
-        remove_parts_directory(counts_directory(args), COMMAND)
+    options = {"count_tokens": token_fingerprint(count_prefix), "rate": args.rate, "candidates": args.candidates,
+               "seed": args.seed, "window": args.window, "count_split": args.count_split, "splits": args.splits}
+    write_lookup_tracks(args, shard, loaded, dictionary, rates, options, summary, COMMAND)
     if args.write_table and shard.shard_id == 0:
         write_text(args.write_table, json.dumps({str(i): float(r) for i, r in enumerate(rates) if i >= nspecial},
                                                 indent=1) + "\n")

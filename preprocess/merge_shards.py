@@ -76,7 +76,8 @@ def main(argv=None) -> int:
             lines = merge_parts(prefix, split_prefix, tokens.sizes, num_shards, dtype)
             print(f"merged {num_shards} shards into {prefix}.bin/.idx ({lines} lines)")
         for counts in sorted(glob.glob(os.path.join(glob.escape(data), "*.counts.shards"))):
-            for command in (pmi_units.COMMAND, informask.COMMAND, difference.COMMAND):  # the counting passes' parts: merged now
+            # the counting passes' parts of pmi-units, informask and difference: their tracks are merged now
+            for command in (pmi_units.COMMAND, informask.COMMAND, difference.COMMAND):
                 if owner(counts) == command:
                     remove_parts_directory(counts, command)
                     print(f"removed the shards' counts {counts}")

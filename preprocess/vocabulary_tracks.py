@@ -1,6 +1,9 @@
-"""What the producers of a per-token track share: the data's dictionary, a split loaded and checked, and one line
-for an error."""
+"""What the producers of one value per vocabulary entry (``informask``, ``difference``) share, and the dictionary,
+split loading and one-line errors other producers use too: their common options, the splits loaded with every
+output checked before any work, the shards' counts directory, and the tracks written by looking every token up,
+in shards (:class:`~fairseq_maskplug.tools.sharding.ShardedTrack`) or whole."""
 
+import argparse
 import os
 import sys
 
@@ -38,3 +41,74 @@ def run_with_one_line_errors(write, args, errors=(OSError, ValueError)) -> int:
     except errors as error:
         print(f"error: {str(error).strip(chr(39)) if isinstance(error, KeyError) else error}", file=sys.stderr)
         return 2
+
+
+def lookup_parser(doc: str, data_help: str, count_help: str) -> argparse.ArgumentParser:
+    """The parser of a vocabulary producer with its first options: ``--data``, ``--splits``, ``--count-split``
+    (the producer adds its own, then :func:`add_output_options`)."""
+    from . import HelpFormatter, split_name, split_names
+
+    parser = argparse.ArgumentParser(description=doc, formatter_class=HelpFormatter)
+    parser.add_argument("--data", required=True, help=data_help)
+    parser.add_argument("--splits", type=split_names, default="train,valid", help="comma-separated splits to write "
+                        "the track for")
+    parser.add_argument("--count-split", type=split_name, default="train", help=count_help)
+    return parser
+
+
+def add_output_options(parser: argparse.ArgumentParser, name: str, policy_option: str, extra: str, extra_help: str):
+    """``--name`` (default ``name``, the policy's ``policy_option``), the producer's ``extra`` output and the
+    shard options."""
+    from fairseq_maskplug.tools.sharding import add_shard_options
+
+    from . import track_name
+
+    parser.add_argument("--name", type=track_name, default=name, help=f"track name (the policy's {policy_option})")
+    parser.add_argument(extra, default=None, help=extra_help)
+    add_shard_options(parser)
+
+
+def counts_directory(args) -> str:
+    """Where the shards exchange their counting passes' parts, beside the tracks."""
+    return os.path.join(args.data, f"{args.count_split}.{args.name}.counts.shards")
+
+
+def load_lookup_inputs(args, dictionary, command: str, outputs=()):
+    """``(loaded, shard)``: ``{split: (prefix, tokens)}`` of ``--splits`` and ``--count-split``, each checked, and
+    this process's shard; every track, the ``outputs`` given (None: not asked for) and the shards' counts
+    directory checked writable, all before any work."""
+    from fairseq_maskplug.common.atomic import check_writable
+    from fairseq_maskplug.tools.pass_parts import check_parts_directory
+    from fairseq_maskplug.tools.sharding import start_producer
+
+    loaded = {split: load_split(args.data, split, dictionary) for split in {*args.splits, args.count_split}}
+    for path in [f"{loaded[split][0]}.{args.name}.bin" for split in args.splits] + [p for p in outputs if p]:
+        check_writable(path)
+    shard = start_producer(args, args.data)
+    if shard.num_shards > 1:
+        check_parts_directory(counts_directory(args), command)
+    return loaded, shard
+
+
+def write_lookup_tracks(args, shard, loaded, dictionary, values, options: dict, summary: dict, command: str) -> None:
+    """Each split's track: every token's entry of ``values`` (one float64 per vocabulary entry), this shard's
+    lines as a part merged by rank 0 of a launch (or by ``fairseq-maskplug-merge-shards``), or whole; ``options``
+    (what the values depend on) recorded in the parts. Adds what was written, the merges and the warnings to
+    ``summary``; the merging process removes the counts directory."""
+    from fairseq_maskplug.tools.pass_parts import remove_parts_directory
+    from fairseq_maskplug.tools.sharding import ShardedTrack, line_lengths
+
+    track = ShardedTrack(shard, options, args.shard_block_lines)
+    for split in args.splits:
+        prefix, tokens = loaded[split]
+        track_prefix = f"{prefix}.{args.name}"
+        if track.already_written(track_prefix, prefix, len(tokens), "float64"):
+            print(f"{split}: shard {shard.shard_id} of {shard.num_shards} is already written: skipped", flush=True)
+            continue
+        rows = (values[tokens[i].numpy()] for i in track.lines(len(tokens)))
+        summary[split] = {"wrote": track.write(track_prefix, prefix, len(tokens), rows, "float64")}
+    summary["merges"] = track.finish(lambda split_prefix: line_lengths(split_prefix, dictionary), args.data)
+    if track.warnings:
+        summary["warnings"] = summary.get("warnings", []) + track.warnings
+    if shard.merges:
+        remove_parts_directory(counts_directory(args), command)
