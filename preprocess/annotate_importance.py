@@ -19,11 +19,10 @@ import sys
 
 import numpy as np
 
-from fairseq_maskplug.common.option_ranges import number
-from fairseq_maskplug.tools.sharding import add_shard_options, warn_if_all_or_none
+from fairseq_maskplug.scoring.model_tracks import add_model_options
+from fairseq_maskplug.tools.sharding import warn_if_all_or_none
 
-from . import (HelpFormatter, add_checkpoint_options, add_splits, configure_tool_output, import_user_dir,
-               one_line_on_write_failure, track_name, track_outputs)
+from . import HelpFormatter, add_splits, configure_tool_output, one_line_on_write_failure, track_name
 
 
 def parse_args(argv=None):
@@ -33,13 +32,9 @@ def parse_args(argv=None):
                         "a sentence_prediction root: its input0/)")
     add_splits(parser, ["train", "valid"], "annotate")
     parser.add_argument("--name", type=track_name, default="importance", help="side-information track name")
-    parser.add_argument("--max-tokens", type=number("[1, inf)", int), default=4096, help="padded tokens per forward")
-    parser.add_argument("--preview-lines", type=number("[0, inf)", int),
-                        default=200, help="lines shown in the preview file")
     parser.add_argument("--gpt2-bpe", default=None,
                         help="GPT-2 BPE directory (encoder.json) of GPT-2 BPE data: the preview shows text, not labels")
-    add_checkpoint_options(parser)
-    add_shard_options(parser)
+    add_model_options(parser)
     return parser.parse_args(argv)
 
 
@@ -48,27 +43,21 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     configure_tool_output()
     from fairseq_maskplug.scoring.loading import load_tagger
-    from fairseq_maskplug.scoring.model_tracks import write_model_tracks
+    from fairseq_maskplug.scoring.model_tracks import model_track, start_model_tracks, write_model_tracks
     from fairseq_maskplug.data.layout import token_data_dir
-    from fairseq_maskplug.scoring.precision import start_model_producer
-    from fairseq_maskplug.tools.sharding import ShardedTrack, checkpoint_identity
     from fairseq_maskplug.scoring.preview import preview_symbols, render_marked, throughput, write_preview
     from fairseq_maskplug.scoring.tagger import TokenTagger
 
     args.data = token_data_dir(args.data)
     try:
-        import_user_dir(args.user_dir)
-        outputs = track_outputs(args.data, args.splits, [("--name", args.name)])
-        shard, precision, device = start_model_producer(args, args.data)
+        outputs, shard, precision, device = start_model_tracks(args, [("--name", args.name)])
         model, head, d = load_tagger(args.checkpoint, args.data, args.trust_dictionary)
         tagger = TokenTagger(model, head, d.bos(), d.eos(), d.pad())
         symbols = preview_symbols(d, args.gpt2_bpe)
     except (FileNotFoundError, ValueError, PermissionError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    track = ShardedTrack(shard, {**checkpoint_identity(args.checkpoint), "max_tokens": args.max_tokens,
-                                 "precision": precision},
-                         args.shard_block_lines)
+    track = model_track(args, shard, precision)
     def report(split, lines, rows, seconds, wrote):
         scores, (prefix,) = rows[0], outputs[split][1]
         if shard.shard_id == 0:  # the first lines of the split (with shards: of shard 0's range)

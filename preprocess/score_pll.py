@@ -23,10 +23,9 @@ import sys
 
 import numpy as np
 
-from fairseq_maskplug.common.option_ranges import number
-from fairseq_maskplug.tools.sharding import add_shard_options
+from fairseq_maskplug.scoring.model_tracks import add_model_options
 
-from . import (HelpFormatter, add_checkpoint_options, add_splits, configure_tool_output, import_user_dir,
+from . import (HelpFormatter, add_splits, configure_tool_output, import_user_dir,
                one_line_on_write_failure, track_name, track_outputs)
 
 
@@ -48,10 +47,8 @@ def main(argv=None) -> int:
                              "--gpt2-encoder-json and --gpt2-vocab-bpe), or every token a word")
     parser.add_argument("--gpt2-encoder-json", help="GPT-2 BPE encoder.json the data was encoded with")
     parser.add_argument("--gpt2-vocab-bpe", help="GPT-2 BPE vocab.bpe the data was encoded with")
-    parser.add_argument("--max-tokens", type=number("[1, inf)", int), default=2048,
-                        help="padded tokens per forward (2048 was fastest on 2 CPU cores; raise it on GPUs)")
-    add_checkpoint_options(parser)
-    add_shard_options(parser)
+    add_model_options(parser, 2048, "padded tokens per forward (2048 was fastest on 2 CPU cores; raise it on GPUs)",
+                      preview=False)
     args = parser.parse_args(argv)
     if args.word_starts == "gpt2" and not (args.gpt2_encoder_json and args.gpt2_vocab_bpe):
         parser.error("--word-starts gpt2 needs --gpt2-encoder-json and --gpt2-vocab-bpe")
@@ -68,12 +65,11 @@ def main(argv=None) -> int:
 def score(args) -> int:
     from fairseq_maskplug.tools.checkpoints import CLASSIFIER_TASKS, load_checked_model
     from fairseq_maskplug.scoring.pll import PLTScorer, score_in_windows, word_starts_gpt2, word_starts_sentencepiece
-    from fairseq_maskplug.scoring.model_tracks import write_model_tracks
+    from fairseq_maskplug.scoring.model_tracks import model_track, write_model_tracks
     from fairseq_maskplug.scoring.preview import throughput
 
     from fairseq_maskplug.data.layout import token_data_dir
     from fairseq_maskplug.scoring.precision import start_model_producer
-    from fairseq_maskplug.tools.sharding import ShardedTrack, checkpoint_identity
 
     data = token_data_dir(args.data)
     outputs = track_outputs(data, dict.fromkeys(args.splits), [("--name", args.name)])  # before any work
@@ -92,10 +88,7 @@ def score(args) -> int:
     else:
         word_starts = np.ones(len(d), dtype=bool)
     scorer = PLTScorer(model, task.mask_idx, d.pad(), word_starts, args.metric)
-    track = ShardedTrack(shard, {**checkpoint_identity(args.checkpoint), "metric": args.metric,
-                                 "word_starts": args.word_starts, "max_tokens": args.max_tokens,
-                                 "precision": precision},
-                         args.shard_block_lines)
+    track = model_track(args, shard, precision, metric=args.metric, word_starts=args.word_starts)
     special = (d.bos(), d.eos(), d.pad())
 
     def score_block(lines):  # each line with <s> before it, as the model was trained; its value dropped

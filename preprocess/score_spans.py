@@ -21,10 +21,9 @@ import sys
 import numpy as np
 
 from fairseq_maskplug.common.option_ranges import number
-from fairseq_maskplug.tools.sharding import add_shard_options
+from fairseq_maskplug.scoring.model_tracks import add_model_options
 
-from . import (HelpFormatter, add_checkpoint_options, add_splits, configure_tool_output, import_user_dir,
-               one_line_on_write_failure, track_name, track_outputs)
+from . import HelpFormatter, add_splits, configure_tool_output, one_line_on_write_failure, track_name
 
 
 
@@ -37,13 +36,9 @@ def parse_args(argv=None):
                         help="track of start logits (--learned-start-track)")
     parser.add_argument("--end-name", type=track_name, default="span_end",
                         help="track of end logits (--learned-end-track)")
-    parser.add_argument("--max-tokens", type=number("[1, inf)", int), default=4096, help="padded tokens per forward")
     parser.add_argument("--max-length", type=number("[1, inf)", int),
                         default=10, help="longest span of the preview (--learned-max-length)")
-    parser.add_argument("--preview-lines", type=number("[0, inf)", int),
-                        default=200, help="lines shown in the preview file")
-    add_checkpoint_options(parser)
-    add_shard_options(parser)
+    add_model_options(parser)
     return parser.parse_args(argv)
 
 
@@ -53,22 +48,17 @@ def main(argv=None) -> int:
     configure_tool_output()
     from fairseq_maskplug.scoring.loading import load_scorer
     from fairseq_maskplug.masking.learned_span import choose_learned_spans
-    from fairseq_maskplug.scoring.model_tracks import write_model_tracks
+    from fairseq_maskplug.scoring.model_tracks import model_track, start_model_tracks, write_model_tracks
     from fairseq_maskplug.scoring.preview import render_marked, throughput, write_preview
-    from fairseq_maskplug.scoring.precision import start_model_producer
-    from fairseq_maskplug.tools.sharding import ShardedTrack, checkpoint_identity
 
     try:
-        import_user_dir(args.user_dir)
-        outputs = track_outputs(args.data, args.splits, [("--start-name", args.start_name),
-                                                          ("--end-name", args.end_name)])
-        shard, precision, device = start_model_producer(args, args.data)
+        outputs, shard, precision, device = start_model_tracks(args, [("--start-name", args.start_name),
+                                                                      ("--end-name", args.end_name)])
         scorer, d = load_scorer(args.checkpoint, args.data, args.trust_dictionary)
     except (FileNotFoundError, ValueError, PermissionError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    track = ShardedTrack(shard, {**checkpoint_identity(args.checkpoint), "max_tokens": args.max_tokens,
-                                 "precision": precision}, args.shard_block_lines)
+    track = model_track(args, shard, precision)
     def report(split, lines, rows, seconds, wrote):
         (starts, ends), prefixes = rows, outputs[split][1]
         lengths, shown = [], []

@@ -101,7 +101,13 @@ COMMAND_OPTIONS = {
     ("fairseq-maskplug-informask", "--candidates"): [],
     ("fairseq-maskplug-informask", "--seed"): [],
     ("fairseq-maskplug-informask", "--window"): [],
+    ("fairseq-maskplug-informask", "--num-shards"): [],
+    ("fairseq-maskplug-informask", "--shard-id"): [],
+    ("fairseq-maskplug-informask", "--shard-block-lines"): [],
     ("fairseq-maskplug-difference", "--anchors"): [],
+    ("fairseq-maskplug-difference", "--num-shards"): [],
+    ("fairseq-maskplug-difference", "--shard-id"): [],
+    ("fairseq-maskplug-difference", "--shard-block-lines"): [],
     ("prepare_tlm_data", "--group"): [],
     ("prepare_tlm_data", "--seed"): [],
     ("fairseq-maskplug-retrieve", "--top-k"): [],
@@ -165,9 +171,11 @@ COMMAND_OPTIONS = {
 #: where the shard options of the producers are defined (tools.sharding.add_shard_options)
 SHARD_OPTIONS = "fairseq_maskplug/tools/sharding.py"
 SPACY_OPTIONS = "fairseq_maskplug/tools/cli.py"  # add_spacy_text_options: --workers, --batch-size
+MODEL_OPTIONS = "fairseq_maskplug/scoring/model_tracks.py"  # add_model_options: --max-tokens, --preview-lines
 #: options of that file a command does not take (retrieve shards its queries, select its documents: not lines
-#: in blocks)
-NOT_TAKEN = {("fairseq-maskplug-retrieve", "--shard-block-lines"), ("fairseq-maskplug-select", "--shard-block-lines")}
+#: in blocks; score-pll writes no preview)
+NOT_TAKEN = {("fairseq-maskplug-retrieve", "--shard-block-lines"), ("fairseq-maskplug-select", "--shard-block-lines"),
+             ("fairseq-maskplug-score-pll", "--preview-lines")}
 
 #: the source file(s) of each command (the modules without a console script run with python -m)
 COMMAND_SOURCES = {
@@ -176,18 +184,18 @@ COMMAND_SOURCES = {
     "fairseq-maskplug-prepare-demo": "preprocess/prepare_demo.py",
     "fairseq-maskplug-salient-spans": ("preprocess/salient_spans.py", SHARD_OPTIONS, SPACY_OPTIONS),
     "fairseq-maskplug-pos-tags": ("preprocess/pos_tags.py", SHARD_OPTIONS, SPACY_OPTIONS),
-    "fairseq-maskplug-informask": "preprocess/informask.py",
-    "fairseq-maskplug-difference": "preprocess/difference.py",
+    "fairseq-maskplug-informask": ("preprocess/informask.py", SHARD_OPTIONS),
+    "fairseq-maskplug-difference": ("preprocess/difference.py", SHARD_OPTIONS),
     "prepare_tlm_data": "preprocess/prepare_tlm_data.py",
     "prepare_text": "preprocess/prepare_text.py",
     "fairseq-maskplug-retrieve": ("preprocess/retrieve.py", SHARD_OPTIONS),
     "fairseq-maskplug-select": ("preprocess/select_dsir.py", SHARD_OPTIONS),
     "fairseq-maskplug-pmi-units": ("preprocess/pmi_units.py", SHARD_OPTIONS),
-    "fairseq-maskplug-score-pll": ("preprocess/score_pll.py", SHARD_OPTIONS),
-    "fairseq-maskplug-annotate-importance": ("preprocess/annotate_importance.py", SHARD_OPTIONS),
+    "fairseq-maskplug-score-pll": ("preprocess/score_pll.py", SHARD_OPTIONS, MODEL_OPTIONS),
+    "fairseq-maskplug-annotate-importance": ("preprocess/annotate_importance.py", SHARD_OPTIONS, MODEL_OPTIONS),
     "fairseq-maskplug-score-importance": ("preprocess/score_importance.py", SHARD_OPTIONS),
     "prepare_bart_data": "preprocess/prepare_bart_data.py",
-    "fairseq-maskplug-score-spans": ("preprocess/score_spans.py", SHARD_OPTIONS),
+    "fairseq-maskplug-score-spans": ("preprocess/score_spans.py", SHARD_OPTIONS, MODEL_OPTIONS),
     "fairseq-maskplug-convert": "preprocess/convert.py",
     "fairseq-maskplug-show-examples": "preprocess/show_examples.py",
 }

@@ -22,6 +22,45 @@ ScoreBlock = Callable[[List[np.ndarray]], Sequence[list]]
 Report = Callable[[str, List[np.ndarray], List[list], float, List[str]], str]
 
 
+def add_model_options(parser, max_tokens: int = 4096, max_tokens_help: str = "padded tokens per forward",
+                      preview: bool = True) -> None:
+    """The options every model producer ends with: ``--max-tokens``, ``--preview-lines`` (where it writes a
+    preview), the checkpoint's (:func:`~..tools.cli.add_checkpoint_options`) and the shards'."""
+    from ..common.option_ranges import number
+    from ..tools.cli import add_checkpoint_options
+    from ..tools.sharding import add_shard_options
+
+    parser.add_argument("--max-tokens", type=number("[1, inf)", int), default=max_tokens, help=max_tokens_help)
+    if preview:
+        parser.add_argument("--preview-lines", type=number("[0, inf)", int), default=200,
+                            help="lines shown in the preview file")
+    add_checkpoint_options(parser)
+    add_shard_options(parser)
+
+
+def start_model_tracks(args, tracks):
+    """What a model producer does first, before any work: its ``--user-dir`` imported, its outputs checked
+    (:func:`~..tools.cli.track_outputs` of ``tracks``, ``(option, name)`` pairs, for ``args.splits`` of
+    ``args.data``), its shard, its rank's device and number format
+    (:func:`.precision.start_model_producer`). Returns ``(outputs, shard, precision, device)``."""
+    from ..tools.cli import import_user_dir, track_outputs
+    from .precision import start_model_producer
+
+    import_user_dir(args.user_dir)
+    outputs = track_outputs(args.data, dict.fromkeys(args.splits), tracks)
+    return (outputs, *start_model_producer(args, args.data))
+
+
+def model_track(args, shard, precision: str, **depends_on):
+    """The :class:`~..tools.sharding.ShardedTrack` of a model producer: its parts record the checkpoint, what
+    else the values depend on (``depends_on``), ``--max-tokens`` and the number format."""
+    from ..tools.sharding import ShardedTrack, checkpoint_identity
+
+    options = {**checkpoint_identity(args.checkpoint), **depends_on, "max_tokens": args.max_tokens,
+               "precision": precision}
+    return ShardedTrack(shard, options, args.shard_block_lines)
+
+
 def write_model_tracks(track, outputs: dict, dictionary, score_block: ScoreBlock, report: Report, precision: str,
                        device, data: str, dtype: str = "float64") -> None:
     """Every split of ``outputs`` (:func:`~..tools.cli.track_outputs`: ``{split: (split prefix, [track
