@@ -43,33 +43,40 @@ def run_with_one_line_errors(write, args, errors=(OSError, ValueError)) -> int:
         return 2
 
 
-def lookup_parser(doc: str, data_help: str, count_help: str) -> argparse.ArgumentParser:
-    """The parser of a vocabulary producer with its first options: ``--data``, ``--splits``, ``--count-split``
-    (the producer adds its own, then :func:`add_output_options`)."""
+def lookup_parser(doc: str, data_help: str, count_help: str = None) -> argparse.ArgumentParser:
+    """The parser of a vocabulary producer with its first options: ``--data``, ``--splits`` and, for a producer
+    that counts a split (``count_help`` given), ``--count-split``; the producer adds its own, then
+    :func:`add_output_options`."""
     from . import HelpFormatter, split_name, split_names
 
     parser = argparse.ArgumentParser(description=doc, formatter_class=HelpFormatter)
     parser.add_argument("--data", required=True, help=data_help)
     parser.add_argument("--splits", type=split_names, default="train,valid", help="comma-separated splits to write "
                         "the track for")
-    parser.add_argument("--count-split", type=split_name, default="train", help=count_help)
+    if count_help is not None:
+        parser.add_argument("--count-split", type=split_name, default="train", help=count_help)
     return parser
 
 
-def add_output_options(parser: argparse.ArgumentParser, name: str, policy_option: str, extra: str, extra_help: str):
-    """``--name`` (default ``name``, the policy's ``policy_option``), the producer's ``extra`` output and the
-    shard options."""
+def add_output_options(parser: argparse.ArgumentParser, name: str, policy_option: str, extra: str = None,
+                       extra_help: str = None):
+    """``--name`` (default ``name``, the policy's ``policy_option``), the producer's ``extra`` output (if any)
+    and the shard options."""
     from fairseq_maskplug.tools.sharding import add_shard_options
 
     from . import track_name
 
     parser.add_argument("--name", type=track_name, default=name, help=f"track name (the policy's {policy_option})")
-    parser.add_argument(extra, default=None, help=extra_help)
+    if extra is not None:
+        parser.add_argument(extra, default=None, help=extra_help)
     add_shard_options(parser)
 
 
-def counts_directory(args) -> str:
-    """Where the shards exchange their counting passes' parts, beside the tracks."""
+def counts_directory(args):
+    """Where the shards exchange their counting passes' parts, beside the tracks (None: the producer counts
+    nothing)."""
+    if getattr(args, "count_split", None) is None:
+        return None
     return os.path.join(args.data, f"{args.count_split}.{args.name}.counts.shards")
 
 
@@ -81,11 +88,12 @@ def load_lookup_inputs(args, dictionary, command: str, outputs=()):
     from fairseq_maskplug.tools.pass_parts import check_parts_directory
     from fairseq_maskplug.tools.sharding import start_producer
 
-    loaded = {split: load_split(args.data, split, dictionary) for split in {*args.splits, args.count_split}}
+    counted = [args.count_split] if counts_directory(args) else []
+    loaded = {split: load_split(args.data, split, dictionary) for split in {*args.splits, *counted}}
     for path in [f"{loaded[split][0]}.{args.name}.bin" for split in args.splits] + [p for p in outputs if p]:
         check_writable(path)
     shard = start_producer(args, args.data)
-    if shard.num_shards > 1:
+    if shard.num_shards > 1 and counts_directory(args):
         check_parts_directory(counts_directory(args), command)
     return loaded, shard
 
@@ -110,5 +118,5 @@ def write_lookup_tracks(args, shard, loaded, dictionary, values, options: dict, 
     summary["merges"] = track.finish(lambda split_prefix: line_lengths(split_prefix, dictionary), args.data)
     if track.warnings:
         summary["warnings"] = summary.get("warnings", []) + track.warnings
-    if shard.merges:
+    if shard.merges and counts_directory(args):
         remove_parts_directory(counts_directory(args), command)

@@ -1,0 +1,46 @@
+"""The producer in one file of docs/own-policy.md ("Writing a producer", examples/long_subwords.py): its track
+marks exactly the long pieces, its shards write the one-process bytes, and bad input is one line."""
+
+import importlib.util
+import json
+import shutil
+
+import numpy as np
+
+from fairseq_helpers import REPO
+
+
+def example():
+    spec = importlib.util.spec_from_file_location("long_subwords", REPO / "examples" / "long_subwords.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_example_producer_marks_the_long_pieces_in_one_process_and_in_shards(tiny_data, tmp_path, capsys):
+    from fairseq.data.indexed_dataset import MMapIndexedDataset
+    from fairseq_maskplug.data import SideInfoDataset
+    from fairseq_maskplug.data.dictionaries import read_dictionary
+    from preprocess import merge_shards
+
+    long_subwords = example()
+    data = shutil.copytree(tiny_data / "bin", tmp_path / "bin")
+    dictionary = read_dictionary(str(data / "dict.txt"))
+    assert long_subwords.main(["--data", str(data), "--min-length", "5"]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    long_ids = {i for i in range(dictionary.nspecial, len(dictionary)) if len(dictionary[i].lstrip("\u2581")) >= 5}
+    assert summary["long_entries"] == len(long_ids) > 0
+    tokens, track = MMapIndexedDataset(str(data / "train")), SideInfoDataset(str(data / "train.long"))
+    for i in range(len(tokens)):
+        assert np.array_equal(track[i].numpy() == 1.0, np.isin(tokens[i].numpy(), list(long_ids)))
+    for shard in ("0", "1"):
+        assert long_subwords.main(["--data", str(data), "--min-length", "5", "--name", "sharded",
+                                   "--shard-block-lines", "16", "--num-shards", "2", "--shard-id", shard]) == 0
+    assert merge_shards.main([str(data)]) == 0
+    for split in ("train", "valid"):
+        for suffix in ("bin", "idx"):
+            assert (data / f"{split}.sharded.{suffix}").read_bytes() == (data / f"{split}.long.{suffix}").read_bytes()
+    capsys.readouterr()
+    assert long_subwords.main(["--data", str(tmp_path / "nope")]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"error: --data {tmp_path / 'nope'}: no dict.txt (give a fairseq-preprocess output directory)"]
