@@ -109,6 +109,8 @@ def shared_counts(args, shard, count_prefix, count_tokens, general_prefix, gener
     from fairseq_maskplug.data.track_shards import shard_lines
     from fairseq_maskplug.tools.pass_parts import PassParts, load_arrays, make_parts_directory, save_arrays, shard_pass
 
+    from .vocabulary_tracks import counts_directory
+
     def count(general_lines):
         domain_lines = shard_lines(len(count_tokens), shard.num_shards, shard.shard_id, args.shard_block_lines)
         return {"domain": token_counts(count_tokens, domain_lines, size),
@@ -118,8 +120,6 @@ def shared_counts(args, shard, count_prefix, count_tokens, general_prefix, gener
     if shard.num_shards == 1:
         counted = count(general_lines)
         return counted["domain"], counted["general"]
-    from .vocabulary_tracks import counts_directory
-
     parts_dir = counts_directory(args)
     make_parts_directory(parts_dir, COMMAND)
     options = {"tokens": token_fingerprint(count_prefix), "general": token_fingerprint(general_prefix),

@@ -86,6 +86,8 @@ def shared_rates(args, shard, count_prefix: str, count_tokens, nspecial: int, vo
     from fairseq_maskplug.scoring.informask import CooccurrencePMI, covered_occurrences, rates_of
     from fairseq_maskplug.tools.pass_parts import PassParts, load_arrays, make_parts_directory, save_arrays, shard_pass
 
+    from .vocabulary_tracks import counts_directory
+
     lines = shard_lines(len(count_tokens), shard.num_shards, shard.shard_id, args.shard_block_lines)
 
     def count(lines):
@@ -106,8 +108,6 @@ def shared_rates(args, shard, count_prefix: str, count_tokens, nspecial: int, vo
         counts = count(lines)
         covered = cover(counts)(lines)
         return counts, rates_of(covered["masked"], covered["seen"], args.rate)
-    from .vocabulary_tracks import counts_directory
-
     parts_dir = counts_directory(args)
     make_parts_directory(parts_dir, COMMAND)
     options = {"tokens": token_fingerprint(count_prefix), "window": args.window, "block_lines": args.shard_block_lines}
