@@ -124,6 +124,27 @@ def test_difference_in_shards_writes_the_one_process_tracks(tiny_data, domain_da
     assert tracks(data) == whole and not list(data.glob("*shard*"))
 
 
+@pytest.mark.e2e
+@pytest.mark.full
+def test_two_torchrun_ranks_write_the_one_process_vocabulary_tracks(tiny_data, domain_data, trained, tmp_path):
+    """informask and difference as two torchrun ranks (their counts exchanged at barriers, rank 0 merging): the
+    one-process tracks byte for byte, no part left, no rank telling the user to merge."""
+    checkpoint, _, _ = trained
+    commands = {"informask": ("informask_rate", ["--shard-block-lines", "16"]),
+                "difference": ("difference_score", ["--general", tiny_data / "bin", "--checkpoint", checkpoint,
+                                                    "--shard-block-lines", "16"])}
+    for command, (name, args) in commands.items():
+        one, ranks = (shutil.copytree(domain_data, tmp_path / f"{command}_{k}") for k in ("one", "ranks"))
+        check(run([BIN / f"fairseq-maskplug-{command}", "--data", one, *args]))
+        result = check(run([BIN / "torchrun", "--standalone", "--nproc-per-node", "2",
+                            BIN / f"fairseq-maskplug-{command}", "--data", ranks, *args], timeout=600))
+        assert "merged 2 shards" in result.stdout and "fairseq-maskplug-merge-shards" not in result.stdout
+
+        def tracks(data):
+            return {p.name: p.read_bytes() for p in sorted(data.glob(f"*.{name}.*")) if p.is_file()}
+        assert len(tracks(one)) == 6 and tracks(ranks) == tracks(one) and not list(ranks.glob("*shard*"))
+
+
 def test_producer_refuses_a_general_corpus_of_another_dictionary(domain_data, tmp_path, capsys):
     from preprocess import difference
 
