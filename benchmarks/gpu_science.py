@@ -37,7 +37,10 @@ install before it 66-74 s; the general model (1,000 updates) 88-98 s; an FE repl
 286-298 s; a selective replicate (about 17 processes) more than 356 s (cut there at its matched-random
 fine-tuning, with 2 of its processes left: about 400 s); L3's PLT scoring of MR 38 + 15 + 12 s. One
 device command (600 s at most) therefore holds the install, the general model and **one** experiment's
-replicates: the default is ``selective`` alone.
+replicates: the default is ``selective`` alone. At the ``quickstart`` shape (the fourth run, 2026-11-27) a
+selective replicate took about 485 s (150 s of it training: each process spends 10-45 s starting fairseq
+and scoring), so install, general model and replicate (663 s) do not fit one command: train the general
+model beforehand and link it with ``--general``.
 
 The shape matters more than the time: at ``small`` the general model stays on its unigram plateau after
 1,000 updates (validation loss 9.95 bits, peak learning rate 1e-3), and every MR classifier fine-tuned
