@@ -10,6 +10,7 @@ import pytest
 
 from fairseq_maskplug.retrieval import (Analyser, Bm25sSearcher, RankBm25Searcher, lucene_idf, lucene_term_score,
                                         rake_phrases, rake_query, top_k)
+from fairseq_maskplug.retrieval import word_kernel
 from fairseq_maskplug.retrieval.index import build_index
 from fairseq_maskplug.retrieval.search import ShardedSearcher, open_bm25s
 from preprocess.retrieve import main as retrieve_main
@@ -203,6 +204,64 @@ def test_pass_one_in_processes_writes_the_one_process_index(tmp_path):
         assert files == sorted(p.name for p in (tmp_path / "w1").iterdir())
         for name in set(files) - {"maskplug_index.json"}:
             assert (tmp_path / f"w{workers}" / name).read_bytes() == (tmp_path / "w1" / name).read_bytes(), name
+
+
+#: pieces of the mixed texts: ASCII words in every case, digits, underscores, punctuation, ASCII and Unicode
+#: whitespace, accented and non-Latin words, characters whose lower case is longer (İ) or context-dependent (Σ),
+#: a combining mark, an emoji
+MIXED = ["Word", "word", "WORD", "w0rd", "x_y", "__", "3.5", "don't", "a-b", "!!", "\t", "\r", "\x0b", "\x1c",
+         "\u00a0", "\u2028", "Café", "café", "naïve", "ẞtraße", "İstanbul", "ΟΔΟΣ", "東京", "e\u0301t", "🙂", "Ω"]
+
+
+def mixed_texts(rng, n_docs):
+    """Documents of MIXED pieces (joined by spaces or nothing), a tenth empty, some wholly ASCII."""
+    docs = []
+    for _ in range(n_docs):
+        pieces = [MIXED[i] for i in rng.integers(0, len(MIXED) if rng.random() < 0.5 else 16, rng.integers(0, 12))]
+        docs.append("".join(p + (" " if rng.random() < 0.7 else "") for p in pieces) if rng.random() > 0.1 else "")
+    return docs
+
+
+@pytest.mark.skipif(not word_kernel.AVAILABLE, reason="the compiled pass 1 needs numba")
+@pytest.mark.parametrize("seed,lowercase", [(0, True), (1, False), (2, True)])
+def test_compiled_pass_one_gives_the_python_loops_vocabulary_lengths_and_postings(tmp_path, monkeypatch, seed,
+                                                                                 lowercase):
+    """The kernel (ASCII documents split there, the others by the analyser) against the Python loop on mixed
+    text, chunks of 37 documents: the same terms in the same order, document frequencies, lengths and chunk
+    postings, byte for byte."""
+    from fairseq_maskplug.retrieval.index import analyse_chunks
+
+    docs = mixed_texts(np.random.default_rng(seed), 400)
+    analyser = Analyser(lowercase=lowercase)
+    assert word_kernel.applies_to(analyser) and not word_kernel.applies_to(Analyser(stopwords=frozenset({"a"})))
+    (tmp_path / "kernel").mkdir()
+    (tmp_path / "loop").mkdir()
+    compiled = analyse_chunks(iter(docs), 5, analyser, 37, str(tmp_path / "kernel"), False, "")
+    monkeypatch.setattr(word_kernel, "AVAILABLE", False)
+    loop = analyse_chunks(iter(docs), 5, analyser, 37, str(tmp_path / "loop"), False, "")
+    assert list(compiled[0].items()) == list(loop[0].items()) and len(loop[0]) > 20
+    assert np.array_equal(compiled[1], loop[1]) and compiled[1].dtype == loop[1].dtype
+    assert np.array_equal(compiled[2], loop[2]) and compiled[2].dtype == loop[2].dtype
+    assert [held for _, held in compiled[3]] == [held for _, held in loop[3]] and len(loop[3]) == 11
+    for (a, _), (b, _) in zip(compiled[3], loop[3]):
+        assert open(a, "rb").read() == open(b, "rb").read()
+
+
+@pytest.mark.skipif(not word_kernel.AVAILABLE, reason="the compiled pass 1 needs numba")
+def test_the_kernels_term_table_grows_and_keeps_every_term_apart(tmp_path):
+    """A table of 2 slots and 1 byte grows (rehashing every term) while three blocks are interned: the ids are
+    the order of first appearance over the blocks, each document's tokens its analysed tokens."""
+    rng = np.random.default_rng(4)
+    table = word_kernel.TermTable(slots=2, term_bytes=1)
+    vocab = {}
+    for block in range(3):
+        docs = mixed_texts(rng, 150) + [" ".join(f"t{i}" for i in range(block * 3000, block * 3000 + 3000))]
+        ids, lengths, _ = word_kernel.analyse(docs, table, Analyser(), 0)
+        expected = [vocab.setdefault(token, len(vocab)) for doc in docs for token in Analyser().tokens(doc)]
+        assert ids.tolist() == expected and lengths.tolist() == [len(Analyser().tokens(doc)) for doc in docs]
+    assert table.strings() == list(vocab) and len(table.slots) >= 2 * len(vocab) > 18000
+    with pytest.raises(ValueError, match="power of two"):
+        word_kernel.TermTable(slots=3)
 
 
 def test_chunked_index_equals_a_single_chunk_index(tmp_path):

@@ -2,9 +2,9 @@
 
 The builder reads the corpus twice and never holds more than ``chunk_docs`` documents' postings:
 
-1. analyse each chunk (a document's tokens become term ids as it is read), count (document, term)
-   frequencies, write them to a temporary file and add to the per-term document frequencies and the
-   document lengths;
+1. analyse each chunk (a document's tokens become term ids as it is read; with the default analyser in
+   the compiled kernel of :mod:`.word_kernel`, the same ids), count (document, term) frequencies, write
+   them to a temporary file and add to the per-term document frequencies and the document lengths;
 2. with N, every n_t and avgdl known: sort each chunk's postings by term into a run on disk, then read
    the terms part by part from every run (chunks in document order, so each term's documents ascend) and
    pack them with each block's largest Lucene BM25 score (:func:`~.analysis.lucene_term_score`, rounded to
@@ -46,7 +46,7 @@ import numpy as np
 from ..common.atomic import is_write_failure, temporary_name, tree_bytes, write_failed
 from ..common.file_records import DamagedFileError, file_record, file_sha256, read_manifest as read_json_manifest
 from ..common.file_records import recorded_damage
-from . import postings
+from . import postings, word_kernel
 from .analysis import Analyser, check_bm25_parameters, lucene_idf
 from .postings import posting_scores
 from .corpus import count_lines, read_lines
@@ -125,10 +125,15 @@ def analyse_chunks(texts, first_doc: int, analyser: Analyser, chunk_docs: int, d
     """Pass 1 over ``texts`` (documents numbered from ``first_doc``): every ``chunk_docs`` documents' postings
     ``(doc, term, tf)`` in a chunk file of ``directory``. Returns ``(vocabulary, document frequencies, document
     lengths, chunk files)``: terms numbered in order of first appearance, the chunk files as ``(path,
-    documents)``. A document's tokens become term ids as it is read (4 bytes a token held, not a string)."""
-    from array import array
-
+    documents)``. A document's tokens become term ids as it is read (4 bytes a token held, not a string); with
+    the default analyser, a chunk at a time in :mod:`.word_kernel` (the same results)."""
     from ..common.progress import progress_bar
+
+    if word_kernel.applies_to(analyser):
+        return _analyse_chunks_compiled(texts, first_doc, analyser, chunk_docs, directory,
+                                        progress_bar(total=total, desc=desc, unit="doc",
+                                                     disable=None if progress else True))
+    from array import array
 
     vocab: Dict[str, int] = {}
     doc_freq = np.zeros(0, dtype=np.int64)
@@ -160,6 +165,31 @@ def analyse_chunks(texts, first_doc: int, analyser: Analyser, chunk_docs: int, d
         flush()
     bar.close()
     return vocab, doc_freq, np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int32), chunk_files
+
+
+def _analyse_chunks_compiled(texts, first_doc: int, analyser: Analyser, chunk_docs: int, directory: str, bar):
+    """:func:`analyse_chunks` by :mod:`.word_kernel`: ``chunk_docs`` documents at a time."""
+    table = word_kernel.TermTable()
+    doc_freq = np.zeros(0, dtype=np.int64)
+    lengths, chunk_files = [], []
+    texts = iter(texts)
+    first = first_doc
+    while True:
+        chunk = list(itertools.islice(texts, chunk_docs))
+        if not chunk:
+            break
+        _, chunk_lengths, (docs, terms, tf) = word_kernel.analyse(chunk, table, analyser, first)
+        doc_freq = np.concatenate([doc_freq, np.zeros(table.terms - len(doc_freq), dtype=np.int64)])
+        doc_freq += np.bincount(terms, minlength=len(doc_freq))
+        path = os.path.join(directory, f"chunk{len(chunk_files)}.npy")
+        np.save(path, np.stack([docs, terms, tf]))
+        chunk_files.append((path, range(first, first + len(chunk))))
+        lengths.append(chunk_lengths.astype(np.int32))
+        first += len(chunk)
+        bar.update(len(chunk))
+    bar.close()
+    return (word_kernel.vocabulary(table), doc_freq,
+            np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int32), chunk_files)
 
 
 def analyse_range(corpus: str, docs: range, analyser: Analyser, chunk_docs: int, directory: str,
