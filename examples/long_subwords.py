@@ -18,9 +18,9 @@ import sys
 import numpy as np
 
 from fairseq_maskplug.common.option_ranges import number
-from fairseq_maskplug.tools.cli import configure_tool_output
+from fairseq_maskplug.tools.cli import command_main
 from fairseq_maskplug.preprocess.vocabulary_tracks import (add_output_options, data_dictionary, load_lookup_inputs,
-                                                            lookup_parser, run_with_one_line_errors, write_lookup_tracks)
+                                                            lookup_parser, write_lookup_tracks)
 
 COMMAND = "examples/long_subwords.py"
 
@@ -45,14 +45,15 @@ def write(args) -> int:
     return 0
 
 
-def main(argv=None) -> int:
+def parse_args(argv=None):
     parser = lookup_parser(__doc__, "fairseq-preprocess output directory (holds dict.txt)")
     parser.add_argument("--min-length", type=number("[1, inf)", int), default=7,
                         help="the shortest piece flagged, in characters (ours: the flagged policy's example)")
     add_output_options(parser, "long", "--flagged-track")
-    args = parser.parse_args(argv)
-    configure_tool_output()
-    return run_with_one_line_errors(write, args)
+    return parser.parse_args(argv)
+
+
+main = command_main(parse_args, write)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ import numpy as np
 from fairseq_maskplug.scoring.model_tracks import add_model_options
 from fairseq_maskplug.tools.sharding import warn_if_all_or_none
 
-from . import HelpFormatter, add_splits, configure_tool_output, one_line_on_write_failure, track_name
+from . import HelpFormatter, add_splits, command_main, track_name
 
 
 def parse_args(argv=None):
@@ -38,10 +38,8 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-@one_line_on_write_failure
-def main(argv=None) -> int:
-    args = parse_args(argv)
-    configure_tool_output()
+def annotate(args) -> int:
+    """The command's work: every input and output checked before any work, then the tagger's tracks written."""
     from fairseq_maskplug.scoring.loading import load_tagger
     from fairseq_maskplug.scoring.model_tracks import model_track, start_model_tracks, write_model_tracks
     from fairseq_maskplug.data.layout import token_data_dir
@@ -49,14 +47,10 @@ def main(argv=None) -> int:
     from fairseq_maskplug.scoring.tagger import TokenTagger
 
     args.data = token_data_dir(args.data)
-    try:
-        outputs, shard, precision, device = start_model_tracks(args, [("--name", args.name)])
-        model, head, d = load_tagger(args.checkpoint, args.data, args.trust_dictionary)
-        tagger = TokenTagger(model, head, d.bos(), d.eos(), d.pad())
-        symbols = preview_symbols(d, args.gpt2_bpe)
-    except (FileNotFoundError, ValueError, PermissionError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    outputs, shard, precision, device = start_model_tracks(args, [("--name", args.name)])
+    model, head, d = load_tagger(args.checkpoint, args.data, args.trust_dictionary)
+    tagger = TokenTagger(model, head, d.bos(), d.eos(), d.pad())
+    symbols = preview_symbols(d, args.gpt2_bpe)
     track = model_track(args, shard, precision)
     def report(split, lines, rows, seconds, wrote):
         scores, (prefix,) = rows[0], outputs[split][1]
@@ -75,6 +69,9 @@ def main(argv=None) -> int:
     write_model_tracks(track, outputs, d, lambda lines: [tagger.score(lines, args.max_tokens)], report, precision,
                        device, args.data)
     return 0
+
+
+main = command_main(parse_args, annotate)
 
 
 if __name__ == "__main__":

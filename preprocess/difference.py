@@ -29,7 +29,7 @@ import sys
 
 from fairseq_maskplug.common.option_ranges import number
 
-from . import configure_tool_output, one_line_on_write_failure
+from . import command_main
 
 COMMAND = "fairseq-maskplug-difference"
 
@@ -51,16 +51,6 @@ def parse_args(argv=None):
     add_output_options(parser, "difference_score", "--difference-track", "--write-anchors",
                        "also write the anchors here (symbol<TAB>TF-ICF)")
     return parser.parse_args(argv)
-
-
-@one_line_on_write_failure
-def main(argv=None) -> int:
-    configure_tool_output()
-    args = parse_args(argv)
-    from .vocabulary_tracks import run_with_one_line_errors
-
-    # every input and output checked before any work
-    return run_with_one_line_errors(write_scores, args, (OSError, ValueError, KeyError))
 
 
 def input_embeddings(checkpoint: str, data: str, rows: int):
@@ -182,6 +172,10 @@ def write_scores(args) -> int:
         write_text(args.write_anchors, "".join(f"{dictionary[i]}\t{scores[i]:.6g}\n" for i in chosen))
     print(json.dumps(summary))
     return 0
+
+
+# every input and output checked before any work; a shard part made otherwise refused in one line too
+main = command_main(parse_args, write_scores, (OSError, ValueError, KeyError))
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ import numpy as np
 
 from fairseq_maskplug.common.option_ranges import number
 
-from . import configure_tool_output, one_line_on_write_failure
+from . import command_main
 
 COMMAND = "fairseq-maskplug-informask"
 
@@ -57,15 +57,6 @@ def parse_args(argv=None):
     add_output_options(parser, "informask_rate", "--informask-track", "--write-table",
                        "also write the rate table here ({token id: rate} JSON)")
     return parser.parse_args(argv)
-
-
-@one_line_on_write_failure
-def main(argv=None) -> int:
-    configure_tool_output()
-    args = parse_args(argv)
-    from .vocabulary_tracks import run_with_one_line_errors
-
-    return run_with_one_line_errors(write_rates, args)  # every input and output checked before any work
 
 
 def content_lines(tokens, nspecial: int, lines: range = None):
@@ -157,6 +148,10 @@ def write_rates(args) -> int:
                                                 indent=1) + "\n")
     print(json.dumps(summary))
     return 0
+
+
+# every input and output checked before any work; a shard part made otherwise refused in one line too
+main = command_main(parse_args, write_rates)
 
 
 if __name__ == "__main__":

@@ -20,17 +20,19 @@ import glob
 import os
 import sys
 
-from . import HelpFormatter, configure_tool_output, one_line_on_write_failure
+from . import HelpFormatter, command_main
 
 
-@one_line_on_write_failure
-def main(argv=None) -> int:
+def parse_args(argv=None):
     parser = argparse.ArgumentParser(prog="fairseq-maskplug-merge-shards", description=__doc__,
                                      formatter_class=HelpFormatter)
     parser.add_argument("data", help="the producer's --data: the directory its shards wrote their parts in (a "
                                      "sentence_prediction root: its input0/); or retrieve's or select's --out")
-    args = parser.parse_args(argv)
-    configure_tool_output()
+    return parser.parse_args(argv)
+
+
+def merge(args) -> int:
+    """Merge what ``args.data`` holds: select's or retrieve's parts, or the producers' track parts."""
     import numpy as np
     from fairseq.data.indexed_dataset import MMapIndexedDataset
 
@@ -47,44 +49,43 @@ def main(argv=None) -> int:
     from . import difference, informask, pmi_units, select_dsir
     from .retrieve import merge_query_shards
 
-    try:
-        parts = parts_directory(args.data)
-        if os.path.isdir(parts) and owner(parts) == select_dsir.COMMAND:  # select's document shards
-            select_dsir.report(select_dsir.merge_select_shards(args.data))
-            return 0
-        if os.path.isdir(parts):  # retrieve's query shards
-            merge_query_shards(args.data)
-            return 0
-        if not os.path.isdir(args.data):
-            raise FileNotFoundError(f"{args.data} is not a directory")
-        data = token_data_dir(args.data)
-        finished = finish_merges(data)
-        for prefix in finished:
-            print(f"removed the parts left by the earlier merge of {prefix}.bin/.idx")
-        found = parts_in(data)
-        if not found and not finished:
-            raise ValueError(f"{data} holds no shard parts (SPLIT.NAME.shardI-of-N.bin/.idx/.json): nothing to merge "
-                             "(a merge removes the parts it merged)")
-        for prefix, num_shards in found.items():
-            first = next(part_prefix(prefix, num_shards, i) for i in range(num_shards)
-                         if os.path.exists(part_prefix(prefix, num_shards, i) + ".json"))
-            split_prefix = split_of(first)
-            check_indexed_pair(split_prefix, RECOPY)
-            check_recorded_files(first, f"remove {first}.* and rerun its shard")  # before it is opened
-            dtype = np.dtype(MMapIndexedDataset.Index(first + ".idx").dtype).name
-            tokens = MMapIndexedDataset(split_prefix)  # alive while its sizes (a view of its mmap) are read
-            lines = merge_parts(prefix, split_prefix, tokens.sizes, num_shards, dtype)
-            print(f"merged {num_shards} shards into {prefix}.bin/.idx ({lines} lines)")
-        for counts in sorted(glob.glob(os.path.join(glob.escape(data), "*.counts.shards"))):
-            # the counting passes' parts of pmi-units, informask and difference: their tracks are merged now
-            for command in (pmi_units.COMMAND, informask.COMMAND, difference.COMMAND):
-                if owner(counts) == command:
-                    remove_parts_directory(counts, command)
-                    print(f"removed the shards' counts {counts}")
-    except (FileNotFoundError, ValueError, PermissionError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    parts = parts_directory(args.data)
+    if os.path.isdir(parts) and owner(parts) == select_dsir.COMMAND:  # select's document shards
+        select_dsir.report(select_dsir.merge_select_shards(args.data))
+        return 0
+    if os.path.isdir(parts):  # retrieve's query shards
+        merge_query_shards(args.data)
+        return 0
+    if not os.path.isdir(args.data):
+        raise FileNotFoundError(f"{args.data} is not a directory")
+    data = token_data_dir(args.data)
+    finished = finish_merges(data)
+    for prefix in finished:
+        print(f"removed the parts left by the earlier merge of {prefix}.bin/.idx")
+    found = parts_in(data)
+    if not found and not finished:
+        raise ValueError(f"{data} holds no shard parts (SPLIT.NAME.shardI-of-N.bin/.idx/.json): nothing to merge "
+                         "(a merge removes the parts it merged)")
+    for prefix, num_shards in found.items():
+        first = next(part_prefix(prefix, num_shards, i) for i in range(num_shards)
+                     if os.path.exists(part_prefix(prefix, num_shards, i) + ".json"))
+        split_prefix = split_of(first)
+        check_indexed_pair(split_prefix, RECOPY)
+        check_recorded_files(first, f"remove {first}.* and rerun its shard")  # before it is opened
+        dtype = np.dtype(MMapIndexedDataset.Index(first + ".idx").dtype).name
+        tokens = MMapIndexedDataset(split_prefix)  # alive while its sizes (a view of its mmap) are read
+        lines = merge_parts(prefix, split_prefix, tokens.sizes, num_shards, dtype)
+        print(f"merged {num_shards} shards into {prefix}.bin/.idx ({lines} lines)")
+    for counts in sorted(glob.glob(os.path.join(glob.escape(data), "*.counts.shards"))):
+        # the counting passes' parts of pmi-units, informask and difference: their tracks are merged now
+        for command in (pmi_units.COMMAND, informask.COMMAND, difference.COMMAND):
+            if owner(counts) == command:
+                remove_parts_directory(counts, command)
+                print(f"removed the shards' counts {counts}")
     return 0
+
+
+main = command_main(parse_args, merge)
 
 
 if __name__ == "__main__":

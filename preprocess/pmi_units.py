@@ -30,7 +30,7 @@ import sys
 from fairseq_maskplug.common.option_ranges import number
 from fairseq_maskplug.tools.sharding import add_shard_options
 
-from . import HelpFormatter, configure_tool_output, one_line_on_write_failure, split_name, split_names, track_name
+from . import HelpFormatter, command_main, split_name, split_names, track_name
 
 COMMAND = "fairseq-maskplug-pmi-units"
 
@@ -173,16 +173,6 @@ def unit_rows(split_index: int, seed: int, lines: range, words, lexicon, stats: 
         yield unit_start_track(length, firsts, unit_starts)
 
 
-@one_line_on_write_failure
-def main(argv=None) -> int:
-    configure_tool_output()
-    args = parse_args(argv)
-    from .vocabulary_tracks import run_with_one_line_errors
-
-    # every input checked before any work; a shard part made otherwise refused in one line too
-    return run_with_one_line_errors(write_units, args)
-
-
 def write_units(args) -> int:
     from fairseq_maskplug.common.atomic import check_writable
     from fairseq_maskplug.common.progress import progress_bar
@@ -257,6 +247,10 @@ def write_units(args) -> int:
         remove_parts_directory(counts_directory(args.data, args.count_split, args.name), COMMAND)
     print(json.dumps(summary))
     return 0
+
+
+# every input and output checked before any work; a shard part made otherwise refused in one line too
+main = command_main(parse_args, write_units)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ from pathlib import Path
 from fairseq_maskplug.common.option_ranges import number
 from fairseq_maskplug.tools.sharding import add_shard_options
 
-from . import HelpFormatter, configure_tool_output
+from . import HelpFormatter, command_main
 
 
 def parse_args(argv=None):
@@ -278,9 +278,8 @@ def merge_query_shards(out: str) -> dict:
     return summary
 
 
-def main(argv=None) -> int:
-    configure_tool_output()
-    args = parse_args(argv)
+def run(args) -> int:
+    """The command's work: every input and output checked, then the index built or opened and the queries run."""
     from fairseq_maskplug.retrieval.corpus import read_queries
     from fairseq_maskplug.retrieval.query_shards import (check_parts_directory, part_done, parts_directory,
                                                          query_range, write_part)
@@ -288,50 +287,49 @@ def main(argv=None) -> int:
     from fairseq_maskplug.retrieval.run import default_workers, retrieve
     from fairseq_maskplug.tools.sharding import shard_of, wait_for_every_shard
 
-    try:
-        shard = shard_of(args) if args.queries else None
-        check_outputs(args)
-        if shard is not None and shard.num_shards > 1:
-            check_parts_directory(parts_directory(args.out))
-        if args.backend == "bm25s" and build_shard_of(args) is not None:
-            from fairseq_maskplug.retrieval import index_shards
-            from fairseq_maskplug.tools.pass_parts import check_parts_directory as check_index_parts
+    shard = shard_of(args) if args.queries else None
+    check_outputs(args)
+    if shard is not None and shard.num_shards > 1:
+        check_parts_directory(parts_directory(args.out))
+    if args.backend == "bm25s" and build_shard_of(args) is not None:
+        from fairseq_maskplug.retrieval import index_shards
+        from fairseq_maskplug.tools.pass_parts import check_parts_directory as check_index_parts
 
-            check_index_parts(index_shards.parts_directory(args.index), COMMAND)
-        analyser = analyser_of(args)
-        queries = read_queries(args.queries) if args.queries else []  # every line checked first
-        searcher, index_info, settings = open_searcher(args, analyser)
-        if not queries or searcher is None:
-            return 0
-        options = run_options(args, len(queries), index_info, settings)
-        workers = args.workers or default_workers()
-        if shard.num_shards == 1:
-            started = time.perf_counter()
-            texts = [rake_query(q) for q in queries] if args.rake else queries
-            found = retrieve(searcher, texts, args.top_k, workers if args.backend == "bm25s" else 1)
-            summary = write_outputs(args.out, args.corpus, options, found, time.perf_counter() - started)
-            report(summary, found, args.queries, args.out)
-            return 0
-        parts = parts_directory(args.out)
-        mine = query_range(len(queries), shard.num_shards, shard.shard_id)
-        if part_done(parts, shard.num_shards, shard.shard_id, options):
-            print(f"query shard {shard.shard_id} of {shard.num_shards} is already written: skipped")
-        else:
-            started = time.perf_counter()
-            texts = [rake_query(q) if args.rake else q for q in queries[mine.start:mine.stop]]
-            found = retrieve(searcher, texts, args.top_k, workers if args.backend == "bm25s" else 1)
-            wrote = write_part(parts, shard.num_shards, shard.shard_id, mine, found.hits,
-                               time.perf_counter() - started, options)
-            print(f"query shard {shard.shard_id} of {shard.num_shards}: {wrote}")
-        wait_for_every_shard(shard)
-        if shard.merges:
-            merge_query_shards(args.out)
-        else:
-            print(f"when every shard is written: fairseq-maskplug-merge-shards {args.out}")
-    except (FileNotFoundError, ValueError, PermissionError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+        check_index_parts(index_shards.parts_directory(args.index), COMMAND)
+    analyser = analyser_of(args)
+    queries = read_queries(args.queries) if args.queries else []  # every line checked first
+    searcher, index_info, settings = open_searcher(args, analyser)
+    if not queries or searcher is None:
+        return 0
+    options = run_options(args, len(queries), index_info, settings)
+    workers = args.workers or default_workers()
+    if shard.num_shards == 1:
+        started = time.perf_counter()
+        texts = [rake_query(q) for q in queries] if args.rake else queries
+        found = retrieve(searcher, texts, args.top_k, workers if args.backend == "bm25s" else 1)
+        summary = write_outputs(args.out, args.corpus, options, found, time.perf_counter() - started)
+        report(summary, found, args.queries, args.out)
+        return 0
+    parts = parts_directory(args.out)
+    mine = query_range(len(queries), shard.num_shards, shard.shard_id)
+    if part_done(parts, shard.num_shards, shard.shard_id, options):
+        print(f"query shard {shard.shard_id} of {shard.num_shards} is already written: skipped")
+    else:
+        started = time.perf_counter()
+        texts = [rake_query(q) if args.rake else q for q in queries[mine.start:mine.stop]]
+        found = retrieve(searcher, texts, args.top_k, workers if args.backend == "bm25s" else 1)
+        wrote = write_part(parts, shard.num_shards, shard.shard_id, mine, found.hits,
+                           time.perf_counter() - started, options)
+        print(f"query shard {shard.shard_id} of {shard.num_shards}: {wrote}")
+    wait_for_every_shard(shard)
+    if shard.merges:
+        merge_query_shards(args.out)
+    else:
+        print(f"when every shard is written: fairseq-maskplug-merge-shards {args.out}")
     return 0
+
+
+main = command_main(parse_args, run)
 
 
 if __name__ == "__main__":

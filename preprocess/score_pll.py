@@ -25,12 +25,10 @@ import numpy as np
 
 from fairseq_maskplug.scoring.model_tracks import add_model_options
 
-from . import (HelpFormatter, add_splits, configure_tool_output, import_user_dir,
-               one_line_on_write_failure, track_name, track_outputs)
+from . import HelpFormatter, add_splits, command_main, import_user_dir, track_name, track_outputs
 
 
-@one_line_on_write_failure
-def main(argv=None) -> int:
+def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--checkpoint", required=True, help="roberta masked-LM checkpoint (frozen)")
     parser.add_argument("--data", required=True,
@@ -52,17 +50,13 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.word_starts == "gpt2" and not (args.gpt2_encoder_json and args.gpt2_vocab_bpe):
         parser.error("--word-starts gpt2 needs --gpt2-encoder-json and --gpt2-vocab-bpe")
-
-    configure_tool_output()
-    try:
-        import_user_dir(args.user_dir)
-        return score(args)
-    except (FileNotFoundError, ValueError, PermissionError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    return args
 
 
 def score(args) -> int:
+    """The command's work: the user directory imported, every input and output checked before any work, then
+    the PLT tracks written."""
+    import_user_dir(args.user_dir)
     from fairseq_maskplug.tools.checkpoints import CLASSIFIER_TASKS, load_checked_model
     from fairseq_maskplug.scoring.pll import PLTScorer, score_in_windows, word_starts_gpt2, word_starts_sentencepiece
     from fairseq_maskplug.scoring.model_tracks import model_track, write_model_tracks
@@ -103,6 +97,9 @@ def score(args) -> int:
 
     write_model_tracks(track, outputs, d, score_block, report, precision, device, data)
     return 0
+
+main = command_main(parse_args, score)
+
 
 if __name__ == "__main__":
     sys.exit(main())

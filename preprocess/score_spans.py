@@ -23,7 +23,7 @@ import numpy as np
 from fairseq_maskplug.common.option_ranges import number
 from fairseq_maskplug.scoring.model_tracks import add_model_options
 
-from . import HelpFormatter, add_splits, configure_tool_output, one_line_on_write_failure, track_name
+from . import HelpFormatter, add_splits, command_main, track_name
 
 
 
@@ -42,22 +42,16 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-@one_line_on_write_failure
-def main(argv=None) -> int:
-    args = parse_args(argv)
-    configure_tool_output()
+def score(args) -> int:
+    """The command's work: every input and output checked before any work, then the start and end tracks written."""
     from fairseq_maskplug.scoring.loading import load_scorer
     from fairseq_maskplug.masking.learned_span import choose_learned_spans
     from fairseq_maskplug.scoring.model_tracks import model_track, start_model_tracks, write_model_tracks
     from fairseq_maskplug.scoring.preview import render_marked, throughput, write_preview
 
-    try:
-        outputs, shard, precision, device = start_model_tracks(args, [("--start-name", args.start_name),
-                                                                      ("--end-name", args.end_name)])
-        scorer, d = load_scorer(args.checkpoint, args.data, args.trust_dictionary)
-    except (FileNotFoundError, ValueError, PermissionError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    outputs, shard, precision, device = start_model_tracks(args, [("--start-name", args.start_name),
+                                                                  ("--end-name", args.end_name)])
+    scorer, d = load_scorer(args.checkpoint, args.data, args.trust_dictionary)
     track = model_track(args, shard, precision)
     def report(split, lines, rows, seconds, wrote):
         (starts, ends), prefixes = rows, outputs[split][1]
@@ -83,6 +77,9 @@ def main(argv=None) -> int:
     write_model_tracks(track, outputs, d, lambda lines: scorer.start_end(lines, args.max_tokens), report, precision,
                        device, args.data)
     return 0
+
+
+main = command_main(parse_args, score)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@ in shards (:class:`~fairseq_maskplug.tools.sharding.ShardedTrack`) or whole."""
 
 import argparse
 import os
-import sys
+
+from fairseq_maskplug.tools.cli import run_with_one_line_errors  # noqa: F401 - the producers' own, re-exported
 
 
 def data_dictionary(flag: str, path: str):
@@ -30,17 +31,6 @@ def load_split(data, split, dictionary):
         raise ValueError(f"--data {data}: no split {split!r} ({prefix}.bin/.idx, as fairseq-preprocess writes)")
     check_token_ids(tokens, prefix, dictionary)
     return prefix, tokens
-
-
-def run_with_one_line_errors(write, args, errors=(OSError, ValueError)) -> int:
-    """``write(args)``, a producer's work; an error of ``errors`` (raised by its checks before any work, or by a
-    shard part made otherwise) is one line on standard error (a KeyError's without its quotes) and exit
-    status 2."""
-    try:
-        return write(args)
-    except errors as error:
-        print(f"error: {str(error).strip(chr(39)) if isinstance(error, KeyError) else error}", file=sys.stderr)
-        return 2
 
 
 def lookup_parser(doc: str, data_help: str, count_help: str = None) -> argparse.ArgumentParser:

@@ -41,6 +41,29 @@ def one_line_on_write_failure(main):
     return wrapped
 
 
+def run_with_one_line_errors(work, args, errors=(OSError, ValueError)) -> int:
+    """``work(args)``, a command's work; an error of ``errors`` (raised by its checks before any work, or by a
+    shard part made otherwise) is one line on standard error (a KeyError's without its quotes) and exit
+    status 2."""
+    try:
+        return work(args)
+    except errors as error:
+        print(f"error: {str(error).strip(chr(39)) if isinstance(error, KeyError) else error}", file=sys.stderr)
+        return 2
+
+
+def command_main(parse_args, work, errors=(OSError, ValueError)):
+    """A command's ``main(argv=None)``: the tools' output set up (:func:`configure_tool_output`), ``argv``
+    parsed by ``parse_args``, then ``work(args)`` (returning the exit status); an error of ``errors`` or a
+    write the disk refuses is one ``error:`` line and exit status 2."""
+    @one_line_on_write_failure
+    def main(argv=None) -> int:
+        configure_tool_output()
+        return run_with_one_line_errors(work, parse_args(argv), errors)
+    main.__doc__ = f"The command: {parse_args.__module__}'s work, {work.__name__}."
+    return main
+
+
 def split_name(text: str) -> str:
     """argparse type of a split name (a file-name part, never a path)."""
     from ..masking.values import check_split_name
