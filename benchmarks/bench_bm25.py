@@ -42,6 +42,7 @@ from fairseq_maskplug.retrieval.run import retrieve  # noqa: E402
 from fairseq_maskplug.retrieval.search import open_bm25s, top_k  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from peak_memory import run_measured  # noqa: E402
 from smoke import add_smoke_option, shrink  # noqa: E402
 
 
@@ -66,19 +67,18 @@ def write_corpus(path: Path, n_docs: int, vocab: int, seed: int, chunk: int = 10
                 f.write(" ".join(doc) + "\n")
 
 
-#: runs the command in a child that prints its own peak memory (resident set, MiB) last on stderr
-PEAK = ("import resource, sys; from preprocess.retrieve import main; code = main(sys.argv[1:]); "
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, file=sys.stderr); sys.exit(code)")
+#: the command line, index only (its time and peak memory measured by peak_memory.run_measured)
+BUILD = "import sys; from preprocess.retrieve import main; sys.exit(main(sys.argv[1:]))"
 
 
 def build(corpus: Path, index: Path, n_docs: int, corpus_shards: int = 1) -> dict:
     """Build the index in a child process (the command line, index only): time, size, peak memory."""
-    started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", PEAK, "--corpus", str(corpus), "--index", str(index),
-                           "--corpus-shards", str(corpus_shards)], check=True, cwd=REPO, stderr=subprocess.PIPE,
-                          text=True)
-    seconds = time.perf_counter() - started
-    peak = float(done.stderr.strip().splitlines()[-1])
+    try:
+        _, seconds, peak = run_measured([sys.executable, "-c", BUILD, "--corpus", str(corpus), "--index", str(index),
+                                         "--corpus-shards", str(corpus_shards)], cwd=REPO, stderr=subprocess.PIPE,
+                                        text=True)
+    except subprocess.CalledProcessError as error:
+        sys.exit(f"the index build failed: {error.stderr.strip().splitlines()[-1:]}")
     size = index_bytes(str(index))
     manifest = json.loads((index / "maskplug_index.json").read_text())
     shards = f" in {corpus_shards} corpus shards" if corpus_shards > 1 else ""

@@ -16,9 +16,7 @@ its per-query overhead (a thread pool, the run file) stays in, so it is a lower 
 
 import importlib.util
 import json
-import os
 import subprocess
-import time
 from pathlib import Path
 
 JAR_GLOB = "anserini-*-fatjar.jar"
@@ -40,15 +38,15 @@ def find_lucene():
 
 
 def _run(command: list, log: Path) -> tuple:
-    """Run ``command``; returns (seconds, its own peak resident memory in MiB)."""
-    started = time.perf_counter()
+    """Run ``command``; returns (seconds, its own peak resident memory in MiB: peak_memory.run_measured)."""
+    from peak_memory import run_measured
+
     with open(log, "w") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
-        _, status, usage = os.wait4(process.pid, 0)
-    process.returncode = os.waitstatus_to_exitcode(status)
-    if process.returncode != 0:
-        raise RuntimeError(f"{command[3]} failed (exit {process.returncode}); log: {log}")
-    return time.perf_counter() - started, usage.ru_maxrss / 1024
+        try:
+            _, seconds, peak = run_measured(command, stdout=out, stderr=subprocess.STDOUT)
+        except subprocess.CalledProcessError as error:
+            raise RuntimeError(f"{command[3]} failed (exit {error.returncode}); log: {log}") from None
+    return seconds, peak
 
 
 class Lucene:

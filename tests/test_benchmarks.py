@@ -104,3 +104,21 @@ def test_running_moments_give_the_sample_variance_of_their_stream():
         one = RunningMoments()
         one.add(torch.zeros(3))
         one.variance_per_parameter()
+
+
+def test_a_commands_peak_memory_is_its_own_not_the_benchmarks():
+    """From a process holding 512 MiB, ``python -c pass`` started directly reports the parent's peak as its own
+    ``ru_maxrss`` (Linux records the address space it leaves at exec); through the benchmarks' launcher, its own
+    few MiB."""
+    import os
+    import subprocess
+    import sys
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from peak_memory import run_measured
+
+    ballast = bytearray(os.urandom(1 << 20)) * 512  # every page written
+    direct = subprocess.Popen([sys.executable, "-c", "pass"])
+    _, _, usage = os.wait4(direct.pid, 0)
+    _, _, launched = run_measured([sys.executable, "-c", "pass"])
+    assert usage.ru_maxrss / 1024 > 500 and launched < 100, (usage.ru_maxrss / 1024, launched, len(ballast))
