@@ -39,6 +39,7 @@ from . import HelpFormatter, command_main
 
 def parse_args(argv=None):
     from fairseq_maskplug.retrieval.analysis import B, K1, TOKEN_PATTERN
+    from fairseq_maskplug.retrieval.index import CHUNK_DOCS
 
     parser = argparse.ArgumentParser(prog="fairseq-maskplug-retrieve", description=__doc__,
                                      formatter_class=HelpFormatter)
@@ -62,8 +63,9 @@ def parse_args(argv=None):
     parser.add_argument("--keep-case", action="store_true", help="do not lower-case before tokenising")
     parser.add_argument("--stopwords", help="file of stop words (one per line) removed from documents and "
                                             "queries (default: none, as the authors)")
-    parser.add_argument("--chunk-docs", type=number("[1, inf)", int), default=100_000,
-                        help="documents analysed per chunk while indexing (bounds the memory used)")
+    parser.add_argument("--chunk-docs", type=number("[1, inf)", int), default=CHUNK_DOCS,
+                        help="documents analysed per chunk while indexing (bounds the memory used; ours: the "
+                             "fastest and leanest of 10,000 to 100,000 at 1M documents of 50-200 words)")
     parser.add_argument("--corpus-shards", type=number("[1, inf)", int), default=1,
                         help="build the index as this many shards of contiguous documents, every posting scored with "
                              "the whole corpus's statistics (N, document frequencies, average length): every shard "

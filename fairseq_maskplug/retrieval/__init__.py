@@ -2,7 +2,7 @@
 
 Layers: :mod:`.analysis` (the analyser and Lucene's BM25 formulas, pure), :mod:`.rake`
 (RAKE keyphrase queries, pure), :mod:`.index` (a chunked build of the compressed, memory-mapped
-postings of :mod:`.postings`), :mod:`.maxscore` (block-max MaxScore, numba), :mod:`.search` (the two
+postings of :mod:`.postings`; its pass 1 compiled in :mod:`.word_kernel`), :mod:`.maxscore` (block-max MaxScore, numba), :mod:`.search` (the two
 backends and the tie-broken top-K), and
 ``preprocess/retrieve.py`` (the command line).
 """

@@ -35,7 +35,7 @@ from ..common.atomic import is_write_failure, temporary_name, tree_bytes, write_
 from ..tools.pass_parts import PassParts, make_parts_directory, remove_if_only_owned, remove_parts_directory
 from .analysis import Analyser
 from .corpus import count_lines
-from .index import (_write_postings, analyse_range, corpus_shard_ranges, global_scoring, global_vocabulary,
+from .index import (CHUNK_DOCS, _write_postings, analyse_range, corpus_shard_ranges, global_scoring, global_vocabulary,
                     index_lock, read_manifest, write_manifest)
 
 
@@ -104,7 +104,7 @@ def take_back_moved_shards(index_dir: str, parts: str, corpus_shards: int) -> No
 
 
 def build_index_shard(corpus: str, index_dir: str, analyser: Analyser, k1: float, b: float, corpus_shards: int,
-                      shard_id: int, settings: dict, command: str, chunk_docs: int = 100_000, progress: bool = True,
+                      shard_id: int, settings: dict, command: str, chunk_docs: int = CHUNK_DOCS, progress: bool = True,
                       meet: Callable[[], None] = lambda: None, say: Callable[[str], None] = print) -> Optional[dict]:
     """Build shard ``shard_id`` of ``index_dir`` (the module's docstring); ``meet()`` returns once every job has
     called it (a launch's barrier; independent jobs: at once). Returns the index's manifest once it is whole

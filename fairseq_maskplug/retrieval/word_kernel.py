@@ -14,8 +14,8 @@ compares the two on random corpora of ASCII, accented, non-Latin and punctuated 
 - terms are interned by their UTF-8 bytes (a bijection with the strings) in an open-addressing table
   that compares the bytes of every candidate (a hash collision never merges two terms), numbered in
   order of first appearance, as the Python loop's ``dict.setdefault`` numbers them;
-- each document's term ids are sorted and counted, giving the postings sorted by document then term, as
-  :func:`~.index._chunk_postings`' ``np.unique`` gives them.
+- each document's terms are counted and the chunk's postings sorted by term, then document (a counting
+  sort), as :func:`~.index._chunk_postings`' ``np.unique`` gives them.
 
 The kernel is compiled by numba (``cache=True``); without numba :data:`AVAILABLE` is False and the build
 keeps the Python loop.
@@ -47,14 +47,15 @@ def _scan(buf, starts, ends, first, lowercase, slots, hashes, term_offsets, term
     """Split documents ``first, first + 1, ...`` (bytes ``buf[starts[i]:ends[i]]``) into words, intern each
     (lower-cased if ``lowercase``) in the table, append its id to ``ids`` and each document's word count to
     ``lengths``. Stops before a document whose new terms might fill the table past half its slots or
-    overflow ``term_bytes``/``term_offsets``. Returns ``(next document, terms, ids written)``."""
+    overflow ``term_bytes``/``term_offsets``, or whose words might overflow ``ids``. Returns ``(next document,
+    terms, ids written)``."""
     mask = np.uint64(len(slots) - 1)
     i = first
     while i < len(starts):
         start, end = starts[i], ends[i]
         most_new = (end - start + 1) // 2  # at most one new term per two bytes (a byte and a separator)
         if (n_terms + most_new) * 2 > len(slots) or n_terms + most_new + 1 > len(term_offsets) or \
-                term_offsets[n_terms] + (end - start) > len(term_bytes):
+                term_offsets[n_terms] + (end - start) > len(term_bytes) or n_ids + most_new > len(ids):
             break
         count = 0
         p = start
@@ -120,34 +121,51 @@ def _rehash(hashes, n_terms, slots):  # pragma: no cover - compiled
         slots[s] = term
 
 
-def _postings(ids, lengths, first_doc, docs, terms, tf):  # pragma: no cover - compiled
-    """Each document's ``(document, term, frequency)`` sorted by term, documents in order; returns how many."""
-    n = 0
+def _term_starts(ids, lengths, n_terms):  # pragma: no cover - compiled
+    """Where each term's postings start in the chunk's postings sorted by term (its documents counted):
+    ``n_terms + 1`` offsets, the last the number of postings."""
+    seen = np.full(n_terms, -1, dtype=np.int64)  # the last document holding each term
+    starts = np.zeros(n_terms + 1, dtype=np.int64)
     at = 0
-    scratch = np.empty(max(1, lengths.max()) if len(lengths) else 1, dtype=ids.dtype)
     for d in range(len(lengths)):
-        size = lengths[d]
-        own = scratch[:size]
-        own[:] = ids[at:at + size]
-        own.sort()
-        at += size
-        j = 0
-        while j < size:
-            k = j + 1
-            while k < size and own[k] == own[j]:
-                k += 1
-            docs[n] = first_doc + d
-            terms[n] = own[j]
-            tf[n] = k - j
-            n += 1
-            j = k
-    return n
+        for j in range(at, at + lengths[d]):
+            if seen[ids[j]] != d:
+                seen[ids[j]] = d
+                starts[ids[j] + 1] += 1
+        at += lengths[d]
+    for term in range(n_terms):
+        starts[term + 1] += starts[term]
+    return starts
+
+
+def _postings(ids, lengths, first_doc, starts, out):  # pragma: no cover - compiled
+    """The chunk's ``(document, term, frequency)`` postings into the rows of ``out``, sorted by term, then
+    document: each posting placed at its term's next free place (``starts``: :func:`_term_starts`)."""
+    n_terms = len(starts) - 1
+    seen = np.full(n_terms, -1, dtype=np.int64)
+    free = starts[:-1].copy()  # each term's next place
+    slot = np.zeros(n_terms, dtype=np.int64)  # each term's place of the current document
+    at = 0
+    for d in range(len(lengths)):
+        for j in range(at, at + lengths[d]):
+            term = ids[j]
+            if seen[term] != d:
+                seen[term] = d
+                slot[term] = free[term]
+                free[term] += 1
+                out[0, slot[term]] = first_doc + d
+                out[1, slot[term]] = term
+                out[2, slot[term]] = 1
+            else:
+                out[2, slot[term]] += 1
+        at += lengths[d]
 
 
 if numba is not None:
     _is_word_byte = numba.njit(cache=True, inline="always")(_is_word_byte)
     _scan = numba.njit(cache=True, nogil=True)(_scan)
     _rehash = numba.njit(cache=True, nogil=True)(_rehash)
+    _term_starts = numba.njit(cache=True, nogil=True)(_term_starts)
     _postings = numba.njit(cache=True, nogil=True)(_postings)
 
 
@@ -187,28 +205,33 @@ class TermTable:
 
 
 def analyse(texts: Sequence[str], table: TermTable, analyser, first_doc: int) -> Tuple[np.ndarray, np.ndarray,
-                                                                                       Tuple[np.ndarray, ...]]:
-    """``(term ids end to end, document lengths, (documents, terms, frequencies))`` of the documents ``texts``
-    numbered from ``first_doc``, their terms interned in ``table`` (the module's docstring); the lengths are
-    int64, the postings int32 sorted by document then term."""
+                                                                                       np.ndarray]:
+    """``(term ids end to end, document lengths, postings)`` of the documents ``texts`` numbered from
+    ``first_doc``, their terms interned in ``table`` (the module's docstring); the lengths are int64, the
+    postings an int32 array of rows (documents, terms, frequencies) sorted by term, then document."""
     parts = [text if text.isascii() else " ".join(analyser.tokens(text)) for text in texts]
     sizes = np.fromiter((len(part) if part.isascii() else len(part.encode("utf-8")) for part in parts),
                         dtype=np.int64, count=len(parts))
     buf = np.frombuffer("\n".join(parts).encode("utf-8"), dtype=np.uint8)
-    starts = np.concatenate([[0], np.cumsum(sizes + 1)[:-1]]).astype(np.int64) if len(parts) else sizes
+    del parts
+    starts = np.concatenate([[0], np.cumsum(sizes + 1)[:-1]]).astype(np.int64) if len(sizes) else sizes
     ends = starts + sizes
-    ids = np.empty(int(sizes.sum()) // 2 + len(parts), dtype=np.int32)
-    lengths = np.zeros(len(parts), dtype=np.int64)
+    ids = np.empty(int(sizes.sum()) // 4 + 16, dtype=np.int32)  # about a word in 4 bytes; grown if more
+    lengths = np.zeros(len(sizes), dtype=np.int64)
     doc, n_ids = 0, 0
-    while doc < len(parts):
+    while doc < len(sizes):
         doc, table.terms, n_ids = _scan(buf, starts, ends, doc, analyser.lowercase, table.slots, table.hashes,
                                         table.offsets, table.bytes, table.terms, ids, n_ids, lengths)
-        if doc < len(parts):  # the next document might not fit: room for all its bytes as new terms
-            table.grow(int(sizes[doc]) // 2 + 1, int(sizes[doc]))
+        if doc < len(sizes):  # the next document might not fit: room for all its bytes as new terms and words
+            most = int(sizes[doc]) // 2 + 1
+            table.grow(most, int(sizes[doc]))
+            if n_ids + most > len(ids):
+                ids = np.concatenate([ids, np.empty(max(most, len(ids) // 2), dtype=np.int32)])
     ids = ids[:n_ids]
-    docs, terms, tf = (np.empty(n_ids, dtype=np.int32) for _ in range(3))
-    n = _postings(ids, lengths, first_doc, docs, terms, tf)
-    return ids, lengths, (docs[:n], terms[:n], tf[:n])
+    starts = _term_starts(ids, lengths, table.terms)
+    postings = np.empty((3, int(starts[-1])), dtype=np.int32)
+    _postings(ids, lengths, first_doc, starts, postings)
+    return ids, lengths, postings
 
 
 def applies_to(analyser) -> bool:
