@@ -175,6 +175,42 @@ def preprocess(destdir: Path, trainpref: Path, validpref: Path = None) -> Path:
     return destdir
 
 
+def merge_gives_the_whole_tracks(capsys, data: Path, tracks, whole) -> None:
+    """``fairseq-maskplug-merge-shards data`` merges a counting producer's parts into ``whole`` (as ``tracks(data)``
+    reads them) and removes the parts and the shards' counts."""
+    from preprocess import merge_shards
+
+    assert merge_shards.main([str(data)]) == 0
+    assert "removed the shards' counts" in capsys.readouterr().out
+    assert tracks(data) == whole and not list(data.glob("*shard*"))
+
+
+def refuses_a_shard_made_otherwise(capsys, main, data: Path, args: list, other_option: list) -> None:
+    """Shard 0 of 2 written by ``main`` with ``args`` in ``data``; run again with ``other_option`` added, it stops
+    in one line: its parts were made with other options."""
+    shard = ["--data", str(data), *args, "--num-shards", "2", "--shard-id", "0"]
+    assert main(shard) == 0
+    assert main([*shard, *other_option]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "was made with other options or inputs" in err and len(err.splitlines()) == 1
+
+
+def sentencepiece_data(root: Path, sentences, vocab_size: int, valid_lines: int = 0) -> Path:
+    """``root`` with a sentencepiece model of ``sentences`` (``spm``), their encoding (``train.tok``, and the first
+    ``valid_lines`` as ``valid.tok``), the text (``train.txt``) and real fairseq-preprocess output (``bin/``)."""
+    from fairseq_maskplug.tools.binarize import encode, train_sentencepiece, write_fairseq_dict, write_lines
+
+    model = train_sentencepiece(sentences, root / "spm", vocab_size)
+    encoded = encode(model, sentences, "test")
+    write_fairseq_dict(model, encoded, root / "dict.txt")
+    write_lines(root / "train.tok", encoded)
+    write_lines(root / "train.txt", sentences)
+    if valid_lines:
+        write_lines(root / "valid.tok", encoded[:valid_lines])
+    preprocess(root / "bin", root / "train.tok", root / "valid.tok" if valid_lines else None)
+    return root
+
+
 def train(data: Path, save_dir: Path, *extra, user_dir: Path = None,
           task: str = "guided_mlm") -> subprocess.CompletedProcess:
     """``fairseq-train --task TASK`` on a tiny roberta; returns the finished process."""

@@ -7,7 +7,8 @@ import shutil
 import numpy as np
 import pytest
 
-from fairseq_helpers import BIN, CPU_RUN, TINY_ROBERTA, check, json_logs, one_line_error, run
+from fairseq_helpers import (BIN, CPU_RUN, TINY_ROBERTA, check, json_logs, merge_gives_the_whole_tracks, one_line_error,
+                             refuses_a_shard_made_otherwise, run)
 from fairseq_maskplug.masking import build_mask_policy
 from fairseq_maskplug.scoring.informask import (CooccurrencePMI, best_of_candidates, covered_occurrences,
                                                 informative_scores, rates_of, token_rates)
@@ -146,7 +147,7 @@ def test_informask_in_shards_writes_the_one_process_tracks(tiny_data, tmp_path, 
     """300 + 40 lines in blocks of 16, 2 shards run as independent jobs, three runs each (pair counts, covered
     occurrences, their lines of the tracks), merged by merge-shards DATA: the one-process tracks byte for byte,
     and the parts removed; parts made with other options are refused in one line."""
-    from preprocess import informask, merge_shards
+    from preprocess import informask
 
     def tracks(data):
         return {p.name: p.read_bytes() for p in sorted(data.glob("*.informask_rate.*")) if p.is_file()}
@@ -169,15 +170,9 @@ def test_informask_in_shards_writes_the_one_process_tracks(tiny_data, tmp_path, 
     assert "its pair counts are written already: skipped" in said[2] and "merge-shards" in said[2]
     assert "its covered occurrences are written already: skipped" in said[5]
     assert tracks(data) != whole  # parts only, until the merge
-    assert merge_shards.main([str(data)]) == 0
-    assert "removed the shards' counts" in capsys.readouterr().out
-    assert tracks(data) == whole and not list(data.glob("*shard*"))
-    other = shutil.copytree(tiny_data / "bin", tmp_path / "other")
-    shard = ["--data", str(other), *args, "--num-shards", "2", "--shard-id", "0"]
-    assert informask.main(shard) == 0
-    assert informask.main([*shard, "--window", "8"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "was made with other options or inputs" in err and len(err.splitlines()) == 1
+    merge_gives_the_whole_tracks(capsys, data, tracks, whole)
+    refuses_a_shard_made_otherwise(capsys, informask.main, shutil.copytree(tiny_data / "bin", tmp_path / "other"), args,
+                                   ["--window", "8"])
 
 
 @pytest.mark.e2e

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from fairseq_helpers import check, json_logs, train
+from fairseq_helpers import check, json_logs, merge_gives_the_whole_tracks, refuses_a_shard_made_otherwise, train
 from fairseq_maskplug.masking import Corruption, corrupt, maskable_positions
 from fairseq_maskplug.masking.pmi import PMIPolicy, PMIPolicyOptions, pmi_mask, pmi_views, unit_ids
 from fairseq_maskplug.scoring.pmi_lexicon import (LENGTH_SHARES, NGramCounts, build_lexicon, merge_counts, pmi_n,
@@ -284,8 +284,6 @@ def test_pmi_units_in_shards_merge_into_the_one_process_tracks(tiny_data, tmp_pa
     are refused in one line."""
     import shutil
 
-    from preprocess import merge_shards
-
     args = ["--min-count", "1", "--lexicon-size", "50", "--shard-block-lines", "16"]
     one = shutil.copytree(tiny_data / "bin", tmp_path / "one")
     assert pmi_units.main(["--data", str(one), *args]) == 0
@@ -312,15 +310,9 @@ def test_pmi_units_in_shards_merge_into_the_one_process_tracks(tiny_data, tmp_pa
             for i in (0, 2):
                 assert pmi_units.main(shard + [str(i)]) == 0
                 assert ("is already written: skipped" in capsys.readouterr().out) == (i == 0)
-        assert merge_shards.main([str(data)]) == 0
-        assert "removed the shards' counts" in capsys.readouterr().out
-        assert pmi_tracks(data) == whole and not list(data.glob("*shard*"))
-    data = shutil.copytree(tiny_data / "bin", tmp_path / "other")
-    shard = ["--data", str(data), *args, "--num-shards", "2", "--shard-id", "0"]
-    assert pmi_units.main(shard) == 0
-    assert pmi_units.main([*shard, "--max-ngrams", "100"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "was made with other options or inputs" in err and len(err.splitlines()) == 1
+        merge_gives_the_whole_tracks(capsys, data, pmi_tracks, whole)
+    refuses_a_shard_made_otherwise(capsys, pmi_units.main, shutil.copytree(tiny_data / "bin", tmp_path / "other"), args,
+                                   ["--max-ngrams", "100"])
 
 
 @pytest.mark.e2e

@@ -87,6 +87,15 @@ def random_corpus(rng, n_docs, vocab):
     return docs, p
 
 
+def corpus_and_queries(tmp_path, seed: int, n_docs: int, vocab: int, n_queries: int):
+    """``(corpus, queries)`` files: a :func:`random_corpus` and queries of 3 of its words, drawn as they are."""
+    rng = np.random.default_rng(seed)
+    docs, p = random_corpus(rng, n_docs, vocab)
+    corpus = write(tmp_path / "c.txt", docs)
+    return corpus, write(tmp_path / "q.txt", [" ".join(f"w{i}" for i in rng.choice(vocab, size=3, p=p))
+                                              for _ in range(n_queries)])
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_backends_give_the_same_top_k_and_scores_on_random_corpora_with_ties(tmp_path, seed):
     rng = np.random.default_rng(seed)
@@ -169,10 +178,7 @@ def test_corpus_shards_with_global_statistics_give_the_one_index_top_k(tmp_path,
 
 
 def test_retrieve_with_corpus_shards_writes_the_one_index_outputs_and_reuses_only_its_own(tmp_path, capsys):
-    rng = np.random.default_rng(7)
-    docs, p = random_corpus(rng, 400, 40)
-    corpus = write(tmp_path / "c.txt", docs)
-    queries = write(tmp_path / "q.txt", [" ".join(f"w{i}" for i in rng.choice(40, size=3, p=p)) for _ in range(30)])
+    corpus, queries = corpus_and_queries(tmp_path, 7, 400, 40, 30)
     assert run_cli(tmp_path, corpus, queries, "--index", str(tmp_path / "one"), "--top-k", "7", out="a") == 0
     assert run_cli(tmp_path, corpus, queries, "--index", str(tmp_path / "three"), "--top-k", "7",
                    "--corpus-shards", "3", out="b") == 0
@@ -402,10 +408,7 @@ def test_corpus_shards_built_by_separate_jobs_are_the_one_process_index(tmp_path
 def test_two_torchrun_ranks_build_the_corpus_shards_and_answer_the_queries(tmp_path):
     from fairseq_helpers import BIN, check, run
 
-    rng = np.random.default_rng(12)
-    docs, p = random_corpus(rng, 700, 60)
-    corpus = write(tmp_path / "c.txt", docs)
-    queries = write(tmp_path / "q.txt", [" ".join(f"w{i}" for i in rng.choice(60, size=3, p=p)) for _ in range(21)])
+    corpus, queries = corpus_and_queries(tmp_path, 12, 700, 60, 21)
     args = ["--corpus", corpus, "--queries", queries, "--top-k", "9", "--workers", "1", "--corpus-shards", "2",
             "--chunk-docs", "64"]
     check(run([BIN / "fairseq-maskplug-retrieve", *args, "--index", tmp_path / "one", "--out", tmp_path / "a"]))
@@ -503,10 +506,7 @@ def test_query_shards_merged_write_the_one_process_output(tmp_path, capsys):
     other options and a missing shard are refused in one line."""
     from preprocess import merge_shards
 
-    rng = np.random.default_rng(3)
-    docs, p = random_corpus(rng, 300, 30)
-    corpus = write(tmp_path / "c.txt", docs)
-    queries = write(tmp_path / "q.txt", [" ".join(f"w{i}" for i in rng.choice(30, size=3, p=p)) for _ in range(5)])
+    corpus, queries = corpus_and_queries(tmp_path, 3, 300, 30, 5)
     index = ["--index", str(tmp_path / "idx"), "--top-k", "9"]
     assert run_cli(tmp_path, corpus, queries, *index, out="one") == 0
     whole = outputs(tmp_path / "one")
@@ -542,10 +542,7 @@ def test_query_shards_merged_write_the_one_process_output(tmp_path, capsys):
 def test_two_torchrun_ranks_answer_their_queries_and_rank_0_writes_the_output(tmp_path):
     from fairseq_helpers import BIN, check, run
 
-    rng = np.random.default_rng(4)
-    docs, p = random_corpus(rng, 500, 30)
-    corpus = write(tmp_path / "c.txt", docs)
-    queries = write(tmp_path / "q.txt", [" ".join(f"w{i}" for i in rng.choice(30, size=3, p=p)) for _ in range(41)])
+    corpus, queries = corpus_and_queries(tmp_path, 4, 500, 30, 41)
     args = ["--corpus", corpus, "--queries", queries, "--index", tmp_path / "idx", "--top-k", "9", "--workers", "1"]
     check(run([BIN / "fairseq-maskplug-retrieve", *args, "--out", tmp_path / "one"]))
     result = check(run([BIN / "torchrun", "--standalone", "--nproc-per-node", "2", BIN / "fairseq-maskplug-retrieve",

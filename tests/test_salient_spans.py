@@ -7,8 +7,8 @@ import pytest
 from fairseq.data import Dictionary
 from fairseq.data.indexed_dataset import MMapIndexedDataset
 
-from fairseq_helpers import preprocess
-from fairseq_maskplug.tools.binarize import encode, train_sentencepiece, write_fairseq_dict, write_lines
+from fairseq_helpers import sentencepiece_data
+from fairseq_maskplug.tools.binarize import encode
 from fairseq_maskplug.masking.salient import SPAN_LENGTH_BASE, complete_spans
 from fairseq_maskplug.scoring.alignment import (TextMismatchError, TokenSurfaces, char_to_byte_offsets, line_text,
                                                 token_span)
@@ -87,14 +87,7 @@ def test_gpt2_line_whose_text_differs_is_refused(gpt2):
 
 @pytest.fixture(scope="module")
 def spm_data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("spm")
-    model = train_sentencepiece(SENTENCES, root / "spm", 60)
-    encoded = encode(model, SENTENCES, "test")
-    write_fairseq_dict(model, encoded, root / "dict.txt")
-    write_lines(root / "train.tok", encoded)
-    write_lines(root / "train.txt", SENTENCES)
-    preprocess(root / "bin", root / "train.tok")
-    return root
+    return sentencepiece_data(tmp_path_factory.mktemp("spm"), SENTENCES, 60)
 
 
 def test_sentencepiece_entities_at_line_start_and_end_map_to_their_pieces(spm_data):

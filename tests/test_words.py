@@ -10,13 +10,13 @@ from fairseq import options, tasks
 from fairseq.data import Dictionary, data_utils
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-from fairseq_helpers import BIN, check, json_logs, preprocess, run, train
+from fairseq_helpers import BIN, check, json_logs, run, sentencepiece_data, train
 from fairseq_maskplug.data.word_boundaries import detect_boundaries, word_start_symbols
 from fairseq_maskplug.masking import build_mask_policy, maskable_positions
 from fairseq_maskplug.masking.l3 import mask_probabilities
 from fairseq_maskplug.masking.registry import MaskPolicy
 from fairseq_maskplug.masking.words import WordUnitPolicy, Words, word_starts
-from fairseq_maskplug.tools.binarize import encode, train_sentencepiece, write_fairseq_dict, write_lines
+from fairseq_maskplug.tools.binarize import write_lines
 from release_helpers import learn_gpt2_bpe, mr_sentences, news_text
 from stats_helpers import assert_mean, assert_proportion
 
@@ -165,14 +165,7 @@ SENTENCES = [s for _, s in mr_sentences(200, seed=5)] + news_text(100, seed=5)
 
 @pytest.fixture(scope="module")
 def spm_data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("spm_words")
-    model = train_sentencepiece(SENTENCES, root / "spm", 90)
-    encoded = encode(model, SENTENCES, "test")
-    write_fairseq_dict(model, encoded, root / "dict.txt")
-    write_lines(root / "train.tok", encoded)
-    write_lines(root / "valid.tok", encoded[:40])
-    preprocess(root / "bin", root / "train.tok", root / "valid.tok")
-    return root
+    return sentencepiece_data(tmp_path_factory.mktemp("spm_words"), SENTENCES, 90, valid_lines=40)
 
 
 @pytest.fixture(scope="module")

@@ -76,8 +76,8 @@ class FixedMaskScorer:
                 "loss": total / count / math.log(2), "units": "bits per masked token", "masked": count}
 
 
-def main(argv=None) -> int:
-    from ..tools.cli import HelpFormatter, add_user_dir, configure_tool_output, import_user_dir, split_name
+def parse_args(argv=None):
+    from ..tools.cli import HelpFormatter, add_user_dir, split_name
 
     parser = argparse.ArgumentParser(prog="fairseq-maskplug-evaluate-mlm", description=__doc__,
                                      formatter_class=HelpFormatter)
@@ -89,21 +89,27 @@ def main(argv=None) -> int:
                         default=0.15, help="share of maskable tokens masked")
     parser.add_argument("--seed", type=number("[0, inf)", int), default=1, help="seed of the fixed masks")
     add_user_dir(parser)
-    args = parser.parse_args(argv)
-    configure_tool_output()
-    from ..data.layout import token_data_dir
+    return parser.parse_args(argv)
 
-    try:
-        import_user_dir(args.user_dir)
-        scorer = FixedMaskScorer(token_data_dir(args.data), args.split, args.mask_prob, args.seed)
-        for checkpoint in args.checkpoints:
-            if not os.path.exists(checkpoint):
-                raise FileNotFoundError(f"checkpoint not found: {checkpoint}")
-            print(json.dumps(scorer.score(checkpoint)), flush=True)
-    except (ValueError, OSError) as error:
-        print(f"fairseq-maskplug-evaluate-mlm: error: {error}", file=sys.stderr)
-        return 2
+
+def score_checkpoints(args) -> int:
+    """The command's work: one JSON line per checkpoint, each scored on the same fixed masks."""
+    from ..data.layout import token_data_dir
+    from ..tools.cli import import_user_dir
+
+    import_user_dir(args.user_dir)
+    scorer = FixedMaskScorer(token_data_dir(args.data), args.split, args.mask_prob, args.seed)
+    for checkpoint in args.checkpoints:
+        if not os.path.exists(checkpoint):
+            raise FileNotFoundError(f"checkpoint not found: {checkpoint}")
+        print(json.dumps(scorer.score(checkpoint)), flush=True)
     return 0
+
+
+def main(argv=None) -> int:
+    from ..tools.cli import command_main
+
+    return command_main(parse_args, score_checkpoints)(argv)
 
 
 if __name__ == "__main__":

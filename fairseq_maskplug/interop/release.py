@@ -94,20 +94,24 @@ def save_release(directory: Path, model, args: Namespace) -> Path:
     return path
 
 
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1 or argv[0].startswith("-"):
-        print("usage: python -m fairseq_maskplug.interop.release RELEASE_DIR  (prints its fairseq-train model options)",
-              file=sys.stderr)
-        return 2
-    from ..tools.cli import configure_tool_output
-    configure_tool_output()
-    try:
-        print(" ".join(model_options(read_model_args(release_files(Path(argv[0]))))))
-    except (ValueError, OSError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+def parse_args(argv=None):
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m fairseq_maskplug.interop.release",
+                                     description="Print a released model's fairseq-train model options.")
+    parser.add_argument("release", type=Path, help="the release directory (model.pt, dict.txt)")
+    return parser.parse_args(argv)
+
+
+def print_model_options(args) -> int:
+    print(" ".join(model_options(read_model_args(release_files(args.release)))))
     return 0
+
+
+def main(argv=None) -> int:
+    from ..tools.cli import command_main
+
+    return command_main(parse_args, print_model_options)(argv)
 
 
 if __name__ == "__main__":
