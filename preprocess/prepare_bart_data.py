@@ -53,11 +53,9 @@ def parse_args(argv=None):
     from fairseq_maskplug.scoring.entities import DEFAULT_SPACY_MODEL
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
-    add_output_options(parser)
+    add_output_options(parser, "seed of sampling, splits and the probe")
     parser.add_argument("--sentences", type=number("[0, inf)", int),
                         default=20000, help="news sentences sampled (0: all)")
-    parser.add_argument("--vocab-size", type=number("[1, inf)", int),
-                        default=8000, help="sentencepiece vocabulary size")
     parser.add_argument("--heldout", type=number("[1, inf)", int), default=300, help="held-out probe questions")
     parser.add_argument("--seen", type=number("[1, inf)", int), default=300, help="seen probe questions (evaluation)")
     parser.add_argument("--probe-train", type=number("[1, inf)", int), default=3000, help="probe fine-tuning questions")
@@ -67,12 +65,6 @@ def parse_args(argv=None):
                              "minus <s> and </s>")
     parser.add_argument("--spacy-model", default=DEFAULT_SPACY_MODEL, help="installed spaCy pipeline")
     parser.add_argument("--workers", type=number("[1, inf)", int), default=1, help="spaCy worker processes")
-    parser.add_argument("--seed", type=number("[0, inf)", int),
-                        default=1234, help="seed of sampling, splits and the probe")
-    parser.add_argument("--gpt2-bpe", type=Path, default=None,
-                        help="directory with GPT-2 BPE encoder.json and vocab.bpe: encode with fairseq's GPT-2 BPE "
-                             "(a released BART's) instead of a new sentencepiece model (needs --srcdict)")
-    parser.add_argument("--srcdict", type=Path, default=None, help="the released model's dict.txt (with --gpt2-bpe)")
     args = parser.parse_args(argv)
     if (args.gpt2_bpe is None) != (args.srcdict is None):
         parser.error("--gpt2-bpe and --srcdict go together (a released model's BPE files and its dict.txt)")

@@ -132,12 +132,21 @@ def news_sentences(raw_wheel: Path, lower: bool = True) -> List[str]:
     return [s for s in sentences if len(s.split()) >= 4]
 
 
-def add_output_options(parser) -> None:
-    """``--out`` and ``--cache``, as every demo-data command takes them."""
+def add_output_options(parser, seed_help: str) -> None:
+    """``--out``, ``--cache``, ``--seed`` and the encoding (``--vocab-size``, or ``--gpt2-bpe`` with ``--srcdict``),
+    as every demo-data command takes them."""
     parser.add_argument("--out", type=Path, required=True,
                         help="output directory (new or empty, or this command's earlier output, which is replaced "
                              "atomically)")
     parser.add_argument("--cache", type=Path, default=None, help="download cache (default: OUT/../downloads)")
+    parser.add_argument("--seed", type=number("[0, inf)", int), default=1234, help=seed_help)
+    parser.add_argument("--vocab-size", type=number("[1, inf)", int),
+                        default=8000, help="sentencepiece vocabulary size")
+    parser.add_argument("--gpt2-bpe", type=Path, default=None,
+                        help="directory with GPT-2 BPE encoder.json and vocab.bpe: encode with fairseq's GPT-2 BPE "
+                             "(a released model's) instead of a new sentencepiece model (needs --srcdict)")
+    parser.add_argument("--srcdict", type=Path, default=None,
+                        help="the released model's dict.txt every split is binarized with (with --gpt2-bpe)")
 
 
 def output_allowed(args, command: str, writes) -> bool:
@@ -154,22 +163,13 @@ def output_allowed(args, command: str, writes) -> bool:
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
-    add_output_options(parser)
+    add_output_options(parser, "seed of the fixed splits and subsamples")
     parser.add_argument("--general-sentences", type=number("[0, inf)", int),
                         default=40000, help="news sentences kept (0: all)")
     parser.add_argument("--indomain-sentences", type=number("[0, inf)", int),
                         default=20000, help="review lines kept (0: all)")
     parser.add_argument("--mr-sentences", type=number("[0, inf)", int), default=0,
                         help="MR sentences kept before the 80/10/10 split (0: all, about 4,000; fewer for smoke runs)")
-    parser.add_argument("--vocab-size", type=number("[1, inf)", int),
-                        default=8000, help="sentencepiece vocabulary size")
-    parser.add_argument("--seed", type=number("[0, inf)", int),
-                        default=1234, help="seed of the fixed splits and subsamples")
-    parser.add_argument("--gpt2-bpe", type=Path, default=None,
-                        help="directory with GPT-2 BPE encoder.json and vocab.bpe: encode with fairseq's GPT-2 BPE "
-                             "instead of a new sentencepiece model (needs --srcdict)")
-    parser.add_argument("--srcdict", type=Path, default=None,
-                        help="the released model's dict.txt every split is binarized with (with --gpt2-bpe)")
     return parser.parse_args(argv)
 
 

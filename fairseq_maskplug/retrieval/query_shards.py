@@ -25,7 +25,7 @@ import numpy as np
 from ..common.atomic import temporary_name, write_failed, write_text
 from ..common.file_records import file_record, read_manifest, recorded_damage
 from ..tools.pass_parts import check_parts_directory as check_owned_parts
-from ..tools.pass_parts import make_parts_directory, remove_if_only_owned, remove_parts_directory
+from ..tools.pass_parts import make_parts_directory, one_shard_count, remove_if_only_owned, remove_parts_directory
 
 COMMAND = "fairseq-maskplug-retrieve"
 PART = re.compile(r"^queries\.shard(?P<shard>\d+)-of-(?P<shards>\d+)\.json$")
@@ -110,13 +110,7 @@ def parts_in(parts: str) -> Dict[int, List[int]]:
 def read_parts(parts: str, queries: Optional[int] = None):
     """Every part of ``parts`` checked (one number of shards, none missing, one set of options, whole, tiling
     the queries): ``(hits in query order, summed seconds, options)``."""
-    found = parts_in(parts)
-    if not found:
-        raise ValueError(f"{parts} holds no query shard parts (queries.shardI-of-N.npy/.json): nothing to merge")
-    if len(found) > 1:
-        raise ValueError(f"{parts} has parts of {' and '.join(map(str, sorted(found)))} shards: they overlap; remove "
-                         "the parts of the run you do not want")
-    (num_shards, ids), = found.items()
+    num_shards, ids = one_shard_count(parts_in(parts), parts, "query shard parts", "queries.shardI-of-N.npy/.json")
     missing = sorted(set(range(num_shards)) - set(ids))
     if missing:
         raise ValueError(f"query shard {missing[0]} of {num_shards} of {parts} is missing: run it (--num-shards "

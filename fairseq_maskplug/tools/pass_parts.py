@@ -198,13 +198,20 @@ def found_parts(parts: str, kind: str):
         match = pattern.match(os.path.basename(path))
         if match:
             found.setdefault(int(match.group(2)), path)
-    if not found:
-        raise ValueError(f"{parts} holds no {kind} parts ({kind}.shardI-of-N.bin/.json): nothing to merge")
-    if len(found) > 1:
-        raise ValueError(f"{parts} has {kind} parts of {' and '.join(map(str, sorted(found)))} shards: they overlap; "
-                         "remove the parts of the run you do not want")
-    (num_shards, path), = found.items()
+    num_shards, path = one_shard_count(found, parts, f"{kind} parts", f"{kind}.shardI-of-N.bin/.json")
     return num_shards, read_manifest(path, f"remove {path} and rerun its shard")["options"]
+
+
+def one_shard_count(found: dict, parts: str, what: str, files: str):
+    """The one ``(number of shards, value)`` of ``found`` (``{number of shards: value}``, the ``what`` found in
+    ``parts``, named as ``files``); none, or parts of two shard counts (they overlap), refused in one line."""
+    if not found:
+        raise ValueError(f"{parts} holds no {what} ({files}): nothing to merge")
+    if len(found) > 1:
+        raise ValueError(f"{parts} has {what} of {' and '.join(map(str, sorted(found)))} shards: they overlap; "
+                         "remove the parts of the run you do not want")
+    (num_shards, value), = found.items()
+    return num_shards, value
 
 
 def save_array(array, f) -> None:
