@@ -15,7 +15,7 @@ compares the two on random corpora of ASCII, accented, non-Latin and punctuated 
   that compares the bytes of every candidate (a hash collision never merges two terms), numbered in
   order of first appearance, as the Python loop's ``dict.setdefault`` numbers them;
 - each document's terms are counted and the chunk's postings sorted by term, then document (a counting
-  sort), as :func:`~.index._chunk_postings`' ``np.unique`` gives them.
+  sort over the chunk's own terms), as :func:`~.index._chunk_postings`' ``np.unique`` gives them.
 
 The kernel is compiled by numba (``cache=True``); without numba :data:`AVAILABLE` is False and the build
 keeps the Python loop.
@@ -121,39 +121,40 @@ def _rehash(hashes, n_terms, slots):  # pragma: no cover - compiled
         slots[s] = term
 
 
-def _term_starts(ids, lengths, n_terms):  # pragma: no cover - compiled
-    """Where each term's postings start in the chunk's postings sorted by term (its documents counted):
-    ``n_terms + 1`` offsets, the last the number of postings."""
-    seen = np.full(n_terms, -1, dtype=np.int64)  # the last document holding each term
-    starts = np.zeros(n_terms + 1, dtype=np.int64)
+def _count_postings(ids, lengths, first_doc, mark, count, distinct):  # pragma: no cover - compiled
+    """Count each term's documents among the chunk's (``count``, zero before), listing the terms met in
+    ``distinct``; ``mark`` holds the last document that counted each term. Returns how many terms."""
+    k = 0
     at = 0
     for d in range(len(lengths)):
-        for j in range(at, at + lengths[d]):
-            if seen[ids[j]] != d:
-                seen[ids[j]] = d
-                starts[ids[j] + 1] += 1
-        at += lengths[d]
-    for term in range(n_terms):
-        starts[term + 1] += starts[term]
-    return starts
-
-
-def _postings(ids, lengths, first_doc, starts, out):  # pragma: no cover - compiled
-    """The chunk's ``(document, term, frequency)`` postings into the rows of ``out``, sorted by term, then
-    document: each posting placed at its term's next free place (``starts``: :func:`_term_starts`)."""
-    n_terms = len(starts) - 1
-    seen = np.full(n_terms, -1, dtype=np.int64)
-    free = starts[:-1].copy()  # each term's next place
-    slot = np.zeros(n_terms, dtype=np.int64)  # each term's place of the current document
-    at = 0
-    for d in range(len(lengths)):
+        doc = first_doc + d
         for j in range(at, at + lengths[d]):
             term = ids[j]
-            if seen[term] != d:
-                seen[term] = d
-                slot[term] = free[term]
-                free[term] += 1
-                out[0, slot[term]] = first_doc + d
+            if mark[term] != doc:
+                mark[term] = doc
+                if count[term] == 0:
+                    distinct[k] = term
+                    k += 1
+                count[term] += 1
+        at += lengths[d]
+    return k
+
+
+def _place_postings(ids, lengths, first_doc, mark, place, slot, out):  # pragma: no cover - compiled
+    """The chunk's ``(document, term, frequency)`` postings into the rows of ``out``, sorted by term, then
+    document: each document's posting of a term at the term's next place (``place``, the start of its range
+    to begin with); ``mark`` set to ``-(document + 2)`` (never a document of :func:`_count_postings`)."""
+    at = 0
+    for d in range(len(lengths)):
+        doc = first_doc + d
+        marker = -(doc + 2)
+        for j in range(at, at + lengths[d]):
+            term = ids[j]
+            if mark[term] != marker:
+                mark[term] = marker
+                slot[term] = place[term]
+                place[term] += 1
+                out[0, slot[term]] = doc
                 out[1, slot[term]] = term
                 out[2, slot[term]] = 1
             else:
@@ -165,12 +166,13 @@ if numba is not None:
     _is_word_byte = numba.njit(cache=True, inline="always")(_is_word_byte)
     _scan = numba.njit(cache=True, nogil=True)(_scan)
     _rehash = numba.njit(cache=True, nogil=True)(_rehash)
-    _term_starts = numba.njit(cache=True, nogil=True)(_term_starts)
-    _postings = numba.njit(cache=True, nogil=True)(_postings)
+    _count_postings = numba.njit(cache=True, nogil=True)(_count_postings)
+    _place_postings = numba.njit(cache=True, nogil=True)(_place_postings)
 
 
 class TermTable:
-    """Terms interned by their UTF-8 bytes, numbered in order of first appearance; grows as needed."""
+    """Terms interned by their UTF-8 bytes, numbered in order of first appearance; grows as needed. Beside each
+    term, the scratch of a chunk's postings (:func:`postings`): about 48 bytes a term in all, its bytes apart."""
 
     def __init__(self, slots: int = 1 << 16, term_bytes: int = 1 << 20):
         if slots < 2 or slots & (slots - 1):
@@ -179,6 +181,9 @@ class TermTable:
         self.hashes = np.zeros(slots // 2, dtype=np.uint64)
         self.offsets = np.zeros(slots // 2 + 1, dtype=np.int64)
         self.bytes = np.zeros(max(1, term_bytes), dtype=np.uint8)
+        self.mark = np.full(slots // 2, -1, dtype=np.int64)  # the scratch of postings(), one value a term each
+        self.count = np.zeros(slots // 2, dtype=np.int32)
+        self.slot = np.zeros(slots // 2, dtype=np.int32)
         self.terms = 0
 
     def grow(self, new_terms: int, new_bytes: int) -> None:
@@ -190,8 +195,12 @@ class TermTable:
             self.slots = np.full(slots, EMPTY, dtype=np.int64)
             _rehash(self.hashes, self.terms, self.slots)
         if len(self.hashes) < slots // 2:
-            self.hashes = np.concatenate([self.hashes, np.zeros(slots // 2 - len(self.hashes), np.uint64)])
-            self.offsets = np.concatenate([self.offsets, np.zeros(slots // 2 + 1 - len(self.offsets), np.int64)])
+            more = slots // 2 - len(self.hashes)
+            self.hashes = np.concatenate([self.hashes, np.zeros(more, np.uint64)])
+            self.offsets = np.concatenate([self.offsets, np.zeros(more, np.int64)])
+            self.mark = np.concatenate([self.mark, np.full(more, -1, np.int64)])
+            self.count = np.concatenate([self.count, np.zeros(more, np.int32)])
+            self.slot = np.concatenate([self.slot, np.zeros(more, np.int32)])
         needed = int(self.offsets[self.terms]) + new_bytes
         if needed > len(self.bytes):
             self.bytes = np.concatenate([self.bytes, np.zeros(max(needed, 2 * len(self.bytes)) - len(self.bytes),
@@ -228,10 +237,23 @@ def analyse(texts: Sequence[str], table: TermTable, analyser, first_doc: int) ->
             if n_ids + most > len(ids):
                 ids = np.concatenate([ids, np.empty(max(most, len(ids) // 2), dtype=np.int32)])
     ids = ids[:n_ids]
-    starts = _term_starts(ids, lengths, table.terms)
-    postings = np.empty((3, int(starts[-1])), dtype=np.int32)
-    _postings(ids, lengths, first_doc, starts, postings)
-    return ids, lengths, postings
+    return ids, lengths, postings(ids, lengths, first_doc, table)
+
+
+def postings(ids: np.ndarray, lengths: np.ndarray, first_doc: int, table: TermTable) -> np.ndarray:
+    """The ``(documents, terms, frequencies)`` rows (int32) of a chunk's term ids ``ids`` (documents of
+    ``lengths`` words, numbered from ``first_doc``), sorted by term, then document: a counting sort over the
+    chunk's own terms, linear in its words (its distinct terms sorted), whatever the vocabulary's size."""
+    distinct = np.empty(min(len(ids), table.terms), dtype=np.int32)
+    found = _count_postings(ids, lengths, first_doc, table.mark, table.count, distinct)
+    terms = np.sort(distinct[:found])
+    counts = table.count[terms].astype(np.int64)
+    ends = np.cumsum(counts)
+    table.count[terms] = ends - counts  # each term's first place; the count array is the places now
+    out = np.empty((3, int(ends[-1]) if found else 0), dtype=np.int32)
+    _place_postings(ids, lengths, first_doc, table.mark, table.count, table.slot, out)
+    table.count[terms] = 0  # zero again for the next chunk
+    return out
 
 
 def applies_to(analyser) -> bool:
