@@ -249,12 +249,11 @@ finetune_and_score() {
 }
 
 # score_on_mr CHECKPOINT PREFIX: accuracy and macro-F1 on MR valid and test -> PREFIX.{valid,test}.json
+# (one process, the model loaded once)
 score_on_mr() {
     local checkpoint=$1 prefix=$2
-    for split in valid test; do
-        python -m fairseq_maskplug.evaluation.evaluate --checkpoint "$checkpoint" --data "$WORK/data/mr" \
-            --split "$split" --output "$prefix.$split.json" || return 1
-    done
+    python -m fairseq_maskplug.evaluation.evaluate --checkpoint "$checkpoint" --data "$WORK/data/mr" \
+        --split valid,test --output "$prefix.{split}.json" || return 1
 }
 
 # plot_runs SVG METRIC TITLE NAME=LOG...: a validation METRIC of each run against updates (the first

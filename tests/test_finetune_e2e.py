@@ -43,3 +43,14 @@ def test_finetune_from_guided_mlm_and_evaluate(tiny_data, tmp_path):
     # the evaluator reproduces fairseq's own validation accuracy of the best checkpoint
     assert record["accuracy"] == pytest.approx(best, abs=0.01)  # percent, as fairseq logs it
     assert 0 < record["macro_f1"] <= 100
+    # two splits in one process (the model loaded once): the same valid record, one file per split
+    both = check(run([BIN / "python", "-m", "fairseq_maskplug.evaluation.evaluate", "--checkpoint",
+                      tmp_path / "ft" / "checkpoint_best.pt", "--data", task, "--split", "train,valid",
+                      "--output", tmp_path / "both.{split}.json"]))
+    assert [json.loads(line)["split"] for line in both.stdout.strip().splitlines()[-2:]] == ["train", "valid"]
+    assert json.loads((tmp_path / "both.valid.json").read_text()) == record
+    assert json.loads((tmp_path / "both.train.json").read_text())["n"] > record["n"]
+    refused = run([BIN / "python", "-m", "fairseq_maskplug.evaluation.evaluate", "--checkpoint",
+                   tmp_path / "ft" / "checkpoint_best.pt", "--data", task, "--split", "train,valid",
+                   "--output", tmp_path / "one.json"])
+    assert refused.returncode == 2 and "name each split's file with {split}" in refused.stderr

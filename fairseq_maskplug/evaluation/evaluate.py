@@ -1,9 +1,11 @@
-"""Score a fairseq ``sentence_prediction`` checkpoint on a split: accuracy and macro-F1.
+"""Score a fairseq ``sentence_prediction`` checkpoint on splits: accuracy and macro-F1.
 
     fairseq-maskplug-evaluate --checkpoint ck/checkpoint_best.pt --data data-bin/mr --split test
 
-prints one JSON object ``{"split", "n", "accuracy", "macro_f1", "units": "percent"}``, in
-percent as fairseq logs ``accuracy`` (and writes it atomically to ``--output`` if given).
+prints one JSON object ``{"split", "n", "accuracy", "macro_f1", "units": "percent"}`` per split, in
+percent as fairseq logs ``accuracy`` (and writes it atomically to ``--output`` if given). Several splits
+(``--split valid,test``) are scored by one process, the model loaded once; ``--output`` then names each
+split's file with ``{split}``.
 """
 
 import argparse
@@ -15,25 +17,17 @@ import torch
 
 from ..common.atomic import check_distinct_files, write_text
 from ..tools.checkpoints import check_writable
-from ..tools.cli import HelpFormatter, add_user_dir, configure_tool_output, import_user_dir, split_name
+from ..tools.cli import HelpFormatter, add_user_dir, configure_tool_output, import_user_dir, split_names
 from ..common.metrics import macro_f1
 from ..common.option_ranges import number
 
 
-@torch.no_grad()
-def evaluate(checkpoint: str, data: str, split: str, batch_size: int = 64, trust_dictionary: bool = False) -> dict:
-    """Accuracy and macro-F1 of a classifier checkpoint on ``DATA/{input0,label}/SPLIT``.
-
-    Works for ``sentence_prediction``, ``joint_mlm_classification`` and ``tlm`` checkpoints: only
-    the texts and labels are read (not the training task's datasets, so a joint model's
-    MLM side information is not needed). Each input is ``<s>`` + line, cut to the model's
-    positions as ``--shorten-method truncate`` does.
-    """
+def load_classifier(checkpoint: str, data: str, trust_dictionary: bool = False):
+    """``(model on the GPU if there is one, its task, its classification head's name, the task's number of
+    classes)`` of a classifier checkpoint: ``sentence_prediction``, ``joint_mlm_classification`` or ``tlm``."""
     from fairseq import checkpoint_utils
-    from fairseq.data import data_utils
 
     from ..tools.checkpoints import CLASSIFIER_TASKS, load_checked_state
-    from ..data.classification import load_classification_split
 
     state = load_checked_state(checkpoint, data, trust_dictionary, tasks=CLASSIFIER_TASKS,
                                wanted="a classifier (sentence_prediction, joint_mlm_classification or tlm)")
@@ -43,10 +37,26 @@ def evaluate(checkpoint: str, data: str, split: str, batch_size: int = 64, trust
             or getattr(cfg.task, "classification_head_name", "sentence_classification_head"))
     if head not in getattr(model, "classification_heads", {}):
         raise ValueError(f"{checkpoint} has no classification head {head!r}: not a classifier checkpoint")
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    model.to(device)
+    model.to(torch.device("cuda" if torch.cuda.is_available() else "cpu"))
+    return model, task, head, cfg.task.num_classes
+
+
+@torch.no_grad()
+def score_split(classifier, data: str, split: str, batch_size: int = 64) -> dict:
+    """Accuracy and macro-F1 of a :func:`load_classifier` classifier on ``DATA/{input0,label}/SPLIT``.
+
+    Only the texts and labels are read (not the training task's datasets, so a joint model's MLM side
+    information is not needed). Each input is ``<s>`` + line, cut to the model's positions as
+    ``--shorten-method truncate`` does.
+    """
+    from fairseq.data import data_utils
+
+    from ..data.classification import load_classification_split
+
+    model, task, head, num_classes = classifier
+    device = next(model.parameters()).device
     d = task.source_dictionary
-    tokens, classes = load_classification_split(data, split, d, task.label_dictionary, cfg.task.num_classes)
+    tokens, classes = load_classification_split(data, split, d, task.label_dictionary, num_classes)
     longest = model.max_positions()
     predictions = []
     for start in range(0, len(tokens), batch_size):
@@ -58,13 +68,18 @@ def evaluate(checkpoint: str, data: str, split: str, batch_size: int = 64, trust
     predictions = np.concatenate(predictions)
     return {"split": split, "n": int(classes.size),
             "accuracy": 100.0 * float((predictions == classes).mean()),
-            "macro_f1": 100.0 * macro_f1(predictions, classes, cfg.task.num_classes), "units": "percent",
+            "macro_f1": 100.0 * macro_f1(predictions, classes, num_classes), "units": "percent",
             # what a table needs to recognise a constant predictor and chance level
             "classes_predicted": int(np.unique(predictions).size),
             "majority_share": 100.0 * float(np.bincount(classes).max() / classes.size),
             # one character per sentence, in the split's order: 1 where the prediction is right (the paired
             # test over test sentences of benchmarks/science_stats.py pairs two models' characters)
             "correct": "".join("1" if right else "0" for right in (predictions == classes))}
+
+
+def evaluate(checkpoint: str, data: str, split: str, batch_size: int = 64, trust_dictionary: bool = False) -> dict:
+    """:func:`score_split` of the checkpoint's classifier on one split."""
+    return score_split(load_classifier(checkpoint, data, trust_dictionary), data, split, batch_size)
 
 
 def main(argv=None) -> int:
@@ -74,9 +89,11 @@ def main(argv=None) -> int:
                         help="classifier checkpoint (sentence_prediction, joint_mlm_classification or tlm)")
     parser.add_argument("--data", required=True,
                         help="sentence_prediction data root (input0/, label/; its input0/ is accepted too)")
-    parser.add_argument("--split", type=split_name, default="test", help="split to score")
+    parser.add_argument("--split", type=split_names, default="test",
+                        help="split to score, or comma-separated splits (one process, the model loaded once)")
     parser.add_argument("--batch-size", type=number("[1, inf)", int), default=64, help="sentences per forward")
-    parser.add_argument("--output", help="also write the JSON object to this file")
+    parser.add_argument("--output", help="also write the JSON object to this file ({split} in it: each split's "
+                                         "name; needed with several splits)")
     parser.add_argument("--trust-dictionary", action="store_true",
                         help="skip the dictionary check where the checkpoint records no dictionary and its "
                              "training data is not found")
@@ -86,18 +103,23 @@ def main(argv=None) -> int:
     from ..data.layout import sentence_prediction_dir
 
     args.data = sentence_prediction_dir(args.data)
+    if args.output and len(args.split) > 1 and "{split}" not in args.output:
+        parser.error(f"--output {args.output}: with several splits, name each split's file with {{split}}")
+    outputs = {split: args.output.replace("{split}", split) if args.output else None for split in args.split}
     try:
         import_user_dir(args.user_dir)
-        if args.output:
-            check_distinct_files([("--checkpoint", args.checkpoint), ("--output", args.output)])
-            check_writable(args.output)
-        line = json.dumps(evaluate(args.checkpoint, args.data, args.split, args.batch_size, args.trust_dictionary))
+        for output in filter(None, outputs.values()):
+            check_distinct_files([("--checkpoint", args.checkpoint), ("--output", output)])
+            check_writable(output)
+        classifier = load_classifier(args.checkpoint, args.data, args.trust_dictionary)
+        for split, output in outputs.items():
+            line = json.dumps(score_split(classifier, args.data, split, args.batch_size))
+            if output:
+                write_text(output, line + "\n")
+            print(line, flush=True)
     except (FileNotFoundError, ValueError, PermissionError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    if args.output:
-        write_text(args.output, line + "\n")
-    print(line)
     return 0
 
 
