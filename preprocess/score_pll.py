@@ -98,6 +98,7 @@ def score(args) -> int:
     write_model_tracks(track, outputs, d, score_block, report, precision, device, data)
     return 0
 
+
 main = command_main(parse_args, score)
 
 
