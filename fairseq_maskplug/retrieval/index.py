@@ -4,8 +4,10 @@ The builder reads the corpus twice and never holds more than ``chunk_docs`` docu
 
 1. analyse each chunk (a document's tokens become term ids as it is read; with the default analyser in
    the compiled kernel of :mod:`.word_kernel`, the same ids), count (document, term) frequencies, write
-   them to a temporary file and add to the per-term document frequencies and the document lengths;
-2. with N, every n_t and avgdl known: sort each chunk's postings by term into a run on disk, then read
+   them sorted by term to a temporary file and add to the per-term document frequencies and the document
+   lengths;
+2. with N, every n_t and avgdl known: write each chunk's postings as a run on disk (sorted by term again
+   only where its terms were renumbered: pass 1 in processes or jobs), then read
    the terms part by part from every run (chunks in document order, so each term's documents ascend) and
    pack them with each block's largest Lucene BM25 score (:func:`~.analysis.lucene_term_score`, rounded to
    float32) into the output files.
