@@ -54,3 +54,7 @@ def test_finetune_from_guided_mlm_and_evaluate(tiny_data, tmp_path):
                    tmp_path / "ft" / "checkpoint_best.pt", "--data", task, "--split", "train,valid",
                    "--output", tmp_path / "one.json"])
     assert refused.returncode == 2 and "name each split's file with {split}" in refused.stderr
+    missing = run([BIN / "python", "-m", "fairseq_maskplug.evaluation.evaluate", "--checkpoint",
+                   tmp_path / "ft" / "checkpoint_best.pt", "--data", task, "--split", "train,nosuch",
+                   "--output", tmp_path / "partial.{split}.json"])  # every split read before any is scored
+    assert missing.returncode == 2 and "nosuch" in missing.stderr and not list(tmp_path.glob("partial.*"))

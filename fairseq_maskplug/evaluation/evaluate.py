@@ -41,22 +41,26 @@ def load_classifier(checkpoint: str, data: str, trust_dictionary: bool = False):
     return model, task, head, cfg.task.num_classes
 
 
-@torch.no_grad()
-def score_split(classifier, data: str, split: str, batch_size: int = 64) -> dict:
-    """Accuracy and macro-F1 of a :func:`load_classifier` classifier on ``DATA/{input0,label}/SPLIT``.
-
-    Only the texts and labels are read (not the training task's datasets, so a joint model's MLM side
-    information is not needed). Each input is ``<s>`` + line, cut to the model's positions as
-    ``--shorten-method truncate`` does.
-    """
-    from fairseq.data import data_utils
-
+def read_split(classifier, data: str, split: str):
+    """``(token tensors, classes)`` of ``DATA/{input0,label}/SPLIT`` in a :func:`load_classifier` classifier's
+    dictionaries, every line checked. Only the texts and labels are read (not the training task's datasets,
+    so a joint model's MLM side information is not needed)."""
     from ..data.classification import load_classification_split
+
+    _, task, _, num_classes = classifier
+    return load_classification_split(data, split, task.source_dictionary, task.label_dictionary, num_classes)
+
+
+@torch.no_grad()
+def score_split(classifier, texts, split: str, batch_size: int = 64) -> dict:
+    """Accuracy and macro-F1 of a :func:`load_classifier` classifier on a split's ``texts`` (:func:`read_split`).
+    Each input is ``<s>`` + line, cut to the model's positions as ``--shorten-method truncate`` does."""
+    from fairseq.data import data_utils
 
     model, task, head, num_classes = classifier
     device = next(model.parameters()).device
     d = task.source_dictionary
-    tokens, classes = load_classification_split(data, split, d, task.label_dictionary, num_classes)
+    tokens, classes = texts
     longest = model.max_positions()
     predictions = []
     for start in range(0, len(tokens), batch_size):
@@ -79,7 +83,8 @@ def score_split(classifier, data: str, split: str, batch_size: int = 64) -> dict
 
 def evaluate(checkpoint: str, data: str, split: str, batch_size: int = 64, trust_dictionary: bool = False) -> dict:
     """:func:`score_split` of the checkpoint's classifier on one split."""
-    return score_split(load_classifier(checkpoint, data, trust_dictionary), data, split, batch_size)
+    classifier = load_classifier(checkpoint, data, trust_dictionary)
+    return score_split(classifier, read_split(classifier, data, split), split, batch_size)
 
 
 def main(argv=None) -> int:
@@ -112,8 +117,9 @@ def main(argv=None) -> int:
             check_distinct_files([("--checkpoint", args.checkpoint), ("--output", output)])
             check_writable(output)
         classifier = load_classifier(args.checkpoint, args.data, args.trust_dictionary)
+        texts = {split: read_split(classifier, args.data, split) for split in outputs}  # all checked first
         for split, output in outputs.items():
-            line = json.dumps(score_split(classifier, args.data, split, args.batch_size))
+            line = json.dumps(score_split(classifier, texts[split], split, args.batch_size))
             if output:
                 write_text(output, line + "\n")
             print(line, flush=True)
