@@ -132,70 +132,56 @@ def analyse_chunks(texts, first_doc: int, analyser: Analyser, chunk_docs: int, d
     lengths, chunk files)``: terms numbered in order of first appearance, the chunk files as ``(path,
     documents)``. A document's tokens become term ids as it is read (4 bytes a token held, not a string); with
     the default analyser, a chunk at a time in :mod:`.word_kernel` (the same results)."""
+    from array import array
+
     from ..common.progress import progress_bar
 
     if word_kernel.applies_to(analyser):
-        return _analyse_chunks_compiled(texts, first_doc, analyser, chunk_docs, directory,
-                                        progress_bar(total=total, desc=desc, unit="doc",
-                                                     disable=None if progress else True))
-    from array import array
+        table = word_kernel.TermTable()
 
-    vocab: Dict[str, int] = {}
+        def analyse_chunk(chunk, first):
+            _, chunk_lengths, chunk_postings = word_kernel.analyse(chunk, table, analyser, first)
+            return chunk_lengths, chunk_postings, table.terms
+
+        def vocabulary():
+            return word_kernel.vocabulary(table)
+    else:
+        vocab: Dict[str, int] = {}
+
+        def analyse_chunk(chunk, first):
+            ids, chunk_lengths = array("q"), array("q")
+            for text in chunk:
+                tokens = analyser.tokens(text)
+                ids.extend(vocab.setdefault(tok, len(vocab)) for tok in tokens)
+                chunk_lengths.append(len(tokens))
+            chunk_lengths = np.frombuffer(chunk_lengths, dtype=np.int64)
+            return (chunk_lengths, np.stack(_chunk_postings(np.frombuffer(ids, dtype=np.int64), chunk_lengths, first)),
+                    len(vocab))
+
+        def vocabulary():
+            return vocab
+
     doc_freq = np.zeros(0, dtype=np.int64)
     lengths, chunk_files = [], []
-    ids, batch_lengths = array("q"), array("q")
     bar = progress_bar(total=total, desc=desc, unit="doc", disable=None if progress else True)
-
-    def flush():
-        nonlocal doc_freq, ids, batch_lengths
-        first = first_doc + sum(len(x) for x in lengths)
-        chunk_lengths = np.frombuffer(batch_lengths, dtype=np.int64)
-        docs, terms, tf = _chunk_postings(np.frombuffer(ids, dtype=np.int64), chunk_lengths, first)
-        doc_freq = np.concatenate([doc_freq, np.zeros(len(vocab) - len(doc_freq), dtype=np.int64)])
-        doc_freq += np.bincount(terms, minlength=len(doc_freq))
-        path = os.path.join(directory, f"chunk{len(chunk_files)}.npy")
-        np.save(path, np.stack([docs, terms, tf]))
-        chunk_files.append((path, range(first, first + len(chunk_lengths))))
-        lengths.append(chunk_lengths.astype(np.int32))
-        bar.update(len(chunk_lengths))
-        ids, batch_lengths = array("q"), array("q")
-
-    for text in texts:
-        tokens = analyser.tokens(text)
-        ids.extend(vocab.setdefault(tok, len(vocab)) for tok in tokens)
-        batch_lengths.append(len(tokens))
-        if len(batch_lengths) == chunk_docs:
-            flush()
-    if batch_lengths:
-        flush()
-    bar.close()
-    return vocab, doc_freq, np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int32), chunk_files
-
-
-def _analyse_chunks_compiled(texts, first_doc: int, analyser: Analyser, chunk_docs: int, directory: str, bar):
-    """:func:`analyse_chunks` by :mod:`.word_kernel`: ``chunk_docs`` documents at a time."""
-    table = word_kernel.TermTable()
-    doc_freq = np.zeros(0, dtype=np.int64)
-    lengths, chunk_files = [], []
     texts = iter(texts)
     first = first_doc
     while True:
         chunk = list(itertools.islice(texts, chunk_docs))
         if not chunk:
             break
-        _, chunk_lengths, postings = word_kernel.analyse(chunk, table, analyser, first)
+        chunk_lengths, chunk_postings, terms = analyse_chunk(chunk, first)
         del chunk
-        doc_freq = np.concatenate([doc_freq, np.zeros(table.terms - len(doc_freq), dtype=np.int64)])
-        doc_freq += np.bincount(postings[1], minlength=len(doc_freq))
+        doc_freq = np.concatenate([doc_freq, np.zeros(terms - len(doc_freq), dtype=np.int64)])
+        doc_freq += np.bincount(chunk_postings[1], minlength=len(doc_freq))
         path = os.path.join(directory, f"chunk{len(chunk_files)}.npy")
-        np.save(path, postings)
-        first_of_chunk, first = first, first + len(chunk_lengths)
-        chunk_files.append((path, range(first_of_chunk, first)))
+        np.save(path, chunk_postings)
+        chunk_files.append((path, range(first, first + len(chunk_lengths))))
+        first += len(chunk_lengths)
         lengths.append(chunk_lengths.astype(np.int32))
         bar.update(len(chunk_lengths))
     bar.close()
-    return (word_kernel.vocabulary(table), doc_freq,
-            np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int32), chunk_files)
+    return vocabulary(), doc_freq, np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int32), chunk_files
 
 
 def analyse_range(corpus: str, docs: range, analyser: Analyser, chunk_docs: int, directory: str,
