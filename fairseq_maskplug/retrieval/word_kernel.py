@@ -42,6 +42,11 @@ def _is_word_byte(c) -> bool:  # pragma: no cover - compiled
     return (97 <= c <= 122) or (65 <= c <= 90) or (48 <= c <= 57) or c == 95 or c >= 128
 
 
+def _folded(c, lowercase):  # pragma: no cover - compiled
+    """Byte ``c`` lower-cased if ``lowercase`` and an ASCII capital (``str.lower`` on ASCII)."""
+    return c + 32 if lowercase and 65 <= c <= 90 else c
+
+
 def _scan(buf, starts, ends, first, lowercase, slots, hashes, term_offsets, term_bytes, n_terms, ids, n_ids,
           lengths):  # pragma: no cover - compiled
     """Split documents ``first, first + 1, ...`` (bytes ``buf[starts[i]:ends[i]]``) into words, intern each
@@ -67,10 +72,7 @@ def _scan(buf, starts, ends, first, lowercase, slots, hashes, term_offsets, term
             q = p
             h = FNV_OFFSET
             while q < end and _is_word_byte(buf[q]):
-                c = buf[q]
-                if lowercase and 65 <= c <= 90:
-                    c += 32
-                h = (h ^ np.uint64(c)) * FNV_PRIME
+                h = (h ^ np.uint64(_folded(buf[q], lowercase))) * FNV_PRIME
                 q += 1
             size = q - p
             s = h & mask
@@ -80,10 +82,7 @@ def _scan(buf, starts, ends, first, lowercase, slots, hashes, term_offsets, term
                     term = n_terms
                     at = term_offsets[term]
                     for j in range(size):
-                        c = buf[p + j]
-                        if lowercase and 65 <= c <= 90:
-                            c += 32
-                        term_bytes[at + j] = c
+                        term_bytes[at + j] = _folded(buf[p + j], lowercase)
                     term_offsets[term + 1] = at + size
                     hashes[term] = h
                     slots[s] = term
@@ -93,10 +92,7 @@ def _scan(buf, starts, ends, first, lowercase, slots, hashes, term_offsets, term
                     at = term_offsets[term]
                     same = True
                     for j in range(size):
-                        c = buf[p + j]
-                        if lowercase and 65 <= c <= 90:
-                            c += 32
-                        if term_bytes[at + j] != c:
+                        if term_bytes[at + j] != _folded(buf[p + j], lowercase):
                             same = False
                             break
                     if same:
@@ -164,6 +160,7 @@ def _place_postings(ids, lengths, first_doc, mark, place, slot, out):  # pragma:
 
 if numba is not None:
     _is_word_byte = numba.njit(cache=True, inline="always")(_is_word_byte)
+    _folded = numba.njit(cache=True, inline="always")(_folded)
     _scan = numba.njit(cache=True, nogil=True)(_scan)
     _rehash = numba.njit(cache=True, nogil=True)(_rehash)
     _count_postings = numba.njit(cache=True, nogil=True)(_count_postings)
