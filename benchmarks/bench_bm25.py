@@ -74,9 +74,9 @@ BUILD = "import sys; from preprocess.retrieve import main; sys.exit(main(sys.arg
 def build(corpus: Path, index: Path, n_docs: int, corpus_shards: int = 1) -> dict:
     """Build the index in a child process (the command line, index only): time, size, peak memory."""
     try:
-        _, seconds, peak = run_measured([sys.executable, "-c", BUILD, "--corpus", str(corpus), "--index", str(index),
-                                         "--corpus-shards", str(corpus_shards)], cwd=REPO, stderr=subprocess.PIPE,
-                                        text=True)
+        seconds, peak = run_measured([sys.executable, "-c", BUILD, "--corpus", str(corpus), "--index", str(index),
+                                      "--corpus-shards", str(corpus_shards)], cwd=REPO, stderr=subprocess.PIPE,
+                                     text=True)
     except subprocess.CalledProcessError as error:
         sys.exit(f"the index build failed: {error.stderr.strip().splitlines()[-1:]}")
     size = index_bytes(str(index))

@@ -43,7 +43,7 @@ def _run(command: list, log: Path) -> tuple:
 
     with open(log, "w") as out:
         try:
-            _, seconds, peak = run_measured(command, stdout=out, stderr=subprocess.STDOUT)
+            seconds, peak = run_measured(command, stdout=out, stderr=subprocess.STDOUT)
         except subprocess.CalledProcessError as error:
             raise RuntimeError(f"{command[3]} failed (exit {error.returncode}); log: {log}") from None
     return seconds, peak

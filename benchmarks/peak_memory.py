@@ -21,11 +21,10 @@ LAUNCHER = ("import os, subprocess, sys; child = subprocess.Popen(sys.argv[2:]);
 
 def run_measured(command: list, **popen) -> tuple:
     """Run ``command`` (``popen``: ``subprocess.run``'s keyword arguments, e.g. ``stdout``, ``cwd``) through the
-    launcher; returns ``(the completed process, seconds, peak resident MiB of the command)``. A failed
-    command raises ``subprocess.CalledProcessError``."""
+    launcher; returns ``(seconds, peak resident MiB of the command)``. A failed command raises
+    ``subprocess.CalledProcessError``."""
     with tempfile.NamedTemporaryFile("r", suffix=".peak") as peak:
         started = time.perf_counter()
-        done = subprocess.run([sys.executable, "-c", LAUNCHER, peak.name, *command], check=True, **popen)
-        seconds = time.perf_counter() - started
-        return done, seconds, int(open(peak.name).read()) / 1024
+        subprocess.run([sys.executable, "-c", LAUNCHER, peak.name, *command], check=True, **popen)
+        return time.perf_counter() - started, int(peak.read()) / 1024
 
