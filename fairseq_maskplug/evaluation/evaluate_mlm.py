@@ -19,6 +19,7 @@ import sys
 import torch
 
 from ..common.option_ranges import number
+from ..tools.cli import HelpFormatter, add_user_dir, command_main, import_user_dir, split_name
 
 
 class FixedMaskScorer:
@@ -77,8 +78,6 @@ class FixedMaskScorer:
 
 
 def parse_args(argv=None):
-    from ..tools.cli import HelpFormatter, add_user_dir, split_name
-
     parser = argparse.ArgumentParser(prog="fairseq-maskplug-evaluate-mlm", description=__doc__,
                                      formatter_class=HelpFormatter)
     parser.add_argument("checkpoints", nargs="+", help="masked-LM checkpoints (any of the package's MLM tasks)")
@@ -95,7 +94,6 @@ def parse_args(argv=None):
 def score_checkpoints(args) -> int:
     """The command's work: one JSON line per checkpoint, each scored on the same fixed masks."""
     from ..data.layout import token_data_dir
-    from ..tools.cli import import_user_dir
 
     import_user_dir(args.user_dir)
     scorer = FixedMaskScorer(token_data_dir(args.data), args.split, args.mask_prob, args.seed)
@@ -106,10 +104,7 @@ def score_checkpoints(args) -> int:
     return 0
 
 
-def main(argv=None) -> int:
-    from ..tools.cli import command_main
-
-    return command_main(parse_args, score_checkpoints)(argv)
+main = command_main(parse_args, score_checkpoints)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@ from argparse import Namespace
 from pathlib import Path
 from typing import List
 
+from ..tools.cli import command_main
+
 #: architecture options copied from a release, by model family (fairseq argument names)
 SHAPE = {
     "roberta": ("encoder_layers", "encoder_embed_dim", "encoder_ffn_embed_dim", "encoder_attention_heads",
@@ -108,10 +110,7 @@ def print_model_options(args) -> int:
     return 0
 
 
-def main(argv=None) -> int:
-    from ..tools.cli import command_main
-
-    return command_main(parse_args, print_model_options)(argv)
+main = command_main(parse_args, print_model_options)
 
 
 if __name__ == "__main__":
