@@ -1,12 +1,11 @@
-"""What the producers of one value per vocabulary entry (``informask``, ``difference``) share, and the dictionary,
-split loading and one-line errors other producers use too: their common options, the splits loaded with every
-output checked before any work, the shards' counts directory, and the tracks written by looking every token up,
-in shards (:class:`~fairseq_maskplug.tools.sharding.ShardedTrack`) or whole."""
+"""What the producers of one value per vocabulary entry (``informask``, ``difference``) share, and the dictionary
+and split loading other producers use too (their ``main`` and one-line errors: ``tools.cli.command_main``): their
+common options, the splits loaded with every output checked before any work, the shards' counts directory, and
+the tracks written by looking every token up, in shards (:class:`~fairseq_maskplug.tools.sharding.ShardedTrack`)
+or whole."""
 
 import argparse
 import os
-
-from fairseq_maskplug.tools.cli import run_with_one_line_errors  # noqa: F401 - the producers' own, re-exported
 
 
 def data_dictionary(flag: str, path: str):
