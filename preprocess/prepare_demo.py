@@ -132,7 +132,7 @@ def news_sentences(raw_wheel: Path, lower: bool = True) -> List[str]:
     return [s for s in sentences if len(s.split()) >= 4]
 
 
-def add_output_options(parser, seed_help: str) -> None:
+def add_demo_data_options(parser, seed_help: str) -> None:
     """``--out``, ``--cache``, ``--seed`` and the encoding (``--vocab-size``, or ``--gpt2-bpe`` with ``--srcdict``),
     as every demo-data command takes them."""
     parser.add_argument("--out", type=Path, required=True,
@@ -163,7 +163,7 @@ def output_allowed(args, command: str, writes) -> bool:
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
-    add_output_options(parser, "seed of the fixed splits and subsamples")
+    add_demo_data_options(parser, "seed of the fixed splits and subsamples")
     parser.add_argument("--general-sentences", type=number("[0, inf)", int),
                         default=40000, help="news sentences kept (0: all)")
     parser.add_argument("--indomain-sentences", type=number("[0, inf)", int),
