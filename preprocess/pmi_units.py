@@ -131,7 +131,7 @@ def count_ngrams(args, shard, tokens, count_prefix: str, words_of):
     if shard.num_shards == 1:
         return count(lines)
     parts_dir = counts_directory(args.data, args.count_split, args.name)
-    options = {"tokens": token_fingerprint(count_prefix), "max_ngrams": args.max_ngrams, "format": "npz",
+    options = {"tokens": token_fingerprint(count_prefix), "max_ngrams": args.max_ngrams, "format": "sorted-npz",
                "word_boundaries": args.word_boundaries, "block_lines": args.shard_block_lines}
     parts = PassParts(parts_dir, "counts", shard.num_shards, options, save=save_counts, load=load_counts)
     make_parts_directory(parts_dir, COMMAND)
@@ -212,7 +212,7 @@ def write_units(args) -> int:
         if counts is None:
             return 0
         lexicon = build_lexicon(counts, args.lexicon_size, args.min_count, args.score)
-        summary.update(count_threshold=counts.threshold, counted_ngrams=len(counts.counts), score=args.score,
+        summary.update(count_threshold=counts.threshold, counted_ngrams=len(counts), score=args.score,
                        min_count=args.min_count)
         source = {"count_split": args.count_split, "lexicon_size": args.lexicon_size, "min_count": args.min_count,
                   "score": args.score, "max_ngrams": args.max_ngrams}

@@ -11,8 +11,9 @@ import pytest
 from fairseq_helpers import check, json_logs, merge_gives_the_whole_tracks, refuses_a_shard_made_otherwise, train
 from fairseq_maskplug.masking import Corruption, corrupt, maskable_positions
 from fairseq_maskplug.masking.pmi import PMIPolicy, PMIPolicyOptions, pmi_mask, pmi_views, unit_ids
-from fairseq_maskplug.scoring.pmi_lexicon import (LENGTH_SHARES, NGramCounts, build_lexicon, merge_counts, pmi_n,
-                                                  read_lexicon, segment, unit_start_track)
+from fairseq_maskplug.scoring.pmi_lexicon import (LENGTH_SHARES, NGramCounts, build_lexicon, lowest_cut, merge_counts,
+                                                  pack_grams, pmi_n, read_lexicon, renumber_keys, segment,
+                                                  unit_start_track, unpack_grams)
 from preprocess import pmi_units
 from stats_helpers import assert_mean, assert_proportion, assert_uniform
 from test_tlm import data as tlm_data, train_tlm  # noqa: F401  (the TLM fixture, reused)
@@ -26,7 +27,8 @@ def test_pmi_n_is_equation_3_by_hand():
     counts = NGramCounts(5)
     for line in ["new york city is big", "new york is big", "the city is big", "york city"]:
         counts.add(line.split())
-    p = {g: counts.counts[g] / counts.totals[len(g)] for g in counts.counts}
+    held, _ = counts.as_dicts()
+    p = {g: held[g] / counts.totals[len(g)] for g in held}
     bigram = ("new", "york")
     assert math.isclose(pmi_n(bigram, counts), math.log(p[bigram] / (p[("new",)] * p[("york",)])))
     trigram = ("new", "york", "city")
@@ -44,13 +46,45 @@ def test_bounded_counting_drops_the_rarest_and_reports_its_error_bound():
     for line in lines:
         exact.add(line)
         bounded.add(line)
-    assert exact.threshold == 0 and bounded.threshold > 0 and len(bounded.counts) <= 500
+    assert exact.threshold == 0 and bounded.threshold > 0 and len(bounded) <= 500
     assert bounded.totals == exact.totals
-    for gram, count in bounded.counts.items():  # never above the truth, low by at most its delta <= threshold
-        delta = bounded.deltas.get(gram, 0)
-        assert delta <= bounded.threshold and count <= exact.counts[gram] <= count + delta
-    for gram, count in exact.counts.items():  # what was dropped occurred at most `threshold` times
-        assert gram in bounded.counts or count <= bounded.threshold
+    (true, _), (held, deltas) = exact.as_dicts(), bounded.as_dicts()
+    assert sum(len(line) - k + 1 for line in lines for k in (1, 2, 3)) == sum(true.values())  # exact: all there
+    for gram, count in held.items():  # never above the truth, low by at most its delta <= threshold
+        delta = deltas.get(gram, 0)
+        assert delta <= bounded.threshold and count <= true[gram] <= count + delta
+    for gram, count in true.items():  # what was dropped occurred at most `threshold` times
+        assert gram in held or count <= bounded.threshold
+
+
+def test_n_gram_keys_sort_as_their_words_and_renumber_as_them():
+    """pack_grams: keys of 1- to 5-grams of 32-bit word numbers sort as the number tuples, unpack to them, and
+    renumber (an increasing map) as the numbers do, the padding of odd lengths included."""
+    rng = np.random.default_rng(4)
+    renumber = np.sort(rng.choice(2**32 - 1, 2**12, replace=False)).astype(np.uint64)
+    for k in range(1, 6):
+        grams = rng.integers(0, 2**32 - 1, (500, k)).astype(np.uint64)
+        grams[:100] = grams[100:200]  # equal n-grams, equal keys
+        keys = pack_grams(grams)
+        assert (unpack_grams(keys, k) == grams).all()
+        assert grams[np.argsort(keys, kind="stable")].tolist() == sorted(grams.tolist())
+        small = rng.integers(0, len(renumber), (500, k)).astype(np.uint64)
+        assert (renumber_keys(pack_grams(small), k, renumber) == pack_grams(renumber[small])).all()
+    with pytest.raises(ValueError, match="2\\*\\*32"):
+        pack_grams(np.array([[2**32]], dtype=np.uint64))
+
+
+def test_the_cap_raises_the_threshold_to_the_lowest_that_fits():
+    """lowest_cut is the loop of lossy counting (raise by one until at most `most` are above), on small and
+    large bounds (the histogram's range and the sort beyond it)."""
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        bounds = rng.integers(1, int(rng.choice([5, 50, 9000])), size=int(rng.integers(1, 60)))
+        least, most = int(rng.integers(1, 30)), int(rng.integers(0, 40))
+        expected = least
+        while (bounds > expected).sum() > most:
+            expected += 1
+        assert lowest_cut(bounds, least, most) == expected
 
 
 def test_the_lexicon_keeps_the_authors_length_shares_and_the_min_count():
@@ -61,9 +95,10 @@ def test_the_lexicon_keeps_the_authors_length_shares_and_the_min_count():
     lexicon = build_lexicon(counts, 40, min_count=3)
     by_length = {n: [g for g in lexicon if len(g) == n] for n in LENGTH_SHARES}
     assert len(by_length[2]) == 20 and len(by_length[3]) == 10
-    assert all(counts.counts[g] > 3 for g in lexicon)
-    bigram_scores = sorted((pmi_n(g, counts) for g, c in counts.counts.items() if len(g) == 2 and c > 3),
-                           reverse=True)
+    held, _ = counts.as_dicts()
+    assert all(held[g] > 3 for g in lexicon)
+    assert all(lexicon[g] == pmi_n(g, counts) for g in lexicon)  # the table-at-a-time scores are pmi_n's
+    bigram_scores = sorted((pmi_n(g, counts) for g, c in held.items() if len(g) == 2 and c > 3), reverse=True)
     assert sorted((lexicon[g] for g in by_length[2]), reverse=True) == bigram_scores[:20]  # the top ranked
 
 
@@ -239,12 +274,12 @@ def test_counts_stored_as_arrays_read_back_whole():
     counts = NGramCounts(4, max_entries=40)
     for _ in range(60):
         counts.add([vocabulary[i] for i in rng.integers(len(vocabulary), size=int(rng.integers(0, 9)))])
-    assert counts.threshold > 0 and counts.deltas  # pruned: the deltas are stored too
+    assert counts.threshold > 0 and counts.as_dicts()[1]  # pruned: the deltas are stored too
     back = stored(counts)
-    assert (back.counts, back.deltas, back.totals, back.threshold, back.max_n, back.max_entries) == (
-        counts.counts, counts.deltas, counts.totals, counts.threshold, counts.max_n, counts.max_entries)
+    assert (back.as_dicts(), back.words(), back.totals, back.threshold, back.max_n, back.max_entries) == (
+        counts.as_dicts(), counts.words(), counts.totals, counts.threshold, counts.max_n, counts.max_entries)
     empty = stored(NGramCounts(5))
-    assert not empty.counts and empty.totals == [0] * 6
+    assert not len(empty) and empty.totals == [0] * 6
 
 
 def test_merged_counts_of_shards_are_the_one_process_counts_and_keep_the_bounds_when_pruned():
@@ -261,16 +296,18 @@ def test_merged_counts_of_shards_are_the_one_process_counts_and_keep_the_bounds_
                 part.add(words)
             parts.append(stored(part))
         merged = merge_counts(parts)
-        assert merged.counts == whole.counts and merged.totals == whole.totals and merged.threshold == 0
+        assert merged.as_dicts() == whole.as_dicts() and merged.totals == whole.totals and merged.threshold == 0
+        assert merged.words() == whole.words()  # numbered as one process numbers them
     bounded = [NGramCounts(3, max_entries=300), NGramCounts(3, max_entries=300)]
     for i, words in enumerate(lines):
         bounded[i * 2 // len(lines)].add(words)
     merged = merge_counts(bounded)
-    assert 0 < merged.threshold == sum(part.threshold for part in bounded) and len(merged.counts) <= 300
-    for gram, true in whole.counts.items():  # count <= true <= count + delta <= count + threshold; dropped: rare
-        if gram in merged.counts:
-            assert merged.counts[gram] <= true <= merged.counts[gram] + merged.deltas.get(gram, 0)
-            assert merged.deltas.get(gram, 0) <= merged.threshold
+    assert 0 < merged.threshold == sum(part.threshold for part in bounded) and len(merged) <= 300
+    held, deltas = merged.as_dicts()
+    for gram, true in whole.as_dicts()[0].items():  # count <= true <= count + delta <= threshold; dropped: rare
+        if gram in held:
+            assert held[gram] <= true <= held[gram] + deltas.get(gram, 0)
+            assert deltas.get(gram, 0) <= merged.threshold
         else:
             assert true <= merged.threshold
     with pytest.raises(ValueError, match="different shapes"):
