@@ -220,10 +220,12 @@ class GramTable:
         return len(self.keys)
 
     def where(self, keep: np.ndarray) -> "GramTable":
-        return GramTable(self.k, self.keys[keep], self.counts[keep], self.deltas[keep])
+        return GramTable(self.k, take_keys(self.keys, keep), self.counts[keep], self.deltas[keep])
 
     def renumbered(self, renumber: np.ndarray) -> "GramTable":
         """Word number ``w`` as ``renumber[w]``; ``renumber`` increasing, so the keys stay sorted."""
+        if renumber[-1:].tolist() == [len(renumber) - 1]:  # increasing and ending at its length - 1: the same numbers
+            return self
         return GramTable(self.k, renumber_keys(self.keys, self.k, renumber), self.counts, self.deltas)
 
     def plus(self, other: "GramTable", new_only_deltas: bool = False) -> "GramTable":
@@ -232,7 +234,7 @@ class GramTable:
         the sum (:func:`merge_counts` passes deltas already completed)."""
         keys = np.concatenate([self.keys, other.keys])
         order = np.argsort(keys, kind="stable")  # two sorted runs: this table's first among equal keys
-        keys = keys[order]
+        keys = take_keys(keys, order)
         first = np.ones(len(keys), dtype=bool)
         first[1:] = keys[1:] != keys[:-1]
         starts = np.flatnonzero(first)
@@ -240,7 +242,7 @@ class GramTable:
             np.zeros(0, np.int64)
         deltas = np.concatenate([self.deltas, other.deltas])[order]
         deltas = deltas[starts] if new_only_deltas else (np.add.reduceat(deltas, starts) if len(keys) else deltas)
-        return GramTable(self.k, keys[starts], counts, deltas)
+        return GramTable(self.k, take_keys(keys, starts), counts, deltas)
 
     def count_of(self, keys: np.ndarray) -> np.ndarray:
         at = np.minimum(np.searchsorted(self.keys, keys), max(len(self.keys) - 1, 0))
@@ -274,6 +276,13 @@ def columns_of_keys(keys: np.ndarray) -> np.ndarray:
     if keys.dtype == np.uint64:
         return keys.reshape(-1, 1)
     return np.ascontiguousarray(keys).view(">u8").reshape(len(keys), keys.dtype.itemsize // 8).astype(np.uint64)
+
+
+def take_keys(keys: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """``keys[index]``, copied as rows of 64-bit words (numpy copies ``void`` values one at a time)."""
+    if keys.dtype == np.uint64:
+        return keys[index]
+    return np.ascontiguousarray(keys).view(np.uint64).reshape(len(keys), -1)[index].view(keys.dtype).ravel()
 
 
 def unpack_grams(keys: np.ndarray, k: int) -> np.ndarray:
@@ -317,7 +326,7 @@ def merge_counts(parts: Sequence[NGramCounts]) -> NGramCounts:
             # delta = sum over parts of (its delta where it holds the n-gram, else its threshold)
             #       = merged threshold - sum over the parts holding it of (threshold - delta)
             held = GramTable(k, table.keys, table.counts, part.threshold - table.deltas).renumbered(renumber)
-            merged.tables[k] = merged.tables[k].plus(held)
+            merged.tables[k] = merged.tables[k].plus(held) if len(merged.tables[k]) else held
     for table in merged.tables.values():
         table.deltas = merged._threshold - table.deltas
     merged._cap()
