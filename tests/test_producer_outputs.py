@@ -11,9 +11,7 @@ shards are tested against their one-process output instead.
 """
 
 import hashlib
-import importlib.util
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,15 +19,7 @@ import pytest
 from preprocess import informask, pmi_units
 from preprocess.retrieve import main as retrieve_main
 from preprocess.select_dsir import main as select_main
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def long_subwords():
-    spec = importlib.util.spec_from_file_location("long_subwords", REPO / "examples" / "long_subwords.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from test_producer_example import example
 
 
 def track_files(data: Path, name: str) -> list:
@@ -51,7 +41,7 @@ def run_informask(tiny, work):
 
 def run_example(tiny, work):
     data = shutil.copytree(tiny / "bin", work / "bin")
-    assert long_subwords().main(["--data", str(data), "--min-length", "2"]) == 0
+    assert example().main(["--data", str(data), "--min-length", "2"]) == 0
     return track_files(data, "long")
 
 
@@ -114,10 +104,9 @@ def test_a_producer_writes_what_it_wrote_before(producer, tiny_data, tmp_path, c
     assert {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in files} == EXPECTED[producer]
 
 
-if __name__ == "__main__":  # print EXPECTED for the code checked out (a new output: say why in the commit)
+if __name__ == "__main__":  # `PYTHONPATH=. python tests/test_producer_outputs.py`: EXPECTED of the code checked out
     import tempfile
 
-    sys.path.insert(0, str(REPO / "tests"))
     from fairseq_helpers import preprocess, write_corpus
 
     with tempfile.TemporaryDirectory() as tmp:
