@@ -58,8 +58,9 @@ def parse_args(argv=None):
                         help="paper: Eq. 3's PMI_n; authors: PMI_n + log p(n-gram), the score of their published "
                              "lists")
     parser.add_argument("--max-ngrams", type=number("[1, inf)", int), default=10_000_000,
-                        help="n-grams held in memory while counting; beyond it the rarest are dropped (lossy "
-                             "counting; the summary's count_threshold bounds the error)")
+                        help="n-grams held in memory while counting, counted in batches of this / 5 words; beyond "
+                             "it, after a batch, the rarest are dropped (lossy counting; the summary's count_threshold "
+                             "bounds the error)")
     parser.add_argument("--word-boundaries", choices=BOUNDARIES, default="auto",
                         help="where words start (as --mask-unit word reads them): auto reads dict.txt")
     parser.add_argument("--gpt2-encoder-json", default=None, help="GPT-2 BPE encoder.json (GPT-2 BPE data)")
