@@ -232,22 +232,26 @@ class GramTable:
         """Both tables' entries, an n-gram in both once with the counts added; its delta: this table's if
         ``new_only_deltas`` (``other`` is a batch counted exactly: its deltas apply to new n-grams only), else
         the sum (:func:`merge_counts` passes deltas already completed)."""
+        if not len(self):
+            return other
+        if not len(other):
+            return self
         keys = np.concatenate([self.keys, other.keys])
         order = np.argsort(keys, kind="stable")  # two sorted runs: this table's first among equal keys
         keys = take_keys(keys, order)
         first = np.ones(len(keys), dtype=bool)
         first[1:] = keys[1:] != keys[:-1]
         starts = np.flatnonzero(first)
-        counts = np.add.reduceat(np.concatenate([self.counts, other.counts])[order], starts) if len(keys) else \
-            np.zeros(0, np.int64)
+        counts = np.add.reduceat(np.concatenate([self.counts, other.counts])[order], starts)
         deltas = np.concatenate([self.deltas, other.deltas])[order]
-        deltas = deltas[starts] if new_only_deltas else (np.add.reduceat(deltas, starts) if len(keys) else deltas)
+        deltas = deltas[starts] if new_only_deltas else np.add.reduceat(deltas, starts)
         return GramTable(self.k, take_keys(keys, starts), counts, deltas)
 
     def count_of(self, keys: np.ndarray) -> np.ndarray:
-        at = np.minimum(np.searchsorted(self.keys, keys), max(len(self.keys) - 1, 0))
-        found = (self.keys[at] == keys) if len(self.keys) else np.zeros(len(keys), dtype=bool)
-        return np.where(found, self.counts[at] if len(self.keys) else 0, 0)
+        if not len(self):
+            return np.zeros(len(keys), dtype=np.int64)
+        at = np.minimum(np.searchsorted(self.keys, keys), len(self) - 1)
+        return np.where(self.keys[at] == keys, self.counts[at], 0)
 
 
 def pack_grams(grams: np.ndarray) -> np.ndarray:
@@ -326,7 +330,7 @@ def merge_counts(parts: Sequence[NGramCounts]) -> NGramCounts:
             # delta = sum over parts of (its delta where it holds the n-gram, else its threshold)
             #       = merged threshold - sum over the parts holding it of (threshold - delta)
             held = GramTable(k, table.keys, table.counts, part.threshold - table.deltas).renumbered(renumber)
-            merged.tables[k] = merged.tables[k].plus(held) if len(merged.tables[k]) else held
+            merged.tables[k] = merged.tables[k].plus(held)
     for table in merged.tables.values():
         table.deltas = merged._threshold - table.deltas
     merged._cap()
