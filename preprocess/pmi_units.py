@@ -174,6 +174,12 @@ def unit_rows(split_index: int, seed: int, lines: range, words, lexicon, stats: 
         yield unit_start_track(length, firsts, unit_starts)
 
 
+def unit_shares(stats: dict) -> dict:
+    """A split's units per line and share of words inside an n-gram unit, from :func:`unit_rows`' ``stats``."""
+    return {"units_per_line": round(stats["units"] / max(stats["lines"], 1), 3),
+            "share_of_words_in_ngrams": round(stats["words_in_ngrams"] / max(stats["words"], 1), 4)}
+
+
 def write_units(args) -> int:
     from fairseq_maskplug.common.atomic import check_writable
     from fairseq_maskplug.common.progress import progress_bar
@@ -181,7 +187,8 @@ def write_units(args) -> int:
     from fairseq_maskplug.data.word_boundaries import word_start_symbols
     from fairseq_maskplug.scoring.pmi_lexicon import build_lexicon, read_lexicon
     from fairseq_maskplug.tools.pass_parts import check_parts_directory, remove_parts_directory
-    from fairseq_maskplug.tools.sharding import ShardedTrack, file_identity, line_lengths, start_producer
+    from fairseq_maskplug.tools.producer import named_tracks, write_tracks
+    from fairseq_maskplug.tools.sharding import ShardedTrack, file_identity, start_producer
 
     # everything checked before any work
     dictionary = data_dictionary("--data", args.data)
@@ -226,24 +233,16 @@ def write_units(args) -> int:
         ranked = sorted(lexicon.items(), key=lambda item: (len(item[0]), -item[1], item[0]))
         write_text(args.write_lexicon, "".join(f"{' '.join(g)}\t{v:.6g}\n" for g, v in ranked))
     options = {**source, "seed": args.seed, "splits": splits, "word_boundaries": boundaries}
-    track = ShardedTrack(shard, options, args.shard_block_lines)
-    for split in splits:
-        prefix, tokens = loaded[split]
-        track_prefix = f"{prefix}.{args.name}"
-        if track.already_written(track_prefix, prefix, len(tokens), "uint8"):
-            print(f"{split}: shard {shard.shard_id} of {shard.num_shards} is already written: skipped", flush=True)
-            continue
-        lines = track.lines(len(tokens))
+
+    def units(out, lines):
         stats = {"lines": 0, "words": 0, "units": 0, "words_in_ngrams": 0}
-        words = progress_bar(words_of(tokens, lines), total=len(lines), desc=f"units of {split}", unit="line")
-        rows = unit_rows(splits.index(split), args.seed, lines, words, lexicon, stats)
-        wrote = track.write(track_prefix, prefix, len(tokens), rows, "uint8")
-        summary[split] = {**stats, "units_per_line": round(stats["units"] / max(stats["lines"], 1), 3),
-                          "share_of_words_in_ngrams": round(stats["words_in_ngrams"] / max(stats["words"], 1), 4),
-                          "wrote": wrote}
-    summary["merges"] = track.finish(lambda split_prefix: line_lengths(split_prefix, dictionary), args.data)
-    if track.warnings:
-        summary["warnings"] = track.warnings
+        words = progress_bar(words_of(loaded[out.split][1], lines), total=len(lines), desc=f"units of {out.split}",
+                             unit="line")
+        rows = unit_rows(splits.index(out.split), args.seed, lines, words, lexicon, stats)
+        return [rows], lambda wrote: {**stats, **unit_shares(stats), "wrote": wrote[0]}
+
+    summary.update(write_tracks(ShardedTrack(shard, options, args.shard_block_lines),
+                                named_tracks(loaded, splits, args.name), units, "uint8", args.data, dictionary))
     if shard.merges and args.lexicon is None:
         remove_parts_directory(counts_directory(args.data, args.count_split, args.name), COMMAND)
     print(json.dumps(summary))

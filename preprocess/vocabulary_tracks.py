@@ -93,19 +93,16 @@ def write_lookup_tracks(args, shard, loaded, dictionary, values, options: dict, 
     (what the values depend on) recorded in the parts. Adds what was written, the merges and the warnings to
     ``summary``; the merging process removes the counts directory."""
     from fairseq_maskplug.tools.pass_parts import remove_parts_directory
-    from fairseq_maskplug.tools.sharding import ShardedTrack, line_lengths
+    from fairseq_maskplug.tools.producer import named_tracks, write_tracks
+    from fairseq_maskplug.tools.sharding import ShardedTrack
 
-    track = ShardedTrack(shard, options, args.shard_block_lines)
-    for split in args.splits:
-        prefix, tokens = loaded[split]
-        track_prefix = f"{prefix}.{args.name}"
-        if track.already_written(track_prefix, prefix, len(tokens), "float64"):
-            print(f"{split}: shard {shard.shard_id} of {shard.num_shards} is already written: skipped", flush=True)
-            continue
-        rows = (values[tokens[i].numpy()] for i in track.lines(len(tokens)))
-        summary[split] = {"wrote": track.write(track_prefix, prefix, len(tokens), rows, "float64")}
-    summary["merges"] = track.finish(lambda split_prefix: line_lengths(split_prefix, dictionary), args.data)
-    if track.warnings:
-        summary["warnings"] = summary.get("warnings", []) + track.warnings
+    def looked_up(out, lines):
+        tokens = loaded[out.split][1]
+        return [(values[tokens[i].numpy()] for i in lines)], lambda wrote: {"wrote": wrote[0]}
+
+    written = write_tracks(ShardedTrack(shard, options, args.shard_block_lines),
+                           named_tracks(loaded, args.splits, args.name), looked_up, "float64", args.data, dictionary)
+    warnings = summary.get("warnings", []) + written.pop("warnings", [])
+    summary.update(written, **({"warnings": warnings} if warnings else {}))
     if shard.merges and counts_directory(args):
         remove_parts_directory(counts_directory(args), command)
