@@ -70,7 +70,8 @@ def main(argv=None) -> int:
     from fairseq_maskplug.data.layout import sentence_prediction_dir
     from fairseq_maskplug.scoring.precision import inference
     from fairseq_maskplug.scoring.precision import start_model_producer
-    from fairseq_maskplug.tools.sharding import ShardedTrack, checkpoint_identity, line_lengths
+    from fairseq_maskplug.tools.producer import SplitTracks, write_tracks
+    from fairseq_maskplug.tools.sharding import ShardedTrack, checkpoint_identity
 
     args.data = sentence_prediction_dir(args.data)
     outputs = {}
@@ -100,16 +101,16 @@ def main(argv=None) -> int:
                                      "batch_size": args.batch_size, "max_tokens": args.max_tokens,
                                      "head": args.classification_head_name, "precision": precision},
                              args.shard_block_lines)
-        for split, (split_prefix, prefix, preview) in outputs.items():
-            tokens, classes = load_split(args.data, split, task, num_classes)
-            if track.already_written(prefix, split_prefix, len(tokens), "uint8"):
-                print(f"{split}: shard {shard.shard_id} of {shard.num_shards} is already written: skipped")
-                continue
+        loaded = {split: load_split(args.data, split, task, num_classes) for split in outputs}
+
+        def labelled(out, lines):
             with inference(precision, device):
-                label_split(args, classifier, model.max_positions() - 2, tokens, classes, symbols, split_prefix,
-                            prefix, preview, track)
-        for line in track.finish(lambda split_prefix: line_lengths(split_prefix, d),
-                                 os.path.join(args.data, "input0")):
+                return label_split(args, classifier, model.max_positions() - 2, *loaded[out.split], symbols, lines,
+                                   track, out.prefixes[0], outputs[out.split][2])
+
+        splits = [SplitTracks(split, split_prefix, len(loaded[split][0]), [prefix])
+                  for split, (split_prefix, prefix, _) in outputs.items()]
+        for line in write_tracks(track, splits, labelled, "uint8", os.path.join(args.data, "input0"), d)["merges"]:
             print(line)
     except (FileNotFoundError, ValueError, PermissionError) as error:
         print(f"error: {error}", file=sys.stderr)
@@ -117,19 +118,21 @@ def main(argv=None) -> int:
     return 0
 
 
-def label_split(args, classifier, longest, tokens, classes, symbols, split_prefix, prefix, preview,
-                track) -> None:
-    """Score this shard's lines of one split with the buffer (Gu et al. 2020, Eq. 1-2), block by block, and
-    write its track (or part) and preview; ``longest`` tokens of a line fit the model besides <s> and </s>."""
+def label_split(args, classifier, longest, tokens, classes, symbols, lines: range, track, prefix, preview):
+    """This shard's ``lines`` of one split scored with the buffer (Gu et al. 2020, Eq. 1-2), block by block:
+    ``(rows, done)`` for :func:`~fairseq_maskplug.tools.producer.write_tracks`, ``done`` writing the preview and
+    printing the report once the track (or part) is written; ``longest`` tokens of a line fit the model besides
+    <s> and </s>."""
+    from fairseq_maskplug.data.track_shards import blocks_of
     from fairseq_maskplug.scoring.buffer import buffer_importance
     from fairseq_maskplug.scoring.preview import render_marked, write_preview
 
-    lines, sentences, importance, scored = [], [], [], [np.zeros(0, dtype=bool)]
+    texts, sentences, importance, scored = [], [], [], [np.zeros(0, dtype=bool)]
     calls = classifier.calls
     start = time.perf_counter()
-    for block in track.blocks(len(tokens)):  # pools within a block: labels that do not depend on the shards
-        lines += [tokens[i].numpy() for i in block]
-        sentences += [line[:-1][:longest] for line in lines[-len(block):]]  # drop </s>; the rest of longer lines: 0
+    for block in blocks_of(lines, track.block_lines):  # pools within a block: labels that do not depend on the shards
+        texts += [tokens[i].numpy() for i in block]
+        sentences += [line[:-1][:longest] for line in texts[-len(block):]]  # drop </s>; the rest of longer lines: 0
         marks, ok = buffer_importance(sentences[-len(block):], [classes[i] for i in block], classifier, args.delta,
                                       args.batch_size, args.max_tokens)
         importance += marks
@@ -137,31 +140,34 @@ def label_split(args, classifier, longest, tokens, classes, symbols, split_prefi
     scored = np.concatenate(scored)
     seconds = time.perf_counter() - start
     rows = []
-    for line, marks in zip(lines, importance):
+    for line, marks in zip(texts, importance):
         row = np.zeros(len(line), dtype=np.uint8)
         row[:len(marks)] = marks
         rows.append(row)
-    wrote = track.write(prefix, split_prefix, len(tokens), rows, "uint8")
 
     def preview_line(line, row, ok, label):
         text = render_marked([symbols[t] for t in line[:-1]], row[:-1])
         return f"{label}\t{text}" if ok else f"{label}\t(misclassified, not scored)\t{text}"
 
-    if track.shard.shard_id == 0:  # with shards: shard 0's lines
-        labels = [classes[i] for i in track.lines(len(tokens))]
-        write_preview(preview, (preview_line(*row) for row in zip(lines, rows, scored, labels)))
-        wrote += f" and {preview}"
-    n_tokens = sum(len(s) for s, ok in zip(sentences, scored) if ok)
-    n_important = sum(int(m.sum()) for m in importance)
-    truncated = sum(len(line) - 1 > longest for line in lines)
-    share = f"{scored.mean():.1%}" if scored.size else "-"
-    print(f"scored {len(lines)} sentences in {seconds:.1f} s ({len(lines) / max(seconds, 1e-9):.1f} sentences/s, "
-          f"{classifier.calls - calls} forwards); {share} classified correctly and scored; "
-          f"{n_important} of their {n_tokens} tokens important ({n_important / max(n_tokens, 1):.1%})"
-          + (f"; {truncated} sentences longer than {longest} tokens scored in part" if truncated else ""))
-    print(f"wrote {wrote}")
-    if n_tokens:
-        warn_if_all_or_none(prefix, n_important / n_tokens, "important (of the sentences scored)")
+    def done(wrote):
+        wrote = wrote[0]
+        if track.shard.shard_id == 0:  # with shards: shard 0's lines
+            labels = (classes[i] for i in lines)
+            write_preview(preview, (preview_line(*row) for row in zip(texts, rows, scored, labels)))
+            wrote += f" and {preview}"
+        n_tokens = sum(len(s) for s, ok in zip(sentences, scored) if ok)
+        n_important = sum(int(m.sum()) for m in importance)
+        truncated = sum(len(line) - 1 > longest for line in texts)
+        share = f"{scored.mean():.1%}" if scored.size else "-"
+        print(f"scored {len(texts)} sentences in {seconds:.1f} s ({len(texts) / max(seconds, 1e-9):.1f} sentences/s, "
+              f"{classifier.calls - calls} forwards); {share} classified correctly and scored; "
+              f"{n_important} of their {n_tokens} tokens important ({n_important / max(n_tokens, 1):.1%})"
+              + (f"; {truncated} sentences longer than {longest} tokens scored in part" if truncated else ""))
+        print(f"wrote {wrote}")
+        if n_tokens:
+            warn_if_all_or_none(prefix, n_important / n_tokens, "important (of the sentences scored)")
+
+    return [rows], done
 
 
 if __name__ == "__main__":

@@ -2,8 +2,8 @@
 shards (``score-pll``, ``annotate-importance``, ``score-spans``; issue 54): a producer supplies only
 what it computes from a block of lines and what it reports.
 
-For each split, this shard's lines (:meth:`~..tools.sharding.ShardedTrack.lines`, whole blocks) go
-through ``score_block`` block by block, never a batch across two blocks, so a line's values do not
+For each split, on the loop of every track producer (:func:`~..tools.producer.write_tracks`), this shard's
+lines (:meth:`~..tools.sharding.ShardedTrack.lines`, whole blocks) go through ``score_block`` block by block, never a batch across two blocks, so a line's values do not
 depend on the shards; the rows are written as this shard's part of each track (one shard: the track);
 a shard whose parts are written already is skipped. Then the merge
 (:meth:`~..tools.sharding.ShardedTrack.finish`), under the model's number format and device
@@ -69,30 +69,26 @@ def write_model_tracks(track, outputs: dict, dictionary, score_block: ScoreBlock
     ``data``: the directory of the parts (named to independent jobs for the merge command)."""
     from fairseq.data import data_utils
 
-    from ..tools.sharding import line_lengths
+    from ..data.track_shards import blocks_of
+    from ..tools.producer import SplitTracks, write_tracks
     from .precision import inference
 
-    shard = track.shard
-    for split, (split_prefix, prefixes) in outputs.items():
-        tokens = data_utils.load_indexed_dataset(split_prefix, dictionary)
-        if all([track.already_written(prefix, split_prefix, len(tokens), dtype) for prefix in prefixes]):
-            print(f"{split}: shard {shard.shard_id} of {shard.num_shards} of {prefixes[0]} is already written: "
-                  "skipped")
-            continue
-        lines, rows = [], [[] for _ in prefixes]
+    tokens = {split: data_utils.load_indexed_dataset(split_prefix, dictionary)
+              for split, (split_prefix, _) in outputs.items()}
+
+    def scored(out, shard_lines):  # by block: a batch never crosses a block, so values do not depend on the shards
+        lines, rows = [], [[] for _ in out.prefixes]
         began = time.perf_counter()
         with inference(precision, device):
-            for block in track.blocks(len(tokens)):
-                block_lines = [tokens[i].numpy() for i in block]
+            for block in blocks_of(shard_lines, track.block_lines):
+                block_lines = [tokens[out.split][i].numpy() for i in block]
                 lines += block_lines
-                scored = score_block(block_lines)
-                if len(scored) != len(prefixes):
-                    raise ValueError(f"score_block gave {len(scored)} tracks for {len(prefixes)}")
-                for column, values in zip(rows, scored):
+                for column, values in zip(rows, score_block(block_lines), strict=True):  # a track each
                     column += values
         seconds = time.perf_counter() - began
-        wrote = [track.write(prefix, split_prefix, len(tokens), column, dtype)
-                 for prefix, column in zip(prefixes, rows)]
-        print(report(split, lines, rows, seconds, wrote))
-    for line in track.finish(lambda split_prefix: line_lengths(split_prefix, dictionary), data):
+        return rows, lambda wrote: print(report(out.split, lines, rows, seconds, wrote))
+
+    splits = [SplitTracks(split, split_prefix, len(tokens[split]), prefixes)
+              for split, (split_prefix, prefixes) in outputs.items()]
+    for line in write_tracks(track, splits, scored, dtype, data, dictionary)["merges"]:
         print(line)

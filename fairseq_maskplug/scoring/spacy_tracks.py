@@ -4,8 +4,8 @@ computes from its lines.
 
 Before any work: spaCy imported, every line of ``--text`` checked to spell what its tokens spell
 (:func:`.alignment.spelled_split`), the pipeline loaded, the lines checked against its length limit, the
-producer's own checks, the shard (:func:`~..tools.sharding.start_producer`) and its output locked. Then this
-shard's lines (whole blocks: spaCy's batches, a divisor of the block, never cross one, so a line's values do
+producer's own checks, the shard (:func:`~..tools.sharding.start_producer`). Then the loop of every track
+producer (:func:`~..tools.producer.write_tracks`): the output locked, this shard's lines (whole blocks: spaCy's batches, a divisor of the block, never cross one, so a line's values do
 not depend on the shards) annotated and written as its part (one shard: the track), the merge, and one JSON
 summary printed: the track, the model, what was written, the producer's counts, the merges and warnings.
 """
@@ -32,7 +32,8 @@ def write_spacy_track(producer: SpacyProducer, args) -> int:
     options); returns the command's exit status (2: one line on standard error, before any work)."""
     from ..common.extras import import_spacy
     from ..tools.cli import check_spacy_lengths
-    from ..tools.sharding import ShardedTrack, file_identity, line_lengths, start_producer
+    from ..tools.producer import SplitTracks, write_tracks
+    from ..tools.sharding import ShardedTrack, file_identity, start_producer
     from .alignment import spelled_split
 
     try:
@@ -46,21 +47,16 @@ def write_spacy_track(producer: SpacyProducer, args) -> int:
         options = {**file_identity(args.text, "text"), "spacy": spacy.__version__, "spacy_model": args.spacy_model,
                    "spacy_model_version": nlp.meta.get("version"), **extra, "bpe": args.bpe,
                    "batch_size": args.batch_size}
-        track = ShardedTrack(shard, options, args.shard_block_lines)
-        written = track.already_written(prefix, split_prefix, len(texts), producer.dtype)
-    except (ValueError, OSError, ImportError) as error:
+
+        def annotated(out, lines):  # whole blocks, starting on one: spaCy's batches of a divisor never cross them
+            rows, counts = producer.annotate(nlp, texts[lines.start:lines.stop], ranges[lines.start:lines.stop], args)
+            return [rows], lambda wrote: {"wrote": wrote[0], **counts()}
+
+        written = write_tracks(ShardedTrack(shard, options, args.shard_block_lines),
+                               [SplitTracks(args.split, split_prefix, len(texts), [prefix])], annotated,
+                               producer.dtype, args.data)
+    except (ValueError, OSError, ImportError) as error:  # before any work; also a part made otherwise
         print(f"error: {error}", file=sys.stderr)
         return 2
-    summary = {"track": prefix, "spacy_model": args.spacy_model}
-    if written:
-        print(f"{args.split}: shard {shard.shard_id} of {shard.num_shards} is already written: skipped")
-    else:
-        lines = track.lines(len(texts))  # whole blocks, starting on one: batches of a divisor never cross them
-        rows, counts = producer.annotate(nlp, texts[lines.start:lines.stop], ranges[lines.start:lines.stop], args)
-        summary["wrote"] = track.write(prefix, split_prefix, len(texts), rows, producer.dtype)
-        summary.update(counts())
-    summary["merges"] = track.finish(lambda split_prefix: line_lengths(split_prefix, None), args.data)
-    if track.warnings:
-        summary["warnings"] = track.warnings
-    print(json.dumps(summary))
+    print(json.dumps({"track": prefix, "spacy_model": args.spacy_model, **written.pop(args.split, {}), **written}))
     return 0
