@@ -151,6 +151,27 @@ def run_in_process(args, main) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(args, returncode, out.getvalue(), err.getvalue())
 
 
+#: the producers' code before issue 54 moved them onto shared steps: what they write must stay the same bytes
+PRODUCERS_BEFORE = "d684dbb"
+
+
+def run_producer_before(tmp_path: Path, module: str, *args) -> subprocess.CompletedProcess:
+    """``python -m preprocess.MODULE ARGS`` of commit :data:`PRODUCERS_BEFORE` (its ``preprocess/`` and
+    ``fairseq_maskplug/``, from this clone's history, imported ahead of the installed package), run on this
+    machine, whose kernels then round as the current code's do; skips where the clone lacks that commit."""
+    import pytest
+
+    code = tmp_path / "code-before"
+    if not code.is_dir():
+        archive = subprocess.run(["git", "-C", REPO, "archive", PRODUCERS_BEFORE, "preprocess", "fairseq_maskplug"],
+                                 capture_output=True)
+        if archive.returncode:
+            pytest.skip(f"commit {PRODUCERS_BEFORE} is not in this clone: {archive.stderr.decode().strip()}")
+        code.mkdir()
+        subprocess.run(["tar", "-x", "-C", code], input=archive.stdout, check=True)
+    return check(run([sys.executable, "-m", f"preprocess.{module}", *args], cwd=code))
+
+
 def check(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
     assert result.returncode == 0, f"command failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
     return result

@@ -221,3 +221,17 @@ def test_rank_weighting_draws_each_position_in_proportion_to_its_rank():
         assert chisquare(counts[keep], 4000 * expected[keep])[1] > 0.001, (mix, counts)
     with pytest.raises(ValueError, match="--difference-weighting must be one of"):
         build_mask_policy("difference", {"difference_weighting": "nope"})
+
+
+@pytest.mark.e2e
+@pytest.mark.full
+def test_difference_writes_what_the_code_before_issue_54_wrote(tiny_data, domain_data, trained, tmp_path):
+    from fairseq_helpers import run_producer_before
+
+    checkpoint, _, _ = trained
+    args = ["--general", tiny_data / "bin", "--checkpoint", checkpoint, "--anchors", "3"]
+    now, before = (shutil.copytree(domain_data, tmp_path / when) for when in ("now", "before"))
+    check(run([BIN / "python", "-m", "preprocess.difference", "--data", now, *args]))
+    run_producer_before(tmp_path, "difference", "--data", before, *args)
+    written = {p.name: p.read_bytes() for p in sorted(now.glob("*.difference_score.*"))}
+    assert len(written) == 6 and written == {p.name: p.read_bytes() for p in sorted(before.glob("*.difference_score.*"))}

@@ -402,3 +402,18 @@ def test_sentencepiece_post_processing_joins_pieces_into_words(rule_data):
 def test_span_policy_trains_in_half_precision_with_a_settling_loss_scale(rule_data, tmp_path):
     assert_half_precision_run(run([BIN / "fairseq-maskplug-train", *span_policy_args(rule_data[0], tmp_path / "ck"),
                                    "--max-update", "8", *HALF_PRECISION]), 8)
+
+
+@pytest.mark.e2e
+@pytest.mark.full
+def test_score_spans_writes_what_the_code_before_issue_54_wrote(rule_policy, tmp_path):
+    from fairseq_helpers import run_producer_before
+
+    root = rule_policy[0]
+    scores = ["--checkpoint", root / "ckpt" / "checkpoint_last.pt", "--splits", "test"]
+    now, before = (shutil.copytree(root / "bin", tmp_path / when, ignore=shutil.ignore_patterns("test.span_*"))
+                   for when in ("now", "before"))
+    check(run([BIN / "fairseq-maskplug-score-spans", "--data", now, *scores]))
+    run_producer_before(tmp_path, "score_spans", "--data", before, *scores)
+    written = {p.name: p.read_bytes() for p in sorted(now.glob("test.span_*"))}
+    assert len(written) >= 6 and written == {p.name: p.read_bytes() for p in sorted(before.glob("test.span_*"))}

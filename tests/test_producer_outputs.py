@@ -4,10 +4,12 @@ of its output). The hashes were taken with the code before the n-gram counts of 
 integer arrays (commit 69005ea), and match it still. A change meant to change an output updates its hash here
 and says why in its commit message.
 
-Not here: the producers that score with a trained model (``score-pll``, ``annotate-importance``,
-``score-importance``, ``score-spans``, ``difference``) or tag with spaCy (``pos-tags``, ``salient-spans``):
-their values are floating-point sums of a model's kernels, which may round otherwise on another CPU; their
-shards are tested against their one-process output instead.
+The full tier also runs the code before issue 54 (``fairseq_helpers.PRODUCERS_BEFORE``, from this clone's history)
+and finds these hashes. The producers that score with a trained model (``score-pll``, ``annotate-importance``,
+``score-importance``, ``score-spans``, ``difference``) or tag with spaCy (``pos-tags``, ``salient-spans``) have no
+hash here: their values come from floating-point kernels, which may round otherwise on another CPU. Their tests
+(``test_*_writes_what_the_code_before_issue_54_wrote``) run that code and the current code on the same machine
+and compare the bytes.
 """
 
 import hashlib
@@ -26,16 +28,16 @@ def track_files(data: Path, name: str) -> list:
     return [data / f"{split}.{name}.{suffix}" for split in ("train", "valid") for suffix in ("bin", "idx")]
 
 
-def run_pmi_units(tiny, work):
+def run_pmi_units(tiny, work, main=pmi_units.main):
     data = shutil.copytree(tiny / "bin", work / "bin")
-    assert pmi_units.main(["--data", str(data), "--min-count", "1", "--lexicon-size", "50",
+    assert main(["--data", str(data), "--min-count", "1", "--lexicon-size", "50",
                            "--write-lexicon", str(work / "lexicon.tsv")]) == 0
     return [*track_files(data, "pmi_units"), work / "lexicon.tsv"]
 
 
-def run_informask(tiny, work):
+def run_informask(tiny, work, main=informask.main):
     data = shutil.copytree(tiny / "bin", work / "bin")
-    assert informask.main(["--data", str(data), "--write-table", str(work / "table.json")]) == 0
+    assert main(["--data", str(data), "--write-table", str(work / "table.json")]) == 0
     return [*track_files(data, "informask_rate"), work / "table.json"]
 
 
@@ -45,19 +47,22 @@ def run_example(tiny, work):
     return track_files(data, "long")
 
 
-def run_select(tiny, work):
+def run_select(tiny, work, main=select_main):
     out = work / "selected"
-    assert select_main(["--corpus", str(tiny / "train.txt"), "--target", str(tiny / "valid.txt"), "--num-docs", "50",
+    assert main(["--corpus", str(tiny / "train.txt"), "--target", str(tiny / "valid.txt"), "--num-docs", "50",
                         "--out", str(out)]) == 0
     return [out / name for name in ("provenance.tsv", "retrieved.ids", "retrieved.txt")]
 
 
-def run_retrieve(tiny, work):
+def run_retrieve(tiny, work, main=retrieve_main):
     out = work / "retrieved"
-    assert retrieve_main(["--corpus", str(tiny / "train.txt"), "--queries", str(tiny / "valid.txt"), "--index",
+    assert main(["--corpus", str(tiny / "train.txt"), "--queries", str(tiny / "valid.txt"), "--index",
                           str(work / "index"), "--top-k", "5", "--out", str(out)]) == 0
     return [out / name for name in ("provenance.tsv", "retrieved.ids", "retrieved.txt")]
 
+
+#: the module of each producer, for the code before issue 54 (which had no example producer)
+MODULES = {"pmi-units": "pmi_units", "informask": "informask", "select": "select_dsir", "retrieve": "retrieve"}
 
 PRODUCERS = {"pmi-units": run_pmi_units, "informask": run_informask, "example": run_example, "select": run_select,
              "retrieve": run_retrieve}
@@ -101,6 +106,20 @@ EXPECTED = {
 def test_a_producer_writes_what_it_wrote_before(producer, tiny_data, tmp_path, capsys):
     files = PRODUCERS[producer](tiny_data, tmp_path)
     capsys.readouterr()
+    assert {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in files} == EXPECTED[producer]
+
+
+@pytest.mark.full
+@pytest.mark.parametrize("producer", sorted(MODULES))
+def test_the_code_before_issue_54_wrote_the_same(producer, tiny_data, tmp_path):
+    """The hashes above are also what commit PRODUCERS_BEFORE (before the producers moved onto shared steps)
+    writes on this machine."""
+    from fairseq_helpers import run_producer_before
+
+    def before(argv):
+        return run_producer_before(tmp_path, MODULES[producer], *argv).returncode
+
+    files = PRODUCERS[producer](tiny_data, tmp_path, before)
     assert {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in files} == EXPECTED[producer]
 
 

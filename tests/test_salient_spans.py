@@ -221,3 +221,20 @@ def test_two_torchrun_ranks_find_spans_in_their_shards_and_rank_0_merges(spm_dat
                         BIN / "fairseq-maskplug-salient-spans", "--data", data, *args], timeout=600))
     assert "merged 2 shards" in result.stdout
     assert salient_track(data) == salient_track(one) and not list(data.glob("*shard*"))
+
+
+@pytest.mark.e2e
+@pytest.mark.full
+def test_both_spacy_producers_write_what_the_code_before_issue_54_wrote(spm_data, tmp_path):
+    """salient-spans and pos-tags against commit PRODUCERS_BEFORE's on this machine, byte for byte."""
+    import shutil
+
+    from fairseq_helpers import BIN, check, run, run_producer_before
+
+    args = ["--split", "train", "--text", spm_data / "train.txt", "--shard-block-lines", "8", "--batch-size", "4"]
+    for module, name in (("salient_spans", "salient_spans"), ("pos_tags", "pos")):
+        now, before = (shutil.copytree(spm_data / "bin", tmp_path / f"{module}-{when}") for when in ("now", "before"))
+        check(run([BIN / "python", "-m", f"preprocess.{module}", "--data", now, *args]))
+        run_producer_before(tmp_path, module, "--data", before, *args)
+        written = {p.name: p.read_bytes() for p in sorted(now.glob(f"train.{name}.*"))}
+        assert len(written) == 3 and written == {p.name: p.read_bytes() for p in sorted(before.glob(f"train.{name}.*"))}

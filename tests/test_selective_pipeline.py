@@ -249,3 +249,26 @@ def test_downstream_mask_in_shards_is_the_one_process_track(pipeline, tmp_path):
         check(run([BIN / "fairseq-maskplug-merge-shards", task]))
         assert track(task) == track(whole) and (task / "input0" / "train.sharded.preview.txt").is_file()
         assert not list((task / "input0").glob("*shard*-of-*"))
+
+
+@pytest.mark.full
+def test_both_importance_producers_write_what_the_code_before_issue_54_wrote(pipeline, tagger, annotated, tmp_path):
+    """score-importance's labels (and preview) and annotate-importance's track, against commit
+    PRODUCERS_BEFORE's on this machine, byte for byte."""
+    import shutil
+
+    from fairseq_helpers import run_producer_before
+
+    def files(directory, name):
+        return {p.name: p.read_bytes() for p in sorted(directory.glob(f"train.{name}.*")) if not p.name.endswith("json")}
+
+    scores = ["--checkpoint", pipeline.classifier, "--splits", "train", "--batch-size", "16", "--name", "before"]
+    now, before = (shutil.copytree(pipeline.task, tmp_path / name) for name in ("now", "before"))
+    check(run([BIN / "python", "-m", "preprocess.score_importance", "--data", now, *scores]))
+    run_producer_before(tmp_path, "score_importance", "--data", before, *scores)
+    assert files(now / "input0", "before") == files(before / "input0", "before") != {}
+    tags = ["--checkpoint", tagger.checkpoint, "--splits", "train", "--max-tokens", "256", "--name", "before"]
+    now, before = (shutil.copytree(annotated.corpus, tmp_path / f"corpus-{name}") for name in ("now", "before"))
+    check(run([BIN / "python", "-m", "preprocess.annotate_importance", "--data", now, *tags]))
+    run_producer_before(tmp_path, "annotate_importance", "--data", before, *tags)
+    assert files(now, "before") == files(before, "before") != {}

@@ -87,3 +87,13 @@ def test_two_torchrun_ranks_score_their_shards_and_rank_0_merges(scored, tmp_pat
                         *score_pll(checkpoint, data)], timeout=600))
     assert "merged 2 shards" in result.stdout
     assert track(data) == whole and not list(data.glob("*shard*"))
+
+
+@pytest.mark.full
+def test_score_pll_writes_what_the_code_before_issue_54_wrote(scored, tmp_path):
+    from fairseq_helpers import run_producer_before
+
+    checkpoint, one, whole = scored
+    data = shutil.copytree(one, tmp_path / "data", ignore=shutil.ignore_patterns("train.plt.*"))
+    run_producer_before(tmp_path, "score_pll", *score_pll(checkpoint, data)[1:])
+    assert track(data) == whole
