@@ -2,27 +2,28 @@
 its word-start mark left out, has at least ``--min-length`` characters; 0 elsewhere and at special tokens),
 the kind of track ``examples/flagged_policy`` masks from ("Writing a producer" on docs/own-policy.md).
 
-It computes one value per vocabulary entry (:func:`long_entries`); everything else comes from
-``preprocess/vocabulary_tracks.py``, the steps ``fairseq-maskplug-informask`` and ``-difference`` run on: the
-options (``--data``, ``--splits``, ``--name``, ``--num-shards``/``--shard-id``, ``--shard-block-lines``), every
-input and output checked before any work, the shards (torchrun/srun ranks, or independent jobs and
-``fairseq-maskplug-merge-shards``), the tracks fingerprinted against the tokens and written atomically, one
-line for an error, a JSON summary.
+It declares its options and one function of the tokens (:func:`long_subwords`); everything else comes from
+:class:`fairseq_maskplug.tools.producer.TokenProducer`: the command's options (``--data``, ``--splits``,
+``--name``, ``--num-shards``/``--shard-id``, ``--shard-block-lines`` and its own), every input and output checked
+before any work, the shards (torchrun/srun ranks, or independent jobs and ``fairseq-maskplug-merge-shards``), the
+tracks fingerprinted against the tokens and written atomically, one line for an error, a JSON summary.
 
     python examples/long_subwords.py --data DATA --name long --min-length 7
 """
 
-import json
 import sys
+from dataclasses import dataclass
 
 import numpy as np
 
-from fairseq_maskplug.common.option_ranges import number
-from fairseq_maskplug.tools.cli import command_main
-from fairseq_maskplug.preprocess.vocabulary_tracks import (add_output_options, data_dictionary, load_lookup_inputs,
-                                                            lookup_parser, write_lookup_tracks)
+from fairseq_maskplug.common.option_ranges import option
+from fairseq_maskplug.tools.producer import TokenProducer
 
-COMMAND = "examples/long_subwords.py"
+
+@dataclass
+class LongSubwordOptions:
+    min_length: int = option(7, "the shortest piece flagged, in characters", range="[1, inf)",
+                             source="ours")
 
 
 def long_entries(dictionary, min_length: int) -> np.ndarray:
@@ -35,25 +36,18 @@ def long_entries(dictionary, min_length: int) -> np.ndarray:
     return flags
 
 
-def write(args) -> int:
-    dictionary = data_dictionary("--data", args.data)
-    loaded, shard = load_lookup_inputs(args, dictionary, COMMAND)  # everything checked before any work
-    flags = long_entries(dictionary, args.min_length)
-    summary = {"long_entries": int(flags.sum()), "of": len(dictionary)}
-    write_lookup_tracks(args, shard, loaded, dictionary, flags, {"min_length": args.min_length}, summary, COMMAND)
-    print(json.dumps(summary))
-    return 0
+def long_subwords(options: LongSubwordOptions, dictionary):
+    """The values of a block of lines: each token's flag."""
+    flags = long_entries(dictionary, options.min_length)
+    return lambda lines: [flags[line] for line in lines]
 
 
-def parse_args(argv=None):
-    parser = lookup_parser(__doc__, "fairseq-preprocess output directory (holds dict.txt)")
-    parser.add_argument("--min-length", type=number("[1, inf)", int), default=7,
-                        help="the shortest piece flagged, in characters (ours: the flagged policy's example)")
-    add_output_options(parser, "long", "--flagged-track")
-    return parser.parse_args(argv)
-
-
-main = command_main(parse_args, write)
+PRODUCER = TokenProducer("examples/long_subwords.py", __doc__, LongSubwordOptions, track="long",
+                         reader="--flagged-track", dtype="float64", values=long_subwords,
+                         summary=lambda options, dictionary: {
+                             "long_entries": int(long_entries(dictionary, options.min_length).sum()),
+                             "of": len(dictionary)})
+main = PRODUCER.main
 
 
 if __name__ == "__main__":

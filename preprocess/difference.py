@@ -131,7 +131,9 @@ def write_scores(args) -> int:
     from fairseq_maskplug.scoring.difference import anchor_similarity, anchors, tf_icf
     from fairseq_maskplug.tools.sharding import checkpoint_identity, warn
 
-    from .vocabulary_tracks import data_dictionary, load_lookup_inputs, load_split, write_lookup_tracks
+    from fairseq_maskplug.tools.producer import data_dictionary, load_split
+
+    from .vocabulary_tracks import load_lookup_inputs, write_lookup_tracks
 
     # everything checked before any work
     dictionary = data_dictionary("--data", args.data)

@@ -123,7 +123,9 @@ def write_rates(args) -> int:
     from fairseq_maskplug.common.atomic import write_text
     from fairseq_maskplug.data.side_info import token_fingerprint
 
-    from .vocabulary_tracks import data_dictionary, load_lookup_inputs, write_lookup_tracks
+    from fairseq_maskplug.tools.producer import data_dictionary
+
+    from .vocabulary_tracks import load_lookup_inputs, write_lookup_tracks
 
     dictionary = data_dictionary("--data", args.data)
     loaded, shard = load_lookup_inputs(args, dictionary, COMMAND, [args.write_table])  # before any work

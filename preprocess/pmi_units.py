@@ -183,11 +183,10 @@ def unit_shares(stats: dict) -> dict:
 def write_units(args) -> int:
     from fairseq_maskplug.common.atomic import check_writable
     from fairseq_maskplug.common.progress import progress_bar
-    from .vocabulary_tracks import data_dictionary, load_split
     from fairseq_maskplug.data.word_boundaries import word_start_symbols
     from fairseq_maskplug.scoring.pmi_lexicon import build_lexicon, read_lexicon
     from fairseq_maskplug.tools.pass_parts import check_parts_directory, remove_parts_directory
-    from fairseq_maskplug.tools.producer import named_tracks, write_tracks
+    from fairseq_maskplug.tools.producer import data_dictionary, load_split, named_tracks, write_tracks
     from fairseq_maskplug.tools.sharding import ShardedTrack, file_identity, start_producer
 
     # everything checked before any work

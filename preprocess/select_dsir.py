@@ -213,28 +213,21 @@ def run_shard(args, shard, target, target_texts: int, started: float) -> int:
     from fairseq_maskplug.data.track_shards import shard_lines
     from fairseq_maskplug.retrieval.corpus import count_lines
     from fairseq_maskplug.retrieval.dsir import bucket_counts, log_ratio, normalised
-    from fairseq_maskplug.tools.pass_parts import make_parts_directory
-    from fairseq_maskplug.tools.sharding import meet, wait_for_every_shard
+    from fairseq_maskplug.tools.pass_parts import make_parts_directory, shard_pass
+    from fairseq_maskplug.tools.sharding import shard_lines_text, wait_for_every_shard
 
     documents = count_lines(args.corpus, "corpus")  # every line checked before any work
     parts = parts_directory(args.out)
     options = shard_options(args, documents, target_texts)
     lines = shard_lines(documents, shard.num_shards, shard.shard_id, 1)
     make_parts_directory(parts, COMMAND)
-    counts = pass_parts(parts, "counts", shard.num_shards, options)
-    where = f"shard {shard.shard_id} of {shard.num_shards} (documents {lines.start + 1} to {lines.stop})"
-    if counts.done(shard.shard_id, lines):
-        print(f"{where}: its counts are written already: skipped", flush=True)
-    else:
-        counts.write(shard.shard_id, lines, bucket_counts(corpus_texts(args.corpus, lines), args.buckets,
-                                                          args.ngrams))
-    meet(shard)
-    missing = counts.missing()
-    if missing:  # independent jobs: the second run of each shard goes on
-        print(f"{where}: {counts.waiting_for(missing, 'counts', 'each skips its counts and weighs its documents')}",
-              flush=True)
+    counts = shard_pass(pass_parts(parts, "counts", shard.num_shards, options), shard, lines, documents,
+                        lambda lines: bucket_counts(corpus_texts(args.corpus, lines), args.buckets, args.ngrams),
+                        "counts", "each skips its counts and weighs its documents")
+    if counts is None:  # independent jobs: the second run of each shard goes on
         return 0
-    raw = normalised(sum(counts.read_all(documents)))
+    raw = normalised(sum(counts))
+    where = shard_lines_text(shard, lines)
     weights = pass_parts(parts, "weights", shard.num_shards, options)
     if weights.done(shard.shard_id, lines):
         print(f"{where}: its weights are written already: skipped", flush=True)

@@ -249,6 +249,8 @@ def command_numeric_options():
         for node in (n for source in sources for n in ast.walk(ast.parse((REPO / source).read_text()))):
             if not (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument"):
                 continue
+            if not isinstance(node.args[0], ast.Constant):  # tools.cli.add_dataclass_options: ranges in the dataclass
+                continue
             kind = next((k.value for k in node.keywords if k.arg == "type"), None)
             flag = node.args[0].value
             if isinstance(kind, ast.Name) and kind.id in ("int", "float"):
@@ -451,3 +453,35 @@ def test_option_declares_help_and_range_and_refuses_a_malformed_range_where_it_i
     assert "range" not in option("x", "a name").metadata
     with pytest.raises(ValueError, match=r"^'\(0, 1' is not an interval"):
         option(0.5, "a share", range="(0, 1")
+
+
+def test_a_dataclass_of_options_becomes_command_line_options_with_their_ranges_and_sources(capsys):
+    from fairseq_maskplug.common.option_ranges import option
+    from fairseq_maskplug.tools.cli import HelpFormatter, add_dataclass_options
+
+    @dataclasses.dataclass
+    class Options:
+        min_count: int = option(5, "rarest kept", range="[1, inf)", source="paper")
+        rate: float = option(0.5, "share", range="(0, 1]")
+        label: str = option("x", "a name", choices=["x", "y"])
+        keep: bool = option(True, "keep it")
+
+    parser = argparse.ArgumentParser(prog="tool", formatter_class=HelpFormatter)
+    add_dataclass_options(parser, Options)
+    assert vars(parser.parse_args([])) == {"min_count": 5, "rate": 0.5, "label": "x", "keep": True}
+    assert vars(parser.parse_args(["--min-count", "2", "--rate", "1", "--label", "y", "--no-keep"])) == {
+        "min_count": 2, "rate": 1.0, "label": "y", "keep": False}
+    assert "rarest kept (paper) (default: 5)" in " ".join(parser.format_help().split())
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--rate", "0"])
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "tool: error: argument --rate: must lie in (0, 1], got 0"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--label", "z"])
+    assert "argument --label: invalid choice: 'z' (choose from" in capsys.readouterr().err
+
+    @dataclasses.dataclass
+    class Listed:
+        items: list = dataclasses.field(default_factory=list, metadata={"help": "h"})
+
+    with pytest.raises(TypeError, match="Listed.items: an option is an int, float, str or bool"):
+        add_dataclass_options(argparse.ArgumentParser(), Listed)

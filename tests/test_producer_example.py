@@ -44,3 +44,33 @@ def test_the_example_producer_marks_the_long_pieces_in_one_process_and_in_shards
     assert long_subwords.main(["--data", str(tmp_path / "nope")]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [
         f"error: --data {tmp_path / 'nope'}: no dict.txt (give a fairseq-preprocess output directory)"]
+
+
+def test_a_token_producer_whose_rows_do_not_fit_the_lines_writes_nothing(tiny_data, tmp_path, capsys):
+    """TokenProducer's rows are checked against the lines before anything is written: a row one value short
+    (the line is named), a block with one row too many; an option outside its declared range is argparse's
+    one line."""
+    import dataclasses
+
+    import pytest
+
+    producer = example().PRODUCER
+    data = shutil.copytree(tiny_data / "bin", tmp_path / "bin")
+    short = dataclasses.replace(producer, values=lambda options, dictionary: lambda lines: [line[:-1] for line in lines])
+    assert short.main(["--data", str(data)]) == 2
+    length = first_line_length(data)
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"error: {data}/train.long: line 1 has {length} tokens but {length - 1} values; nothing was written"]
+    extra = dataclasses.replace(producer, values=lambda options, dictionary: lambda lines: [*lines, lines[0]])
+    assert extra.main(["--data", str(data), "--shard-block-lines", "16"]) == 2
+    assert capsys.readouterr().err.strip() == "error: examples/long_subwords.py: 17 rows of values for 16 lines"
+    assert not list(data.glob("*.long.*"))
+    with pytest.raises(SystemExit):
+        producer.main(["--data", str(data), "--min-length", "0"])
+    assert "--min-length: must lie in [1, inf), got 0" in capsys.readouterr().err
+
+
+def first_line_length(data) -> int:
+    from fairseq.data.indexed_dataset import MMapIndexedDataset
+
+    return len(MMapIndexedDataset(str(data / "train"))[0])

@@ -82,6 +82,31 @@ def split_names(text: str) -> list:
     return [split_name(name) for name in names]
 
 
+def add_dataclass_options(parser: argparse.ArgumentParser, options: type) -> None:
+    """One option per field of the dataclass ``options`` (``min_length`` -> ``--min-length``), each declared with
+    :func:`~..common.option_ranges.option`: its help, where its default comes from (shown after the help) and, for
+    a number, its range, and ``choices=[...]`` where given (both refused in argparse's one line). A bool field is
+    ``--NAME``/``--no-NAME``."""
+    import dataclasses
+    import typing
+
+    from ..common.option_ranges import flag, number
+
+    types = typing.get_type_hints(options)  # also where annotations are postponed (strings)
+    for field in dataclasses.fields(options):
+        kind = types[field.name]
+        if kind not in (int, float, str, bool):
+            raise TypeError(f"{options.__name__}.{field.name}: an option is an int, float, str or bool, not {kind}")
+        source = field.metadata.get("source")
+        help = field.metadata["help"] + (f" ({source})" if source else "")
+        if kind is bool:
+            parser.add_argument(flag(field.name), action=argparse.BooleanOptionalAction, default=field.default,
+                                help=help)
+            continue
+        parser.add_argument(flag(field.name), type=number(field.metadata["range"], kind) if "range" in field.metadata
+                            else kind, choices=field.metadata.get("choices"), default=field.default, help=help)
+
+
 def add_user_dir(parser: argparse.ArgumentParser) -> None:
     """``--user-dir``, as fairseq-train's: a tool loading a checkpoint trained with a user's
     policy, task or model needs that module (see :func:`import_user_dir`)."""

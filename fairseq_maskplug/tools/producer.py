@@ -1,5 +1,6 @@
-"""The one loop of every producer that writes per-token tracks of binarized splits (issue 54): a producer gives
-only a function from this shard's lines of a split to its values.
+"""The one loop of every producer that writes per-token tracks of binarized splits (issue 54), and the whole
+command of a producer whose values are a function of the tokens (:class:`TokenProducer`): a producer gives only
+a function from this shard's lines of a split to its values.
 
 Every producer of tracks (``pos-tags``, ``salient-spans``, ``score-pll``, ``annotate-importance``, ``score-spans``,
 ``score-importance``, ``informask``, ``difference``, ``pmi-units`` and a producer of your own) checks its inputs
@@ -10,7 +11,10 @@ lines, :meth:`~.sharding.ShardedTrack.lines`), which are written as this shard's
 then, once every shard is written, the merge, and the warnings about degenerate tracks.
 """
 
-from typing import Callable, Iterable, List, NamedTuple, Sequence, Tuple
+import dataclasses
+import json
+import os
+from typing import Callable, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 
 class SplitTracks(NamedTuple):
@@ -59,3 +63,117 @@ def write_tracks(track, outputs: Sequence[SplitTracks], values: Values, dtype: s
     if track.warnings:
         summary["warnings"] = track.warnings
     return summary
+
+
+def data_dictionary(flag: str, path: str):
+    """The dictionary of the fairseq-preprocess output ``path`` (given as ``flag``), checked."""
+    from ..data.dictionaries import read_dictionary
+
+    if not os.path.isfile(os.path.join(path, "dict.txt")):
+        raise ValueError(f"{flag} {path}: no dict.txt (give a fairseq-preprocess output directory)")
+    return read_dictionary(os.path.join(path, "dict.txt"))
+
+
+def load_split(data, split, dictionary):
+    """``(prefix, tokens)`` of the binarized ``split`` of ``data``: its .bin/.idx pair and token ids checked."""
+    from fairseq.data import data_utils
+
+    from ..data.dictionaries import check_token_ids
+    from ..data.indexed_files import RECOPY, check_indexed_pair
+
+    prefix = os.path.join(data, split)
+    check_indexed_pair(prefix, RECOPY)
+    tokens = data_utils.load_indexed_dataset(prefix, dictionary)
+    if tokens is None:
+        raise ValueError(f"--data {data}: no split {split!r} ({prefix}.bin/.idx, as fairseq-preprocess writes)")
+    check_token_ids(tokens, prefix, dictionary)
+    return prefix, tokens
+
+
+#: ``values(options, dictionary) -> of_block``, once per run: ``of_block(lines)`` gives for a block of lines (token
+#: arrays of one split, in order) one row of values per line, one value per token
+TokenValues = Callable[[object, object], Callable[[List], List]]
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenProducer:
+    """A producer of one track whose values are a function of each line's tokens (and of the dictionary): what it
+    declares; :meth:`main` is the whole command.
+
+    The command's options are ``--data``, ``--splits``, the fields of ``options`` (each an
+    :func:`~..common.option_ranges.option`: help, range, where its default comes from), ``--name`` and the shard
+    options. Before any work: the options' ranges, the dictionary, every split's .bin/.idx and token ids, and
+    every track's path, then the shard. Then :func:`write_tracks`: ``values`` gets this shard's lines block by
+    block (``--shard-block-lines``; a block's values do not depend on the shards; a progress bar of lines), the
+    rows are checked against the lines (:func:`~.sharding.rows_as_long_as_lines`), the tracks are fingerprinted
+    against the tokens and written atomically, in shards as parts that record ``options`` and are merged (a rerun
+    skips a part written already). An
+    error is one line and exit status 2. Prints a JSON summary: ``summary``'s entries, what was written, the
+    merges and warnings."""
+
+    command: str  #: its command name, for ``--help`` and its errors
+    description: str  #: its ``--help`` text (the module's docstring)
+    options: type  #: a dataclass of its own options
+    track: str  #: the default ``--name``
+    reader: str  #: the policy option that reads the track, e.g. ``--flagged-track``
+    dtype: str  #: of the values written, e.g. ``float64``
+    values: TokenValues
+    #: ``summary(options, dictionary) -> dict``: the summary's first entries (None: none)
+    summary: Optional[Callable[[object, object], dict]] = None
+
+    def parser(self):
+        import argparse
+
+        from .cli import HelpFormatter, add_dataclass_options, split_names, track_name
+        from .sharding import add_shard_options
+
+        parser = argparse.ArgumentParser(prog=self.command, description=self.description,
+                                         formatter_class=HelpFormatter)
+        parser.add_argument("--data", required=True, help="fairseq-preprocess output directory (holds dict.txt)")
+        parser.add_argument("--splits", type=split_names, default="train,valid",
+                            help="comma-separated splits to write the track for")
+        add_dataclass_options(parser, self.options)
+        parser.add_argument("--name", type=track_name, default=self.track,
+                            help=f"track name (the policy's {self.reader})")
+        add_shard_options(parser)
+        return parser
+
+    def main(self, argv=None) -> int:
+        """The command: ``argv`` (default: the command line) parsed, checked and run; returns the exit status."""
+        from .cli import command_main
+
+        return command_main(self.parser().parse_args, self.write)(argv)
+
+    def write(self, args) -> int:
+        from ..common.atomic import check_writable
+        from ..common.progress import progress_bar
+        from ..data.track_shards import blocks_of
+        from .sharding import ShardedTrack, start_producer
+
+        options = self.options(**{field.name: getattr(args, field.name) for field in dataclasses.fields(self.options)})
+        dictionary = data_dictionary("--data", args.data)
+        loaded = {split: load_split(args.data, split, dictionary) for split in args.splits}
+        for split in args.splits:
+            check_writable(f"{loaded[split][0]}.{args.name}.bin")
+        shard = start_producer(args, args.data)
+        of_block = self.values(options, dictionary)
+        summary = self.summary(options, dictionary) if self.summary else {}
+
+        def rows(tokens, lines):
+            for block in blocks_of(lines, args.shard_block_lines):
+                block_lines = [tokens[i].numpy() for i in block]
+                values = of_block(block_lines)
+                if len(values) != len(block_lines):
+                    raise ValueError(f"{self.command}: {len(values)} rows of values for {len(block_lines)} lines")
+                yield from values
+
+        def of_split(out, lines):
+            shown = progress_bar(rows(loaded[out.split][1], lines), total=len(lines), desc=f"{args.name} of {out.split}",
+                                 unit="line")
+            return [shown], lambda wrote: {"wrote": wrote[0]}
+
+        track = ShardedTrack(shard, dataclasses.asdict(options), args.shard_block_lines)
+        summary.update(write_tracks(track, named_tracks(loaded, args.splits, args.name), of_split, self.dtype,
+                                    args.data, dictionary))
+        print(json.dumps(summary))
+        return 0

@@ -178,11 +178,12 @@ class ShardedTrack:
         from ..data import write_side_info
         from ..data.track_shards import write_part
 
+        lines = self.lines(n_lines)
+        rows = rows_as_long_as_lines(rows, line_lengths(split_prefix, None)[lines.start:lines.stop], prefix, lines)
         if self.shard.num_shards == 1:
             write_side_info(prefix, rows, dtype, tokens_prefix=split_prefix)
             self.complete.append(prefix)
             return f"{prefix}.bin/.idx"
-        lines = self.lines(n_lines)
         write_part(prefix, rows, dtype, split_prefix, lines, *self.shard[:2], self.options)
         return shard_lines_text(self.shard, lines)
 
@@ -207,6 +208,21 @@ class ShardedTrack:
         for lock in self.locks:
             lock.release()
         return reports
+
+
+def rows_as_long_as_lines(rows, lengths, prefix: str, lines: range):
+    """``rows``, one per line of ``lines`` (``lengths``: theirs), each checked to hold one value per token of its
+    line: a producer's rows that do not stop the write, naming the line (nothing is written)."""
+    rows = iter(rows)
+    count = 0
+    for count, (length, row) in enumerate(zip(lengths, rows), 1):
+        if len(row) != length:
+            raise ValueError(f"{prefix}: line {lines[count - 1] + 1} has {length} tokens but {len(row)} values; "
+                             "nothing was written")
+        yield row
+    if count < len(lengths) or next(rows, None) is not None:
+        raise ValueError(f"{prefix}: the producer gave {'fewer' if count < len(lengths) else 'more'} rows of values "
+                         f"than the {len(lengths)} lines; nothing was written")
 
 
 def shard_lines_text(shard: Shard, lines: range) -> str:
