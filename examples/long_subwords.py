@@ -36,17 +36,20 @@ def long_entries(dictionary, min_length: int) -> np.ndarray:
     return flags
 
 
-def long_subwords(options: LongSubwordOptions, dictionary):
-    """The values of a block of lines: each token's flag."""
-    flags = long_entries(dictionary, options.min_length)
+def long_subwords(options: LongSubwordOptions, inputs):
+    """The values of a block of lines: each token's flag (``inputs.dictionary``: the data's)."""
+    flags = long_entries(inputs.dictionary, options.min_length)
     return lambda lines: [flags[line] for line in lines]
 
 
+def summary(options: LongSubwordOptions, inputs) -> dict:
+    """The summary's first entries: how many entries are flagged, of how many."""
+    flags = long_entries(inputs.dictionary, options.min_length)
+    return {"long_entries": int(flags.sum()), "of": len(inputs.dictionary)}
+
+
 PRODUCER = TokenProducer("examples/long_subwords.py", __doc__, LongSubwordOptions, track="long",
-                         reader="--flagged-track", dtype="float64", values=long_subwords,
-                         summary=lambda options, dictionary: {
-                             "long_entries": int(long_entries(dictionary, options.min_length).sum()),
-                             "of": len(dictionary)})
+                         read_by="--flagged-track", dtype="float64", values=long_subwords, summary=summary)
 main = PRODUCER.main
 
 

@@ -109,3 +109,57 @@ def test_lines_longer_than_the_model_are_scored_in_framed_windows(trained):
         alone = scorer.score([np.concatenate([[d.bos()], inner, [d.eos()]])], special, progress=False)[0]
         np.testing.assert_allclose(plt_long[start:start + len(inner)], alone[1:-1], atol=1e-6)
     np.testing.assert_allclose(plt_short, scorer.score([short], special, progress=False)[0], atol=1e-6)
+
+
+@pytest.mark.e2e
+def test_the_example_model_producer_writes_entropies_in_one_process_and_in_shards(tiny_data, trained, tmp_path, capsys):
+    """examples/token_entropy.py (TokenProducer with a checkpoint reader): one value in [0, 1] per token, 0 at
+    </s>, the model's own entropy at a position (checked on a line against a forward here); two shards as
+    independent jobs merge into the one-process bytes; the difference policy trains on the track; a checkpoint
+    with another dictionary is refused in one line before any work."""
+    import importlib.util
+    import math
+    import shutil
+
+    import torch
+    from fairseq.data.indexed_dataset import MMapIndexedDataset
+    from fairseq_helpers import BIN, CPU_RUN, TINY_ROBERTA, REPO, json_logs, run
+    from fairseq_maskplug.data import SideInfoDataset
+    from preprocess import merge_shards
+
+    spec = importlib.util.spec_from_file_location("token_entropy", REPO / "examples" / "token_entropy.py")
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    checkpoint, model, task = trained
+    data = shutil.copytree(tiny_data / "bin", tmp_path / "bin")
+    assert example.main(["--checkpoint", str(checkpoint), "--data", str(data), "--splits", "valid"]) == 0
+    tokens, track = MMapIndexedDataset(str(data / "valid")), SideInfoDataset(str(data / "valid.entropy"))
+    rows = [track[i].numpy() for i in range(len(tokens))]
+    assert [len(row) for row in rows] == [len(tokens[i]) for i in range(len(tokens))]
+    assert all(row[-1] == 0.0 and 0 < row[:-1].min() and row.max() <= 1 for row in rows)
+    line = tokens[0].numpy()
+    with torch.no_grad():
+        log_p = model.eval()(torch.as_tensor(np.concatenate([[task.source_dictionary.bos()], line]))[None])[0][0, 1:]
+    log_p = log_p.float().log_softmax(-1)
+    expected = (-(log_p.exp() * log_p).sum(-1) / math.log(log_p.shape[-1])).numpy()
+    np.testing.assert_allclose(rows[0][:-1], expected[:-1], rtol=1e-5)
+    for shard in ("0", "1"):
+        assert example.main(["--checkpoint", str(checkpoint), "--data", str(data), "--splits", "valid", "--name",
+                             "sharded", "--shard-block-lines", "8", "--num-shards", "2", "--shard-id", shard]) == 0
+    assert merge_shards.main([str(data)]) == 0
+    for suffix in ("bin", "idx"):
+        assert (data / f"valid.sharded.{suffix}").read_bytes() == (data / f"valid.entropy.{suffix}").read_bytes()
+    assert example.main(["--checkpoint", str(checkpoint), "--data", str(data), "--splits", "train"]) == 0
+    result = check(run([BIN / "fairseq-maskplug-train", data, "--task", "guided_mlm", "--mask-policy", "difference",
+                        "--difference-track", "entropy", "--tokens-per-sample", "32", "--save-dir", tmp_path / "ck",
+                        "--max-update", "2", *TINY_ROBERTA, *CPU_RUN]))
+    assert len(json_logs(result, "train_inner")) == 2
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "dict.txt").write_text("".join(f"x{i} 1\n" for i in range(60)))  # every token id valid, another dictionary
+    capsys.readouterr()
+    shutil.copy(data / "valid.bin", other / "valid.bin")
+    shutil.copy(data / "valid.idx", other / "valid.idx")
+    assert example.main(["--checkpoint", str(checkpoint), "--data", str(other), "--splits", "valid"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is not the dictionary" in err[0] and not list(other.glob("valid.entropy.*")), err

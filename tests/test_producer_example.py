@@ -56,12 +56,12 @@ def test_a_token_producer_whose_rows_do_not_fit_the_lines_writes_nothing(tiny_da
 
     producer = example().PRODUCER
     data = shutil.copytree(tiny_data / "bin", tmp_path / "bin")
-    short = dataclasses.replace(producer, values=lambda options, dictionary: lambda lines: [line[:-1] for line in lines])
+    short = dataclasses.replace(producer, values=lambda options, inputs: lambda lines: [line[:-1] for line in lines])
     assert short.main(["--data", str(data)]) == 2
     length = first_line_length(data)
     assert capsys.readouterr().err.strip().splitlines() == [
         f"error: {data}/train.long: line 1 has {length} tokens but {length - 1} values; nothing was written"]
-    extra = dataclasses.replace(producer, values=lambda options, dictionary: lambda lines: [*lines, lines[0]])
+    extra = dataclasses.replace(producer, values=lambda options, inputs: lambda lines: [*lines, lines[0]])
     assert extra.main(["--data", str(data), "--shard-block-lines", "16"]) == 2
     assert capsys.readouterr().err.strip() == "error: examples/long_subwords.py: 17 rows of values for 16 lines"
     assert not list(data.glob("*.long.*"))

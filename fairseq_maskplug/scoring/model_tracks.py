@@ -92,3 +92,40 @@ def write_model_tracks(track, outputs: dict, dictionary, score_block: ScoreBlock
               for split, (split_prefix, prefixes) in outputs.items()]
     for line in write_tracks(track, splits, scored, dtype, data, dictionary)["merges"]:
         print(line)
+
+
+class ReadsCheckpoint:
+    """What a :class:`~..tools.producer.TokenProducer` that scores with a model reads: ``--checkpoint`` and the
+    scoring options (``--fp16``/``--bf16``, ``--trust-dictionary``, ``--user-dir``). Opened before any work: the
+    user directory imported, the shard on its rank's device with its number format checked
+    (:func:`.precision.start_model_producer`), the checkpoint checked against the data's dictionary and its
+    model loaded in eval mode; ``values`` gets ``model``, ``task`` and ``device``, each block is computed under
+    :func:`.precision.inference`, and the parts record the checkpoint's identity and the number format."""
+
+    def __init__(self, wanted: str, refuse=None):
+        from ..tools.checkpoints import CLASSIFIER_TASKS
+
+        self.wanted = wanted  #: what kind of checkpoint, for ``--help`` and a refusal
+        self.refuse = CLASSIFIER_TASKS + ("token_importance",) if refuse is None else tuple(refuse)  #: tasks refused
+
+    def add_options(self, parser) -> None:
+        from ..tools.cli import add_checkpoint_options
+
+        parser.add_argument("--checkpoint", required=True, help=self.wanted)
+        add_checkpoint_options(parser)
+
+    def open(self, args, data: str, dictionary):
+        from ..tools.checkpoints import load_checked_model
+        from ..tools.cli import import_user_dir
+        from ..tools.producer import Opened
+        from ..tools.sharding import checkpoint_identity
+        from .precision import inference, start_model_producer
+
+        import_user_dir(args.user_dir)
+        shard, precision, device = start_model_producer(args, data)
+        model, task, _ = load_checked_model(args.checkpoint, data, args.trust_dictionary, refuse=self.refuse,
+                                            wanted=self.wanted)
+        model.eval()
+        return Opened(shard, {"model": model, "task": task, "device": device},
+                      {**checkpoint_identity(args.checkpoint), "precision": precision},
+                      lambda: inference(precision, device))

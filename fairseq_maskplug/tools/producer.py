@@ -11,10 +11,11 @@ lines, :meth:`~.sharding.ShardedTrack.lines`), which are written as this shard's
 then, once every shard is written, the merge, and the warnings about degenerate tracks.
 """
 
+import contextlib
 import dataclasses
 import json
 import os
-from typing import Callable, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, ContextManager, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 
 class SplitTracks(NamedTuple):
@@ -90,36 +91,60 @@ def load_split(data, split, dictionary):
     return prefix, tokens
 
 
-#: ``values(options, dictionary) -> of_block``, once per run: ``of_block(lines)`` gives for a block of lines (token
-#: arrays of one split, in order) one row of values per line, one value per token
+class Opened(NamedTuple):
+    """What a :class:`TokenProducer`'s reader opened, before any work."""
+
+    shard: object  #: this process's shard (:class:`~.sharding.Shard`)
+    inputs: dict  #: what ``values`` gets besides the dictionary, e.g. ``model``, ``task``, ``device``
+    recorded: dict  #: what the values also depend on, recorded in the parts (a checkpoint's identity)
+    computing: Callable[[], ContextManager]  #: around each block's values (a model's inference mode)
+
+
+class ReadsTokens:
+    """The reader of a producer whose values need nothing but the tokens and the dictionary (a model producer's:
+    :class:`~..scoring.model_tracks.ReadsCheckpoint`)."""
+
+    def add_options(self, parser) -> None:
+        pass
+
+    def open(self, args, data: str, dictionary) -> Opened:
+        from .sharding import start_producer
+
+        return Opened(start_producer(args, data), {}, {}, contextlib.nullcontext)
+
+
+#: ``values(options, inputs) -> of_block``, once per run (``inputs``: ``dictionary`` and what the reader opened,
+#: as attributes): ``of_block(lines)`` gives for a block of lines (token arrays of one split, in order) one row of
+#: values per line, one value per token
 TokenValues = Callable[[object, object], Callable[[List], List]]
 
 
 @dataclasses.dataclass(frozen=True)
 class TokenProducer:
-    """A producer of one track whose values are a function of each line's tokens (and of the dictionary): what it
-    declares; :meth:`main` is the whole command.
+    """A producer of one track whose values are a function of each line's tokens (given the dictionary, and what
+    ``reads`` opens: a checkpoint's model): what it declares; :meth:`main` is the whole command.
 
-    The command's options are ``--data``, ``--splits``, the fields of ``options`` (each an
-    :func:`~..common.option_ranges.option`: help, range, where its default comes from), ``--name`` and the shard
-    options. Before any work: the options' ranges, the dictionary, every split's .bin/.idx and token ids, and
-    every track's path, then the shard. Then :func:`write_tracks`: ``values`` gets this shard's lines block by
-    block (``--shard-block-lines``; a block's values do not depend on the shards; a progress bar of lines), the
-    rows are checked against the lines (:func:`~.sharding.rows_as_long_as_lines`), the tracks are fingerprinted
-    against the tokens and written atomically, in shards as parts that record ``options`` and are merged (a rerun
-    skips a part written already). An
-    error is one line and exit status 2. Prints a JSON summary: ``summary``'s entries, what was written, the
-    merges and warnings."""
+    The command's options are ``--data``, ``--splits``, the reader's (a checkpoint's: ``--checkpoint``,
+    ``--fp16``/``--bf16``, ...), the fields of ``options`` (each an :func:`~..common.option_ranges.option`: help,
+    range, where its default comes from), ``--name`` and the shard options. Before any work: the options' ranges,
+    the dictionary, every split's .bin/.idx and token ids, and every track's path, then the shard and what the
+    reader opens (a checkpoint checked against the dictionary). Then :func:`write_tracks`: ``values`` gets this
+    shard's lines block by block (``--shard-block-lines``; a block's values do not depend on the shards; a progress
+    bar of lines), the rows are checked against the lines (:func:`~.sharding.rows_as_long_as_lines`), the tracks
+    are fingerprinted against the tokens and written atomically, in shards as parts that record ``options`` (and
+    what the reader records) and are merged (a rerun skips a part written already). An error is one line and exit
+    status 2. Prints a JSON summary: ``summary``'s entries, what was written, the merges and warnings."""
 
     command: str  #: its command name, for ``--help`` and its errors
     description: str  #: its ``--help`` text (the module's docstring)
     options: type  #: a dataclass of its own options
     track: str  #: the default ``--name``
-    reader: str  #: the policy option that reads the track, e.g. ``--flagged-track``
+    read_by: str  #: the policy option that reads the track, e.g. ``--flagged-track``
     dtype: str  #: of the values written, e.g. ``float64``
     values: TokenValues
-    #: ``summary(options, dictionary) -> dict``: the summary's first entries (None: none)
+    #: ``summary(options, inputs) -> dict``: the summary's first entries (None: none)
     summary: Optional[Callable[[object, object], dict]] = None
+    reads: object = ReadsTokens()  #: what it reads besides the tokens: ``add_options(parser)``, ``open(...)``
 
     def parser(self):
         import argparse
@@ -132,9 +157,10 @@ class TokenProducer:
         parser.add_argument("--data", required=True, help="fairseq-preprocess output directory (holds dict.txt)")
         parser.add_argument("--splits", type=split_names, default="train,valid",
                             help="comma-separated splits to write the track for")
+        self.reads.add_options(parser)
         add_dataclass_options(parser, self.options)
         parser.add_argument("--name", type=track_name, default=self.track,
-                            help=f"track name (the policy's {self.reader})")
+                            help=f"track name (the policy's {self.read_by})")
         add_shard_options(parser)
         return parser
 
@@ -145,34 +171,38 @@ class TokenProducer:
         return command_main(self.parser().parse_args, self.write)(argv)
 
     def write(self, args) -> int:
+        from types import SimpleNamespace
+
         from ..common.atomic import check_writable
         from ..common.progress import progress_bar
         from ..data.track_shards import blocks_of
-        from .sharding import ShardedTrack, start_producer
+        from .sharding import ShardedTrack
 
         options = self.options(**{field.name: getattr(args, field.name) for field in dataclasses.fields(self.options)})
         dictionary = data_dictionary("--data", args.data)
         loaded = {split: load_split(args.data, split, dictionary) for split in args.splits}
         for split in args.splits:
             check_writable(f"{loaded[split][0]}.{args.name}.bin")
-        shard = start_producer(args, args.data)
-        of_block = self.values(options, dictionary)
-        summary = self.summary(options, dictionary) if self.summary else {}
+        opened = self.reads.open(args, args.data, dictionary)
+        inputs = SimpleNamespace(dictionary=dictionary, **opened.inputs)
+        of_block = self.values(options, inputs)
+        summary = self.summary(options, inputs) if self.summary else {}
 
         def rows(tokens, lines):
             for block in blocks_of(lines, args.shard_block_lines):
                 block_lines = [tokens[i].numpy() for i in block]
-                values = of_block(block_lines)
+                with opened.computing():
+                    values = of_block(block_lines)
                 if len(values) != len(block_lines):
                     raise ValueError(f"{self.command}: {len(values)} rows of values for {len(block_lines)} lines")
                 yield from values
 
         def of_split(out, lines):
-            shown = progress_bar(rows(loaded[out.split][1], lines), total=len(lines), desc=f"{args.name} of {out.split}",
-                                 unit="line")
+            shown = progress_bar(rows(loaded[out.split][1], lines), total=len(lines),
+                                 desc=f"{args.name} of {out.split}", unit="line")
             return [shown], lambda wrote: {"wrote": wrote[0]}
 
-        track = ShardedTrack(shard, dataclasses.asdict(options), args.shard_block_lines)
+        track = ShardedTrack(opened.shard, {**dataclasses.asdict(options), **opened.recorded}, args.shard_block_lines)
         summary.update(write_tracks(track, named_tracks(loaded, args.splits, args.name), of_split, self.dtype,
                                     args.data, dictionary))
         print(json.dumps(summary))
