@@ -97,3 +97,19 @@ def test_score_pll_writes_what_the_code_before_issue_54_wrote(scored, tmp_path):
     data = shutil.copytree(one, tmp_path / "data", ignore=shutil.ignore_patterns("train.plt.*"))
     run_producer_before(tmp_path, "score_pll", *score_pll(checkpoint, data)[1:])
     assert track(data) == whole
+
+
+def test_rows_that_do_not_fit_the_lines_are_refused_naming_the_line():
+    import numpy as np
+
+    from fairseq_maskplug.tools.sharding import rows_as_long_as_lines
+
+    lengths, lines = np.array([3, 2, 4]), range(10, 13)
+    rows = [np.zeros(3), np.zeros(2), np.zeros(4)]
+    assert list(rows_as_long_as_lines(rows, lengths, "t", lines)) == rows
+    assert list(rows_as_long_as_lines(iter(rows), lengths, "t", lines)) == rows  # lazy rows too
+    for bad, message in (([np.zeros(3), np.zeros(3), np.zeros(4)], "t: line 12 has 2 tokens but 3 values"),
+                         (rows[:2], "the producer gave fewer rows of values than the 3 lines"),
+                         ([*rows, np.zeros(1)], "the producer gave more rows of values than the 3 lines")):
+        with pytest.raises(ValueError, match=message):
+            list(rows_as_long_as_lines(bad, lengths, "t", lines))

@@ -5,9 +5,10 @@ computes from its lines.
 Before any work: spaCy imported, every line of ``--text`` checked to spell what its tokens spell
 (:func:`.alignment.spelled_split`), the pipeline loaded, the lines checked against its length limit, the
 producer's own checks, the shard (:func:`~..tools.sharding.start_producer`). Then the loop of every track
-producer (:func:`~..tools.producer.write_tracks`): the output locked, this shard's lines (whole blocks: spaCy's batches, a divisor of the block, never cross one, so a line's values do
-not depend on the shards) annotated and written as its part (one shard: the track), the merge, and one JSON
-summary printed: the track, the model, what was written, the producer's counts, the merges and warnings.
+producer (:func:`~..tools.producer.write_tracks`): the output locked, this shard's lines (whole blocks: spaCy's
+batches, a divisor of the block, never cross one, so a line's values do not depend on the shards) annotated and
+written as its part (one shard: the track), the merge, and one JSON summary printed: the track, the model, what
+was written, the producer's counts, the merges and warnings.
 """
 
 import json

@@ -125,13 +125,14 @@ def start_producer(args, parts_dir: str) -> Shard:
     return shard
 
 
-def line_lengths(split_prefix: str, dictionary):
-    """The split's line lengths, copied while its dataset (whose memory map they view) is alive."""
+def line_lengths(split_prefix: str, dictionary, lines: range = None):
+    """The split's line lengths (of ``lines``, default all), copied while its dataset (whose memory map they view)
+    is alive."""
     import numpy as np
     from fairseq.data import data_utils
 
-    dataset = data_utils.load_indexed_dataset(split_prefix, dictionary)
-    return np.array(dataset.sizes)
+    dataset = data_utils.load_indexed_dataset(split_prefix, dictionary)  # kept alive: its sizes view its map
+    return np.array(dataset.sizes if lines is None else dataset.sizes[lines.start:lines.stop])
 
 
 class ShardedTrack:
@@ -179,7 +180,7 @@ class ShardedTrack:
         from ..data.track_shards import write_part
 
         lines = self.lines(n_lines)
-        rows = rows_as_long_as_lines(rows, line_lengths(split_prefix, None)[lines.start:lines.stop], prefix, lines)
+        rows = rows_as_long_as_lines(rows, line_lengths(split_prefix, None, lines), prefix, lines)
         if self.shard.num_shards == 1:
             write_side_info(prefix, rows, dtype, tokens_prefix=split_prefix)
             self.complete.append(prefix)
