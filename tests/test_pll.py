@@ -163,3 +163,24 @@ def test_the_example_model_producer_writes_entropies_in_one_process_and_in_shard
     assert example.main(["--checkpoint", str(checkpoint), "--data", str(other), "--splits", "valid"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "is not the dictionary" in err[0] and not list(other.glob("valid.entropy.*")), err
+
+
+@pytest.mark.e2e
+@pytest.mark.full
+def test_two_torchrun_ranks_run_the_example_model_producer_and_rank_0_merges(tiny_data, trained, tmp_path):
+    import shutil
+
+    from fairseq_helpers import REPO
+
+    checkpoint, _, _ = trained
+    script = REPO / "examples" / "token_entropy.py"
+    args = ["--checkpoint", checkpoint, "--splits", "valid", "--shard-block-lines", "8"]
+    one = shutil.copytree(tiny_data / "bin", tmp_path / "one")
+    check(run([BIN / "python", script, "--data", one, *args]))
+    ranks = shutil.copytree(tiny_data / "bin", tmp_path / "ranks")
+    result = check(run([BIN / "torchrun", "--standalone", "--nproc-per-node", "2", script, "--data", ranks, *args],
+                       timeout=600))
+    assert "merged 2 shards" in result.stdout
+    for suffix in ("bin", "idx"):
+        assert (ranks / f"valid.entropy.{suffix}").read_bytes() == (one / f"valid.entropy.{suffix}").read_bytes()
+    assert not list(ranks.glob("*shard*"))
