@@ -70,6 +70,19 @@ def test_a_token_producer_whose_rows_do_not_fit_the_lines_writes_nothing(tiny_da
     assert "--min-length: must lie in [1, inf), got 0" in capsys.readouterr().err
 
 
+def test_a_token_producer_takes_splits_as_the_model_producers_and_the_counting_producers_do(tiny_data, tmp_path):
+    """``--splits train valid``, ``--splits train,valid`` and ``--split valid`` (the model producers' forms and the
+    counting producers'); a sentence_prediction root as ``--data`` means its input0/."""
+    producer = example().PRODUCER
+    root = tmp_path / "task"
+    data = shutil.copytree(tiny_data / "bin", root / "input0")
+    for number, splits in enumerate((["--splits", "train", "valid"], ["--splits", "train,valid"], ["--split", "valid"],
+                                     ["--splits", "valid", "valid,train"])):
+        assert producer.main(["--data", str(root), "--name", f"long{number}", *splits]) == 0
+        written = sorted(path.name.split(".")[0] for path in data.glob(f"*.long{number}.bin"))
+        assert written == (["valid"] if splits == ["--split", "valid"] else ["train", "valid"]), splits
+
+
 def first_line_length(data) -> int:
     from fairseq.data.indexed_dataset import MMapIndexedDataset
 

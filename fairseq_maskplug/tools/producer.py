@@ -113,6 +113,9 @@ class ReadsTokens:
         return Opened(start_producer(args, data), {}, {}, contextlib.nullcontext)
 
 
+#: the splits a :class:`TokenProducer` writes by default
+SPLITS = ("train", "valid")
+
 #: ``values(options, inputs) -> of_block``, once per run (``inputs``: ``dictionary`` and what the reader opened,
 #: as attributes): ``of_block(lines)`` gives for a block of lines (token arrays of one split, in order) one row of
 #: values per line, one value per token
@@ -124,7 +127,8 @@ class TokenProducer:
     """A producer of one track whose values are a function of each line's tokens (given the dictionary, and what
     ``reads`` opens: a checkpoint's model): what it declares; :meth:`main` is the whole command.
 
-    The command's options are ``--data``, ``--splits``, the reader's (a checkpoint's: ``--checkpoint``,
+    The command's options are ``--data`` (a sentence_prediction root: its ``input0/``), ``--splits`` (space- or
+    comma-separated), the reader's (a checkpoint's: ``--checkpoint``,
     ``--fp16``/``--bf16``, ...), the fields of ``options`` (each an :func:`~..common.option_ranges.option`: help,
     range, where its default comes from), ``--name`` and the shard options. Before any work: the options' ranges,
     the dictionary, every split's .bin/.idx and token ids, and every track's path, then the shard and what the
@@ -154,9 +158,11 @@ class TokenProducer:
 
         parser = argparse.ArgumentParser(prog=self.command, description=self.description,
                                          formatter_class=HelpFormatter)
-        parser.add_argument("--data", required=True, help="fairseq-preprocess output directory (holds dict.txt)")
-        parser.add_argument("--splits", type=split_names, default="train,valid",
-                            help="comma-separated splits to write the track for")
+        parser.add_argument("--data", required=True, help="fairseq-preprocess output directory (holds dict.txt; a "
+                            "sentence_prediction root: its input0/)")
+        parser.add_argument("--splits", "--split", nargs="+", type=split_names, default=argparse.SUPPRESS,
+                            help="splits to write the track for, space- or comma-separated: train valid, or "
+                                 "train,valid (--split is the same option; default: train valid)")
         self.reads.add_options(parser)
         add_dataclass_options(parser, self.options)
         parser.add_argument("--name", type=track_name, default=self.track,
@@ -178,6 +184,10 @@ class TokenProducer:
         from ..data.track_shards import blocks_of
         from .sharding import ShardedTrack
 
+        from ..data.layout import token_data_dir
+
+        args.data = token_data_dir(args.data)
+        args.splits = list(dict.fromkeys(split for group in getattr(args, "splits", [SPLITS]) for split in group))
         options = self.options(**{field.name: getattr(args, field.name) for field in dataclasses.fields(self.options)})
         dictionary = data_dictionary("--data", args.data)
         loaded = {split: load_split(args.data, split, dictionary) for split in args.splits}
