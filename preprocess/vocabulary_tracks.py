@@ -1,8 +1,7 @@
-"""What the producers of one value per vocabulary entry (``informask``, ``difference``) share, and the dictionary
-and split loading other producers use too (their ``main`` and one-line errors: ``tools.cli.command_main``): their
-common options, the splits loaded with every output checked before any work, the shards' counts directory, and
-the tracks written by looking every token up, in shards (:class:`~fairseq_maskplug.tools.sharding.ShardedTrack`)
-or whole."""
+"""What the producers of one value per vocabulary entry (``informask``, ``difference``) share (their ``main`` and
+one-line errors: ``tools.cli.command_main``): their common options, the splits loaded with every output checked
+before any work, the shards' counts directory, and the tracks written by looking every token up, through
+:func:`~fairseq_maskplug.tools.producer.write_tracks`, in shards or whole."""
 
 import argparse
 import os

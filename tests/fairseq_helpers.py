@@ -151,7 +151,8 @@ def run_in_process(args, main) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(args, returncode, out.getvalue(), err.getvalue())
 
 
-#: the producers' code before issue 54 moved them onto shared steps: what they write must stay the same bytes
+#: the producers' code before issue 54 moved them onto shared steps: what they write must stay the same bytes (a
+#: change meant to change a producer's output moves this to the commit that makes it, and says why)
 PRODUCERS_BEFORE = "d684dbb"
 
 

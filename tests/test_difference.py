@@ -233,5 +233,7 @@ def test_difference_writes_what_the_code_before_issue_54_wrote(tiny_data, domain
     now, before = (shutil.copytree(domain_data, tmp_path / when) for when in ("now", "before"))
     check(run([BIN / "python", "-m", "preprocess.difference", "--data", now, *args]))
     run_producer_before(tmp_path, "difference", "--data", before, *args)
-    written = {p.name: p.read_bytes() for p in sorted(now.glob("*.difference_score.*"))}
-    assert len(written) == 6 and written == {p.name: p.read_bytes() for p in sorted(before.glob("*.difference_score.*"))}
+    def written(data):
+        return {p.name: p.read_bytes() for p in sorted(data.glob("*.difference_score.*"))}
+
+    assert len(written(now)) == 6 and written(now) == written(before)

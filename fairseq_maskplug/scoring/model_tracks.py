@@ -3,11 +3,12 @@ shards (``score-pll``, ``annotate-importance``, ``score-spans``; issue 54): a pr
 what it computes from a block of lines and what it reports.
 
 For each split, on the loop of every track producer (:func:`~..tools.producer.write_tracks`), this shard's
-lines (:meth:`~..tools.sharding.ShardedTrack.lines`, whole blocks) go through ``score_block`` block by block, never a batch across two blocks, so a line's values do not
-depend on the shards; the rows are written as this shard's part of each track (one shard: the track);
-a shard whose parts are written already is skipped. Then the merge
-(:meth:`~..tools.sharding.ShardedTrack.finish`), under the model's number format and device
-(:func:`.precision.inference`).
+lines (:meth:`~..tools.sharding.ShardedTrack.lines`, whole blocks) go through ``score_block`` block by block,
+never a batch across two blocks, so a line's values do not depend on the shards; the rows are written as this
+shard's part of each track (one shard: the track); a shard whose parts are written already is skipped. Then the
+merge (:meth:`~..tools.sharding.ShardedTrack.finish`), under the model's number format and device
+(:func:`.precision.inference`). A producer of your own that scores with a model declares a
+:class:`~..tools.producer.TokenProducer` reading :class:`ReadsCheckpoint` instead.
 """
 
 import time

@@ -128,9 +128,9 @@ class TokenProducer:
     ``reads`` opens: a checkpoint's model): what it declares; :meth:`main` is the whole command.
 
     The command's options are ``--data`` (a sentence_prediction root: its ``input0/``), ``--splits`` (space- or
-    comma-separated), the reader's (a checkpoint's: ``--checkpoint``,
-    ``--fp16``/``--bf16``, ...), the fields of ``options`` (each an :func:`~..common.option_ranges.option`: help,
-    range, where its default comes from), ``--name`` and the shard options. Before any work: the options' ranges,
+    comma-separated), the reader's (a checkpoint's: ``--checkpoint``, ``--fp16``/``--bf16``, ...), the fields of
+    ``options`` (each an :func:`~..common.option_ranges.option`: help, range, where its default comes from),
+    ``--name`` and the shard options. Before any work: the options' ranges,
     the dictionary, every split's .bin/.idx and token ids, and every track's path, then the shard and what the
     reader opens (a checkpoint checked against the dictionary). Then :func:`write_tracks`: ``values`` gets this
     shard's lines block by block (``--shard-block-lines``; a block's values do not depend on the shards; a progress
@@ -177,14 +177,14 @@ class TokenProducer:
         return command_main(self.parser().parse_args, self.write)(argv)
 
     def write(self, args) -> int:
+        """The command's work on the parsed ``args``: everything checked, then the tracks; returns 0."""
         from types import SimpleNamespace
 
         from ..common.atomic import check_writable
         from ..common.progress import progress_bar
+        from ..data.layout import token_data_dir
         from ..data.track_shards import blocks_of
         from .sharding import ShardedTrack
-
-        from ..data.layout import token_data_dir
 
         args.data = token_data_dir(args.data)
         args.splits = list(dict.fromkeys(split for group in getattr(args, "splits", [SPLITS]) for split in group))
