@@ -223,11 +223,11 @@ def run_shard(args, shard, target, target_texts: int, started: float) -> int:
     make_parts_directory(parts, COMMAND)
     counts = shard_pass(pass_parts(parts, "counts", shard.num_shards, options), shard, lines, documents,
                         lambda lines: bucket_counts(corpus_texts(args.corpus, lines), args.buckets, args.ngrams),
-                        "counts", "each skips its counts and weighs its documents")
+                        "counts", "each skips its counts and weighs its documents", "documents")
     if counts is None:  # independent jobs: the second run of each shard goes on
         return 0
     raw = normalised(sum(counts))
-    where = shard_lines_text(shard, lines)
+    where = shard_lines_text(shard, lines, "documents")
     weights = pass_parts(parts, "weights", shard.num_shards, options)
     if weights.done(shard.shard_id, lines):
         print(f"{where}: its weights are written already: skipped", flush=True)

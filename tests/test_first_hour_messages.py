@@ -186,3 +186,6 @@ def test_a_shard_without_lines_says_so():
     assert shard_lines_text(Shard(2, 1, None), range(1024, 1500)) == "shard 1 of 2 (lines 1025 to 1500)"
     assert shard_lines_text(Shard(3, 2, None), range(300, 300)) == \
         "shard 2 of 3 (no lines: the split has fewer blocks of --shard-block-lines than shards)"
+    assert shard_lines_text(Shard(3, 1, None), range(5, 9), "documents") == "shard 1 of 3 (documents 6 to 9)"
+    assert shard_lines_text(Shard(9, 8, None), range(7, 7), "documents") == \
+        "shard 8 of 9 (no documents: there are fewer documents than shards)"

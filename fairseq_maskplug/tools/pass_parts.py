@@ -149,15 +149,15 @@ class PassParts:
 
 
 def shard_pass(parts: PassParts, shard, lines: range, n_lines: int, compute: Callable, what: str,
-               second_run: str):
+               second_run: str, unit: str = "lines"):
     """One pass of a counting producer's shard: ``compute(lines)`` over this shard's ``lines`` (of ``n_lines``),
     written as its part unless a rerun finds it written; under a launch the ranks meet (every part written);
     returns every shard's value in shard order (this shard's as computed, not read back), or None when
     independent jobs must be run again (``what``: the values, for the reports, e.g. "n-gram counts";
-    ``second_run``: what that run does)."""
+    ``second_run``: what that run does; ``unit``: what the lines are, for the reports)."""
     from .sharding import meet, shard_lines_text
 
-    where = shard_lines_text(shard, lines)
+    where = shard_lines_text(shard, lines, unit)
     own = {}
     if parts.done(shard.shard_id, lines):
         print(f"{where}: its {what} are written already: skipped", flush=True)

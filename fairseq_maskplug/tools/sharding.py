@@ -226,12 +226,14 @@ def rows_as_long_as_lines(rows, lengths, prefix: str, lines: range):
                          f"than the {len(lengths)} lines; nothing was written")
 
 
-def shard_lines_text(shard: Shard, lines: range) -> str:
-    """``shard I of N (lines A to B)`` for a report, or that the shard has none (fewer blocks than shards)."""
+def shard_lines_text(shard: Shard, lines: range, unit: str = "lines") -> str:
+    """``shard I of N (lines A to B)`` for a report, or that the shard has none (fewer blocks than shards);
+    ``unit``: what is sharded, where it is not lines in blocks (``select``'s documents, one at a time)."""
     where = f"shard {shard.shard_id} of {shard.num_shards}"
     if not len(lines):
-        return f"{where} (no lines: the split has fewer blocks of --shard-block-lines than shards)"
-    return f"{where} (lines {lines.start + 1} to {lines.stop})"
+        why = "the split has fewer blocks of --shard-block-lines" if unit == "lines" else f"there are fewer {unit}"
+        return f"{where} (no {unit}: {why} than shards)"
+    return f"{where} ({unit} {lines.start + 1} to {lines.stop})"
 
 
 def warn_if_degenerate(prefixes) -> list:
