@@ -31,7 +31,7 @@ def track_files(data: Path, name: str) -> list:
 def run_pmi_units(tiny, work, main=pmi_units.main):
     data = shutil.copytree(tiny / "bin", work / "bin")
     assert main(["--data", str(data), "--min-count", "1", "--lexicon-size", "50",
-                           "--write-lexicon", str(work / "lexicon.tsv")]) == 0
+                 "--write-lexicon", str(work / "lexicon.tsv")]) == 0
     return [*track_files(data, "pmi_units"), work / "lexicon.tsv"]
 
 
@@ -50,14 +50,14 @@ def run_example(tiny, work):
 def run_select(tiny, work, main=select_main):
     out = work / "selected"
     assert main(["--corpus", str(tiny / "train.txt"), "--target", str(tiny / "valid.txt"), "--num-docs", "50",
-                        "--out", str(out)]) == 0
+                 "--out", str(out)]) == 0
     return [out / name for name in ("provenance.tsv", "retrieved.ids", "retrieved.txt")]
 
 
 def run_retrieve(tiny, work, main=retrieve_main):
     out = work / "retrieved"
     assert main(["--corpus", str(tiny / "train.txt"), "--queries", str(tiny / "valid.txt"), "--index",
-                          str(work / "index"), "--top-k", "5", "--out", str(out)]) == 0
+                 str(work / "index"), "--top-k", "5", "--out", str(out)]) == 0
     return [out / name for name in ("provenance.tsv", "retrieved.ids", "retrieved.txt")]
 
 
