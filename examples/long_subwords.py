@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fairseq_maskplug.common.option_ranges import option
-from fairseq_maskplug.tools.producer import TokenProducer
+from fairseq_maskplug.tools.producer import TokenProducer, Track
 
 
 @dataclass
@@ -48,8 +48,9 @@ def summary(options: LongSubwordOptions, inputs) -> dict:
     return {"long_entries": int(flags.sum()), "of": len(inputs.dictionary)}
 
 
-PRODUCER = TokenProducer("examples/long_subwords.py", __doc__, LongSubwordOptions, track="long",
-                         read_by="--flagged-track", dtype="float64", values=long_subwords, summary=summary)
+PRODUCER = TokenProducer("examples/long_subwords.py", __doc__, LongSubwordOptions,
+                         tracks=[Track("long", read_by="--flagged-track")], dtype="float64", values=long_subwords,
+                         summary=summary)
 main = PRODUCER.main
 
 

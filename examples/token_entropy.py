@@ -21,7 +21,7 @@ import numpy as np
 
 from fairseq_maskplug.common.option_ranges import option
 from fairseq_maskplug.scoring.model_tracks import ReadsCheckpoint
-from fairseq_maskplug.tools.producer import TokenProducer
+from fairseq_maskplug.tools.producer import TokenProducer, Track
 
 
 @dataclass
@@ -51,8 +51,8 @@ def token_entropy(options: EntropyOptions, inputs):
     return lambda lines: [of_line(line) for line in lines]
 
 
-PRODUCER = TokenProducer("examples/token_entropy.py", __doc__, EntropyOptions, track="entropy",
-                         read_by="--difference-track", dtype="float64", values=token_entropy,
+PRODUCER = TokenProducer("examples/token_entropy.py", __doc__, EntropyOptions,
+                         tracks=[Track("entropy", read_by="--difference-track")], dtype="float64", values=token_entropy,
                          reads=ReadsCheckpoint("a masked-LM checkpoint (guided_mlm, masked_lm, ...)"))
 main = PRODUCER.main
 

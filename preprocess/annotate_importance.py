@@ -14,64 +14,56 @@ of ``torchrun``/``srun``) as ``score-pll``: batches within blocks of ``--shard-b
 so the merged track is the one a single process writes; the preview is shard 0's.
 """
 
-import argparse
 import sys
+from dataclasses import dataclass
 
 import numpy as np
 
-from fairseq_maskplug.scoring.model_tracks import add_model_options
-from fairseq_maskplug.tools.sharding import warn_if_all_or_none
-
-from . import HelpFormatter, add_splits, command_main, track_name
-
-
-def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
-    parser.add_argument("--checkpoint", required=True, help="token_importance checkpoint (the tagger)")
-    parser.add_argument("--data", required=True, help="binarized corpus directory (dict.txt, SPLIT.bin/.idx; "
-                        "a sentence_prediction root: its input0/)")
-    add_splits(parser, ["train", "valid"], "annotate")
-    parser.add_argument("--name", type=track_name, default="importance", help="side-information track name")
-    parser.add_argument("--gpt2-bpe", default=None,
-                        help="GPT-2 BPE directory (encoder.json) of GPT-2 BPE data: the preview shows text, not labels")
-    add_model_options(parser)
-    return parser.parse_args(argv)
+from fairseq_maskplug.common.option_ranges import option
+from fairseq_maskplug.scoring.model_tracks import PreviewedScoringOptions, ReadsCheckpoint
+from fairseq_maskplug.tools.producer import TokenProducer, Track
 
 
-def annotate(args) -> int:
-    """The command's work: every input and output checked before any work, then the tagger's tracks written."""
-    from fairseq_maskplug.scoring.loading import load_tagger
-    from fairseq_maskplug.scoring.model_tracks import model_track, start_model_tracks, write_model_tracks
-    from fairseq_maskplug.data.layout import token_data_dir
-    from fairseq_maskplug.scoring.preview import preview_symbols, render_marked, throughput, write_preview
+@dataclass
+class AnnotateOptions(PreviewedScoringOptions):
+    gpt2_bpe: str = option(None, "GPT-2 BPE directory (encoder.json) of GPT-2 BPE data: the preview shows text, not "
+                           "labels", recorded=False)
+
+
+def tagger_scores(options: AnnotateOptions, inputs):
+    """Each line's P(important) from the tagger's head."""
     from fairseq_maskplug.scoring.tagger import TokenTagger
 
-    args.data = token_data_dir(args.data)
-    outputs, shard, precision, device = start_model_tracks(args, [("--name", args.name)])
-    model, head, d = load_tagger(args.checkpoint, args.data, args.trust_dictionary)
-    tagger = TokenTagger(model, head, d.bos(), d.eos(), d.pad())
-    symbols = preview_symbols(d, args.gpt2_bpe)
-    track = model_track(args, shard, precision)
-    def report(split, lines, rows, seconds, wrote):
-        scores, (prefix,) = rows[0], outputs[split][1]
-        if shard.shard_id == 0:  # the first lines of the split (with shards: of shard 0's range)
-            preview = prefix + ".preview.txt"
-            write_preview(preview, (render_marked([symbols[t] for t in line[:-1]], score[:-1] >= 0.5)
-                                    for line, score in zip(lines[:args.preview_lines], scores)))
-            wrote = [f"{wrote[0]} and {preview}"]
-        words = np.concatenate([s[:-1] for s in scores]) if scores else np.zeros(0)
-        share = f"{np.mean(words >= 0.5):.1%}" if words.size else "-"
-        if words.size:
-            warn_if_all_or_none(prefix, float(np.mean(words >= 0.5)), "scored >= 0.5")
-        return (f"{split}: {throughput('tagged', len(lines), words.size, seconds)}; {share} of the tokens scored "
-                f">= 0.5; {precision}; wrote {wrote[0]}")
-
-    write_model_tracks(track, outputs, d, lambda lines: [tagger.score(lines, args.max_tokens)], report, precision,
-                       device, args.data)
-    return 0
+    d = inputs.task.source_dictionary
+    tagger = TokenTagger(inputs.model, inputs.task.cfg.tagger_head_name, d.bos(), d.eos(), d.pad())
+    return lambda lines: tagger.score(lines, options.max_tokens)
 
 
-main = command_main(parse_args, annotate)
+def report(options: AnnotateOptions, inputs, done) -> str:
+    """The split's line; shard 0 writes the preview of its first lines (with shards: of shard 0's range)."""
+    from fairseq_maskplug.scoring.preview import preview_symbols, render_marked, throughput, write_preview
+    from fairseq_maskplug.tools.sharding import warn_if_all_or_none
+
+    scores, (prefix,), wrote = done.rows[0], done.tracks.prefixes, done.wrote[0]
+    if inputs.shard.shard_id == 0:
+        symbols, preview = preview_symbols(inputs.dictionary, options.gpt2_bpe), prefix + ".preview.txt"
+        write_preview(preview, (render_marked([symbols[t] for t in line[:-1]], score[:-1] >= 0.5)
+                                for line, score in zip(done.lines[:options.preview_lines], scores)))
+        wrote = f"{wrote} and {preview}"
+    words = np.concatenate([s[:-1] for s in scores]) if scores else np.zeros(0)
+    share = f"{np.mean(words >= 0.5):.1%}" if words.size else "-"
+    if words.size:
+        warn_if_all_or_none(prefix, float(np.mean(words >= 0.5)), "scored >= 0.5")
+    return (f"{done.tracks.split}: {throughput('tagged', len(done.lines), words.size, done.seconds)}; {share} of the "
+            f"tokens scored >= 0.5; {inputs.precision}; wrote {wrote}")
+
+
+PRODUCER = TokenProducer("fairseq-maskplug-annotate-importance", __doc__, AnnotateOptions,
+                         [Track("importance", "--selective-track")], "float64",
+                         tagger_scores, report=report,
+                         reads=ReadsCheckpoint("the tagger (a token_importance checkpoint)",
+                                               tasks=("token_importance",)))
+main = PRODUCER.main
 
 
 if __name__ == "__main__":

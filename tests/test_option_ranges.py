@@ -169,11 +169,9 @@ COMMAND_OPTIONS = {
 #: where the shard options of the producers are defined (tools.sharding.add_shard_options)
 SHARD_OPTIONS = "fairseq_maskplug/tools/sharding.py"
 SPACY_OPTIONS = "fairseq_maskplug/tools/cli.py"  # add_spacy_text_options: --workers, --batch-size
-MODEL_OPTIONS = "fairseq_maskplug/scoring/model_tracks.py"  # add_model_options: --max-tokens, --preview-lines
 #: options of that file a command does not take (retrieve shards its queries, select its documents: not lines
-#: in blocks; score-pll writes no preview)
-NOT_TAKEN = {("fairseq-maskplug-retrieve", "--shard-block-lines"), ("fairseq-maskplug-select", "--shard-block-lines"),
-             ("fairseq-maskplug-score-pll", "--preview-lines")}
+#: in blocks)
+NOT_TAKEN = {("fairseq-maskplug-retrieve", "--shard-block-lines"), ("fairseq-maskplug-select", "--shard-block-lines")}
 
 #: the source file(s) of each command (the modules without a console script run with python -m)
 COMMAND_SOURCES = {
@@ -189,11 +187,11 @@ COMMAND_SOURCES = {
     "fairseq-maskplug-retrieve": ("preprocess/retrieve.py", SHARD_OPTIONS),
     "fairseq-maskplug-select": ("preprocess/select_dsir.py", SHARD_OPTIONS),
     "fairseq-maskplug-pmi-units": ("preprocess/pmi_units.py", SHARD_OPTIONS),
-    "fairseq-maskplug-score-pll": ("preprocess/score_pll.py", SHARD_OPTIONS, MODEL_OPTIONS),
-    "fairseq-maskplug-annotate-importance": ("preprocess/annotate_importance.py", SHARD_OPTIONS, MODEL_OPTIONS),
+    "fairseq-maskplug-score-pll": ("preprocess/score_pll.py", SHARD_OPTIONS),
+    "fairseq-maskplug-annotate-importance": ("preprocess/annotate_importance.py", SHARD_OPTIONS),
     "fairseq-maskplug-score-importance": ("preprocess/score_importance.py", SHARD_OPTIONS),
     "prepare_bart_data": "preprocess/prepare_bart_data.py",
-    "fairseq-maskplug-score-spans": ("preprocess/score_spans.py", SHARD_OPTIONS, MODEL_OPTIONS),
+    "fairseq-maskplug-score-spans": ("preprocess/score_spans.py", SHARD_OPTIONS),
     "fairseq-maskplug-convert": "preprocess/convert.py",
     "fairseq-maskplug-show-examples": "preprocess/show_examples.py",
 }
@@ -258,7 +256,21 @@ def command_numeric_options():
             elif isinstance(kind, ast.Call) and getattr(kind.func, "id", None) == "number":
                 number_kind = kind.args[1].id if len(kind.args) > 1 else "float"
                 found[(command, flag)] = (kind.args[0].value, {"int": int, "float": float}[number_kind])
+        found.update(producer_numeric_options(command, sources[0]))
     return {key: value for key, value in found.items() if key not in NOT_TAKEN}
+
+
+def producer_numeric_options(command: str, source: str) -> dict:
+    """``(command, flag) -> (interval text, int or float)`` (None without a range) of the numeric fields of the
+    options dataclass of a command declared as a ``TokenProducer`` (its module's ``PRODUCER``)."""
+    from fairseq_maskplug.common.option_ranges import flag
+
+    module = importlib.import_module(source[:-len(".py")].replace("/", "."))
+    producer = getattr(module, "PRODUCER", None)
+    if producer is None:
+        return {}
+    return {(command, flag(f.name)): (f.metadata["range"], f.type) if "range" in f.metadata else None
+            for f in numeric_fields(producer.options)}
 
 
 # ---------------------------------------------------------------- the notation and the checker

@@ -101,10 +101,11 @@ def annotated(tiny_data, tmp_path_factory, tagger):
 
 
 def load_tagger(checkpoint, corpus):
-    from fairseq_maskplug.scoring.loading import load_tagger as load
     from fairseq_maskplug.scoring.tagger import TokenTagger
-    model, head, d = load(str(checkpoint), str(corpus))
-    return TokenTagger(model, head, d.bos(), d.eos(), d.pad()), d
+    from fairseq_maskplug.tools.checkpoints import load_checked_model
+    model, task, _ = load_checked_model(str(checkpoint), str(corpus), tasks=("token_importance",))
+    d = task.source_dictionary
+    return TokenTagger(model, task.cfg.tagger_head_name, d.bos(), d.eos(), d.pad()), d
 
 
 @pytest.mark.parametrize("break_mode", ["none", "complete"])

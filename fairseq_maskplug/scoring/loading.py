@@ -1,10 +1,11 @@
 """Loading the checkpoints the producers score with, every check made before any work: the sentence
-classifier of Downstream Mask (``score_importance``), the token-importance tagger (``annotate_importance``)
-and a span policy (``score_spans``). The commands in ``preprocess/`` are thin front ends over these."""
+classifier of Downstream Mask (``score_importance``). The token-importance tagger (``annotate_importance``) and a
+span policy (``score_spans``) are read by :class:`.model_tracks.ReadsCheckpoint`; :data:`POLICY_TASKS` are the
+latter's tasks."""
 
 import os
 
-from ..tools.checkpoints import load_checked_model, load_checked_state, model_from_state
+from ..tools.checkpoints import load_checked_state, model_from_state
 
 #: the tasks whose checkpoints hold a span-policy head
 POLICY_TASKS = ("span_policy", "meta_span_policy")
@@ -43,20 +44,3 @@ def load_classifier(checkpoint, data, head, trust_dictionary, splits):
                          f"head {head!r}; the classifier fine-tuned on the task (sentence_prediction) is needed")
     model, task = model_from_state(checkpoint, state)
     return model, task, state["cfg"]["task"]["num_classes"]
-
-
-def load_tagger(checkpoint: str, data: str, trust_dictionary: bool = False):
-    """The tagger model, its head name and the corpus dictionary (which must be the tagger's)."""
-    model, task, _ = load_checked_model(checkpoint, data, trust_dictionary, tasks=("token_importance",),
-                                        wanted="the tagger (a token_importance checkpoint)")
-    return model, task.cfg.tagger_head_name, task.source_dictionary
-
-
-def load_scorer(checkpoint: str, data: str, trust_dictionary: bool = False):
-    """The :class:`SpanScorer` of a policy checkpoint and the corpus dictionary (which must be the policy's)."""
-    from .span_scorer import SpanScorer
-
-    model, task, _ = load_checked_model(checkpoint, data, trust_dictionary, tasks=POLICY_TASKS,
-                                        wanted="a span policy (a span_policy or meta_span_policy checkpoint)")
-    d = task.source_dictionary
-    return SpanScorer(model, task.cfg.span_head_name, d.bos(), d.eos(), d.pad()), d

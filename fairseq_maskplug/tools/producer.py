@@ -116,39 +116,64 @@ class ReadsTokens:
 #: the splits a :class:`TokenProducer` writes by default
 SPLITS = ("train", "valid")
 
-#: ``values(options, inputs) -> of_block``, once per run (``inputs``: ``dictionary`` and what the reader opened,
-#: as attributes): ``of_block(lines)`` gives for a block of lines (token arrays of one split, in order) one row of
-#: values per line, one value per token
-TokenValues = Callable[[object, object], Callable[[List], List]]
+
+class Track(NamedTuple):
+    """A track a :class:`TokenProducer` writes, for each split: ``DATA/SPLIT.NAME``."""
+
+    name: str  #: the default name
+    read_by: str  #: the policy option that reads it, e.g. ``--flagged-track``
+    flag: str = "--name"  #: the option that renames it
+
+
+class SplitDone(NamedTuple):
+    """What a :class:`TokenProducer`'s ``report`` gets of a split it wrote (this shard's part of it)."""
+
+    tracks: SplitTracks  #: the split and its track prefixes
+    lines: List  #: this shard's lines (token arrays)
+    rows: List[list]  #: for each track, one row per line
+    seconds: float  #: the values' computation
+    wrote: List[str]  #: what each track's write wrote
+
+#: ``values(options, inputs) -> of_block``, once per run (``inputs``: ``dictionary``, ``data`` (its directory),
+#: ``shard`` and what the reader opened, as attributes): ``of_block(lines)`` gives for a block of lines (token
+#: arrays of one split, in order) one row of values per line, one value per token; for several tracks, one such
+#: list of rows per track
+TokenValues = Callable[[object, object], Callable[[List], Sequence]]
 
 
 @dataclasses.dataclass(frozen=True)
 class TokenProducer:
-    """A producer of one track whose values are a function of each line's tokens (given the dictionary, and what
+    """A producer of tracks whose values are a function of each line's tokens (given the dictionary, and what
     ``reads`` opens: a checkpoint's model): what it declares; :meth:`main` is the whole command.
 
     The command's options are ``--data`` (a sentence_prediction root: its ``input0/``), ``--splits`` (space- or
     comma-separated), the reader's (a checkpoint's: ``--checkpoint``, ``--fp16``/``--bf16``, ...), the fields of
-    ``options`` (each an :func:`~..common.option_ranges.option`: help, range, where its default comes from),
-    ``--name`` and the shard options. Before any work: the options' ranges,
-    the dictionary, every split's .bin/.idx and token ids, and every track's path, then the shard and what the
-    reader opens (a checkpoint checked against the dictionary). Then :func:`write_tracks`: ``values`` gets this
-    shard's lines block by block (``--shard-block-lines``; a block's values do not depend on the shards; a progress
-    bar of lines), the rows are checked against the lines (:func:`~.sharding.rows_as_long_as_lines`), the tracks
-    are fingerprinted against the tokens and written atomically, in shards as parts that record ``options`` (and
-    what the reader records) and are merged (a rerun skips a part written already). An error is one line and exit
-    status 2. Prints a JSON summary: ``summary``'s entries, what was written, the merges and warnings."""
+    ``options`` (each an :func:`~..common.option_ranges.option`: help, range, where its default comes from; its
+    ``__post_init__`` may refuse a combination), each track's name option (``--name``) and the shard options.
+    Before any work: the options, the dictionary, every split's .bin/.idx and token ids, and every track's path,
+    then the shard and what the reader opens (a checkpoint checked against the dictionary). Then
+    :func:`write_tracks`: ``values`` gets this shard's lines block by block (``--shard-block-lines``; a block's
+    values do not depend on the shards; a progress bar of lines), the rows are checked against the lines
+    (:func:`~.sharding.rows_as_long_as_lines`), the tracks are fingerprinted against the tokens and written
+    atomically, in shards as parts that record ``options`` (but a field whose metadata says ``recorded=False``,
+    as a preview's length) and what the reader records, and are merged (a rerun skips a part written already).
+    ``report``'s line is printed for each split written. An error is one line and exit status 2. Prints a JSON
+    summary: ``summary``'s entries, what was written, the merges and warnings."""
 
     command: str  #: its command name, for ``--help`` and its errors
     description: str  #: its ``--help`` text (the module's docstring)
     options: type  #: a dataclass of its own options
-    track: str  #: the default ``--name``
-    read_by: str  #: the policy option that reads the track, e.g. ``--flagged-track``
+    tracks: Sequence[Track]  #: what it writes for each split
     dtype: str  #: of the values written, e.g. ``float64``
     values: TokenValues
     #: ``summary(options, inputs) -> dict``: the summary's first entries (None: none)
     summary: Optional[Callable[[object, object], dict]] = None
+    #: ``report(options, inputs, done) -> str``: the line printed for a split written (``done``: a
+    #: :class:`SplitDone`; it may write more, as a preview), None: none. With a report, a split's rows are kept
+    #: until it is written.
+    report: Optional[Callable[[object, object, SplitDone], str]] = None
     reads: object = ReadsTokens()  #: what it reads besides the tokens: ``add_options(parser)``, ``open(...)``
+    splits: Sequence[str] = SPLITS  #: written by default
 
     def parser(self):
         import argparse
@@ -161,12 +186,13 @@ class TokenProducer:
         parser.add_argument("--data", required=True, help="fairseq-preprocess output directory (holds dict.txt; a "
                             "sentence_prediction root: its input0/)")
         parser.add_argument("--splits", "--split", nargs="+", type=split_names, default=argparse.SUPPRESS,
-                            help="splits to write the track for, space- or comma-separated: train valid, or "
-                                 "train,valid (--split is the same option; default: train valid)")
+                            help="splits to write the tracks for, space- or comma-separated: train valid, or "
+                                 f"train,valid (--split is the same option; default: {' '.join(self.splits)})")
         self.reads.add_options(parser)
         add_dataclass_options(parser, self.options)
-        parser.add_argument("--name", type=track_name, default=self.track,
-                            help=f"track name (the policy's {self.read_by})")
+        for track in self.tracks:
+            parser.add_argument(track.flag, type=track_name, default=track.name,
+                                help=f"track name (the policy's {track.read_by})")
         add_shard_options(parser)
         return parser
 
@@ -178,42 +204,65 @@ class TokenProducer:
 
     def write(self, args) -> int:
         """The command's work on the parsed ``args``: everything checked, then the tracks; returns 0."""
+        import time
         from types import SimpleNamespace
 
-        from ..common.atomic import check_writable
         from ..common.progress import progress_bar
         from ..data.layout import token_data_dir
         from ..data.track_shards import blocks_of
+        from .cli import track_outputs
         from .sharding import ShardedTrack
 
         args.data = token_data_dir(args.data)
-        args.splits = list(dict.fromkeys(split for group in getattr(args, "splits", [SPLITS]) for split in group))
-        options = self.options(**{field.name: getattr(args, field.name) for field in dataclasses.fields(self.options)})
+        splits = list(dict.fromkeys(split for group in getattr(args, "splits", [self.splits]) for split in group))
+        fields = dataclasses.fields(self.options)
+        options = self.options(**{field.name: getattr(args, field.name) for field in fields})
         dictionary = data_dictionary("--data", args.data)
-        loaded = {split: load_split(args.data, split, dictionary) for split in args.splits}
-        for split in args.splits:
-            check_writable(f"{loaded[split][0]}.{args.name}.bin")
+        loaded = {split: load_split(args.data, split, dictionary) for split in splits}
+        outputs = track_outputs(args.data, splits, [(track.flag, getattr(args, track.flag[2:].replace("-", "_")))
+                                                    for track in self.tracks])
         opened = self.reads.open(args, args.data, dictionary)
-        inputs = SimpleNamespace(dictionary=dictionary, **opened.inputs)
+        inputs = SimpleNamespace(dictionary=dictionary, data=args.data, shard=opened.shard, **opened.inputs)
         of_block = self.values(options, inputs)
         summary = self.summary(options, inputs) if self.summary else {}
+        several = len(self.tracks) > 1
 
-        def rows(tokens, lines):
-            for block in blocks_of(lines, args.shard_block_lines):
-                block_lines = [tokens[i].numpy() for i in block]
-                with opened.computing():
-                    values = of_block(block_lines)
-                if len(values) != len(block_lines):
-                    raise ValueError(f"{self.command}: {len(values)} rows of values for {len(block_lines)} lines")
-                yield from values
+        def blocks(out, lines):  # (block's lines, its rows of each track), a progress bar of lines
+            tokens = loaded[out.split][1]
+            with progress_bar(total=len(lines), desc=f"{out.prefixes[0].rsplit('.', 1)[1]} of {out.split}",
+                              unit="line") as bar:
+                for block in blocks_of(lines, args.shard_block_lines):
+                    block_lines = [tokens[i].numpy() for i in block]
+                    with opened.computing():
+                        columns = of_block(block_lines) if several else [of_block(block_lines)]
+                    for column in columns:
+                        if len(column) != len(block_lines):
+                            raise ValueError(f"{self.command}: {len(column)} rows of values for "
+                                             f"{len(block_lines)} lines")
+                    bar.update(len(block_lines))
+                    yield block_lines, columns
 
         def of_split(out, lines):
-            shown = progress_bar(rows(loaded[out.split][1], lines), total=len(lines),
-                                 desc=f"{args.name} of {out.split}", unit="line")
-            return [shown], lambda wrote: {"wrote": wrote[0]}
+            if not (several or self.report):  # one track, nothing reported: written as it is computed
+                return [(row for _, (rows,) in blocks(out, lines) for row in rows)], lambda wrote: {"wrote": wrote[0]}
+            began, kept, columns = time.perf_counter(), [], [[] for _ in self.tracks]
+            for block_lines, block_columns in blocks(out, lines):
+                kept += block_lines
+                for column, rows in zip(columns, block_columns):
+                    column += rows
+            seconds = time.perf_counter() - began
 
-        track = ShardedTrack(opened.shard, {**dataclasses.asdict(options), **opened.recorded}, args.shard_block_lines)
-        summary.update(write_tracks(track, named_tracks(loaded, args.splits, args.name), of_split, self.dtype,
-                                    args.data, dictionary))
+            def done(wrote):
+                if self.report:
+                    print(self.report(options, inputs, SplitDone(out, kept, columns, seconds, wrote)), flush=True)
+                return {"wrote": wrote if several else wrote[0]}
+            return columns, done
+
+        recorded = {field.name: getattr(options, field.name) for field in fields
+                    if field.metadata.get("recorded", True)}
+        track = ShardedTrack(opened.shard, {**recorded, **opened.recorded}, args.shard_block_lines)
+        tracks = [SplitTracks(split, prefix, len(loaded[split][1]), prefixes)
+                  for split, (prefix, prefixes) in outputs.items()]
+        summary.update(write_tracks(track, tracks, of_split, self.dtype, args.data, dictionary))
         print(json.dumps(summary))
         return 0
