@@ -30,7 +30,7 @@ import sys
 from fairseq_maskplug.common.option_ranges import number
 from fairseq_maskplug.tools.sharding import add_shard_options
 
-from . import HelpFormatter, command_main, split_name, split_names, track_name
+from . import HelpFormatter, add_splits, command_main, split_name, track_name
 
 COMMAND = "fairseq-maskplug-pmi-units"
 
@@ -41,8 +41,7 @@ def parse_args(argv=None):
 
     parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--data", required=True, help="fairseq-preprocess output directory (holds dict.txt)")
-    parser.add_argument("--splits", type=split_names, default="train,valid",
-                        help="comma-separated splits to write the track for")
+    add_splits(parser, ["train", "valid"], "write the track for")
     parser.add_argument("--count-split", type=split_name, default="train",
                         help="the split whose n-grams build the lexicon")
     parser.add_argument("--lexicon", default=None, help="read this lexicon instead of building one: one n-gram per "

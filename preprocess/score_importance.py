@@ -53,7 +53,6 @@ def parse_args(argv=None):
     add_checkpoint_options(parser)
     add_shard_options(parser)
     args = parser.parse_args(argv)
-    args.splits = list(dict.fromkeys(args.splits))
     if args.preview and len(args.splits) > 1:
         parser.error(f"--preview names one file, for one split; {len(args.splits)} splits were given")
     return args

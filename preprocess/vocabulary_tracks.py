@@ -13,12 +13,11 @@ def lookup_parser(doc: str, data_help: str, count_help: str = None) -> argparse.
     """The parser of a vocabulary producer with its first options: ``--data``, ``--splits`` and, for a producer
     that counts a split (``count_help`` given), ``--count-split``; the producer adds its own, then
     :func:`add_output_options`."""
-    from . import HelpFormatter, split_name, split_names
+    from . import HelpFormatter, add_splits, split_name
 
     parser = argparse.ArgumentParser(description=doc, formatter_class=HelpFormatter)
     parser.add_argument("--data", required=True, help=data_help)
-    parser.add_argument("--splits", type=split_names, default="train,valid", help="comma-separated splits to write "
-                        "the track for")
+    add_splits(parser, ["train", "valid"], "write the track for")
     if count_help is not None:
         parser.add_argument("--count-split", type=split_name, default="train", help=count_help)
     return parser

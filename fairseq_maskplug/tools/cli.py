@@ -136,10 +136,19 @@ def precision_of(args) -> str:
     return "fp16" if args.fp16 else "bf16" if args.bf16 else "fp32"
 
 
+class _Splits(argparse.Action):
+    """``--splits``' action: its items (each comma-separated) as one list, each split once, in order."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, list(dict.fromkeys(split for group in values for split in group)))
+
+
 def add_splits(parser: argparse.ArgumentParser, default, what: str) -> None:
-    """``--splits A B ...`` (``--split`` is the same option): the splits a command works on."""
-    parser.add_argument("--splits", "--split", nargs="+", dest="splits", default=list(default), type=split_name,
-                        help=f"splits to {what} (--split is the same option), the model loaded once")
+    """``--splits A B ...`` or ``--splits A,B`` (``--split`` is the same option): the splits a command works on,
+    as one list (``args.splits``)."""
+    parser.add_argument("--splits", "--split", nargs="+", dest="splits", default=list(default), type=split_names,
+                        action=_Splits, help=f"splits to {what}, space- or comma-separated: train valid, or "
+                        "train,valid (--split is the same option)")
 
 
 def add_spacy_text_options(parser: argparse.ArgumentParser, finds: str, default_model: str) -> None:

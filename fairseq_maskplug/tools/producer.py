@@ -178,16 +178,14 @@ class TokenProducer:
     def parser(self):
         import argparse
 
-        from .cli import HelpFormatter, add_dataclass_options, split_names, track_name
+        from .cli import HelpFormatter, add_dataclass_options, add_splits, track_name
         from .sharding import add_shard_options
 
         parser = argparse.ArgumentParser(prog=self.command, description=self.description,
                                          formatter_class=HelpFormatter)
         parser.add_argument("--data", required=True, help="fairseq-preprocess output directory (holds dict.txt; a "
                             "sentence_prediction root: its input0/)")
-        parser.add_argument("--splits", "--split", nargs="+", type=split_names, default=argparse.SUPPRESS,
-                            help="splits to write the tracks for, space- or comma-separated: train valid, or "
-                                 f"train,valid (--split is the same option; default: {' '.join(self.splits)})")
+        add_splits(parser, self.splits, "write the tracks for")
         self.reads.add_options(parser)
         add_dataclass_options(parser, self.options)
         for track in self.tracks:
@@ -214,12 +212,11 @@ class TokenProducer:
         from .sharding import ShardedTrack
 
         args.data = token_data_dir(args.data)
-        splits = list(dict.fromkeys(split for group in getattr(args, "splits", [self.splits]) for split in group))
         fields = dataclasses.fields(self.options)
         options = self.options(**{field.name: getattr(args, field.name) for field in fields})
         dictionary = data_dictionary("--data", args.data)
-        loaded = {split: load_split(args.data, split, dictionary) for split in splits}
-        outputs = track_outputs(args.data, splits, [(track.flag, getattr(args, track.flag[2:].replace("-", "_")))
+        loaded = {split: load_split(args.data, split, dictionary) for split in args.splits}
+        outputs = track_outputs(args.data, args.splits, [(track.flag, getattr(args, track.flag[2:].replace("-", "_")))
                                                     for track in self.tracks])
         opened = self.reads.open(args, args.data, dictionary)
         inputs = SimpleNamespace(dictionary=dictionary, data=args.data, shard=opened.shard, **opened.inputs)
