@@ -37,20 +37,15 @@ def long_entries(dictionary, min_length: int) -> np.ndarray:
 
 
 def long_subwords(options: LongSubwordOptions, inputs):
-    """The values of a block of lines: each token's flag (``inputs.dictionary``: the data's)."""
+    """The values of a block of lines: each token's flag (``inputs.dictionary``: the data's); the summary says how
+    many entries are flagged, of how many."""
     flags = long_entries(inputs.dictionary, options.min_length)
+    inputs.summary.update(long_entries=int(flags.sum()), of=len(inputs.dictionary))
     return lambda lines: [flags[line] for line in lines]
 
 
-def summary(options: LongSubwordOptions, inputs) -> dict:
-    """The summary's first entries: how many entries are flagged, of how many."""
-    flags = long_entries(inputs.dictionary, options.min_length)
-    return {"long_entries": int(flags.sum()), "of": len(inputs.dictionary)}
-
-
 PRODUCER = TokenProducer("examples/long_subwords.py", __doc__, LongSubwordOptions,
-                         tracks=[Track("long", read_by="--flagged-track")], dtype="float64", values=long_subwords,
-                         summary=summary)
+                         tracks=[Track("long", read_by="--flagged-track")], dtype="float64", values=long_subwords)
 main = PRODUCER.main
 
 

@@ -24,33 +24,31 @@ removes the counts). Independent jobs run every shard twice. The tracks are the 
 (tested).
 """
 
-import json
 import sys
+from dataclasses import dataclass
 
-from fairseq_maskplug.common.option_ranges import number
-
-from . import command_main
+from fairseq_maskplug.common.option_ranges import option
+from fairseq_maskplug.tools.producer import TokenProducer, Track, counted_split, remove_counts
 
 COMMAND = "fairseq-maskplug-difference"
 
 
-def parse_args(argv=None):
-    from . import split_name
-    from .vocabulary_tracks import add_output_options, lookup_parser
+@dataclass
+class DifferenceOptions:
+    count_split: str = option("train", "the target-domain split whose token counts give the TF")
+    general: str = option(None, "the general corpus's fairseq-preprocess output, binarized with the same dict.txt",
+                          required=True)
+    general_split: str = option("train", "the general split whose lines give the ICF")
+    checkpoint: str = option(None, "the checkpoint whose input embeddings give the similarities (the model to be "
+                             "continued)", required=True)
+    anchors: int = option(5, "how many anchors", range="[1, inf)", source="authors' code (scripts/autoaux.py)")
+    write_anchors: str = option(None, "also write the anchors here (symbol<TAB>TF-ICF)", output=True, recorded=False)
 
-    parser = lookup_parser(__doc__, "the target domain's fairseq-preprocess output (holds dict.txt)",
-                           "the target-domain split whose token counts give the TF")
-    parser.add_argument("--general", required=True, help="the general corpus's fairseq-preprocess output, "
-                        "binarized with the same dict.txt")
-    parser.add_argument("--general-split", type=split_name, default="train",
-                        help="the general split whose lines give the ICF")
-    parser.add_argument("--checkpoint", required=True, help="the checkpoint whose input embeddings give the "
-                        "similarities (the model to be continued)")
-    parser.add_argument("--anchors", type=number("[1, inf)", int), default=5,
-                        help="how many anchors (5: the authors' code, scripts/autoaux.py)")
-    add_output_options(parser, "difference_score", "--difference-track", "--write-anchors",
-                       "also write the anchors here (symbol<TAB>TF-ICF)")
-    return parser.parse_args(argv)
+    def __post_init__(self):
+        from fairseq_maskplug.masking.values import check_split_name
+
+        check_split_name(self.count_split)
+        check_split_name(self.general_split)
 
 
 def input_embeddings(checkpoint: str, data: str, rows: int):
@@ -59,7 +57,7 @@ def input_embeddings(checkpoint: str, data: str, rows: int):
     from fairseq_maskplug.tools.checkpoints import load_checked_state
 
     state = load_checked_state(checkpoint, data, wanted="a masked-LM or BART checkpoint")
-    keys = sorted(k for k in state["model"] if k.endswith("embed_tokens.weight"))
+    keys = sorted(k for k in state.get("model", {}) if k.endswith("embed_tokens.weight"))
     keys = [k for k in keys if "encoder" in k] or keys
     if not keys:
         raise ValueError(f"{checkpoint}: no token embeddings (a parameter named ...embed_tokens.weight)")
@@ -89,7 +87,7 @@ def line_counts(tokens, lines: range, size: int):
     return counts
 
 
-def shared_counts(args, shard, count_prefix, count_tokens, general_prefix, general_tokens, size: int):
+def shared_counts(options: DifferenceOptions, inputs, count_prefix, count_tokens, general_prefix, general_tokens):
     """``(domain_counts, general_lines)``: the target's TF and the general split's line frequencies, counted in
     one process or summed over every shard's part (the module docstring); None when independent jobs must be
     run again."""
@@ -97,24 +95,25 @@ def shared_counts(args, shard, count_prefix, count_tokens, general_prefix, gener
 
     from fairseq_maskplug.data.side_info import token_fingerprint
     from fairseq_maskplug.data.track_shards import shard_lines
-    from fairseq_maskplug.tools.pass_parts import PassParts, load_arrays, make_parts_directory, save_arrays, shard_pass
+    from fairseq_maskplug.tools.pass_parts import (PassParts, counts_directory, load_arrays, make_parts_directory,
+                                                   save_arrays, shard_pass)
 
-    from .vocabulary_tracks import counts_directory
+    shard, size = inputs.shard, len(inputs.dictionary)
 
     def count(general_lines):
-        domain_lines = shard_lines(len(count_tokens), shard.num_shards, shard.shard_id, args.shard_block_lines)
+        domain_lines = shard_lines(len(count_tokens), shard.num_shards, shard.shard_id, inputs.block_lines)
         return {"domain": token_counts(count_tokens, domain_lines, size),
                 "general": line_counts(general_tokens, general_lines, size)}
 
-    general_lines = shard_lines(len(general_tokens), shard.num_shards, shard.shard_id, args.shard_block_lines)
+    general_lines = shard_lines(len(general_tokens), shard.num_shards, shard.shard_id, inputs.block_lines)
     if shard.num_shards == 1:
         counted = count(general_lines)
         return counted["domain"], counted["general"]
-    parts_dir = counts_directory(args)
+    parts_dir = counts_directory(inputs.data, options.count_split, inputs.names[0])
     make_parts_directory(parts_dir, COMMAND)
-    options = {"tokens": token_fingerprint(count_prefix), "general": token_fingerprint(general_prefix),
-               "block_lines": args.shard_block_lines}
-    parts = PassParts(parts_dir, "counts", shard.num_shards, options, save_arrays, load_arrays)
+    recorded = {"tokens": token_fingerprint(count_prefix), "general": token_fingerprint(general_prefix),
+                "block_lines": inputs.block_lines}
+    parts = PassParts(parts_dir, "counts", shard.num_shards, recorded, save_arrays, load_arrays)
     every = shard_pass(parts, shard, general_lines, len(general_tokens), count, "token counts",
                        "each skips its counts and writes its lines of the tracks")
     if every is None:
@@ -122,62 +121,61 @@ def shared_counts(args, shard, count_prefix, count_tokens, general_prefix, gener
     return np.sum([p["domain"] for p in every], axis=0), np.sum([p["general"] for p in every], axis=0)
 
 
-def write_scores(args) -> int:
+def difference_scores(options: DifferenceOptions, inputs):
+    """Every token's largest similarity to an anchor (0 at the special tokens), the anchors picked from the counts
+    first; the general corpus, its split and the checkpoint checked before any counting."""
     import numpy as np
 
-    from fairseq_maskplug.common.atomic import write_text
     from fairseq_maskplug.data.dictionaries import dictionary_sha256
     from fairseq_maskplug.data.side_info import token_fingerprint
     from fairseq_maskplug.scoring.difference import anchor_similarity, anchors, tf_icf
+    from fairseq_maskplug.tools.producer import data_dictionary, load_split
     from fairseq_maskplug.tools.sharding import checkpoint_identity, warn
 
-    from fairseq_maskplug.tools.producer import data_dictionary, load_split
-
-    from .vocabulary_tracks import load_lookup_inputs, write_lookup_tracks
-
-    # everything checked before any work
-    dictionary = data_dictionary("--data", args.data)
-    if dictionary_sha256(dictionary) != dictionary_sha256(data_dictionary("--general", args.general)):
-        raise ValueError(f"--general {args.general}: its dict.txt differs from --data {args.data}'s (token ids "
+    dictionary, data = inputs.dictionary, inputs.data
+    if dictionary_sha256(dictionary) != dictionary_sha256(data_dictionary("--general", options.general)):
+        raise ValueError(f"--general {options.general}: its dict.txt differs from --data {data}'s (token ids "
                          "must mean the same in both)")
-    general_prefix, general_tokens = load_split(args.general, args.general_split, dictionary)
-    embeddings = input_embeddings(args.checkpoint, args.data, len(dictionary))
-    loaded, shard = load_lookup_inputs(args, dictionary, COMMAND, [args.write_anchors])
-
-    size, nspecial = len(dictionary), dictionary.nspecial
-    count_prefix, count_tokens = loaded[args.count_split]
-    counted = shared_counts(args, shard, count_prefix, count_tokens, general_prefix, general_tokens, size)
+    general_prefix, general_tokens = load_split(options.general, options.general_split, dictionary)
+    embeddings = input_embeddings(options.checkpoint, data, len(dictionary))
+    count_prefix, count_tokens = counted_split(COMMAND, options.count_split, inputs)
+    inputs.recorded.update(general=token_fingerprint(general_prefix), **checkpoint_identity(options.checkpoint))
+    counted = shared_counts(options, inputs, count_prefix, count_tokens, general_prefix, general_tokens)
     if counted is None:
-        return 0
+        return None
     domain_counts, general_lines = counted
-    domain_counts[:nspecial] = 0.0
+    domain_counts[:dictionary.nspecial] = 0.0
     scores = tf_icf(domain_counts, general_lines, len(general_tokens))
-    chosen = anchors(scores, args.anchors, domain_counts > 0)  # none with a positive TF-ICF: refused, nothing written
-    summary = {"anchors": [dictionary[i] for i in chosen], "general_lines": len(general_tokens), "warnings": []}
-    if len(chosen) < args.anchors:
-        summary["warnings"].append(warn(f"--anchors {args.anchors}: only {len(chosen)} entries of {args.data} have "
+    chosen = anchors(scores, options.anchors, domain_counts > 0)  # none with a positive TF-ICF: refused
+    summary = inputs.summary
+    summary.update(anchors=[dictionary[i] for i in chosen], general_lines=len(general_tokens), warnings=[])
+    if len(chosen) < options.anchors:
+        summary["warnings"].append(warn(f"--anchors {options.anchors}: only {len(chosen)} entries of {data} have "
                                         "a positive TF-ICF against the general corpus; those are the anchors"))
     if token_fingerprint(general_prefix) == token_fingerprint(count_prefix):
-        summary["warnings"].append(warn(f"--general {args.general} split {args.general_split} holds the same tokens "
-                                        f"as the target's {args.count_split}: the anchors are the target's own rarest "
-                                        "words, not what sets it apart from a general corpus"))
+        summary["warnings"].append(warn(f"--general {options.general} split {options.general_split} holds the same "
+                                        f"tokens as the target's {options.count_split}: the anchors are the target's "
+                                        "own rarest words, not what sets it apart from a general corpus"))
     similarity = anchor_similarity(embeddings, chosen)
-    similarity[:nspecial] = 0.0
+    similarity[:dictionary.nspecial] = 0.0
     occurring = np.concatenate([count_tokens[i].numpy() for i in range(len(count_tokens))])
     summary["mean_score_over_tokens"] = round(float(similarity[occurring].mean()), 4)
-    options = {"count_tokens": token_fingerprint(count_prefix), "general": token_fingerprint(general_prefix),
-               "anchors": args.anchors, **checkpoint_identity(args.checkpoint), "splits": args.splits}
-    write_lookup_tracks(args, shard, loaded, dictionary, similarity, options, summary, COMMAND)
-    if not summary["warnings"]:
-        del summary["warnings"]
-    if args.write_anchors and shard.shard_id == 0:
-        write_text(args.write_anchors, "".join(f"{dictionary[i]}\t{scores[i]:.6g}\n" for i in chosen))
-    print(json.dumps(summary))
-    return 0
+    inputs.anchors = [(dictionary[i], scores[i]) for i in chosen]
+    return lambda lines: [similarity[line] for line in lines]
 
 
-# every input and output checked before any work; a shard part made otherwise refused in one line too
-main = command_main(parse_args, write_scores, (OSError, ValueError, KeyError))
+def write_anchors(options: DifferenceOptions, inputs) -> None:
+    """Once the tracks are written: ``--write-anchors`` (shard 0's), and the counts' parts removed by the merger."""
+    from fairseq_maskplug.common.atomic import write_text
+
+    if options.write_anchors and inputs.shard.shard_id == 0:
+        write_text(options.write_anchors, "".join(f"{symbol}\t{score:.6g}\n" for symbol, score in inputs.anchors))
+    remove_counts(COMMAND, options.count_split, inputs)
+
+
+PRODUCER = TokenProducer(COMMAND, __doc__, DifferenceOptions, [Track("difference_score", "--difference-track")],
+                         "float64", difference_scores, finish=write_anchors)
+main = PRODUCER.main
 
 
 if __name__ == "__main__":

@@ -29,34 +29,33 @@ times (counts, occurrences, tracks): a run says what is missing. The tracks are 
 
 import json
 import sys
+from dataclasses import dataclass
 
 import numpy as np
 
-from fairseq_maskplug.common.option_ranges import number
-
-from . import command_main
+from fairseq_maskplug.common.option_ranges import option
+from fairseq_maskplug.tools.producer import TokenProducer, Track, counted_split, remove_counts
 
 COMMAND = "fairseq-maskplug-informask"
 
 
-def parse_args(argv=None):
-    from .vocabulary_tracks import add_output_options, lookup_parser
+@dataclass
+class InforMaskOptions:
+    count_split: str = option("train", "the split whose lines give the PMI and the rates")
+    rate: float = option(0.15, "the rate of every candidate mask (BERT's)", range="(0, 1]", source="paper")
+    candidates: int = option(10, "random masks drawn per line, the best-scoring kept (the authors do not publish "
+                             "theirs)", range="[1, inf)", source="ours")
+    seed: int = option(1, "seed of the candidate masks", range="[0, inf)", source="ours")
+    window: int = option(512, "a longer line is taken as pieces of at most this many tokens, for the counts and the "
+                         "masks: the cost of a line grows with the square of its length (BERT's longest input; "
+                         "the paper's lines are sentences)", range="[2, inf)", source="ours")
+    write_table: str = option(None, "also write the rate table here ({token id: rate} JSON)", output=True,
+                              recorded=False)
 
-    parser = lookup_parser(__doc__, "fairseq-preprocess output directory (holds dict.txt)",
-                           "the split whose lines give the PMI and the rates")
-    parser.add_argument("--rate", type=number("(0, 1]", float), default=0.15,
-                        help="the rate of every candidate mask (paper: BERT's 15%%)")
-    parser.add_argument("--candidates", type=number("[1, inf)", int), default=10,
-                        help="random masks drawn per line, the best-scoring kept (ours: the authors do not publish "
-                             "theirs)")
-    parser.add_argument("--seed", type=number("[0, inf)", int), default=1, help="seed of the candidate masks")
-    parser.add_argument("--window", type=number("[2, inf)", int), default=512,
-                        help="a longer line is taken as pieces of at most this many tokens, for the counts and the "
-                             "masks: the cost of a line grows with the square of its length (ours: BERT's longest "
-                             "input; the paper's lines are sentences)")
-    add_output_options(parser, "informask_rate", "--informask-track", "--write-table",
-                       "also write the rate table here ({token id: rate} JSON)")
-    return parser.parse_args(argv)
+    def __post_init__(self):
+        from fairseq_maskplug.masking.values import check_split_name
+
+        check_split_name(self.count_split)
 
 
 def content_lines(tokens, nspecial: int, lines: range = None):
@@ -67,7 +66,7 @@ def content_lines(tokens, nspecial: int, lines: range = None):
         yield line[line >= nspecial]
 
 
-def shared_rates(args, shard, count_prefix: str, count_tokens, nspecial: int, vocab_size: int):
+def shared_rates(options: InforMaskOptions, inputs, count_prefix: str, count_tokens):
     """``(counts, rates)`` of the count split: one process counts and samples every line; shards make each pass
     over their own lines and sum every shard's part (the module docstring). None when independent jobs must be
     run again."""
@@ -75,85 +74,82 @@ def shared_rates(args, shard, count_prefix: str, count_tokens, nspecial: int, vo
     from fairseq_maskplug.data.side_info import token_fingerprint
     from fairseq_maskplug.data.track_shards import shard_lines
     from fairseq_maskplug.scoring.informask import CooccurrencePMI, covered_occurrences, rates_of
-    from fairseq_maskplug.tools.pass_parts import PassParts, load_arrays, make_parts_directory, save_arrays, shard_pass
+    from fairseq_maskplug.tools.pass_parts import (PassParts, counts_directory, load_arrays, make_parts_directory,
+                                                   save_arrays, shard_pass)
 
-    from .vocabulary_tracks import counts_directory
-
-    lines = shard_lines(len(count_tokens), shard.num_shards, shard.shard_id, args.shard_block_lines)
+    shard, nspecial = inputs.shard, inputs.dictionary.nspecial
+    lines = shard_lines(len(count_tokens), shard.num_shards, shard.shard_id, inputs.block_lines)
 
     def count(lines):
-        desc = f"pair counts of {args.count_split}"
+        desc = f"pair counts of {options.count_split}"
         own = progress_bar(content_lines(count_tokens, nspecial, lines), total=len(lines), desc=desc, unit="line")
-        return CooccurrencePMI(own, vocab_size, window=args.window)
+        return CooccurrencePMI(own, len(inputs.dictionary), window=options.window)
 
     def cover(counts):
         def occurrences(lines):
             own = progress_bar(content_lines(count_tokens, nspecial, lines), total=len(lines),
                                desc="sample and score", unit="line")
-            masked, seen = covered_occurrences(own, counts, args.rate, args.candidates, args.seed, args.window,
-                                               first_line=lines.start)
+            masked, seen = covered_occurrences(own, counts, options.rate, options.candidates, options.seed,
+                                               options.window, first_line=lines.start)
             return {"masked": masked, "seen": seen}
         return occurrences
 
     if shard.num_shards == 1:
         counts = count(lines)
         covered = cover(counts)(lines)
-        return counts, rates_of(covered["masked"], covered["seen"], args.rate)
-    parts_dir = counts_directory(args)
+        return counts, rates_of(covered["masked"], covered["seen"], options.rate)
+    parts_dir = counts_directory(inputs.data, options.count_split, inputs.names[0])
     make_parts_directory(parts_dir, COMMAND)
-    options = {"tokens": token_fingerprint(count_prefix), "window": args.window, "block_lines": args.shard_block_lines}
-    pairs = PassParts(parts_dir, "pairs", shard.num_shards, options,
+    recorded = {"tokens": token_fingerprint(count_prefix), "window": options.window, "block_lines": inputs.block_lines}
+    pairs = PassParts(parts_dir, "pairs", shard.num_shards, recorded,
                       lambda counts, f: save_arrays(counts.to_arrays(), f), load_arrays)
     every = shard_pass(pairs, shard, lines, len(count_tokens), count, "pair counts",
                        "each skips its counts and samples its lines")
     if every is None:
         return None
     counts = CooccurrencePMI.merged(every)
-    options = dict(options, rate=args.rate, candidates=args.candidates, seed=args.seed)
-    occurrences = PassParts(parts_dir, "occurrences", shard.num_shards, options, save_arrays, load_arrays)
+    recorded = dict(recorded, rate=options.rate, candidates=options.candidates, seed=options.seed)
+    occurrences = PassParts(parts_dir, "occurrences", shard.num_shards, recorded, save_arrays, load_arrays)
     every = shard_pass(occurrences, shard, lines, len(count_tokens), cover(counts), "covered occurrences",
                        "each skips its counts and occurrences and writes its lines of the tracks")
     if every is None:
         return None
     masked = np.sum([part["masked"] for part in every], axis=0)  # float64 sums of whole numbers: exact
-    return counts, rates_of(masked, np.sum([part["seen"] for part in every], axis=0), args.rate)
+    return counts, rates_of(masked, np.sum([part["seen"] for part in every], axis=0), options.rate)
 
 
-def write_rates(args) -> int:
-    from fairseq_maskplug.common.atomic import write_text
-    from fairseq_maskplug.data.side_info import token_fingerprint
-
-    from fairseq_maskplug.tools.producer import data_dictionary
-
-    from .vocabulary_tracks import load_lookup_inputs, write_lookup_tracks
-
-    dictionary = data_dictionary("--data", args.data)
-    loaded, shard = load_lookup_inputs(args, dictionary, COMMAND, [args.write_table])  # before any work
-    count_prefix, count_tokens = loaded[args.count_split]
-    nspecial = dictionary.nspecial
-    shared = shared_rates(args, shard, count_prefix, count_tokens, nspecial, len(dictionary))
+def informask_rates(options: InforMaskOptions, inputs):
+    """Every token's entry of the rate table (0 at the special ones), counted over the count split first."""
+    d = inputs.dictionary
+    count_prefix, count_tokens = counted_split(COMMAND, options.count_split, inputs)
+    shared = shared_rates(options, inputs, count_prefix, count_tokens)
     if shared is None:
-        return 0
+        return None
     counts, rates = shared
-    rates[:nspecial] = 0.0
-    summary = {"lines": len(count_tokens), "candidates": args.candidates, "rate": args.rate}
-    occurring = np.concatenate(list(content_lines(count_tokens, nspecial)) or [np.zeros(0, dtype=np.int64)])
-    summary["mean_rate_over_tokens"] = round(float(rates[occurring].mean()), 4) if occurring.size else None
+    rates[:d.nspecial] = 0.0
+    occurring = np.concatenate(list(content_lines(count_tokens, d.nspecial)) or [np.zeros(0, dtype=np.int64)])
     frequent = np.argsort(-counts.token_lines, kind="stable")[:10]
-    summary["rates_of_frequent_entries"] = {dictionary[i]: round(float(rates[i]), 4) for i in frequent
-                                            if counts.token_lines[i] > 0}
-    options = {"count_tokens": token_fingerprint(count_prefix), "rate": args.rate, "candidates": args.candidates,
-               "seed": args.seed, "window": args.window, "count_split": args.count_split, "splits": args.splits}
-    write_lookup_tracks(args, shard, loaded, dictionary, rates, options, summary, COMMAND)
-    if args.write_table and shard.shard_id == 0:
-        write_text(args.write_table, json.dumps({str(i): float(r) for i, r in enumerate(rates) if i >= nspecial},
-                                                indent=1) + "\n")
-    print(json.dumps(summary))
-    return 0
+    inputs.summary.update({
+        "lines": len(count_tokens), "candidates": options.candidates, "rate": options.rate,
+        "mean_rate_over_tokens": round(float(rates[occurring].mean()), 4) if occurring.size else None,
+        "rates_of_frequent_entries": {d[i]: round(float(rates[i]), 4) for i in frequent if counts.token_lines[i] > 0}})
+    inputs.rates = rates
+    return lambda lines: [rates[line] for line in lines]
 
 
-# every input and output checked before any work; a shard part made otherwise refused in one line too
-main = command_main(parse_args, write_rates)
+def write_table(options: InforMaskOptions, inputs) -> None:
+    """Once the tracks are written: ``--write-table`` (shard 0's), and the counts' parts removed by the merger."""
+    from fairseq_maskplug.common.atomic import write_text
+
+    if options.write_table and inputs.shard.shard_id == 0:
+        write_text(options.write_table, json.dumps({str(i): float(r) for i, r in enumerate(inputs.rates)
+                                                    if i >= inputs.dictionary.nspecial}, indent=1) + "\n")
+    remove_counts(COMMAND, options.count_split, inputs)
+
+
+PRODUCER = TokenProducer(COMMAND, __doc__, InforMaskOptions, [Track("informask_rate", "--informask-track")],
+                         "float64", informask_rates, finish=write_table)
+main = PRODUCER.main
 
 
 if __name__ == "__main__":

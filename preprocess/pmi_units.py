@@ -24,7 +24,6 @@ so the track does not depend on the shards. With ``--lexicon`` there is no pass 
 
 import argparse
 import json
-import os
 import sys
 
 from fairseq_maskplug.common.option_ranges import number
@@ -104,11 +103,6 @@ def line_words(tokens, dictionary, starts_table, spell, lines: range = None):
         yield words, np.asarray(firsts), len(line)
 
 
-def counts_directory(data: str, count_split: str, name: str) -> str:
-    """Where the shards write their n-gram counts (pass 1), beside the tracks."""
-    return os.path.join(data, f"{count_split}.{name}.counts.shards")
-
-
 def count_ngrams(args, shard, tokens, count_prefix: str, words_of):
     """Pass 1: the n-gram counts of the count split; in shards, each shard's lines are counted into a part
     (:mod:`fairseq_maskplug.tools.pass_parts`) and every shard sums all parts (exact where no shard reached
@@ -118,7 +112,7 @@ def count_ngrams(args, shard, tokens, count_prefix: str, words_of):
     from fairseq_maskplug.data.side_info import token_fingerprint
     from fairseq_maskplug.data.track_shards import shard_lines
     from fairseq_maskplug.scoring.pmi_lexicon import NGramCounts, merge_counts
-    from fairseq_maskplug.tools.pass_parts import PassParts, make_parts_directory, shard_pass
+    from fairseq_maskplug.tools.pass_parts import PassParts, counts_directory, make_parts_directory, shard_pass
 
     def count(lines):
         counts = NGramCounts(5, args.max_ngrams)
@@ -184,7 +178,7 @@ def write_units(args) -> int:
     from fairseq_maskplug.common.progress import progress_bar
     from fairseq_maskplug.data.word_boundaries import word_start_symbols
     from fairseq_maskplug.scoring.pmi_lexicon import build_lexicon, read_lexicon
-    from fairseq_maskplug.tools.pass_parts import check_parts_directory, remove_parts_directory
+    from fairseq_maskplug.tools.pass_parts import check_parts_directory, counts_directory, remove_parts_directory
     from fairseq_maskplug.tools.producer import data_dictionary, load_split, named_tracks, write_tracks
     from fairseq_maskplug.tools.sharding import ShardedTrack, file_identity, start_producer
 

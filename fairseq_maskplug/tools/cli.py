@@ -85,8 +85,8 @@ def split_names(text: str) -> list:
 def add_dataclass_options(parser: argparse.ArgumentParser, options: type) -> None:
     """One option per field of the dataclass ``options`` (``min_length`` -> ``--min-length``), each declared with
     :func:`~..common.option_ranges.option`: its help, where its default comes from (shown after the help) and, for
-    a number, its range, and ``choices=[...]`` where given (both refused in argparse's one line). A bool field is
-    ``--NAME``/``--no-NAME``."""
+    a number, its range, and ``choices=[...]`` where given (both refused in argparse's one line); ``required=True``
+    where given. A bool field is ``--NAME``/``--no-NAME``."""
     import dataclasses
     import typing
 
@@ -104,7 +104,8 @@ def add_dataclass_options(parser: argparse.ArgumentParser, options: type) -> Non
                                 help=help)
             continue
         parser.add_argument(flag(field.name), type=number(field.metadata["range"], kind) if "range" in field.metadata
-                            else kind, choices=field.metadata.get("choices"), default=field.default, help=help)
+                            else kind, choices=field.metadata.get("choices"), default=field.default, help=help,
+                            required=field.metadata.get("required", False))
 
 
 def add_user_dir(parser: argparse.ArgumentParser) -> None:

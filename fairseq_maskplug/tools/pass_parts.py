@@ -24,6 +24,12 @@ from ..common.atomic import OWNER_FILE, owner, temporary_name, write_failed, wri
 from ..common.file_records import file_record, read_manifest, recorded_damage
 
 
+def counts_directory(data: str, count_split: str, name: str) -> str:
+    """Where the shards of a producer of track ``name`` exchange the parts of their passes over ``count_split`` of
+    ``data``: beside the tracks, ``DATA/COUNT_SPLIT.NAME.counts.shards``."""
+    return os.path.join(data, f"{count_split}.{name}.counts.shards")
+
+
 def make_parts_directory(parts: str, command: str) -> bool:
     """Make ``parts`` whole with its owner mark (under a temporary name: another shard may race), unless it is
     there; returns whether this call made it. A directory there that ``command`` did not make is refused."""

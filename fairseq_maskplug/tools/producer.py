@@ -91,6 +91,28 @@ def load_split(data, split, dictionary):
     return prefix, tokens
 
 
+def counted_split(command: str, split: str, inputs) -> tuple:
+    """``(prefix, tokens)`` of the split a counting producer's ``values`` counts (``inputs``: a
+    :class:`TokenProducer`'s), checked; its fingerprint recorded in the parts, and the directory where the shards
+    exchange their counts (:func:`~.pass_parts.counts_directory`) checked before any counting."""
+    from ..data.side_info import token_fingerprint
+    from .pass_parts import check_parts_directory, counts_directory
+
+    prefix, tokens = load_split(inputs.data, split, inputs.dictionary)
+    inputs.recorded["count_tokens"] = token_fingerprint(prefix)
+    if inputs.shard.num_shards > 1:
+        check_parts_directory(counts_directory(inputs.data, split, inputs.names[0]), command)
+    return prefix, tokens
+
+
+def remove_counts(command: str, split: str, inputs) -> None:
+    """Once the tracks are merged, the merging process removes the counts' parts of :func:`counted_split`."""
+    from .pass_parts import counts_directory, remove_parts_directory
+
+    if inputs.shard.merges:
+        remove_parts_directory(counts_directory(inputs.data, split, inputs.names[0]), command)
+
+
 class Opened(NamedTuple):
     """What a :class:`TokenProducer`'s reader opened, before any work."""
 
@@ -134,31 +156,39 @@ class SplitDone(NamedTuple):
     seconds: float  #: the values' computation
     wrote: List[str]  #: what each track's write wrote
 
-#: ``values(options, inputs) -> of_block``, once per run (``inputs``: ``dictionary``, ``data`` (its directory),
-#: ``shard`` and what the reader opened, as attributes): ``of_block(lines)`` gives for a block of lines (token
-#: arrays of one split, in order) one row of values per line, one value per token; for several tracks, one such
-#: list of rows per track
-TokenValues = Callable[[object, object], Callable[[List], Sequence]]
+#: ``values(options, inputs) -> of_block``, once per run (``inputs``: what the run has, as attributes: ``dictionary``,
+#: ``data`` (its directory), ``shard``, ``block_lines`` (``--shard-block-lines``), ``names`` (each track's name),
+#: what the reader opened, and two dicts it may add to: ``summary``, the summary's first entries, and ``recorded``,
+#: what the values depend on besides the options, recorded in the parts, e.g. the fingerprint of a split it
+#: counts): ``of_block(lines)`` gives for a block of lines (token arrays of one split, in order) one row of values
+#: per line, one value per token; for several tracks, one such list of rows per track. A producer that counts over
+#: every line makes its passes here (:func:`~.pass_parts.shard_pass`) and returns None where independent jobs must
+#: be run again (nothing more is done: the summary is printed, exit status 0). What its ``finish`` needs (a table
+#: computed on the way) it leaves in ``inputs``.
+TokenValues = Callable[[object, object], Optional[Callable[[List], Sequence]]]
 
 
 @dataclasses.dataclass(frozen=True)
 class TokenProducer:
-    """A producer of tracks whose values are a function of each line's tokens (given the dictionary, and what
-    ``reads`` opens: a checkpoint's model): what it declares; :meth:`main` is the whole command.
+    """A producer of tracks whose values are a function of each line's tokens (given the dictionary, what
+    ``reads`` opens, as a checkpoint's model, and what ``values`` counts first): what it declares; :meth:`main` is
+    the whole command.
 
     The command's options are ``--data`` (a sentence_prediction root: its ``input0/``), ``--splits`` (space- or
     comma-separated), the reader's (a checkpoint's: ``--checkpoint``, ``--fp16``/``--bf16``, ...), the fields of
     ``options`` (each an :func:`~..common.option_ranges.option`: help, range, where its default comes from; its
     ``__post_init__`` may refuse a combination), each track's name option (``--name``) and the shard options.
-    Before any work: the options, the dictionary, every split's .bin/.idx and token ids, and every track's path,
-    then the shard and what the reader opens (a checkpoint checked against the dictionary). Then
-    :func:`write_tracks`: ``values`` gets this shard's lines block by block (``--shard-block-lines``; a block's
-    values do not depend on the shards; a progress bar of lines), the rows are checked against the lines
-    (:func:`~.sharding.rows_as_long_as_lines`), the tracks are fingerprinted against the tokens and written
-    atomically, in shards as parts that record ``options`` (but a field whose metadata says ``recorded=False``,
-    as a preview's length) and what the reader records, and are merged (a rerun skips a part written already).
-    ``report``'s line is printed for each split written. An error is one line and exit status 2. Prints a JSON
-    summary: ``summary``'s entries, what was written, the merges and warnings."""
+    Before any work: the options, the dictionary, every split's .bin/.idx and token ids, every track's path and
+    every option whose metadata says ``output=True`` (a file the producer also writes), then the shard and what
+    the reader opens (a checkpoint checked against the dictionary). Then ``values`` (its own checks and counting
+    passes first) and :func:`write_tracks`: its function gets this shard's lines block by block
+    (``--shard-block-lines``; a block's values do not depend on the shards; a progress bar of lines), the rows
+    are checked against the lines (:func:`~.sharding.rows_as_long_as_lines`), the tracks are fingerprinted
+    against the tokens and written atomically, in shards as parts that record ``options`` (but a field whose
+    metadata says ``recorded=False``, as a preview's length) and ``inputs.recorded``, and are merged (a rerun
+    skips a part written already). ``report``'s line is printed for each split written; then ``finish``. An
+    error is one line and exit status 2. Prints a JSON summary: ``inputs.summary``, what was written, the merges
+    and warnings."""
 
     command: str  #: its command name, for ``--help`` and its errors
     description: str  #: its ``--help`` text (the module's docstring)
@@ -166,12 +196,13 @@ class TokenProducer:
     tracks: Sequence[Track]  #: what it writes for each split
     dtype: str  #: of the values written, e.g. ``float64``
     values: TokenValues
-    #: ``summary(options, inputs) -> dict``: the summary's first entries (None: none)
-    summary: Optional[Callable[[object, object], dict]] = None
     #: ``report(options, inputs, done) -> str``: the line printed for a split written (``done``: a
     #: :class:`SplitDone`; it may write more, as a preview), None: none. With a report, a split's rows are kept
     #: until it is written.
     report: Optional[Callable[[object, object, SplitDone], str]] = None
+    #: ``finish(options, inputs)``: once every track is written (and merged), what the producer writes besides them
+    #: or removes (a table; its counts' parts), None: nothing
+    finish: Optional[Callable[[object, object], None]] = None
     reads: object = ReadsTokens()  #: what it reads besides the tokens: ``add_options(parser)``, ``open(...)``
     splits: Sequence[str] = SPLITS  #: written by default
 
@@ -205,6 +236,7 @@ class TokenProducer:
         import time
         from types import SimpleNamespace
 
+        from ..common.atomic import check_writable
         from ..common.progress import progress_bar
         from ..data.layout import token_data_dir
         from ..data.track_shards import blocks_of
@@ -216,12 +248,19 @@ class TokenProducer:
         options = self.options(**{field.name: getattr(args, field.name) for field in fields})
         dictionary = data_dictionary("--data", args.data)
         loaded = {split: load_split(args.data, split, dictionary) for split in args.splits}
-        outputs = track_outputs(args.data, args.splits, [(track.flag, getattr(args, track.flag[2:].replace("-", "_")))
-                                                    for track in self.tracks])
+        names = [getattr(args, track.flag[2:].replace("-", "_")) for track in self.tracks]
+        outputs = track_outputs(args.data, args.splits, [(track.flag, name) for track, name in zip(self.tracks, names)])
+        for field in fields:
+            if field.metadata.get("output") and getattr(options, field.name) is not None:
+                check_writable(getattr(options, field.name))
         opened = self.reads.open(args, args.data, dictionary)
-        inputs = SimpleNamespace(dictionary=dictionary, data=args.data, shard=opened.shard, **opened.inputs)
-        of_block = self.values(options, inputs)
-        summary = self.summary(options, inputs) if self.summary else {}
+        inputs = SimpleNamespace(dictionary=dictionary, data=args.data, shard=opened.shard, names=names,
+                                 block_lines=args.shard_block_lines, summary={}, recorded=dict(opened.recorded),
+                                 **opened.inputs)
+        of_block, summary = self.values(options, inputs), inputs.summary
+        if of_block is None:  # independent jobs, each to be run again
+            print(json.dumps(summary))
+            return 0
         several = len(self.tracks) > 1
 
         def blocks(out, lines):  # (block's lines, its rows of each track), a progress bar of lines
@@ -257,9 +296,13 @@ class TokenProducer:
 
         recorded = {field.name: getattr(options, field.name) for field in fields
                     if field.metadata.get("recorded", True)}
-        track = ShardedTrack(opened.shard, {**recorded, **opened.recorded}, args.shard_block_lines)
+        track = ShardedTrack(opened.shard, {**recorded, **inputs.recorded}, args.shard_block_lines)
         tracks = [SplitTracks(split, prefix, len(loaded[split][1]), prefixes)
                   for split, (prefix, prefixes) in outputs.items()]
-        summary.update(write_tracks(track, tracks, of_split, self.dtype, args.data, dictionary))
+        written = write_tracks(track, tracks, of_split, self.dtype, args.data, dictionary)
+        warnings = summary.pop("warnings", []) + written.pop("warnings", [])
+        summary.update(written, **({"warnings": warnings} if warnings else {}))
+        if self.finish:
+            self.finish(options, inputs)
         print(json.dumps(summary))
         return 0
