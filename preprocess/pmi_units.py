@@ -22,52 +22,42 @@ twice: the first run counts and stops. A line's choice among overlapping n-grams
 so the track does not depend on the shards. With ``--lexicon`` there is no pass 1.
 """
 
-import argparse
-import json
 import sys
+from dataclasses import dataclass
 
-from fairseq_maskplug.common.option_ranges import number
-from fairseq_maskplug.tools.sharding import add_shard_options
-
-from . import HelpFormatter, add_splits, command_main, split_name, track_name
+from fairseq_maskplug.common.option_ranges import option
+from fairseq_maskplug.data.word_boundaries import BOUNDARIES
+from fairseq_maskplug.scoring.pmi_lexicon import SCORES
+from fairseq_maskplug.tools.producer import TokenProducer, Track, counted_split, remove_counts
 
 COMMAND = "fairseq-maskplug-pmi-units"
 
 
-def parse_args(argv=None):
-    from fairseq_maskplug.data.word_boundaries import BOUNDARIES
-    from fairseq_maskplug.scoring.pmi_lexicon import SCORES
+@dataclass
+class PMIOptions:
+    count_split: str = option("train", "the split whose n-grams build the lexicon")
+    lexicon: str = option(None, "read this lexicon instead of building one: one n-gram per line, words separated by "
+                          "spaces (the authors' published lists); anything after a tab is ignored", recorded=False)
+    write_lexicon: str = option(None, "also write the lexicon used here to this file", output=True, recorded=False)
+    lexicon_size: int = option(800_000, "n-grams in a built lexicon, 50%% bigrams, 25%% trigrams, 12.5%% each 4- and "
+                               "5-grams (the paper's and the authors' list: 800K)", range="[1, inf)", source="paper")
+    min_count: int = option(10, "a lexicon n-gram occurs more than this many times", range="[0, inf)",
+                            source="authors' code")
+    score: str = option("paper", "paper: Eq. 3's PMI_n; authors: PMI_n + log p(n-gram), the score of their "
+                        "published lists", choices=list(SCORES))
+    max_ngrams: int = option(10_000_000, "n-grams held in memory while counting, counted in batches of this / 5 "
+                             "words; beyond it, after a batch, the rarest are dropped (lossy counting; the summary's "
+                             "count_threshold bounds the error)", range="[1, inf)", source="ours")
+    word_boundaries: str = option("auto", "where words start (as --mask-unit word reads them): auto reads dict.txt",
+                                  choices=list(BOUNDARIES))
+    gpt2_encoder_json: str = option(None, "GPT-2 BPE encoder.json (GPT-2 BPE data)")
+    seed: int = option(0, "seed of the choice between overlapping n-grams (per line)", range="[0, inf)",
+                       source="ours")
 
-    parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__, formatter_class=HelpFormatter)
-    parser.add_argument("--data", required=True, help="fairseq-preprocess output directory (holds dict.txt)")
-    add_splits(parser, ["train", "valid"], "write the track for")
-    parser.add_argument("--count-split", type=split_name, default="train",
-                        help="the split whose n-grams build the lexicon")
-    parser.add_argument("--lexicon", default=None, help="read this lexicon instead of building one: one n-gram per "
-                                                        "line, words separated by spaces (the authors' published "
-                                                        "lists); anything after a tab is ignored")
-    parser.add_argument("--write-lexicon", default=None, help="also write the lexicon used here to this file")
-    parser.add_argument("--lexicon-size", type=number("[1, inf)", int), default=800_000,
-                        help="n-grams in a built lexicon, 50%% bigrams, 25%% trigrams, 12.5%% each 4- and 5-grams "
-                             "(the paper's and authors' list: 800K)")
-    parser.add_argument("--min-count", type=number("[0, inf)", int), default=10,
-                        help="a lexicon n-gram occurs more than this many times (authors: 10)")
-    parser.add_argument("--score", choices=SCORES, default="paper",
-                        help="paper: Eq. 3's PMI_n; authors: PMI_n + log p(n-gram), the score of their published "
-                             "lists")
-    parser.add_argument("--max-ngrams", type=number("[1, inf)", int), default=10_000_000,
-                        help="n-grams held in memory while counting, counted in batches of this / 5 words; beyond "
-                             "it, after a batch, the rarest are dropped (lossy counting; the summary's count_threshold "
-                             "bounds the error)")
-    parser.add_argument("--word-boundaries", choices=BOUNDARIES, default="auto",
-                        help="where words start (as --mask-unit word reads them): auto reads dict.txt")
-    parser.add_argument("--gpt2-encoder-json", default=None, help="GPT-2 BPE encoder.json (GPT-2 BPE data)")
-    parser.add_argument("--name", type=track_name, default="pmi_units", help="track name (the pmi policy's "
-                                                                             "--pmi-track)")
-    parser.add_argument("--seed", type=number("[0, inf)", int), default=0,
-                        help="seed of the choice between overlapping n-grams (per line)")
-    add_shard_options(parser)
-    return parser.parse_args(argv)
+    def __post_init__(self):
+        from fairseq_maskplug.masking.values import check_split_name
+
+        check_split_name(self.count_split)
 
 
 def speller(dictionary, boundaries, encoder_json):
@@ -87,8 +77,8 @@ def speller(dictionary, boundaries, encoder_json):
                                 for s in surfaces.token_bytes(ids, unknown_ok=True)).decode("utf-8", "replace")
 
 
-def line_words(tokens, dictionary, starts_table, spell, lines: range = None):
-    """For each line of ``lines`` (default: all): ``(words, first token of each word, line length)``."""
+def line_words(lines, dictionary, starts_table, spell):
+    """For each line of ``lines`` (token arrays): ``(words, first token of each word, line length)``."""
     import numpy as np
 
     from fairseq_maskplug.masking import maskable_positions
@@ -96,14 +86,13 @@ def line_words(tokens, dictionary, starts_table, spell, lines: range = None):
     from fairseq_maskplug.scoring.pmi_lexicon import spell_words
 
     special = (dictionary.bos(), dictionary.eos(), dictionary.pad())
-    for i in range(len(tokens)) if lines is None else lines:
-        line = tokens[i].numpy()
+    for line in lines:
         maskable = maskable_positions(line, special)
         words, firsts = spell_words(line, word_starts(line, maskable, starts_table), maskable, spell)
         yield words, np.asarray(firsts), len(line)
 
 
-def count_ngrams(args, shard, tokens, count_prefix: str, words_of):
+def count_ngrams(options: PMIOptions, inputs, tokens, count_prefix: str, words_of):
     """Pass 1: the n-gram counts of the count split; in shards, each shard's lines are counted into a part
     (:mod:`fairseq_maskplug.tools.pass_parts`) and every shard sums all parts (exact where no shard reached
     ``--max-ngrams``: :func:`~fairseq_maskplug.scoring.pmi_lexicon.merge_counts`). Returns None when
@@ -115,19 +104,21 @@ def count_ngrams(args, shard, tokens, count_prefix: str, words_of):
     from fairseq_maskplug.tools.pass_parts import PassParts, counts_directory, make_parts_directory, shard_pass
 
     def count(lines):
-        counts = NGramCounts(5, args.max_ngrams)
-        desc = f"counting n-grams of {args.count_split}"
-        for words, _, _ in progress_bar(words_of(tokens, lines), total=len(lines), desc=desc, unit="line"):
+        counts = NGramCounts(5, options.max_ngrams)
+        desc = f"counting n-grams of {options.count_split}"
+        arrays = (tokens[i].numpy() for i in lines)
+        for words, _, _ in progress_bar(words_of(arrays), total=len(lines), desc=desc, unit="line"):
             counts.add(words)
         return counts
 
-    lines = shard_lines(len(tokens), shard.num_shards, shard.shard_id, args.shard_block_lines)
+    shard = inputs.shard
+    lines = shard_lines(len(tokens), shard.num_shards, shard.shard_id, inputs.block_lines)
     if shard.num_shards == 1:
         return count(lines)
-    parts_dir = counts_directory(args.data, args.count_split, args.name)
-    options = {"tokens": token_fingerprint(count_prefix), "max_ngrams": args.max_ngrams, "format": "sorted-npz",
-               "word_boundaries": args.word_boundaries, "block_lines": args.shard_block_lines}
-    parts = PassParts(parts_dir, "counts", shard.num_shards, options, save=save_counts, load=load_counts)
+    parts_dir = counts_directory(inputs.data, options.count_split, inputs.names[0])
+    recorded = {"tokens": token_fingerprint(count_prefix), "max_ngrams": options.max_ngrams, "format": "sorted-npz",
+                "word_boundaries": options.word_boundaries, "block_lines": inputs.block_lines}
+    parts = PassParts(parts_dir, "counts", shard.num_shards, recorded, save=save_counts, load=load_counts)
     make_parts_directory(parts_dir, COMMAND)
     every = shard_pass(parts, shard, lines, len(tokens), count, "n-gram counts",
                        "each skips its counts and writes its units")
@@ -173,76 +164,62 @@ def unit_shares(stats: dict) -> dict:
             "share_of_words_in_ngrams": round(stats["words_in_ngrams"] / max(stats["words"], 1), 4)}
 
 
-def write_units(args) -> int:
-    from fairseq_maskplug.common.atomic import check_writable
-    from fairseq_maskplug.common.progress import progress_bar
+def pmi_units(options: PMIOptions, inputs):
+    """Each line's unit starts, from the lexicon read (``--lexicon``) or built from the counts of the count split
+    (``--write-lexicon``: shard 0 writes it first); each split's entry of the summary counts its units."""
+    from fairseq_maskplug.common.atomic import write_text
     from fairseq_maskplug.data.word_boundaries import word_start_symbols
     from fairseq_maskplug.scoring.pmi_lexicon import build_lexicon, read_lexicon
-    from fairseq_maskplug.tools.pass_parts import check_parts_directory, counts_directory, remove_parts_directory
-    from fairseq_maskplug.tools.producer import data_dictionary, load_split, named_tracks, write_tracks
-    from fairseq_maskplug.tools.sharding import ShardedTrack, file_identity, start_producer
+    from fairseq_maskplug.tools.sharding import file_identity
 
-    # everything checked before any work
-    dictionary = data_dictionary("--data", args.data)
-    starts_table, boundaries = word_start_symbols(dictionary, args.word_boundaries, args.gpt2_encoder_json)
-    splits = args.splits
-    loaded = {split: load_split(args.data, split, dictionary) for split in splits}
-    if args.lexicon is None and args.count_split not in loaded:
-        loaded[args.count_split] = load_split(args.data, args.count_split, dictionary)
+    dictionary, summary = inputs.dictionary, inputs.summary
+    starts_table, boundaries = word_start_symbols(dictionary, options.word_boundaries, options.gpt2_encoder_json)
     lexicon = None
-    if args.lexicon is not None:
-        with open(args.lexicon, encoding="utf-8") as f:
-            lexicon = read_lexicon(f, args.lexicon)
+    if options.lexicon is not None:
+        with open(options.lexicon, encoding="utf-8") as f:
+            lexicon = read_lexicon(f, options.lexicon)
         if not lexicon:
-            raise ValueError(f"--lexicon {args.lexicon}: no n-gram in it")
-    if args.write_lexicon:
-        check_writable(args.write_lexicon)
-    spell = speller(dictionary, boundaries, args.gpt2_encoder_json)
-    shard = start_producer(args, args.data)
-    if shard.num_shards > 1 and lexicon is None:
-        check_parts_directory(counts_directory(args.data, args.count_split, args.name), COMMAND)
-
-    def words_of(tokens, lines):
-        return line_words(tokens, dictionary, starts_table, spell, lines)
-
-    summary = {"word_boundaries": boundaries, "count_threshold": 0}
-    if lexicon is None:
-        count_prefix, count_tokens = loaded[args.count_split]
-        counts = count_ngrams(args, shard, count_tokens, count_prefix, words_of)
-        if counts is None:
-            return 0
-        lexicon = build_lexicon(counts, args.lexicon_size, args.min_count, args.score)
-        summary.update(count_threshold=counts.threshold, counted_ngrams=len(counts), score=args.score,
-                       min_count=args.min_count)
-        source = {"count_split": args.count_split, "lexicon_size": args.lexicon_size, "min_count": args.min_count,
-                  "score": args.score, "max_ngrams": args.max_ngrams}
+            raise ValueError(f"--lexicon {options.lexicon}: no n-gram in it")
+        inputs.recorded.update(file_identity(options.lexicon, "lexicon"))
     else:
-        source = file_identity(args.lexicon, "lexicon")
+        count_prefix, count_tokens = counted_split(COMMAND, options.count_split, inputs)
+    spell = speller(dictionary, boundaries, options.gpt2_encoder_json)
+
+    def words_of(arrays):
+        return line_words(arrays, dictionary, starts_table, spell)
+
+    summary.update(word_boundaries=boundaries, count_threshold=0)
+    if lexicon is None:
+        counts = count_ngrams(options, inputs, count_tokens, count_prefix, words_of)
+        if counts is None:
+            return None
+        lexicon = build_lexicon(counts, options.lexicon_size, options.min_count, options.score)
+        summary.update(count_threshold=counts.threshold, counted_ngrams=len(counts), score=options.score,
+                       min_count=options.min_count)
     summary["lexicon"] = {str(n): sum(len(g) == n for g in lexicon) for n in range(2, 6)}
-    if args.write_lexicon and shard.shard_id == 0:
-        from fairseq_maskplug.common.atomic import write_text
-
+    if options.write_lexicon and inputs.shard.shard_id == 0:
         ranked = sorted(lexicon.items(), key=lambda item: (len(item[0]), -item[1], item[0]))
-        write_text(args.write_lexicon, "".join(f"{' '.join(g)}\t{v:.6g}\n" for g, v in ranked))
-    options = {**source, "seed": args.seed, "splits": splits, "word_boundaries": boundaries}
+        write_text(options.write_lexicon, "".join(f"{' '.join(g)}\t{v:.6g}\n" for g, v in ranked))
+    inputs.recorded.update(splits=inputs.splits, word_boundaries=boundaries)  # a line's seed holds its split's place
 
-    def units(out, lines):
-        stats = {"lines": 0, "words": 0, "units": 0, "words_in_ngrams": 0}
-        words = progress_bar(words_of(loaded[out.split][1], lines), total=len(lines), desc=f"units of {out.split}",
-                             unit="line")
-        rows = unit_rows(splits.index(out.split), args.seed, lines, words, lexicon, stats)
-        return [rows], lambda wrote: {**stats, **unit_shares(stats), "wrote": wrote[0]}
-
-    summary.update(write_tracks(ShardedTrack(shard, options, args.shard_block_lines),
-                                named_tracks(loaded, splits, args.name), units, "uint8", args.data, dictionary))
-    if shard.merges and args.lexicon is None:
-        remove_parts_directory(counts_directory(args.data, args.count_split, args.name), COMMAND)
-    print(json.dumps(summary))
-    return 0
+    def of_block(lines):
+        stats = summary.setdefault(lines.split, {"lines": 0, "words": 0, "units": 0, "words_in_ngrams": 0})
+        rows = list(unit_rows(inputs.splits.index(lines.split), options.seed, lines.numbers, words_of(lines),
+                              lexicon, stats))
+        stats.update(unit_shares(stats))
+        return rows
+    return of_block
 
 
-# every input and output checked before any work; a shard part made otherwise refused in one line too
-main = command_main(parse_args, write_units)
+def remove_pmi_counts(options: PMIOptions, inputs) -> None:
+    """Once the tracks are merged, the counts' parts removed (none with ``--lexicon``)."""
+    if options.lexicon is None:
+        remove_counts(COMMAND, options.count_split, inputs)
+
+
+PRODUCER = TokenProducer(COMMAND, __doc__, PMIOptions, [Track("pmi_units", "--pmi-track")], "uint8", pmi_units,
+                         finish=remove_pmi_counts)
+main = PRODUCER.main
 
 
 if __name__ == "__main__":

@@ -147,6 +147,15 @@ class Track(NamedTuple):
     flag: str = "--name"  #: the option that renames it
 
 
+class Lines(list):
+    """A block of lines a :class:`TokenProducer`'s function gets: a list of token arrays (one per line, in order),
+    which also says where they are: ``split`` and ``numbers``, the lines' numbers in the split (a ``range``)."""
+
+    def __init__(self, arrays, split: str, numbers: range):
+        super().__init__(arrays)
+        self.split, self.numbers = split, numbers
+
+
 class SplitDone(NamedTuple):
     """What a :class:`TokenProducer`'s ``report`` gets of a split it wrote (this shard's part of it)."""
 
@@ -157,14 +166,15 @@ class SplitDone(NamedTuple):
     wrote: List[str]  #: what each track's write wrote
 
 #: ``values(options, inputs) -> of_block``, once per run (``inputs``: what the run has, as attributes: ``dictionary``,
-#: ``data`` (its directory), ``shard``, ``block_lines`` (``--shard-block-lines``), ``names`` (each track's name),
-#: what the reader opened, and two dicts it may add to: ``summary``, the summary's first entries, and ``recorded``,
-#: what the values depend on besides the options, recorded in the parts, e.g. the fingerprint of a split it
-#: counts): ``of_block(lines)`` gives for a block of lines (token arrays of one split, in order) one row of values
-#: per line, one value per token; for several tracks, one such list of rows per track. A producer that counts over
-#: every line makes its passes here (:func:`~.pass_parts.shard_pass`) and returns None where independent jobs must
-#: be run again (nothing more is done: the summary is printed, exit status 0). What its ``finish`` needs (a table
-#: computed on the way) it leaves in ``inputs``.
+#: ``data`` (its directory), ``splits`` (written, in order), ``shard``, ``block_lines`` (``--shard-block-lines``),
+#: ``names`` (each track's name), what the reader opened, and two dicts it may add to: ``summary``, the summary's
+#: first entries (a split's entry, a dict, is completed with what was written), and ``recorded``, what the values
+#: depend on besides the options, recorded in the parts, e.g. the fingerprint of a split it counts):
+#: ``of_block(lines)`` gives for a block of lines (:class:`Lines`: token arrays of one split, in order) one row of
+#: values per line, one value per token; for several tracks, one such list of rows per track. A producer that
+#: counts over every line makes its passes here (:func:`~.pass_parts.shard_pass`) and returns None where
+#: independent jobs must be run again (nothing more is done: the summary is printed, exit status 0). What its
+#: ``finish`` needs (a table computed on the way) it leaves in ``inputs``.
 TokenValues = Callable[[object, object], Optional[Callable[[List], Sequence]]]
 
 
@@ -254,9 +264,9 @@ class TokenProducer:
             if field.metadata.get("output") and getattr(options, field.name) is not None:
                 check_writable(getattr(options, field.name))
         opened = self.reads.open(args, args.data, dictionary)
-        inputs = SimpleNamespace(dictionary=dictionary, data=args.data, shard=opened.shard, names=names,
-                                 block_lines=args.shard_block_lines, summary={}, recorded=dict(opened.recorded),
-                                 **opened.inputs)
+        inputs = SimpleNamespace(dictionary=dictionary, data=args.data, splits=args.splits, shard=opened.shard,
+                                 names=names, block_lines=args.shard_block_lines, summary={},
+                                 recorded=dict(opened.recorded), **opened.inputs)
         of_block, summary = self.values(options, inputs), inputs.summary
         if of_block is None:  # independent jobs, each to be run again
             print(json.dumps(summary))
@@ -268,7 +278,7 @@ class TokenProducer:
             with progress_bar(total=len(lines), desc=f"{out.prefixes[0].rsplit('.', 1)[1]} of {out.split}",
                               unit="line") as bar:
                 for block in blocks_of(lines, args.shard_block_lines):
-                    block_lines = [tokens[i].numpy() for i in block]
+                    block_lines = Lines([tokens[i].numpy() for i in block], out.split, block)
                     with opened.computing():
                         columns = of_block(block_lines) if several else [of_block(block_lines)]
                     for column in columns:
@@ -301,6 +311,9 @@ class TokenProducer:
                   for split, (prefix, prefixes) in outputs.items()]
         written = write_tracks(track, tracks, of_split, self.dtype, args.data, dictionary)
         warnings = summary.pop("warnings", []) + written.pop("warnings", [])
+        for split in args.splits:  # a split's entry the function began, completed
+            if isinstance(summary.get(split), dict) and split in written:
+                written[split] = {**summary[split], **written[split]}
         summary.update(written, **({"warnings": warnings} if warnings else {}))
         if self.finish:
             self.finish(options, inputs)
