@@ -1,14 +1,16 @@
 """The one loop of every producer that writes per-token tracks of binarized splits (issue 54), and the whole
 command of a producer whose values are a function of the tokens (:class:`TokenProducer`): a producer gives only
-a function from this shard's lines of a split to its values.
+its options and a function from a block of lines of a split to its values.
 
-Every producer of tracks (``pos-tags``, ``salient-spans``, ``score-pll``, ``annotate-importance``, ``score-spans``,
-``score-importance``, ``informask``, ``difference``, ``pmi-units`` and a producer of your own) checks its inputs
-and outputs before any work, takes its shard (:func:`~.sharding.start_producer`) and the options its values
-depend on (:class:`~.sharding.ShardedTrack`), then calls :func:`write_tracks`: for each split, the tracks locked
-and a shard whose parts are written already skipped; else ``values`` computes this shard's rows (whole blocks of
-lines, :meth:`~.sharding.ShardedTrack.lines`), which are written as this shard's part (one shard: the track);
-then, once every shard is written, the merge, and the warnings about degenerate tracks.
+Every producer of tracks checks its inputs and outputs before any work, takes its shard
+(:func:`~.sharding.start_producer`) and the options its values depend on (:class:`~.sharding.ShardedTrack`),
+then calls :func:`write_tracks`: for each split, the tracks locked and a shard whose parts are written already
+skipped; else ``values`` computes this shard's rows (whole blocks of lines, :meth:`~.sharding.ShardedTrack.lines`),
+which are written as this shard's part (one shard: the track); then, once every shard is written, the merge, and
+the warnings about degenerate tracks. :class:`TokenProducer` does all of it, the parser too: ``score-pll``,
+``annotate-importance``, ``score-spans``, ``informask``, ``difference``, ``pmi-units`` and a producer of your own
+are declared on it; ``pos-tags``, ``salient-spans`` (spaCy over the text) and ``score-importance`` (labels of a
+sentence_prediction task) call :func:`write_tracks` themselves.
 """
 
 import contextlib
@@ -164,6 +166,7 @@ class SplitDone(NamedTuple):
     rows: List[list]  #: for each track, one row per line
     seconds: float  #: the values' computation
     wrote: List[str]  #: what each track's write wrote
+
 
 #: ``values(options, inputs) -> of_block``, once per run (``inputs``: what the run has, as attributes: ``dictionary``,
 #: ``data`` (its directory), ``splits`` (written, in order), ``shard``, ``block_lines`` (``--shard-block-lines``),
