@@ -4,6 +4,7 @@ marks exactly the long pieces, its shards write the one-process bytes, and bad i
 import importlib.util
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 
@@ -87,3 +88,63 @@ def first_line_length(data) -> int:
     from fairseq.data.indexed_dataset import MMapIndexedDataset
 
     return len(MMapIndexedDataset(str(data / "train"))[0])
+
+
+def test_a_token_producer_declares_outputs_required_and_unrecorded_options_and_knows_where_its_lines_are(
+        tiny_data, tmp_path, capsys):
+    """What the built-in producers declare on TokenProducer, on a producer made here: a block's lines say their
+    split and numbers (each value is its line's number plus --offset); a split's summary entry begun by the function
+    is completed with what was written; ``finish`` runs after the tracks; an ``output=True`` option is checked
+    writable before any work; a ``required=True`` option is required; a rerun of a shard with another value of a
+    ``recorded=False`` option skips the part written, with another --offset it is refused."""
+    import dataclasses
+
+    import pytest
+
+    from fairseq_maskplug.common.option_ranges import option
+    from fairseq_maskplug.data import SideInfoDataset
+    from fairseq_maskplug.data.track_shards import blocks_of, shard_lines
+    from fairseq_maskplug.tools.producer import TokenProducer, Track
+
+    @dataclasses.dataclass
+    class Options:
+        label: str = option(None, "a label the values do not depend on", required=True, recorded=False)
+        offset: int = option(0, "added to each line's number", range="[0, inf)", source="ours")
+        note: str = option(None, "also write the splits here", output=True, recorded=False)
+
+    def values(options, inputs):
+        def of_block(lines):
+            inputs.summary.setdefault(lines.split, {"blocks": 0})["blocks"] += 1
+            return [np.full(len(line), float(number + options.offset)) for number, line in zip(lines.numbers, lines)]
+        return of_block
+
+    def finish(options, inputs):
+        if options.note:
+            Path(options.note).write_text(" ".join(inputs.splits))
+
+    producer = TokenProducer("numbers", "line numbers", Options, [Track("number", "--number-track")], "float64",
+                             values, finish=finish)
+    data = shutil.copytree(tiny_data / "bin", tmp_path / "bin")
+    with pytest.raises(SystemExit):
+        producer.main(["--data", str(data)])
+    assert "the following arguments are required: --label" in capsys.readouterr().err
+    assert producer.main(["--data", str(data), "--label", "a", "--note", str(tmp_path / "no" / "dir" / "x")]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1 and not list(data.glob("*.number.*"))
+
+    shard = ["--data", str(data), "--splits", "valid", "--offset", "3", "--shard-block-lines", "16",
+             "--num-shards", "2", "--shard-id"]
+    assert producer.main([*shard, "0", "--label", "a", "--note", str(tmp_path / "note.txt")]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    n_valid = len(SideInfoDataset(str(data / "valid")))
+    blocks = blocks_of(shard_lines(n_valid, 2, 0, 16), 16)
+    assert summary["valid"] == {"blocks": len(blocks), "wrote": f"shard 0 of 2 (lines 1 to {blocks[-1].stop})"}
+    assert (tmp_path / "note.txt").read_text() == "valid"
+    assert producer.main([*shard, "0", "--label", "b"]) == 0  # --label is not recorded: the part is kept
+    assert "already written: skipped" in capsys.readouterr().out
+    assert producer.main([*shard, "0", "--label", "a", "--offset", "4"]) == 2
+    assert "made with other options" in capsys.readouterr().err
+    assert producer.main([*shard, "1", "--label", "a"]) == 0
+    from preprocess import merge_shards
+    assert merge_shards.main([str(data)]) == 0
+    track = SideInfoDataset(str(data / "valid.number"))
+    assert [float(track[i][0]) for i in range(len(track))] == [i + 3.0 for i in range(n_valid)]
