@@ -28,6 +28,7 @@ import sys
 from dataclasses import dataclass
 
 from fairseq_maskplug.common.option_ranges import option
+from fairseq_maskplug.tools.cli import split_name
 from fairseq_maskplug.tools.producer import TokenProducer, Track, counted_split, remove_counts
 
 COMMAND = "fairseq-maskplug-difference"
@@ -35,20 +36,14 @@ COMMAND = "fairseq-maskplug-difference"
 
 @dataclass
 class DifferenceOptions:
-    count_split: str = option("train", "the target-domain split whose token counts give the TF")
+    count_split: str = option("train", "the target-domain split whose token counts give the TF", parse=split_name)
     general: str = option(None, "the general corpus's fairseq-preprocess output, binarized with the same dict.txt",
                           required=True)
-    general_split: str = option("train", "the general split whose lines give the ICF")
+    general_split: str = option("train", "the general split whose lines give the ICF", parse=split_name)
     checkpoint: str = option(None, "the checkpoint whose input embeddings give the similarities (the model to be "
                              "continued)", required=True)
     anchors: int = option(5, "how many anchors", range="[1, inf)", source="authors' code (scripts/autoaux.py)")
     write_anchors: str = option(None, "also write the anchors here (symbol<TAB>TF-ICF)", output=True, recorded=False)
-
-    def __post_init__(self):
-        from fairseq_maskplug.masking.values import check_split_name
-
-        check_split_name(self.count_split)
-        check_split_name(self.general_split)
 
 
 def input_embeddings(checkpoint: str, data: str, rows: int):

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fairseq_maskplug.common.option_ranges import option
+from fairseq_maskplug.tools.cli import split_name
 from fairseq_maskplug.tools.producer import TokenProducer, Track, counted_split, remove_counts
 
 COMMAND = "fairseq-maskplug-informask"
@@ -41,7 +42,7 @@ COMMAND = "fairseq-maskplug-informask"
 
 @dataclass
 class InforMaskOptions:
-    count_split: str = option("train", "the split whose lines give the PMI and the rates")
+    count_split: str = option("train", "the split whose lines give the PMI and the rates", parse=split_name)
     rate: float = option(0.15, "the rate of every candidate mask (BERT's)", range="(0, 1]", source="paper")
     candidates: int = option(10, "random masks drawn per line, the best-scoring kept (the authors do not publish "
                              "theirs)", range="[1, inf)", source="ours")
@@ -51,11 +52,6 @@ class InforMaskOptions:
                          "the paper's lines are sentences)", range="[2, inf)", source="ours")
     write_table: str = option(None, "also write the rate table here ({token id: rate} JSON)", output=True,
                               recorded=False)
-
-    def __post_init__(self):
-        from fairseq_maskplug.masking.values import check_split_name
-
-        check_split_name(self.count_split)
 
 
 def content_lines(tokens, nspecial: int, lines: range = None):

@@ -26,6 +26,7 @@ import sys
 from dataclasses import dataclass
 
 from fairseq_maskplug.common.option_ranges import option
+from fairseq_maskplug.tools.cli import split_name
 from fairseq_maskplug.data.word_boundaries import BOUNDARIES
 from fairseq_maskplug.scoring.pmi_lexicon import SCORES
 from fairseq_maskplug.tools.producer import TokenProducer, Track, counted_split, remove_counts
@@ -35,7 +36,7 @@ COMMAND = "fairseq-maskplug-pmi-units"
 
 @dataclass
 class PMIOptions:
-    count_split: str = option("train", "the split whose n-grams build the lexicon")
+    count_split: str = option("train", "the split whose n-grams build the lexicon", parse=split_name)
     lexicon: str = option(None, "read this lexicon instead of building one: one n-gram per line, words separated by "
                           "spaces (the authors' published lists); anything after a tab is ignored", recorded=False)
     write_lexicon: str = option(None, "also write the lexicon used here to this file", output=True, recorded=False)
@@ -53,11 +54,6 @@ class PMIOptions:
     gpt2_encoder_json: str = option(None, "GPT-2 BPE encoder.json (GPT-2 BPE data)")
     seed: int = option(0, "seed of the choice between overlapping n-grams (per line)", range="[0, inf)",
                        source="ours")
-
-    def __post_init__(self):
-        from fairseq_maskplug.masking.values import check_split_name
-
-        check_split_name(self.count_split)
 
 
 def speller(dictionary, boundaries, encoder_json):

@@ -15,42 +15,39 @@ Prints a JSON summary: the tokens of each tag. In shards (``--num-shards N --sha
 a torchrun/srun launch) as every producer (docs/scale.md).
 """
 
-import argparse
 import sys
+from dataclasses import dataclass
 
-from . import (HelpFormatter, add_spacy_text_options, check_spacy_batches, configure_tool_output,
-               one_line_on_write_failure, split_name, track_name)
+from fairseq_maskplug.common.option_ranges import option
+from fairseq_maskplug.scoring.entities import DEFAULT_SPACY_MODEL
+from fairseq_maskplug.scoring.spacy_tracks import SpacyTextOptions, add_counts, spacy_values
+from fairseq_maskplug.tools.producer import TokenProducer, Track
 
-
-def parse_args(argv=None):
-    from fairseq_maskplug.scoring.entities import DEFAULT_SPACY_MODEL
-
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
-    parser.add_argument("--data", required=True, help="fairseq-preprocess output directory (holds dict.txt)")
-    parser.add_argument("--split", type=split_name, required=True, help="split to tag, e.g. train")
-    parser.add_argument("--name", type=track_name, default="pos", help="track name (the ptw policy's --ptw-track)")
-    add_spacy_text_options(parser, "tagger sets the tags", DEFAULT_SPACY_MODEL)
-    args = parser.parse_args(argv)
-    check_spacy_batches(parser, args)
-    return args
+COMMAND = "fairseq-maskplug-pos-tags"
 
 
-def annotate(nlp, texts, ranges, args):
+@dataclass
+class PosOptions(SpacyTextOptions):
+    spacy_model: str = option(DEFAULT_SPACY_MODEL, "installed spaCy pipeline (package name or path) whose tagger "
+                              "sets the tags")
+
+
+def tag(nlp, texts, ranges, options: PosOptions, split: str):
     from fairseq_maskplug.scoring.pos_tags import pos_tracks
 
-    rows, counts = pos_tracks(nlp, texts, ranges, args.batch_size, args.workers, desc=f"pos {args.split}")
+    rows, counts = pos_tracks(nlp, texts, ranges, options.batch_size, options.workers, desc=f"pos {split}")
     return rows, lambda: {"tokens_per_tag": dict(counts.most_common())}  # counted as the rows are written
 
 
-@one_line_on_write_failure
-def main(argv=None) -> int:
-    configure_tool_output()
-    args = parse_args(argv)
+def load(model: str):
     from fairseq_maskplug.scoring.pos_tags import load_tagger
-    from fairseq_maskplug.scoring.spacy_tracks import SpacyProducer, write_spacy_track
 
-    return write_spacy_track(SpacyProducer("fairseq-maskplug-pos-tags", "uint8", load_tagger, lambda nlp, args: {},
-                                           annotate), args)
+    return load_tagger(model)
+
+
+PRODUCER = TokenProducer(COMMAND, __doc__, PosOptions, [Track("pos", "--ptw-track")], "uint8",
+                         spacy_values(COMMAND, load, lambda nlp, options: {}, tag), finish=add_counts, splits=())
+main = PRODUCER.main
 
 
 if __name__ == "__main__":

@@ -23,61 +23,57 @@ spaCy's batches (``--batch-size``, which must divide ``--shard-block-lines``) th
 block, so a line's batch mates do not depend on the shards (docs/scale.md).
 """
 
-import argparse
 import sys
+from dataclasses import dataclass
 
-from . import (HelpFormatter, add_spacy_text_options, check_spacy_batches, configure_tool_output,
-               one_line_on_write_failure, split_name, track_name)
+from fairseq_maskplug.common.option_ranges import option
+from fairseq_maskplug.scoring.entities import DEFAULT_SPACY_MODEL, DROPPED_LABELS
+from fairseq_maskplug.scoring.spacy_tracks import SpacyTextOptions, add_counts, spacy_values
+from fairseq_maskplug.tools.producer import TokenProducer, Track
 
-
-def parse_args(argv=None):
-    from fairseq_maskplug.scoring.entities import DEFAULT_SPACY_MODEL, DROPPED_LABELS
-
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
-    parser.add_argument("--data", required=True, help="fairseq-preprocess output directory (holds dict.txt)")
-    parser.add_argument("--split", type=split_name, required=True, help="split to annotate, e.g. train")
-    parser.add_argument("--name", type=track_name, default="salient_spans",
-                        help="track name (the salient_span policy's --salient-track)")
-    parser.add_argument("--drop-labels", default=",".join(DROPPED_LABELS),
-                        help="comma-separated entity types not kept (empty: keep all)")
-    add_spacy_text_options(parser, "NER finds the spans", DEFAULT_SPACY_MODEL)
-    args = parser.parse_args(argv)
-    check_spacy_batches(parser, args)
-    return args
+COMMAND = "fairseq-maskplug-salient-spans"
 
 
-def dropped_labels(args) -> list:
+@dataclass
+class SalientOptions(SpacyTextOptions):
+    spacy_model: str = option(DEFAULT_SPACY_MODEL, "installed spaCy pipeline (package name or path) whose NER finds "
+                              "the spans")
+    drop_labels: str = option(",".join(DROPPED_LABELS), "comma-separated entity types not kept (empty: keep all)")
+
+
+def dropped_labels(options: SalientOptions) -> list:
     """The entity types of ``--drop-labels``."""
-    return [label for label in args.drop_labels.split(",") if label]
+    return [label for label in options.drop_labels.split(",") if label]
 
 
-def check_labels(nlp, args) -> dict:
+def check_labels(nlp, options: SalientOptions) -> dict:
     """``--drop-labels`` are entity types of the model."""
-    dropped = dropped_labels(args)
+    dropped = dropped_labels(options)
     known = set(nlp.get_pipe("ner").labels)
     unknown = [label for label in dropped if label not in known]
     if unknown:
-        raise ValueError(f"--drop-labels {','.join(unknown)}: not an entity type of {args.spacy_model} "
+        raise ValueError(f"--drop-labels {','.join(unknown)}: not an entity type of {options.spacy_model} "
                          f"(its types: {', '.join(sorted(known))})")
     return {"drop_labels": dropped}
 
 
-def annotate(nlp, texts, ranges, args):
+def find_spans(nlp, texts, ranges, options: SalientOptions, split: str):
     from fairseq_maskplug.scoring.entities import span_tracks
 
-    rows, counts = span_tracks(nlp, texts, ranges, dropped_labels(args), args.batch_size, args.workers, desc=f"ner {args.split}")
+    rows, counts = span_tracks(nlp, texts, ranges, dropped_labels(options), options.batch_size, options.workers,
+                               desc=f"ner {split}")
     return rows, counts.summary  # counted as the rows are written
 
 
-@one_line_on_write_failure
-def main(argv=None) -> int:
-    configure_tool_output()
-    args = parse_args(argv)
+def load(model: str):
     from fairseq_maskplug.scoring.entities import load_ner
-    from fairseq_maskplug.scoring.spacy_tracks import SpacyProducer, write_spacy_track
 
-    return write_spacy_track(SpacyProducer("fairseq-maskplug-salient-spans", "int32", load_ner, check_labels,
-                                           annotate), args)
+    return load_ner(model)
+
+
+PRODUCER = TokenProducer(COMMAND, __doc__, SalientOptions, [Track("salient_spans", "--salient-track")], "int32",
+                         spacy_values(COMMAND, load, check_labels, find_spans), finish=add_counts, splits=())
+main = PRODUCER.main
 
 
 if __name__ == "__main__":

@@ -168,7 +168,6 @@ COMMAND_OPTIONS = {
 
 #: where the shard options of the producers are defined (tools.sharding.add_shard_options)
 SHARD_OPTIONS = "fairseq_maskplug/tools/sharding.py"
-SPACY_OPTIONS = "fairseq_maskplug/tools/cli.py"  # add_spacy_text_options: --workers, --batch-size
 #: options of that file a command does not take (retrieve shards its queries, select its documents: not lines
 #: in blocks)
 NOT_TAKEN = {("fairseq-maskplug-retrieve", "--shard-block-lines"), ("fairseq-maskplug-select", "--shard-block-lines")}
@@ -178,8 +177,8 @@ COMMAND_SOURCES = {
     "fairseq-maskplug-evaluate": "fairseq_maskplug/evaluation/evaluate.py",
     "fairseq-maskplug-evaluate-mlm": "fairseq_maskplug/evaluation/evaluate_mlm.py",
     "fairseq-maskplug-prepare-demo": "preprocess/prepare_demo.py",
-    "fairseq-maskplug-salient-spans": ("preprocess/salient_spans.py", SHARD_OPTIONS, SPACY_OPTIONS),
-    "fairseq-maskplug-pos-tags": ("preprocess/pos_tags.py", SHARD_OPTIONS, SPACY_OPTIONS),
+    "fairseq-maskplug-salient-spans": ("preprocess/salient_spans.py", SHARD_OPTIONS),
+    "fairseq-maskplug-pos-tags": ("preprocess/pos_tags.py", SHARD_OPTIONS),
     "fairseq-maskplug-informask": ("preprocess/informask.py", SHARD_OPTIONS),
     "fairseq-maskplug-difference": ("preprocess/difference.py", SHARD_OPTIONS),
     "prepare_tlm_data": "preprocess/prepare_tlm_data.py",

@@ -183,9 +183,10 @@ def test_salient_spans_in_shards_merge_into_the_one_process_track(spm_data, tmp_
         assert "is already written: skipped" in capsys.readouterr().out
         assert merge_shards.main([str(data)]) == 0
         assert salient_track(data) == whole and not list(data.glob("*shard*"))
-    with pytest.raises(SystemExit):
-        salient_spans.main(["--data", str(one), *args[:-2], "--batch-size", "3"])
-    assert "--batch-size 3 must divide --shard-block-lines 8" in capsys.readouterr().err
+    assert salient_spans.main(["--data", str(one), *args[:-2], "--batch-size", "3", "--name", "other"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--batch-size 3 must divide --shard-block-lines 8" in err[0]
+    assert not list(one.glob("*.other.*"))
 
 
 def test_a_character_outside_the_vocabulary_is_aligned_around_its_unk_token(spm_data):

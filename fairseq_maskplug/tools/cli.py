@@ -85,8 +85,8 @@ def split_names(text: str) -> list:
 def add_dataclass_options(parser: argparse.ArgumentParser, options: type) -> None:
     """One option per field of the dataclass ``options`` (``min_length`` -> ``--min-length``), each declared with
     :func:`~..common.option_ranges.option`: its help, where its default comes from (shown after the help) and, for
-    a number, its range, and ``choices=[...]`` where given (both refused in argparse's one line); ``required=True``
-    where given. A bool field is ``--NAME``/``--no-NAME``."""
+    a number, its range, and ``choices=[...]`` or ``parse=`` (an argparse type, e.g. :func:`split_name`) where
+    given (refused in argparse's one line); ``required=True`` where given. A bool field is ``--NAME``/``--no-NAME``."""
     import dataclasses
     import typing
 
@@ -103,9 +103,11 @@ def add_dataclass_options(parser: argparse.ArgumentParser, options: type) -> Non
             parser.add_argument(flag(field.name), action=argparse.BooleanOptionalAction, default=field.default,
                                 help=help)
             continue
-        parser.add_argument(flag(field.name), type=number(field.metadata["range"], kind) if "range" in field.metadata
-                            else kind, choices=field.metadata.get("choices"), default=field.default, help=help,
-                            required=field.metadata.get("required", False))
+        parse = field.metadata.get("parse", kind)
+        if "range" in field.metadata:
+            parse = number(field.metadata["range"], kind)
+        parser.add_argument(flag(field.name), type=parse, choices=field.metadata.get("choices"), default=field.default,
+                            help=help, required=field.metadata.get("required", False))
 
 
 def add_user_dir(parser: argparse.ArgumentParser) -> None:
@@ -146,35 +148,10 @@ class _Splits(argparse.Action):
 
 def add_splits(parser: argparse.ArgumentParser, default, what: str) -> None:
     """``--splits A B ...`` or ``--splits A,B`` (``--split`` is the same option): the splits a command works on,
-    as one list (``args.splits``)."""
+    as one list (``args.splits``); required where ``default`` is empty."""
     parser.add_argument("--splits", "--split", nargs="+", dest="splits", default=list(default), type=split_names,
-                        action=_Splits, help=f"splits to {what}, space- or comma-separated: train valid, or "
-                        "train,valid (--split is the same option)")
-
-
-def add_spacy_text_options(parser: argparse.ArgumentParser, finds: str, default_model: str) -> None:
-    """The options of a producer that runs a spaCy pipeline over the raw text of a binarized split
-    (``salient-spans``, ``pos-tags``): ``--text``, ``--bpe``, ``--gpt2-encoder-json``, ``--spacy-model`` (default
-    ``default_model``; its component ``finds`` what it writes), ``--workers``, ``--batch-size`` and the shard
-    options; check the parsed arguments with :func:`check_spacy_batches`."""
-    from ..common.option_ranges import number
-    from .sharding import add_shard_options
-
-    parser.add_argument("--text", required=True, help="the raw text of the split, one line per binarized line")
-    parser.add_argument("--bpe", default="sentencepiece", choices=["sentencepiece", "gpt2"],
-                        help="how the binarized symbols spell text")
-    parser.add_argument("--gpt2-encoder-json", default=None, help="GPT-2 BPE encoder.json (with --bpe gpt2)")
-    parser.add_argument("--spacy-model", default=default_model,
-                        help=f"installed spaCy pipeline (package name or path) whose {finds}")
-    parser.add_argument("--workers", type=number("[1, inf)", int), default=1,
-                        help="spaCy worker processes (nlp.pipe n_process)")
-    parser.add_argument("--batch-size", type=number("[1, inf)", int), default=256,
-                        help="lines per spaCy batch (a divisor of --shard-block-lines)")
-    parser.add_argument("--spacy-max-length", type=number("[1, inf)", int), default=1_000_000,
-                        help="longest line in characters the pipeline takes (spaCy's max_length, its default: it "
-                             "needs about 1 GB of memory per 100,000 characters); a longer line is refused before "
-                             "any work")
-    add_shard_options(parser)
+                        action=_Splits, required=not default, help=f"splits to {what}, space- or comma-separated: "
+                        "train valid, or train,valid (--split is the same option)")
 
 
 def check_spacy_lengths(nlp, texts, args) -> None:
@@ -186,13 +163,6 @@ def check_spacy_lengths(nlp, texts, args) -> None:
             raise ValueError(f"--text {args.text}: line {number} has {len(text):,} characters, more than "
                              f"--spacy-max-length {args.spacy_max_length:,}: raise it (spaCy needs about 1 GB of "
                              "memory per 100,000 characters), or split the line")
-
-
-def check_spacy_batches(parser: argparse.ArgumentParser, args) -> None:
-    """A spaCy batch never crosses a block of lines, so what the pipeline finds does not depend on the shards."""
-    if args.shard_block_lines % args.batch_size:
-        parser.error(f"--batch-size {args.batch_size} must divide --shard-block-lines {args.shard_block_lines}: "
-                     "a spaCy batch never crosses a block, so the output does not depend on the shards")
 
 
 def track_outputs(data: str, splits, tracks):

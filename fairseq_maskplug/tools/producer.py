@@ -8,9 +8,9 @@ then calls :func:`write_tracks`: for each split, the tracks locked and a shard w
 skipped; else ``values`` computes this shard's rows (whole blocks of lines, :meth:`~.sharding.ShardedTrack.lines`),
 which are written as this shard's part (one shard: the track); then, once every shard is written, the merge, and
 the warnings about degenerate tracks. :class:`TokenProducer` does all of it, the parser too: ``score-pll``,
-``annotate-importance``, ``score-spans``, ``informask``, ``difference``, ``pmi-units`` and a producer of your own
-are declared on it; ``pos-tags``, ``salient-spans`` (spaCy over the text) and ``score-importance`` (labels of a
-sentence_prediction task) call :func:`write_tracks` themselves.
+``annotate-importance``, ``score-spans``, ``informask``, ``difference``, ``pmi-units``, ``pos-tags``,
+``salient-spans`` and a producer of your own are declared on it; ``score-importance`` (labels of a
+sentence_prediction task) calls :func:`write_tracks` itself.
 """
 
 import contextlib
@@ -239,10 +239,12 @@ class TokenProducer:
         return parser
 
     def main(self, argv=None) -> int:
-        """The command: ``argv`` (default: the command line) parsed, checked and run; returns the exit status."""
+        """The command: ``argv`` (default: the command line) parsed, checked and run; returns the exit status (a
+        missing optional dependency, as spaCy, is a one-line error too)."""
+        from ..common.extras import MissingExtra
         from .cli import command_main
 
-        return command_main(self.parser().parse_args, self.write)(argv)
+        return command_main(self.parser().parse_args, self.write, (OSError, ValueError, MissingExtra))(argv)
 
     def write(self, args) -> int:
         """The command's work on the parsed ``args``: everything checked, then the tracks; returns 0."""
