@@ -33,15 +33,18 @@ class ReadsCheckpoint:
     user directory imported, the shard on its rank's device with its number format checked
     (:func:`.precision.start_model_producer`), the checkpoint checked against the data's dictionary (and its task
     against ``tasks``, or ``refuse``) and its model loaded in eval mode; ``values`` gets ``model``, ``task``,
-    ``device`` and ``precision``, each block is computed under :func:`.precision.inference`, and the parts record
-    the checkpoint's identity and the number format."""
+    ``device``, ``precision`` and ``checkpoint`` (its path), each block is computed under
+    :func:`.precision.inference`, and the parts record the checkpoint's identity and the number format."""
 
-    def __init__(self, wanted: str, refuse=None, tasks=None):
+    def __init__(self, wanted: str, refuse=None, tasks=None, load=None):
         from ..tools.checkpoints import CLASSIFIER_TASKS
 
         self.wanted = wanted  #: what kind of checkpoint, for ``--help`` and a refusal
         self.refuse = CLASSIFIER_TASKS + ("token_importance",) if refuse is None else tuple(refuse)  #: tasks refused
         self.tasks = tasks  #: the tasks accepted (None: any not refused)
+        #: ``load(args, data) -> (model, task, more inputs)``, checks of its own made, instead of the checked model
+        #: of ``tasks`` (None)
+        self.load = load
 
     def add_options(self, parser) -> None:
         from ..tools.cli import add_checkpoint_options
@@ -58,9 +61,14 @@ class ReadsCheckpoint:
 
         import_user_dir(args.user_dir)
         shard, precision, device = start_model_producer(args, data)
-        model, task, _ = load_checked_model(args.checkpoint, data, args.trust_dictionary, tasks=self.tasks,
-                                            refuse=() if self.tasks else self.refuse, wanted=self.wanted)
+        if self.load is not None:
+            model, task, more = self.load(args, data)
+        else:
+            more = {}
+            model, task, _ = load_checked_model(args.checkpoint, data, args.trust_dictionary, tasks=self.tasks,
+                                                refuse=() if self.tasks else self.refuse, wanted=self.wanted)
         model.eval()
-        return Opened(shard, {"model": model, "task": task, "device": device, "precision": precision},
+        return Opened(shard, {"model": model, "task": task, "device": device, "precision": precision,
+                              "checkpoint": args.checkpoint, **more},
                       {**checkpoint_identity(args.checkpoint), "precision": precision},
                       lambda: inference(precision, device))

@@ -8,9 +8,8 @@ then calls :func:`write_tracks`: for each split, the tracks locked and a shard w
 skipped; else ``values`` computes this shard's rows (whole blocks of lines, :meth:`~.sharding.ShardedTrack.lines`),
 which are written as this shard's part (one shard: the track); then, once every shard is written, the merge, and
 the warnings about degenerate tracks. :class:`TokenProducer` does all of it, the parser too: ``score-pll``,
-``annotate-importance``, ``score-spans``, ``informask``, ``difference``, ``pmi-units``, ``pos-tags``,
-``salient-spans`` and a producer of your own are declared on it; ``score-importance`` (labels of a
-sentence_prediction task) calls :func:`write_tracks` itself.
+``annotate-importance``, ``score-spans``, ``score-importance``, ``informask``, ``difference``, ``pmi-units``,
+``pos-tags``, ``salient-spans`` and a producer of your own are declared on it.
 """
 
 import contextlib
