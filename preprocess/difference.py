@@ -29,14 +29,14 @@ from dataclasses import dataclass
 
 from fairseq_maskplug.common.option_ranges import option
 from fairseq_maskplug.tools.cli import split_name
-from fairseq_maskplug.tools.producer import TokenProducer, Track, counted_split, remove_counts
+from fairseq_maskplug.tools.producer import (CountingOptions, TokenProducer, Track, counted_split, counts_removed,
+                                             vocabulary_lookup, write_besides)
 
 COMMAND = "fairseq-maskplug-difference"
 
 
 @dataclass
-class DifferenceOptions:
-    count_split: str = option("train", "the target-domain split whose token counts give the TF", parse=split_name)
+class DifferenceOptions(CountingOptions):
     general: str = option(None, "the general corpus's fairseq-preprocess output, binarized with the same dict.txt",
                           required=True)
     general_split: str = option("train", "the general split whose lines give the ICF", parse=split_name)
@@ -118,7 +118,8 @@ def shared_counts(options: DifferenceOptions, inputs, count_prefix, count_tokens
 
 def difference_scores(options: DifferenceOptions, inputs):
     """Every token's largest similarity to an anchor (0 at the special tokens), the anchors picked from the counts
-    first; the general corpus, its split and the checkpoint checked before any counting."""
+    first (``--write-anchors``: shard 0 writes them then); the general corpus, its split and the checkpoint checked
+    before any counting."""
     import numpy as np
 
     from fairseq_maskplug.data.dictionaries import dictionary_sha256
@@ -155,21 +156,12 @@ def difference_scores(options: DifferenceOptions, inputs):
     similarity[:dictionary.nspecial] = 0.0
     occurring = np.concatenate([count_tokens[i].numpy() for i in range(len(count_tokens))])
     summary["mean_score_over_tokens"] = round(float(similarity[occurring].mean()), 4)
-    inputs.anchors = [(dictionary[i], scores[i]) for i in chosen]
-    return lambda lines: [similarity[line] for line in lines]
-
-
-def write_anchors(options: DifferenceOptions, inputs) -> None:
-    """Once the tracks are written: ``--write-anchors`` (shard 0's), and the counts' parts removed by the merger."""
-    from fairseq_maskplug.common.atomic import write_text
-
-    if options.write_anchors and inputs.shard.shard_id == 0:
-        write_text(options.write_anchors, "".join(f"{symbol}\t{score:.6g}\n" for symbol, score in inputs.anchors))
-    remove_counts(COMMAND, options.count_split, inputs)
+    write_besides(options.write_anchors, inputs, lambda: "".join(f"{dictionary[i]}\t{scores[i]:.6g}\n" for i in chosen))
+    return vocabulary_lookup(similarity)
 
 
 PRODUCER = TokenProducer(COMMAND, __doc__, DifferenceOptions, [Track("difference_score", "--difference-track")],
-                         "float64", difference_scores, finish=write_anchors)
+                         "float64", difference_scores, finish=counts_removed(COMMAND))
 main = PRODUCER.main
 
 

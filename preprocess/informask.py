@@ -34,15 +34,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from fairseq_maskplug.common.option_ranges import option
-from fairseq_maskplug.tools.cli import split_name
-from fairseq_maskplug.tools.producer import TokenProducer, Track, counted_split, remove_counts
+from fairseq_maskplug.tools.producer import (CountingOptions, TokenProducer, Track, counted_split, counts_removed,
+                                             vocabulary_lookup, write_besides)
 
 COMMAND = "fairseq-maskplug-informask"
 
 
 @dataclass
-class InforMaskOptions:
-    count_split: str = option("train", "the split whose lines give the PMI and the rates", parse=split_name)
+class InforMaskOptions(CountingOptions):
     rate: float = option(0.15, "the rate of every candidate mask (BERT's)", range="(0, 1]", source="paper")
     candidates: int = option(10, "random masks drawn per line, the best-scoring kept (the authors do not publish "
                              "theirs)", range="[1, inf)", source="ours")
@@ -115,7 +114,8 @@ def shared_rates(options: InforMaskOptions, inputs, count_prefix: str, count_tok
 
 
 def informask_rates(options: InforMaskOptions, inputs):
-    """Every token's entry of the rate table (0 at the special ones), counted over the count split first."""
+    """Every token's entry of the rate table (0 at the special ones), counted over the count split first
+    (``--write-table``: shard 0 writes it then)."""
     d = inputs.dictionary
     count_prefix, count_tokens = counted_split(COMMAND, options.count_split, inputs)
     shared = shared_rates(options, inputs, count_prefix, count_tokens)
@@ -129,22 +129,13 @@ def informask_rates(options: InforMaskOptions, inputs):
         "lines": len(count_tokens), "candidates": options.candidates, "rate": options.rate,
         "mean_rate_over_tokens": round(float(rates[occurring].mean()), 4) if occurring.size else None,
         "rates_of_frequent_entries": {d[i]: round(float(rates[i]), 4) for i in frequent if counts.token_lines[i] > 0}})
-    inputs.rates = rates
-    return lambda lines: [rates[line] for line in lines]
-
-
-def write_table(options: InforMaskOptions, inputs) -> None:
-    """Once the tracks are written: ``--write-table`` (shard 0's), and the counts' parts removed by the merger."""
-    from fairseq_maskplug.common.atomic import write_text
-
-    if options.write_table and inputs.shard.shard_id == 0:
-        write_text(options.write_table, json.dumps({str(i): float(r) for i, r in enumerate(inputs.rates)
-                                                    if i >= inputs.dictionary.nspecial}, indent=1) + "\n")
-    remove_counts(COMMAND, options.count_split, inputs)
+    write_besides(options.write_table, inputs, lambda: json.dumps(
+        {str(i): float(r) for i, r in enumerate(rates) if i >= d.nspecial}, indent=1) + "\n")
+    return vocabulary_lookup(rates)
 
 
 PRODUCER = TokenProducer(COMMAND, __doc__, InforMaskOptions, [Track("informask_rate", "--informask-track")],
-                         "float64", informask_rates, finish=write_table)
+                         "float64", informask_rates, finish=counts_removed(COMMAND))
 main = PRODUCER.main
 
 

@@ -26,17 +26,16 @@ import sys
 from dataclasses import dataclass
 
 from fairseq_maskplug.common.option_ranges import option
-from fairseq_maskplug.tools.cli import split_name
 from fairseq_maskplug.data.word_boundaries import BOUNDARIES
 from fairseq_maskplug.scoring.pmi_lexicon import SCORES
-from fairseq_maskplug.tools.producer import TokenProducer, Track, counted_split, remove_counts
+from fairseq_maskplug.tools.producer import (CountingOptions, TokenProducer, Track, counted_split, counts_removed,
+                                             write_besides)
 
 COMMAND = "fairseq-maskplug-pmi-units"
 
 
 @dataclass
-class PMIOptions:
-    count_split: str = option("train", "the split whose n-grams build the lexicon", parse=split_name)
+class PMIOptions(CountingOptions):
     lexicon: str = option(None, "read this lexicon instead of building one: one n-gram per line, words separated by "
                           "spaces (the authors' published lists); anything after a tab is ignored", recorded=False)
     write_lexicon: str = option(None, "also write the lexicon used here to this file", output=True, recorded=False)
@@ -163,7 +162,6 @@ def unit_shares(stats: dict) -> dict:
 def pmi_units(options: PMIOptions, inputs):
     """Each line's unit starts, from the lexicon read (``--lexicon``) or built from the counts of the count split
     (``--write-lexicon``: shard 0 writes it first); each split's entry of the summary counts its units."""
-    from fairseq_maskplug.common.atomic import write_text
     from fairseq_maskplug.data.word_boundaries import word_start_symbols
     from fairseq_maskplug.scoring.pmi_lexicon import build_lexicon, read_lexicon
     from fairseq_maskplug.tools.sharding import file_identity
@@ -193,9 +191,11 @@ def pmi_units(options: PMIOptions, inputs):
         summary.update(count_threshold=counts.threshold, counted_ngrams=len(counts), score=options.score,
                        min_count=options.min_count)
     summary["lexicon"] = {str(n): sum(len(g) == n for g in lexicon) for n in range(2, 6)}
-    if options.write_lexicon and inputs.shard.shard_id == 0:
+
+    def lexicon_text():  # best first per length
         ranked = sorted(lexicon.items(), key=lambda item: (len(item[0]), -item[1], item[0]))
-        write_text(options.write_lexicon, "".join(f"{' '.join(g)}\t{v:.6g}\n" for g, v in ranked))
+        return "".join(f"{' '.join(g)}\t{v:.6g}\n" for g, v in ranked)
+    write_besides(options.write_lexicon, inputs, lexicon_text)
     inputs.recorded.update(splits=inputs.splits, word_boundaries=boundaries)  # a line's seed holds its split's place
 
     def of_block(lines):
@@ -207,14 +207,8 @@ def pmi_units(options: PMIOptions, inputs):
     return of_block
 
 
-def remove_pmi_counts(options: PMIOptions, inputs) -> None:
-    """Once the tracks are merged, the counts' parts removed (none with ``--lexicon``)."""
-    if options.lexicon is None:
-        remove_counts(COMMAND, options.count_split, inputs)
-
-
 PRODUCER = TokenProducer(COMMAND, __doc__, PMIOptions, [Track("pmi_units", "--pmi-track")], "uint8", pmi_units,
-                         finish=remove_pmi_counts)
+                         finish=counts_removed(COMMAND))
 main = PRODUCER.main
 
 

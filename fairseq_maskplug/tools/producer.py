@@ -1,15 +1,14 @@
-"""The one loop of every producer that writes per-token tracks of binarized splits (issue 54), and the whole
-command of a producer whose values are a function of the tokens (:class:`TokenProducer`): a producer gives only
-its options and a function from a block of lines of a split to its values.
-
-Every producer of tracks checks its inputs and outputs before any work, takes its shard
-(:func:`~.sharding.start_producer`) and the options its values depend on (:class:`~.sharding.ShardedTrack`),
-then calls :func:`write_tracks`: for each split, the tracks locked and a shard whose parts are written already
-skipped; else ``values`` computes this shard's rows (whole blocks of lines, :meth:`~.sharding.ShardedTrack.lines`),
-which are written as this shard's part (one shard: the track); then, once every shard is written, the merge, and
-the warnings about degenerate tracks. :class:`TokenProducer` does all of it, the parser too: ``score-pll``,
+"""The command of every producer of per-token tracks of binarized splits (issue 54): :class:`TokenProducer`, a
+producer declared by its options and a function from a block of lines of a split to its values. ``score-pll``,
 ``annotate-importance``, ``score-spans``, ``score-importance``, ``informask``, ``difference``, ``pmi-units``,
 ``pos-tags``, ``salient-spans`` and a producer of your own are declared on it.
+
+It checks the inputs and outputs before any work, takes its shard (:func:`~.sharding.start_producer`) and the
+options its values depend on (:class:`~.sharding.ShardedTrack`), then runs :func:`write_tracks`, the one loop:
+for each split, the tracks locked and a shard whose parts are written already skipped; else the function
+computes this shard's rows (whole blocks of lines, :meth:`~.sharding.ShardedTrack.lines`), which are written as
+this shard's part (one shard: the track); then, once every shard is written, the merge, and the warnings about
+degenerate tracks.
 """
 
 import contextlib
@@ -17,6 +16,9 @@ import dataclasses
 import json
 import os
 from typing import Callable, ContextManager, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+
+from ..common.option_ranges import option
+from .cli import split_name
 
 
 class SplitTracks(NamedTuple):
@@ -33,13 +35,6 @@ class SplitTracks(NamedTuple):
 #: is written in turn); ``done(wrote)``, called once they are written (``wrote``: what each write wrote), gives the
 #: split's entry of the summary (counts made on the way included).
 Values = Callable[[SplitTracks, range], Tuple[Sequence[Iterable], Callable[[List[str]], object]]]
-
-
-def named_tracks(loaded: dict, splits, name: str) -> list:
-    """The :class:`SplitTracks` of one track ``name`` (``DATA/SPLIT.NAME``) for each of ``splits``, from ``loaded``:
-    ``{split: (split prefix, tokens)}``."""
-    return [SplitTracks(split, loaded[split][0], len(loaded[split][1]), [f"{loaded[split][0]}.{name}"])
-            for split in splits]
 
 
 def write_tracks(track, outputs: Sequence[SplitTracks], values: Values, dtype: str, data: str, dictionary=None) -> dict:
@@ -92,6 +87,15 @@ def load_split(data, split, dictionary):
     return prefix, tokens
 
 
+@dataclasses.dataclass
+class CountingOptions:
+    """The option of a producer that counts over a split first (:func:`counted_split`, :func:`counts_removed`):
+    ``--count-split``. Its own options extend it."""
+
+    count_split: str = option("train", "the split counted first: its statistics give the values of every split",
+                              parse=split_name)
+
+
 def counted_split(command: str, split: str, inputs) -> tuple:
     """``(prefix, tokens)`` of the split a counting producer's ``values`` counts (``inputs``: a
     :class:`TokenProducer`'s), checked; its fingerprint recorded in the parts, and the directory where the shards
@@ -106,12 +110,30 @@ def counted_split(command: str, split: str, inputs) -> tuple:
     return prefix, tokens
 
 
-def remove_counts(command: str, split: str, inputs) -> None:
-    """Once the tracks are merged, the merging process removes the counts' parts of :func:`counted_split`."""
-    from .pass_parts import counts_directory, remove_parts_directory
+def vocabulary_lookup(table):
+    """The function of a block whose values are one per vocabulary entry: each token's entry of ``table``."""
+    return lambda lines: [table[line] for line in lines]
 
-    if inputs.shard.merges:
-        remove_parts_directory(counts_directory(inputs.data, split, inputs.names[0]), command)
+
+def write_besides(path, inputs, text: Callable[[], str]) -> None:
+    """A file a producer writes besides its tracks (``path``: its ``output=True`` option; None: none), by shard 0
+    (every shard computes the same): ``text()``, written atomically."""
+    from ..common.atomic import write_text
+
+    if path is not None and inputs.shard.shard_id == 0:
+        write_text(path, text())
+
+
+def counts_removed(command: str):
+    """The ``finish`` of a counting producer of ``command`` whose options have ``count_split``: once the tracks are
+    merged, the merging process removes the counts' parts of :func:`counted_split` (only a directory ``command``
+    made: none where it counted nothing)."""
+    def finish(options, inputs) -> None:
+        from .pass_parts import counts_directory, remove_parts_directory
+
+        if inputs.shard.merges:
+            remove_parts_directory(counts_directory(inputs.data, options.count_split, inputs.names[0]), command)
+    return finish
 
 
 class Opened(NamedTuple):
@@ -175,8 +197,7 @@ class SplitDone(NamedTuple):
 #: ``of_block(lines)`` gives for a block of lines (:class:`Lines`: token arrays of one split, in order) one row of
 #: values per line, one value per token; for several tracks, one such list of rows per track. A producer that
 #: counts over every line makes its passes here (:func:`~.pass_parts.shard_pass`) and returns None where
-#: independent jobs must be run again (nothing more is done: the summary is printed, exit status 0). What its
-#: ``finish`` needs (a table computed on the way) it leaves in ``inputs``.
+#: independent jobs must be run again (nothing more is done: the summary is printed, exit status 0).
 TokenValues = Callable[[object, object], Optional[Callable[[List], Sequence]]]
 
 
@@ -212,8 +233,9 @@ class TokenProducer:
     #: :class:`SplitDone`; it may write more, as a preview), None: none. With a report, a split's rows are kept
     #: until it is written.
     report: Optional[Callable[[object, object, SplitDone], str]] = None
-    #: ``finish(options, inputs)``: once every track is written (and merged), what the producer writes besides them
-    #: or removes (a table; its counts' parts), None: nothing
+    #: ``finish(options, inputs)``: once every track is written (and merged), what the producer still does (remove
+    #: its counts' parts: :func:`counts_removed`; add counts made as the rows were written to the summary), None:
+    #: nothing
     finish: Optional[Callable[[object, object], None]] = None
     reads: object = ReadsTokens()  #: what it reads besides the tokens: ``add_options(parser)``, ``open(...)``
     splits: Sequence[str] = SPLITS  #: written by default
