@@ -1,8 +1,9 @@
 """What a producer that scores binarized splits with a model declares besides its values (issue 54): the
 checkpoint it reads (:class:`ReadsCheckpoint`) and the options every model producer takes
 (:class:`ScoringOptions`, :class:`PreviewedScoringOptions`). The command is a
-:class:`~..tools.producer.TokenProducer`: ``score-pll``, ``annotate-importance``, ``score-spans`` and a producer of
-your own (``examples/token_entropy.py``). Its lines are scored block by block (``--shard-block-lines``), never a
+:class:`~..tools.producer.TokenProducer`: ``score-pll``, ``annotate-importance``, ``score-spans``,
+``score-importance`` (its own loader: a classifier and its head) and a producer of your own
+(``examples/token_entropy.py``). Its lines are scored block by block (``--shard-block-lines``), never a
 batch across two blocks, so a line's values do not depend on the shards.
 """
 
