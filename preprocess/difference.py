@@ -82,38 +82,25 @@ def line_counts(tokens, lines: range, size: int):
     return counts
 
 
-def shared_counts(options: DifferenceOptions, inputs, count_prefix, count_tokens, general_prefix, general_tokens):
-    """``(domain_counts, general_lines)``: the target's TF and the general split's line frequencies, counted in
-    one process or summed over every shard's part (the module docstring); None when independent jobs must be
-    run again."""
-    import numpy as np
-
+def shared_counts(inputs, counted, general_prefix, general_tokens):
+    """``{"domain": the target's TF, "general": the general split's line frequencies}``, over the count split
+    (``counted``: its :class:`~fairseq_maskplug.tools.producer.CountedSplit`) and the general split, counted in one
+    process or summed over every shard's part (the module docstring); None when independent jobs must be run
+    again."""
     from fairseq_maskplug.data.side_info import token_fingerprint
     from fairseq_maskplug.data.track_shards import shard_lines
-    from fairseq_maskplug.tools.pass_parts import (PassParts, counts_directory, load_arrays, make_parts_directory,
-                                                   save_arrays, shard_pass)
+    from fairseq_maskplug.tools.producer import summed_arrays
 
     shard, size = inputs.shard, len(inputs.dictionary)
 
     def count(general_lines):
-        domain_lines = shard_lines(len(count_tokens), shard.num_shards, shard.shard_id, inputs.block_lines)
-        return {"domain": token_counts(count_tokens, domain_lines, size),
+        domain_lines = shard_lines(len(counted.tokens), shard.num_shards, shard.shard_id, inputs.block_lines)
+        return {"domain": token_counts(counted.tokens, domain_lines, size),
                 "general": line_counts(general_tokens, general_lines, size)}
 
-    general_lines = shard_lines(len(general_tokens), shard.num_shards, shard.shard_id, inputs.block_lines)
-    if shard.num_shards == 1:
-        counted = count(general_lines)
-        return counted["domain"], counted["general"]
-    parts_dir = counts_directory(inputs.data, options.count_split, inputs.names[0])
-    make_parts_directory(parts_dir, COMMAND)
-    recorded = {"tokens": token_fingerprint(count_prefix), "general": token_fingerprint(general_prefix),
-                "block_lines": inputs.block_lines}
-    parts = PassParts(parts_dir, "counts", shard.num_shards, recorded, save_arrays, load_arrays)
-    every = shard_pass(parts, shard, general_lines, len(general_tokens), count, "token counts",
-                       "each skips its counts and writes its lines of the tracks")
-    if every is None:
-        return None
-    return np.sum([p["domain"] for p in every], axis=0), np.sum([p["general"] for p in every], axis=0)
+    return counted.shared("counts", count, summed_arrays, "token counts",
+                          "each skips its counts and writes its lines of the tracks",
+                          {"general": token_fingerprint(general_prefix)}, n_lines=len(general_tokens))
 
 
 def difference_scores(options: DifferenceOptions, inputs):
@@ -134,12 +121,12 @@ def difference_scores(options: DifferenceOptions, inputs):
                          "must mean the same in both)")
     general_prefix, general_tokens = load_split(options.general, options.general_split, dictionary)
     embeddings = input_embeddings(options.checkpoint, data, len(dictionary))
-    count_prefix, count_tokens = counted_split(COMMAND, options.count_split, inputs)
+    counted = counted_split(COMMAND, options.count_split, inputs)
     inputs.recorded.update(general=token_fingerprint(general_prefix), **checkpoint_identity(options.checkpoint))
-    counted = shared_counts(options, inputs, count_prefix, count_tokens, general_prefix, general_tokens)
-    if counted is None:
+    shared = shared_counts(inputs, counted, general_prefix, general_tokens)
+    if shared is None:
         return None
-    domain_counts, general_lines = counted
+    domain_counts, general_lines = shared["domain"], shared["general"]
     domain_counts[:dictionary.nspecial] = 0.0
     scores = tf_icf(domain_counts, general_lines, len(general_tokens))
     chosen = anchors(scores, options.anchors, domain_counts > 0)  # none with a positive TF-ICF: refused
@@ -148,13 +135,13 @@ def difference_scores(options: DifferenceOptions, inputs):
     if len(chosen) < options.anchors:
         summary["warnings"].append(warn(f"--anchors {options.anchors}: only {len(chosen)} entries of {data} have "
                                         "a positive TF-ICF against the general corpus; those are the anchors"))
-    if token_fingerprint(general_prefix) == token_fingerprint(count_prefix):
+    if token_fingerprint(general_prefix) == token_fingerprint(counted.prefix):
         summary["warnings"].append(warn(f"--general {options.general} split {options.general_split} holds the same "
                                         f"tokens as the target's {options.count_split}: the anchors are the target's "
                                         "own rarest words, not what sets it apart from a general corpus"))
     similarity = anchor_similarity(embeddings, chosen)
     similarity[:dictionary.nspecial] = 0.0
-    occurring = np.concatenate([count_tokens[i].numpy() for i in range(len(count_tokens))])
+    occurring = np.concatenate([counted.tokens[i].numpy() for i in range(len(counted.tokens))])
     summary["mean_score_over_tokens"] = round(float(similarity[occurring].mean()), 4)
     write_besides(options.write_anchors, inputs, lambda: "".join(f"{dictionary[i]}\t{scores[i]:.6g}\n" for i in chosen))
     return vocabulary_lookup(similarity)

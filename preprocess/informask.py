@@ -61,72 +61,57 @@ def content_lines(tokens, nspecial: int, lines: range = None):
         yield line[line >= nspecial]
 
 
-def shared_rates(options: InforMaskOptions, inputs, count_prefix: str, count_tokens):
-    """``(counts, rates)`` of the count split: one process counts and samples every line; shards make each pass
-    over their own lines and sum every shard's part (the module docstring). None when independent jobs must be
-    run again."""
+def shared_rates(options: InforMaskOptions, inputs, counted):
+    """``(counts, rates)`` of the count split (``counted``: its :class:`~fairseq_maskplug.tools.producer.
+    CountedSplit`): one process counts and samples every line; shards make each pass over their own lines and
+    sum every shard's part (the module docstring). None when independent jobs must be run again."""
     from fairseq_maskplug.common.progress import progress_bar
-    from fairseq_maskplug.data.side_info import token_fingerprint
-    from fairseq_maskplug.data.track_shards import shard_lines
     from fairseq_maskplug.scoring.informask import CooccurrencePMI, covered_occurrences, rates_of
-    from fairseq_maskplug.tools.pass_parts import (PassParts, counts_directory, load_arrays, make_parts_directory,
-                                                   save_arrays, shard_pass)
+    from fairseq_maskplug.tools.pass_parts import save_arrays
+    from fairseq_maskplug.tools.producer import summed_arrays
 
-    shard, nspecial = inputs.shard, inputs.dictionary.nspecial
-    lines = shard_lines(len(count_tokens), shard.num_shards, shard.shard_id, inputs.block_lines)
+    nspecial = inputs.dictionary.nspecial
 
     def count(lines):
         desc = f"pair counts of {options.count_split}"
-        own = progress_bar(content_lines(count_tokens, nspecial, lines), total=len(lines), desc=desc, unit="line")
+        own = progress_bar(content_lines(counted.tokens, nspecial, lines), total=len(lines), desc=desc, unit="line")
         return CooccurrencePMI(own, len(inputs.dictionary), window=options.window)
 
-    def cover(counts):
-        def occurrences(lines):
-            own = progress_bar(content_lines(count_tokens, nspecial, lines), total=len(lines),
-                               desc="sample and score", unit="line")
-            masked, seen = covered_occurrences(own, counts, options.rate, options.candidates, options.seed,
-                                               options.window, first_line=lines.start)
-            return {"masked": masked, "seen": seen}
-        return occurrences
+    def occurrences(lines):
+        own = progress_bar(content_lines(counted.tokens, nspecial, lines), total=len(lines), desc="sample and score",
+                           unit="line")
+        masked, seen = covered_occurrences(own, counts, options.rate, options.candidates, options.seed,
+                                           options.window, first_line=lines.start)
+        return {"masked": masked, "seen": seen}
 
-    if shard.num_shards == 1:
-        counts = count(lines)
-        covered = cover(counts)(lines)
-        return counts, rates_of(covered["masked"], covered["seen"], options.rate)
-    parts_dir = counts_directory(inputs.data, options.count_split, inputs.names[0])
-    make_parts_directory(parts_dir, COMMAND)
-    recorded = {"tokens": token_fingerprint(count_prefix), "window": options.window, "block_lines": inputs.block_lines}
-    pairs = PassParts(parts_dir, "pairs", shard.num_shards, recorded,
-                      lambda counts, f: save_arrays(counts.to_arrays(), f), load_arrays)
-    every = shard_pass(pairs, shard, lines, len(count_tokens), count, "pair counts",
-                       "each skips its counts and samples its lines")
-    if every is None:
+    recorded = {"window": options.window}
+    counts = counted.shared("pairs", count, CooccurrencePMI.merged, "pair counts",
+                            "each skips its counts and samples its lines", recorded,
+                            save=lambda counts, f: save_arrays(counts.to_arrays(), f))
+    if counts is None:
         return None
-    counts = CooccurrencePMI.merged(every)
-    recorded = dict(recorded, rate=options.rate, candidates=options.candidates, seed=options.seed)
-    occurrences = PassParts(parts_dir, "occurrences", shard.num_shards, recorded, save_arrays, load_arrays)
-    every = shard_pass(occurrences, shard, lines, len(count_tokens), cover(counts), "covered occurrences",
-                       "each skips its counts and occurrences and writes its lines of the tracks")
-    if every is None:
+    recorded.update(rate=options.rate, candidates=options.candidates, seed=options.seed)
+    covered = counted.shared("occurrences", occurrences, summed_arrays, "covered occurrences",
+                             "each skips its counts and occurrences and writes its lines of the tracks", recorded)
+    if covered is None:
         return None
-    masked = np.sum([part["masked"] for part in every], axis=0)  # float64 sums of whole numbers: exact
-    return counts, rates_of(masked, np.sum([part["seen"] for part in every], axis=0), options.rate)
+    return counts, rates_of(covered["masked"], covered["seen"], options.rate)
 
 
 def informask_rates(options: InforMaskOptions, inputs):
     """Every token's entry of the rate table (0 at the special ones), counted over the count split first
     (``--write-table``: shard 0 writes it then)."""
     d = inputs.dictionary
-    count_prefix, count_tokens = counted_split(COMMAND, options.count_split, inputs)
-    shared = shared_rates(options, inputs, count_prefix, count_tokens)
+    counted = counted_split(COMMAND, options.count_split, inputs)
+    shared = shared_rates(options, inputs, counted)
     if shared is None:
         return None
     counts, rates = shared
     rates[:d.nspecial] = 0.0
-    occurring = np.concatenate(list(content_lines(count_tokens, d.nspecial)) or [np.zeros(0, dtype=np.int64)])
+    occurring = np.concatenate(list(content_lines(counted.tokens, d.nspecial)) or [np.zeros(0, dtype=np.int64)])
     frequent = np.argsort(-counts.token_lines, kind="stable")[:10]
     inputs.summary.update({
-        "lines": len(count_tokens), "candidates": options.candidates, "rate": options.rate,
+        "lines": len(counted.tokens), "candidates": options.candidates, "rate": options.rate,
         "mean_rate_over_tokens": round(float(rates[occurring].mean()), 4) if occurring.size else None,
         "rates_of_frequent_entries": {d[i]: round(float(rates[i]), 4) for i in frequent if counts.token_lines[i] > 0}})
     write_besides(options.write_table, inputs, lambda: json.dumps(

@@ -87,37 +87,25 @@ def line_words(lines, dictionary, starts_table, spell):
         yield words, np.asarray(firsts), len(line)
 
 
-def count_ngrams(options: PMIOptions, inputs, tokens, count_prefix: str, words_of):
-    """Pass 1: the n-gram counts of the count split; in shards, each shard's lines are counted into a part
-    (:mod:`fairseq_maskplug.tools.pass_parts`) and every shard sums all parts (exact where no shard reached
-    ``--max-ngrams``: :func:`~fairseq_maskplug.scoring.pmi_lexicon.merge_counts`). Returns None when
-    independent jobs must be run again (another shard has not counted yet)."""
+def count_ngrams(options: PMIOptions, counted, words_of):
+    """Pass 1: the n-gram counts of the count split (``counted``: its :class:`~fairseq_maskplug.tools.producer.
+    CountedSplit`); in shards, every shard sums all shards' counts (exact where no shard reached
+    ``--max-ngrams``: :func:`~fairseq_maskplug.scoring.pmi_lexicon.merge_counts`). Returns None when independent
+    jobs must be run again (another shard has not counted yet)."""
     from fairseq_maskplug.common.progress import progress_bar
-    from fairseq_maskplug.data.side_info import token_fingerprint
-    from fairseq_maskplug.data.track_shards import shard_lines
     from fairseq_maskplug.scoring.pmi_lexicon import NGramCounts, merge_counts
-    from fairseq_maskplug.tools.pass_parts import PassParts, counts_directory, make_parts_directory, shard_pass
 
     def count(lines):
         counts = NGramCounts(5, options.max_ngrams)
         desc = f"counting n-grams of {options.count_split}"
-        arrays = (tokens[i].numpy() for i in lines)
+        arrays = (counted.tokens[i].numpy() for i in lines)
         for words, _, _ in progress_bar(words_of(arrays), total=len(lines), desc=desc, unit="line"):
             counts.add(words)
         return counts
 
-    shard = inputs.shard
-    lines = shard_lines(len(tokens), shard.num_shards, shard.shard_id, inputs.block_lines)
-    if shard.num_shards == 1:
-        return count(lines)
-    parts_dir = counts_directory(inputs.data, options.count_split, inputs.names[0])
-    recorded = {"tokens": token_fingerprint(count_prefix), "max_ngrams": options.max_ngrams, "format": "sorted-npz",
-                "word_boundaries": options.word_boundaries, "block_lines": inputs.block_lines}
-    parts = PassParts(parts_dir, "counts", shard.num_shards, recorded, save=save_counts, load=load_counts)
-    make_parts_directory(parts_dir, COMMAND)
-    every = shard_pass(parts, shard, lines, len(tokens), count, "n-gram counts",
-                       "each skips its counts and writes its units")
-    return None if every is None else merge_counts(every)
+    recorded = {"max_ngrams": options.max_ngrams, "format": "sorted-npz", "word_boundaries": options.word_boundaries}
+    return counted.shared("counts", count, merge_counts, "n-gram counts", "each skips its counts and writes its units",
+                          recorded, save_counts, load_counts)
 
 
 def save_counts(counts, f) -> None:
@@ -176,7 +164,7 @@ def pmi_units(options: PMIOptions, inputs):
             raise ValueError(f"--lexicon {options.lexicon}: no n-gram in it")
         inputs.recorded.update(file_identity(options.lexicon, "lexicon"))
     else:
-        count_prefix, count_tokens = counted_split(COMMAND, options.count_split, inputs)
+        counted = counted_split(COMMAND, options.count_split, inputs)
     spell = speller(dictionary, boundaries, options.gpt2_encoder_json)
 
     def words_of(arrays):
@@ -184,7 +172,7 @@ def pmi_units(options: PMIOptions, inputs):
 
     summary.update(word_boundaries=boundaries, count_threshold=0)
     if lexicon is None:
-        counts = count_ngrams(options, inputs, count_tokens, count_prefix, words_of)
+        counts = count_ngrams(options, counted, words_of)
         if counts is None:
             return None
         lexicon = build_lexicon(counts, options.lexicon_size, options.min_count, options.score)

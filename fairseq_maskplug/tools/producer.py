@@ -96,18 +96,60 @@ class CountingOptions:
                               parse=split_name)
 
 
-def counted_split(command: str, split: str, inputs) -> tuple:
-    """``(prefix, tokens)`` of the split a counting producer's ``values`` counts (``inputs``: a
-    :class:`TokenProducer`'s), checked; its fingerprint recorded in the parts, and the directory where the shards
-    exchange their counts (:func:`~.pass_parts.counts_directory`) checked before any counting."""
+class CountedSplit:
+    """The split a counting producer counts first (:func:`counted_split`): ``prefix`` and ``tokens``, and its
+    passes (:meth:`shared`)."""
+
+    def __init__(self, command: str, split: str, inputs):
+        self.command, self.split, self.inputs = command, split, inputs
+        self.prefix, self.tokens = load_split(inputs.data, split, inputs.dictionary)
+
+    def shared(self, kind: str, count: Callable, merge: Callable, what: str, second_run: str, recorded: dict = None,
+               save: Callable = None, load: Callable = None, n_lines: int = None):
+        """One pass of the count, merge, apply protocol (issue 54): ``count(lines)`` over this shard's lines of the
+        split (whole blocks of ``--shard-block-lines``; ``n_lines``: of another split of that length instead). One
+        process: that value. In shards: each shard's value is a part ``kind`` in the counts directory
+        (:func:`~.pass_parts.shard_pass`; ``save``/``load``: default a dict of numpy arrays) and the result is
+        ``merge(every shard's value, in shard order)``, or None when independent jobs must be run again (``what``
+        and ``second_run`` say so). ``recorded``: what the values depend on besides the split's tokens and the
+        block size, compared between the shards' parts."""
+        from ..data.side_info import token_fingerprint
+        from ..data.track_shards import shard_lines
+        from .pass_parts import PassParts, counts_directory, load_arrays, make_parts_directory, save_arrays, shard_pass
+
+        inputs, shard = self.inputs, self.inputs.shard
+        n_lines = len(self.tokens) if n_lines is None else n_lines
+        lines = shard_lines(n_lines, shard.num_shards, shard.shard_id, inputs.block_lines)
+        if shard.num_shards == 1:
+            return count(lines)
+        parts_dir = counts_directory(inputs.data, self.split, inputs.names[0])
+        make_parts_directory(parts_dir, self.command)
+        recorded = {"tokens": token_fingerprint(self.prefix), **(recorded or {}), "block_lines": inputs.block_lines}
+        parts = PassParts(parts_dir, kind, shard.num_shards, recorded, save or save_arrays, load or load_arrays)
+        every = shard_pass(parts, shard, lines, n_lines, count, what, second_run)
+        return None if every is None else merge(every)
+
+
+def counted_split(command: str, split: str, inputs) -> CountedSplit:
+    """The split a counting producer's ``values`` counts (``inputs``: a :class:`TokenProducer`'s), checked; its
+    fingerprint recorded in the tracks' parts, and the directory where the shards exchange their counts
+    (:func:`~.pass_parts.counts_directory`) checked before any counting."""
     from ..data.side_info import token_fingerprint
     from .pass_parts import check_parts_directory, counts_directory
 
-    prefix, tokens = load_split(inputs.data, split, inputs.dictionary)
-    inputs.recorded["count_tokens"] = token_fingerprint(prefix)
+    counted = CountedSplit(command, split, inputs)
+    inputs.recorded["count_tokens"] = token_fingerprint(counted.prefix)
     if inputs.shard.num_shards > 1:
         check_parts_directory(counts_directory(inputs.data, split, inputs.names[0]), command)
-    return prefix, tokens
+    return counted
+
+
+def summed_arrays(every: list) -> dict:
+    """The ``merge`` of parts that are dicts of numpy arrays: each array summed over the parts (float64 sums of
+    whole numbers below 2**53 are exact)."""
+    import numpy as np
+
+    return {name: np.sum([part[name] for part in every], axis=0) for name in every[0]}
 
 
 def vocabulary_lookup(table):
@@ -196,7 +238,7 @@ class SplitDone(NamedTuple):
 #: depend on besides the options, recorded in the parts, e.g. the fingerprint of a split it counts):
 #: ``of_block(lines)`` gives for a block of lines (:class:`Lines`: token arrays of one split, in order) one row of
 #: values per line, one value per token; for several tracks, one such list of rows per track. A producer that
-#: counts over every line makes its passes here (:func:`~.pass_parts.shard_pass`) and returns None where
+#: counts over every line makes its passes here (:meth:`CountedSplit.shared`) and returns None where
 #: independent jobs must be run again (nothing more is done: the summary is printed, exit status 0).
 TokenValues = Callable[[object, object], Optional[Callable[[List], Sequence]]]
 
