@@ -42,16 +42,16 @@ def merge(args) -> int:
     from fairseq_maskplug.data.track_shards import finish_merges, merge_parts, part_prefix, parts_in, split_of
 
     from fairseq_maskplug.common.atomic import owner
+    from fairseq_maskplug.retrieval import select_command
     from fairseq_maskplug.retrieval.query_shards import parts_directory
-
+    from fairseq_maskplug.retrieval.retrieve_command import merge_query_shards
     from fairseq_maskplug.tools.pass_parts import remove_parts_directory
 
-    from . import difference, informask, pmi_units, select_dsir
-    from .retrieve import merge_query_shards
+    from . import difference, informask, pmi_units
 
     parts = parts_directory(args.data)
-    if os.path.isdir(parts) and owner(parts) == select_dsir.COMMAND:  # select's document shards
-        select_dsir.report(select_dsir.merge_select_shards(args.data))
+    if os.path.isdir(parts) and owner(parts) == select_command.COMMAND:  # select's document shards
+        select_command.report(select_command.merge_select_shards(args.data))
         return 0
     if os.path.isdir(parts):  # retrieve's query shards
         merge_query_shards(args.data)

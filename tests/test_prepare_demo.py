@@ -6,7 +6,7 @@ from sklearn.metrics import f1_score
 
 from fairseq_maskplug.tools.binarize import atomic_directory
 from fairseq_maskplug.common.metrics import macro_f1
-from preprocess.prepare_demo import dedupe, read_polarity_csv, split_fixed
+from fairseq_maskplug.data.demo_sources import dedupe, read_polarity_csv, split_fixed
 
 BOM = "\ufeff"
 

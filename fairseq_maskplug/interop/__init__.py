@@ -1,7 +1,8 @@
 """Hugging Face interoperability: RoBERTa and BART checkpoints and their tokenizers in both directions.
 
-``preprocess/convert.py`` is the command; this package holds its pure pieces:
+``preprocess/convert.py`` is the command's parser; this package holds its work:
 
+- :mod:`.convert`: both directions, each written and then checked by the other library;
 - :mod:`.gpt2_vocab`: a Hugging Face ``vocab.json`` <-> fairseq's ``encoder.json`` + ``dict.txt``;
 - :mod:`.tokenizer`: the ``tokenizer.json`` that gives fairseq's ids for raw text (sentencepiece data:
   a Unigram model over ``dict.txt``'s rows behind sentencepiece's normalizer);

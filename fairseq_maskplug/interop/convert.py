@@ -1,0 +1,435 @@
+"""Both directions of ``fairseq-maskplug-convert`` (``preprocess/convert.py`` parses its options): a Hugging Face
+RoBERTa or BART directory to a fairseq release (:func:`hf_to_fairseq`), a fairseq checkpoint or release to a Hugging
+Face directory with its tokenizer (:func:`fairseq_to_hf`), each written atomically and then loaded by the other
+library and compared on :data:`CHECK_SENTENCES` (the token ids identical, the logits within the tolerance). ``args``:
+the command's options (``from_hf`` or ``from_fairseq``, ``out``, ``dict``, ``gpt2_bpe``, ``spm_model``, ``head``,
+``tolerance``, ``trust_dictionary``)."""
+
+import json
+import shutil
+from argparse import Namespace
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Optional
+
+COMMAND = "fairseq-maskplug-convert"  # no output recognised without its owner file: it looks like a model download
+CHECK_SENTENCES = (
+    "Hello world! This is a test of the conversion.",
+    "The movie's plot wasn't great, but the actors (all 12 of them) were superb.",
+    "  Leading spaces, trailing spaces   and\ttabs.",
+    "Ünïcödé wörds, émojis 🙂 and numbers like 3.14159 or 1,000,000.",
+)
+FAIRSEQ_ACTIVATION = {"gelu": "gelu", "relu": "relu", "tanh": "tanh", "gelu_new": "gelu_accurate",
+                      "gelu_fast": "gelu_accurate"}
+HF_ACTIVATION = {"gelu": "gelu", "relu": "relu", "tanh": "tanh", "gelu_accurate": "gelu_new", "gelu_fast": "gelu_new"}
+
+
+def require(path: Path, what: str) -> Path:
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file ({what})")
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# how raw text becomes fairseq's ids
+
+@dataclass
+class TextIds:
+    """The files that turn raw text into the ids a model was trained on: ``dict.txt`` and either GPT-2
+    BPE's ``encoder.json``/``vocab.bpe`` (``bpe_dir``) or a sentencepiece model (``spm_model``)."""
+    dict_path: Path
+    bpe_dir: Optional[Path] = None
+    spm_model: Optional[Path] = None
+
+    def dictionary(self):
+        """fairseq's dictionary with the ``<mask>`` the masked-LM and BART tasks add."""
+        from fairseq.data import Dictionary
+        dictionary = Dictionary.load(str(self.dict_path))
+        dictionary.add_symbol("<mask>")
+        return dictionary
+
+    def ids(self, dictionary, text: str) -> List[int]:
+        from .tokenizer import gpt2_ids, sentencepiece_ids
+        if self.spm_model is not None:
+            return sentencepiece_ids(self.spm_model, dictionary, text)
+        return gpt2_ids(self.bpe_dir, dictionary, text)
+
+
+def is_gpt2_dictionary(symbols) -> bool:
+    """GPT-2 BPE data's ``dict.txt`` rows are GPT-2 label ids (and ``madeupword`` fillers)."""
+    return all(s.isdigit() or s.startswith("madeupword") or s == "<mask>" for s in symbols)
+
+
+def load_fairseq_checkpoint(path: Path):
+    from fairseq import checkpoint_utils
+
+    from ..integration.compat import allow_fairseq_checkpoint_globals
+    allow_fairseq_checkpoint_globals()
+    return checkpoint_utils.load_checkpoint_to_cpu(str(path))
+
+
+def checkpoint_model_cfg(state):
+    cfg = state.get("cfg", {}).get("model") if state.get("cfg") else None
+    cfg = cfg if cfg is not None else state.get("args")
+    return cfg if isinstance(cfg, Namespace) else Namespace(**dict(cfg))
+
+
+# ---------------------------------------------------------------------------------------------
+# the check both directions end with
+
+def same_ids(hf_tokenizer, text_ids: TextIds, dictionary, sentence: str, max_positions: int):
+    """The sentence's fairseq ids (one row, cut to ``max_positions``) after checking the HF tokenizer gives them."""
+    import torch
+
+    fs_ids = text_ids.ids(dictionary, sentence)
+    hf_ids = list(hf_tokenizer(sentence)["input_ids"])
+    if fs_ids != hf_ids:
+        raise ValueError(f"the tokenizers disagree on {sentence!r}: fairseq {fs_ids[:12]}..., hf {hf_ids[:12]}...")
+    return torch.tensor(fs_ids[:max_positions]).unsqueeze(0)
+
+
+def compare_roberta(hf_model, hf_tokenizer, fs_model, text_ids: TextIds, tolerance: float, head) -> float:
+    """Largest |logit difference| over the check sentences; raises if tokens differ or it is above tolerance."""
+    import torch
+
+    dictionary, worst = text_ids.dictionary(), 0.0
+    for sentence in CHECK_SENTENCES:
+        tokens = same_ids(hf_tokenizer, text_ids, dictionary, sentence, hf_model.config.max_position_embeddings - 2)
+        with torch.no_grad():
+            if head is None:
+                fs_logits = fs_model(tokens)[0]
+            else:
+                fs_logits = fs_model(tokens, features_only=True, classification_head_name=head)[0]
+            hf_logits = hf_model(input_ids=tokens).logits
+        worst = max(worst, (fs_logits.double() - hf_logits.double()).abs().max().item())
+    return within(worst, tolerance)
+
+
+def compare_bart(hf_model, hf_tokenizer, fs_model, text_ids: TextIds, tolerance: float) -> float:
+    """Largest difference of the encoder's output and of the decoder's logits, teacher-forced on each check
+    sentence as fairseq's denoising task feeds it (``prev_output_tokens``: ``</s>`` then the sentence)."""
+    import torch
+
+    dictionary, worst = text_ids.dictionary(), 0.0
+    for sentence in CHECK_SENTENCES:
+        tokens = same_ids(hf_tokenizer, text_ids, dictionary, sentence, hf_model.config.max_position_embeddings)
+        previous = torch.roll(tokens, 1, dims=1)
+        lengths = torch.tensor([tokens.shape[1]])
+        with torch.no_grad():
+            fs_logits = fs_model(tokens, lengths, previous)[0]
+            fs_encoded = fs_model.encoder(tokens, src_lengths=lengths)["encoder_out"][0].transpose(0, 1)
+            hf = hf_model(input_ids=tokens, decoder_input_ids=previous)
+        worst = max(worst, (fs_logits.double() - hf.logits.double()).abs().max().item(),
+                    (fs_encoded.double() - hf.encoder_last_hidden_state.double()).abs().max().item())
+    return within(worst, tolerance)
+
+
+def within(worst: float, tolerance: float) -> float:
+    if not worst <= tolerance:
+        raise ValueError(f"the converted model's logits differ by {worst:.3g} (tolerance {tolerance})")
+    return worst
+
+
+# ---------------------------------------------------------------------------------------------
+# HF -> fairseq
+
+def load_hf_weights(auto, src: Path):
+    """``auto.from_pretrained(src)``; a pickled weight file that the safe loader refuses (it would create objects
+    that are not tensors) is named in one line, never loaded otherwise (transformers' error names no file and
+    suggests turning the safe loader off)."""
+    import pickle
+
+    from ..common.checkpoint_files import UnsafeCheckpointError, refused_message
+
+    try:
+        return auto.from_pretrained(src)
+    except (pickle.UnpicklingError, OSError) as error:
+        text = f"{error} {error.__cause__ or ''} {error.__context__ or ''}"
+        if isinstance(error, pickle.UnpicklingError) or "Weights only load failed" in text:
+            weights = next((src / name for name in ("pytorch_model.bin", "model.bin") if (src / name).exists()), src)
+            raise UnsafeCheckpointError(refused_message(str(weights), text)) from None
+        raise
+
+
+def write_fairseq_vocabulary(src: Path, out: Path, vocab_size: int) -> TextIds:
+    """``dict.txt`` and the tokenizer's files of a release directory: this command's ``spm.model`` +
+    ``dict.txt`` copied back, else GPT-2 BPE from ``vocab.json`` + ``merges.txt``."""
+    from . import gpt2_vocab
+
+    if (src / "spm.model").is_file() and (src / "dict.txt").is_file():
+        shutil.copyfile(src / "spm.model", out / "spm.model")
+        shutil.copyfile(src / "dict.txt", out / "dict.txt")
+        rows = len(gpt2_vocab.read_dict_symbols(out / "dict.txt")) + 5
+        text_ids = TextIds(out / "dict.txt", spm_model=out / "spm.model")
+    else:
+        vocab = json.loads(require(src / "vocab.json", "the tokenizer's vocabulary (or spm.model + dict.txt)")
+                           .read_text(encoding="utf-8"))
+        merges = require(src / "merges.txt", "the tokenizer's BPE merges")
+        encoder, symbols = gpt2_vocab.hf_to_fairseq(vocab)
+        gpt2_vocab.write_dict(out / "dict.txt", symbols)
+        (out / "encoder.json").write_text(json.dumps(encoder, ensure_ascii=False), encoding="utf-8")
+        shutil.copyfile(merges, out / "vocab.bpe")
+        rows = len(symbols) + 5
+        text_ids = TextIds(out / "dict.txt", bpe_dir=out)
+    if rows != vocab_size:
+        raise ValueError(f"the tokenizer gives {rows} rows with <mask>, config.json vocab_size {vocab_size}")
+    return text_ids
+
+
+def hf_to_fairseq(args) -> str:
+    from . import import_transformers
+    transformers = import_transformers()
+
+    from . import bart, roberta
+    from .release import build_model, save_release
+    from ..tools.binarize import atomic_directory
+
+    src = args.from_hf
+    config = transformers.AutoConfig.from_pretrained(src)
+    if config.model_type not in ("roberta", "bart"):
+        raise ValueError(f"{src}/config.json: model_type {config.model_type!r}; roberta and bart convert")
+    is_bart = config.model_type == "bart"
+    classifier = any("ForSequenceClassification" in a for a in (config.architectures or []))
+    if is_bart and classifier:
+        raise ValueError(f"{src}: a BART sequence classifier; BartForConditionalGeneration converts")
+    auto = (transformers.AutoModelForSeq2SeqLM if is_bart else
+            transformers.AutoModelForSequenceClassification if classifier else transformers.AutoModelForMaskedLM)
+    hf_model = load_hf_weights(auto, src).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(src)
+    head = (args.head or "sentence_classification_head") if classifier else None
+    if is_bart:
+        model_args = bart.fairseq_args(config)
+        state = bart.hf_to_fairseq_state(hf_model.state_dict())
+    else:
+        model_args = roberta.fairseq_args(config)
+        model_args[model_args.index("--activation-fn") + 1] = FAIRSEQ_ACTIVATION[config.hidden_act]
+        state = roberta.hf_to_fairseq_state(hf_model.state_dict(), head)
+
+    with atomic_directory(args.out, COMMAND) as out:
+        text_ids = write_fairseq_vocabulary(src, out, config.vocab_size)
+        fs_model, fs_args = build_model(model_args, out, head, getattr(config, "num_labels", None))
+        missing, unexpected = fs_model.load_state_dict(state, strict=False)
+        missing = [k for k in missing if not (head and k.startswith("encoder.lm_head."))]
+        if missing or unexpected:
+            raise ValueError(f"parameters not mapped: missing {missing}, unexpected {unexpected}")
+        save_release(out, fs_model, fs_args)
+        if is_bart:
+            worst = compare_bart(hf_model, tokenizer, fs_model, text_ids, args.tolerance)
+        else:
+            worst = compare_roberta(hf_model, tokenizer, fs_model, text_ids, args.tolerance, head)
+    if is_bart:
+        kind = f"BART, {config.encoder_layers}+{config.decoder_layers} layers, dim {config.d_model}"
+    else:
+        kind = (f"RoBERTa {f'classifier (head {head})' if head else 'masked LM'}, {config.num_hidden_layers} layers, "
+                f"dim {config.hidden_size}")
+    use = (f"PRETRAINED={args.out} GPT2_BPE={args.out} bash recipes/<recipe>.sh" if text_ids.bpe_dir
+           else f"--finetune-from-model {args.out}/model.pt on data written with {args.out}/spm.model")
+    return (f"wrote {args.out}: fairseq {kind}, vocabulary {config.vocab_size}; max |logit difference| vs HF "
+            f"{worst:.2e}\nuse it: {use}")
+
+
+# ---------------------------------------------------------------------------------------------
+# fairseq -> HF
+
+def find_beside(start: Path, name: str, fallbacks=(), missing: Optional[str] = None) -> Path:
+    """``name`` in ``start`` or the first of ``fallbacks`` holding it; else an error (``missing``, or one naming
+    the options that give it)."""
+    for directory in (start, *fallbacks):
+        if directory is not None and (Path(directory) / name).is_file():
+            return Path(directory) / name
+    raise FileNotFoundError(missing or f"no {name} beside {start}: give its location (--dict / --gpt2-bpe)")
+
+
+def fairseq_text_ids(args, checkpoint: Path, data: Optional[Path], dict_path: Path, symbols) -> TextIds:
+    """GPT-2 BPE files for a dictionary of GPT-2 labels, else the sentencepiece model the data was written with."""
+    if is_gpt2_dictionary(symbols) and args.spm_model is None:
+        bpe_dir = args.gpt2_bpe or checkpoint.parent
+        require(bpe_dir / "encoder.json", "GPT-2 BPE; give --gpt2-bpe DIR")
+        require(bpe_dir / "vocab.bpe", "GPT-2 BPE; give --gpt2-bpe DIR")
+        return TextIds(dict_path, bpe_dir=bpe_dir)
+    if args.gpt2_bpe is not None:
+        raise ValueError(f"{dict_path} holds pieces, not GPT-2 BPE ids (e.g. {symbols[0]!r}): the data was written "
+                         "with sentencepiece (--spm-model, not --gpt2-bpe)")
+    if args.spm_model is not None:
+        return TextIds(dict_path, spm_model=require(args.spm_model, "the sentencepiece model, --spm-model"))
+    up = [data, data.parent if data else None, data.parent.parent if data else None]
+    return TextIds(dict_path, spm_model=find_beside(
+        checkpoint.parent, "spm.model", up,
+        missing=f"{dict_path} holds pieces, not GPT-2 BPE ids (e.g. {symbols[0]!r}), and no spm.model is beside "
+                f"{checkpoint} or its data: give the sentencepiece model the data was written with (--spm-model), "
+                "or --gpt2-bpe DIR for GPT-2 BPE data"))
+
+
+def write_hf_tokenizer(transformers, text_ids: TextIds, symbols, out: Path, max_length: int, family: str):
+    """The tokenizer of the export (``tokenizer.json`` and its config), with the files ``--from-hf`` reads back."""
+    from . import gpt2_vocab
+    from .tokenizer import sentencepiece_tokenizer
+
+    if text_ids.spm_model is not None:
+        tokenizer = sentencepiece_tokenizer(transformers, text_ids.spm_model, symbols, max_length,
+                                            str(text_ids.dict_path))
+        shutil.copyfile(text_ids.spm_model, out / "spm.model")
+        shutil.copyfile(text_ids.dict_path, out / "dict.txt")
+    else:
+        encoder = json.loads((text_ids.bpe_dir / "encoder.json").read_text(encoding="utf-8"))
+        vocab = gpt2_vocab.fairseq_to_hf(encoder, symbols)
+        (out / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
+        shutil.copyfile(text_ids.bpe_dir / "vocab.bpe", out / "merges.txt")
+        fast = transformers.BartTokenizerFast if family == "bart" else transformers.RobertaTokenizerFast
+        tokenizer = fast.from_pretrained(out, model_max_length=max_length)
+    tokenizer.save_pretrained(out)
+
+
+def fairseq_to_hf(args) -> str:
+    from . import import_transformers
+    transformers = import_transformers()
+
+    from ..data.dictionaries import check_dictionary_file
+    from . import bart, gpt2_vocab, roberta
+
+    src = args.from_fairseq
+    checkpoint = src / "model.pt" if src.is_dir() else src
+    require(checkpoint, "the fairseq checkpoint")
+    state = load_fairseq_checkpoint(checkpoint)
+    model_cfg = checkpoint_model_cfg(state)
+    task_cfg = state["cfg"]["task"] if state.get("cfg") else None
+    data = task_cfg.get("data") if task_cfg is not None else getattr(state.get("args"), "data", None)
+    data = Path(data) if data and data != "." else None  # the training data directory the checkpoint names
+    dict_path = args.dict or find_beside(checkpoint.parent, "dict.txt",
+                                        [data, data / "input0" if data else None])
+    weights = state["model"]
+    check_dictionary_file(state, checkpoint, str(dict_path), args.trust_dictionary,
+                          also=[str(checkpoint.parent / "dict.txt")])
+    symbols = gpt2_vocab.read_dict_symbols(dict_path)
+    text_ids = fairseq_text_ids(args, checkpoint, data, dict_path, symbols)
+    if bart.is_bart(weights):
+        return export_bart(transformers, args, checkpoint, model_cfg, weights, text_ids, symbols)
+    if roberta.FS + "embed_tokens.weight" not in weights:
+        arch = getattr(model_cfg, "_name", None) or getattr(model_cfg, "arch", None) or "another kind of"
+        raise ValueError(f"{checkpoint} holds a {arch} model: fairseq RoBERTa encoders and BART encoder-decoders "
+                         "convert to Hugging Face")
+    return export_roberta(transformers, args, checkpoint, model_cfg, task_cfg, data, weights, text_ids, symbols)
+
+
+def vocabulary_rows(symbols, rows: int, dict_path: Path) -> None:
+    if len(symbols) + 5 != rows:
+        raise ValueError(f"{dict_path} gives {len(symbols) + 5} rows with <mask>, the checkpoint has {rows}")
+
+
+def export_bart(transformers, args, checkpoint: Path, model_cfg, weights, text_ids: TextIds, symbols) -> str:
+    from . import bart
+    from ..tools.binarize import atomic_directory
+
+    bart.check_exportable(model_cfg, weights)
+    vocabulary_rows(symbols, weights["encoder.embed_tokens.weight"].shape[0], text_ids.dict_path)
+    heads = sorted({k.split(".")[1] for k in weights if k.startswith("classification_heads.")})
+    config = transformers.BartConfig(**bart.hf_config(model_cfg, weights))
+    hf_model = transformers.BartForConditionalGeneration(config).eval()
+    missing, unexpected = hf_model.load_state_dict(bart.fairseq_to_hf_state(weights), strict=False)
+    if missing or unexpected:
+        raise ValueError(f"parameters not mapped: missing {missing}, unexpected {unexpected}")
+    with atomic_directory(args.out, COMMAND) as out:
+        write_hf_tokenizer(transformers, text_ids, symbols, out, config.max_position_embeddings, "bart")
+        hf_model.save_pretrained(out)
+        reloaded = transformers.AutoModelForSeq2SeqLM.from_pretrained(out).eval()
+        fs_model = fairseq_bart(model_cfg, text_ids.dict_path, weights)
+        worst = compare_bart(reloaded, transformers.AutoTokenizer.from_pretrained(out), fs_model, text_ids,
+                             args.tolerance)
+    left = f" (classification heads {heads} not exported)" if heads else ""
+    return (f"wrote {args.out}: BartForConditionalGeneration, {config.encoder_layers}+{config.decoder_layers} layers, "
+            f"dim {config.d_model}{left}; max |logit difference| vs fairseq {worst:.2e}")
+
+
+def fairseq_bart(model_cfg, dict_path: Path, weights):
+    """The checkpoint's BART rebuilt as plain fairseq BART (to compare logits with)."""
+    import tempfile
+
+    from .release import build_model, model_options
+
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copyfile(dict_path, Path(tmp) / "dict.txt")
+        options = model_options(Namespace(**{**vars(model_cfg), "arch": "bart_base"}))
+        model, _ = build_model(options, Path(tmp))
+    wanted = {k: v for k, v in weights.items() if not k.startswith("classification_heads.")}
+    missing, unexpected = model.load_state_dict(wanted, strict=False)
+    if [k for k in missing if "output_projection" not in k] or unexpected:
+        raise ValueError(f"the checkpoint does not rebuild as fairseq BART: missing {missing}, unexpected {unexpected}")
+    return model
+
+
+def export_roberta(transformers, args, checkpoint: Path, model_cfg, task_cfg, data, weights, text_ids: TextIds,
+                   symbols) -> str:
+    from . import roberta
+    from ..tools.binarize import atomic_directory
+
+    heads = sorted({k.split(".")[1] for k in weights if k.startswith("classification_heads.")})
+    head = args.head
+    task_name = task_cfg.get("_name") if task_cfg is not None else None
+    if head is None and task_name == "sentence_prediction" and len(heads) == 1:
+        head = heads[0]
+    if head is not None and head not in heads:
+        raise ValueError(f"{checkpoint} has no classification head {head!r} (heads: {heads or 'none'})")
+    if getattr(model_cfg, "encoder_normalize_before", False) or not getattr(model_cfg, "layernorm_embedding", True):
+        raise ValueError("only post-LayerNorm RoBERTa (fairseq's roberta architectures) converts to HF")
+    if head is not None and getattr(model_cfg, "pooler_activation_fn", "tanh") != "tanh":
+        raise ValueError(f"head {head!r} uses {model_cfg.pooler_activation_fn}: HF's RoBERTa classifier is tanh")
+    activation = getattr(model_cfg, "activation_fn", "gelu")
+    if activation not in HF_ACTIVATION:
+        raise ValueError(f"activation {activation!r} has no HF equivalent")
+
+    shape = roberta.shape_of(weights)
+    vocabulary_rows(symbols, shape["vocab"], text_ids.dict_path)
+    num_labels = weights[f"classification_heads.{head}.out_proj.weight"].shape[0] if head else None
+    config_kwargs = roberta.hf_config(shape, model_cfg.encoder_attention_heads, model_cfg.dropout,
+                                      model_cfg.attention_dropout, HF_ACTIVATION[activation], num_labels)
+    labels = label_names(data, num_labels) if head else None
+    if labels:
+        config_kwargs.update(id2label=dict(enumerate(labels)), label2id={l: i for i, l in enumerate(labels)})
+    config = transformers.RobertaConfig(**config_kwargs)
+    auto = transformers.RobertaForSequenceClassification if head else transformers.RobertaForMaskedLM
+    hf_model = auto(config).eval()
+    missing, unexpected = hf_model.load_state_dict(roberta.fairseq_to_hf_state(weights, head), strict=False)
+    missing = [k for k in missing if "position_ids" not in k]
+    if missing or unexpected:
+        raise ValueError(f"parameters not mapped: missing {missing}, unexpected {unexpected}")
+
+    with atomic_directory(args.out, COMMAND) as out:
+        write_hf_tokenizer(transformers, text_ids, symbols, out, shape["max_positions"], "roberta")
+        hf_model.save_pretrained(out)
+        reloaded = (transformers.AutoModelForSequenceClassification if head
+                    else transformers.AutoModelForMaskedLM).from_pretrained(out).eval()
+        fs_model = fairseq_from_weights(model_cfg, shape, text_ids.dict_path, weights, head, num_labels)
+        worst = compare_roberta(reloaded, transformers.AutoTokenizer.from_pretrained(out), fs_model, text_ids,
+                                args.tolerance, head)
+    kind = f"RobertaForSequenceClassification (head {head}, {num_labels} labels)" if head else "RobertaForMaskedLM"
+    return f"wrote {args.out}: {kind}; max |logit difference| vs fairseq {worst:.2e}"
+
+
+def label_names(data, num_labels: int):
+    """Class names of a ``sentence_prediction`` checkpoint (its ``label/dict.txt``), or None."""
+    path = Path(data) / "label" / "dict.txt" if data else None
+    if path is None or not path.is_file():
+        return None
+    from .gpt2_vocab import read_dict_symbols
+    names = read_dict_symbols(path)
+    return names[:num_labels] if len(names) >= num_labels else None
+
+
+def fairseq_from_weights(model_cfg, shape, dict_path: Path, weights, head, num_labels):
+    """The checkpoint's model rebuilt as plain fairseq RoBERTa (to compare logits with)."""
+    import tempfile
+
+    from .release import build_model
+
+    model_args = ["--arch", "roberta_base", "--encoder-layers", str(shape["layers"]),
+                  "--encoder-embed-dim", str(shape["dim"]), "--encoder-ffn-embed-dim", str(shape["ffn"]),
+                  "--encoder-attention-heads", str(model_cfg.encoder_attention_heads),
+                  "--max-positions", str(shape["max_positions"]),
+                  "--activation-fn", getattr(model_cfg, "activation_fn", "gelu")]
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copyfile(dict_path, Path(tmp) / "dict.txt")
+        model, _ = build_model(model_args, Path(tmp), head, num_labels)
+    wanted = {k: v for k, v in weights.items()
+              if not k.startswith("classification_heads.") or k.startswith(f"classification_heads.{head}.")}
+    model.load_state_dict(wanted, strict=True)
+    return model
