@@ -66,10 +66,7 @@ plot_runs "$OUT/valid_loss.svg" loss "FE-MLM vs MLM: in-domain valid loss under 
 
 echo "[3/4] MR fine-tuning ($EPOCHS epochs, seeds: $SEEDS)"
 for row in $ROWS; do
-    for seed in $SEEDS; do
-        stage "fe_mlm_ft_${row}__seed$seed" "$WORK/logs/fe_mlm_ft_${row}__seed$seed.log" \
-            finetune_and_score "$row" "$OUT/$row/checkpoint_last.pt" "$seed" "$EPOCHS" "$OUT/results" "$OUT/finetune"
-    done
+    finetune_seeds fe_mlm "$row" "$OUT/$row/checkpoint_last.pt" "$OUT/results" "$OUT/finetune"
 done
 
 if [ "${FE_PROBE:-1}" != 0 ]; then

@@ -248,6 +248,16 @@ finetune_and_score() {
     score_on_mr "$save/checkpoint_best.pt" "$results/${row}__seed$seed"
 }
 
+# finetune_seeds RECIPE ROW INIT RESULTS_DIR SAVE_ROOT: finetune_and_score ROW from INIT for every seed of
+# SEEDS ($EPOCHS epochs), each the stage RECIPE_ft_ROW__seedS (log: $WORK/logs/RECIPE_ft_ROW__seedS.log)
+finetune_seeds() {
+    local recipe=$1 row=$2 init=$3 results=$4 save_root=$5 seed
+    for seed in $SEEDS; do
+        stage "${recipe}_ft_${row}__seed$seed" "$WORK/logs/${recipe}_ft_${row}__seed$seed.log" \
+            finetune_and_score "$row" "$init" "$seed" "$EPOCHS" "$results" "$save_root"
+    done
+}
+
 # score_on_mr CHECKPOINT PREFIX: accuracy and macro-F1 on MR valid and test -> PREFIX.{valid,test}.json
 # (one process, the model loaded once)
 score_on_mr() {

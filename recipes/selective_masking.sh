@@ -45,10 +45,7 @@ general_model
 GENEPT="$GENERAL_CHECKPOINT"
 
 echo "[2/6] fine-tune GenePT on MR (also the no-TaskPT row; seeds: $SEEDS)"
-for seed in $SEEDS; do
-    stage "sm_ft_no-TaskPT__seed$seed" "$WORK/logs/sm_ft_no-TaskPT__seed$seed.log" \
-        finetune_and_score no-TaskPT "$GENEPT" "$seed" "$EPOCHS" "$OUT/results" "$OUT/finetune"
-done
+finetune_seeds sm no-TaskPT "$GENEPT" "$OUT/results" "$OUT/finetune"
 CLASSIFIER="$OUT/finetune/no-TaskPT__seed${SEEDS%% *}/checkpoint_best.pt"
 
 echo "[3/6] Downstream Mask: buffer scoring of the MR texts (delta $DELTA)"
@@ -173,10 +170,7 @@ done
 
 echo "    fine-tuning the TaskPT models on MR"
 for row in $ROWS; do
-    for seed in $SEEDS; do
-        stage "sm_ft_${row}__seed$seed" "$WORK/logs/sm_ft_${row}__seed$seed.log" \
-            finetune_and_score "$row" "${INIT[$row]}" "$seed" "$EPOCHS" "$OUT/results" "$OUT/finetune"
-    done
+    finetune_seeds sm "$row" "${INIT[$row]}" "$OUT/results" "$OUT/finetune"
 done
 
 seed=${SEEDS%% *}
