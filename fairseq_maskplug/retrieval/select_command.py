@@ -147,9 +147,10 @@ def pass_parts(parts: str, kind: str, num_shards: int, options: dict):
 
 
 def run_shard(args, shard, target, target_texts: int, started: float) -> int:
-    """Shard ``I`` of ``N`` (module docstring): pass 1 counts the buckets of its documents; with every
-    shard's counts (the corpus distribution, exact: integer sums), pass 2 weighs its documents; the merging
-    process (rank 0 of a launch, or ``fairseq-maskplug-merge-shards OUT``) draws from all the weights."""
+    """Shard ``I`` of ``N`` (the command's docstring, ``preprocess/select_dsir.py``): pass 1 counts the buckets of
+    its documents; with every shard's counts (the corpus distribution, exact: integer sums), pass 2 weighs its
+    documents; the merging process (rank 0 of a launch, or ``fairseq-maskplug-merge-shards OUT``) draws from all
+    the weights."""
     from ..data.track_shards import shard_lines
     from .corpus import count_lines
     from .dsir import bucket_counts, log_ratio, normalised
