@@ -82,12 +82,11 @@ def line_counts(tokens, lines: range, size: int):
     return counts
 
 
-def shared_counts(inputs, counted, general_prefix, general_tokens):
+def shared_counts(inputs, counted, general_fingerprint: str, general_tokens):
     """``{"domain": the target's TF, "general": the general split's line frequencies}``, over the count split
-    (``counted``: its :class:`~fairseq_maskplug.tools.producer.CountedSplit`) and the general split, counted in one
-    process or summed over every shard's part (the module docstring); None when independent jobs must be run
-    again."""
-    from fairseq_maskplug.data.side_info import token_fingerprint
+    (``counted``: its :class:`~fairseq_maskplug.tools.producer.CountedSplit`) and the general split (its fingerprint
+    recorded in the parts), counted in one process or summed over every shard's part (the module docstring); None
+    when independent jobs must be run again."""
     from fairseq_maskplug.data.track_shards import shard_lines
     from fairseq_maskplug.tools.producer import summed_arrays
 
@@ -100,7 +99,7 @@ def shared_counts(inputs, counted, general_prefix, general_tokens):
 
     return counted.shared("counts", count, summed_arrays, "token counts",
                           "each skips its counts and writes its lines of the tracks",
-                          {"general": token_fingerprint(general_prefix)}, n_lines=len(general_tokens))
+                          {"general": general_fingerprint}, n_lines=len(general_tokens))
 
 
 def difference_scores(options: DifferenceOptions, inputs):
@@ -122,8 +121,9 @@ def difference_scores(options: DifferenceOptions, inputs):
     general_prefix, general_tokens = load_split(options.general, options.general_split, dictionary)
     embeddings = input_embeddings(options.checkpoint, data, len(dictionary))
     counted = counted_split(COMMAND, options.count_split, inputs)
-    inputs.recorded.update(general=token_fingerprint(general_prefix), **checkpoint_identity(options.checkpoint))
-    shared = shared_counts(inputs, counted, general_prefix, general_tokens)
+    general_fingerprint = token_fingerprint(general_prefix)
+    inputs.recorded.update(general=general_fingerprint, **checkpoint_identity(options.checkpoint))
+    shared = shared_counts(inputs, counted, general_fingerprint, general_tokens)
     if shared is None:
         return None
     domain_counts, general_lines = shared["domain"], shared["general"]
@@ -135,7 +135,7 @@ def difference_scores(options: DifferenceOptions, inputs):
     if len(chosen) < options.anchors:
         summary["warnings"].append(warn(f"--anchors {options.anchors}: only {len(chosen)} entries of {data} have "
                                         "a positive TF-ICF against the general corpus; those are the anchors"))
-    if token_fingerprint(general_prefix) == token_fingerprint(counted.prefix):
+    if general_fingerprint == counted.fingerprint:
         summary["warnings"].append(warn(f"--general {options.general} split {options.general_split} holds the same "
                                         f"tokens as the target's {options.count_split}: the anchors are the target's "
                                         "own rarest words, not what sets it apart from a general corpus"))

@@ -97,12 +97,15 @@ class CountingOptions:
 
 
 class CountedSplit:
-    """The split a counting producer counts first (:func:`counted_split`): ``prefix`` and ``tokens``, and its
-    passes (:meth:`shared`)."""
+    """The split a counting producer counts first (:func:`counted_split`): ``prefix``, ``tokens`` and their
+    ``fingerprint`` (read once), and its passes (:meth:`shared`)."""
 
     def __init__(self, command: str, split: str, inputs):
+        from ..data.side_info import token_fingerprint
+
         self.command, self.split, self.inputs = command, split, inputs
         self.prefix, self.tokens = load_split(inputs.data, split, inputs.dictionary)
+        self.fingerprint = token_fingerprint(self.prefix)
 
     def shared(self, kind: str, count: Callable, merge: Callable, what: str, second_run: str, recorded: dict = None,
                save: Callable = None, load: Callable = None, n_lines: int = None):
@@ -113,7 +116,6 @@ class CountedSplit:
         ``merge(every shard's value, in shard order)``, or None when independent jobs must be run again (``what``
         and ``second_run`` say so). ``recorded``: what the values depend on besides the split's tokens and the
         block size, compared between the shards' parts."""
-        from ..data.side_info import token_fingerprint
         from ..data.track_shards import shard_lines
         from .pass_parts import PassParts, counts_directory, load_arrays, make_parts_directory, save_arrays, shard_pass
 
@@ -124,7 +126,7 @@ class CountedSplit:
             return count(lines)
         parts_dir = counts_directory(inputs.data, self.split, inputs.names[0])
         make_parts_directory(parts_dir, self.command)
-        recorded = {"tokens": token_fingerprint(self.prefix), **(recorded or {}), "block_lines": inputs.block_lines}
+        recorded = {"tokens": self.fingerprint, **(recorded or {}), "block_lines": inputs.block_lines}
         parts = PassParts(parts_dir, kind, shard.num_shards, recorded, save or save_arrays, load or load_arrays)
         every = shard_pass(parts, shard, lines, n_lines, count, what, second_run)
         return None if every is None else merge(every)
@@ -134,11 +136,10 @@ def counted_split(command: str, split: str, inputs) -> CountedSplit:
     """The split a counting producer's ``values`` counts (``inputs``: a :class:`TokenProducer`'s), checked; its
     fingerprint recorded in the tracks' parts, and the directory where the shards exchange their counts
     (:func:`~.pass_parts.counts_directory`) checked before any counting."""
-    from ..data.side_info import token_fingerprint
     from .pass_parts import check_parts_directory, counts_directory
 
     counted = CountedSplit(command, split, inputs)
-    inputs.recorded["count_tokens"] = token_fingerprint(counted.prefix)
+    inputs.recorded["count_tokens"] = counted.fingerprint
     if inputs.shard.num_shards > 1:
         check_parts_directory(counts_directory(inputs.data, split, inputs.names[0]), command)
     return counted
