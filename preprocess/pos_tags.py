@@ -32,10 +32,10 @@ class PosOptions(SpacyTextOptions):
                               "sets the tags")
 
 
-def tag(nlp, texts, ranges, options: PosOptions, split: str):
+def tag(nlp, texts, ranges, options: PosOptions):
     from fairseq_maskplug.scoring.pos_tags import pos_tracks
 
-    rows, counts = pos_tracks(nlp, texts, ranges, options.batch_size, options.workers, desc=f"pos {split}")
+    rows, counts = pos_tracks(nlp, texts, ranges, options.batch_size, options.workers, desc=None)
     return rows, lambda: {"tokens_per_tag": dict(counts.most_common())}  # counted as the rows are written
 
 

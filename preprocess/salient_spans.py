@@ -57,11 +57,11 @@ def check_labels(nlp, options: SalientOptions) -> dict:
     return {"drop_labels": dropped}
 
 
-def find_spans(nlp, texts, ranges, options: SalientOptions, split: str):
+def find_spans(nlp, texts, ranges, options: SalientOptions):
     from fairseq_maskplug.scoring.entities import span_tracks
 
     rows, counts = span_tracks(nlp, texts, ranges, dropped_labels(options), options.batch_size, options.workers,
-                               desc=f"ner {split}")
+                               desc=None)
     return rows, counts.summary  # counted as the rows are written
 
 

@@ -58,12 +58,13 @@ def line_pos_track(text: str, byte_ranges: np.ndarray, words) -> np.ndarray:
 def pos_tracks(nlp, texts: Sequence[str], byte_ranges: Sequence[np.ndarray], batch_size: int = 256,
                workers: int = 1, desc: str = "pos"):
     """``(tracks, counts)``: a generator of every line's tag track, running ``nlp`` in batches with a progress
-    bar, and a Counter of the tags written (filled as the tracks are consumed)."""
+    bar named ``desc`` (None: none, where the caller shows its own), and a Counter of the tags written (filled as
+    the tracks are consumed)."""
     from ..common.progress import progress_bar
 
     counts = Counter()
     docs = progress_bar(nlp.pipe(texts, batch_size=batch_size, n_process=workers), total=len(texts), desc=desc,
-                        unit="line", disable=None)
+                        unit="line", disable=True if desc is None else None)
 
     def tracks():
         for text, ranges, doc in zip(texts, byte_ranges, docs):

@@ -38,8 +38,8 @@ class SpacyTextOptions:
 def spacy_values(command: str, load: Callable, check: Callable, annotate: Callable):
     """The ``values`` of a spaCy producer (the module docstring): ``load(model name) -> nlp``; ``check(nlp,
     options) -> dict``, its own checks (raise ValueError) and what they add to the parts' record; ``annotate(nlp,
-    texts, byte ranges, options, split) -> (rows, counts)``: a generator of the rows of these lines and
-    ``counts()``, called once they are written, the summary's entries. Its ``finish`` is :func:`add_counts`."""
+    texts, byte ranges, options) -> (rows, counts)``: a generator of the rows of these lines (without a progress
+    bar: the driver shows one) and ``counts()``, called once they are written, the summary's entries. Its ``finish`` is :func:`add_counts`."""
 
     def values(options, inputs):
         from itertools import islice
@@ -74,7 +74,7 @@ def spacy_values(command: str, load: Callable, check: Callable, annotate: Callab
             if not annotated:  # this shard's lines from here on, through one pipe
                 start = lines.numbers.start
                 annotated["rows"], annotated["counts"] = annotate(nlp, texts[start:stop], ranges[start:stop],
-                                                                  options, split)
+                                                                  options)
             return list(islice(annotated["rows"], len(lines)))
         return of_block
     return values

@@ -1,6 +1,9 @@
-"""Sentencepiece + fairseq-preprocess helpers shared by the data-preparation commands."""
+"""Sentencepiece + fairseq-preprocess helpers shared by the data-preparation commands: encode corpora one
+way with one ``dict.txt`` (:func:`encode_corpora`), write and binarize them (:func:`binarize_corpora`), keep an
+output whose manifest records the same settings (:func:`up_to_date`)."""
 
 import errno
+import json
 import os
 import shutil
 import signal
@@ -9,7 +12,7 @@ import sys
 from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterable, List, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Sequence, Tuple
 
 from ..common.atomic import is_write_failure, replaceable, temporary_name, tree_bytes, write_failed, write_owner
 from ..common.progress import progress_bar
@@ -130,6 +133,57 @@ def write_fairseq_dict(model: Path, encoded_train: Iterable[str], path: Path) ->
     write_lines(path, (f"{p} {counts.get(p, 0)}" for p in pieces))
 
 
+Corpora = Dict[str, Dict[str, Sequence[str]]]  # {corpus name: {split: lines}}
+
+
+def encode_corpora(corpora: Corpora, out: Path, *, gpt2_bpe: Path = None, srcdict: Path = None,
+                   spm_model: Path = None, spm_texts: Sequence[str] = (), vocab_size: int = 8000,
+                   counted: Sequence[str] = None) -> Corpora:
+    """Every split of every corpus encoded one way, and ``OUT/dict.txt`` for them all.
+
+    With ``gpt2_bpe`` (a released model's directory): fairseq's GPT-2 BPE, and the release's ``srcdict`` copied.
+    Else sentencepiece: ``spm_model`` copied to ``OUT/spm.model``, or a model of ``vocab_size`` pieces trained on
+    ``spm_texts`` (``OUT/spm.model`` and ``.vocab``), and a ``dict.txt`` counted over the train splits of the
+    corpora named in ``counted`` (every corpus by default)."""
+    if gpt2_bpe is not None:
+        shutil.copyfile(srcdict, out / "dict.txt")
+        return {name: {split: encode_gpt2(gpt2_bpe, lines, f"{name}.{split}") for split, lines in splits.items()}
+                for name, splits in corpora.items()}
+    if spm_model is None:
+        print(f"[data] training a sentencepiece model ({vocab_size} pieces) on {len(spm_texts):,} lines", flush=True)
+        model = train_sentencepiece(spm_texts, out / "spm", vocab_size)
+    else:
+        model = out / "spm.model"
+        shutil.copyfile(spm_model, model)
+    encoded = {name: {split: encode(model, lines, f"{name}.{split}") for split, lines in splits.items()}
+               for name, splits in corpora.items()}
+    write_fairseq_dict(model, [line for name in (counted or encoded) for line in encoded[name]["train"]],
+                       out / "dict.txt")
+    return encoded
+
+
+def binarize_corpora(corpora: Corpora, text: Path, destdir: Callable[[str], Path], srcdict: Path = None,
+                     suffix: str = "tok", workers: int = 2) -> None:
+    """Each corpus's splits written as ``TEXT/NAME.SPLIT.SUFFIX`` and binarized into ``destdir(NAME)`` by
+    :func:`fairseq_preprocess` (with ``srcdict``, or a dictionary of its own: labels)."""
+    for name, splits in corpora.items():
+        files = {}
+        for split, lines in splits.items():
+            files[split] = text / f"{name}.{split}.{suffix}"
+            write_lines(files[split], lines)
+        print(f"[data] binarizing {name} ({', '.join(files)})", flush=True)
+        fairseq_preprocess(destdir(name), files, srcdict=srcdict, workers=workers)
+
+
+def up_to_date(out: Path, settings: dict) -> bool:
+    """Whether ``OUT/manifest.json`` records these settings: the output is then kept as it is (said on stdout)."""
+    manifest = out / "manifest.json"
+    if manifest.exists() and json.loads(manifest.read_text()).get("settings") == settings:
+        print(f"[data] {out} is up to date", flush=True)
+        return True
+    return False
+
+
 #: fairseq-preprocess, stopped with its worker processes when the command that started it dies: a
 #: command killed with SIGKILL left them running, and they wrote into its temporary directory after
 #: the next run had removed it (Linux: the parent-death signal; elsewhere fairseq-preprocess as it is)
@@ -150,10 +204,14 @@ cli_main()
 """
 
 
-def fairseq_preprocess(destdir: Path, splits: dict, srcdict: Path = None, workers: int = 2) -> None:
-    """Run ``fairseq-preprocess --only-source`` on ``{"train": file, "valid": file, ...}``, in a child
-    process that ends with its workers when this process dies (:data:`PREPROCESS_UNTIL_PARENT_DIES`)."""
-    args = [sys.executable, "-c", PREPROCESS_UNTIL_PARENT_DIES, str(os.getpid()), "--only-source",
+def fairseq_preprocess(destdir: Path, splits: dict, srcdict: Path = None, workers: int = 2,
+                       pair: Tuple[str, str] = None) -> None:
+    """Run ``fairseq-preprocess --only-source`` on ``{"train": file, "valid": file, ...}`` (or, with ``pair``,
+    ``--source-lang SRC --target-lang TGT``, ``srcdict`` on both sides), in a child process that ends with its
+    workers when this process dies (:data:`PREPROCESS_UNTIL_PARENT_DIES`)."""
+    languages = ["--source-lang", pair[0], "--target-lang", pair[1], "--tgtdict", str(srcdict)] if pair else \
+        ["--only-source"]
+    args = [sys.executable, "-c", PREPROCESS_UNTIL_PARENT_DIES, str(os.getpid()), *languages,
             "--destdir", str(destdir), "--workers", str(workers)]
     for split, path in splits.items():
         args += [f"--{split}pref", str(path)]
