@@ -15,59 +15,61 @@ Example::
 
     fairseq-maskplug-span-labels --data work/bart/data/policy --split train \\
         --text work/bart/data/text/policy.train.txt --answers work/bart/data/text/policy.train.answers
+
+Prints a JSON summary: the contexts, and the mean and longest answer in tokens. In shards (``--num-shards N
+--shard-id I``, or the ranks of a torchrun/srun launch) as every producer (docs/scale.md).
 """
 
-import argparse
-import json
 import sys
+from dataclasses import dataclass
 
-from . import HelpFormatter, configure_tool_output, one_line_on_write_failure, split_name, track_name
+from fairseq_maskplug.common.option_ranges import option
+from fairseq_maskplug.tools.producer import TokenProducer, Track
 
-
-def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
-    parser.add_argument("--data", required=True, help="fairseq-preprocess output directory (holds dict.txt)")
-    parser.add_argument("--split", type=split_name, required=True, help="split to label, e.g. train")
-    parser.add_argument("--text", required=True, help="the raw contexts of the split, one line per binarized line")
-    parser.add_argument("--answers", required=True,
-                        help="one line per context: START END, character offsets of the answer (end exclusive)")
-    parser.add_argument("--name", type=track_name, default="answer_span",
-                        help="track name (span_policy's --label-track)")
-    parser.add_argument("--bpe", default="sentencepiece", choices=["sentencepiece", "gpt2"],
-                        help="how the binarized symbols spell text")
-    parser.add_argument("--gpt2-encoder-json", default=None, help="GPT-2 BPE encoder.json (with --bpe gpt2)")
-    return parser.parse_args(argv)
+COMMAND = "fairseq-maskplug-span-labels"
 
 
-@one_line_on_write_failure
-def main(argv=None) -> int:
-    configure_tool_output()
-    args = parse_args(argv)
-    from fairseq_maskplug.data import write_side_info
+@dataclass
+class SpanLabelOptions:
+    text: str = option(None, "the raw contexts of the split, one line per binarized line", required=True,
+                       recorded=False)
+    answers: str = option(None, "one line per context: START END, character offsets of the answer (end exclusive)",
+                          required=True, recorded=False)
+    bpe: str = option("sentencepiece", "how the binarized symbols spell text", choices=["sentencepiece", "gpt2"])
+    gpt2_encoder_json: str = option(None, "GPT-2 BPE encoder.json (with --bpe gpt2)")
+
+
+def answer_labels(options: SpanLabelOptions, inputs):
+    """Every context's label row (:func:`~fairseq_maskplug.data.answer_labels.label_row`), every line of ``--text``
+    and ``--answers`` checked before any is written."""
     from fairseq_maskplug.data.answer_labels import label_row
     from fairseq_maskplug.scoring.alignment import spelled_split
     from fairseq_maskplug.scoring.span_labels import answer_tokens, parse_answer
+    from fairseq_maskplug.tools.sharding import file_identity
 
-    try:
-        split_prefix, prefix, texts, ranges, (answers,) = spelled_split(
-            args.data, args.split, args.name, args.text, args.bpe, args.gpt2_encoder_json, also=[args.answers])
-        spans = [parse_answer(line, f"{args.answers}:{number}") for number, line in enumerate(answers, start=1)]
-        rows, lengths = [], []
-        for number, (text, byte_ranges, (start, end)) in enumerate(zip(texts, ranges, spans), start=1):
-            try:
-                first, last = answer_tokens(text, byte_ranges, start, end)
-            except ValueError as error:
-                raise ValueError(f"{args.answers}:{number}: {error}") from None
-            rows.append(label_row(len(byte_ranges), first, last))
-            lengths.append(last - first + 1)
-    except (ValueError, OSError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    write_side_info(prefix, rows, "uint8", tokens_prefix=split_prefix)
-    print(json.dumps({"track": prefix, "contexts": len(rows),
-                      "answer_tokens_mean": round(sum(lengths) / max(len(lengths), 1), 2),
-                      "answer_tokens_max": max(lengths, default=0)}))
-    return 0
+    if len(inputs.splits) != 1:
+        raise ValueError(f"--text {options.text} is the text of one split: give one --split, not "
+                         f"{' '.join(inputs.splits)}")
+    _, _, texts, ranges, (answers,) = spelled_split(inputs.data, inputs.splits[0], inputs.names[0], options.text,
+                                                    options.bpe, options.gpt2_encoder_json, also=[options.answers])
+    rows, lengths = [], []
+    for number, (text, byte_ranges, line) in enumerate(zip(texts, ranges, answers), start=1):
+        start, end = parse_answer(line, f"{options.answers}:{number}")
+        try:
+            first, last = answer_tokens(text, byte_ranges, start, end)
+        except ValueError as error:
+            raise ValueError(f"{options.answers}:{number}: {error}") from None
+        rows.append(label_row(len(byte_ranges), first, last))
+        lengths.append(last - first + 1)
+    inputs.recorded.update(**file_identity(options.text, "text"), **file_identity(options.answers, "answers"))
+    inputs.summary.update(contexts=len(rows), answer_tokens_mean=round(sum(lengths) / max(len(lengths), 1), 2),
+                          answer_tokens_max=max(lengths, default=0))
+    return lambda lines: rows[lines.numbers.start:lines.numbers.stop]
+
+
+PRODUCER = TokenProducer(COMMAND, __doc__, SpanLabelOptions, [Track("answer_span", "--label-track")],
+                         "uint8", answer_labels, splits=())
+main = PRODUCER.main
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from preprocess import informask, pmi_units
+from preprocess import informask, pmi_units, span_labels
 from preprocess.retrieve import main as retrieve_main
 from preprocess.select_dsir import main as select_main
 from test_producer_example import example
@@ -61,13 +61,29 @@ def run_retrieve(tiny, work, main=retrieve_main):
     return [out / name for name in ("provenance.tsv", "retrieved.ids", "retrieved.txt")]
 
 
+def run_span_labels(tiny, work, main=span_labels.main):
+    """Answers of one and two words after each line's first; the contexts as the tiny corpus's symbols spell them
+    read as sentencepiece pieces (no "\u2581": no space between them)."""
+    data = shutil.copytree(tiny / "bin", work / "bin")
+    for split in ("train", "valid"):
+        text, answers = work / f"{split}.contexts", work / f"{split}.answers"
+        lines = [line.split() for line in (tiny / f"{split}.txt").read_text().splitlines()]
+        text.write_text("".join("".join(words) + "\n" for words in lines))
+        answers.write_text("".join(f"{len(w[0])} {len(w[0]) + len(''.join(w[1:2 + i % 2]))}\n"
+                                   for i, w in enumerate(lines)))
+        assert main(["--data", str(data), "--split", split, "--text", str(text), "--answers", str(answers)]) == 0
+    return track_files(data, "answer_span")
+
+
 #: the module of each producer, for the code before issue 54 (which had no example producer)
-MODULES = {"pmi-units": "pmi_units", "informask": "informask", "select": "select_dsir", "retrieve": "retrieve"}
+MODULES = {"pmi-units": "pmi_units", "informask": "informask", "select": "select_dsir", "retrieve": "retrieve",
+           "span-labels": "span_labels"}
 
 PRODUCERS = {"pmi-units": run_pmi_units, "informask": run_informask, "example": run_example, "select": run_select,
-             "retrieve": run_retrieve}
+             "retrieve": run_retrieve, "span-labels": run_span_labels}
 
-#: {producer: {file name: SHA-256}} of commit 69005ea's outputs
+#: {producer: {file name: SHA-256}} of commit 69005ea's outputs (span-labels: of d0a9ae8's, before it moved onto
+#: TokenProducer; d684dbb writes the same)
 EXPECTED = {
     "example": {
         "train.long.bin": "43413ad6f725c4c75fd9b31bb900aa62319b07e90d7a2985eb58db393a653cd8",
@@ -94,6 +110,12 @@ EXPECTED = {
         "retrieved.ids": "83483bf00246cfd58537327cdf5d2dea589fe17b8092dea34482daa833ae2ee4",
         "retrieved.txt": "674eea948c7a1d405a78b805e5428f53c156d9c7ac9df83a9f14c6062e93eda6",
     },
+    "span-labels": {
+        "train.answer_span.bin": "feb9875de4282b30e8f2be6041023736ab1b9de905bdc58d93b50c491aa53e4f",
+        "train.answer_span.idx": "7a176bb93ac7f4f32cb40fb0148cd1361d45d7fcf7abf19c2c5d1be3bfc0340f",
+        "valid.answer_span.bin": "59fcafc20c5fcd7abaf82989c58af9084d13d8fc76f3ea274f65f85f8ace0a78",
+        "valid.answer_span.idx": "ff802ed8b7d1f72cb4d60883605576d56ce1d9b7f140cd82783365032b1eb557",
+    },
     "select": {
         "provenance.tsv": "fd36591d6d58d1e64a62fb3ea77d9af61d4c177b461c76876ac1b22499acff6e",
         "retrieved.ids": "9bb6e36fa0da0dc2f4bc583ab9447c265ac81df5f55af3301839941c5ec595ae",
@@ -107,6 +129,24 @@ def test_a_producer_writes_what_it_wrote_before(producer, tiny_data, tmp_path, c
     files = PRODUCERS[producer](tiny_data, tmp_path)
     capsys.readouterr()
     assert {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in files} == EXPECTED[producer]
+
+
+def test_span_labels_in_independent_shards_merged_write_the_same_bytes(tiny_data, tmp_path, capsys):
+    """Three shards of 16-line blocks (the valid split: 40 lines, three blocks), merged by merge-shards."""
+    from preprocess import merge_shards
+
+    def in_shards(argv):
+        for shard in range(3):
+            assert span_labels.main([*argv, "--num-shards", "3", "--shard-id", str(shard),
+                                     "--shard-block-lines", "16"]) == 0
+        return 0
+
+    files = run_span_labels(tiny_data, tmp_path, in_shards)
+    assert not any(path.exists() for path in files)  # parts only, until the merge
+    assert merge_shards.main([str(tmp_path / "bin")]) == 0
+    capsys.readouterr()
+    assert {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in files} == EXPECTED["span-labels"]
+    assert not list((tmp_path / "bin").glob("*shard*"))
 
 
 @pytest.mark.full

@@ -1,7 +1,7 @@
 """The command of every producer of per-token tracks of binarized splits (issue 54): :class:`TokenProducer`, a
 producer declared by its options and a function from a block of lines of a split to its values. ``score-pll``,
 ``annotate-importance``, ``score-spans``, ``score-importance``, ``informask``, ``difference``, ``pmi-units``,
-``pos-tags``, ``salient-spans`` and a producer of your own are declared on it.
+``pos-tags``, ``salient-spans``, ``span-labels`` and a producer of your own are declared on it.
 
 It checks the inputs and outputs before any work, takes its shard (:func:`~.sharding.start_producer`) and the
 options its values depend on (:class:`~.sharding.ShardedTrack`), then runs :func:`write_tracks`, the one loop:
