@@ -95,6 +95,7 @@ WRITES = ("manifest.json", "dict.txt", "text", "news", "probe")  # its output be
 
 
 def prepare(args) -> int:
+    """The command's work, steps 1 to 5 of the module docstring; returns 0."""
     check_demo_inputs(args, COMMAND, WRITES)
     from fairseq.data import Dictionary
 

@@ -89,6 +89,7 @@ WRITES = ("manifest.json", "dict.txt", "text", "general", "indomain", "mr")  # i
 
 
 def prepare(args) -> int:
+    """The command's work (the module docstring); returns 0."""
     check_demo_inputs(args, COMMAND, WRITES)
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in ("out", "cache")}
     if not args.mr_sentences:

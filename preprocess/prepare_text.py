@@ -113,6 +113,7 @@ def read_corpora(args) -> Tuple[Dict[str, Dict[str, List[str]]], Dict[str, Dict[
 
 
 def prepare(args) -> int:
+    """The command's work: every file read and checked, then the output written atomically; returns 0."""
     from fairseq_maskplug.common.atomic import check_output_directory
     from fairseq_maskplug.tools.binarize import atomic_directory, binarize_corpora, encode_corpora, write_lines
 

@@ -111,7 +111,8 @@ def span_tracks(nlp, texts: Sequence[str], byte_ranges: Sequence[np.ndarray], dr
                 batch_size: int = 256, workers: int = 1, desc: str = "ner"):
     """``(tracks, counts)``: a generator of every line's span-id track (``texts`` as the tokens
     spell them, ``byte_ranges`` from :func:`~.alignment.line_text`), running ``nlp`` in batches
-    with a progress bar named ``desc`` (None: none, where the caller shows its own), and the :class:`SpanCounts` that fills as the tracks are consumed."""
+    with a progress bar named ``desc`` (None: none, where the caller shows its own), and the
+    :class:`SpanCounts` that fills as the tracks are consumed."""
     from ..common.progress import progress_bar
 
     dropped_labels = tuple(dropped_labels)

@@ -39,7 +39,8 @@ def spacy_values(command: str, load: Callable, check: Callable, annotate: Callab
     """The ``values`` of a spaCy producer (the module docstring): ``load(model name) -> nlp``; ``check(nlp,
     options) -> dict``, its own checks (raise ValueError) and what they add to the parts' record; ``annotate(nlp,
     texts, byte ranges, options) -> (rows, counts)``: a generator of the rows of these lines (without a progress
-    bar: the driver shows one) and ``counts()``, called once they are written, the summary's entries. Its ``finish`` is :func:`add_counts`."""
+    bar: the driver shows one) and ``counts()``, called once they are written, the summary's entries. Its
+    ``finish`` is :func:`add_counts`."""
 
     def values(options, inputs):
         from itertools import islice
