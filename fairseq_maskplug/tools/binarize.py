@@ -137,13 +137,14 @@ Corpora = Dict[str, Dict[str, Sequence[str]]]  # {corpus name: {split: lines}}
 
 
 def encode_corpora(corpora: Corpora, out: Path, *, gpt2_bpe: Path = None, srcdict: Path = None,
-                   spm_model: Path = None, spm_texts: Sequence[str] = (), vocab_size: int = 8000,
+                   spm_model: Path = None, spm_texts: Sequence[str] = (), vocab_size: int,
                    counted: Sequence[str] = None) -> Corpora:
     """Every split of every corpus encoded one way, and ``OUT/dict.txt`` for them all.
 
     With ``gpt2_bpe`` (a released model's directory): fairseq's GPT-2 BPE, and the release's ``srcdict`` copied.
     Else sentencepiece: ``spm_model`` copied to ``OUT/spm.model``, or a model of ``vocab_size`` pieces trained on
-    ``spm_texts`` (``OUT/spm.model`` and ``.vocab``), and a ``dict.txt`` counted over the train splits of the
+    ``spm_texts`` (``OUT/spm.model`` and ``.vocab``; ``vocab_size``: the command's ``--vocab-size``, whose default
+    and range are declared there), and a ``dict.txt`` counted over the train splits of the
     corpora named in ``counted`` (every corpus by default)."""
     if gpt2_bpe is not None:
         shutil.copyfile(srcdict, out / "dict.txt")
