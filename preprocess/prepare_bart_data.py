@@ -126,7 +126,8 @@ def prepare(args) -> int:
         # GPT-2 BPE is byte-level; sentencepiece sees both splits (character coverage 1.0: no <unk>): either way
         # every line spells its text
         pieces = encode_corpora({"news": {"train": train, "valid": valid}}, out, gpt2_bpe=args.gpt2_bpe,
-                                srcdict=args.srcdict, spm_texts=train + valid, vocab_size=args.vocab_size)["news"]
+                                srcdict=args.srcdict, spm_texts=train + valid, vocab_size=args.vocab_size,
+                                lowercased=False)["news"]
         dictionary = Dictionary.load(str(out / "dict.txt"))
         surfaces = (TokenSurfaces.from_dictionary(dictionary, "gpt2", str(args.gpt2_bpe / "encoder.json"))
                     if args.gpt2_bpe is not None else TokenSurfaces.from_dictionary(dictionary, "sentencepiece"))

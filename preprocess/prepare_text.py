@@ -13,7 +13,8 @@
 
 Both may be repeated. Every corpus shares one sentencepiece model (``OUT/spm.model``, a unigram
 model trained on the training texts, ``--vocab-size``; or ``--spm-model`` to reuse one) and one
-``OUT/dict.txt``. Lines are whitespace-normalised; ``OUT/text/NAME.SPLIT.txt`` holds each split's
+``OUT/dict.txt``. Lines are whitespace-normalised, and lower-cased with ``--lowercase`` (recorded in
+``OUT/spm.text.json``, which the Hugging Face export reads); ``OUT/text/NAME.SPLIT.txt`` holds each split's
 text exactly as its tokens spell it (what ``salient-spans --text``, ``span-labels --text`` and
 ``retrieve`` take) and ``NAME.SPLIT.tok`` its pieces. An empty line, a labelled line without a
 tab or with an empty text is refused, naming file and line, before any work. The output is
@@ -52,6 +53,10 @@ def parse_args(argv=None):
                         help="sentencepiece vocabulary size (with no --spm-model)")
     parser.add_argument("--spm-model", type=Path, default=None,
                         help="an existing sentencepiece model to encode with instead of training one")
+    parser.add_argument("--lowercase", action="store_true",
+                        help="lower-case every text before anything else (off: the text's case is kept); recorded "
+                             "beside spm.model (spm.text.json), so the Hugging Face tokenizer the export writes "
+                             "lower-cases raw text as well")
     parser.add_argument("--workers", type=number("[1, inf)", int), default=2,
                         help="fairseq-preprocess worker processes (ours: 2; sentencepiece trains and encodes on "
                              "every core by itself); the output does not depend on it")
@@ -62,16 +67,18 @@ def parse_args(argv=None):
     names = [entry[0] for entry in args.unlabelled + args.labelled]
     if not names:
         parser.error("give at least one --unlabelled or --labelled corpus")
-    if len(set(names)) != len(names) or set(names) & {"text", "dict.txt", "spm.model", "spm.vocab"}:
+    if len(set(names)) != len(names) or set(names) & {"text", "dict.txt", "spm.model", "spm.vocab", "spm.text.json"}:
         parser.error(f"corpus names must differ from each other and from text, dict.txt, spm.*: {names}")
     return args
 
 
-def read_unlabelled(path: Path) -> List[str]:
-    """The lines of ``path``, whitespace-normalised; an empty line is refused with ``path:line``."""
+def read_unlabelled(path: Path, lowercase: bool = False) -> List[str]:
+    """The lines of ``path``, whitespace-normalised (and lower-cased with ``lowercase``); an empty line is refused
+    with ``path:line``."""
     lines = []
     for number_, line in enumerate(utf8_lines(path), start=1):
         text = " ".join(line.split())
+        text = text.lower() if lowercase else text
         if not text:
             raise ValueError(f"{path}:{number_}: empty line (every line is one text)")
         lines.append(text)
@@ -80,12 +87,14 @@ def read_unlabelled(path: Path) -> List[str]:
     return lines
 
 
-def read_labelled(path: Path) -> List[Tuple[str, str]]:
-    """``(label, text)`` of each ``label<TAB>text`` line of ``path``, refused with ``path:line``."""
+def read_labelled(path: Path, lowercase: bool = False) -> List[Tuple[str, str]]:
+    """``(label, text)`` of each ``label<TAB>text`` line of ``path`` (the text lower-cased with ``lowercase``, the
+    label never), refused with ``path:line``."""
     rows = []
     for number_, line in enumerate(utf8_lines(path), start=1):
         label, tab, text = line.rstrip("\n").partition("\t")
         text = " ".join(text.split())
+        text = text.lower() if lowercase else text
         if not tab or not label.strip() or not text or " " in label.strip():
             raise ValueError(f"{path}:{number_}: expected label<TAB>text (a one-word label and a non-empty text)")
         rows.append((label.strip(), text))
@@ -99,11 +108,12 @@ def read_corpora(args) -> Tuple[Dict[str, Dict[str, List[str]]], Dict[str, Dict[
     every file read and checked before any work."""
     texts, labels = {}, {}
     for name, train, valid in args.unlabelled:
-        texts[name] = {"train": read_unlabelled(Path(train)), "valid": read_unlabelled(Path(valid))}
+        texts[name] = {"train": read_unlabelled(Path(train), args.lowercase),
+                       "valid": read_unlabelled(Path(valid), args.lowercase)}
     for name, *files in args.labelled:
         texts[name], labels[name] = {}, {}
         for split, path in zip(("train", "valid", "test"), files):
-            rows = read_labelled(Path(path))
+            rows = read_labelled(Path(path), args.lowercase)
             labels[name][split] = [label for label, _ in rows]
             texts[name][split] = [text for _, text in rows]
         unknown = set(labels[name]["valid"] + labels[name].get("test", [])) - set(labels[name]["train"])
@@ -128,7 +138,7 @@ def prepare(args) -> int:
         text_dir.mkdir()
         training = [line for splits in texts.values() for line in splits["train"]]
         encoded = encode_corpora(texts, out, spm_model=args.spm_model, spm_texts=training,
-                                 vocab_size=args.vocab_size)
+                                 vocab_size=args.vocab_size, lowercased=args.lowercase)
         for name, splits in texts.items():
             for split, lines in splits.items():
                 write_lines(text_dir / f"{name}.{split}.txt", lines)
@@ -138,7 +148,7 @@ def prepare(args) -> int:
         manifest = {"corpora": {name: {split: len(lines) for split, lines in splits.items()}
                                 for name, splits in texts.items()},
                     "labelled": sorted(labels), "spm_model": str(args.spm_model or "trained"),
-                    "vocab_size": args.vocab_size}
+                    "vocab_size": args.vocab_size, "lowercase": args.lowercase}
         (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     print(f"[data] wrote {args.out}: {json.dumps(manifest['corpora'])}", flush=True)
     return 0

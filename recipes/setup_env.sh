@@ -2,8 +2,10 @@
 # Source this file: creates .venv at the repository root if missing, installs torch
 # 2.13.0 first (so nothing pulls CUDA packages), then this package with its
 # dependencies (fairseq-fixed on Python >= 3.11), and activates the environment.
-# Set MASKPLUG_EXTRAS=test to also install the test dependencies; MASKPLUG_CURRENT_PYTHON=1 to use an
-# environment where the plugin is installed already (below).
+# Set MASKPLUG_EXTRAS to install extras too, comma-separated (test, hf, spans, ...: pyproject.toml lists them): run
+# `MASKPLUG_EXTRAS=hf bash recipes/setup_env.sh` rather than `pip install -e ".[hf]"`, which brings back the
+# torchaudio this script removes (below). MASKPLUG_CURRENT_PYTHON=1 to use an environment where the plugin is
+# installed already (below).
 set -euo pipefail
 MASKPLUG_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export MASKPLUG_ROOT
@@ -24,15 +26,16 @@ if [ ! -x "$MASKPLUG_ROOT/.venv/bin/python" ]; then
 fi
 # shellcheck disable=SC1091
 source "$MASKPLUG_ROOT/.venv/bin/activate"
-stamp="$MASKPLUG_ROOT/.venv/.maskplug-installed-${MASKPLUG_EXTRAS:-base}"
-# the base install is in every stamp's (an environment set up with extras has the base too)
+# One stamp per extra installed (.maskplug-installed-base for the package alone); MASKPLUG_EXTRAS=hf,spans asks for
+# each of them. A stamp older than the package's metadata (pyproject.toml) installs again.
+IFS=, read -r -a maskplug_extras <<< "${MASKPLUG_EXTRAS:-}"
 maskplug_installed() {
-    local s
-    for s in "$MASKPLUG_ROOT"/.venv/.maskplug-installed-*; do
-        [ -f "$s" ] && [ ! "$MASKPLUG_ROOT/setup.py" -nt "$s" ] \
-            && { [ "$s" = "$stamp" ] || [ -z "${MASKPLUG_EXTRAS:-}" ]; } && return 0
+    local extra s
+    for extra in base ${maskplug_extras[@]+"${maskplug_extras[@]}"}; do
+        s="$MASKPLUG_ROOT/.venv/.maskplug-installed-$extra"
+        [ -f "$s" ] && [ ! "$MASKPLUG_ROOT/pyproject.toml" -nt "$s" ] || return 1
     done
-    return 1
+    return 0
 }
 if ! maskplug_installed; then
     # pip's own output goes to a log (it is long, and mostly warnings); its tail is shown if it fails
@@ -55,7 +58,9 @@ if ! maskplug_installed; then
         echo "[setup] removed torchaudio: built for another torch, it cannot be imported (fairseq's speech tasks" \
              "need it; the plugin's do not)"
     fi
-    touch "$stamp"
+    for extra in base ${maskplug_extras[@]+"${maskplug_extras[@]}"}; do
+        touch "$MASKPLUG_ROOT/.venv/.maskplug-installed-$extra"
+    done
     echo "[setup] done"
 fi
 # fairseq emits hundreds of FutureWarnings (torch.cuda.amp, torch.jit) per run; hide only those.

@@ -80,8 +80,17 @@ def test_a_spacy_producer_without_spacy_stops_naming_the_extra(tiny_data, tmp_pa
     assert result.returncode == 2, result.stderr[-2000:]
     error = result.stderr.strip().splitlines()
     assert len(error) == 1 and error[0].startswith("error: fairseq-maskplug-"), result.stderr[-2000:]
-    assert 'pip install -e ".[spans]"' in error[0] and "Traceback" not in result.stderr
+    assert "MASKPLUG_EXTRAS=spans bash recipes/setup_env.sh" in error[0] and "Traceback" not in result.stderr
     assert sorted(data.iterdir()) == before
+
+
+def test_a_module_missing_under_another_name_is_named_by_its_distribution():
+    """sentencepiece's model reader imports protobuf as ``google.protobuf``: a missing protobuf is named as the
+    distribution to install, not as ``No module named 'google'``."""
+    code = "import sys; sys.modules['google'] = None\n" \
+           "from fairseq_maskplug.interop import import_transformers\nimport_transformers()"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert "needs protobuf (imports as google.protobuf), which is not installed: the [hf] extra" in result.stderr
 
 
 def test_the_hf_extra_is_named_the_same_way():
@@ -91,7 +100,7 @@ def test_the_hf_extra_is_named_the_same_way():
            "from fairseq_maskplug.interop import import_transformers\nimport_transformers()"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert 'MissingExtra: the Hugging Face import and export needs transformers' in result.stderr
-    assert 'pip install -e ".[hf]"' in result.stderr
+    assert "the [hf] extra; MASKPLUG_EXTRAS=hf bash recipes/setup_env.sh" in result.stderr
     assert issubclass(MissingExtra, ImportError)
     with pytest.raises(ValueError, match="unknown extra"):
         require_extra("nope", "x")

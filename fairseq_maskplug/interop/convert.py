@@ -157,7 +157,7 @@ def write_fairseq_vocabulary(src: Path, out: Path, vocab_size: int) -> TextIds:
     from . import gpt2_vocab
 
     if (src / "spm.model").is_file() and (src / "dict.txt").is_file():
-        shutil.copyfile(src / "spm.model", out / "spm.model")
+        copy_sentencepiece(src / "spm.model", out)
         shutil.copyfile(src / "dict.txt", out / "dict.txt")
         rows = len(gpt2_vocab.read_dict_symbols(out / "dict.txt")) + 5
         text_ids = TextIds(out / "dict.txt", spm_model=out / "spm.model")
@@ -260,6 +260,16 @@ def fairseq_text_ids(args, checkpoint: Path, data: Optional[Path], dict_path: Pa
                 "or --gpt2-bpe DIR for GPT-2 BPE data"))
 
 
+def copy_sentencepiece(spm_model: Path, out: Path) -> None:
+    """``spm.model`` into ``out``, with the record of the text's case beside it when there is one
+    (:mod:`..common.text_case`): the copy lower-cases raw text as the original does."""
+    from ..common.text_case import record_path
+
+    shutil.copyfile(spm_model, out / "spm.model")
+    if record_path(spm_model).is_file():
+        shutil.copyfile(record_path(spm_model), record_path(out / "spm.model"))
+
+
 def write_hf_tokenizer(transformers, text_ids: TextIds, symbols, out: Path, max_length: int, family: str):
     """The tokenizer of the export (``tokenizer.json`` and its config), with the files ``--from-hf`` reads back."""
     from . import gpt2_vocab
@@ -268,7 +278,7 @@ def write_hf_tokenizer(transformers, text_ids: TextIds, symbols, out: Path, max_
     if text_ids.spm_model is not None:
         tokenizer = sentencepiece_tokenizer(transformers, text_ids.spm_model, symbols, max_length,
                                             str(text_ids.dict_path))
-        shutil.copyfile(text_ids.spm_model, out / "spm.model")
+        copy_sentencepiece(text_ids.spm_model, out)
         shutil.copyfile(text_ids.dict_path, out / "dict.txt")
     else:
         encoder = json.loads((text_ids.bpe_dir / "encoder.json").read_text(encoding="utf-8"))

@@ -15,6 +15,11 @@ Two kinds of data are trained here, and each gets a Hugging Face fast tokenizer 
 - **GPT-2 BPE** (fairseq's RoBERTa and BART releases): ``RobertaTokenizerFast`` over the
   ``vocab.json`` and ``merges.txt`` the export writes (:mod:`.gpt2_vocab`).
 
+Data written from lower-cased text (the demo's, ``prepare-text --lowercase``: recorded beside the model,
+:mod:`..common.text_case`) is lower-cased first by both :func:`sentencepiece_ids` and the tokenizer
+(a ``Lowercase`` normalizer ahead of sentencepiece's), so ``"This Movie"`` and ``"this movie"`` give
+the same ids; data without the record is pieced as it is.
+
 Both add ``<s> ... </s>`` around a sentence (``<s> A </s></s> B </s>`` for a pair), as fairseq's
 ``masked_lm``, ``sentence_prediction`` and BART tasks do. ``<s> <pad> </s> <unk> <mask>`` written
 in raw text are read as those tokens (so ``fill-mask`` works), where sentencepiece spells them
@@ -24,6 +29,8 @@ as pieces.
 from functools import lru_cache
 from pathlib import Path
 from typing import List, Sequence, Tuple
+
+from ..common.text_case import is_lowercased
 
 SPECIALS = ("<s>", "<pad>", "</s>", "<unk>")  # fairseq's Dictionary rows 0-3
 MASK = "<mask>"
@@ -69,8 +76,9 @@ def sentencepiece_vocabulary(proto, symbols: Sequence[str], dict_path: str = "di
     return [(s, 0.0) for s in SPECIALS] + [(s, scores[s]) for s in symbols] + [(MASK, 0.0)]
 
 
-def sentencepiece_backend(proto, vocabulary):
-    """A ``tokenizers.Tokenizer`` that pieces text as sentencepiece does (normalizer, whitespace, Viterbi)."""
+def sentencepiece_backend(proto, vocabulary, lowercase: bool = False):
+    """A ``tokenizers.Tokenizer`` that pieces text as sentencepiece does (normalizer, whitespace, Viterbi), after
+    lower-casing it with ``lowercase`` (as the data was written)."""
     from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
     spec = proto.normalizer_spec
@@ -81,6 +89,8 @@ def sentencepiece_backend(proto, vocabulary):
     steps = [normalizers.Strip(left=False, right=True), normalizers.Replace(Regex(" {2,}"), "\u2581")]
     if spec.precompiled_charsmap:
         steps.insert(0, normalizers.Precompiled(spec.precompiled_charsmap))
+    if lowercase:
+        steps.insert(0, normalizers.Lowercase())
     tokenizer.normalizer = normalizers.Sequence(steps)
     tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always")
     tokenizer.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="always")
@@ -93,7 +103,8 @@ def sentencepiece_tokenizer(transformers, spm_model: Path, symbols: Sequence[str
                             dict_path: str = "dict.txt"):
     """``PreTrainedTokenizerFast`` giving fairseq's ids for raw text of sentencepiece data (module docstring)."""
     proto = read_sentencepiece(spm_model)
-    backend = sentencepiece_backend(proto, sentencepiece_vocabulary(proto, symbols, dict_path))
+    backend = sentencepiece_backend(proto, sentencepiece_vocabulary(proto, symbols, dict_path),
+                                    lowercase=is_lowercased(spm_model))
     return transformers.PreTrainedTokenizerFast(
         tokenizer_object=backend, model_max_length=max_length, bos_token="<s>", eos_token="</s>",
         unk_token="<unk>", pad_token="<pad>", cls_token="<s>", sep_token="</s>", mask_token=MASK)
@@ -101,7 +112,9 @@ def sentencepiece_tokenizer(transformers, spm_model: Path, symbols: Sequence[str
 
 def sentencepiece_ids(spm_model: Path, dictionary, text: str) -> List[int]:
     """What fairseq was trained on for ``text``: its pieces as the data was written, their ``dict.txt``
-    rows, between ``<s>`` and ``</s>`` (the reference the exported tokenizer is checked against)."""
+    rows, between ``<s>`` and ``</s>`` (the reference the exported tokenizer is checked against); lower-cased
+    first where the data was (:func:`is_lowercased`)."""
+    text = text.lower() if is_lowercased(spm_model) else text
     pieces = _sentencepiece(*_file_key(spm_model)).encode(text, out_type=str)
     return [dictionary.bos(), *dictionary.encode_line(" ".join(pieces), append_eos=False,
                                                       add_if_not_exist=False).tolist(), dictionary.eos()]

@@ -16,6 +16,7 @@ from typing import Callable, Dict, Iterable, List, Sequence, Tuple
 
 from ..common.atomic import is_write_failure, replaceable, temporary_name, tree_bytes, write_failed, write_owner
 from ..common.progress import progress_bar
+from ..common.text_case import write_case_record
 
 
 @contextmanager
@@ -138,14 +139,15 @@ Corpora = Dict[str, Dict[str, Sequence[str]]]  # {corpus name: {split: lines}}
 
 def encode_corpora(corpora: Corpora, out: Path, *, gpt2_bpe: Path = None, srcdict: Path = None,
                    spm_model: Path = None, spm_texts: Sequence[str] = (), vocab_size: int,
-                   counted: Sequence[str] = None) -> Corpora:
+                   lowercased: bool, counted: Sequence[str] = None) -> Corpora:
     """Every split of every corpus encoded one way, and ``OUT/dict.txt`` for them all.
 
     With ``gpt2_bpe`` (a released model's directory): fairseq's GPT-2 BPE, and the release's ``srcdict`` copied.
     Else sentencepiece: ``spm_model`` copied to ``OUT/spm.model``, or a model of ``vocab_size`` pieces trained on
     ``spm_texts`` (``OUT/spm.model`` and ``.vocab``; ``vocab_size``: the command's ``--vocab-size``, whose default
     and range are declared there), and a ``dict.txt`` counted over the train splits of the
-    corpora named in ``counted`` (every corpus by default)."""
+    corpora named in ``counted`` (every corpus by default). ``lowercased``: whether the corpora's text was
+    lower-cased, recorded beside ``OUT/spm.model`` (:mod:`..common.text_case`) for the readers of raw text."""
     if gpt2_bpe is not None:
         shutil.copyfile(srcdict, out / "dict.txt")
         return {name: {split: encode_gpt2(gpt2_bpe, lines, f"{name}.{split}") for split, lines in splits.items()}
@@ -156,6 +158,7 @@ def encode_corpora(corpora: Corpora, out: Path, *, gpt2_bpe: Path = None, srcdic
     else:
         model = out / "spm.model"
         shutil.copyfile(spm_model, model)
+    write_case_record(model, lowercased)
     encoded = {name: {split: encode(model, lines, f"{name}.{split}") for split, lines in splits.items()}
                for name, splits in corpora.items()}
     write_fairseq_dict(model, [line for name in (counted or encoded) for line in encoded[name]["train"]],
