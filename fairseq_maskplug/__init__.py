@@ -15,23 +15,25 @@ from ._version import __version__  # noqa: F401
 
 
 class _LoadPluginAfterFairseq:
-    """A ``sys.meta_path`` finder that lets fairseq import as usual and then imports :mod:`.plugin`."""
+    """A ``sys.meta_path`` finder that lets fairseq and this package's modules import as usual and then, once
+    fairseq is imported and no module of this package is half-way through its own import (one of them may be
+    what imports fairseq), imports :mod:`.plugin` (:func:`_load_plugin_when_ready`)."""
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname != "fairseq":
+        if fullname != "fairseq" and not fullname.startswith(__name__ + "."):
             return None
-        from importlib.machinery import PathFinder
-
-        sys.meta_path[:] = [finder for finder in sys.meta_path if finder is not self]  # once
-        spec = PathFinder.find_spec(fullname, path)
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        spec.loader = _ThenPlugin(spec.loader)
-        return spec
+        for finder in sys.meta_path:
+            spec = None if finder is self or not hasattr(finder, "find_spec") else \
+                finder.find_spec(fullname, path, target)
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _ThenPlugin(spec.loader)
+                return spec
+        return None
 
 
 class _ThenPlugin:
-    """fairseq's loader, followed by the plugin's import once fairseq's ``__init__`` has run."""
+    """A module's own loader, then :func:`_load_plugin_when_ready`."""
 
     def __init__(self, loader):
         self.loader = loader
@@ -41,10 +43,27 @@ class _ThenPlugin:
 
     def exec_module(self, module):
         self.loader.exec_module(module)
-        from . import plugin  # noqa: F401
+        _load_plugin_when_ready(module.__name__)
 
-    def __getattr__(self, name):  # get_resource_reader, is_package, ... as fairseq's own loader answers them
+    def __getattr__(self, name):  # get_resource_reader, is_package, ... as the module's own loader answers them
         return getattr(self.loader, name)
+
+
+def _initializing(module) -> bool:
+    return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
+
+
+def _load_plugin_when_ready(just_loaded: str) -> None:
+    """Import :mod:`.plugin` (and stop watching imports) if fairseq is imported and no module of this package but
+    ``just_loaded`` is still executing: the plugin imports them all, and a half-initialised one would break it."""
+    fairseq = sys.modules.get("fairseq")
+    if fairseq is None or (_initializing(fairseq) and just_loaded != "fairseq"):
+        return
+    if any(name != just_loaded and _initializing(module) for name, module in list(sys.modules.items())
+           if name == __name__ or name.startswith(__name__ + ".")):
+        return
+    sys.meta_path[:] = [finder for finder in sys.meta_path if not isinstance(finder, _LoadPluginAfterFairseq)]
+    from . import plugin  # noqa: F401
 
 
 def _after_fairseq() -> None:

@@ -20,11 +20,12 @@ from fairseq_maskplug.data import SIDE_INFO_DTYPES, check_aligned, side_info_pre
 from fairseq_maskplug.data.indexed_files import open_checked
 from fairseq_maskplug.data.side_info_text import side_info_rows_from_text
 
-from . import HelpFormatter, split_name, track_name
+from . import HelpFormatter, add_version, split_name, track_name
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    add_version(parser)
     parser.add_argument("--tokens", required=True, help="tokenized text given to fairseq-preprocess")
     parser.add_argument("--values", required=True, help="one whitespace-separated number per token, one line per line")
     parser.add_argument("--destdir", required=True, help="fairseq-preprocess output directory")

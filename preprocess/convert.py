@@ -36,11 +36,12 @@ from pathlib import Path
 
 from fairseq_maskplug.common.option_ranges import number
 
-from . import HelpFormatter, add_user_dir, configure_tool_output, import_user_dir
+from . import HelpFormatter, add_version, add_user_dir, configure_tool_output, import_user_dir
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    add_version(parser)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--from-hf", type=Path, metavar="DIR",
                         help="HF RoBERTa or BART directory (config.json, model.safetensors, and vocab.json + "

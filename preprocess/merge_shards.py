@@ -20,12 +20,13 @@ import glob
 import os
 import sys
 
-from . import HelpFormatter, command_main
+from . import HelpFormatter, add_version, command_main
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(prog="fairseq-maskplug-merge-shards", description=__doc__,
                                      formatter_class=HelpFormatter)
+    add_version(parser)
     parser.add_argument("data", help="the producer's --data: the directory its shards wrote their parts in (a "
                                      "sentence_prediction root: its input0/); or retrieve's or select's --out")
     return parser.parse_args(argv)

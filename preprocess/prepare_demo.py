@@ -40,7 +40,7 @@ from fairseq_maskplug.tools.binarize import (atomic_directory, binarize_corpora,
                                              up_to_date)
 from fairseq_maskplug.common.option_ranges import number
 
-from . import HelpFormatter, command_main
+from . import HelpFormatter, add_version, command_main
 
 def add_demo_data_options(parser, seed_help: str) -> None:
     """``--out``, ``--cache``, ``--seed`` and the encoding (``--vocab-size``, or ``--gpt2-bpe`` with ``--srcdict``),
@@ -74,6 +74,7 @@ def check_demo_inputs(args, command: str, writes) -> None:
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    add_version(parser)
     add_demo_data_options(parser, "seed of the fixed splits and subsamples")
     parser.add_argument("--general-sentences", type=number("[0, inf)", int),
                         default=40000, help="news sentences kept (0: all)")

@@ -36,13 +36,14 @@ from typing import Dict, List, Tuple
 from fairseq_maskplug.common.option_ranges import number
 from fairseq_maskplug.common.text_lines import utf8_lines
 
-from . import HelpFormatter, command_main
+from . import HelpFormatter, add_version, command_main
 
 COMMAND = "fairseq-maskplug-prepare-text"
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    add_version(parser)
     parser.add_argument("--out", type=Path, required=True,
                         help="output directory: new, empty, or this command's earlier output (replaced atomically)")
     parser.add_argument("--unlabelled", nargs=3, action="append", default=[], metavar=("NAME", "TRAIN", "VALID"),

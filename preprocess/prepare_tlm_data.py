@@ -37,7 +37,7 @@ from fairseq_maskplug.data.demo_sources import (PATTERN, REVIEWS_MEMBER, TMTOOLK
 from fairseq_maskplug.tools.binarize import (atomic_directory, encode, encode_gpt2, fairseq_preprocess, gpt2_bpe_files,
                                              write_lines)
 
-from . import HelpFormatter
+from . import HelpFormatter, add_version
 
 
 def grouped(units, size: int):
@@ -165,6 +165,7 @@ def external_step(args) -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    add_version(parser)
     parser.add_argument("step", choices=["corpus", "external"], help="which step to run")
     parser.add_argument("--demo", type=Path, required=True,
                         help="prepare_demo output (dict.txt, text/, and spm.model or the GPT-2 BPE its manifest names)")

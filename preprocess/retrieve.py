@@ -31,7 +31,7 @@ from fairseq_maskplug.common.option_ranges import number
 from fairseq_maskplug.retrieval.retrieve_command import run
 from fairseq_maskplug.tools.sharding import add_shard_options
 
-from . import HelpFormatter, command_main
+from . import HelpFormatter, add_version, command_main
 
 
 def parse_args(argv=None):
@@ -40,6 +40,7 @@ def parse_args(argv=None):
 
     parser = argparse.ArgumentParser(prog="fairseq-maskplug-retrieve", description=__doc__,
                                      formatter_class=HelpFormatter)
+    add_version(parser)
     parser.add_argument("--corpus", required=True, help="general corpus: UTF-8, one document per line")
     parser.add_argument("--queries", help="task texts: UTF-8, one query per line, none empty (without it: "
                                           "only build --index)")

@@ -33,13 +33,14 @@ from fairseq_maskplug.common.option_ranges import number
 from fairseq_maskplug.retrieval.select_command import COMMAND, run
 from fairseq_maskplug.tools.sharding import add_shard_options
 
-from . import HelpFormatter, command_main
+from . import HelpFormatter, add_version, command_main
 
 
 def parse_args(argv=None):
     from fairseq_maskplug.retrieval.dsir import BUCKETS, NGRAMS
 
     parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__, formatter_class=HelpFormatter)
+    add_version(parser)
     parser.add_argument("--corpus", required=True, help="general corpus: UTF-8, one document per line")
     parser.add_argument("--target", required=True, help="the task's texts: UTF-8, one per line")
     parser.add_argument("--num-docs", required=True, type=number("[1, inf)", int),

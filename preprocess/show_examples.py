@@ -24,13 +24,14 @@ import sys
 
 from fairseq_maskplug.common.option_ranges import number
 
-from . import HelpFormatter, configure_tool_output, split_name
+from . import HelpFormatter, add_version, configure_tool_output, split_name
 
 
 def own_parser():
     # no abbreviations: "--task" (fairseq's) must not be read as our "--task-state"
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter, add_help=False,
                                      allow_abbrev=False, usage="%(prog)s DATA --task TASK [fairseq-train options] [-n N] [--split S]")
+    add_version(parser)
     parser.add_argument("-h", "--help", action="store_true", help="show this help (fairseq-maskplug-train --task "
                                                                    "TASK --help lists the task's options)")
     parser.add_argument("-n", type=number("[1, inf)", int), default=5, help="items to show")

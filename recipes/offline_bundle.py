@@ -59,7 +59,7 @@ EXTRAS = ("spans", "hf", "tensorboard")
 RUNS_WITHOUT = {"numba": "retrieval's MaxScore kernel (fairseq_maskplug/retrieval/maxscore.py): without it, "
                          "preprocess.retrieve takes its exhaustive numpy paths, slower on long queries"}
 # what the wheel of this package is built from (a copy, so the working tree gets no build/ folder)
-PACKAGE_FILES = ("setup.py", "README.md", "fairseq_maskplug", "preprocess")
+PACKAGE_FILES = ("pyproject.toml", "README.md", "LICENSE", "fairseq_maskplug", "preprocess")
 
 
 def python_version(text: str) -> str:

@@ -209,7 +209,12 @@ def user_error_message(error: BaseException):
 
 def main(argv=None, in_process: bool = True) -> int:
     """``fairseq-maskplug-train`` with ``argv``; 0 when training ran, 2 for bad input. With
-    ``in_process=False`` (the console command) a data-parallel worker ends here (:func:`leave_worker`)."""
+    ``in_process=False`` (the console command) a data-parallel worker ends here (:func:`leave_worker`).
+    ``--version`` prints the package's version (every command's :func:`~..tools.cli.version_line`)."""
+    if "--version" in (sys.argv[1:] if argv is None else argv):
+        from ..tools.cli import version_line
+        print(version_line("fairseq-maskplug-train"))
+        return 0
     from fairseq import options
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
     from fairseq.distributed import utils as distributed_utils

@@ -17,7 +17,7 @@ import torch
 
 from ..common.atomic import check_distinct_files, write_text
 from ..tools.checkpoints import check_writable
-from ..tools.cli import HelpFormatter, add_user_dir, configure_tool_output, import_user_dir, split_names
+from ..tools.cli import HelpFormatter, add_user_dir, add_version, configure_tool_output, import_user_dir, split_names
 from ..common.metrics import macro_f1
 from ..common.option_ranges import number
 
@@ -90,6 +90,7 @@ def evaluate(checkpoint: str, data: str, split: str, batch_size: int = 64, trust
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="fairseq-maskplug-evaluate", description=__doc__,
                                      formatter_class=HelpFormatter)
+    add_version(parser)
     parser.add_argument("--checkpoint", required=True,
                         help="classifier checkpoint (sentence_prediction, joint_mlm_classification or tlm)")
     parser.add_argument("--data", required=True,

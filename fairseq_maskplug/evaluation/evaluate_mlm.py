@@ -19,7 +19,7 @@ import sys
 import torch
 
 from ..common.option_ranges import number
-from ..tools.cli import HelpFormatter, add_user_dir, command_main, import_user_dir, split_name
+from ..tools.cli import HelpFormatter, add_user_dir, add_version, command_main, import_user_dir, split_name
 
 
 class FixedMaskScorer:
@@ -80,6 +80,7 @@ class FixedMaskScorer:
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(prog="fairseq-maskplug-evaluate-mlm", description=__doc__,
                                      formatter_class=HelpFormatter)
+    add_version(parser)
     parser.add_argument("checkpoints", nargs="+", help="masked-LM checkpoints (any of the package's MLM tasks)")
     parser.add_argument("--data", required=True,
                         help="binarized token data (a sentence_prediction root: its input0/)")

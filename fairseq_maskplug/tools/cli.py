@@ -205,7 +205,23 @@ def package_dir() -> str:
     return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # this file is in tools/
 
 
-def print_user_dir() -> None:
+def version_line(prog: str) -> str:
+    """What every command's ``--version`` prints: ``PROG VERSION`` (the one version, ``fairseq_maskplug._version``)."""
+    from .._version import __version__
+    return f"{prog} (fairseq-maskplug) {__version__}"
+
+
+def add_version(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """``--version``: print :func:`version_line` and exit 0, as every ``fairseq-maskplug-*`` command does."""
+    parser.add_argument("--version", action="version", version=version_line(parser.prog),
+                        help="print the package's version and exit")
+    return parser
+
+
+def print_user_dir(argv=None) -> None:
+    """``fairseq-maskplug-dir``: the directory ``fairseq-train --user-dir`` takes (``--version``: the version)."""
+    parser = add_version(argparse.ArgumentParser(prog="fairseq-maskplug-dir", description=print_user_dir.__doc__))
+    parser.parse_args(sys.argv[1:] if argv is None else argv)
     print(package_dir())
 
 

@@ -18,7 +18,7 @@ import os
 from typing import Callable, ContextManager, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..common.option_ranges import option
-from .cli import split_name
+from .cli import add_version, split_name
 
 
 class SplitTracks(NamedTuple):
@@ -291,6 +291,7 @@ class TokenProducer:
 
         parser = argparse.ArgumentParser(prog=self.command, description=self.description,
                                          formatter_class=HelpFormatter)
+        add_version(parser)
         parser.add_argument("--data", required=True, help="fairseq-preprocess output directory (holds dict.txt; a "
                             "sentence_prediction root: its input0/)")
         add_splits(parser, self.splits, "write the tracks for")
