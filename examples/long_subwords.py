@@ -1,12 +1,8 @@
-"""A producer in one file: a track marking the long subwords of binarized splits (1 where a token's piece,
-its word-start mark left out, has at least ``--min-length`` characters; 0 elsewhere and at special tokens),
-the kind of track ``examples/flagged_policy`` masks from ("Writing a producer" on docs/own-policy.md).
-
-It declares its options and one function of the tokens (:func:`long_subwords`); everything else comes from
-:class:`fairseq_maskplug.tools.producer.TokenProducer`: the command's options (``--data``, ``--splits``,
-``--name``, ``--num-shards``/``--shard-id``, ``--shard-block-lines`` and its own), every input and output checked
-before any work, the shards (torchrun/srun ranks, or independent jobs and ``fairseq-maskplug-merge-shards``), the
-tracks fingerprinted against the tokens and written atomically, one line for an error, a JSON summary.
+"""A producer in one file (docs/own-policy.md, "Writing a producer", shows this file as it is): a track that is
+1 where a token's piece, its word-start mark left out, has at least --min-length characters, 0 elsewhere and at
+the special tokens; examples/flagged_policy masks from it. TokenProducer gives it the command's options
+(--data, --splits, --name, the shard options and its own), checks before any work, shards and their merge,
+fingerprinted tracks written atomically, one-line errors and a JSON summary.
 
     python examples/long_subwords.py --data DATA --name long --min-length 7
 """
@@ -22,26 +18,17 @@ from fairseq_maskplug.tools.producer import TokenProducer, Track
 
 @dataclass
 class LongSubwordOptions:
-    min_length: int = option(7, "the shortest piece flagged, in characters", range="[1, inf)",
-                             source="ours")
-
-
-def long_entries(dictionary, min_length: int) -> np.ndarray:
-    """1.0 for each dictionary entry of at least ``min_length`` characters, its sentencepiece word-start mark
-    (``▁``) not counted; 0.0 for the others and for the special symbols."""
-    if min_length < 1:
-        raise ValueError(f"long_entries: min_length {min_length} < 1")
-    flags = np.array([float(len(dictionary[i].lstrip("\u2581")) >= min_length) for i in range(len(dictionary))])
-    flags[:dictionary.nspecial] = 0.0
-    return flags
+    min_length: int = option(7, "the shortest piece flagged, in characters", range="[1, inf)", source="ours")
 
 
 def long_subwords(options: LongSubwordOptions, inputs):
-    """The values of a block of lines: each token's flag (``inputs.dictionary``: the data's); the summary says how
-    many entries are flagged, of how many."""
-    flags = long_entries(inputs.dictionary, options.min_length)
-    inputs.summary.update(long_entries=int(flags.sum()), of=len(inputs.dictionary))
-    return lambda lines: [flags[line] for line in lines]
+    """The function of a block of lines: each token's flag, looked up by its id in ``inputs.dictionary`` (the
+    data's); the JSON summary says how many entries are flagged, of how many."""
+    dictionary = inputs.dictionary
+    flags = np.array([float(i >= dictionary.nspecial and len(dictionary[i].lstrip("\u2581")) >= options.min_length)
+                      for i in range(len(dictionary))])
+    inputs.summary.update(long_entries=int(flags.sum()), of=len(dictionary))
+    return lambda lines: [flags[line] for line in lines]  # one row per line, one value per token
 
 
 PRODUCER = TokenProducer("examples/long_subwords.py", __doc__, LongSubwordOptions,

@@ -32,13 +32,14 @@ def _guided_task(data, *flags):
 
 
 @pytest.mark.parametrize("flags, command", [
-    (["--mask-policy", "pmi"], "write it with: fairseq-maskplug-pmi-units --data {data} --splits train"),
-    (["--mask-policy", "ptw"], "write it with: fairseq-maskplug-pos-tags --data {data} --split train --text "
-                               "RAW_TEXT_OF_train"),
+    (["--mask-policy", "pmi"], "write it for train, valid and this split with: fairseq-maskplug-pmi-units --data "
+                               "{data} --splits train,valid"),
+    (["--mask-policy", "ptw"], "with: for split in train valid; do fairseq-maskplug-pos-tags --data {data} --split "
+                               "$split --text RAW_TEXT_OF_$split; done"),
     (["--mask-policy", "matched_random", "--matched-policy", "l3", "--mask-unit", "word"],
-     "write it with: fairseq-maskplug-score-pll --checkpoint VANILLA_MLM_CHECKPOINT --data {data} --splits train"),
+     "with: fairseq-maskplug-score-pll --checkpoint VANILLA_MLM_CHECKPOINT --data {data} --splits train,valid"),
     (["--mask-policy", "informask", "--informask-track", "rates"],
-     "write it with: fairseq-maskplug-informask --data {data} --splits train --name rates"),
+     "with: fairseq-maskplug-informask --data {data} --splits train,valid --name rates"),
     (["--mask-policy", "self_evolution", "--se-track", "hard"],
      "fairseq-maskplug-score-pll --metric unmasked --name hard --checkpoint MODEL_CHECKPOINT"),
 ])
@@ -184,8 +185,29 @@ def test_a_producer_that_marks_all_or_none_of_the_tokens_warns(caplog):
         line = warn_if_all_or_none("d/train.importance", 1.0, "important")
         assert warn_if_all_or_none("d/train.importance", 0.5, "important") == ""
     assert line.startswith("d/train.importance.bin: 100.0% of the tokens decided on are important")
-    assert [r.getMessage() for r in caplog.records] == [f"warning: {line}"]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"warning: {line} (expected at toy size? set MASKPLUG_EXPECT_DEGENERATE=1)"]
     assert warn_if_all_or_none("p", 0.001, "important").startswith("p.bin: 0.1% of the tokens")
+
+
+def test_degenerate_output_said_to_be_expected_is_logged_as_information(tiny_data, tmp_path, caplog, monkeypatch):
+    """MASKPLUG_EXPECT_DEGENERATE=1 (QUICK=1 sets it): the producer's line and training's line at load are INFO,
+    naming the variable; the producer's summary still lists the line."""
+    from fairseq_maskplug.tools.sharding import warn_if_all_or_none
+
+    monkeypatch.setenv("MASKPLUG_EXPECT_DEGENERATE", "1")
+    data = shutil.copytree(tiny_data / "bin", tmp_path / "bin")
+    result = check(run([BIN / "fairseq-maskplug-pmi-units", "--data", data, "--min-count", "100000"]))
+    assert "every token has the value 1" in json.loads(result.stdout.strip().splitlines()[-1])["warnings"][0]
+    assert "fairseq_maskplug.producers | expected: " in result.stderr and "warning:" not in result.stderr
+    with caplog.at_level(logging.INFO, logger="fairseq_maskplug"):
+        line = warn_if_all_or_none("d/train.importance", 1.0, "important")
+        _guided_task(data, "--mask-policy", "pmi").load_dataset("train")
+    assert line.startswith("d/train.importance.bin: 100.0% of the tokens decided on are important")
+    degenerate = [r for r in caplog.records if "every token has the value 1" in r.getMessage()
+                  or "100.0% of the tokens decided on" in r.getMessage()]
+    assert len(degenerate) == 2 and all(r.levelname == "INFO" and "MASKPLUG_EXPECT_DEGENERATE is set" in r.getMessage()
+                                        for r in degenerate)
 
 
 def test_a_shard_without_lines_says_so():

@@ -98,6 +98,33 @@ def test_a_dictionary_lacking_a_piece_is_refused_in_one_line(sp_data, tmp_path):
         sentencepiece_vocabulary(read_sentencepiece(model), symbols[:2] + ["zz-not-a-piece"] + symbols[2:])
 
 
+def test_data_written_lower_cased_gives_a_tokenizer_that_lower_cases_raw_text(sp_data, tmp_path):
+    """The record beside spm.model (``prepare-text --lowercase``, the demo) puts a Lowercase normalizer ahead
+    of sentencepiece's: "This Movie" and "this movie" get one set of ids, which is what fairseq's data holds for
+    the lower-cased text; without the record the case is kept (capitals become other pieces or <unk>)."""
+    import shutil
+
+    from fairseq_maskplug.common.text_case import is_lowercased, write_case_record
+    from fairseq_maskplug.interop.gpt2_vocab import read_dict_symbols
+    from fairseq_maskplug.interop.tokenizer import sentencepiece_tokenizer
+
+    _, model, dict_path, _ = sp_data
+    lower = shutil.copyfile(model, tmp_path / "spm.model")
+    assert not is_lowercased(lower)
+    cased = sentencepiece_tokenizer(transformers, lower, read_dict_symbols(dict_path), 64)
+    assert cased("This Movie")["input_ids"] != cased("this movie")["input_ids"]
+    write_case_record(lower, True)
+    assert is_lowercased(lower) and (tmp_path / "spm.text.json").is_file()
+    tokenizer = sentencepiece_tokenizer(transformers, lower, read_dict_symbols(dict_path), 64)
+    expected = reference_ids(lower, dict_path)
+    for text in ["This Movie", "THE MOVIE WAS GREAT", "Ünïcödé Wörds in Paris", *sentences(200, 3)]:
+        assert tokenizer(text)["input_ids"] == expected(text) == expected(text.lower()), text
+    assert tokenizer("This Movie")["input_ids"] == tokenizer("this movie")["input_ids"] == cased("this movie")["input_ids"]
+    (tmp_path / "spm.text.json").write_text('{"lowercase": "yes"}')
+    with pytest.raises(ValueError, match=r"spm.text.json: not a record of the text's case"):
+        is_lowercased(lower)
+
+
 # ---------------------------------------------------------------------------------------------
 # trained models out (full tier)
 
@@ -170,6 +197,19 @@ def best_generations(fs, hf, tokens, beam: int, steps: int, dictionary):
                              decoder_start_token_id=dictionary.eos())[0].tolist()
     hf_best = [t for t in hf_out[1:] if t != dictionary.pad()]  # the decoder's start </s> and beam padding off
     return fs_best, hf_best
+
+
+@pytest.mark.e2e
+@pytest.mark.full
+def test_a_t5_format_bart_is_refused_naming_its_sentinels(sp_data, tmp_path):
+    _, _, _, data = sp_data
+    check(run([BIN / "fairseq-train", data, "--user-dir", REPO / "fairseq_maskplug", *CPU_RUN, "--task",
+               "guided_denoising", "--criterion", "cross_entropy", *TINY_BART, "--max-update", "1",
+               "--target-format", "t5", "--leave-unmasked-prob", "0", "--random-token-prob", "0",
+               "--tokens-per-sample", "32", "--save-dir", tmp_path / "t5"]))
+    result = convert("--from-fairseq", tmp_path / "t5" / "checkpoint_last.pt", "--to", "hf", tmp_path / "hf")
+    assert result.returncode == 2 and not (tmp_path / "hf").exists()
+    assert "--target-format t5" in result.stderr and "100 T5 sentinels <extra_id_0> ... <extra_id_99>" in result.stderr
 
 
 @pytest.mark.e2e

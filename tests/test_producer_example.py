@@ -18,6 +18,18 @@ def example():
     return module
 
 
+def test_the_page_shows_the_whole_file_the_tests_run():
+    """docs/own-policy.md's producer block is examples/long_subwords.py as it is, imports included, so the code a
+    reader copies is the code these tests run."""
+    import re
+
+    page = (REPO / "docs" / "own-policy.md").read_text(encoding="utf-8")
+    section = page[page.index("## Writing a producer"):]
+    block = re.search(r"^```python\n(.*?)^```", section, re.S | re.M).group(1)
+    assert block == (REPO / "examples" / "long_subwords.py").read_text(encoding="utf-8")
+    assert "from fairseq_maskplug.tools.producer import TokenProducer, Track" in block
+
+
 def test_the_example_producer_marks_the_long_pieces_in_one_process_and_in_shards(tiny_data, tmp_path, capsys):
     from fairseq.data.indexed_dataset import MMapIndexedDataset
     from fairseq_maskplug.data import SideInfoDataset

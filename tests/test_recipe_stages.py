@@ -94,13 +94,17 @@ def test_quick_quickstart_runs_every_stage_and_says_it_is_a_smoke_run(tmp_path):
     for line, body in FIRST_STEPS:
         run_readme_block(tmp_path, line, body, preamble)
 
-    # the Hugging Face page on this run's model: the export with its tokenizer, the five-line script, the
-    # Trainer with a policy's collator; then raw text through HF gives fairseq's ids and logits
+    # the Hugging Face page on this run's model, top to bottom (its install line: tests/test_packaging.py): the
+    # export with its tokenizer, the five-line script, the BART of the salient-span step (the quick route's
+    # $W/first-steps/ssm, made by the BART page's block) exported and generating as fairseq does, the Trainer
+    # with a policy's collator; then raw text through HF gives fairseq's ids and logits, in any case
     from test_readme import RUNNABLE
+    ssm = [(line, body) for line, body in RUNNABLE if line.startswith("docs/bart-policies.md:")
+           and "--save-dir $W/first-steps/ssm" in body]
     hf_page = [(line, body) for line, body in RUNNABLE if line.startswith("docs/huggingface.md:")]
-    assert len(hf_page) == 3
+    assert len(ssm) == 1 and len(hf_page) == 4
     (tmp_path / "examples").symlink_to(REPO / "examples")  # the page runs examples/hf_trainer.py from the root
-    for line, body in hf_page:
+    for line, body in ssm + hf_page:
         run_readme_block(tmp_path, line, body, preamble)
     assert_hf_export_gives_fairseq_logits(tmp_path / "work_quick")
 
@@ -115,6 +119,8 @@ def assert_hf_export_gives_fairseq_logits(work):
     hf = transformers.AutoModelForMaskedLM.from_pretrained(work / "hf" / "general").eval()
     fs = fairseq_model(work / "general" / "checkpoint_last.pt")
     expected = reference_ids(work / "data" / "spm.model", work / "data" / "general" / "dict.txt")
+    # the demo's text was lower-cased: its tokenizer lower-cases raw text as the data was (spm.text.json)
+    assert tokenizer("This Movie")["input_ids"] == tokenizer("this movie")["input_ids"] == expected("this movie")
     for text in ("The film's plot wasn't great, but the actors were superb!", "  naïve café, 日本語 and 🙂",
                  "it is a <mask> movie"):
         ids = tokenizer(text, return_tensors="pt")["input_ids"]

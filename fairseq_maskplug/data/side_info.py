@@ -160,6 +160,18 @@ def check_aligned(token_sizes, side_sizes, *, split: str, name: str, path: str) 
         )
 
 
+def producer_command(producer: str, data: str, split: str) -> str:
+    """One command that writes a track for every split a training run reads (train, valid, and ``split`` if it is
+    another): the producer's ``--splits`` given them all, or a loop over them for a producer of one split at a time
+    (its ``RAW_TEXT_OF_{split}`` then names ``$split``); "" for a policy without a producer."""
+    if not producer:
+        return ""
+    splits = list(dict.fromkeys(["train", "valid", split]))
+    if "--splits {split}" in producer:
+        return producer.format(data=data, split=",".join(splits))
+    return f"for split in {' '.join(splits)}; do {producer.format(data=data, split='$split')}; done"
+
+
 def load_side_info(split_prefix: str, name: str, tokens, split: str, rule: ValueRule = FINITE,
                    without_fingerprint: bool = False, checksum: bool = False) -> SideInfoDataset:
     """Load track ``name`` of ``split_prefix`` and verify it against ``tokens``: its files' lengths (and,
@@ -167,10 +179,11 @@ def load_side_info(split_prefix: str, name: str, tokens, split: str, rule: Value
     fingerprint, and every value against ``rule``."""
     prefix = side_info_prefix(split_prefix, name)
     if not SideInfoDataset.exists(prefix):
-        written_by = rule.producer.format(data=os.path.dirname(split_prefix) or ".", split=split)
+        written_by = producer_command(rule.producer, os.path.dirname(split_prefix) or ".", split)
         raise FileNotFoundError(
             f"side information {name!r} for split {split!r} not found: expected "
-            f"{prefix}.bin and {prefix}.idx" + (f"; write it with: {written_by}" if written_by else "")
+            f"{prefix}.bin and {prefix}.idx" + (f"; write it for train, valid and this split with: {written_by}"
+                                                if written_by else "")
         )
     from .indexed_files import check_indexed_pair
 
@@ -185,7 +198,10 @@ def load_side_info(split_prefix: str, name: str, tokens, split: str, rule: Value
     logger.info("side information %r of split %r: %s", name, split, summary)
     warning = degenerate_message(prefix, summary)
     if warning:
-        logger.warning("side information %s", warning)
+        if degenerate_expected():
+            logger.info("side information %s (expected: %s is set)", warning, EXPECT_DEGENERATE)
+        else:
+            logger.warning("side information %s (expected at toy size? set %s=1)", warning, EXPECT_DEGENERATE)
     return side
 
 
@@ -264,6 +280,16 @@ class TrackSummary:
             if n >= share * self.count:
                 return f"{n / self.count:.1%} of the tokens have the value {value:.4g} (nearly constant)"
         return ""
+
+
+#: set to 1 to say that degenerate tracks are expected (toy-size runs: QUICK=1 sets it, and so do deliberately sparse
+#: tracks): the producers and training then log them as information, not as warnings
+EXPECT_DEGENERATE = "MASKPLUG_EXPECT_DEGENERATE"
+
+
+def degenerate_expected() -> bool:
+    """Whether the user said degenerate tracks are expected (:data:`EXPECT_DEGENERATE` set to 1)."""
+    return os.environ.get(EXPECT_DEGENERATE, "") not in ("", "0")
 
 
 def degenerate_message(prefix: str, summary: TrackSummary) -> str:

@@ -313,12 +313,25 @@ def fairseq_to_hf(args) -> str:
     symbols = gpt2_vocab.read_dict_symbols(dict_path)
     text_ids = fairseq_text_ids(args, checkpoint, data, dict_path, symbols)
     if bart.is_bart(weights):
+        refuse_t5_sentinels(checkpoint, task_cfg, weights["encoder.embed_tokens.weight"].shape[0], len(symbols))
         return export_bart(transformers, args, checkpoint, model_cfg, weights, text_ids, symbols)
     if roberta.FS + "embed_tokens.weight" not in weights:
         arch = getattr(model_cfg, "_name", None) or getattr(model_cfg, "arch", None) or "another kind of"
         raise ValueError(f"{checkpoint} holds a {arch} model: fairseq RoBERTa encoders and BART encoder-decoders "
                          "convert to Hugging Face")
     return export_roberta(transformers, args, checkpoint, model_cfg, task_cfg, data, weights, text_ids, symbols)
+
+
+def refuse_t5_sentinels(checkpoint: Path, task_cfg, rows: int, symbols: int) -> None:
+    """A ``guided_denoising --target-format t5`` checkpoint's vocabulary ends with T5's sentinels, which the
+    exported tokenizer would not know: refused, naming them (before the rows are compared)."""
+    if task_cfg is None or task_cfg.get("target_format") != "t5":
+        return
+    sentinels = rows - symbols - 5
+    raise ValueError(f"{checkpoint} was trained with --target-format t5: its {rows} embedding rows are the "
+                     f"dictionary's {symbols + 5} with <mask> and {sentinels} T5 sentinels <extra_id_0> ... "
+                     f"<extra_id_{sentinels - 1}>, which this export does not give the tokenizer; export a "
+                     "checkpoint of --target-format full or masked")
 
 
 def vocabulary_rows(symbols, rows: int, dict_path: Path) -> None:

@@ -255,8 +255,16 @@ def warn_if_all_or_none(prefix: str, share: float, what: str, near: float = 0.01
 
 
 def warn(line: str) -> str:
-    """Log ``line`` as a producer's warning (the recipes collect these: ``recipes/lib.sh``); returns it."""
+    """Log ``line`` as a producer's warning about its output (the recipes collect these: ``recipes/lib.sh``), or
+    as information where the user said such output is expected (``MASKPLUG_EXPECT_DEGENERATE=1``:
+    :func:`~..data.side_info.degenerate_expected`); returns it (the summary lists it either way)."""
     import logging
 
-    logging.getLogger("fairseq_maskplug.producers").warning("warning: %s", line)
+    from ..data.side_info import EXPECT_DEGENERATE, degenerate_expected
+
+    logger = logging.getLogger("fairseq_maskplug.producers")
+    if degenerate_expected():
+        logger.info("expected: %s (%s is set)", line, EXPECT_DEGENERATE)
+    else:
+        logger.warning("warning: %s (expected at toy size? set %s=1)", line, EXPECT_DEGENERATE)
     return line
