@@ -40,6 +40,7 @@ def test_finetune_from_guided_mlm_and_evaluate(tiny_data, tmp_path):
     record = json.loads((tmp_path / "valid.json").read_text())
     assert record == json.loads(scored.stdout.strip().splitlines()[-1])
     assert record["n"] == 40
+    assert ("a constant predictor" in scored.stderr) == (record["classes_predicted"] == 1)
     # the evaluator reproduces fairseq's own validation accuracy of the best checkpoint
     assert record["accuracy"] == pytest.approx(best, abs=0.01)  # percent, as fairseq logs it
     assert 0 < record["macro_f1"] <= 100

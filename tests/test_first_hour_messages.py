@@ -114,6 +114,9 @@ def test_a_share_of_the_cores_per_process_and_of_those_other_work_leaves():
     assert default_threads(2, 1) == 2 and default_threads(16, 4) == 4 and default_threads(2, 4) == 1
     assert default_threads(2, 1, busy=1) == 1 and default_threads(8, 2, busy=4) == 2
     assert default_threads(2, 1, busy=9) == 1  # never 0
+    from fairseq_maskplug.tools.threads import busy_cores, choice_line
+    assert busy_cores(2, 4.3) == 2 and busy_cores(16, 0.6) == 1  # a load average is not a count of cores
+    assert "load average 4.3 over the last minute, so about 2 of the 2 cores busy" in choice_line(1, 2, 1, 4.3)
     with pytest.raises(ValueError):
         default_threads(0, 1)
     assert local_processes({"LOCAL_WORLD_SIZE": "4"}) == 4

@@ -9,6 +9,7 @@ reference for "the ids fairseq was trained on" is sentencepiece's own pieces loo
 sentencepiece on 2,000 random strings; full tier: the trained models' exports.
 """
 
+import os
 import random
 from pathlib import Path
 
@@ -167,6 +168,11 @@ def test_roberta_on_sentencepiece_data_exports_with_a_tokenizer_that_gives_its_l
     assert {"tokenizer.json", "model.safetensors", "spm.model", "dict.txt", "config.json"} <= {
         p.name for p in out.iterdir()}
     assert not list(out.glob("*.bin"))
+    # every file as readable as a new file under the umask (safetensors wrote model.safetensors 0600)
+    umask = os.umask(0)
+    os.umask(umask)
+    assert {p.name: oct(p.stat().st_mode & 0o777) for p in out.iterdir()} == {
+        p.name: oct(0o666 & ~umask) for p in out.iterdir()}
     tokenizer = transformers.AutoTokenizer.from_pretrained(out)
     hf = transformers.AutoModelForMaskedLM.from_pretrained(out, use_safetensors=True).eval()
     fs = fairseq_model(trained["roberta"])

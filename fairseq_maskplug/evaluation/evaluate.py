@@ -2,24 +2,37 @@
 
     fairseq-maskplug-evaluate --checkpoint ck/checkpoint_best.pt --data data-bin/mr --split test
 
-prints one JSON object ``{"split", "n", "accuracy", "macro_f1", "units": "percent"}`` per split, in
-percent as fairseq logs ``accuracy`` (and writes it atomically to ``--output`` if given). Several splits
-(``--split valid,test``) are scored by one process, the model loaded once; ``--output`` then names each
-split's file with ``{split}``.
+prints one JSON object per split (and writes it atomically to ``--output`` if given):
+
+- ``split``, ``n`` (its sentences), ``accuracy`` and ``macro_f1`` in percent (``"units": "percent"``), as fairseq
+  logs ``accuracy``;
+- ``classes_predicted``: how many classes the predictions use; 1 is a constant predictor (its accuracy is that
+  class's share of the split, ``majority_share`` at best), also said in a ``note:`` line on stderr;
+- ``majority_share``: the share of the split's most frequent class (a constant predictor's best accuracy);
+- ``correct``: one character per sentence in the split's order, ``1`` where the prediction is right, ``0``
+  where it is wrong: what the paired comparisons of two models over the same sentences read.
+
+Several splits (``--split valid,test``) are scored by one process, the model loaded once; ``--output`` then
+names each split's file with ``{split}``.
 """
 
 import argparse
 import json
 import sys
 
-import numpy as np
-import torch
+from ..tools.cli import quiet_fairseq_import
 
-from ..common.atomic import check_distinct_files, write_text
-from ..tools.checkpoints import check_writable
-from ..tools.cli import HelpFormatter, add_user_dir, add_version, configure_tool_output, import_user_dir, split_names
-from ..common.metrics import macro_f1
-from ..common.option_ranges import number
+quiet_fairseq_import()  # before fairseq is imported (below): no tensorboardX hint ahead of the JSON
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from ..common.atomic import check_distinct_files, write_text  # noqa: E402
+from ..tools.checkpoints import check_writable  # noqa: E402
+from ..tools.cli import (HelpFormatter, add_user_dir, add_version, configure_tool_output,  # noqa: E402
+                         import_user_dir, split_names)
+from ..common.metrics import macro_f1  # noqa: E402
+from ..common.option_ranges import number  # noqa: E402
 
 
 def load_classifier(checkpoint: str, data: str, trust_dictionary: bool = False):
@@ -120,7 +133,11 @@ def main(argv=None) -> int:
         classifier = load_classifier(args.checkpoint, args.data, args.trust_dictionary)
         texts = {split: read_split(classifier, args.data, split) for split in outputs}  # all checked first
         for split, output in outputs.items():
-            line = json.dumps(score_split(classifier, texts[split], split, args.batch_size))
+            scores = score_split(classifier, texts[split], split, args.batch_size)
+            if scores["classes_predicted"] == 1:
+                print(f"note: {split}: the classifier predicted one class for every sentence (a constant predictor): "
+                      f"its accuracy is that class's share, {scores['majority_share']:.1f}% at most", file=sys.stderr)
+            line = json.dumps(scores)
             if output:
                 write_text(output, line + "\n")
             print(line, flush=True)

@@ -40,6 +40,7 @@ def atomic_directory(final: Path, command: str, legacy: Iterable[str] = ()):
     try:
         yield tmp
         write_owner(tmp, command)
+        umask_modes(tmp)
         if not replaceable(final, command, legacy):
             raise ValueError(f"{final} appeared while {command} ran and was not written by it: its output is "
                              "not kept")
@@ -54,6 +55,17 @@ def atomic_directory(final: Path, command: str, legacy: Iterable[str] = ()):
         final.rename(old)
     tmp.rename(final)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def umask_modes(directory: Path) -> None:
+    """Give every file under ``directory`` the mode a new file gets under the process's umask (0644 under 022):
+    a library that writes through a temporary file (safetensors' ``model.safetensors``) leaves it 0600, unreadable
+    to the other users the rest of the output is readable to."""
+    umask = os.umask(0)
+    os.umask(umask)
+    for path in Path(directory).rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            path.chmod((0o777 if path.stat().st_mode & 0o100 else 0o666) & ~umask)
 
 
 def write_lines(path: Path, lines: Iterable[str]) -> None:

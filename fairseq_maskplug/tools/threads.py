@@ -55,18 +55,25 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
-def busy_cores() -> int:
-    """The cores other work keeps busy: the one-minute load average, rounded (0 where unknown)."""
+def load_average() -> float:
+    """The one-minute load average: runnable processes, averaged (0 where unknown)."""
     try:
-        return int(round(os.getloadavg()[0]))
+        return float(os.getloadavg()[0])
     except (AttributeError, OSError):
-        return 0
+        return 0.0
 
 
-def choice_line(threads: int, cores: int, processes: int, busy: int) -> str:
-    """The line that says what was chosen, and how to choose otherwise."""
-    return (f"torch threads per process: {threads} ({cores} cores, {processes} process(es) of this run here, "
-            f"about {busy} busy with other work; set OMP_NUM_THREADS to choose)")
+def busy_cores(cores: int, load: float) -> int:
+    """The cores other work keeps busy: the load average, rounded, and at most every core (a load of 4 on 2
+    cores is 2 busy cores and processes waiting)."""
+    return min(cores, int(round(load)))
+
+
+def choice_line(threads: int, cores: int, processes: int, load: float) -> str:
+    """The line that says what was chosen, from what, and how to choose otherwise."""
+    return (f"torch threads per process: {threads} ({cores} cores, {processes} process(es) of this run here; "
+            f"load average {load:.1f} over the last minute, so about {busy_cores(cores, load)} of the {cores} "
+            "cores busy with other work; set OMP_NUM_THREADS to choose)")
 
 
 def choose_threads(environ=os.environ) -> Optional[str]:
@@ -75,14 +82,14 @@ def choose_threads(environ=os.environ) -> Optional[str]:
     logged, or None when the user's ``OMP_NUM_THREADS`` stands."""
     if environ.get("OMP_NUM_THREADS", "").strip():
         return None
-    cores, processes, busy = available_cores(), local_processes(environ), busy_cores()
-    threads = default_threads(cores, processes, busy)
+    cores, processes, load = available_cores(), local_processes(environ), load_average()
+    threads = default_threads(cores, processes, busy_cores(cores, load))
     environ["OMP_NUM_THREADS"] = str(threads)
     for key in ("MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         environ.setdefault(key, str(threads))
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(threads)
-    line = choice_line(threads, cores, processes, busy)
+    line = choice_line(threads, cores, processes, load)
     logger.info(line)
     return line
 
@@ -99,11 +106,11 @@ def main(argv=None) -> int:
     parser.add_argument("--processes", type=number("[1, inf)", int), default=None,
                         help="processes of the run on this machine (default: from torchrun/srun, else 1)")
     args = parser.parse_args(argv)
-    cores, busy = available_cores(), busy_cores()
+    cores, load = available_cores(), load_average()
     processes = args.processes or local_processes(os.environ)
-    threads = default_threads(cores, processes, busy)
+    threads = default_threads(cores, processes, busy_cores(cores, load))
     print(threads)
-    print(choice_line(threads, cores, processes, busy), file=sys.stderr)
+    print(choice_line(threads, cores, processes, load), file=sys.stderr)
     return 0
 
 
