@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from fairseq.data.indexed_dataset import MMapIndexedDataset, MMapIndexedDatasetBuilder
 
+from .._version import RECORD_KEY, __version__, newer_version_line
 from ..common.atomic import temporary_name, write_failed
 from ..common.file_records import DamagedFileError, file_record, read_manifest, recorded_damage
 from ..masking.values import FINITE, ValueRule, check_track_name
@@ -117,7 +118,7 @@ def write_side_info(prefix: str, rows: Iterable, dtype: str = "float64",
         builder.finalize(tmp + ".idx")
         if tokens_prefix is not None:
             with open(tmp + ".json", "w") as f:
-                json.dump({"tokens": os.path.basename(tokens_prefix), "lines": count,
+                json.dump({"tokens": os.path.basename(tokens_prefix), "lines": count, RECORD_KEY: __version__,
                            "token_fingerprint": token_fingerprint(tokens_prefix),
                            "files": {suffix: file_record(tmp + suffix) for suffix in (".bin", ".idx")},
                            **(extra or {})}, f, indent=1)
@@ -210,7 +211,11 @@ def check_recorded_files(prefix: str, advice: str, checksum: bool = False) -> No
     ``prefix.json`` records (tracks written before it recorded them are not compared)."""
     if not os.path.exists(prefix + ".json"):
         return
-    files = read_manifest(prefix + ".json", advice).get("files", {})
+    manifest = read_manifest(prefix + ".json", advice)
+    newer = newer_version_line(prefix + ".json", manifest.get(RECORD_KEY))
+    if newer:
+        logger.warning(newer)
+    files = manifest.get("files", {})
     for suffix, record in files.items():
         damage = recorded_damage(prefix + suffix, record, checksum)
         if damage is not None:

@@ -10,7 +10,8 @@ prints one JSON object per split (and writes it atomically to ``--output`` if gi
   class's share of the split, ``majority_share`` at best), also said in a ``note:`` line on stderr;
 - ``majority_share``: the share of the split's most frequent class (a constant predictor's best accuracy);
 - ``correct``: one character per sentence in the split's order, ``1`` where the prediction is right, ``0``
-  where it is wrong: what the paired comparisons of two models over the same sentences read.
+  where it is wrong: what the paired comparisons of two models over the same sentences read;
+- ``fairseq_maskplug_version``: the version that wrote it.
 
 Several splits (``--split valid,test``) are scored by one process, the model loaded once; ``--output`` then
 names each split's file with ``{split}``.
@@ -33,6 +34,7 @@ from ..tools.cli import (HelpFormatter, add_user_dir, add_version, configure_too
                          import_user_dir, split_names)
 from ..common.metrics import macro_f1  # noqa: E402
 from ..common.option_ranges import number  # noqa: E402
+from .._version import RECORD_KEY, __version__  # noqa: E402
 
 
 def load_classifier(checkpoint: str, data: str, trust_dictionary: bool = False):
@@ -91,7 +93,8 @@ def score_split(classifier, texts, split: str, batch_size: int = 64) -> dict:
             "majority_share": 100.0 * float(np.bincount(classes).max() / classes.size),
             # one character per sentence, in the split's order: 1 where the prediction is right (the paired
             # test over test sentences of benchmarks/science_stats.py pairs two models' characters)
-            "correct": "".join("1" if right else "0" for right in (predictions == classes))}
+            "correct": "".join("1" if right else "0" for right in (predictions == classes)),
+            RECORD_KEY: __version__}
 
 
 def evaluate(checkpoint: str, data: str, split: str, batch_size: int = 64, trust_dictionary: bool = False) -> dict:

@@ -50,6 +50,7 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from .launch import configure_launch
+from .._version import RECORD_KEY, __version__, newer_version_line
 
 logger = logging.getLogger(__name__)
 
@@ -163,6 +164,8 @@ def _load_checkpoint_naming_mismatch(original):
 
 
 def _load_checkpoint_to_cpu_checked(original):
+    """fairseq's checkpoint reader with the file checked first, a refused pickle named in one line, renamed task
+    options upgraded, and one warning where a newer major version of this package wrote the checkpoint."""
     def load_checkpoint_to_cpu(path, *args, **kwargs):
         from omegaconf import open_dict
 
@@ -180,6 +183,9 @@ def _load_checkpoint_to_cpu_checked(original):
         if task is not None:
             with open_dict(task):
                 upgrade_task_options(task)
+        newer = newer_version_line(str(path), state.get(RECORD_KEY))
+        if newer:
+            logging.getLogger("fairseq_maskplug").warning(newer)
         return state
 
     load_checkpoint_to_cpu.maskplug_original = original
@@ -202,6 +208,8 @@ def _torch_persistent_save_named(original):
     def torch_persistent_save(obj, filename, *args, **kwargs):
         from ..common.atomic import write_failed, write_failure_in
 
+        if isinstance(obj, dict) and "model" in obj and ("cfg" in obj or "args" in obj):  # a checkpoint
+            obj[RECORD_KEY] = __version__  # the version that wrote it (read back by load_checkpoint_to_cpu)
         try:
             return original(obj, filename, *args, **kwargs)
         except Exception as caught:
