@@ -27,7 +27,7 @@ encoded by both tokenizers (fairseq's ids: its GPT-2 BPE encoder, or the sentenc
 ``dict.txt`` the data was written with), and stop with an error unless the token ids are
 identical and the logits agree within ``--tolerance`` (BART: the encoder's output and the
 decoder's logits, teacher-forced on the sentence); the largest difference is printed.
-HF weights are written as ``model.safetensors``. Needs the ``[hf]`` extra (``pip install -e '.[hf]'``).
+HF weights are written as ``model.safetensors``. Needs the ``[hf]`` extra (``MASKPLUG_EXTRAS=hf bash recipes/setup_env.sh``).
 """
 
 import argparse
