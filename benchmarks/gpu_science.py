@@ -50,26 +50,30 @@ differ there. The default shape is therefore ``quickstart``, whose whole pipelin
 
 Each finished result (an MR score file, an FE loss curve, an acceptance row) is added to ``--out``
 as soon as it lands (the file is rewritten atomically every few seconds): a run cut by ``--budget``
-or by the machine's limit keeps everything that finished. At the end, and with ``--summarize``, it
-prints per experiment mean ± standard error over seeds and the paired tests of
-``benchmarks/science_stats.py`` (over seeds; over seeds x test sentences, McNemar) with the seeds
-or sentences a difference of the size seen would need.
+or by the machine's limit keeps everything that finished; the file is the stored result a page cites
+(``docs/results/``: every seed's outcome on every test item, the commit, shape, device and command). At the
+end, and with ``--summarize``, it prints per experiment mean ± standard error over seeds and the paired
+comparisons of :mod:`fairseq_maskplug.evaluation.paired_comparison`: the interval over seeds (these test
+items) and the crossed interval (seeds and items), a direction only where both exclude 0, what the run
+excludes, Holm-adjusted p over the experiment's comparisons, the difference the reading rule detects with
+80% probability (simulated) and the seeds and items a difference of the size seen would need.
 """
 
 import argparse
 import json
 import math
 import os
+import re
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import science_stats as stats  # noqa: E402
+import numpy as np
+
+from fairseq_maskplug.evaluation import paired_comparison as pc
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -294,7 +298,8 @@ def run(args) -> int:
     meta = {"device": device, "shape": args.shape, "shape_knobs": SHAPES[args.shape], "environment_knobs": given,
             "data_knobs": knobs,
             "seeds": args.seeds, "experiments": args.only, "parallel": args.parallel, "budget_s": args.budget,
-            "commit": commit(), "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+            "commit": commit(), "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+            "command": ["python", "benchmarks/gpu_science.py", *sys.argv[1:]], "version": package_version()}
     results = Results(args.out, meta)
     results.write()
     began = time.time()
@@ -425,6 +430,11 @@ def cuda_name() -> str:
     return f"{torch.cuda.get_device_name(0)} (CUDA {torch.version.cuda}, torch {torch.__version__})"
 
 
+def package_version() -> str:
+    from fairseq_maskplug._version import __version__
+    return __version__
+
+
 def commit() -> str:
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
@@ -435,6 +445,14 @@ def commit() -> str:
 
 # ---- the summary -------------------------------------------------------------------------------------
 
+def mean_se(values) -> tuple:
+    """``(mean, standard error of the mean)``; the error is NaN for fewer than two values."""
+    values = np.asarray([float(v) for v in values])
+    if values.size == 0:
+        raise ValueError("mean_se: no values")
+    return float(values.mean()), (float(values.std(ddof=1) / math.sqrt(values.size)) if values.size > 1 else math.nan)
+
+
 def fmt(mean: float, se: float, digits: int = 2) -> str:
     return f"{mean:.{digits}f}" if math.isnan(se) else f"{mean:.{digits}f} ± {se:.{digits}f}"
 
@@ -443,74 +461,72 @@ def p_text(p: float) -> str:
     return "-" if math.isnan(p) else (f"{p:.3f}" if p >= 0.001 else f"{p:.1e}")
 
 
-def interval_text(low: float, high: float, digits: int = 2) -> str:
+def interval_text(interval, digits: int = 2) -> str:
+    low, high = interval
     return "-" if math.isnan(low) else f"[{low:+.{digits}f}, {high:+.{digits}f}]"
 
 
-def reading(low: float, high: float, boot: tuple, detectable: float) -> str:
-    """What a comparison shows: a direction only where both intervals exclude zero."""
-    intervals = [(low, high), boot]
-    if math.isnan(detectable) and all(lo == hi == 0 for lo, hi in intervals):
-        return "the same predictions"
-    if all(not math.isnan(lo) and lo > 0 for lo, _ in intervals):
-        return "A better"
-    if all(not math.isnan(hi) and hi < 0 for _, hi in intervals):
-        return "B better"
-    return ("no difference shown" + ("" if math.isnan(detectable) else f" (this run detects {detectable:.1f}"
-                                     " points at 80% power)"))
-
-
-def comparison_tables(exp: str, table: dict, split: str = "test", what: str = "test accuracy") -> list:
-    """The paired comparisons of one experiment's rows (``table[row][(split, seed)]`` = score entry) on
-    ``split``: the differences with their intervals and reading, then the tests with what they would need."""
-    intervals = ["", f"| A − B ({what}, points) | seeds | difference ± SE | 95% t interval (seeds) | "
-                 "95% bootstrap (seeds × sentences) | detectable at 80% power (seeds / sentences) | reading |",
-                 "| --- | --- | --- | --- | --- | --- | --- |"]
-    tests = ["", "| A − B | p (paired t over seeds) | seeds for p < 0.05 at this size | A only / B only right | "
-             "p (McNemar, seeds × sentences) | sentences for p < 0.05 at this size |", "| --- | --- | --- | --- | --- | --- |"]
+def comparisons(exp: str, table: dict, split: str = "test", sims: int = 400) -> list:
+    """The :class:`~fairseq_maskplug.evaluation.paired_comparison.Comparison` of each pair of ``COMPARISONS[exp]``
+    both of whose rows have paired outcomes on ``split`` (``table[row][(split, seed)]`` = score entry), with
+    Holm's adjustment over them (the experiment's family of comparisons)."""
+    found = []
     for a, b in COMPARISONS[exp]:
         if a not in table or b not in table:
             continue
-        acc = lambda row: {seed: v["accuracy"] for (s, seed), v in table[row].items() if s == split}  # noqa: E731
-        outcome = lambda row: {seed: v.get("correct") or "" for (s, seed), v in table[row].items()  # noqa: E731
-                               if s == split}
-        seed_test = stats.paired_over_seeds(acc(a), acc(b))
-        common = sorted(set(acc(a)) & set(acc(b)))
-        diffs = [acc(a)[s] - acc(b)[s] for s in common]
-        low, high = stats.t_interval(diffs) if len(diffs) >= 2 else (float("nan"), float("nan"))
-        oa, ob = outcome(a), outcome(b)
-        paired = all(oa[s] and len(oa[s]) == len(ob[s]) for s in common)
-        ca, cb = "".join(oa[s] for s in common), "".join(ob[s] for s in common)
-        mc = stats.mcnemar(ca, cb) if paired and ca else None
-        boot = stats.paired_bootstrap(oa, ob) if paired and ca else (float("nan"), float("nan"))
-        by_seeds = stats.detectable_over_seeds(statistics.stdev(diffs), len(diffs)) if len(diffs) >= 2 else math.nan
-        by_sentences = (100 * stats.detectable_over_sentences((mc["a_only"] + mc["b_only"]) / mc["pairs"], mc["pairs"])
-                        if mc else math.nan)
-        detectable = min(by_seeds, by_sentences) if not (math.isnan(by_seeds) or math.isnan(by_sentences)) else (
-            by_seeds if math.isnan(by_sentences) else by_sentences)
-        intervals.append(f"| {a} − {b} | {seed_test['seeds']} | {fmt(seed_test['difference'], seed_test['se'])} | "
-                         f"{interval_text(low, high)} | {interval_text(*boot)} | "
-                         f"{'-' if math.isnan(by_seeds) else f'{by_seeds:.2f}'} / "
-                         f"{'-' if math.isnan(by_sentences) else f'{by_sentences:.2f}'} | "
-                         f"{reading(low, high, boot, detectable)} |")
-        tests.append(f"| {a} − {b} | {p_text(seed_test['p'])} | {seed_test['seeds_needed'] or '-'} | "
-                     + (f"{mc['a_only']} / {mc['b_only']} | {p_text(mc['p'])} | {mc['sentences_needed'] or '-'} |"
-                        if mc else "- | - | - |"))
+        outcomes = {row: {seed: v.get("correct") or "" for (s, seed), v in table[row].items() if s == split}
+                    for row in (a, b)}
+        common = sorted(set(outcomes[a]) & set(outcomes[b]))
+        if not common or not all(outcomes[a][s] and len(outcomes[a][s]) == len(outcomes[b][s]) for s in common):
+            continue
+        d = pc.outcome_matrix({s: outcomes[a][s] for s in common}, {s: outcomes[b][s] for s in common})
+        found.append(pc.compare(a, b, d, sims=sims) if d.shape[0] >= 2 else pc.compare(a, b, d, sims=0))
+    for comparison, p in zip(found, pc.adjusted([c.p for c in found], "holm")):
+        comparison.adjusted_p = p
+    return found
+
+
+def comparison_tables(exp: str, table: dict, split: str = "test", what: str = "test accuracy") -> list:
+    """The paired comparisons of one experiment's rows on ``split`` (:func:`comparisons`): the difference with
+    its interval over seeds (these items) and its crossed interval (seeds and items), the reading and what the
+    run excludes; then the p over seeds, Holm-adjusted over the table, the rule's detectable difference and the
+    sample a difference of this size would need, and the pooled discordant items (a description)."""
+    found = comparisons(exp, table, split)
+    intervals = ["", f"| A − B ({what}, points) | seeds × items | difference ± SE (seeds) | 95% interval over seeds "
+                 "(these items) | 95% crossed interval (seeds and items) | reading | the run excludes |",
+                 "| --- | --- | --- | --- | --- | --- | --- |"]
+    tests = ["", f"| A − B | p (t over seeds) | p, Holm over these {len(found)} | detectable by the reading rule "
+             "(80%, simulated) | seeds / items needed for 80% power at this size | A only / B only right (all pairs) |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for c in found:
+        intervals.append(f"| {c.a} − {c.b} | {c.seeds} × {c.items} | {fmt(c.difference, c.seed_se)} | "
+                         f"{interval_text(c.seed_interval)} | {interval_text(c.crossed_interval)} | {c.reading} | "
+                         f"{c.excludes} |")
+        detect = "-" if math.isnan(c.detectable) else f"{c.detectable:.2f}"
+        tests.append(f"| {c.a} − {c.b} | {p_text(c.p)} | {p_text(c.adjusted_p)} | {detect} | "
+                     f"{c.seeds_needed or '-'} / {c.items_needed or '-'} | {c.discordant[0]} / {c.discordant[1]} |")
     return intervals + tests
 
 
-def summarize(data: dict) -> str:
-    meta = data["meta"]
-    lines = [f"# science run: {meta.get('device')}, shape {meta.get('shape')}, seeds {' '.join(meta.get('seeds', []))}, "
-             f"commit {meta.get('commit')}, {meta.get('date')}, {meta.get('elapsed_s', '?')} s"]
+def provenance(meta: dict) -> str:
+    """Where a results file's figures come from, in one line."""
+    return (f"{meta.get('device')}, shape {meta.get('shape')}, seeds {' '.join(meta.get('seeds', []))}, commit "
+            f"{meta.get('commit')}, {meta.get('date')}, {meta.get('elapsed_s', '?')} s")
+
+
+def summary_parts(data: dict) -> dict:
+    """The summary's parts, each a list of lines starting with its ``## `` heading: one per experiment with
+    scores (``selective``, ``l3``, ``fe``, ``tlm``, ``bart``, ``toy``), ``fe-curves``, ``acceptance``, ``jobs``."""
+    parts = {}
     for exp in ("selective", "l3", "fe", "tlm", "bart", "toy"):  # fe: MR fine-tuning after the continued pre-training
         scores = [s for s in data["scores"] if s["experiment"] == exp]
         if not scores:
             continue
+        lines = parts[exp] = []
         rows = sorted({s["row"] for s in scores}, key=lambda r: [a for pair in COMPARISONS[exp] for a in pair].index(r)
                       if r in [a for pair in COMPARISONS[exp] for a in pair] else 99)
         table = {row: {(s["split"], s["seed"]): s for s in scores if s["row"] == row} for row in rows}
-        cell = lambda vs, key: fmt(*stats.mean_se([v[key] for v in vs]), 1) if vs else "-"  # noqa: E731
+        cell = lambda vs, key: fmt(*mean_se([v[key] for v in vs]), 1) if vs else "-"  # noqa: E731
         of = lambda row, split: [v for (s, _), v in table[row].items() if s == split]  # noqa: E731
         if exp in SPLITS:  # BART's closed-book probe: exact match on each question set
             names = SPLITS[exp]
@@ -540,22 +556,32 @@ def summarize(data: dict) -> str:
         lines.extend(comparison_tables(exp, table))
     curves = data["curves"]
     if curves:
+        lines = parts["fe-curves"] = []
         lines.append("\n## fe: in-domain validation MLM loss (bits) under one fixed set of random masks, "
                      "mean ± standard error over seeds")
         rows = ["mlm", "fe_subword"]
         updates = sorted({u for c in curves for u, _ in c["points"]})
-        lines.append("| updates | " + " | ".join(rows) + " | fe_subword − mlm (paired over seeds) | p |")
-        lines.append("| --- | " + " | ".join("---" for _ in rows) + " | --- | --- |")
+        lines.append("| updates | " + " | ".join(rows) + " | fe_subword − mlm (paired over seeds) | 95% interval "
+                     f"over seeds | p (t over seeds) | p, Holm over these {len(updates)} |")
+        lines.append("| --- | " + " | ".join("---" for _ in rows) + " | --- | --- | --- | --- |")
+        cells, found = [], []
         for u in updates:
             at = {row: {c["seed"]: dict(map(tuple, c["points"])).get(u) for c in curves if c["row"] == row}
                   for row in rows}
             at = {row: {s: v for s, v in d.items() if v is not None} for row, d in at.items()}
-            cells = [fmt(*stats.mean_se(list(at[row].values())), 3) if at[row] else "-" for row in rows]
-            test = stats.paired_over_seeds(at["fe_subword"], at["mlm"])
-            lines.append(f"| {u} | " + " | ".join(cells) + f" | {fmt(test['difference'], test['se'], 3)} "
-                         f"({test['seeds']} seeds) | {p_text(test['p'])} |")
+            common = sorted(set(at["fe_subword"]) & set(at["mlm"]))
+            d = np.array([[at["fe_subword"][s] - at["mlm"][s]] for s in common])
+            cells.append([fmt(*mean_se(list(at[row].values())), 3) if at[row] else "-" for row in rows])
+            found.append((d, common))
+        adjusted = pc.adjusted([pc.seed_p(d) if len(common) >= 2 else math.nan for d, common in found], "holm")
+        for u, row_cells, (d, common), p_holm in zip(updates, cells, found, adjusted):
+            difference = fmt(*mean_se(d[:, 0]), 3) if len(common) else "-"
+            lines.append(f"| {u} | " + " | ".join(row_cells) + f" | {difference} ({len(common)} seeds) | "
+                         f"{interval_text(pc.seed_interval(d), 3) if len(common) >= 2 else '-'} | "
+                         f"{p_text(pc.seed_p(d)) if len(common) >= 2 else '-'} | {p_text(p_holm)} |")
     rows = [r for r in data["acceptance"] if "row" in r]  # gpu_acceptance.py's table rows (not its runs)
     if rows:
+        lines = parts["acceptance"] = []
         lines.append("\n## acceptance rows (benchmarks/gpu_acceptance.py; the GPU shared with the jobs above, "
                      "so words/s is a record, not a speed comparison)")
         lines.append("| task | precision | words/s | relative | peak MiB | overflows / 100 updates | final loss |")
@@ -563,10 +589,57 @@ def summarize(data: dict) -> str:
         for r in rows:
             lines.append(f"| {r['row']} | {r.get('precision')} | {r.get('wps')} | {r.get('relative')} | "
                          f"{r.get('peak_mib')} | {r.get('overflows_per_100')} | {r.get('final_loss')} |")
-    lines.append("\n## jobs")
+    lines = parts["jobs"] = ["\n## jobs"]
     for name, job in data["jobs"].items():
         lines.append(f"- {name}: {job.get('status')}" + (f", {job['seconds']:.0f} s" if "seconds" in job else ""))
+    return parts
+
+
+def summarize(data: dict) -> str:
+    """The whole summary: the run's provenance, then every part (:func:`summary_parts`)."""
+    lines = [f"# science run: {provenance(data['meta'])}"]
+    for part in summary_parts(data).values():
+        lines.extend(part)
     return "\n".join(lines)
+
+
+# ---- the pages' tables, generated from the stored results -------------------------------------------------
+
+#: a block of a page generated from a stored result: ``<!-- results: docs/results/FILE.json PART ... -->`` then the
+#: part's tables, then ``<!-- end results -->``
+RESULTS_BLOCK = re.compile(r"(?P<open><!-- results: (?P<file>\S+\.json) (?P<part>[\w-]+) [^>]*-->\n)(?P<body>.*?)"
+                           r"(?P<close><!-- end results -->)", re.S)
+PAGES = ("README.md", "docs/*.md")
+
+
+def page_block(results: Path, part: str) -> str:
+    """The text of a page's block: the part's heading as a sentence with the file's provenance, then its tables
+    (and notes), from the stored results file (a path under the repository)."""
+    data = json.loads((ROOT / results).read_text(encoding="utf-8"))
+    parts = summary_parts(data)
+    if part not in parts:
+        raise ValueError(f"{results} has no part {part!r} (it has {', '.join(parts)})")
+    heading, *lines = parts[part]
+    title = heading.strip().lstrip("#").strip()
+    return (f"From `{results}` ({provenance(data['meta'])}); {title}:\n\n" + "\n".join(lines).strip("\n") + "\n")
+
+
+def pages_out_of_date(update: bool = False) -> list:
+    """``(page, file, part)`` of every generated block whose text differs from what its stored result gives;
+    with ``update``, each such block is rewritten."""
+    stale = []
+    for pattern in PAGES:
+        for page in sorted(ROOT.glob(pattern)):
+            text = page.read_text(encoding="utf-8")
+            def regenerate(match):
+                body = page_block(Path(match["file"]), match["part"])
+                if body != match["body"]:
+                    stale.append((str(page.relative_to(ROOT)), match["file"], match["part"]))
+                return match["open"] + body + match["close"]
+            new = RESULTS_BLOCK.sub(regenerate, text)
+            if update and new != text:
+                page.write_text(new, encoding="utf-8")
+    return stale
 
 
 def ratio_line(data: dict) -> str:
@@ -608,7 +681,7 @@ def plot(data: dict, path: Path) -> None:
             for row, colour in (("mlm", "tab:gray"), ("fe_subword", "tab:blue")):
                 curves = [dict(map(tuple, c["points"])) for c in data["curves"] if c["row"] == row]
                 updates = sorted({u for c in curves for u in c})
-                means = [stats.mean_se([c[u] for c in curves if u in c]) for u in updates]
+                means = [mean_se([c[u] for c in curves if u in c]) for u in updates]
                 axis.errorbar(updates, [m for m, _ in means], yerr=[0 if math.isnan(e) else e for _, e in means],
                               label=f"{row} ({len(curves)} seeds)", color=colour, capsize=3, marker="o")
             axis.set(xlabel="updates", ylabel="valid MLM loss (bits, fixed random masks)", title="FE-MLM vs MLM")
@@ -623,9 +696,9 @@ def plot(data: dict, path: Path) -> None:
                       and s["split"] == split]
             axis.scatter([x + 0.08 * (i - (len(values) - 1) / 2) for i in range(len(values))], values,
                          color="tab:gray", s=14, zorder=2)
-            mean, se = stats.mean_se(values)
-            half = 0 if math.isnan(se) else stats.student_t_quantile(0.975, len(values) - 1) * se
-            axis.errorbar([x + 0.3], [mean], yerr=[half], color="black", capsize=4, marker="D", zorder=3)
+            mean, se = mean_se(values)
+            low, _ = pc.t_interval(mean, se ** 2, len(values) - 1) if not math.isnan(se) else (mean, mean)
+            axis.errorbar([x + 0.3], [mean], yerr=[mean - low], color="black", capsize=4, marker="D", zorder=3)
         axis.set_xticks(range(len(rows)), rows)
         axis.set(ylabel=f"{what} (%)", title=f"{exp}: {what} per seed, mean and 95% t interval",
                  xlim=(-0.5, len(rows) - 0.2))
@@ -657,6 +730,9 @@ def main(argv=None) -> int:
                         help="the recipes use the python on PATH (MASKPLUG_CURRENT_PYTHON=1), not .venv")
     parser.add_argument("--summarize", type=Path, help="print the tables of an earlier --out file and stop")
     parser.add_argument("--plot", type=Path, help="with --summarize: also draw the results to this PNG (matplotlib)")
+    parser.add_argument("--update-pages", action="store_true",
+                        help="regenerate every page's block of tables from its stored result (<!-- results: FILE "
+                             "PART -->) and stop; tests/test_stored_results.py checks they agree")
     parser.add_argument("--smoke", action="store_true",
                         help="the harness end to end in seconds: benchmarks/science_toy.py's planted difference over 5 "
                              "seeds (--work and --out default to a temporary folder; no --data)")
@@ -669,6 +745,10 @@ def main(argv=None) -> int:
             import tempfile
             args.work = Path(tempfile.mkdtemp(prefix="science_smoke_"))
         args.out = args.out or args.work / "science.json"
+    if args.update_pages:
+        for page, results, part in pages_out_of_date(update=True):
+            print(f"[science] {page}: {part} regenerated from {results}")
+        return 0
     if args.summarize:
         data = json.loads(args.summarize.read_text())
         print(summarize(data))

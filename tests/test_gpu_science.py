@@ -1,5 +1,5 @@
-"""The seeded comparisons of benchmarks/gpu_science.py: its statistics against scipy's, what it
-collects from the recipes' output files, its tables; the parallel fairseq-fixed build of
+"""The seeded comparisons of benchmarks/gpu_science.py: what it collects from the recipes' output files, its
+tables (the analysis itself: tests/test_paired_comparison.py); the parallel fairseq-fixed build of
 install.py; and (full tier) the whole command at toy size on CPU, its smoke."""
 
 import json
@@ -19,74 +19,14 @@ from recipes import offline_install
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 import gpu_science  # noqa: E402
-import science_stats as stats  # noqa: E402
-
-
-@pytest.mark.parametrize("t, df", [(2.776445, 4), (4.302653, 2), (12.7062, 1), (0.3, 7), (-1.5, 3), (8.0, 30),
-                                   (1.959964, 100000)])
-def test_student_t_two_sided_p_is_scipys(t, df):
-    assert stats.student_t_sf2(t, df) == pytest.approx(2 * scipy_stats.t.sf(abs(t), df), rel=1e-7, abs=1e-12)
-
-
-@pytest.mark.parametrize("b, c", [(0, 0), (5, 0), (30, 10), (12, 15), (100, 131)])
-def test_mcnemar_is_the_exact_binomial_test_of_the_discordant_pairs(b, c):
-    # A right where B is wrong (b times), the reverse (c times), both right, both wrong
-    correct_a = "1" * b + "0" * c + "1" * 7 + "0" * 3
-    correct_b = "0" * b + "1" * c + "1" * 7 + "0" * 3
-    result = stats.mcnemar(correct_a, correct_b)
-    assert (result["a_only"], result["b_only"], result["pairs"]) == (b, c, b + c + 10)
-    expected = 1.0 if b + c == 0 else scipy_stats.binomtest(b, b + c, 0.5).pvalue
-    assert result["p"] == pytest.approx(expected, rel=1e-9)
-
-
-def test_what_a_difference_would_need_to_be_significant():
-    # 30 against 10 of 40 pairs: z = 20 / sqrt(40) = 3.16; with the same shares, z = 1.96 at
-    # n = 1.96^2 * (40/40) / (20/40)^2 = 15.4 pairs -> 16
-    assert stats.sentences_needed(30, 10, 40) == 16
-    assert stats.sentences_needed(5, 5, 40) is None
-    # seeds: mean difference 1 with spread 2 -> (1.96 * 2 / 1)^2 = 15.4 -> 16
-    assert stats.seeds_needed(1.0, 2.0) == 16
-    test = stats.paired_over_seeds({1: 80.0, 2: 82.0, 3: 81.0}, {1: 79.0, 2: 80.0, 3: 81.0, 4: 50.0})
-    assert test["seeds"] == 3 and test["difference"] == pytest.approx(1.0)
-    assert test["p"] == pytest.approx(scipy_stats.ttest_rel([80, 82, 81], [79, 80, 81]).pvalue, rel=1e-7)
-
-
-def test_intervals_and_detectable_differences():
-    low, high = stats.t_interval([1.0, 2.0, 3.0, 4.0, 5.0])
-    expected = scipy_stats.t.interval(0.95, 4, loc=3.0, scale=scipy_stats.sem([1, 2, 3, 4, 5]))
-    assert (low, high) == pytest.approx(expected, rel=1e-7)
-    assert stats.student_t_quantile(0.8, 4) == pytest.approx(scipy_stats.t.ppf(0.8, 4), rel=1e-7)
-    # paired t at 80% power: (t_.975 + t_.80) sd / sqrt(S), the usual approximation
-    assert stats.detectable_over_seeds(2.0, 5) == pytest.approx(
-        (scipy_stats.t.ppf(0.975, 4) + scipy_stats.t.ppf(0.8, 4)) * 2.0 / math.sqrt(5), rel=1e-7)
-    assert stats.detectable_over_sentences(0.1, 2000) == pytest.approx((1.959964 + 0.841621) * math.sqrt(0.1 / 2000),
-                                                                     rel=1e-5)
-    assert math.isnan(stats.detectable_over_seeds(0.0, 5)) and math.isnan(stats.detectable_over_sentences(0.0, 9))
-
-
-def test_the_paired_bootstrap_covers_a_planted_difference_and_excludes_zero():
-    """Two rows over 5 seeds x 400 sentences, A right on 10 points more of them: the interval holds
-    10 and excludes 0; with the rows swapped it mirrors; equal rows give an interval of zero width."""
-    import random
-    rng = random.Random(3)
-    a, b = {}, {}
-    for seed in range(5):
-        truth = [rng.random() for _ in range(400)]
-        a[seed] = "".join("1" if t < 0.80 else "0" for t in truth)
-        b[seed] = "".join("1" if t < 0.70 else "0" for t in truth)
-    low, high = stats.paired_bootstrap(a, b, resamples=500)
-    assert 0 < low < 10 < high < 20
-    swapped = stats.paired_bootstrap(b, a, resamples=500)
-    assert swapped == pytest.approx((-high, -low), abs=1.0)
-    assert stats.paired_bootstrap(a, a, resamples=50) == (0.0, 0.0)
 
 
 def test_mean_and_standard_error():
-    assert stats.mean_se([1.0, 2.0, 3.0]) == pytest.approx((2.0, 1.0 / math.sqrt(3)))
-    mean, se = stats.mean_se([4.0])
+    assert gpu_science.mean_se([1.0, 2.0, 3.0]) == pytest.approx((2.0, 1.0 / math.sqrt(3)))
+    mean, se = gpu_science.mean_se([4.0])
     assert mean == 4.0 and math.isnan(se)
     with pytest.raises(ValueError):
-        stats.mean_se([])
+        gpu_science.mean_se([])
 
 
 def recipe_outputs(work: Path, seed: int, rows: dict) -> None:
@@ -120,11 +60,17 @@ def test_collect_adds_each_finished_score_once_and_the_summary_pairs_them(tmp_pa
     # selective: 80 and 90 -> 85 +- 5; the pair selective - matched-random: differences 20 and 20
     assert "| selective | 2 | 85.0 ± 5.0 |" in table
     interval, line = [l for l in table.splitlines() if l.startswith("| selective − matched-random |")]
-    # differences 20 and 20 points: no spread over seeds, so no t interval width and no detectable size
-    assert "| 2 | 20.00 ± 0.00 | [+20.00, +20.00] |" in interval and interval.endswith("| A better |")
-    # McNemar over both seeds' 20 pairs: selective alone right 4 times, matched-random never
-    assert "| 4 / 0 |" in line
-    assert f"| {stats.mcnemar('1111111100' + '1111111110', '1111110000' + '1111111000')['p']:.3f} |" in line
+    # differences 20 and 20 points: no spread over seeds, so the interval over seeds (these 10 sentences) is a
+    # point; but 10 sentences say little of the task: the crossed interval holds 0, and no direction is named
+    assert "| 2 × 10 | 20.00 ± 0.00 | [+20.00, +20.00] | [-5.01, +45.01] | no difference shown |" in interval
+    # the pooled discordant pairs are a description: selective alone right 4 times, matched-random never
+    assert line.endswith("| 4 / 0 |") and "p, Holm over these 3" in table
+    # each row's p over seeds against its Holm adjustment over the experiment's three comparisons
+    found = gpu_science.comparisons("selective", {row: {(s["split"], s["seed"]): s for s in data["scores"]
+                                                        if s["row"] == row} for row in outcomes[1]})
+    assert [c.adjusted_p for c in found] == pytest.approx(
+        __import__("fairseq_maskplug.evaluation.paired_comparison", fromlist=["adjusted"]).adjusted(
+            [c.p for c in found]), nan_ok=True)
 
 
 def test_bart_exact_match_is_read_per_question_set_and_compared_on_each(tmp_path):
@@ -146,10 +92,11 @@ def test_bart_exact_match_is_read_per_question_set_and_compared_on_each(tmp_path
     assert sum(gpu_science.collect(job, results) for job in jobs) == 8  # 2 rows x 2 question sets x 2 seeds
     table = gpu_science.summarize(results.data)
     assert "| ssm | 2 | 62.5 ± 12.5 | 37.5 ± 12.5 |" in table  # seen 75 and 50, held-out 25 and 50
-    seen = next(l for l in table.splitlines() if l.startswith("| ssm − rand | 2 | 50.00 ± 0.00 |"))
-    assert seen.endswith("| A better |")  # +50 points in both seeds, 4 of 4 discordant questions for ssm
-    heldout = next(l for l in table.splitlines() if l.startswith("| ssm − rand | 2 | 12.50 ± 12.50 |"))
-    assert "no difference shown" in heldout
+    seen = next(l for l in table.splitlines() if l.startswith("| ssm − rand | 2 × 4 | 50.00 ± 0.00 |"))
+    # +50 points in both seeds on these 4 questions; 4 questions say little of the task (the crossed interval)
+    assert "| [+50.00, +50.00] | [-14.96, +114.96] | no difference shown |" in seen
+    heldout = next(l for l in table.splitlines() if l.startswith("| ssm − rand | 2 × 4 | 12.50 ± 12.50 |"))
+    assert "| no difference shown |" in heldout
     assert table.index("(EM on seen questions, points)") < table.index("(EM on held-out questions, points)")
     assert gpu_science.ratio_line(results.data) == f"ratio_bart_em_seen={62.5 / 12.5:.4f}"
 
@@ -260,7 +207,7 @@ def test_the_science_command_runs_at_toy_size_and_keeps_every_finished_row(tmp_p
     assert tested == {("fe", row, seed) for row in ("mlm", "fe_subword") for seed in (1, 2)}  # MR fine-tuning
     assert all(len(s["correct"]) == s["n"] for s in science["scores"])
     assert {(c["row"], c["seed"]) for c in science["curves"]} == {(r, s) for r in ("mlm", "fe_subword") for s in (1, 2)}
-    assert "| fe_subword − mlm | 2 |" in result.stdout  # the paired table of the MR rows
+    assert "| fe_subword − mlm | 2 × " in result.stdout  # the paired table of the MR rows
     assert all(job["status"] == "finished" for job in science["jobs"].values())
     assert re.fullmatch(r"ratio_fe_valid_loss=\d+\.\d{4}",
                         result.stdout.strip().splitlines()[-1])
@@ -281,8 +228,9 @@ def test_the_harness_smoke_finds_the_planted_difference_over_five_seeds(tmp_path
     assert cells == {(r, seed, split) for r in ("method", "baseline") for seed in range(1, 6)
                      for split in ("valid", "test")}
     assert all(len(s["correct"]) == s["n"] == 400 for s in science["scores"])
-    line = next(l for l in result.stdout.splitlines() if l.startswith("| method − baseline | 5 |"))
-    low, high = (float(x) for x in re.search(r"\[([-+\d.]+), ([-+\d.]+)\]", line).groups())
-    assert 5 < low < high < 30 and line.rstrip().endswith("| A better |")
+    line = next(l for l in result.stdout.splitlines() if l.startswith("| method − baseline | 5 × 400 |"))
+    (low, high), (crossed_low, crossed_high) = [(float(a), float(b)) for a, b in
+                                                re.findall(r"\[([-+\d.]+), ([-+\d.]+)\]", line)]
+    assert 5 < low < high < 30 and 5 < crossed_low < crossed_high < 30 and "| A better |" in line
     ratio = float(re.fullmatch(r"ratio_toy_accuracy=(\d+\.\d{4})", result.stdout.strip().splitlines()[-1]).group(1))
     assert 1.1 < ratio < 1.4  # Bayes rates 89% and 73%: about 1.22

@@ -1,0 +1,49 @@
+"""Every comparison table on the pages is generated from a stored result (docs/results/*.json, the files
+benchmarks/gpu_science.py writes): each block between ``<!-- results: FILE PART ... -->`` and
+``<!-- end results -->`` is what ``python benchmarks/gpu_science.py --update-pages`` makes of its file, so a
+figure no stored file produces cannot stay, and changing one stored outcome changes the page."""
+
+import json
+import sys
+
+from fairseq_helpers import REPO
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+import gpu_science  # noqa: E402
+
+
+def blocks():
+    found = []
+    for pattern in gpu_science.PAGES:
+        for page in sorted(REPO.glob(pattern)):
+            found += [(page, m["file"], m["part"]) for m in gpu_science.RESULTS_BLOCK.finditer(page.read_text())]
+    return found
+
+
+def test_every_generated_block_is_what_its_stored_result_gives():
+    assert blocks(), "no page cites a stored result"
+    assert gpu_science.pages_out_of_date() == [], "run: python benchmarks/gpu_science.py --update-pages"
+
+
+def test_every_cited_file_is_stored_and_records_how_it_was_made():
+    for page, results, _ in blocks():
+        data = json.loads((REPO / results).read_text())
+        assert {"device", "shape", "seeds", "commit", "date"} <= set(data["meta"]), (page, results)
+        assert all(len(s["correct"]) == s["n"] for s in data["scores"] if s.get("correct")), results
+
+
+def test_changing_one_stored_outcome_changes_the_page(tmp_path):
+    """One test sentence's outcome flipped in one seed of a stored file: the block generated from the copy
+    differs from the page's (the MR comparison of its FE rows), and so does the FE curve when one loss moves."""
+    source = REPO / "docs" / "results" / "science_h200_2026-11-27.json"
+    data = json.loads(source.read_text())
+    changed = tmp_path / "changed.json"
+    for part, change in (("fe", "outcome"), ("fe-curves", "loss")):
+        copy = json.loads(json.dumps(data))
+        if change == "outcome":
+            score = next(s for s in copy["scores"] if s["experiment"] == "fe" and s["split"] == "test")
+            score["correct"] = ("0" if score["correct"][0] == "1" else "1") + score["correct"][1:]
+        else:
+            copy["curves"][0]["points"][-1][1] += 0.01
+        changed.write_text(json.dumps(copy))
+        assert gpu_science.page_block(changed, part) != gpu_science.page_block(source.relative_to(REPO), part), part
