@@ -19,7 +19,8 @@ text exactly as its tokens spell it (what ``salient-spans --text``, ``span-label
 ``retrieve`` take) and ``NAME.SPLIT.tok`` its pieces. An empty line, a labelled line without a
 tab or with an empty text is refused, naming file and line, before any work. The output is
 written atomically (the rule of every directory a command writes: new, empty, or its own
-earlier output).
+earlier output); a rerun replaces only what this command wrote and keeps every other file there (the
+producers' tracks, files of your own), and refuses, naming them, to leave a track whose split's tokens changed.
 
 At scale: sentencepiece trains (on at most 2M sampled lines) and encodes on every core of the machine, and
 ``--workers`` binarizes in that many processes. One output directory holds one dictionary counted over all
@@ -134,7 +135,7 @@ def prepare(args) -> int:
     if args.spm_model is not None and not args.spm_model.is_file():
         raise FileNotFoundError(f"--spm-model {args.spm_model}: no such file")
     texts, labels = read_corpora(args)
-    with atomic_directory(args.out, COMMAND) as out:
+    with atomic_directory(args.out, COMMAND, keep_others=True) as out:
         text_dir = out / "text"
         text_dir.mkdir()
         training = [line for splits in texts.values() for line in splits["train"]]

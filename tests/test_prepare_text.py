@@ -55,6 +55,48 @@ def test_the_layouts_and_the_text_the_tokens_spell(own, capsys):
     assert (own / "mine" / "notes.txt").read_text() == "keep"
 
 
+def test_a_rerun_keeps_the_tracks_and_files_it_did_not_write_and_refuses_to_leave_one_stale(own, tmp_path, capsys):
+    """The producers' tracks go beside the splits (the documented layout): an identical rerun replaced them with
+    nothing, exit 0. Now it keeps them (and a file of the user's), byte for byte; a rerun that changes the tokens
+    (another vocabulary) is refused naming the track that would go stale, and nothing is replaced."""
+    import numpy as np
+
+    from fairseq_maskplug.data import load_side_info, write_side_info
+
+    out = tmp_path / "data"
+    args = ["--out", str(out), "--vocab-size", "100", *corpus_args(own)]
+    assert prepare_text.main(args) == 0
+    split = str(out / "reviews" / "train")
+    tokens = MMapIndexedDataset(split)
+    write_side_info(split + ".flag", [np.zeros(len(t)) for t in tokens], "float64", tokens_prefix=split)
+    (out / "reviews" / "notes.txt").write_text("mine\n")
+    before = {p.name: p.read_bytes() for p in (out / "reviews").glob("train.flag.*")}
+    recorded = json.loads((out / ".maskplug-output.json").read_text())["written"]
+    assert "reviews/train.bin" in recorded and "reviews/train.flag.bin" not in recorded
+    assert prepare_text.main(args) == 0
+    assert {p.name: p.read_bytes() for p in (out / "reviews").glob("train.flag.*")} == before
+    assert (out / "reviews" / "notes.txt").read_text() == "mine\n"
+    load_side_info(split, "flag", MMapIndexedDataset(split), "train")  # still the tokens' track
+    capsys.readouterr()
+    manifest = (out / "manifest.json").read_bytes()
+    assert prepare_text.main(["--out", str(out), "--vocab-size", "90", *corpus_args(own)]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "reviews/train.flag" in error[0] and "would go stale" in error[0], error
+    assert (out / "manifest.json").read_bytes() == manifest and (out / "reviews" / "notes.txt").exists()
+
+
+def test_lowercase_lower_cases_the_texts_not_the_labels_and_records_it(own, tmp_path):
+    out = tmp_path / "lower"
+    assert prepare_text.main(["--out", str(out), "--vocab-size", "80", "--lowercase", *corpus_args(own)]) == 0
+    assert json.loads((out / "spm.text.json").read_text()) == {"lowercase": True}
+    texts = (out / "text" / "reviews.train.txt").read_text(encoding="utf-8")
+    assert texts == texts.lower() and texts != (own / "reviews.train.txt").read_text(encoding="utf-8")
+    assert (out / "text" / "sentiment.train.label").read_text().split()[0] in ("positive", "negative")
+    cased = tmp_path / "cased"
+    assert prepare_text.main(["--out", str(cased), "--vocab-size", "100", *corpus_args(own)]) == 0
+    assert json.loads((cased / "spm.text.json").read_text()) == {"lowercase": False}
+
+
 @pytest.mark.full  # fairseq-preprocess with 1 and 3 workers: about a minute
 def test_the_output_does_not_depend_on_the_workers(own):
     """fairseq-preprocess in 1 and 3 worker processes (each splits the files by byte offsets): the same bytes in

@@ -451,6 +451,23 @@ def test_outputs_union_provenance_and_unmatched_queries(tmp_path, capsys):
     assert "built with a different corpus content" in capsys.readouterr().err
 
 
+def test_a_rerun_keeps_the_files_the_user_put_in_out(tmp_path):
+    """The TLM page has the user write the BPE-encoded documents into --out: an identical rerun (and one with
+    other options) replaces retrieve's own files and keeps that one."""
+    corpus = write(tmp_path / "c.txt", ["red apple pie", "green apple", "red car", "blue sky"])
+    queries = write(tmp_path / "q.txt", ["apple", "red"])
+    index = ["--index", str(tmp_path / "idx")]
+    assert run_cli(tmp_path, corpus, queries, *index, "--top-k", "2") == 0
+    (tmp_path / "out" / "retrieved.bpe").write_text("mine\n")
+    (tmp_path / "out" / "notes").mkdir()
+    (tmp_path / "out" / "notes" / "n.txt").write_text("also mine\n")
+    for extra in ([], ["--top-k", "1"]):
+        assert run_cli(tmp_path, corpus, queries, *index, "--top-k", "2", *extra) == 0
+        assert (tmp_path / "out" / "retrieved.bpe").read_text() == "mine\n"
+        assert (tmp_path / "out" / "notes" / "n.txt").read_text() == "also mine\n"
+    assert (tmp_path / "out" / "retrieved.ids").read_text().split() == ["1", "2"]  # the last run's (top 1)
+
+
 def test_rake_queries_through_the_command(tmp_path):
     corpus = write(tmp_path / "c.txt", ["natural numbers are fun", "linear algebra", "cooking"])
     queries = write(tmp_path / "q.txt", ["Compatibility of systems of linear constraints over natural numbers."])

@@ -148,10 +148,14 @@ def check_distinct_files(files: Iterable[Tuple[str, Optional[str]]]) -> None:
 OWNER_FILE = ".maskplug-output.json"
 
 
-def write_owner(directory, command: str) -> None:
-    """Mark ``directory`` as written by ``command`` (read by :func:`replaceable`)."""
+def write_owner(directory, command: str, written: Optional[Iterable[str]] = None) -> None:
+    """Mark ``directory`` as written by ``command`` (read by :func:`replaceable`), with the files it wrote
+    (relative paths) where given: what a rerun replaces, everything else being kept."""
+    record = {"command": command}
+    if written is not None:
+        record["written"] = sorted(written)
     with open(os.path.join(directory, OWNER_FILE), "w", encoding="utf-8") as f:
-        json.dump({"command": command}, f)
+        json.dump(record, f)
         f.write("\n")
 
 

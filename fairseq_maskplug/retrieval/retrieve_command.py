@@ -120,7 +120,7 @@ def write_outputs(out: str, corpus: str, options: dict, found, seconds: float) -
 
     union = union_in_corpus_order(found.best_ranks())
     queries = len(found.hits)
-    with atomic_directory(Path(out), COMMAND, WRITES) as tmp:
+    with atomic_directory(Path(out), COMMAND, WRITES, keep_others=True) as tmp:
         with open(tmp / "provenance.tsv", "w") as f:
             f.write("query\trank\tdoc\tscore\n")
             for q, (docs, scores) in enumerate(found.hits):

@@ -20,9 +20,11 @@ from ..common.text_case import write_case_record
 
 
 @contextmanager
-def atomic_directory(final: Path, command: str, legacy: Iterable[str] = ()):
+def atomic_directory(final: Path, command: str, legacy: Iterable[str] = (), keep_others: bool = False):
     """Build a directory under a temporary name, marked as ``command``'s output; rename it to
-    ``final`` only on success.
+    ``final`` only on success. With ``keep_others``, the owner file records the files the command wrote, and
+    every other file of an earlier ``final`` (a producer's track, a file of the user's) is kept in the new one,
+    or the swap is refused where a kept track would go stale (:func:`..tools.kept_files.carry_over`).
 
     An interrupted run leaves ``final`` as it was (absent or the previous complete
     version) and no half-written directory under the final name. ``final`` is replaced only if
@@ -39,8 +41,19 @@ def atomic_directory(final: Path, command: str, legacy: Iterable[str] = ()):
     tmp.mkdir(parents=True)
     try:
         yield tmp
-        write_owner(tmp, command)
-        umask_modes(tmp)
+        umask_modes(tmp)  # the command's own files only: a kept file is a link to the user's
+        if keep_others:
+            from .kept_files import carry_over, files_under
+            written = files_under(tmp)
+            kept = carry_over(final, tmp, command)
+            write_owner(tmp, command, written)
+            if kept:
+                import logging
+                logging.getLogger("fairseq_maskplug").info(
+                    "kept %d file(s) of %s that %s did not write (%s%s)", len(kept), final, command,
+                    ", ".join(kept[:3]), ", ..." if len(kept) > 3 else "")
+        else:
+            write_owner(tmp, command)
         if not replaceable(final, command, legacy):
             raise ValueError(f"{final} appeared while {command} ran and was not written by it: its output is "
                              "not kept")
