@@ -147,20 +147,46 @@ def _load_checkpoint_naming_mismatch(original):
             if message is None:
                 raise
             raise ModelMismatchError(message) from error
-        if extra_state is not None and getattr(self.task, "restores_task_state", False):
-            from ..common.checkpoint_files import load_state
+        if extra_state is None:
+            return extra_state
+        from ..common.checkpoint_files import load_state
 
-            # every rank reads it: fairseq's own load asks every rank whether the file exists
-            self.task.load_state_dict(load_state(filename).get("task_state") or {})
-            ck = self.cfg.checkpoint
-            finetune = ck.finetune_from_model is not None and os.path.abspath(filename) == os.path.abspath(
-                ck.finetune_from_model)
+        ck = self.cfg.checkpoint
+        finetune = ck.finetune_from_model is not None and os.path.abspath(filename) == os.path.abspath(
+            ck.finetune_from_model)
+        state = load_state(filename)  # every rank reads it: fairseq's own load asks every rank whether it exists
+        if getattr(self.task, "restores_task_state", False):
+            self.task.load_state_dict(state.get("task_state") or {})
             if (ck.reset_dataloader or finetune) and hasattr(self.task, "restart_epochs"):
                 self.task.restart_epochs()  # fairseq starts again at epoch 1: the task's epochs too
+        if not finetune and not ck.reset_dataloader:
+            _say_what_the_resume_changes(self, filename, state)  # after the restore: its history is the newer
         return extra_state
 
     load_checkpoint.maskplug_original = original
     return load_checkpoint
+
+
+def _say_what_the_resume_changes(trainer, filename: str, state: dict) -> None:
+    """A resume (:mod:`.resume_changes`): one warning per task option that differs from the checkpoint's, an
+    unknown recorded policy refused, the settings history kept in the task's state (saved with its checkpoints)."""
+    from omegaconf import OmegaConf
+
+    from .resume_changes import HISTORY_KEY, changed_options, check_recorded_policy, history_after
+
+    saved = (state.get("cfg") or {}).get("task")
+    if saved is None:
+        return
+    as_dict = lambda cfg: (OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)  # noqa: E731
+                           if OmegaConf.is_config(cfg) else dict(cfg))
+    saved, current = as_dict(saved), as_dict(trainer.cfg.task)
+    check_recorded_policy(filename, saved)
+    for line in changed_options(filename, saved, current):
+        logger.warning(line)
+    container = getattr(trainer.task, "state", None)
+    if container is not None and hasattr(container, "merge_state_dict"):
+        previous = (state.get("task_state") or {}).get(HISTORY_KEY)
+        container.merge_state_dict({HISTORY_KEY: history_after(previous, saved, current, trainer.get_num_updates())})
 
 
 def _load_checkpoint_to_cpu_checked(original):
