@@ -4,6 +4,7 @@ resampling distribution over many seeds, and fairseq-maskplug-select's outputs a
 import json
 import os
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -150,6 +151,26 @@ def topic_corpus(tmp_path, seed, documents):
                                                                                           news))
     target = write(tmp_path / "task.txt", topics(rng, 40, reviews))
     return ["--corpus", str(corpus), "--target", str(target), "--num-docs", "50", "--buckets", "1000"]
+
+
+def test_a_corpus_edited_after_the_document_shards_is_refused_at_the_merge(tmp_path, capsys):
+    from preprocess import merge_shards
+
+    args = topic_corpus(tmp_path, 5, 101)
+    corpus = Path(args[args.index("--corpus") + 1])
+    shard = ["--out", str(tmp_path / "k2"), "--num-shards", "2", "--shard-id"]
+    for run in range(2):
+        for i in ("0", "1"):
+            assert select_main(args + shard + [i]) == 0
+    stat = os.stat(corpus)
+    text = corpus.read_text()
+    corpus.write_text(text.replace(text[:5], "".join("z" if c.isalpha() else c for c in text[:5]), 1))
+    os.utime(corpus, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    capsys.readouterr()
+    assert merge_shards.main([str(tmp_path / "k2")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"--corpus {corpus} changed after the document shards read it" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "k2").exists()
 
 
 def test_select_in_shards_merged_is_the_one_process_output(tmp_path, capsys):

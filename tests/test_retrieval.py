@@ -554,6 +554,27 @@ def test_query_shards_merged_write_the_one_process_output(tmp_path, capsys):
     assert (tmp_path / "mine.shards" / "notes.txt").exists()
 
 
+def test_a_corpus_edited_after_the_query_shards_is_refused_at_the_merge(tmp_path, capsys):
+    """One line edited at the same length and modification time after both shards ran: the merge would write
+    the edited text for a document BM25 weighed on the old one; it refuses, naming the corpus."""
+    from preprocess import merge_shards
+
+    corpus, queries = corpus_and_queries(tmp_path, 3, 200, 30, 7)
+    job = ["--index", str(tmp_path / "idx"), "--top-k", "5", "--num-shards", "2", "--shard-id"]
+    for shard in ("0", "1"):
+        assert run_cli(tmp_path, corpus, queries, *job, shard, out="k2") == 0
+    stat = os.stat(corpus)
+    text = corpus.read_text().splitlines()
+    text[0] = "".join("x" if c.isalpha() else c for c in text[0])  # same length
+    corpus.write_text("\n".join(text) + "\n")
+    os.utime(corpus, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    capsys.readouterr()
+    assert merge_shards.main([str(tmp_path / "k2")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"--corpus {corpus} changed after the query shards read it" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "k2").exists() and (tmp_path / "k2.shards").exists()
+
+
 @pytest.mark.e2e
 @pytest.mark.full
 def test_two_torchrun_ranks_answer_their_queries_and_rank_0_writes_the_output(tmp_path):

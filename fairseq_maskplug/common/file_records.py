@@ -27,6 +27,17 @@ def file_sha256(path: str) -> str:
     return digest.hexdigest()
 
 
+def check_same_content(path: str, recorded_sha256: str, option: str, when: str) -> None:
+    """Refuse, in one line naming ``path``, a file whose content is no longer the one ``when`` read (its SHA-256
+    differs from ``recorded_sha256``): what a merge writes from it would mix the edit into results computed from
+    the old text. Missing, it is named too."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{option} {path}: no such file; {when} read it")
+    if file_sha256(path) != recorded_sha256:
+        raise ValueError(f"{option} {path} changed after {when} read it (its content differs from the one recorded "
+                         "in the parts): rerun the shards on the file as it is now (nothing was merged)")
+
+
 def file_record(path: str) -> Dict[str, object]:
     """What a manifest records of ``path``: its length in bytes and its SHA-256."""
     return {"bytes": os.path.getsize(path), "sha256": file_sha256(path)}

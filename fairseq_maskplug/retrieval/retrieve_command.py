@@ -174,9 +174,12 @@ def merge_query_shards(out: str) -> dict:
     from .query_shards import parts_directory, read_parts, remove_parts
     from .run import Retrieval
 
+    from ..common.file_records import check_same_content
+
     parts = parts_directory(out)
     hits, seconds, options = read_parts(parts)
     check_output_directory(out, "--out", COMMAND, legacy=WRITES)
+    check_same_content(options["corpus"], options["settings"]["corpus_sha256"], "--corpus", "the query shards")
     found = Retrieval.of(hits, options["top_k"])
     summary = write_outputs(out, options["corpus"], options, found, seconds)
     remove_parts(parts)

@@ -133,9 +133,11 @@ def parts_directory(out: str) -> str:
 def shard_options(args, documents: int, target_texts: int) -> dict:
     """What every shard's parts depend on (compared on a rerun and between shards), and what the merge
     needs: the inputs' identities and the command's options."""
+    from ..common.file_records import file_sha256
     from ..tools.sharding import file_identity
 
-    return {**file_identity(args.corpus, "corpus"), **file_identity(args.target, "target"), "documents": documents,
+    return {**file_identity(args.corpus, "corpus"), "corpus_sha256": file_sha256(args.corpus),
+            **file_identity(args.target, "target"), "documents": documents,
             "target_texts": target_texts, "out": os.path.abspath(args.out),
             **{name: getattr(args, name) for name in ("num_docs", "buckets", "ngrams", "min_words", "top", "seed")}}
 
@@ -195,6 +197,9 @@ def merge_select_shards(out: str, started: float = None) -> dict:
     num_shards, options = found_parts(parts, "weights")
     check_output_directory(out, "--out", COMMAND, [("--corpus", options["corpus"]), ("--target", options["target"])],
                            legacy=WRITES)
+    if "corpus_sha256" in options:  # parts written before it was recorded are merged as before
+        from ..common.file_records import check_same_content
+        check_same_content(options["corpus"], options["corpus_sha256"], "--corpus", "the document shards")
     weights = np.concatenate(pass_parts(parts, "weights", num_shards, options).read_all(options["documents"]))
     summary = select(options, weights, options["target_texts"], started)
     remove_parts_directory(parts, COMMAND)
