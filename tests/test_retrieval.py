@@ -468,6 +468,36 @@ def test_a_rerun_keeps_the_files_the_user_put_in_out(tmp_path):
     assert (tmp_path / "out" / "retrieved.ids").read_text().split() == ["1", "2"]  # the last run's (top 1)
 
 
+def test_a_second_run_into_a_locked_out_is_refused_naming_the_holder(tmp_path, capsys):
+    """--out is written by one run at a time: while another process holds OUT.lock (as a run still going would),
+    retrieve and select stop in one line naming it, and the output stays the first run's."""
+    import subprocess
+    import sys
+
+    from fairseq_maskplug.common.locks import OutputLock
+    from preprocess.select_dsir import main as select_main
+
+    corpus = write(tmp_path / "c.txt", ["red apple pie", "green apple", "red car", "blue sky"])
+    queries = write(tmp_path / "q.txt", ["apple", "red"])
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\n"
+                               "from fairseq_maskplug.common.locks import OutputLock\n"
+                               f"lock = OutputLock({str(tmp_path / 'out')!r}, 'another run').__enter__()\n"
+                               "print('held', flush=True); time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert run_cli(tmp_path, corpus, queries, "--index", str(tmp_path / "idx")) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "another run (pid" in err[0], err
+        assert select_main(["--corpus", str(corpus), "--target", str(queries), "--out", str(tmp_path / "out"),
+                            "--num-docs", "2", "--buckets", "100"]) == 2
+        assert "another run (pid" in capsys.readouterr().err
+        assert not (tmp_path / "out").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert run_cli(tmp_path, corpus, queries, "--index", str(tmp_path / "idx")) == 0  # the lock left is stale
+
+
 def test_rake_queries_through_the_command(tmp_path):
     corpus = write(tmp_path / "c.txt", ["natural numbers are fun", "linear algebra", "cooking"])
     queries = write(tmp_path / "q.txt", ["Compatibility of systems of linear constraints over natural numbers."])

@@ -170,11 +170,17 @@ def report(summary: dict, found, queries_file: str, out: str) -> None:
 def merge_query_shards(out: str) -> dict:
     """Write ``out`` from the parts its query shards wrote (:mod:`~fairseq_maskplug.retrieval.query_shards`),
     then remove them; returns the summary (the merge step of rank 0, and of ``fairseq-maskplug-merge-shards``)."""
+    from ..common.locks import OutputLock
+
+    with OutputLock(out, COMMAND):  # one writer of --out (OUT.lock), as training's --save-dir
+        return _merge_query_shards(out)
+
+
+def _merge_query_shards(out: str) -> dict:
     from ..common.atomic import check_output_directory
+    from ..common.file_records import check_same_content
     from .query_shards import parts_directory, read_parts, remove_parts
     from .run import Retrieval
-
-    from ..common.file_records import check_same_content
 
     parts = parts_directory(out)
     hits, seconds, options = read_parts(parts)
@@ -188,7 +194,24 @@ def merge_query_shards(out: str) -> dict:
 
 
 def run(args) -> int:
-    """The command's work: every input and output checked, then the index built or opened and the queries run."""
+    """The command's work (:func:`run_checked`); a run in one process holds ``--out``'s lock (``OUT.lock``, one
+    writer, as training's ``--save-dir``) from before any work to its end."""
+    from ..common.locks import lock_output
+    from ..tools.sharding import shard_of
+
+    if not args.queries or shard_of(args).num_shards > 1:
+        return run_checked(args)
+    check_outputs(args)
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)  # the lock file's directory
+    lock = lock_output(args.out, COMMAND)
+    try:
+        return run_checked(args)
+    finally:
+        lock.release()
+
+
+def run_checked(args) -> int:
+    """Every input and output checked, then the index built or opened and the queries run."""
     from .corpus import read_queries
     from .query_shards import (check_parts_directory, part_done, parts_directory,
                                                          query_range, write_part)

@@ -107,18 +107,27 @@ def run(args) -> int:
     from .corpus import read_lines
     from .dsir import bucket_counts, fit_distribution, log_ratio, normalised
 
+    from ..common.locks import lock_output
+
     shard = shard_of(args)
     check_outputs(args)
     if shard.num_shards > 1:
         check_parts_directory(parts_directory(args.out), COMMAND)
-    started = time.perf_counter()
-    target_texts = [text for _, text in read_lines(args.target, "target file")]  # every line checked first
-    target = fit_distribution(target_texts, args.buckets, args.ngrams)
-    if shard.num_shards > 1:
-        return run_shard(args, shard, target, len(target_texts), started)
-    weights = log_weights(args, log_ratio(target, normalised(bucket_counts(corpus_texts(args.corpus), args.buckets,
-                                                                           args.ngrams))))
-    report(select(vars(args), weights, len(target_texts), started))
+    if shard.num_shards == 1:
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)  # the lock file's directory
+    lock = lock_output(args.out, COMMAND) if shard.num_shards == 1 else None  # one writer of --out (OUT.lock)
+    try:
+        started = time.perf_counter()
+        target_texts = [text for _, text in read_lines(args.target, "target file")]  # every line checked first
+        target = fit_distribution(target_texts, args.buckets, args.ngrams)
+        if shard.num_shards > 1:
+            return run_shard(args, shard, target, len(target_texts), started)
+        weights = log_weights(args, log_ratio(target, normalised(bucket_counts(
+            corpus_texts(args.corpus), args.buckets, args.ngrams))))
+        report(select(vars(args), weights, len(target_texts), started))
+    finally:
+        if lock is not None:
+            lock.release()
     return 0
 
 
@@ -187,13 +196,20 @@ def run_shard(args, shard, target, target_texts: int, started: float) -> int:
 
 def merge_select_shards(out: str, started: float = None) -> dict:
     """Write ``out`` from the weights its shards wrote, then remove the parts; returns the summary (the merge
-    step of rank 0, and of ``fairseq-maskplug-merge-shards``)."""
+    step of rank 0, and of ``fairseq-maskplug-merge-shards``), holding ``--out``'s lock (one writer)."""
+    from ..common.locks import OutputLock
+
+    started = time.perf_counter() if started is None else started
+    parts = parts_directory(out)
+    with OutputLock(out, COMMAND):
+        return _merge_select_shards(out, parts, started)
+
+
+def _merge_select_shards(out: str, parts: str, started: float) -> dict:
     import numpy as np
 
     from ..tools.pass_parts import found_parts, remove_parts_directory
 
-    started = time.perf_counter() if started is None else started
-    parts = parts_directory(out)
     num_shards, options = found_parts(parts, "weights")
     check_output_directory(out, "--out", COMMAND, [("--corpus", options["corpus"]), ("--target", options["target"])],
                            legacy=WRITES)
