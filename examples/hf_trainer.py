@@ -38,7 +38,7 @@ def main():
     prefix = f"{args.data}/{args.split}"
     dictionary = Dictionary.load(f"{args.data}/dict.txt")
     lines = data_utils.load_indexed_dataset(prefix, dictionary)
-    columns = {name: track_column(prefix, name) for name in collator.tracks}
+    columns = {name: track_column(prefix, name, tokenizer=tokenizer) for name in collator.tracks}
     rows, width = [], tokenizer.model_max_length  # a longer line is cut, as --shorten-method truncate cuts it
     for i in range(len(lines)):
         text = tokenizer.convert_tokens_to_string([dictionary[t] for t in lines[i][:-1].tolist()])

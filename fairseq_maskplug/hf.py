@@ -171,15 +171,44 @@ class PolicyCollator:
         self.training_feedback.fold_update([statistics])
 
 
-def track_column(split_prefix: str, name: str, tokens_prefix: Optional[str] = None) -> List[np.ndarray]:
+def check_vocabulary(tokenizer, dictionary_path: str) -> None:
+    """Refuse, in one line, a tokenizer whose vocabulary is not the track's dictionary (``dict.txt`` beside the
+    split, with ``<mask>`` after its last row as the masked-LM tasks add it): the same number of ids, and for
+    sentencepiece data (pieces in ``dict.txt``) the same piece at every id; a track aligned to other pieces would
+    mask other tokens than it scored. GPT-2 BPE data (``dict.txt`` holds GPT-2 label ids) is checked by size."""
+    from fairseq.data import Dictionary
+
+    dictionary = Dictionary.load(dictionary_path)
+    dictionary.add_symbol("<mask>")
+    size = len(tokenizer)
+    if size != len(dictionary):
+        raise ValueError(f"the tokenizer has {size} ids, the track's dictionary {dictionary_path} {len(dictionary)} "
+                         "with <mask>: the track belongs to other data (or give the tokenizer its export wrote)")
+    symbols = dictionary.symbols[dictionary.nspecial:-1]
+    if symbols and all(s.isdigit() or s.startswith("madeupword") for s in symbols):
+        return  # GPT-2 BPE labels: the tokenizer's byte-level pieces are not dict.txt's rows
+    tokens = tokenizer.convert_ids_to_tokens(list(range(size)))
+    for i, (ours, theirs) in enumerate(zip(dictionary.symbols, tokens)):
+        if ours != theirs:
+            raise ValueError(f"the tokenizer's id {i} is {theirs!r}, the track's dictionary {dictionary_path} has "
+                             f"{ours!r} there: the track is aligned to other pieces (give the tokenizer the export of "
+                             "this data wrote)")
+
+
+def track_column(split_prefix: str, name: str, tokens_prefix: Optional[str] = None, *, tokenizer) -> List[np.ndarray]:
     """A binarized side-information track as a dataset column: per line of ``split_prefix`` (e.g.
     ``data/indomain/train``), its values with a 0 first for the ``<s>`` the tokenizer adds (fairseq's
     masked-LM blocking gives ``<s>`` the value 0), so row ``i`` lines up with the tokenizer's ids of line
-    ``i`` (``<s> pieces </s>``). The track is checked against the split as training checks it."""
+    ``i`` (``<s> pieces </s>``). The track is checked against the split as training checks it, and
+    ``tokenizer`` (the one whose ids the examples hold) against the split's dictionary
+    (:func:`check_vocabulary`) before any row."""
+    import os
+
     from fairseq.data import data_utils
 
     from .data.side_info import load_side_info
 
+    check_vocabulary(tokenizer, os.path.join(os.path.dirname(tokens_prefix or split_prefix) or ".", "dict.txt"))
     tokens = data_utils.load_indexed_dataset(tokens_prefix or split_prefix, None)
     if tokens is None:
         raise FileNotFoundError(f"{tokens_prefix or split_prefix}.bin/.idx: no binarized split there")

@@ -39,7 +39,7 @@ def collator_data(sp_data):
     raw = sentences(600, 0)[:560]  # the train split's lines, as sp_data wrote them
     names = ("plt", "importance", "salient_spans", "span_start", "span_end", "pmi_units", "pos", "informask_rate",
              "token_likelihood", "difference_score")
-    columns = {name: track_column(str(data / "train"), name) for name in names}
+    columns = {name: track_column(str(data / "train"), name, tokenizer=tokenizer) for name in names}
     examples = [{"input_ids": tokenizer(text)["input_ids"], "idx": i, **{n: columns[n][i] for n in names}}
                 for i, text in enumerate(raw)]
     return data, tokenizer, examples
@@ -106,6 +106,31 @@ def test_a_missing_column_and_a_bad_epoch_are_refused(collator_data):
         collator.set_epoch(0)
     with pytest.raises(ValueError, match="unknown mask policy 'nope'"):
         PolicyCollator(tokenizer, "nope")
+
+
+def test_a_tokenizer_of_other_pieces_is_refused_before_any_row(collator_data, sp_data, tmp_path):
+    """A track aligned to one dictionary read for a tokenizer of another (rows whose lengths happen to agree
+    were masked silently): track_column refuses it in one line, naming the first id that differs."""
+    import shutil
+
+    from fairseq_maskplug.interop.gpt2_vocab import read_dict_symbols
+    from fairseq_maskplug.interop.tokenizer import sentencepiece_tokenizer
+
+    data, tokenizer, _ = collator_data
+    _, model, dict_path, _ = sp_data
+    symbols = read_dict_symbols(dict_path)
+    other_dict = tmp_path / "dict.txt"  # the same pieces, two of them swapped: same size, other ids
+    rows = dict_path.read_text(encoding="utf-8").splitlines()
+    rows[0], rows[1] = rows[1], rows[0]
+    other_dict.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    other = sentencepiece_tokenizer(transformers, model, read_dict_symbols(other_dict), 512)
+    with pytest.raises(ValueError, match=r"the tokenizer's id 4 is .* has .* there: the track is aligned to other"):
+        track_column(str(data / "train"), "importance", tokenizer=other)
+    smaller = sentencepiece_tokenizer(transformers, model, symbols, 512)
+    smaller.add_tokens(["<extra>"])
+    with pytest.raises(ValueError, match=r"the tokenizer has \d+ ids, the track's dictionary"):
+        track_column(str(data / "train"), "importance", tokenizer=smaller)
+    assert len(track_column(str(data / "train"), "importance", tokenizer=tokenizer)) == 560
 
 
 @pytest.mark.full
