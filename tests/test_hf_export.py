@@ -207,6 +207,31 @@ def best_generations(fs, hf, tokens, beam: int, steps: int, dictionary):
 
 @pytest.mark.e2e
 @pytest.mark.full
+def test_a_file_size_limit_during_export_and_import_is_one_line_and_leaves_nothing(trained, tmp_path):
+    """safetensors reports a refused write in its own words (``SafetensorError ... Os { code: 27 }``) and torch's
+    zip writer in others: both directions end in one line naming the output, and leave nothing behind."""
+    import resource
+    import subprocess
+    import sys
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))
+
+    check(convert("--from-fairseq", trained["roberta"], "--to", "hf", tmp_path / "hf"))
+    for source, out in ((["--from-fairseq", trained["roberta"]], "hf-limited"),
+                        (["--from-hf", tmp_path / "hf"], "fairseq-limited")):
+        to = "hf" if "--from-fairseq" in source else "fairseq"
+        result = subprocess.run([sys.executable, "-m", "preprocess.convert", *map(str, source), "--to", to,
+                                 str(tmp_path / out)], capture_output=True, text=True, cwd=REPO,
+                                preexec_fn=limit)
+        error = result.stderr.strip().splitlines()
+        assert result.returncode == 2 and len(error) == 1, result.stderr[-3000:]
+        assert f"writing {tmp_path / out} failed" in error[0] and "file-size limit" in error[0], error
+        assert not [p for p in tmp_path.iterdir() if p.name.startswith(out)]
+
+
+@pytest.mark.e2e
+@pytest.mark.full
 def test_a_t5_format_bart_is_refused_naming_its_sentinels(sp_data, tmp_path):
     _, _, _, data = sp_data
     check(run([BIN / "fairseq-train", data, "--user-dir", REPO / "fairseq_maskplug", *CPU_RUN, "--task",

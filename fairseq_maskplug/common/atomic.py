@@ -71,14 +71,35 @@ def is_write_failure(error: BaseException) -> bool:
                                            or (error.errno is None and bool(SHORT_WRITE.search(str(error)))))
 
 
+#: libraries that report a refused write in their own words: safetensors (Rust's ``Os { code: 27, ... }``) and
+#: torch's zip writer (``PytorchStreamWriter failed writing file``, no errno)
+LIBRARY_WRITE_FAILURE = re.compile(r"Os \{ code: (?P<errno>\d+)|PytorchStreamWriter failed writing|file write failed")
+
+
+def library_write_failure(error: BaseException) -> Optional[OSError]:
+    """The OSError behind a library's report of a refused write (:data:`LIBRARY_WRITE_FAILURE`), or None."""
+    match = LIBRARY_WRITE_FAILURE.search(str(error))
+    if match is None:
+        return None
+    if match["errno"] is not None:
+        code = int(match["errno"])
+        failure = OSError(code, os.strerror(code))
+        return failure if is_write_failure(failure) else None
+    return OSError(None, "the write failed")  # torch says no more: write_failed names both likely causes
+
+
 def write_failure_in(error: BaseException) -> Optional[OSError]:
-    """The refused write behind ``error``: itself, or an OSError it was raised from or while handling
+    """The refused write behind ``error``: itself, an OSError it was raised from or while handling
     (torch's checkpoint writer reports a short write as ``RuntimeError: ... unexpected pos``, raised
-    while the OSError of the write is handled); None when there is none."""
+    while the OSError of the write is handled), or a library's own report of one
+    (:func:`library_write_failure`); None when there is none."""
     seen = set()
     while error is not None and id(error) not in seen:
         if is_write_failure(error):
             return error
+        reported = library_write_failure(error)
+        if reported is not None:
+            return reported
         seen.add(id(error))
         error = error.__cause__ or error.__context__
     return None

@@ -14,7 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Sequence, Tuple
 
-from ..common.atomic import is_write_failure, replaceable, temporary_name, tree_bytes, write_failed, write_owner
+from ..common.atomic import (replaceable, temporary_name, tree_bytes, write_failed,
+                             write_failure_in, write_owner)
 from ..common.progress import progress_bar
 from ..common.text_case import write_case_record
 
@@ -60,8 +61,9 @@ def atomic_directory(final: Path, command: str, legacy: Iterable[str] = (), keep
     except BaseException as error:
         written = tree_bytes(str(tmp))
         shutil.rmtree(tmp, ignore_errors=True)
-        if is_write_failure(error):
-            raise write_failed(str(final), error, written) from None
+        failure = write_failure_in(error) if isinstance(error, Exception) else None
+        if failure is not None:
+            raise write_failed(str(final), failure, written) from None
         raise
     old = final.with_name(f"{final.name}.old-{os.getpid()}")
     if final.exists():
