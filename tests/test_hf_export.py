@@ -232,6 +232,27 @@ def test_a_file_size_limit_during_export_and_import_is_one_line_and_leaves_nothi
 
 @pytest.mark.e2e
 @pytest.mark.full
+def test_a_damaged_or_mismatched_hf_directory_is_named_in_one_line(trained, tmp_path):
+    import json
+    import shutil
+
+    check(convert("--from-fairseq", trained["roberta"], "--to", "hf", tmp_path / "hf"))
+    cut = shutil.copytree(tmp_path / "hf", tmp_path / "cut")
+    weights = cut / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    other = shutil.copytree(tmp_path / "hf", tmp_path / "other")
+    config = json.loads((other / "config.json").read_text())
+    (other / "config.json").write_text(json.dumps(dict(config, vocab_size=config["vocab_size"] + 8)))
+    for source, said in ((cut, f"{weights} is damaged ("),
+                         (other, f"{other / 'config.json'} says vocab_size {config['vocab_size'] + 8}, ")):
+        result = convert("--from-hf", source, "--to", "fairseq", tmp_path / f"{source.name}-release")
+        error = result.stderr.strip().splitlines()
+        assert result.returncode == 2 and len(error) == 1 and said in error[0], result.stderr[-2000:]
+        assert "Traceback" not in result.stderr and not (tmp_path / f"{source.name}-release").exists()
+
+
+@pytest.mark.e2e
+@pytest.mark.full
 def test_a_t5_format_bart_is_refused_naming_its_sentinels(sp_data, tmp_path):
     _, _, _, data = sp_data
     check(run([BIN / "fairseq-train", data, "--user-dir", REPO / "fairseq_maskplug", *CPU_RUN, "--task",

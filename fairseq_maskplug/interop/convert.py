@@ -133,6 +133,27 @@ def within(worst: float, tolerance: float) -> float:
 # ---------------------------------------------------------------------------------------------
 # HF -> fairseq
 
+def check_hf_weights(src: Path, vocab_size: int) -> None:
+    """Refuse, in one line naming the file, a ``model.safetensors`` that is damaged (cut short, not a safetensors
+    file) and one whose token embedding's rows disagree with ``config.json``'s ``vocab_size``, before
+    ``transformers`` loads them (its errors name no file, or come as a size-mismatch traceback)."""
+    weights = src / "model.safetensors"
+    if not weights.is_file():
+        return
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(weights), "pt") as f:
+            rows = [f.get_slice(k).get_shape()[0] for k in f.keys()
+                    if k.endswith(("embed_tokens.weight", "word_embeddings.weight")) or k == "model.shared.weight"]
+    except Exception as error:  # safetensors' own error type: a damaged header or a file cut short
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ValueError(f"{weights} is damaged ({reason}): export or copy it again") from None
+    if rows and rows[0] != vocab_size:
+        raise ValueError(f"{src / 'config.json'} says vocab_size {vocab_size}, {weights} has {rows[0]} embedding "
+                         "rows: the two files belong to different models")
+
+
 def load_hf_weights(auto, src: Path):
     """``auto.from_pretrained(src)``; a pickled weight file that the safe loader refuses (it would create objects
     that are not tensors) is named in one line, never loaded otherwise (transformers' error names no file and
@@ -194,6 +215,7 @@ def hf_to_fairseq(args) -> str:
         raise ValueError(f"{src}: a BART sequence classifier; BartForConditionalGeneration converts")
     auto = (transformers.AutoModelForSeq2SeqLM if is_bart else
             transformers.AutoModelForSequenceClassification if classifier else transformers.AutoModelForMaskedLM)
+    check_hf_weights(src, config.vocab_size)
     hf_model = load_hf_weights(auto, src).eval()
     tokenizer = transformers.AutoTokenizer.from_pretrained(src)
     head = (args.head or "sentence_classification_head") if classifier else None
