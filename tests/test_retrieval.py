@@ -445,7 +445,9 @@ def test_outputs_union_provenance_and_unmatched_queries(tmp_path, capsys):
     assert [r[:3] for r in ref] == [r[:3] for r in rows]
     # a second task reuses the index; a changed corpus is refused
     assert run_cli(tmp_path, corpus, queries, "--index", str(tmp_path / "idx"), out="again") == 0
-    assert "reusing the index" in capsys.readouterr().err
+    assert "files checked by length, not content: --verify-data hashes them" in capsys.readouterr().err
+    assert run_cli(tmp_path, corpus, queries, "--index", str(tmp_path / "idx"), "--verify-data", out="again") == 0
+    assert "every file's SHA-256 checked" in capsys.readouterr().err
     write(corpus, ["something else"])
     assert run_cli(tmp_path, corpus, queries, "--index", str(tmp_path / "idx"), out="x") == 2
     assert "built with a different corpus content" in capsys.readouterr().err

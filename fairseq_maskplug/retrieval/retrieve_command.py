@@ -64,7 +64,10 @@ def open_searcher(args, analyser):
     with index_lock(args.index):
         if os.path.exists(args.index) and not is_empty_directory(args.index):
             manifest = check_reusable(args.index, settings, args.verify_data)
-            print(f"[retrieve] reusing the index {args.index} ({manifest['documents']} documents)", file=sys.stderr)
+            checked = ("every file's SHA-256 checked" if args.verify_data else
+                       "its files checked by length, not content: --verify-data hashes them")
+            print(f"[retrieve] reusing the index {args.index} ({manifest['documents']} documents; {checked})",
+                  file=sys.stderr)
         else:
             from .run import default_workers
 
