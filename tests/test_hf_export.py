@@ -243,7 +243,14 @@ def test_a_damaged_or_mismatched_hf_directory_is_named_in_one_line(trained, tmp_
     other = shutil.copytree(tmp_path / "hf", tmp_path / "other")
     config = json.loads((other / "config.json").read_text())
     (other / "config.json").write_text(json.dumps(dict(config, vocab_size=config["vocab_size"] + 8)))
-    for source, said in ((cut, f"{weights} is damaged ("),
+    swapped = shutil.copytree(tmp_path / "hf", tmp_path / "swapped")  # another data set's dictionary copied in
+    rows = (swapped / "dict.txt").read_text(encoding="utf-8").splitlines()
+    rows[0], rows[1] = rows[1], rows[0]
+    (swapped / "dict.txt").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    assert json.loads((tmp_path / "hf" / "maskplug_export.json").read_text())["files"].keys() >= {"dict.txt",
+                                                                                                  "spm.model"}
+    for source, said in ((swapped, f"{swapped / 'dict.txt'} is not the file this export was made with"),
+                         (cut, f"{weights} is damaged ("),
                          (other, f"{other / 'config.json'} says vocab_size {config['vocab_size'] + 8}, ")):
         result = convert("--from-hf", source, "--to", "fairseq", tmp_path / f"{source.name}-release")
         error = result.stderr.strip().splitlines()

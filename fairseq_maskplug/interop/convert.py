@@ -177,6 +177,7 @@ def write_fairseq_vocabulary(src: Path, out: Path, vocab_size: int) -> TextIds:
     ``dict.txt`` copied back, else GPT-2 BPE from ``vocab.json`` + ``merges.txt``."""
     from . import gpt2_vocab
 
+    check_tokenizer_files(src)
     if (src / "spm.model").is_file() and (src / "dict.txt").is_file():
         copy_sentencepiece(src / "spm.model", out)
         shutil.copyfile(src / "dict.txt", out / "dict.txt")
@@ -292,6 +293,39 @@ def copy_sentencepiece(spm_model: Path, out: Path) -> None:
         shutil.copyfile(record_path(spm_model), record_path(out / "spm.model"))
 
 
+#: what an export records of the files its tokenizer was made from (their SHA-256), checked by ``--from-hf``
+EXPORT_RECORD = "maskplug_export.json"
+
+
+def record_tokenizer_files(out: Path) -> None:
+    """Record in ``out`` the SHA-256 of the tokenizer files the export wrote beside the model (``dict.txt``,
+    ``spm.model``, ``spm.text.json``, ``vocab.json``, ``merges.txt``) and the version that wrote them."""
+    from .._version import RECORD_KEY, __version__
+    from ..common.file_records import file_sha256
+
+    files = {name: file_sha256(str(out / name)) for name in TOKENIZER_FILES if (out / name).is_file()}
+    (out / EXPORT_RECORD).write_text(json.dumps({"files": files, RECORD_KEY: __version__}, indent=1) + "\n")
+
+
+TOKENIZER_FILES = ("dict.txt", "spm.model", "spm.text.json", "vocab.json", "merges.txt")
+
+
+def check_tokenizer_files(src: Path) -> None:
+    """Refuse, naming the file, an export whose tokenizer files are not the ones it recorded (copied in from other
+    data: a model read with another dictionary gets other ids); a directory without the record (another tool's
+    export, an HF download) is read as it is."""
+    from ..common.file_records import file_sha256
+
+    record = src / EXPORT_RECORD
+    if not record.is_file():
+        return
+    files = json.loads(record.read_text(encoding="utf-8")).get("files", {})
+    for name, digest in files.items():
+        if not (src / name).is_file() or file_sha256(str(src / name)) != digest:
+            raise ValueError(f"{src / name} is not the file this export was made with ({record} records another): "
+                             "the tokenizer files come from other data; copy the export's own back")
+
+
 def write_hf_tokenizer(transformers, text_ids: TextIds, symbols, out: Path, max_length: int, family: str):
     """The tokenizer of the export (``tokenizer.json`` and its config), with the files ``--from-hf`` reads back."""
     from . import gpt2_vocab
@@ -310,6 +344,7 @@ def write_hf_tokenizer(transformers, text_ids: TextIds, symbols, out: Path, max_
         fast = transformers.BartTokenizerFast if family == "bart" else transformers.RobertaTokenizerFast
         tokenizer = fast.from_pretrained(out, model_max_length=max_length)
     tokenizer.save_pretrained(out)
+    record_tokenizer_files(out)
 
 
 def fairseq_to_hf(args) -> str:
