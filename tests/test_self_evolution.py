@@ -130,3 +130,42 @@ def test_the_criterion_mixes_in_the_models_own_prediction_on_the_unmasked_input(
     torch.testing.assert_close(log["nll_loss"], plain, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(unsmoothed, plain, rtol=1e-5, atol=1e-5)
     assert abs(float(loss) - float(plain)) > 1e-3  # the smoothing changes the loss
+
+
+@pytest.mark.e2e
+def test_in_training_the_target_comes_from_an_eval_mode_pass_and_the_mode_is_restored(trained):
+    """In train mode with dropout (the tiny model's 0.1), the loss equals the by-hand loss whose masked-input
+    logits are the same dropout draw and whose target is the unmasked input's prediction *without* dropout (the
+    authors switch to eval() for it); the model is in train mode again after the call."""
+    import torch
+    from fairseq_maskplug.criterions.self_evolution import SelfEvolutionCriterion
+
+    _, model, task = trained
+    d = task.source_dictionary
+    generator = torch.Generator().manual_seed(2)
+    original = torch.randint(d.nspecial, len(d) - 1, (3, 12), generator=generator)
+    original[:, 0] = d.bos()
+    masked = torch.zeros_like(original, dtype=torch.bool)
+    masked[:, [2, 5, 9]] = True
+    source = torch.where(masked, torch.full_like(original, task.mask_idx), original)
+    target = torch.where(masked, original, torch.full_like(original, d.pad()))
+    sample = {"net_input": {"src_tokens": source}, "target": target, "ntokens": int(masked.sum()), "nsentences": 3}
+    model.train()
+    try:
+        torch.manual_seed(5)
+        with torch.no_grad():
+            loss, _, _ = SelfEvolutionCriterion(task, 0.1)(model, sample)
+        assert model.training
+        torch.manual_seed(5)
+        with torch.no_grad():
+            logits = model(source, masked_tokens=masked)[0]  # the same dropout draw as the criterion's
+            model.eval()
+            clean = torch.softmax(model(original, masked_tokens=masked)[0].float(), dim=-1)
+            model.train()
+            dropped = torch.softmax(model(original, masked_tokens=masked)[0].float(), dim=-1)
+        mixed = 0.9 * torch.nn.functional.one_hot(original[masked], len(d)).float() + 0.1 * clean
+        by_hand = -(mixed * torch.log_softmax(logits.float(), dim=-1)).sum()
+        torch.testing.assert_close(loss, by_hand, rtol=1e-5, atol=1e-5)
+        assert (dropped - clean).abs().max() > 1e-4  # a pass with dropout would give another target
+    finally:
+        model.eval()

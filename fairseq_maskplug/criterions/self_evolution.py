@@ -9,8 +9,14 @@ sums its own; ``--se-smoothing 0`` is fairseq's ``masked_lm`` loss.
 
 The unmasked reading is a second forward pass, done without gradients through the model inside
 fairseq's data-parallel wrapper (:func:`~fairseq_maskplug.models.unwrap_model`): the wrapper sees one
-forward per step, so the default ``pytorch_ddp`` backend trains as with ``masked_lm``. It runs in the
-model's current mode (dropout on in training, as the authors' second pass in their criterion).
+forward per step, so the default ``pytorch_ddp`` backend trains as with ``masked_lm``. It runs in **eval
+mode** (no dropout), as the authors' criterion switches the model to ``eval()`` for it and back to ``train()``
+after; the model's mode is restored whatever it was.
+
+Normalisation: the loss is summed over the predicted positions and fairseq divides the gradient by their
+number (``sample_size``), as its ``masked_lm`` does; the authors' criterion divides by ``ntokens`` (every
+token of the batch), which scales the gradient by the mask rate (about 0.15) and is otherwise the same
+direction. Where the update size matters, a learning rate about 0.15 times ours reproduces theirs.
 """
 
 import math
@@ -73,9 +79,14 @@ class SelfEvolutionCriterion(FairseqCriterion):
         keep = targets.ne(self.padding_idx)
         if self.smoothing > 0:
             clean = torch.where(masked, target, sample["net_input"]["src_tokens"])
-            with torch.no_grad():
-                clean_logits = unwrap_model(model)(**dict(sample["net_input"], src_tokens=clean),
-                                                   masked_tokens=asked)[0]
+            inner = unwrap_model(model)
+            training = inner.training
+            inner.eval()  # the target's pass without dropout, as the authors' criterion
+            try:
+                with torch.no_grad():
+                    clean_logits = inner(**dict(sample["net_input"], src_tokens=clean), masked_tokens=asked)[0]
+            finally:
+                inner.train(training)
             clean_probs = F.softmax(clean_logits.view(-1, clean_logits.size(-1)).float(), dim=-1)
         else:
             clean_probs = torch.zeros_like(logits, dtype=torch.float32)
