@@ -173,6 +173,22 @@ def run_producer_before(tmp_path: Path, module: str, *args) -> subprocess.Comple
     return check(run([sys.executable, "-m", f"preprocess.{module}", *args], cwd=code))
 
 
+def written_files(directory: Path, pattern: str) -> dict:
+    """``{name: bytes}`` of the files of ``directory`` matching ``pattern``, each track record (``.json``) without the
+    version that wrote it (the code of :data:`PRODUCERS_BEFORE` recorded none): what the producers wrote, to compare
+    with that code's output byte for byte."""
+    files = {}
+    for path in sorted(Path(directory).glob(pattern)):
+        data = path.read_bytes()
+        if path.suffix == ".json":
+            record = json.loads(data)
+            if isinstance(record, dict):
+                record.pop("fairseq_maskplug_version", None)
+            data = json.dumps(record, indent=1).encode()
+        files[path.name] = data
+    return files
+
+
 def check(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
     assert result.returncode == 0, f"command failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
     return result

@@ -226,7 +226,7 @@ def test_rank_weighting_draws_each_position_in_proportion_to_its_rank():
 @pytest.mark.e2e
 @pytest.mark.full
 def test_difference_writes_what_the_code_before_issue_54_wrote(tiny_data, domain_data, trained, tmp_path):
-    from fairseq_helpers import run_producer_before
+    from fairseq_helpers import run_producer_before, written_files
 
     checkpoint, _, _ = trained
     args = ["--general", tiny_data / "bin", "--checkpoint", checkpoint, "--anchors", "3"]
@@ -234,6 +234,6 @@ def test_difference_writes_what_the_code_before_issue_54_wrote(tiny_data, domain
     check(run([BIN / "python", "-m", "preprocess.difference", "--data", now, *args]))
     run_producer_before(tmp_path, "difference", "--data", before, *args)
     def written(data):
-        return {p.name: p.read_bytes() for p in sorted(data.glob("*.difference_score.*"))}
+        return written_files(data, "*.difference_score.*")
 
     assert len(written(now)) == 6 and written(now) == written(before)

@@ -407,7 +407,7 @@ def test_span_policy_trains_in_half_precision_with_a_settling_loss_scale(rule_da
 @pytest.mark.e2e
 @pytest.mark.full
 def test_score_spans_writes_what_the_code_before_issue_54_wrote(rule_policy, tmp_path):
-    from fairseq_helpers import run_producer_before
+    from fairseq_helpers import run_producer_before, written_files
 
     root = rule_policy[0]
     scores = ["--checkpoint", root / "ckpt" / "checkpoint_last.pt", "--splits", "test"]
@@ -415,5 +415,5 @@ def test_score_spans_writes_what_the_code_before_issue_54_wrote(rule_policy, tmp
                    for when in ("now", "before"))
     check(run([BIN / "fairseq-maskplug-score-spans", "--data", now, *scores]))
     run_producer_before(tmp_path, "score_spans", "--data", before, *scores)
-    written = {p.name: p.read_bytes() for p in sorted(now.glob("test.span_*"))}
-    assert len(written) >= 6 and written == {p.name: p.read_bytes() for p in sorted(before.glob("test.span_*"))}
+    written = written_files(now, "test.span_*")
+    assert len(written) >= 6 and written == written_files(before, "test.span_*")

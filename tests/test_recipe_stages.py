@@ -66,8 +66,9 @@ def test_a_stage_reports_start_progress_end_and_failure(tmp_path):
 def test_quick_quickstart_runs_every_stage_and_says_it_is_a_smoke_run(tmp_path):
     from release_helpers import fake_demo_sources
 
-    # as large as QUICK keeps of the real sources: 1,500 review lines (30 valid), 1,500 MR sentences (150 valid)
-    fake_demo_sources(tmp_path / "downloads", mr=1500, reviews=400)
+    # as large as QUICK keeps of the real sources: 1,500 review lines (30 valid), 1,500 MR sentences (150 valid),
+    # 3,000 news sentences (60 valid: enough blocks for the BART page's salient-span run, which the HF page exports)
+    fake_demo_sources(tmp_path / "downloads", mr=1500, reviews=400, articles=500)
     env = dict(os.environ, QUICK="1", MASKPLUG_WORK=str(tmp_path / "work_quick"), MASKPLUG_EXTRAS="test",
                MASKPLUG_DOWNLOADS=str(tmp_path / "downloads"), MASKPLUG_PROGRESS_SECONDS="5", PYTHONWARNINGS="ignore",
                MASKPLUG_VOCAB_SIZE="100")

@@ -230,12 +230,12 @@ def test_both_spacy_producers_write_what_the_code_before_issue_54_wrote(spm_data
     """salient-spans and pos-tags against commit PRODUCERS_BEFORE's on this machine, byte for byte."""
     import shutil
 
-    from fairseq_helpers import BIN, check, run, run_producer_before
+    from fairseq_helpers import BIN, check, run, run_producer_before, written_files
 
     args = ["--split", "train", "--text", spm_data / "train.txt", "--shard-block-lines", "8", "--batch-size", "4"]
     for module, name in (("salient_spans", "salient_spans"), ("pos_tags", "pos")):
         now, before = (shutil.copytree(spm_data / "bin", tmp_path / f"{module}-{when}") for when in ("now", "before"))
         check(run([BIN / "python", "-m", f"preprocess.{module}", "--data", now, *args]))
         run_producer_before(tmp_path, module, "--data", before, *args)
-        written = {p.name: p.read_bytes() for p in sorted(now.glob(f"train.{name}.*"))}
-        assert len(written) == 3 and written == {p.name: p.read_bytes() for p in sorted(before.glob(f"train.{name}.*"))}
+        written = written_files(now, f"train.{name}.*")
+        assert len(written) == 3 and written == written_files(before, f"train.{name}.*")

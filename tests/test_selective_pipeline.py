@@ -258,10 +258,10 @@ def test_both_importance_producers_write_what_the_code_before_issue_54_wrote(pip
     PRODUCERS_BEFORE's on this machine, byte for byte."""
     import shutil
 
-    from fairseq_helpers import run_producer_before
+    from fairseq_helpers import run_producer_before, written_files
 
     def files(directory, name):
-        return {p.name: p.read_bytes() for p in sorted(directory.glob(f"train.{name}.*"))}
+        return written_files(directory, f"train.{name}.*")
 
     scores = ["--checkpoint", pipeline.classifier, "--splits", "train", "--batch-size", "16", "--name", "before"]
     now, before = (shutil.copytree(pipeline.task, tmp_path / name) for name in ("now", "before"))
