@@ -97,6 +97,22 @@ def test_smoothed_cross_entropy_is_the_cross_entropy_against_the_mixed_target():
         smoothed_cross_entropy(logits, targets, clean, 1.0)
 
 
+def masked_sample(task, seed: int):
+    """``(original, masked, source, sample)``: 3 random lines of 12 tokens (``<s>`` first), positions 2, 5 and 9
+    masked, as a masked-LM batch."""
+    import torch
+
+    d = task.source_dictionary
+    original = torch.randint(d.nspecial, len(d) - 1, (3, 12), generator=torch.Generator().manual_seed(seed))
+    original[:, 0] = d.bos()
+    masked = torch.zeros_like(original, dtype=torch.bool)
+    masked[:, [2, 5, 9]] = True
+    source = torch.where(masked, torch.full_like(original, task.mask_idx), original)
+    target = torch.where(masked, original, torch.full_like(original, d.pad()))
+    sample = {"net_input": {"src_tokens": source}, "target": target, "ntokens": int(masked.sum()), "nsentences": 3}
+    return original, masked, source, sample
+
+
 @pytest.mark.e2e
 def test_the_criterion_mixes_in_the_models_own_prediction_on_the_unmasked_input(trained):
     """On a trained tiny model (eval mode: no dropout), the criterion's loss equals the cross entropy of
@@ -109,14 +125,7 @@ def test_the_criterion_mixes_in_the_models_own_prediction_on_the_unmasked_input(
     _, model, task = trained
     model.eval()
     d = task.source_dictionary
-    generator = torch.Generator().manual_seed(1)
-    original = torch.randint(d.nspecial, len(d) - 1, (3, 12), generator=generator)
-    original[:, 0] = d.bos()
-    masked = torch.zeros_like(original, dtype=torch.bool)
-    masked[:, [2, 5, 9]] = True
-    source = torch.where(masked, torch.full_like(original, task.mask_idx), original)
-    target = torch.where(masked, original, torch.full_like(original, d.pad()))
-    sample = {"net_input": {"src_tokens": source}, "target": target, "ntokens": int(masked.sum()), "nsentences": 3}
+    original, masked, source, sample = masked_sample(task, 1)
     with torch.no_grad():
         loss, size, log = SelfEvolutionCriterion(task, 0.1)(model, sample)
         logits = model(source, masked_tokens=masked)[0]
@@ -142,14 +151,7 @@ def test_in_training_the_target_comes_from_an_eval_mode_pass_and_the_mode_is_res
 
     _, model, task = trained
     d = task.source_dictionary
-    generator = torch.Generator().manual_seed(2)
-    original = torch.randint(d.nspecial, len(d) - 1, (3, 12), generator=generator)
-    original[:, 0] = d.bos()
-    masked = torch.zeros_like(original, dtype=torch.bool)
-    masked[:, [2, 5, 9]] = True
-    source = torch.where(masked, torch.full_like(original, task.mask_idx), original)
-    target = torch.where(masked, original, torch.full_like(original, d.pad()))
-    sample = {"net_input": {"src_tokens": source}, "target": target, "ntokens": int(masked.sum()), "nsentences": 3}
+    original, masked, source, sample = masked_sample(task, 2)
     model.train()
     try:
         torch.manual_seed(5)
