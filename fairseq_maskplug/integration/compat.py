@@ -180,6 +180,8 @@ def _say_what_the_resume_changes(trainer, filename: str, state: dict) -> None:
     as_dict = lambda cfg: (OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)  # noqa: E731
                            if OmegaConf.is_config(cfg) else dict(cfg))
     saved, current = as_dict(saved), as_dict(trainer.cfg.task)
+    from .renamed_options import upgrade_task_options
+    upgrade_task_options(saved)  # a checkpoint of an earlier commit: its options under today's names
     check_recorded_policy(filename, saved)
     for line in changed_options(filename, saved, current):
         logger.warning(line)

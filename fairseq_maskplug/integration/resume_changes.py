@@ -50,7 +50,7 @@ def check_recorded_policy(checkpoint: str, saved: Mapping) -> None:
     from ..masking.registry import MASK_POLICY_REGISTRY
 
     policy = saved.get("mask_policy")
-    if policy is not None and policy not in MASK_POLICY_REGISTRY:
+    if policy and policy not in MASK_POLICY_REGISTRY:  # '' or None: the task's own default (older fe_mlm checkpoints)
         raise ValueError(f"{checkpoint} was trained with --mask-policy {policy!r}, which this version does not "
                          f"register (registered: {', '.join(sorted(MASK_POLICY_REGISTRY))}); load the plugin that "
                          "defines it (--user-dir), or start a new run")
