@@ -43,21 +43,28 @@ def odd_strings(n: int, seed: int):
     return ["".join(rng.choice(ODD) for _ in range(rng.randint(0, 30))) for _ in range(n)]
 
 
-@pytest.fixture(scope="module")
-def sp_data(tmp_path_factory):
-    """``(root, spm.model, dict.txt, data dir)``: sentencepiece data binarized as the demo's is."""
+def binarized_sentencepiece(root: Path, text, train_lines: int, vocab_size: int = 80):
+    """``(spm.model, root/data)``: a unigram model of ``text`` (as ``prepare_demo`` trains one), its pieces with
+    ``write_fairseq_dict``'s dictionary (``root/dict.txt``), the first ``train_lines`` lines the train split and
+    the rest the valid split, binarized by real fairseq-preprocess with that dictionary."""
     from fairseq_maskplug.tools.binarize import encode, train_sentencepiece, write_fairseq_dict
 
-    root = tmp_path_factory.mktemp("sp")
-    text = sentences(600, 0)
-    model = train_sentencepiece(text, root / "spm", 80)
+    model = train_sentencepiece(text, root / "spm", vocab_size)
     pieces = encode(model, text, "train")
     write_fairseq_dict(model, pieces, root / "dict.txt")
-    for split, rows in (("train", pieces[:560]), ("valid", pieces[560:])):
+    for split, rows in (("train", pieces[:train_lines]), ("valid", pieces[train_lines:])):
         (root / f"{split}.tok").write_text("\n".join(rows) + "\n", encoding="utf-8")
     data = root / "data"
     check(run([BIN / "fairseq-preprocess", "--only-source", "--srcdict", root / "dict.txt", "--trainpref",
                root / "train.tok", "--validpref", root / "valid.tok", "--destdir", data, "--workers", "1"]))
+    return model, data
+
+
+@pytest.fixture(scope="module")
+def sp_data(tmp_path_factory):
+    """``(root, spm.model, dict.txt, data dir)``: sentencepiece data binarized as the demo's is."""
+    root = tmp_path_factory.mktemp("sp")
+    model, data = binarized_sentencepiece(root, sentences(600, 0), 560)
     return root, model, root / "dict.txt", data
 
 

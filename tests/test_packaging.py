@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from fairseq_helpers import BIN, CPU_RUN, REPO, TINY_ROBERTA, check, run, train
+from fairseq_helpers import CPU_RUN, REPO, TINY_ROBERTA, check, train
 
 from fairseq_maskplug._version import RECORD_KEY, __version__, newer_than_this, newer_version_line
 
@@ -284,22 +284,13 @@ def test_the_documented_install_of_the_hf_extra_leaves_a_working_transformers(tm
 def sentencepiece_roberta(work: Path) -> Path:
     """``work/data``: sentencepiece data (``spm.model`` beside it, its text lower-cased and recorded so) and a
     tiny RoBERTa trained 2 updates on it in ``work/data/ck``."""
-    from test_hf_export import sentences
+    from test_hf_export import binarized_sentencepiece, sentences
 
     from fairseq_maskplug.common.text_case import write_case_record
-    from fairseq_maskplug.tools.binarize import encode, train_sentencepiece, write_fairseq_dict
 
     work.mkdir(parents=True)
-    text = [line.lower() for line in sentences(400, 0)]
-    model = train_sentencepiece(text, work / "spm", 80)
+    model, data = binarized_sentencepiece(work, [line.lower() for line in sentences(400, 0)], 360)
     write_case_record(model, True)
-    pieces = encode(model, text, "train")
-    write_fairseq_dict(model, pieces, work / "dict.txt")
-    for split, rows in (("train", pieces[:360]), ("valid", pieces[360:])):
-        (work / f"{split}.tok").write_text("\n".join(rows) + "\n", encoding="utf-8")
-    data = work / "data"
-    check(run([BIN / "fairseq-preprocess", "--only-source", "--srcdict", work / "dict.txt", "--trainpref",
-               work / "train.tok", "--validpref", work / "valid.tok", "--destdir", data, "--workers", "1"]))
     shutil.copyfile(work / "spm.model", data / "spm.model")
     shutil.copyfile(work / "spm.text.json", data / "spm.text.json")
     check(train(data, data / "ck", "--mask-policy", "random", "--max-update", "2"))

@@ -154,12 +154,15 @@ def _load_checkpoint_naming_mismatch(original):
         ck = self.cfg.checkpoint
         finetune = ck.finetune_from_model is not None and os.path.abspath(filename) == os.path.abspath(
             ck.finetune_from_model)
+        restores, resumes = getattr(self.task, "restores_task_state", False), not (finetune or ck.reset_dataloader)
+        if not (restores or resumes):
+            return extra_state  # nothing reads the checkpoint again
         state = load_state(filename)  # every rank reads it: fairseq's own load asks every rank whether it exists
-        if getattr(self.task, "restores_task_state", False):
+        if restores:
             self.task.load_state_dict(state.get("task_state") or {})
-            if (ck.reset_dataloader or finetune) and hasattr(self.task, "restart_epochs"):
+            if not resumes and hasattr(self.task, "restart_epochs"):
                 self.task.restart_epochs()  # fairseq starts again at epoch 1: the task's epochs too
-        if not finetune and not ck.reset_dataloader:
+        if resumes:
             _say_what_the_resume_changes(self, filename, state)  # after the restore: its history is the newer
         return extra_state
 
@@ -172,6 +175,7 @@ def _say_what_the_resume_changes(trainer, filename: str, state: dict) -> None:
     unknown recorded policy refused, the settings history kept in the task's state (saved with its checkpoints)."""
     from omegaconf import OmegaConf
 
+    from .renamed_options import upgrade_task_options
     from .resume_changes import HISTORY_KEY, changed_options, check_recorded_policy, history_after
 
     saved = (state.get("cfg") or {}).get("task")
@@ -180,7 +184,6 @@ def _say_what_the_resume_changes(trainer, filename: str, state: dict) -> None:
     as_dict = lambda cfg: (OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)  # noqa: E731
                            if OmegaConf.is_config(cfg) else dict(cfg))
     saved, current = as_dict(saved), as_dict(trainer.cfg.task)
-    from .renamed_options import upgrade_task_options
     upgrade_task_options(saved)  # a checkpoint of an earlier commit: its options under today's names
     check_recorded_policy(filename, saved)
     for line in changed_options(filename, saved, current):

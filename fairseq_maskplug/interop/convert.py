@@ -295,6 +295,7 @@ def copy_sentencepiece(spm_model: Path, out: Path) -> None:
 
 #: what an export records of the files its tokenizer was made from (their SHA-256), checked by ``--from-hf``
 EXPORT_RECORD = "maskplug_export.json"
+TOKENIZER_FILES = ("dict.txt", "spm.model", "spm.text.json", "vocab.json", "merges.txt")
 
 
 def record_tokenizer_files(out: Path) -> None:
@@ -306,8 +307,6 @@ def record_tokenizer_files(out: Path) -> None:
     files = {name: file_sha256(str(out / name)) for name in TOKENIZER_FILES if (out / name).is_file()}
     (out / EXPORT_RECORD).write_text(json.dumps({"files": files, RECORD_KEY: __version__}, indent=1) + "\n")
 
-
-TOKENIZER_FILES = ("dict.txt", "spm.model", "spm.text.json", "vocab.json", "merges.txt")
 
 
 def check_tokenizer_files(src: Path) -> None:
