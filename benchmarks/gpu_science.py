@@ -436,6 +436,9 @@ def package_version() -> str:
 
 
 def commit() -> str:
+    """The repository's commit; ``MASKPLUG_COMMIT`` names it where the tree travelled without its history."""
+    if os.environ.get("MASKPLUG_COMMIT"):
+        return os.environ["MASKPLUG_COMMIT"]
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                               check=True).stdout.strip()
@@ -510,6 +513,8 @@ def comparison_tables(exp: str, table: dict, split: str = "test", what: str = "t
 
 def provenance(meta: dict) -> str:
     """Where a results file's figures come from, in one line."""
+    if meta.get("kind") == "policy_speed":
+        return f"{meta.get('device')}, commit {meta.get('commit')}, {meta.get('date')}, {meta.get('elapsed_s', '?')} s"
     return (f"{meta.get('device')}, shape {meta.get('shape')}, seeds {' '.join(meta.get('seeds', []))}, commit "
             f"{meta.get('commit')}, {meta.get('date')}, {meta.get('elapsed_s', '?')} s")
 
@@ -612,11 +617,21 @@ RESULTS_BLOCK = re.compile(r"(?P<open><!-- results: (?P<file>\S+\.json) (?P<part
 PAGES = ("README.md", "docs/*.md")
 
 
+def result_parts(data: dict) -> dict:
+    """A stored result's parts: a policy speed table's (``benchmarks/gpu_policy_speed.py``, ``"kind":
+    "policy_speed"``) or a comparison's (:func:`summary_parts`)."""
+    if data["meta"].get("kind") == "policy_speed":
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import gpu_policy_speed
+        return gpu_policy_speed.summary_parts(data)
+    return summary_parts(data)
+
+
 def page_block(results: Path, part: str) -> str:
     """The text of a page's block: the part's heading as a sentence with the file's provenance, then its tables
     (and notes), from the stored results file (a path under the repository)."""
     data = json.loads((ROOT / results).read_text(encoding="utf-8"))
-    parts = summary_parts(data)
+    parts = result_parts(data)
     if part not in parts:
         raise ValueError(f"{results} has no part {part!r} (it has {', '.join(parts)})")
     heading, *lines = parts[part]

@@ -28,20 +28,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 started=$SECONDS
 export PYTHONUNBUFFERED=1
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1; nproc; } > "$out/device.txt"
-if [ "$bundle" != - ]; then
-    python3 "$bundle/install.py" 2>&1 | tee "$out/install.log" || exit 1
-    echo "[gpu_science] the install took $((SECONDS - started)) s" | tee -a "$out/install.log"
-fi
-# the recipes call python and the console scripts (fairseq-maskplug-train) by name: the python3 that
-# holds the plugin, its bin folder first on PATH
-bin=$(python3 -c 'import os, sys; print(os.path.dirname(sys.executable))')
-export PATH="$bin:$PATH"
-if ! command -v python > /dev/null; then
-    mkdir -p /tmp/gpu_science_bin
-    printf '#!/bin/sh\nexec %s "$@"\n' "$bin/python3" > /tmp/gpu_science_bin/python
-    chmod +x /tmp/gpu_science_bin/python
-    export PATH="/tmp/gpu_science_bin:$PATH"
-fi
+source recipes/gpu_install.sh
+install_bundle "$bundle" "$out/install.log" || exit 1
 budget=$(( total - (SECONDS - started) - 30 ))
 if [ "$budget" -lt 60 ]; then
     echo "gpu_science.sh: $budget s left of $total after the install: too little to compare anything" >&2

@@ -9,12 +9,10 @@ import shutil
 import numpy as np
 import pytest
 from fairseq import options, tasks
-from fairseq.data import Dictionary, data_utils
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-from fairseq_maskplug.data import write_side_info
+from benchmarks.stand_in_tracks import write_stand_in_tracks
 from fairseq_maskplug.masking import MASK_POLICY_REGISTRY
-from fairseq_maskplug.masking.salient import span_ids
 from test_finetune_e2e import write_task
 from test_words import gpt2_data, spm_data  # noqa: F401  (fixtures)
 
@@ -28,24 +26,7 @@ FEEDBACK_TASKS = {"guided_mlm", "selective_mlm"}
 
 def write_tracks(directory, rng):
     """Every built-in policy's tracks for the train and valid splits of ``directory``."""
-    dictionary = Dictionary.load(str(directory / "dict.txt"))
-    for split in ("train", "valid"):
-        tokens = data_utils.load_indexed_dataset(str(directory / split), dictionary)
-        sizes = np.array(tokens.sizes)  # a copy, taken while the dataset (its memory map) lives
-        spans = [span_ids(n, [(1, 3)] if n > 4 else []) for n in sizes]  # one two-token salient span a line
-        tracks = {"plt": ([rng.uniform(0.01, 1.0, n) for n in sizes], "float64"),
-                  "importance": ([rng.random(n) for n in sizes], "float64"),
-                  "salient_spans": (spans, "int64"),
-                  "span_start": ([rng.normal(size=n) for n in sizes], "float64"),
-                  "span_end": ([rng.normal(size=n) for n in sizes], "float64"),
-                  "pmi_units": ([np.append((rng.random(n - 1) < 0.6) | (np.arange(n - 1) == 0), 0) for n in sizes],
-                                "uint8"),
-                  "pos": ([rng.integers(0, 17, n) for n in sizes], "uint8"),
-                  "informask_rate": ([rng.uniform(0.0, 0.3, n) for n in sizes], "float64"),
-                  "token_likelihood": ([rng.uniform(0.8, 1.0, n) for n in sizes], "float64"),
-                  "difference_score": ([rng.random(n) for n in sizes], "float64")}
-        for name, (rows, dtype) in tracks.items():
-            write_side_info(str(directory / f"{split}.{name}"), rows, dtype, tokens_prefix=str(directory / split))
+    write_stand_in_tracks(directory, ("train", "valid"), rng)
 
 
 @pytest.fixture(scope="module")
