@@ -38,6 +38,7 @@ import statistics
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 import numpy as np
@@ -287,6 +288,10 @@ def summary_parts(data: dict) -> dict:
     slow = [name for name, r in ratio.items() if r < SLOW]
     lines += ["", "Below 0.8x: " + ("; ".join(f"{name} ({ratio[name]:.2f}x: {phase_text(first[name]['share'])})"
                                              for name in slow) if slow else "none.")]
+    if data.get("failed"):
+        lines.append("Failed: " + "; ".join(f"{f['row']} ({f['error'].splitlines()[0]})" for f in data["failed"]))
+    if data.get("left_out"):
+        lines.append("Left out by the time limit: " + ", ".join(data["left_out"]) + ".")
     parts = {"speed": lines}
     for name, row in first.items():
         if name not in ratio or "(fairseq)" in name or name.startswith("fe_mlm"):
@@ -367,7 +372,7 @@ def main() -> int:
             "profile_updates": args.profile_updates, "num_workers": args.num_workers,
             "commit": os.environ.get("MASKPLUG_COMMIT") or "unknown", "version": __version__,
             "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "command": " ".join(sys.argv)}
-    data = {"meta": meta, "rows": [], "left_out": []}
+    data = {"meta": meta, "rows": [], "left_out": [], "failed": []}
     print(f"gpu_policy_speed on {meta['device']}: {len(wanted)} rows, blocks of {args.tokens} tokens, batch "
           f"{args.batch_size}, {args.warmup} + {args.updates} + {args.profile_updates} updates a row", flush=True)
     order = wanted + [name for name in REFERENCES if name in wanted]  # the references again, last
@@ -377,18 +382,26 @@ def main() -> int:
             if time.perf_counter() - started > args.budget:
                 data["left_out"].append(name)
                 continue
-            row = measure(name, row_arguments(name, data_dir, args, Path(tmp) / "ck"), args)
-            data["rows"].append(row)
-            print(f"{name}: {row['words_per_s']:,.0f} words/s, {1000 * row['seconds_per_update']:.1f} ms an update, "
-                  f"{100 * row['outside_forward_backward']:.0f}% outside forward/backward", flush=True)
+            try:
+                row = measure(name, row_arguments(name, data_dir, args, Path(tmp) / "ck"), args)
+            except Exception as error:  # one row's failure is recorded; the other rows still run
+                data["failed"].append({"row": name, "error": f"{type(error).__name__}: {error}"[:2000]})
+                print(f"{name}: FAILED:\n{traceback.format_exc()}", flush=True)
+                gc.collect()
+            else:
+                data["rows"].append(row)
+                print(f"{name}: {row['words_per_s']:,.0f} words/s, {1000 * row['seconds_per_update']:.1f} ms an "
+                      f"update, {100 * row['outside_forward_backward']:.0f}% outside forward/backward", flush=True)
             meta["elapsed_s"] = round(time.perf_counter() - started, 1)
             write_results(args.json_out, data)
     if data["left_out"]:
         print(f"left out by --budget {args.budget:.0f} s: {', '.join(data['left_out'])}")
     print()
     print_tables(data)
+    for failed in data["failed"]:
+        print(f"failed: {failed['row']}: {failed['error'].splitlines()[0]}")
     print(ratio_line(data))
-    return 0
+    return 1 if data["failed"] else 0
 
 
 if __name__ == "__main__":

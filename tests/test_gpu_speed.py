@@ -60,7 +60,7 @@ def test_the_speed_command_times_every_row_at_toy_size_and_its_file_makes_the_pa
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     data = json.loads((tmp_path / "out" / "speed.json").read_text())
     assert [r["row"] for r in data["rows"]] == [*gpu_policy_speed.ROWS, *gpu_policy_speed.REFERENCES]
-    assert data["meta"]["commit"] == "abc1234" and data["left_out"] == []
+    assert data["meta"]["commit"] == "abc1234" and data["left_out"] == data["failed"] == []
     for measured in data["rows"]:
         assert measured["words_per_s"] > 0 and sum(measured["share"].values()) == pytest.approx(1.0, abs=1e-6)
     assert (tmp_path / "out" / "speed.log").read_text().strip().splitlines()[-1].startswith("ratio_min=")
