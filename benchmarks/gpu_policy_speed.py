@@ -285,7 +285,9 @@ def summary_parts(data: dict) -> dict:
         peak = f"{row['peak_mib']:,.0f}" if row.get("peak_mib") is not None else "-"
         lines.append(f"| {name} | {words} | {versus} | {peak} | {100 * row['outside_forward_backward']:.0f}% | "
                      + " | ".join(f"{100 * share[k]:.0f}%" for k in PHASES) + " |")
+    drift = reference_drift(rows)
     slow = [name for name, r in ratio.items() if r < SLOW]
+    lines += ["", drift] if drift else []
     lines += ["", "Below 0.8x: " + ("; ".join(f"{name} ({ratio[name]:.2f}x: {phase_text(first[name]['share'])})"
                                              for name in slow) if slow else "none.")]
     if data.get("failed"):
@@ -301,9 +303,29 @@ def summary_parts(data: dict) -> dict:
         entry = parts.setdefault(f"speed-{policy}", [f"## {policy}'s training speed on a GPU", ""])
         label = ("guided_denoising (bart_base)" if seq2seq else
                  "guided_mlm (roberta_base)" + (name[len(policy):] if "," in name else ""))
+        slow_text = f"; where its time goes: {phase_text(row['share'])}" if ratio[name] < SLOW else ""
         entry.append(f"- {label}: {ratio[name]:.2f}x random's words/s ({row['words_per_s']:,.0f}), "
-                     f"{100 * row['outside_forward_backward']:.0f}% of a step outside the forward and backward")
+                     f"{100 * row['outside_forward_backward']:.0f}% of a step outside the forward and backward"
+                     + slow_text)
+    for name, entry in parts.items():
+        if name != "speed" and drift:
+            entry += ["", drift]
     return parts
+
+
+def reference_drift(rows: list) -> str:
+    """The references' first and last words/s, and their spread as a share of their mean: a ratio that close to 1
+    is inside the run's own drift."""
+    spreads = []
+    for name in REFERENCES:
+        again = [r["words_per_s"] for r in rows if r["row"] == name]
+        if len(again) > 1:
+            spread = (max(again) - min(again)) / statistics.mean(again)
+            spreads.append(f"{name} {again[0]:,.0f} then {again[-1]:,.0f} words/s ({100 * spread:.0f}% of their mean)")
+    if not spreads:
+        return ""
+    return ("The references, timed first and again last: " + "; ".join(spreads) + ". A ratio closer to 1 than that "
+            "spread is within the run's own drift; one run, one device.")
 
 
 def print_tables(data: dict) -> None:

@@ -40,7 +40,9 @@ device command (600 s at most) therefore holds the install, the general model an
 replicates: the default is ``selective`` alone. At the ``quickstart`` shape (the fourth run, 2026-11-27) a
 selective replicate took about 485 s (150 s of it training: each process spends 10-45 s starting fairseq
 and scoring), so install, general model and replicate (663 s) do not fit one command: train the general
-model beforehand and link it with ``--general``.
+model beforehand and link it with ``--general``. So it ran on 2026-11-28 (the fifth run, detached by
+``recipes/gpu_detach.sh`` after the policy speed table): install done already, 3 selective replicates side by
+side in 366 s each, every row finished.
 
 The shape matters more than the time: at ``small`` the general model stays on its unigram plateau after
 1,000 updates (validation loss 9.95 bits, peak learning rate 1e-3), and every MR classifier fine-tuned

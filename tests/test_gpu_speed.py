@@ -45,7 +45,11 @@ def test_ratios_are_against_the_mean_of_the_references_first_and_last_runs_and_s
     assert "| random | 1,000 / 1,100 | reference (first / last) |" in table
     assert "Below 0.8x: ptw (0.67x: waiting for the loader 50%, prepare_batch on the host 10%" in table
     assert set(parts) == {"speed", "speed-ptw", "speed-l3", "speed-span"}
-    assert parts["speed-span"][-1].startswith("- guided_denoising (bart_base): 0.90x random's words/s (450)")
+    assert parts["speed-span"][-3].startswith("- guided_denoising (bart_base): 0.90x random's words/s (450)")
+    assert parts["speed-span"][-1] in parts["speed"]
+    assert parts["speed-span"][-1].startswith("The references, timed first and again last: random 1,000 then 1,100 "
+                                             "words/s (10% of their mean); guided_denoising random 500 then 500")
+    assert "where its time goes: waiting for the loader 50%" in parts["speed-ptw"][2]
     assert gpu_policy_speed.ratio_line(data).startswith("ratio_min=0.667 ratio_ptw=0.667 ratio_l3=0.943")
 
 
