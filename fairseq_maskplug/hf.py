@@ -158,7 +158,8 @@ class PolicyCollator:
 
     def fold(self, groups: torch.Tensor, losses: torch.Tensor) -> None:
         """Fold one training batch in: ``groups`` and ``losses`` of its predicted positions, summed over the
-        data-parallel processes first (every process calls this once per batch), non-finite losses left out."""
+        data-parallel processes first (every process calls this once per forward, as ``fairseq-train`` folds each
+        micro-batch: one function, :meth:`.TrainingFeedback.fold_update`), non-finite losses left out."""
         if self.training_feedback is None:
             raise ValueError("this collator's policy does not learn from training")
         statistics = self.training_feedback.batch_statistics(groups.cpu(), losses.detach())

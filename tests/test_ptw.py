@@ -160,10 +160,10 @@ def test_a_non_finite_loss_is_left_out_and_the_state_stays_finite():
     assert feedback.running[2] == pytest.approx(0.001 * 1.0) and feedback.running[3] == 0
 
 
-def test_an_update_folds_once_with_every_batch_it_summed_and_validation_folds_nothing():
-    """The sums of an update's micro-batches and workers (added up by fairseq's own synchronisation of logging
-    outputs) fold in once: the statistics take no collective of their own, so a worker's skipped (OOM) batch or
-    an AMP retry cannot leave them unpaired; validation's logging outputs carry no sums."""
+def test_a_forward_folds_once_with_every_worker_s_batch_it_summed_and_validation_folds_nothing():
+    """The sums of one forward's workers (added up by fairseq's own synchronisation of logging outputs) fold in
+    once: the statistics take no collective of their own, so a worker's skipped (OOM) batch or an AMP retry
+    cannot leave them unpaired; validation's logging outputs carry no sums."""
     feedback = TrainingFeedback(build_mask_policy("ptw", {}).feedback)
     fold(feedback, ([2, 3], [1.0, 2.0]), ([2], [3.0]))
     np.testing.assert_allclose(feedback.running[[2, 3]], [0.001 * 2.0, 0.001 * 2.0])  # tag 2: mean of 1 and 3
@@ -318,15 +318,67 @@ def test_a_run_continued_with_its_data_loader_reset_keeps_the_learnt_scores_and_
 
 @pytest.mark.e2e
 @pytest.mark.full  # about 12 s
-def test_the_statistics_fold_once_per_update_from_the_sums_fairseq_synchronises(pos_data, tmp_path):
-    """With two micro-batches an update (``--update-freq 2``), each update folds once, its two batches' sums
-    added up by fairseq with its own statistics (before, every micro-batch folded, with a collective of its
-    own that a worker skipping a batch on an out-of-memory error left unpaired)."""
+def test_the_statistics_fold_every_forward_from_the_sums_fairseq_synchronises(pos_data, tmp_path):
+    """With two micro-batches an update (``--update-freq 2``), fairseq-train folds both forwards' rows of the sums
+    it synchronised with its own statistics when the update ends (before 2026-11-26, every micro-batch folded
+    with a collective of its own that a worker skipping a batch on an out-of-memory error left unpaired)."""
     check(ptw_train(pos_data, tmp_path / "freq2", "--update-freq", "2", "--max-update", "6"))
     checkpoint = torch.load(tmp_path / "freq2" / "checkpoint_last.pt", map_location="cpu", weights_only=False)
     state = checkpoint["task_state"][STATE_KEY]
     assert checkpoint["optimizer_history"][-1]["num_updates"] == 6 == state["updates_folded"]
     assert np.all(np.isfinite(state["running"])) and max(state["running"]) > 0
+
+
+def test_the_rows_of_an_update_fold_in_order_one_per_forward():
+    """The authors fold after every forward: an update of two forwards (two rows) gives fold(fold(s, first),
+    second), not one fold of their sums; a forward of another row count is refused."""
+    feedback = TrainingFeedback(build_mask_policy("ptw", {}).feedback)
+    feedback.begin_update(2)
+    rows = [feedback.batch_statistics(torch.tensor(g), torch.tensor(l), False, *feedback.take_slot())
+            for g, l in (([2, 2], [1.0, 3.0]), ([2], [9.0]))]
+    feedback.fold_update([{SUMS_KEY: rows[0][SUMS_KEY] + rows[1][SUMS_KEY]}])  # fairseq's sum of the two outputs
+    once = fold_scores(np.zeros(N_TAGS), *group_loss_sums([2, 2], [1.0, 3.0], N_TAGS), 0.999)
+    twice = fold_scores(once, *group_loss_sums([2], [9.0], N_TAGS), 0.999)
+    np.testing.assert_allclose(feedback.running, twice)
+    assert feedback.running[2] != pytest.approx(0.001 * 13 / 3)  # one fold of the summed forwards
+    with pytest.raises(ValueError, match="row 2 of 2"):
+        feedback.batch_statistics(torch.tensor([1]), torch.tensor([1.0]), False, 2, 2)
+
+
+def test_fairseq_s_trainer_folds_each_micro_batch_of_an_update_in_order(pos_data, tmp_path):
+    """fairseq's own Trainer with ``--update-freq 2``: after each update the scores are the per-forward folds of
+    the losses each forward gave (read as the task computed them), in the order of the forwards (the plugin's
+    Trainer.train_step announces the update's forwards to the task)."""
+    from fairseq import options, tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from fairseq.trainer import Trainer
+
+    args = options.parse_args_and_arch(options.get_training_parser(), [str(a) for a in ptw_args(
+        pos_data, tmp_path / "unused", "--update-freq", "2", "--num-workers", "0", "--criterion", "masked_lm")])
+    cfg = convert_namespace_to_omegaconf(args)
+    task = tasks.setup_task(cfg.task)
+    trainer = Trainer(cfg, task, task.build_model(cfg.model), task.build_criterion(cfg.criterion))
+    forwards = []
+    statistics = task.training_feedback.batch_statistics
+
+    def recorded(groups, losses, *rest):
+        forwards.append((groups.cpu().numpy().copy(), losses.detach().double().cpu().numpy().copy()))
+        return statistics(groups, losses, *rest)
+
+    task.training_feedback.batch_statistics = recorded
+    batches = trainer.get_train_iterator(epoch=1).next_epoch_itr(shuffle=False)
+    trainer.begin_epoch(1)
+    expected = np.zeros(N_TAGS)
+    for _ in range(3):
+        forwards.clear()
+        trainer.train_step([next(batches), next(batches)])
+        assert len(forwards) == 2
+        for groups, losses in forwards:
+            expected = fold_scores(expected, *group_loss_sums(groups, losses, N_TAGS), 0.999)
+        np.testing.assert_allclose(task.training_feedback.running, expected, rtol=1e-12)
+    summed = fold_scores(np.zeros(N_TAGS), *[a + b for a, b in zip(*[group_loss_sums(g, l, N_TAGS)
+                                                                     for g, l in forwards])], 0.999)
+    assert not np.allclose(expected, summed)  # the check could tell per-forward folds from one fold of the sums
 
 
 @pytest.mark.e2e

@@ -42,6 +42,7 @@
 """
 
 import argparse
+import functools
 import importlib.util
 import logging
 import os
@@ -129,6 +130,22 @@ def _call_main_with_bf16(original):
 class ModelMismatchError(ValueError):
     """A checkpoint of another model shape or dictionary than the run's (one line: the plugin's
     commands print it as their error)."""
+
+
+def _train_step_announcing_micro_batches(train_step):
+    """``Trainer.train_step(samples)`` telling the task first how many forwards the update holds
+    (``--update-freq``; ``task.begin_update``, where a task defines it): a policy that learns from training folds
+    each forward's statistics in turn, as its authors' code does (``tasks/training_feedback.py``). fairseq's run
+    again after an AMP overflow calls this again and starts the count anew."""
+    @functools.wraps(train_step)
+    def wrapper(self, samples, *args, **kwargs):
+        begin = getattr(self.task, "begin_update", None)
+        if begin is not None:
+            begin(len(samples))
+        return train_step(self, samples, *args, **kwargs)
+
+    wrapper.maskplug_original = train_step
+    return wrapper
 
 
 def _load_checkpoint_naming_mismatch(original):
@@ -333,5 +350,7 @@ def install() -> None:
 
     if not hasattr(Trainer.load_checkpoint, "maskplug_original"):
         Trainer.load_checkpoint = _load_checkpoint_naming_mismatch(Trainer.load_checkpoint)
+    if not hasattr(Trainer.train_step, "maskplug_original"):
+        Trainer.train_step = _train_step_announcing_micro_batches(Trainer.train_step)
     if not hasattr(distributed_utils.call_main, "maskplug_original"):
         distributed_utils.call_main = _call_main_with_bf16(distributed_utils.call_main)

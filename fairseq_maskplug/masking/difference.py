@@ -5,10 +5,14 @@ writes the track; :mod:`fairseq_maskplug.scoring.difference` computes it). The w
 ``--difference-weighting``:
 
 - ``score`` (ours, the default): the score itself;
-- ``rank`` (the authors' code, ``Unimodal/AANG/AutoSearchSpace/data.py``): the ``n`` maskable positions (words,
-  under ``--mask-unit word``) ranked by score, the most anchor-like weighing ``n``, the next ``n - 1``, ... the
-  least 1 (ties by position), optionally mixed with uniform weights (``--difference-uniform-mix``;
-  :func:`rank_weights`). A much flatter draw than ``score``'s, whose clipped cosines can be 0 for most tokens.
+- ``rank`` (after the authors' code, ``Unimodal/AANG/AutoSearchSpace/data.py``): the ``n`` maskable positions
+  (words, under ``--mask-unit word``) ranked by score, the most anchor-like weighing ``n``, the next ``n - 1``, ...
+  the least 1, ties in a random order drawn from the item's stream (a position-ordered tie-break favoured the
+  start of every block: every clipped score of 0 ties), optionally mixed with uniform weights
+  (``--difference-uniform-mix``; :func:`rank_weights`). A much flatter draw than ``score``'s, whose clipped
+  cosines can be 0 for most tokens. The authors rank whitespace words and draw ``int(p T)`` single pieces, each
+  with its word's weight; here the ranked and drawn positions are the same units (pieces, or whole words under
+  ``--mask-unit word`` with a budget of words), a difference the policy's page lists.
 """
 
 from dataclasses import dataclass
@@ -39,10 +43,10 @@ class DifferenceOptions:
 WEIGHTINGS = ("score", "rank")
 
 
-def rank_weights(scores: np.ndarray, maskable: np.ndarray, uniform_mix: float = 0.0) -> np.ndarray:
-    """The authors' draw weights: the ``n`` maskable positions by descending score get ``n, n - 1, ..., 1`` (ties:
-    the earlier position first), normalised, then mixed with uniform: ``(1 - mix) r / sum(r) + mix / n``; 0 at
-    the positions that are not maskable."""
+def rank_weights(scores: np.ndarray, maskable: np.ndarray, uniform_mix: float, rng: np.random.Generator) -> np.ndarray:
+    """The authors' draw weights: the ``n`` maskable positions by descending score get ``n, n - 1, ..., 1`` (ties in
+    a random order from ``rng``, so no position is favoured), normalised, then mixed with uniform:
+    ``(1 - mix) r / sum(r) + mix / n``; 0 at the positions that are not maskable."""
     if not 0 <= uniform_mix <= 1:
         raise ValueError(f"rank_weights: uniform_mix {uniform_mix} outside [0, 1]")
     weights = np.zeros(len(maskable), dtype=np.float64)
@@ -50,7 +54,8 @@ def rank_weights(scores: np.ndarray, maskable: np.ndarray, uniform_mix: float = 
     n = positions.size
     if n == 0:
         return weights
-    order = np.argsort(-np.asarray(scores, dtype=np.float64)[positions], kind="stable")
+    shuffled = rng.permutation(n)  # ties: the stable sort keeps this random order among equal scores
+    order = shuffled[np.argsort(-np.asarray(scores, dtype=np.float64)[positions][shuffled], kind="stable")]
     ranks = np.empty(n, dtype=np.float64)
     ranks[order] = np.arange(n, 0, -1)
     weights[positions] = (1 - uniform_mix) * ranks / ranks.sum() + uniform_mix / n
@@ -94,5 +99,5 @@ class DifferencePolicy(TrackPolicy):
     def choose(self, tokens, maskable, side_info, rng):
         weights = side_info[self.track]
         if self.options.difference_weighting == "rank":
-            weights = rank_weights(weights, maskable, self.options.difference_uniform_mix)
+            weights = rank_weights(weights, maskable, self.options.difference_uniform_mix, rng)
         return weighted_mask(weights, maskable, self.options.difference_mask_prob, rng)

@@ -4,7 +4,8 @@ A policy with :attr:`~.registry.MaskPolicy.feedback` asks for the masked-LM loss
 position, grouped by the value of one of its side-information tracks (PTW, Yang et al. 2023: the
 part-of-speech tag). The task computes the grouped sums of each training batch
 (:func:`group_loss_sums`), adds them up over the data-parallel workers, and folds them into the
-policy's running statistics (:meth:`Feedback.fold`) once per batch. Every training batch is then drawn
+policy's running statistics (:meth:`Feedback.fold`) once per forward (``--update-freq k``: k folds per
+update, in order). Every training batch is then drawn
 again in the main process with the current statistics (:meth:`~.registry.MaskPolicy.with_state`;
 ``tasks/training_feedback.py``'s ``LiveFeedbackDraw``, keyed by seed, update and item); the items the loader
 workers draw ahead use the statistics the previous epochs left, and stand only where that redraw cannot

@@ -5,7 +5,7 @@ The model's running loss on each part of speech decides how often words of that 
 masked: the harder a tag, the more of its words are predicted. Following the authors' code
 (``bert_ptw_pretrain.py``, ``data_utils.py``):
 
-- the state is one score per universal POS tag (17), 0 at the start; after every training batch each
+- the state is one score per universal POS tag (17), 0 at the start; after every forward each
   tag predicted in it moves towards the batch's mean loss on that tag, ``s <- m s + (1 - m) mean``
   with ``m = 0.999`` (:func:`fold_scores`);
 - a tag's weight is ``sigmoid(2 (s - mean(s)) / std(s))`` (``std`` with Bessel's correction, as

@@ -172,6 +172,7 @@ class MaskedLMBaseTask(PackageTask):
         :meth:`reduce_metrics` folds the update's sums in)."""
         if self.training_feedback is None:
             return super().optimization_step(sample, model, criterion, optimizer, update_num, ignore_grad)
+        slot, slots = self.training_feedback.take_slot()  # before the forward: a forward lost to OOM keeps its row
         part = self.mlm_sample(sample)
         with TokenLosses(model, part["target"], self.dictionary.pad()) as captured:
             loss, sample_size, logging_output = super().optimization_step(sample, model, criterion, optimizer,
@@ -179,8 +180,15 @@ class MaskedLMBaseTask(PackageTask):
         if captured.losses is None:
             raise ValueError("mask policy feedback: the criterion did not run the model")
         groups = part["feedback_groups"][part["target"].ne(self.dictionary.pad())]
-        logging_output.update(self.training_feedback.batch_statistics(groups, captured.losses, ignore_grad))
+        logging_output.update(self.training_feedback.batch_statistics(groups, captured.losses, ignore_grad, slot,
+                                                                      slots))
         return loss, sample_size, logging_output
+
+    def begin_update(self, micro_batches: int) -> None:
+        """fairseq's ``Trainer.train_step`` begins an update of ``micro_batches`` forwards (``integration/compat.py``):
+        a policy that learns from training folds each forward's statistics in turn (:class:`.TrainingFeedback`)."""
+        if self.training_feedback is not None:
+            self.training_feedback.begin_update(micro_batches)
 
     @property
     def restores_task_state(self) -> bool:

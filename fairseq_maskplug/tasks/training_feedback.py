@@ -2,12 +2,15 @@
 
 :class:`TrainingFeedback` keeps the policy's running statistics: every training batch takes the
 masked-LM loss of each predicted position (:class:`TokenLosses`, read from the model's output in the same
-forward pass) and sums it per group into its logging output (:meth:`TrainingFeedback.batch_statistics`);
-fairseq adds the logging outputs up over the update's micro-batches and the data-parallel workers, as it
-does its own statistics, and the task folds the sums in once per update (:meth:`TrainingFeedback.fold_update`).
-So the statistics take no collective of their own: a worker that skips a micro-batch on an out-of-memory
-error, a batch fairseq runs again after an AMP overflow and an update fairseq skips on an fp16 overflow
-are where fairseq's own statistics are (the first two counted once, the last not at all). The items of
+forward pass) and sums it per group into its logging output (:meth:`TrainingFeedback.batch_statistics`), in
+the row of its micro-batch (``--update-freq k``: k rows, the i-th forward of the update in row i; fairseq's
+``Trainer.train_step`` announces k, ``integration/compat.py``); fairseq adds the logging outputs up over the
+update's micro-batches and the data-parallel workers, as it does its own statistics, and the task folds the
+rows in, in order, once per update (:meth:`TrainingFeedback.fold_update`): one fold per forward, as the authors'
+code folds after every forward (PTW), each forward's sums taken over the workers. So the statistics take no
+collective of their own: a worker that skips a micro-batch on an out-of-memory error, a batch fairseq runs
+again after an AMP overflow and an update fairseq skips on an fp16 overflow are where fairseq's own
+statistics are (the first two counted once, the last not at all). The items of
 epoch ``e`` draw with the statistics at the end of epoch ``e - 1`` (epoch 1 and validation: the initial
 ones). Both are saved in the checkpoint's task state and restored on resume, so a resumed run
 masks as an uninterrupted one.
@@ -50,6 +53,21 @@ class TrainingFeedback:
         self.logged = set()  # the epochs whose state was logged
         self.dropped = 0  #: non-finite losses left out of the statistics (logged with each epoch's state)
         self.updates_folded = 0  #: updates whose batches are in the statistics (logged with each epoch's state)
+        self.slots, self.next_slot = 1, 0  #: the current update's micro-batches, and the next one's row
+
+    def begin_update(self, micro_batches: int) -> None:
+        """An update of ``micro_batches`` forwards begins (fairseq's ``Trainer.train_step``, ``--update-freq``):
+        each :meth:`take_slot` then gives the next forward's row of :meth:`batch_statistics`."""
+        if micro_batches < 1:
+            raise ValueError(f"mask policy feedback: an update of {micro_batches} micro-batches")
+        self.slots, self.next_slot = int(micro_batches), 0
+
+    def take_slot(self) -> tuple:
+        """``(row, rows)`` for this forward's statistics: the i-th forward since :meth:`begin_update` gets row i of
+        as many as the update has (without it, every forward row 0 of 1: the update's forwards summed)."""
+        slot = min(self.next_slot, self.slots - 1)
+        self.next_slot += 1
+        return slot, self.slots
 
     def state_for_epoch(self, epoch: int) -> np.ndarray:
         """The state the items of ``epoch`` draw with: for epoch 1 (and validation, which fairseq iterates as epoch
@@ -76,28 +94,35 @@ class TrainingFeedback:
                     "(the masks it gives: fairseq-maskplug-show-examples --task-state CHECKPOINT)", self.name, epoch,
                     self.updates_folded, self.feedback.describe(state), dropped)
 
-    def batch_statistics(self, groups: torch.Tensor, losses: torch.Tensor, ignore: bool = False) -> dict:
-        """This worker's part of one training batch, as logging-output entries: per group the sum of the finite
-        losses of its predicted positions and their count (``ignore``, fairseq's dummy batches: zeros), and the
-        number of non-finite losses left out (an fp16 overflow's NaN would stay in a score for good)."""
+    def batch_statistics(self, groups: torch.Tensor, losses: torch.Tensor, ignore: bool = False, slot: int = 0,
+                         slots: int = 1) -> dict:
+        """This worker's part of one forward, as logging-output entries: per group the sum of the finite losses of
+        its predicted positions and their count, in row ``slot`` of ``slots`` (:meth:`take_slot`; the other rows
+        zero; ``ignore``, fairseq's dummy batches: all zero), and the number of non-finite losses left out (an fp16
+        overflow's NaN would stay in a score for good)."""
+        if not 0 <= slot < slots:
+            raise ValueError(f"mask policy feedback: row {slot} of {slots}")
         losses, groups = losses.double().cpu(), groups.cpu()
         finite = torch.isfinite(losses)
         dropped = int((~finite).sum())
         sums, counts = group_loss_sums(groups[finite].numpy(), losses[finite].numpy(), self.feedback.groups)
-        return {SUMS_KEY: torch.from_numpy(np.stack([sums, counts]) * (0.0 if ignore else 1.0)),
-                DROPPED_KEY: 0 if ignore else dropped}
+        rows = np.zeros((slots, 2, self.feedback.groups))
+        rows[slot] = np.stack([sums, counts]) * (0.0 if ignore else 1.0)
+        return {SUMS_KEY: torch.from_numpy(rows), DROPPED_KEY: 0 if ignore else dropped}
 
     def fold_update(self, logging_outputs) -> None:
         """Fold one update in: the :meth:`batch_statistics` of its logging outputs, which fairseq has already added
-        up over the workers (every worker folds the same sums). Logging outputs without them (validation) fold
+        up over the micro-batches and the workers (every worker folds the same sums), one row per forward, in
+        order (the Hugging Face collator: one forward, one row). Logging outputs without them (validation) fold
         nothing."""
         parts = [log[SUMS_KEY] for log in logging_outputs if SUMS_KEY in log]
         if not parts:
             return
-        both = sum(torch.as_tensor(part).double().cpu() for part in parts)
+        rows = sum(torch.as_tensor(part).double().cpu() for part in parts)
+        rows = rows.reshape(-1, 2, self.feedback.groups)
         self.dropped += int(sum(float(log.get(DROPPED_KEY, 0)) for log in logging_outputs))
-        self.running = np.asarray(self.feedback.fold(self.running, both[0].numpy(), both[1].numpy()),
-                                  dtype=np.float64)
+        for sums, counts in rows.numpy():
+            self.running = np.asarray(self.feedback.fold(self.running, sums, counts), dtype=np.float64)
         self.updates_folded += 1
 
     def restart_epochs(self) -> None:
