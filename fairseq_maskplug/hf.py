@@ -89,9 +89,8 @@ class PolicyCollator:
         #: (the task side's TrainingFeedback: the same sums, non-finite losses left out, the same fold)
         self.feedback = built.feedback
         self.training_feedback = None if self.feedback is None else TrainingFeedback(self.feedback, policy)
-        if mask_unit == "word":
-            from .masking.words import WordUnitPolicy
-            built = WordUnitPolicy(built, word_start_ids(tokenizer))
+        from .masking.words import with_words
+        built = with_words(built, mask_unit, lambda: word_start_ids(tokenizer))
         self.policy, self.tokenizer, self.index_column = built, tokenizer, index_column
         self.pad = tokenizer.pad_token_id
         corruption = Corruption(tokenizer.mask_token_id, replacement_ids(tokenizer), None, leave_unmasked_prob,

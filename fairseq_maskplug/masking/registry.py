@@ -27,6 +27,9 @@ from .values import FINITE, ValueRule
 #: the side information a policy with :attr:`MaskPolicy.budgets_tokens` finds under ``--mask-unit word``: the
 #: number of tokens of each word
 WORD_TOKENS = "word_tokens"
+#: the side information a policy with :attr:`MaskPolicy.reads_words` finds when it chooses tokens: the word each
+#: token belongs to (0, 1, ... in order; :func:`~.words.word_ids`)
+WORD_IDS = "word_ids"
 
 
 class MaskPolicy:
@@ -125,6 +128,11 @@ class MaskPolicy:
     #: ``--mask-unit word``, on the word sequence: True when the policy budgets tokens, not words; it then finds
     #: each word's token count in ``side_info[WORD_TOKENS]`` (absent when it runs on tokens)
     budgets_tokens: bool = False
+
+    #: True when the policy, choosing tokens (``--mask-unit token``), reads each token's word in
+    #: ``side_info[WORD_IDS]`` (Difference-Masking's ``rank``: words ranked, pieces drawn); the task and the
+    #: Hugging Face collator then give it (:class:`~.words.TokenWordsPolicy`)
+    reads_words: bool = False
 
     #: True when the 80/10/10 replacement draws one fate per unit of :meth:`units` (``pmi``), not per token
     corrupts_units: bool = False

@@ -26,7 +26,7 @@ from typing import Optional
 import numpy as np
 
 from .random_masks import unit_starts
-from .registry import WORD_TOKENS, MaskPolicy, PolicyWrapper
+from .registry import WORD_IDS, WORD_TOKENS, MaskPolicy, PolicyWrapper
 
 #: how a track's values of a word's subwords become the word's value
 REDUCTIONS = {
@@ -149,3 +149,34 @@ class WordUnitPolicy(PolicyWrapper):
         inner = self.inner.units(words.tokens, words.maskable, side)
         return words.ids if inner is None else np.asarray(inner)[words.ids]
 
+
+
+class TokenWordsPolicy(PolicyWrapper):
+    """``policy`` choosing tokens with each token's word in ``side_info[WORD_IDS]`` (for a policy with
+    :attr:`~.registry.MaskPolicy.reads_words`; special tokens are words of their own).
+
+    Args:
+        policy: the policy ``--mask-policy`` built.
+        start_symbols: per dictionary id, whether that symbol starts a word.
+    """
+
+    def __init__(self, policy: MaskPolicy, start_symbols: np.ndarray):
+        super().__init__(policy.options, policy)
+        self.start_symbols = np.asarray(start_symbols, dtype=bool)
+        self.registered_name = policy.registered_name
+        self.chooses_spans, self.corrupts_units = policy.chooses_spans, policy.corrupts_units
+        self.views_refused = policy.views_refused
+
+    def choose(self, tokens, maskable, side_info, rng):
+        side = dict(side_info)
+        side[WORD_IDS] = word_ids(word_starts(tokens, maskable, self.start_symbols))
+        return self.inner.choose(tokens, maskable, side, rng)
+
+
+def with_words(policy: MaskPolicy, mask_unit: str, start_symbols) -> MaskPolicy:
+    """``policy`` as ``--mask-unit`` asks: a :class:`WordUnitPolicy` for words; for tokens, a
+    :class:`TokenWordsPolicy` where the policy reads each token's word, else itself. ``start_symbols``: a
+    callable giving the per-id word starts, called only when they are needed."""
+    if mask_unit == "word":
+        return WordUnitPolicy(policy, start_symbols())
+    return TokenWordsPolicy(policy, start_symbols()) if policy.reads_words else policy

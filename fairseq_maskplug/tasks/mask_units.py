@@ -7,7 +7,7 @@ from fairseq.dataclass import ChoiceEnum
 
 from ..common.option_ranges import option
 from ..data.word_boundaries import BOUNDARIES, word_start_symbols
-from ..masking.words import WordUnitPolicy
+from ..masking.words import with_words
 
 
 @dataclass
@@ -26,15 +26,15 @@ class MaskUnitOptions:
 
 
 def with_mask_unit(policy, cfg, dictionary):
-    """``policy`` as ``--mask-unit`` asks: itself for tokens, a :class:`WordUnitPolicy` for words; the
-    word options without ``--mask-unit word`` are refused (nothing would read them)."""
-    if cfg.mask_unit == "token":
+    """``policy`` as ``--mask-unit`` asks (:func:`~fairseq_maskplug.masking.words.with_words`): itself for tokens
+    (with each token's word where it reads them), a ``WordUnitPolicy`` for words; the word options where nothing
+    reads them are refused."""
+    if cfg.mask_unit == "token" and not policy.reads_words:
         given = [flag for flag, value, default in (("--word-boundaries", cfg.word_boundaries, "auto"),
                                                    ("--gpt2-encoder-json", cfg.gpt2_encoder_json, ""))
                  if value != default]
         if given:
             raise ValueError(f"{' and '.join(given)} {'is' if len(given) == 1 else 'are'} read only with "
-                             "--mask-unit word")
-        return policy
-    starts, _ = word_start_symbols(dictionary, cfg.word_boundaries, cfg.gpt2_encoder_json or None)
-    return WordUnitPolicy(policy, starts)
+                             "--mask-unit word (or by a policy that reads words)")
+    return with_words(policy, cfg.mask_unit, lambda: word_start_symbols(
+        dictionary, cfg.word_boundaries, cfg.gpt2_encoder_json or None)[0])
