@@ -46,6 +46,50 @@ def test_the_policy_reads_its_track():
     assert mask.tolist() == [False, True, False, True]
 
 
+def se_items(option, rows=400):
+    """``rows`` items of 60 tokens through the one policy path (fairseq's and the Hugging Face collator's), half
+    with hard tokens, half without (the random fallback): ``(sources, targets, has_hard)``."""
+    from fairseq_maskplug.data.policy_path import MLMFormat, PolicyChooser, PolicyPath
+    from fairseq_maskplug.masking import Corruption
+
+    policy = build_mask_policy("self_evolution", {"se_hard_replacement": option})
+    path = PolicyPath(PolicyChooser(policy), MLMFormat(Corruption(3, np.arange(10, 100)), 1), [0, 2], seed=5)
+    rng = np.random.default_rng(0)
+    out = []
+    for index in range(rows):
+        tokens = np.concatenate([[0], rng.integers(10, 100, 58), [2]])
+        likelihood = np.full(60, 0.99)
+        hard = index % 2 == 0
+        if hard:
+            likelihood[rng.choice(np.arange(1, 59), 8, replace=False)] = 0.5  # -log 0.5 > 0.1: hard
+        item = path(tokens, {"token_likelihood": likelihood}, 1, index)
+        out.append((item["source"].numpy(), item["target"].numpy(), tokens, hard))
+    return out
+
+
+@pytest.mark.parametrize("option", ["mask", "run"])
+def test_hard_tokens_all_become_mask_and_the_fallback_keeps_80_10_10(option):
+    """--se-hard-replacement mask (the default, the authors' mask_tokens_dataset.py): every chosen hard token is
+    <mask>; a sequence without a hard token is masked at random and replaced 80/10/10 (over about 1,800 fallback
+    positions: <mask> 0.8 within 5 standard errors, about 0.047); ``run``: the hard tokens 80/10/10 too."""
+    shares = {True: [], False: []}
+    for source, target, tokens, hard in se_items(option):
+        chosen = target != 1
+        assert chosen.any()
+        shares[hard] += list(source[chosen] == 3)
+    hard_share, fallback_share = np.mean(shares[True]), np.mean(shares[False])
+    assert abs(fallback_share - 0.8) < 5 * np.sqrt(0.16 / len(shares[False])), fallback_share
+    if option == "mask":
+        assert hard_share == 1.0
+    else:
+        assert abs(hard_share - 0.8) < 5 * np.sqrt(0.16 / len(shares[True])), hard_share
+
+
+def test_an_unknown_hard_replacement_is_refused():
+    with pytest.raises(ValueError, match="--se-hard-replacement must be one of"):
+        build_mask_policy("self_evolution", {"se_hard_replacement": "nope"})
+
+
 @pytest.mark.e2e
 def test_unmasked_scores_equal_the_naive_loop_and_train_a_self_evolution_run(tiny_data, trained, tmp_path):
     """The self-questioning pass batched equals one forward per sentence; the producer writes the track;

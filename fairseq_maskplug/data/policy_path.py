@@ -19,7 +19,8 @@ fully-explored views, and ``PolicyDenoisingDataset``): blocks and side informati
 framed, and passed through the path at the current epoch.
 """
 
-from typing import Callable, Mapping, Optional, Sequence
+import dataclasses
+from typing import Callable, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -30,6 +31,15 @@ from ..masking.seq2seq import seq2seq_source, seq2seq_target, t5_pair
 
 
 
+def replaced(corruption: Optional[Corruption], replacement: Optional[Tuple[float, float]]) -> Optional[Corruption]:
+    """``corruption`` with a policy's :meth:`~fairseq_maskplug.masking.MaskPolicy.replacement` for one sequence
+    (``(leave_unmasked_prob, random_token_prob)``), or unchanged where it gives none."""
+    if corruption is None or replacement is None:
+        return corruption
+    leave, random = replacement
+    return dataclasses.replace(corruption, leave_unmasked_prob=leave, random_token_prob=random)
+
+
 class MLMFormat:
     """``{"source": corrupted tokens, "target": originals where chosen, pad elsewhere}`` (K rows for K views)."""
 
@@ -37,12 +47,14 @@ class MLMFormat:
         self.corruption, self.pad_idx = corruption, pad_idx
 
     def __call__(self, tokens: np.ndarray, masks: np.ndarray, rng: np.random.Generator,
-                 units: Optional[np.ndarray] = None) -> dict:
+                 units: Optional[np.ndarray] = None, replacement: Optional[Tuple[float, float]] = None) -> dict:
+        """(``replacement``: the policy's for this sequence, :func:`replaced`.)"""
+        corruption = replaced(self.corruption, replacement)
         sources, targets = [], []
         for mask in np.atleast_2d(masks):
             target = np.full_like(tokens, self.pad_idx)
             target[mask] = tokens[mask]
-            sources.append(corrupt(tokens, mask, rng, self.corruption, units))
+            sources.append(corrupt(tokens, mask, rng, corruption, units))
             targets.append(target)
         if masks.ndim == 1:
             return {"source": torch.from_numpy(sources[0]), "target": torch.from_numpy(targets[0])}
@@ -61,12 +73,14 @@ class Seq2SeqFormat:
             raise ValueError("the t5 target format needs sentinel ids")
 
     def __call__(self, tokens: np.ndarray, mask: np.ndarray, rng: np.random.Generator,
-                 units: Optional[np.ndarray] = None) -> dict:
-        """(``units`` are not read: a text-to-text source masks every chosen token.)"""
+                 units: Optional[np.ndarray] = None, replacement: Optional[Tuple[float, float]] = None) -> dict:
+        """(``units`` are not read: a text-to-text source masks every chosen token; ``replacement``: the policy's
+        for this sequence, where the source corrupts by 80/10/10, :func:`replaced`.)"""
         if self.target_format == "t5":
             source, target = t5_pair(tokens, mask, self.sentinels, self.eos)
         else:
-            source = seq2seq_source(tokens, mask, self.mask_idx, self.collapse, rng, self.corruption)
+            source = seq2seq_source(tokens, mask, self.mask_idx, self.collapse, rng,
+                                    replaced(self.corruption, replacement))
             target = seq2seq_target(tokens, mask, self.target_format, self.mask_idx, self.eos)
         return {"source": torch.from_numpy(source), "target": torch.from_numpy(target)}
 
@@ -101,6 +115,10 @@ class PolicyChooser:
     def corrupts_units(self) -> bool:
         return self.policy.corrupts_units
 
+    def replacement(self, tokens, maskable, side_info) -> Optional[Tuple[float, float]]:
+        """:meth:`~fairseq_maskplug.masking.MaskPolicy.replacement` (None: the run's 80/10/10)."""
+        return self.policy.replacement(tokens, maskable, side_info)
+
 
 class PolicyPath:
     """``path(tokens, side_info, epoch, index)``: the item of one block, with its mask statistics
@@ -124,8 +142,10 @@ class PolicyPath:
         maskable = maskable_positions(tokens, self.special_ids)
         masks = chooser(tokens, maskable, side_info, rng, index)
         units = chooser.units(tokens, maskable, side_info)
+        replacement = chooser.replacement(tokens, maskable, side_info)
+        extra = {} if replacement is None else {"replacement": replacement}  # (a format of one's own may not take it)
         item = self.output_format(tokens, masks, rng, units if units is not None and chooser.corrupts_units
-                                  else None)
+                                  else None, **extra)
         item["mask_counts"] = torch.from_numpy(mask_counts(np.atleast_2d(masks), maskable, units))
         if chooser.feedback is not None:  # the group of each position, for the losses the policy learns from
             item["feedback_groups"] = torch.from_numpy(np.asarray(side_info[chooser.feedback.track],

@@ -70,6 +70,10 @@ class MatchedRandomPolicy(PolicyWrapper):
         """The policy whose count is matched."""
         return self.inner
 
+    def replacement(self, tokens, maskable, side_info):
+        """The run's: the positions are random ones, whatever the reference replaces its own by."""
+        return None
+
     def choose(self, tokens, maskable, side_info, rng):
         count = int(self.reference.choose(tokens, maskable, side_info, rng).sum())
         return matched_random_mask(maskable, count, rng)

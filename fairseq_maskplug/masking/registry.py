@@ -137,6 +137,14 @@ class MaskPolicy:
     #: True when the 80/10/10 replacement draws one fate per unit of :meth:`units` (``pmi``), not per token
     corrupts_units: bool = False
 
+    def replacement(self, tokens: np.ndarray, maskable: np.ndarray,
+                    side_info: Mapping[str, np.ndarray]) -> Optional[Tuple[float, float]]:
+        """``(leave_unmasked_prob, random_token_prob)`` for this sequence's chosen positions in place of the run's
+        (``--leave-unmasked-prob``, ``--random-token-prob``), or None (the run's; the default). Self-Evolution's
+        hard tokens all become ``<mask>`` (``(0, 0)``) where its random fallback keeps the run's. Read with the
+        sequence's tokens (also under ``--mask-unit word``)."""
+        return None
+
     def units(self, tokens: np.ndarray, maskable: np.ndarray,
               side_info: Mapping[str, np.ndarray]) -> Optional[np.ndarray]:
         """The unit each position belongs to (integers, equal within a unit) when the policy chooses
@@ -213,6 +221,10 @@ class PolicyWrapper(MaskPolicy):
 
     def producer_command(self, track):
         return self.inner.producer_command(track)
+
+    def replacement(self, tokens, maskable, side_info):
+        """The wrapped policy's (its chosen positions are the wrapper's: ``--mask-unit word``, its token words)."""
+        return self.inner.replacement(tokens, maskable, side_info)
     word_reductions = property(lambda self: self.inner.word_reductions)
 
 

@@ -9,8 +9,10 @@ random at 15%, as the authors' ``mask_tokens_dataset.py`` falls back (:func:`sel
 
 The paper's other half, the token-specific label smoothing (the target of a predicted token mixed with the
 model's own prediction on the unmasked input), is a criterion: ``--criterion self_evolution``
-(:mod:`fairseq_maskplug.criterions.self_evolution`). The authors replace every hard token by ``<mask>``;
-here the run's 80/10/10 rule applies (``--leave-unmasked-prob 0 --random-token-prob 0`` gives theirs).
+(:mod:`fairseq_maskplug.criterions.self_evolution`). The authors replace every hard token by ``<mask>`` and a
+fallback sequence's random masks by fairseq's 80/10/10 (``mask_tokens_dataset.py``); so does
+``--se-hard-replacement mask``, the default (:meth:`SelfEvolutionPolicy.replacement`); ``run`` gives the hard tokens
+the run's ``--leave-unmasked-prob``/``--random-token-prob`` too.
 """
 
 from dataclasses import dataclass
@@ -32,9 +34,24 @@ class SelfEvolutionOptions:
                                  "exceeds this", range="(0, inf)", source="authors' code")
     se_fallback_prob: float = option(0.15, "self_evolution policy: random-masking rate of a sequence without a "
                                      "hard token", range="(0, 1]", source="authors' code (fairseq's mask_prob)")
+    se_hard_replacement: str = option("mask", "self_evolution policy: what a sequence's hard tokens become: mask "
+                                      "(every one <mask>, the authors' code) or run (the run's --leave-unmasked-prob "
+                                      "and --random-token-prob, 80/10/10 by default); a sequence without a hard "
+                                      "token keeps the run's (the authors' fallback)", source="authors' code")
     se_max_share: float = option(1.0, "self_evolution policy: most of a sequence's maskable tokens masked; the "
                                  "hardest are kept (1: every hard token, as the authors)", range="(0, 1]",
                                  source="authors' code (no cap)")
+
+
+HARD_REPLACEMENTS = ("mask", "run")
+
+
+def has_hard_tokens(likelihoods: np.ndarray, maskable: np.ndarray, threshold: float) -> bool:
+    """Whether a maskable token's loss ``-log P`` exceeds ``threshold`` (else :func:`self_evolution_mask` falls
+    back to random masks)."""
+    with np.errstate(divide="ignore"):
+        return bool((np.asarray(maskable, dtype=bool) & (-np.log(np.asarray(likelihoods, dtype=np.float64))
+                                                          > threshold)).any())
 
 
 def self_evolution_mask(likelihoods: np.ndarray, maskable: np.ndarray, threshold: float, fallback: float,
@@ -65,6 +82,20 @@ class SelfEvolutionPolicy(TrackPolicy):
     producer = ("fairseq-maskplug-score-pll --metric unmasked --name {track} --checkpoint MODEL_CHECKPOINT --data {data} "
                 "--splits {split}")
     track_option, track_rule, track_reduction = "se_track", PROBABILITY, "min"
+
+    def __init__(self, options=None):
+        super().__init__(options)
+        if self.options.se_hard_replacement not in HARD_REPLACEMENTS:
+            raise ValueError(f"--se-hard-replacement must be one of {HARD_REPLACEMENTS}, got "
+                             f"{self.options.se_hard_replacement!r}")
+
+    def replacement(self, tokens, maskable, side_info):
+        """Every hard token ``<mask>`` (``--se-hard-replacement mask``, the authors' ``mask_tokens_dataset.py``); a
+        sequence without one, masked at random, keeps the run's replacement."""
+        if self.options.se_hard_replacement == "run" or not has_hard_tokens(
+                side_info[self.track], maskable, self.options.se_threshold):
+            return None
+        return (0.0, 0.0)
 
     def choose(self, tokens, maskable, side_info, rng):
         o = self.options
