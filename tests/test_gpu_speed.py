@@ -21,7 +21,8 @@ from fairseq_maskplug.masking import MASK_POLICY_REGISTRY  # noqa: E402
 def test_every_registered_policy_has_a_row_in_each_task_that_takes_it():
     mlm = {args[args.index("--mask-policy") + 1] for model, args, _ in gpu_policy_speed.ROWS.values()
            if model == "roberta" and "--mask-policy" in args}
-    assert mlm == set(MASK_POLICY_REGISTRY)
+    built_in = {name for name, cls in MASK_POLICY_REGISTRY.items() if cls.__module__.startswith("fairseq_maskplug.")}
+    assert mlm == built_in  # (other tests register policies of their own in the same process)
     for name, (_, args, reference) in gpu_policy_speed.ROWS.items():
         assert reference is None or reference in gpu_policy_speed.REFERENCES, name
 
