@@ -22,8 +22,8 @@ def salient_spans(length: int, rng: np.random.Generator, every=None) -> np.ndarr
 def write_stand_in_tracks(directory, splits, rng: np.random.Generator, span_every=None) -> None:
     """Every built-in policy's tracks for ``splits`` of ``directory`` (``dict.txt`` and the binarized splits):
     ``plt`` (L3), ``importance`` (selective), ``salient_spans`` (one span per ``span_every`` tokens; by default
-    tokens 1-2 of every line), ``span_start``/``span_end`` (learned_span), ``pmi_units``, ``pos`` (PTW), ``informask_rate``,
-    ``token_likelihood`` (Self-Evolution) and ``difference_score``."""
+    tokens 1-2 of every line), ``span_start``/``span_end`` (learned_span), ``pmi_units``, ``pos`` (PTW),
+    ``informask_rate``, ``token_likelihood`` (Self-Evolution) and ``difference_score``."""
     from fairseq.data import Dictionary, data_utils
 
     from fairseq_maskplug.data import write_side_info

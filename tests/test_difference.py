@@ -287,7 +287,8 @@ def test_rank_ranks_words_and_draws_their_pieces_as_the_authors_sampler():
         mask = policy.choose(tokens, maskable, {"difference_score": scores}, np.random.default_rng(seed))
         assert mask.sum() == 3
         ours += mask
-        authors[authors_draw([max(p) for p in piece_scores], word_pieces, 0.2, np.random.default_rng(seed + draws))] += 1
+        word_sims = [max(pieces) for pieces in piece_scores]
+        authors[authors_draw(word_sims, word_pieces, 0.2, np.random.default_rng(seed + draws))] += 1
         earlier += build_mask_policy("difference", options).choose(tokens, maskable, {"difference_score": scores},
                                                                     np.random.default_rng(seed))
     assert chi2_contingency([ours, authors])[1] > 0.001, (ours, authors)

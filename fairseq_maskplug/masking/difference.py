@@ -34,7 +34,8 @@ class DifferenceOptions:
                                          source="BERT (the paper's rate not confirmed)")
     difference_weighting: str = option("score", "difference policy: how a position's draw weight follows its score: "
                                        "score (the score itself; ours) or rank (the block's words ranked n ... 1 by "
-                                       "their best piece, each piece drawn with its word's weight; the authors' code)", source="ours (the authors' code: rank)")
+                                       "their best piece, each piece drawn with its word's weight; the authors' code)",
+                                       source="ours (the authors' code: rank)")
     difference_uniform_mix: float = option(0.0, "difference policy, --difference-weighting rank: share of the "
                                            "weight spread uniformly over the block's positions", range="[0, 1]",
                                            source="authors' code (its mix, off by default)")
@@ -81,7 +82,7 @@ def word_rank_weights(scores: np.ndarray, maskable: np.ndarray, words: np.ndarra
     present, word_of = np.unique(words[positions], return_inverse=True)
     best = np.full(present.size, -np.inf)
     np.maximum.at(best, word_of, np.asarray(scores, dtype=np.float64)[positions])
-    word_ranks = rank_weights(best, np.ones(present.size, dtype=bool), 0.0, rng) * present.size * (present.size + 1) / 2
+    word_ranks = rank_weights(best, np.ones(present.size, dtype=bool), 0.0, rng)  # n ... 1, normalised
     pieces = word_ranks[word_of]
     weights[positions] = (1 - uniform_mix) * pieces / pieces.sum() + uniform_mix / positions.size
     return weights

@@ -219,13 +219,14 @@ class PolicyWrapper(MaskPolicy):
     side_info_rules = property(lambda self: self.inner.side_info_rules)
     budgets_tokens = property(lambda self: self.inner.budgets_tokens)
 
+    word_reductions = property(lambda self: self.inner.word_reductions)
+
     def producer_command(self, track):
         return self.inner.producer_command(track)
 
     def replacement(self, tokens, maskable, side_info):
         """The wrapped policy's (its chosen positions are the wrapper's: ``--mask-unit word``, its token words)."""
         return self.inner.replacement(tokens, maskable, side_info)
-    word_reductions = property(lambda self: self.inner.word_reductions)
 
 
 class TrackPolicy(MaskPolicy):
