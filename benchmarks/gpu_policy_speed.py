@@ -225,8 +225,8 @@ def measure(name: str, argv, args) -> dict:
     del task, trainer, batches, criterion
     gc.collect()
     return {"row": name, "updates": args.updates, "words_per_s": tokens / elapsed,
-            "seconds_per_update": elapsed / args.updates, "peak_mib": peak, "profiled_updates": wanted - args.warmup
-            - args.updates, "share": {k: v / total for k, v in phases.seconds.items()},
+            "seconds_per_update": elapsed / args.updates, "peak_mib": peak, "profiled_updates": args.profile_updates,
+            "share": {k: v / total for k, v in phases.seconds.items()},
             "outside_forward_backward": (total - phases.seconds["forward"] - phases.seconds["backward"]) / total,
             "last_loss": losses[-1]}
 
