@@ -23,7 +23,7 @@ EXTRA_ARGS = {"gpu_acceptance": ["--cpu", "--precision", "fp16"]}
 # tier's 10 minutes no longer held (its smoke runs took 5.4 of the 24 minutes of test time, 2026-11-26)
 # fe_variance, bench_buffer and bench_pll (15-30 s each): the quick tier measured 10 min 34 s with the Hugging Face
 # tests (2026-11-26), over its 10 minutes
-FULL_TIER = {"gpu_acceptance", "bench_precision", "bench_scaleout", "bench_threads", "bench_denoising", "bench_masking",
+FULL_TIER = {"bench_collators", "gpu_acceptance", "bench_precision", "bench_scaleout", "bench_threads", "bench_denoising", "bench_masking",
              "bench_meta_step", "bench_tartan", "bench_policies", "fe_variance", "bench_buffer", "bench_pll"}
 # further smoke runs: a second code path
 VARIANTS = {"fe_variance": [["--mask-policy", "l3"], ["--seeds", "2"]]}

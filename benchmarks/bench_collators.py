@@ -1,0 +1,119 @@
+"""Every mask policy's Hugging Face collator (``fairseq_maskplug.hf.PolicyCollator``) against ``transformers``'
+``DataCollatorForLanguageModeling``, in one run, one thread: rows per second of batches of ``--batch`` examples of
+up to ``--tokens`` tokens (issue 78, item 4: the collators loop over rows in Python, on the training process's
+critical path).
+
+A word-level tokenizer made here (``tokenizers``' WordLevel over Zipf words, ``<s> ... </s>``), every policy's
+stand-in track values as columns (``stand_in_tracks.py``'s ranges; a draw's cost depends on their shape, not their
+values); each collator is timed over the same batches, repeats interleaved, median. PTW's collator draws with its
+initial statistics (no training here).
+
+Last line: ``ratio_random=<PolicyCollator random / HF rows per second> ratio_min=<slowest policy / HF> ...``.
+
+    python benchmarks/bench_collators.py [--batches 20] [--repeats 5] [--smoke]
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from smoke import add_smoke_option, shrink  # noqa: E402
+
+SPECIALS = ["<s>", "<pad>", "</s>", "<unk>"]
+
+
+def word_tokenizer(vocab: int):
+    """A fast tokenizer over the words ``w0 ... w{vocab-1}`` with fairseq's four specials first and ``<mask>`` last."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    words = {token: i for i, token in enumerate(SPECIALS + [f"w{w}" for w in range(vocab)] + ["<mask>"])}
+    tokenizer = Tokenizer(models.WordLevel(words, unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer.post_processor = processors.TemplateProcessing(single="<s> $A </s>", special_tokens=[
+        ("<s>", words["<s>"]), ("</s>", words["</s>"])])
+    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
+                                   unk_token="<unk>", mask_token="<mask>")
+
+
+def examples(tokenizer, count: int, tokens: int, rng: np.random.Generator) -> list:
+    """``count`` examples of 8 to ``tokens`` - 2 Zipf words with every built-in policy's track as a column."""
+    from fairseq_maskplug.masking.salient import span_ids
+
+    out = []
+    for i in range(count):
+        words = " ".join(f"w{w}" for w in rng.zipf(1.3, int(rng.integers(8, tokens - 1))) % (len(tokenizer) - 5))
+        ids = tokenizer(words)["input_ids"]
+        n = len(ids)
+        spans = span_ids(n, [(1, 3)])  # one salient span of 2 tokens
+        out.append({"input_ids": ids, "idx": i, "plt": rng.uniform(0.01, 1.0, n), "importance": rng.random(n),
+                    "salient_spans": spans, "span_start": rng.normal(size=n), "span_end": rng.normal(size=n),
+                    "pmi_units": np.append((rng.random(n - 1) < 0.6) | (np.arange(n - 1) == 0), 0).astype(np.uint8),
+                    "pos": rng.integers(0, 17, n), "informask_rate": rng.uniform(0.0, 0.3, n),
+                    "token_likelihood": rng.uniform(0.8, 1.0, n), "difference_score": rng.random(n)})
+    return out
+
+
+def rows_per_second(collate, batches) -> float:
+    began = time.perf_counter()
+    rows = 0
+    for batch in batches:
+        collate(batch)
+        rows += len(batch)
+    return rows / (time.perf_counter() - began)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--batch", type=int, default=32, help="examples per batch")
+    parser.add_argument("--tokens", type=int, default=128, help="most tokens of an example")
+    parser.add_argument("--batches", type=int, default=20, help="batches timed per repeat")
+    parser.add_argument("--repeats", type=int, default=5, help="interleaved repeats; the median is reported")
+    add_smoke_option(parser)
+    args = shrink(parser.parse_args(), batches=2, repeats=1, batch=4, tokens=24)
+    import torch
+    torch.set_num_threads(1)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from transformers import DataCollatorForLanguageModeling
+
+    import fairseq_maskplug.plugin  # noqa: F401  (the policies' registrations)
+    from fairseq_maskplug.hf import PolicyCollator
+    from fairseq_maskplug.masking import MASK_POLICY_REGISTRY
+
+    tokenizer = word_tokenizer(5000)
+    rng = np.random.default_rng(0)
+    data = examples(tokenizer, args.batch * args.batches, args.tokens, rng)
+    batches = [data[i:i + args.batch] for i in range(0, len(data), args.batch)]
+    hf = DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15)
+    plain = [[{"input_ids": e["input_ids"]} for e in batch] for batch in batches]  # what HF's collator takes
+    policies = sorted(name for name, cls in MASK_POLICY_REGISTRY.items()
+                      if cls.__module__.startswith("fairseq_maskplug."))
+    collators = {name: PolicyCollator(tokenizer, name, {}) for name in policies}
+    print(f"bench_collators: {len(policies)} policies and HF's collator, {len(batches)} batches of {args.batch} "
+          f"examples of up to {args.tokens} tokens, {args.repeats} repeats, one thread", flush=True)
+    rows_per_second(hf, plain[:1])  # one untimed batch each: first-call costs out of the timing
+    for collator in collators.values():
+        rows_per_second(collator, batches[:1])
+    times = {name: [] for name in ["hf", *policies]}
+    for _ in range(args.repeats):
+        times["hf"].append(rows_per_second(hf, plain))
+        for name, collator in collators.items():
+            times[name].append(rows_per_second(collator, batches))
+    median = {name: statistics.median(values) for name, values in times.items()}
+    for name, value in median.items():
+        ratio = "" if name == "hf" else f"  {value / median['hf']:.3f}x HF's"
+        print(f"{name:>16}: {value:9,.0f} rows/s{ratio}")
+    ratios = {name: median[name] / median["hf"] for name in policies}
+    print(f"ratio_random={ratios['random']:.3f} ratio_min={min(ratios.values()):.3f} "
+          + " ".join(f"ratio_{name}={value:.3f}" for name, value in ratios.items() if name != "random"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
