@@ -152,13 +152,15 @@ print(f'    PMI lexicon {sum(s[\"lexicon\"].values())} n-grams; {100 * s[\"train
                 pretrain guided_mlm "$WORK/data/indomain" "$OUT/taskpt_self-evolution" "$UPDATES" \
                 --mask-policy self_evolution --se-max-share "$CAP" --criterion self_evolution \
                 --finetune-from-model "$GENEPT" ;;
-        difference)  # Difference-Masking: the reviews against the general corpus, GenePT's embeddings (Wilf et al.)
+        difference)  # Difference-Masking: the reviews against the general corpus, GenePT's embeddings, the authors'
+                     # rank weighting (words ranked, pieces drawn) (Wilf et al.)
             stage sm_difference "$WORK/logs/sm_difference.log" python -m preprocess.difference \
                 --data "$WORK/data/indomain" --general "$WORK/data/general" --checkpoint "$GENEPT" \
                 --write-anchors "$OUT/difference_anchors.tsv"
             stage sm_taskpt_difference "$WORK/logs/sm_taskpt_difference.log" \
                 pretrain guided_mlm "$WORK/data/indomain" "$OUT/taskpt_difference" "$UPDATES" \
-                --mask-policy difference --difference-mask-prob "$CAP" --finetune-from-model "$GENEPT" ;;
+                --mask-policy difference --difference-mask-prob "$CAP" --difference-weighting rank \
+                --finetune-from-model "$GENEPT" ;;
         *) echo "SM_PEERS: unknown row $peer (whole-word, pmi, ptw, informask, self-evolution, difference)" >&2
            exit 2 ;;
     esac
