@@ -309,7 +309,7 @@ def main() -> None:
         import torch
         if not torch.cuda.is_available():
             parser.error("no CUDA device here: give --cpu (with --smoke for the tiny shapes)")
-    device = "CPU" if args.cpu else _cuda_name()
+    device = "CPU" if args.cpu else cuda_name()
     print(f"gpu_acceptance on {device}: {', '.join(args.precision)}; blocks of {args.tokens} tokens, batch "
           f"{args.batch_size}, {args.updates} updates per run", flush=True)
     record(args, {"device": device, "precision": args.precision, "tokens": args.tokens,
@@ -330,7 +330,8 @@ def main() -> None:
                    for precision in args.precision for key, value in ratios[precision].items()))
 
 
-def _cuda_name() -> str:
+def cuda_name() -> str:
+    """The CUDA device, its CUDA and torch versions, as a results file records them."""
     import torch
     return f"{torch.cuda.get_device_name(0)} (CUDA {torch.version.cuda}, torch {torch.__version__})"
 

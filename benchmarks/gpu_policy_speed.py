@@ -46,7 +46,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from commands import run_checked  # noqa: E402
-from gpu_acceptance import BASE, DENOISING, PRECISIONS, TINY  # noqa: E402
+from gpu_acceptance import BASE, DENOISING, PRECISIONS, TINY, cuda_name  # noqa: E402
 from smoke import add_smoke_option, shrink  # noqa: E402
 from stand_in_tracks import write_stand_in_tracks  # noqa: E402
 
@@ -346,13 +346,6 @@ def write_results(path, data: dict) -> None:
         write_text(str(path), json.dumps(data, indent=1) + "\n")
 
 
-def device_name(cpu: bool) -> str:
-    if cpu:
-        return "CPU"
-    import torch
-    return f"{torch.cuda.get_device_name(0)} (CUDA {torch.version.cuda}, torch {torch.__version__})"
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cpu", action="store_true", help="run on CPU (--memory-efficient-fp16; else --fp16 on CUDA)")
@@ -389,7 +382,7 @@ def main() -> int:
     if unknown:
         parser.error(f"--only: unknown rows {', '.join(unknown)} (rows: {', '.join(ROWS)})")
     from fairseq_maskplug import __version__
-    meta = {"kind": "policy_speed", "device": device_name(args.cpu), "shape": "tiny" if args.smoke else "base",
+    meta = {"kind": "policy_speed", "device": "CPU" if args.cpu else cuda_name(), "shape": "tiny" if args.smoke else "base",
             "tokens": args.tokens, "batch_size": args.batch_size, "warmup": args.warmup, "updates": args.updates,
             "profile_updates": args.profile_updates, "num_workers": args.num_workers,
             "commit": os.environ.get("MASKPLUG_COMMIT") or "unknown", "version": __version__,

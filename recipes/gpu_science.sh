@@ -20,16 +20,9 @@ shift 3
 if [ $# -gt 0 ] && [ "$1" != -- ]; then total=$1; shift; fi
 [ "${1:-}" = -- ] && shift
 [ -d "$data" ] || { echo "gpu_science.sh: DATA $data: no such folder" >&2; exit 2; }
-[ "$bundle" = - ] || [ -f "$bundle/install.py" ] || { echo "gpu_science.sh: BUNDLE $bundle has no install.py" >&2; exit 2; }
-mkdir -p "$out"
-out=$(cd "$out" && pwd) data=$(cd "$data" && pwd)
-[ "$bundle" = - ] || bundle=$(cd "$bundle" && pwd)
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
-started=$SECONDS
-export PYTHONUNBUFFERED=1
-{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1; nproc; } > "$out/device.txt"
-source recipes/gpu_install.sh
-install_bundle "$bundle" "$out/install.log" || exit 1
+data=$(cd "$data" && pwd)
+source "$(dirname "${BASH_SOURCE[0]}")/gpu_install.sh"
+start_device_command gpu_science.sh || exit $?
 budget=$(( total - (SECONDS - started) - 30 ))
 if [ "$budget" -lt 60 ]; then
     echo "gpu_science.sh: $budget s left of $total after the install: too little to compare anything" >&2

@@ -18,16 +18,8 @@ bundle=$1 out=$2 total=300
 shift 2
 if [ $# -gt 0 ] && [ "$1" != -- ]; then total=$1; shift; fi
 [ "${1:-}" = -- ] && shift
-[ "$bundle" = - ] || [ -f "$bundle/install.py" ] || { echo "gpu_speed.sh: BUNDLE $bundle has no install.py" >&2; exit 2; }
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
-[ "$bundle" = - ] || bundle=$(cd "$bundle" && pwd)
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
-started=$SECONDS
-export PYTHONUNBUFFERED=1
-{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1; nproc; } > "$out/device.txt"
-source recipes/gpu_install.sh
-install_bundle "$bundle" "$out/install.log" || exit 1
+source "$(dirname "${BASH_SOURCE[0]}")/gpu_install.sh"
+start_device_command gpu_speed.sh || exit $?
 budget=$(( total - (SECONDS - started) - 20 ))
 if [ "$budget" -lt 30 ]; then
     echo "gpu_speed.sh: $budget s left of $total after the install: too little to time anything" >&2

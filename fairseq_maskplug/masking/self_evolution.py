@@ -46,22 +46,23 @@ class SelfEvolutionOptions:
 HARD_REPLACEMENTS = ("mask", "run")
 
 
-def has_hard_tokens(likelihoods: np.ndarray, maskable: np.ndarray, threshold: float) -> bool:
-    """Whether a maskable token's loss ``-log P`` exceeds ``threshold`` (else :func:`self_evolution_mask` falls
-    back to random masks)."""
+def hard_tokens(likelihoods: np.ndarray, maskable: np.ndarray, threshold: float):
+    """``(hard, loss)``: the maskable tokens whose loss ``-log P`` exceeds ``threshold``, and every token's loss."""
     with np.errstate(divide="ignore"):
-        return bool((np.asarray(maskable, dtype=bool) & (-np.log(np.asarray(likelihoods, dtype=np.float64))
-                                                          > threshold)).any())
+        loss = -np.log(np.asarray(likelihoods, dtype=np.float64))
+    return np.asarray(maskable, dtype=bool) & (loss > threshold), loss
+
+
+def has_hard_tokens(likelihoods: np.ndarray, maskable: np.ndarray, threshold: float) -> bool:
+    """Whether a sequence has a hard token (else :func:`self_evolution_mask` falls back to random masks)."""
+    return bool(hard_tokens(likelihoods, maskable, threshold)[0].any())
 
 
 def self_evolution_mask(likelihoods: np.ndarray, maskable: np.ndarray, threshold: float, fallback: float,
                         max_share: float, rng: np.random.Generator) -> np.ndarray:
     """The hard tokens (``-log P > threshold``) of one sequence, at most ``max(1, floor(max_share n))`` of them
     (the hardest first); none hard: a random mask at ``fallback`` (``floor(fallback n + U)`` tokens)."""
-    likelihoods = np.asarray(likelihoods, dtype=np.float64)
-    with np.errstate(divide="ignore"):
-        loss = -np.log(likelihoods)
-    hard = maskable & (loss > threshold)
+    hard, loss = hard_tokens(likelihoods, maskable, threshold)
     if not hard.any():
         return random_mask(maskable, fallback, rng)
     cap = max(1, int(np.floor(max_share * maskable.sum() + 1e-9)))
