@@ -104,7 +104,9 @@ DEFAULT_EXPERIMENTS = ("selective",)  # what fits one device command beside the 
 DEFAULT_SHAPE = "quickstart"  # the shape whose classifiers learn at these run lengths (the sizing above)
 #: each experiment's recipe, its output folder under the work folder and its recipe knobs for one seed
 RECIPES = {
-    "selective": ("recipes/selective_masking.sh", "selective", lambda s: {"SM_SEEDS": s, "SM_PEERS": ""}),
+    # the paper's rows; SM_PEERS in the environment adds the recipe's peer rows (recipes/selective_masking.sh)
+    "selective": ("recipes/selective_masking.sh", "selective", lambda s: {"SM_SEEDS": s, "SM_PEERS": os.environ.get(
+        "SM_PEERS", "")}),
     "fe": ("recipes/fe_mlm.sh", "fe_mlm", lambda s: {"FE_SEEDS": s, "FE_ROWS": "mlm fe_subword", "FE_PROBE": "0"}),
     "l3": ("recipes/l3_masking.sh", "l3_masking", lambda s: {"L3_SEEDS": s}),
     "tlm": ("recipes/tlm.sh", "tlm", lambda s: {"SEEDS": s}),

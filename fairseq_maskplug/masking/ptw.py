@@ -129,10 +129,19 @@ class PTWPolicy(TrackPolicy):
                         lambda s, sums, counts: fold_scores(s, sums, counts, momentum),
                         lambda s: describe_tag_weights(tag_weights(s, sharpness)))
 
+    _weights: Optional[np.ndarray] = None
+
+    def with_state(self, state):
+        changed = super().with_state(state)
+        changed._weights = None  # (a copy: computed again for the new state, once, not per sequence)
+        return changed
+
     def weights(self) -> np.ndarray:
-        """The tags' acceptance probabilities under the current state."""
-        state = self.state if self.state is not None else self.feedback.initial(len(UPOS_TAGS))
-        return tag_weights(state, self.options.ptw_sharpness)
+        """The tags' acceptance probabilities under the current state (computed once per state)."""
+        if self._weights is None:
+            state = self.state if self.state is not None else self.feedback.initial(len(UPOS_TAGS))
+            self._weights = tag_weights(state, self.options.ptw_sharpness)
+        return self._weights
 
     #: ``--mask-unit word``: the budget counts tokens, as the authors' whole-word masking does (:func:`ptw_mask`)
     budgets_tokens = True

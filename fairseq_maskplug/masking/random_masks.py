@@ -7,9 +7,15 @@ def maskable_positions(tokens: np.ndarray, special_ids) -> np.ndarray:
     """Boolean array: True where a token may be masked (anything but ``special_ids``).
 
     Special tokens (``<s>``, ``</s>``, ``<pad>``) are never chosen by any policy of
-    this package, so rates are always measured over the maskable tokens.
+    this package, so rates are always measured over the maskable tokens. (One comparison per special id:
+    for the few a dictionary has, several times faster than ``np.isin`` on a row, which every item and
+    every live redraw pays.)
     """
-    return ~np.isin(tokens, np.asarray(list(special_ids), dtype=tokens.dtype))
+    tokens = np.asarray(tokens)
+    maskable = np.ones(tokens.shape, dtype=bool)
+    for special in special_ids:
+        maskable &= tokens != special
+    return maskable
 
 
 def maskable_runs(maskable: np.ndarray):
