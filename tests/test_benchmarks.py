@@ -17,7 +17,13 @@ SCRIPTS = sorted(path for path in (REPO / "benchmarks").glob("*.py")
 # gpu_acceptance trains every task (13 runs, about 3 minutes on 2 cores): the full tier runs it on CPU in fp16
 # (--memory-efficient-fp16) only; both precisions took 6 minutes, and --bf16 on CPU has its own test
 # (test_data_parallel.py::test_bf16_trains_in_bfloat16_without_torch_xla)
-EXTRA_ARGS = {"gpu_acceptance": ["--cpu", "--precision", "fp16"]}
+# (every task trains in half precision in test_data_parallel.py, so the smoke run trains the two compared pairs its
+# ratio line reads: 13 tasks took 4 minutes of the full tier, 2026-11-29); bench_scaleout's smoke measures the
+# producers (pll), retrieval and a counting producer (difference) through the one helper every stage uses; that
+# sharded outputs equal one process's is each producer's own test (test_pmi.py, test_informask.py, test_dsir.py, ...)
+EXTRA_ARGS = {"gpu_acceptance": ["--cpu", "--precision", "fp16", "--only",
+                                 "masked_lm,guided_mlm,denoising,guided_denoising"],
+              "bench_scaleout": ["--stages", "pll,retrieve,difference"]}
 # bench_precision and bench_scaleout train two models (1-1.5 min), bench_threads four runs under load (40 s);
 # bench_denoising, bench_masking, bench_meta_step, bench_tartan and bench_policies (25-70 s each), which the quick
 # tier's 10 minutes no longer held (its smoke runs took 5.4 of the 24 minutes of test time, 2026-11-26)

@@ -96,8 +96,14 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("commit", PREVIOUS)
-@pytest.mark.parametrize("case", sorted(CASES))
+#: the tasks each earlier commit's checkpoints are resumed for: 368bf9f's reason is issue 27's change to the joint and
+#: TLM options, so its checkpoints of those three tasks; 0ec7bdd's (issue 40 changed how every task is composed) of
+#: every task. (All 18 took 6 minutes of the full tier, 2026-11-29; the other six retested what 0ec7bdd's do.)
+RESUMED = {"368bf9f": ("joint", "joint_tartan", "tlm"), "0ec7bdd": tuple(sorted(CASES))}
+assert set(RESUMED) == set(PREVIOUS)
+
+
+@pytest.mark.parametrize("case, commit", [(case, commit) for commit in PREVIOUS for case in RESUMED[commit]])
 def test_a_checkpoint_of_an_earlier_commit_resumes_bit_identically(case, commit, request, tmp_path_factory, tmp_path):
     fixture, args = CASES[case]
     data = request.getfixturevalue(fixture)

@@ -4,7 +4,7 @@ Each command in :data:`WRITERS` (one line each; a new writing command joins with
 in a copy of the same input tree, and the whole tree is compared with that of an uninterrupted run
 (JSON fields that hold timings left out):
 
-- **SIGKILL** when its first temporary file appears (mid-write) and at two shares of the
+- **SIGKILL** when its first temporary file appears (mid-write) and half-way through the
   uninterrupted run's duration: every file under its final name is then the input's or the
   uninterrupted run's, whole (a command writing several files may have written some of them; the
   killed run's temporaries and its lock are left for the next run to remove), and a rerun gives the
@@ -213,7 +213,9 @@ def kill_at(writer: Writer, tree: Path, point, duration: float) -> None:
     proc.wait()
 
 
-@pytest.mark.parametrize("point", ["temporary", 0.5, 0.9])
+# when the first temporary appears (mid-write) and half-way (a command that writes several files has finished some):
+# a third point at 0.9 retested the second's paths (33 runs, about 6 minutes of the full tier, 2026-11-29)
+@pytest.mark.parametrize("point", ["temporary", 0.5])
 @pytest.mark.parametrize("name", IDS)
 def test_killed_then_rerun_gives_the_uninterrupted_output(inputs, uninterrupted, tmp_path, name, point):
     writer = BY_NAME[name]
@@ -254,7 +256,8 @@ READS = [(w.name, read) for w in WRITERS for read in w.reads]
 
 
 @pytest.mark.parametrize("name, read", READS, ids=[f"{n}:{r}" for n, r in READS])
-@settings(max_examples=2, deadline=None, phases=[Phase.explicit, Phase.generate],  # no shrinking: 5 s a run
+# the cut half-way and one cut Hypothesis draws (a second drawn cut per file cost about 3 minutes of the full tier)
+@settings(max_examples=1, deadline=None, phases=[Phase.explicit, Phase.generate],  # no shrinking: 5 s a run
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(share=st.floats(0.0, 1.0, exclude_max=True))
 @example(share=0.5)

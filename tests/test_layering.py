@@ -51,9 +51,9 @@ def test_preprocessing_tools_are_console_commands_that_run_anywhere_and_show_def
 # the layers of the design (docs/design.md, "Layers"): every folder of the package (and root module) is a layer of
 # its own, in this order; a folder may import its own modules and the folders below it. common/ is below
 # everything; integration/ (fairseq's patches) below the registrations; tools/ (what the commands share) below the
-# producers; evaluation/ and commands/ at the commands' layer.
+# producers; evaluation/ and commands/ at the commands' layer; compare/ (a command that runs the others) above them.
 ORDER = ["_version", "common", "masking", "data", "integration", "models", "criterions", "weighting", "tasks", "plugin", "tools",
-         "scoring", "retrieval", "interop", "hf", "evaluation", "commands", "__init__"]
+         "scoring", "retrieval", "interop", "hf", "evaluation", "commands", "compare", "__init__"]
 LAYER = {name: layer for layer, name in enumerate(ORDER)}
 OUTSIDE = {"preprocess", "recipes", "benchmarks", "tests"}  # layers 5 to 8: never imported by the package
 

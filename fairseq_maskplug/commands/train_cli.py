@@ -269,6 +269,39 @@ def main(argv=None, in_process: bool = True) -> int:
     return 0
 
 
+def checked_config(argv):
+    """fairseq's configuration of the training command line ``argv`` (as ``fairseq-maskplug-train`` takes it: the
+    package's ``--user-dir`` and a package task's criterion added) after the checks :func:`main` makes before any
+    work (removed flags, the task's name and ``setup_task``, ``--arch``, the batch size); bad input is a
+    ValueError or OSError in one line, also where fairseq's parser would print its usage and exit. For commands
+    that check training runs before starting them (``fairseq-maskplug-compare``)."""
+    import contextlib
+    import io
+
+    from fairseq import options
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    argv = with_user_dir([str(a) for a in argv])
+    gone = removed_flag(argv)
+    if gone is not None:
+        raise ValueError(gone)
+    check_task_name(argv)
+    argv = with_task_criterion(argv)
+    require_arch(argv)
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            args = options.parse_args_and_arch(options.get_training_parser(), argv)
+    except SystemExit:
+        lines = [line for line in said.getvalue().splitlines() if line.strip()]
+        raise ValueError(lines[-1].split("error: ", 1)[-1] if lines else "fairseq's parser refused the options") \
+            from None
+    cfg = convert_namespace_to_omegaconf(args)
+    check_task(cfg)
+    check_batch_size(cfg)
+    return cfg
+
+
 def lock_save_dir(cfg):
     """The lock on ``--save-dir`` for this run (:mod:`...common.locks`): one writer of its checkpoints. Rank 0
     takes it for the run's ranks (the others write no checkpoint); None with ``--no-save`` or on another rank."""

@@ -1,0 +1,110 @@
+"""Everything about a plan that can be checked before any training, each refusal one line naming the plan's key
+or the arm and what is wrong (:class:`~.plan.PlanError`):
+
+- the data: the unlabelled corpus is a binarized directory with ``train`` and ``valid``; the labelled task has
+  ``input0/`` and ``label/`` with ``train``, ``valid`` and ``test``; both use one dictionary;
+- the model: a RoBERTa or BART checkpoint whose dictionary the data uses;
+- every arm's continued pre-training through the real parsers and the task's own checks
+  (:func:`~fairseq_maskplug.commands.train_cli.checked_config`: the policy's options and their ranges), then its
+  training and validation splits loaded as training would load them: a track the policy reads and the corpus
+  lacks is named with the command that writes it;
+- the fine-tuning's command line through the same parsers.
+"""
+
+import filecmp
+from pathlib import Path
+from typing import Callable, Iterable, Optional
+
+from .commands import device_options, finetune_command, model_options, pretrain_command
+from .plan import Plan, PlanError
+from .units import produced
+
+SPLIT_FILES = (".idx", ".bin")
+
+
+def _split_missing(prefix: Path) -> Optional[str]:
+    for suffix in SPLIT_FILES:
+        if not Path(f"{prefix}{suffix}").is_file():
+            return f"{prefix}{suffix}"
+    return None
+
+
+def check_data(plan: Plan) -> None:
+    """The corpus and the labelled task are where the plan says, binarized, with one dictionary."""
+    where = f"{plan.path} [data]"
+    if any(arm.task for arm in plan.arms):
+        if not (plan.corpus / "dict.txt").is_file():
+            raise PlanError(f"{where}: corpus {plan.corpus} has no dict.txt (a binarized corpus: "
+                            "fairseq-maskplug-prepare-text or fairseq-preprocess --only-source)")
+        for split in ("train", "valid"):
+            missing = _split_missing(plan.corpus / split)
+            if missing:
+                raise PlanError(f"{where}: corpus has no {split} split ({missing} not found)")
+    if not (plan.labelled / "label").is_dir():
+        raise PlanError(f"{where}: task {plan.labelled} has no label/ folder: a comparison fine-tunes and scores "
+                        "a labelled task (fairseq-maskplug-prepare-text with labels writes input0/ and label/)")
+    for part in ("input0", "label"):
+        if not (plan.labelled / part / "dict.txt").is_file():
+            raise PlanError(f"{where}: task {plan.labelled} has no {part}/dict.txt")
+        for split in ("train", "valid", "test"):
+            missing = _split_missing(plan.labelled / part / split)
+            if missing:
+                raise PlanError(f"{where}: task has no {part} {split} split ({missing} not found)")
+    if any(arm.task for arm in plan.arms) and not filecmp.cmp(plan.corpus / "dict.txt",
+                                                              plan.labelled / "input0" / "dict.txt", shallow=False):
+        raise PlanError(f"{where}: the corpus's dict.txt and the task's input0/dict.txt differ: binarize both with "
+                        "one dictionary (the model's)")
+
+
+def check_model(plan: Plan) -> list:
+    """The model is a RoBERTa or BART checkpoint the labelled data's dictionary fits; its architecture options."""
+    from ..tools.checkpoints import load_checked_state
+
+    where = f"{plan.path} [model]: checkpoint"
+    if not plan.model.is_file():
+        raise PlanError(f"{where} {plan.model}: no such file")
+    try:
+        load_checked_state(str(plan.model), str(plan.labelled))
+        return model_options(plan.model)
+    except (ValueError, OSError, KeyError) as error:
+        raise PlanError(f"{where} {plan.model}: {error}") from None
+
+
+def check_arm_training(plan: Plan, arm, model: list, device: list, load: bool = True) -> None:
+    """The arm's continued pre-training parses, passes its task's checks and (``load``) loads its splits: not
+    before its ``produce`` commands have written the tracks it reads."""
+    from ..commands.train_cli import checked_config
+    from fairseq import tasks
+
+    where = f"{plan.path} [arms.{arm.name}]"
+    try:
+        cfg = checked_config(pretrain_command(plan, arm, plan.seeds[0], model, device))
+        task = tasks.setup_task(cfg.task)
+        for split in ("train", "valid") if load else ():
+            task.load_dataset(split, combine=False, epoch=1)
+    except (ValueError, OSError, KeyError) as error:
+        raise PlanError(f"{where}: {str(error).splitlines()[0] if str(error) else type(error).__name__}") from None
+
+
+def check_finetuning(plan: Plan, model: list, device: list) -> None:
+    from ..commands.train_cli import checked_config
+
+    arm = plan.arm(plan.baseline)
+    try:
+        checked_config(finetune_command(plan, arm, plan.seeds[0], model, device))
+    except (ValueError, OSError, KeyError) as error:
+        raise PlanError(f"{plan.path} [finetune]: {str(error).splitlines()[0]}") from None
+
+
+def check_plan(plan: Plan, arms: Optional[Iterable[str]] = None, say: Callable[[str], None] = lambda line: None) -> list:
+    """Every check (module docstring) for ``arms`` (default: all); the model's architecture options."""
+    check_data(plan)
+    model = check_model(plan)
+    device = device_options()
+    chosen = [plan.arm(name) for name in arms] if arms is not None else list(plan.arms)
+    for arm in chosen:
+        if arm.task:
+            say(f"checking arm {arm.name}: {arm.task} {' '.join(arm.options)}".rstrip())
+            check_arm_training(plan, arm, model, device, load=produced(plan, arm))
+    check_finetuning(plan, model, device)
+    return model

@@ -1,0 +1,172 @@
+"""``fairseq-maskplug-compare``: does a masking policy help on *my* data? Any arms against a baseline on one's own
+corpus and labelled task, over seeds, with paired statistics (``docs/compare.md``).
+
+    fairseq-maskplug-compare plan.toml                  check the plan, run every unit not finished, report
+    fairseq-maskplug-compare plan.toml --parallel 2     two units at once on this machine
+    fairseq-maskplug-compare plan.toml --print-jobs     one command per unfinished unit (a Slurm array, any
+                                                        scheduler, a shell loop), after the same checks
+    fairseq-maskplug-compare plan.toml --unit pmi:3     run one unit (what --print-jobs prints)
+    fairseq-maskplug-compare plan.toml --produce        run the arms' produce commands only (once, before
+                                                        --print-jobs' units)
+    fairseq-maskplug-compare plan.toml --collect        the report of whatever finished; names what is missing
+
+The plan (TOML, :mod:`fairseq_maskplug.compare.plan`) names the data, the starting model, the seeds and the arms;
+each ``(arm, seed)`` is one resumable unit in ``OUT/units/ARM__seedS`` (:mod:`.units`). Before any work the
+whole plan is checked, every arm through the real training parsers and its splits loaded
+(:mod:`.checks`); a refusal is one line naming the arm and option. The report (:mod:`.report`) is
+``OUT/report.{json,md,png}``.
+"""
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from ..tools.cli import HelpFormatter, add_version, command_main
+
+COMMAND = "fairseq-maskplug-compare"
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__, formatter_class=HelpFormatter)
+    parser.add_argument("plan", type=Path, help="the plan file (TOML; docs/compare.md shows an example)")
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument("--print-jobs", action="store_true",
+                      help="check the plan, then print one command per unit not finished, and stop")
+    what.add_argument("--unit", metavar="ARM:SEED", help="run (or resume) this one unit")
+    what.add_argument("--produce", action="store_true",
+                      help="check the plan, run the arms' produce commands (once; before --print-jobs' units), and stop")
+    what.add_argument("--collect", action="store_true",
+                      help="write the report of the finished units (no training); name the missing ones")
+    parser.add_argument("--parallel", type=int, default=None,
+                        help="units run at once on this machine (default: the plan's parallel, else 1); each gets "
+                             "one share of the cores unless OMP_NUM_THREADS is set")
+    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="override the plan's seeds")
+    add_version(parser)
+    args = parser.parse_args(argv)
+    if args.parallel is not None and args.parallel < 1:
+        parser.error(f"--parallel must be at least 1, got {args.parallel}")
+    return args
+
+
+def this_command() -> list:
+    """How to start this command again from here (a unit's process)."""
+    return [sys.executable, "-m", "fairseq_maskplug.compare.cli"]
+
+
+def check_out(plan) -> None:
+    """The output folder is new, empty, or an earlier run's of this plan's command."""
+    from ..common.atomic import check_output_directory
+
+    check_output_directory(plan.out, f"{plan.path}: out", COMMAND,
+                           others=[("[data] corpus", str(plan.corpus)), ("[data] task", str(plan.labelled)),
+                                   ("[model] checkpoint", str(plan.model))])
+
+
+def claim_out(plan) -> None:
+    from ..common.atomic import OWNER_FILE, write_owner
+
+    plan.out.mkdir(parents=True, exist_ok=True)
+    if not (plan.out / OWNER_FILE).exists():
+        write_owner(str(plan.out), COMMAND)
+
+
+def run_units(plan, units, parallel: int, argv_tail: list) -> list:
+    """Run ``units`` (``ARM:SEED``), ``parallel`` at a time, each as its own process; the failed ones' lines."""
+    env = dict(os.environ)
+    if "OMP_NUM_THREADS" not in env:
+        env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // parallel))
+    failed, done, lock = [], [0], threading.Lock()
+
+    def one(unit):
+        log = plan.out / "logs" / f"{unit.replace(':', '__seed')}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "a", encoding="utf-8") as out:
+            code = subprocess.run([*this_command(), str(plan.path), "--unit", unit, *argv_tail], stdout=out,
+                                  stderr=subprocess.STDOUT, env=env).returncode
+        with lock:
+            done[0] += 1
+            if code != 0:
+                lines = [line for line in log.read_text(encoding="utf-8", errors="replace").splitlines() if line]
+                failed.append(f"unit {unit} failed: {lines[-1] if lines else f'exit status {code}'} (log {log})")
+            print(f"[{done[0]}/{len(units)}] unit {unit} {'finished' if code == 0 else 'FAILED'}", flush=True)
+
+    print(f"{len(units)} unit(s) to run, {parallel} at a time; logs in {plan.out / 'logs'}", flush=True)
+    with ThreadPoolExecutor(max_workers=parallel) as pool:
+        list(pool.map(one, units))
+    return failed
+
+
+def work(args) -> int:
+    from .checks import check_plan
+    from .plan import PlanError, read_plan
+    from .report import write_report
+    from .units import StageFailed, missing_units, parse_unit, produce, produced, run_unit
+
+    overrides = {"seeds": args.seeds} if args.seeds else None
+    plan = read_plan(args.plan, overrides)
+    argv_tail = ["--seeds", *map(str, args.seeds)] if args.seeds else []
+    if args.collect:
+        data = write_report(plan, [COMMAND, str(plan.path), "--collect", *argv_tail])
+        return 0 if data["scores"] else 1
+    unproduced = [arm.name for arm in plan.arms if not produced(plan, arm)]
+    first = (f"run `{COMMAND} {plan.path} --produce` first, once: it writes the tracks of arm(s) "
+             f"{', '.join(unproduced)} (their produce commands)")
+    if args.unit:
+        arm, seed = parse_unit(args.unit)
+        if arm in unproduced:
+            raise PlanError(f"{plan.path} [arms.{arm}]: {first}")
+        plan.arm(arm)
+        check_out(plan)
+        model = check_plan(plan, [arm])
+        claim_out(plan)
+        from .commands import device_options
+        try:
+            run_unit(plan, arm, seed, model, device_options(), say=lambda line: print(line, flush=True))
+        except StageFailed as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 1
+        return 0
+    if args.print_jobs and unproduced:
+        raise PlanError(f"{plan.path}: {first}")
+    check_out(plan)
+    say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731  (stdout: --print-jobs' commands)
+    check_plan(plan, say=say)
+    if unproduced:
+        claim_out(plan)
+        try:
+            for arm in plan.arms:
+                produce(plan, arm, say)
+        except StageFailed as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 1
+        check_plan(plan, [name for name in unproduced if plan.arm(name).task], say)  # now with the tracks
+    if args.produce:
+        print(f"the arms' produce commands have run (logs in {plan.out / 'producers'})")
+        return 0
+    todo = missing_units(plan)
+    if args.print_jobs:
+        for unit in todo:
+            print(shlex.join([COMMAND, str(plan.path), "--unit", unit, *argv_tail]))
+        return 0
+    claim_out(plan)
+    failed = run_units(plan, todo, args.parallel or plan.parallel, argv_tail) if todo else []
+    write_report(plan, [COMMAND, str(plan.path), *argv_tail])
+    for line in failed:
+        print(f"error: {line}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+main = command_main(parse_args, work)
+
+
+def console_main() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    console_main()

@@ -1,0 +1,98 @@
+"""The command lines of one unit ``(arm, seed)`` of a plan: its continued pre-training, its fine-tuning and its
+scoring, as ``fairseq-maskplug-train`` and ``fairseq-maskplug-evaluate`` take them.
+
+The settings follow the recipes' (``recipes/lib.sh``'s ``pretrain`` and ``finetune``): Adam (0.9, 0.98),
+eps 1e-6, weight decay 0.01, polynomial decay with 10% warm-up, blocks cut at sentence ends
+(``--sample-break-mode complete``); the model's shape read from the plan's checkpoint
+(:func:`~fairseq_maskplug.interop.release.model_options`); a stage starts from the plan's checkpoint (or the
+arm's pre-trained one) with ``--finetune-from-model``, so that a stage cut short resumes from its own
+``checkpoint_last.pt``. Every stage of a unit draws from the unit's seed.
+"""
+
+import os
+import struct
+from pathlib import Path
+from typing import List
+
+from .plan import Arm, Plan
+
+#: the optimiser and logging of every stage (the recipes' COMMON_ARGS, less the batch size and the device)
+COMMON = ["--required-batch-size-multiple", "1", "--no-progress-bar", "--log-format", "json", "--log-interval", "10",
+          "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--adam-eps", "1e-6", "--weight-decay", "0.01",
+          "--clip-norm", "0.0"]
+
+
+def device_options() -> List[str]:
+    """``--fp16`` with a GPU, else ``--cpu``; one loader process on CPUs (the recipes')."""
+    import torch
+
+    return ["--fp16", "--num-workers", "2"] if torch.cuda.is_available() else ["--cpu", "--num-workers", "0"]
+
+
+def model_options(checkpoint: Path) -> List[str]:
+    """The architecture options of ``checkpoint`` (a RoBERTa or BART of this project or a fairseq release)."""
+    from ..interop.release import model_options as options, read_model_args
+
+    return options(read_model_args(checkpoint))
+
+
+def split_size(prefix: Path) -> int:
+    """Sentences in a binarized split (``PREFIX.idx``, fairseq's mmap index: the count at byte 18)."""
+    with open(f"{prefix}.idx", "rb") as index:
+        index.seek(18)
+        return struct.unpack("<Q", index.read(8))[0]
+
+
+def label_count(labelled: Path) -> int:
+    """Classes of the labelled task: the labels in ``label/dict.txt``."""
+    with open(labelled / "label" / "dict.txt", encoding="utf-8") as handle:
+        return sum(1 for line in handle if line.strip() and not line.startswith("madeupword"))
+
+
+def unit_dir(plan: Plan, arm: str, seed: int) -> Path:
+    return plan.out / "units" / f"{arm}__seed{seed}"
+
+
+def pretrain_command(plan: Plan, arm: Arm, seed: int, model: List[str], device: List[str]) -> List[str]:
+    """``fairseq-maskplug-train`` arguments of the arm's continued pre-training (its task's own criterion)."""
+    settings, updates = plan.pretrain, arm.updates
+    return [str(plan.corpus), "--task", arm.task, *model, *COMMON, *device,
+            "--tokens-per-sample", str(settings.tokens_per_sample), "--sample-break-mode", "complete",
+            "--shorten-method", "truncate", "--batch-size", str(settings.batch_size),
+            "--lr-scheduler", "polynomial_decay", "--lr", str(settings.lr), "--warmup-updates", str(updates // 10 + 1),
+            "--total-num-update", str(updates), "--max-update", str(updates), "--seed", str(seed),
+            "--save-dir", str(unit_dir(plan, arm.name, seed) / "pretrain"), "--no-epoch-checkpoints",
+            "--save-interval-updates", str(updates), "--keep-interval-updates", "1",
+            "--finetune-from-model", str(plan.model), *settings.options, *arm.options]
+
+
+def finetune_command(plan: Plan, arm: Arm, seed: int, model: List[str], device: List[str]) -> List[str]:
+    """``fairseq-maskplug-train`` arguments of the fine-tuning (``sentence_prediction``, the best valid accuracy
+    kept; fairseq leaves RoBERTa's LM head unused there: ``--find-unused-parameters``, as its own configs)."""
+    settings = plan.finetune
+    start = unit_dir(plan, arm.name, seed) / "pretrain" / "checkpoint_last.pt" if arm.task else plan.model
+    steps = settings.epochs * (split_size(plan.labelled / "input0" / "train") // settings.batch_size + 1)
+    return [str(plan.labelled), "--task", "sentence_prediction", "--criterion", "sentence_prediction",
+            "--num-classes", str(label_count(plan.labelled)), "--init-token", "0", "--separator-token", "2",
+            "--shorten-method", "truncate", "--find-unused-parameters", *model, *COMMON, *device,
+            "--batch-size", str(settings.batch_size), "--lr-scheduler", "polynomial_decay", "--lr", str(settings.lr),
+            "--warmup-updates", str(steps // 10 + 1), "--max-epoch", str(settings.epochs),
+            "--total-num-update", str(steps), "--seed", str(seed), "--best-checkpoint-metric", "accuracy",
+            "--maximize-best-checkpoint-metric", "--save-dir", str(unit_dir(plan, arm.name, seed) / "finetune"),
+            "--no-epoch-checkpoints", "--finetune-from-model", str(start), *settings.options]
+
+
+def evaluate_command(plan: Plan, arm: Arm, seed: int) -> List[str]:
+    """``fairseq-maskplug-evaluate`` arguments scoring the best fine-tuned checkpoint on valid and test."""
+    unit = unit_dir(plan, arm.name, seed)
+    return ["--checkpoint", str(unit / "finetune" / "checkpoint_best.pt"), "--data", str(plan.labelled),
+            "--split", "valid,test", "--output", str(unit / "result.{split}.json")]
+
+
+def tool(name: str) -> str:
+    """The console command ``name`` of this environment (beside its Python), else the one on PATH."""
+    import shutil
+    import sys
+
+    beside = Path(sys.executable).parent / name
+    return str(beside) if os.access(beside, os.X_OK) else (shutil.which(name) or name)

@@ -1,0 +1,233 @@
+"""A comparison plan: the file ``fairseq-maskplug-compare`` reads (TOML; ``docs/compare.md`` shows a commented
+example, ``recipes/compare_plans/`` the papers' comparisons).
+
+A plan names the data (a binarized unlabelled corpus and a labelled sentence-classification task, as
+``fairseq-maskplug-prepare-text`` writes them), the model every arm starts from, the seeds, and the **arms**:
+each a continued pre-training stage (a task, ``--mask-policy`` and its options, a number of updates) or none,
+followed by the same fine-tuning and evaluation. One arm is the **baseline**; every other arm is compared to it
+over the same seeds and test sentences (:mod:`fairseq_maskplug.evaluation.paired_comparison`).
+
+Only the file's syntax, its keys and their types and ranges are read here (:func:`read_plan`, pure); whether the
+options parse, the data exists and the dictionaries match is :mod:`.checks`'s work, before any training.
+"""
+
+import dataclasses
+import math
+import re
+import tomllib
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from ..common.option_ranges import option, out_of_range, declared_range
+
+
+#: an arm's name: a folder name and a table row, never an option
+ARM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+
+
+class PlanError(ValueError):
+    """A plan refused before any work, in one line naming the file and the key (or the arm and option)."""
+
+
+@dataclasses.dataclass
+class PretrainSettings:
+    """``[pretrain]``: the continued pre-training every arm with a stage shares (an arm may change ``task``,
+    ``updates`` and add ``options``)."""
+
+    task: str = option("guided_mlm", "the pre-training task (a fairseq or plugin task training a masked LM)")
+    updates: int = option(400, "updates of each arm's continued pre-training", range="[1, inf)",
+                          source="ours (the recipes' quickstart TaskPT length, recipes/selective_masking.sh)")
+    lr: float = option(1e-3, "peak learning rate (polynomial decay, 10% warm-up)", range="(0, inf)",
+                       source="ours (the recipes' MASKPLUG_PRETRAIN_LR)")
+    tokens_per_sample: int = option(128, "tokens per block (at most the model's positions)", range="[2, inf)",
+                                    source="ours (the recipes' MASKPLUG_TOKENS)")
+    batch_size: int = option(32, "sequences per batch", range="[1, inf)", source="ours (the recipes' MASKPLUG_BATCH)")
+    options: List[str] = dataclasses.field(default_factory=list, metadata={
+        "help": "further fairseq-maskplug-train options of every arm's stage"})
+
+
+@dataclasses.dataclass
+class FinetuneSettings:
+    """``[finetune]``: the one fine-tuning and evaluation every arm ends with (``sentence_prediction``)."""
+
+    epochs: int = option(3, "fine-tuning epochs; the checkpoint with the best valid accuracy is scored",
+                         range="[1, inf)", source="ours (the recipes' SM_FINETUNE_EPOCHS)")
+    lr: float = option(2e-4, "peak learning rate (polynomial decay, 10% warm-up)", range="(0, inf)",
+                       source="ours (the recipes' MASKPLUG_FINETUNE_LR)")
+    batch_size: int = option(32, "sentences per batch", range="[1, inf)", source="ours (the recipes' MASKPLUG_BATCH)")
+    options: List[str] = dataclasses.field(default_factory=list, metadata={
+        "help": "further fairseq-maskplug-train options of the fine-tuning"})
+
+
+@dataclasses.dataclass(frozen=True)
+class Arm:
+    """One arm: ``task`` None for no continued pre-training (the model fine-tuned as it is)."""
+
+    name: str
+    task: Optional[str]
+    updates: int
+    options: Tuple[str, ...]
+    #: commands that write the tracks the arm's policy reads, run once before its units (``{corpus}``: the corpus)
+    produce: Tuple[Tuple[str, ...], ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """A read plan; paths are absolute (a relative path in the file is relative to the file's folder)."""
+
+    path: Path
+    name: str
+    out: Path
+    corpus: Path
+    labelled: Path
+    model: Path
+    seeds: Tuple[int, ...]
+    baseline: str
+    arms: Tuple[Arm, ...]
+    pretrain: PretrainSettings
+    finetune: FinetuneSettings
+    parallel: int
+
+    def arm(self, name: str) -> Arm:
+        for arm in self.arms:
+            if arm.name == name:
+                return arm
+        raise PlanError(f"{self.path}: no arm named {name!r} (arms: {', '.join(a.name for a in self.arms)})")
+
+    def units(self) -> List[Tuple[str, int]]:
+        """Every ``(arm, seed)``, seed by seed: a run cut short has whole seeds to compare."""
+        return [(arm.name, seed) for seed in self.seeds for arm in self.arms]
+
+
+#: the keys a plan may hold, each table's with its type (dataclass tables read through :func:`_settings`)
+TOP_KEYS = {"name": str, "out": str, "seeds": list, "baseline": str, "parallel": int, "data": dict, "model": dict,
+            "pretrain": dict, "finetune": dict, "arms": dict}
+DATA_KEYS = {"corpus": str, "task": str}
+MODEL_KEYS = {"checkpoint": str}
+ARM_KEYS = {"pretrain": bool, "task": str, "updates": int, "options": list, "produce": list}
+DEFAULT_SEEDS = (1, 2, 3, 4, 5)
+
+
+def _type_name(kind) -> str:
+    return {str: "a string", int: "an integer", float: "a number", bool: "true or false", list: "a list",
+            dict: "a table"}[kind]
+
+
+def _check_table(where: str, table: dict, keys: Dict[str, type]) -> None:
+    for key, value in table.items():
+        if key not in keys:
+            raise PlanError(f"{where}: unknown key {key!r} (known: {', '.join(keys)})")
+        kind = keys[key]
+        ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
+        if kind is float:
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not ok:
+            raise PlanError(f"{where}.{key}: must be {_type_name(kind)}, got {value!r}")
+
+
+def _option_list(where: str, value) -> Tuple[str, ...]:
+    if not all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value):
+        raise PlanError(f"{where}: must be a list of command-line words, e.g. [\"--mask-policy\", \"pmi\"]")
+    return tuple(str(v) for v in value)
+
+
+def _settings(where: str, table: dict, settings: type):
+    """A ``[pretrain]`` or ``[finetune]`` table as its dataclass, each value checked against its range."""
+    fields = {f.name: f for f in dataclasses.fields(settings)}
+    kinds = {name: (list if name == "options" else float if f.type is float else f.type)
+             for name, f in fields.items()}
+    _check_table(where, table, kinds)
+    values = {}
+    for name, f in fields.items():
+        if name not in table:
+            values[name] = [] if name == "options" else f.default
+            continue
+        value = table[name]
+        if name == "options":
+            value = list(_option_list(f"{where}.options", value))
+        elif f.type is float:
+            value = float(value)
+            if not math.isfinite(value):
+                raise PlanError(f"{where}.{name}: must be finite, got {value}")
+        problem = out_of_range(name, value, declared_range(f))
+        if problem:
+            raise PlanError(f"{where}.{name} must lie in {f.metadata['range']}, got {value}")
+        values[name] = value
+    return settings(**values)
+
+
+def _path(plan_file: Path, where: str, text: str) -> Path:
+    if not text.strip():
+        raise PlanError(f"{where}: an empty path")
+    path = Path(text).expanduser()
+    return path if path.is_absolute() else (plan_file.parent / path).resolve()
+
+
+def read_plan(path, overrides: Optional[dict] = None) -> Plan:
+    """The plan in the TOML file ``path`` (``overrides``: top-level keys given on the command line, e.g.
+    ``{"seeds": [1, 2]}``), or a :class:`PlanError` naming the file and the key."""
+    path = Path(path).resolve()
+    try:
+        with open(path, "rb") as handle:
+            raw = tomllib.load(handle)
+    except FileNotFoundError:
+        raise PlanError(f"{path}: no such plan file") from None
+    except tomllib.TOMLDecodeError as error:  # two arms with one name land here: "Cannot overwrite a value"
+        raise PlanError(f"{path}: not a valid plan (TOML): {error}") from None
+    raw.update(overrides or {})
+    where = str(path)
+    _check_table(where, raw, TOP_KEYS)
+    for key in ("data", "model", "baseline", "arms"):
+        if key not in raw:
+            raise PlanError(f"{where}: missing {'[' + key + ']' if key in ('data', 'model', 'arms') else key!r}")
+    _check_table(f"{where} [data]", raw["data"], DATA_KEYS)
+    _check_table(f"{where} [model]", raw["model"], MODEL_KEYS)
+    for table, key in (("data", "corpus"), ("data", "task"), ("model", "checkpoint")):
+        if key not in raw[table]:
+            raise PlanError(f"{where} [{table}]: missing {key!r}")
+    name = raw.get("name", path.stem)
+    if not ARM_NAME.match(name):
+        raise PlanError(f"{where}: name {name!r} must be letters, digits, '_', '.' or '-'")
+    seeds = raw.get("seeds", list(DEFAULT_SEEDS))
+    if not seeds or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 1 for s in seeds):
+        raise PlanError(f"{where}: seeds must be a non-empty list of positive integers, got {seeds!r}")
+    if len(set(seeds)) != len(seeds):
+        raise PlanError(f"{where}: seeds {seeds!r} repeat a seed")
+    parallel = raw.get("parallel", 1)
+    if parallel < 1:
+        raise PlanError(f"{where}: parallel must be at least 1, got {parallel}")
+    pretrain = _settings(f"{where} [pretrain]", raw.get("pretrain", {}), PretrainSettings)
+    finetune = _settings(f"{where} [finetune]", raw.get("finetune", {}), FinetuneSettings)
+    arms = []
+    for arm_name, table in raw["arms"].items():
+        at = f"{where} [arms.{arm_name}]"
+        if not isinstance(table, dict):
+            raise PlanError(f"{at}: must be a table")
+        if not ARM_NAME.match(arm_name):
+            raise PlanError(f"{at}: an arm's name must be letters, digits, '_', '.' or '-'")
+        _check_table(at, table, ARM_KEYS)
+        stage = table.get("pretrain", True)
+        if not stage and set(table) - {"pretrain"}:
+            raise PlanError(f"{at}: pretrain = false, so {', '.join(sorted(set(table) - {'pretrain'}))} would be "
+                            "ignored; remove them")
+        updates = table.get("updates", pretrain.updates)
+        if updates < 1:
+            raise PlanError(f"{at}.updates must lie in [1, inf), got {updates}")
+        produce = table.get("produce", [])
+        if not all(isinstance(command, list) and command for command in produce):
+            raise PlanError(f"{at}.produce: must be a list of commands, each a list of words, e.g. "
+                            '[["fairseq-maskplug-pmi-units", "--data", "{corpus}", "--splits", "train,valid"]]')
+        arms.append(Arm(arm_name, table.get("task", pretrain.task) if stage else None, updates if stage else 0,
+                        _option_list(f"{at}.options", table.get("options", [])) if stage else (),
+                        tuple(_option_list(f"{at}.produce", command) for command in produce)))
+    if len(arms) < 2:
+        raise PlanError(f"{where}: a comparison needs at least two arms, got {len(arms)}")
+    baseline = raw["baseline"]
+    if baseline not in {a.name for a in arms}:
+        raise PlanError(f"{where}: baseline {baseline!r} is not an arm (arms: {', '.join(a.name for a in arms)})")
+    return Plan(path=path, name=name, out=_path(path, f"{where}: out", raw.get("out", name)),
+                corpus=_path(path, f"{where} [data]: corpus", raw["data"]["corpus"]),
+                labelled=_path(path, f"{where} [data]: task", raw["data"]["task"]),
+                model=_path(path, f"{where} [model]: checkpoint", raw["model"]["checkpoint"]),
+                seeds=tuple(seeds), baseline=baseline, arms=tuple(arms), pretrain=pretrain, finetune=finetune,
+                parallel=parallel)

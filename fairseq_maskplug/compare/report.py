@@ -1,0 +1,130 @@
+"""The report of a comparison, from whatever units finished (``--collect``, or the end of a run):
+
+- ``OUT/report.json``: the stored-result format of ``docs/results/`` (``meta``; ``scores``: one entry per
+  arm, seed and split with its accuracy, macro-F1 and each sentence's outcome ``correct``), plus the units
+  still ``missing``;
+- ``OUT/report.md``: each arm's scores (mean ± standard error over seeds), then every arm − the baseline with
+  the intervals, the reading, what the run excludes, Holm-adjusted p-values and the sample a difference of that
+  size would need (:mod:`~fairseq_maskplug.evaluation.comparison_report`); a run whose classifiers predict one
+  class says so instead of reading differences;
+- ``OUT/report.png`` (with matplotlib): each arm's test accuracy per seed, the seeds' lines paired across arms,
+  and each arm's mean with its 95% t interval.
+"""
+
+import datetime
+import json
+import shlex
+from pathlib import Path
+from typing import List, Optional
+
+from .._version import __version__
+from ..common.atomic import write_text
+from ..evaluation import comparison_report as report
+from ..evaluation import paired_comparison as pc
+from .plan import Plan
+from .units import SPLITS, missing_units, unit_result
+
+RECORD_FIELDS = ("accuracy", "macro_f1", "n", "classes_predicted", "correct")
+
+
+def collect_results(plan: Plan, command: Optional[List[str]] = None) -> dict:
+    """The stored-result dictionary of every finished unit (no timing fields: two runs of one plan give the
+    same file but for ``meta.date``)."""
+    scores = []
+    for arm, seed in plan.units():
+        for split in SPLITS:
+            path = unit_result(plan, arm, seed, split)
+            if path is None:
+                continue
+            record = json.loads(path.read_text(encoding="utf-8"))
+            scores.append({"experiment": plan.name, "row": arm, "seed": seed, "split": split,
+                           **{k: record.get(k) for k in RECORD_FIELDS}})
+    meta = {"kind": "comparison", "plan": str(plan.path), "name": plan.name, "baseline": plan.baseline,
+            "arms": [{"name": a.name, "task": a.task, "updates": a.updates, "options": list(a.options)}
+                     for a in plan.arms],
+            "seeds": [str(s) for s in plan.seeds], "corpus": str(plan.corpus), "task": str(plan.labelled),
+            "model": str(plan.model), "version": __version__,
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+            "command": shlex.join(command) if command else None}
+    return {"meta": meta, "scores": scores, "missing": missing_units(plan)}
+
+
+def pairs(plan: Plan) -> list:
+    """Every arm against the baseline, in the plan's order."""
+    return [(arm.name, plan.baseline) for arm in plan.arms if arm.name != plan.baseline]
+
+
+def markdown(plan: Plan, data: dict) -> str:
+    scores = [s for s in data["scores"]]
+    rows = [arm.name for arm in plan.arms]
+    table = {row: {(s["split"], s["seed"]): s for s in scores if s["row"] == row} for row in rows}
+    of = lambda row, split: [v for (s, _), v in table[row].items() if s == split]  # noqa: E731
+    cell = lambda vs, key: report.fmt(*report.mean_se([v[key] for v in vs]), 1) if vs else "-"  # noqa: E731
+    lines = [f"# {plan.name}: every arm against {plan.baseline}",
+             f"plan {plan.path}; seeds {' '.join(map(str, plan.seeds))}; fairseq-maskplug {__version__}", "",
+             "## test accuracy and macro-F1 (%), mean ± standard error over seeds",
+             "| arm | seeds | test accuracy | test macro-F1 | valid accuracy |", "| --- | --- | --- | --- | --- |"]
+    constant = []
+    for row in rows:
+        test, valid = of(row, "test"), of(row, "valid")
+        lines.append(f"| {row} | {len(test)} | {cell(test, 'accuracy')} | {cell(test, 'macro_f1')} | "
+                     f"{cell(valid, 'accuracy')} |")
+        constant += [f"{row} (seed {v['seed']})" for v in test if v.get("classes_predicted") == 1]
+    if constant:
+        lines += ["", f"**Not read:** {len(constant)} classifier(s) predicted a single class on test: "
+                  f"{', '.join(constant)}. Their accuracy is a class's share, not what the arm taught; the "
+                  "differences below compare constant answers. Train longer (more fine-tuning epochs, more "
+                  "pre-training) before reading them."]
+    lines += ["", "## each arm − the baseline (paired over seeds and test sentences)"]
+    lines += report.comparison_tables(pairs(plan), table, "test", "test accuracy")
+    if data.get("missing"):
+        lines += ["", f"Missing units (not in the tables): {', '.join(data['missing'])}"]
+    return "\n".join(lines) + "\n"
+
+
+def plot(plan: Plan, data: dict, path: Path) -> bool:
+    """The per-seed figure (module docstring); False without matplotlib."""
+    try:
+        import matplotlib
+    except ImportError:
+        return False
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [arm.name for arm in plan.arms]
+    test = {(s["row"], s["seed"]): s["accuracy"] for s in data["scores"] if s["split"] == "test"}
+    figure, axis = plt.subplots(figsize=(1.6 * len(rows) + 2, 4))
+    for seed in plan.seeds:
+        xs = [x for x, row in enumerate(rows) if (row, seed) in test]
+        axis.plot(xs, [test[(rows[x], seed)] for x in xs], color="tab:gray", alpha=0.5, marker="o", markersize=4,
+                  linewidth=1)
+    for x, row in enumerate(rows):
+        values = [test[(row, s)] for s in plan.seeds if (row, s) in test]
+        if len(values) >= 2:
+            mean, se = report.mean_se(values)
+            low, _ = pc.t_interval(mean, se ** 2, len(values) - 1)
+            axis.errorbar([x + 0.15], [mean], yerr=[mean - low], color="black", capsize=4, marker="D")
+    axis.set_xticks(range(len(rows)), rows)
+    axis.set(ylabel="test accuracy (%)", title=f"{plan.name}: per seed (lines pair a seed), mean and 95% t interval")
+    axis.title.set_fontsize(9)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return True
+
+
+def write_report(plan: Plan, command: Optional[List[str]] = None, say=print) -> dict:
+    """Write the report's files (module docstring) from the finished units; the stored-result dictionary."""
+    data = collect_results(plan, command)
+    plan.out.mkdir(parents=True, exist_ok=True)
+    write_text(str(plan.out / "report.json"), json.dumps(data, indent=1) + "\n")
+    text = markdown(plan, data)
+    write_text(str(plan.out / "report.md"), text)
+    drew = plot(plan, data, plan.out / "report.png") if data["scores"] else False
+    say(text)
+    say(f"report: {plan.out / 'report.json'}, {plan.out / 'report.md'}"
+        + (f", {plan.out / 'report.png'}" if drew else " (no plot: matplotlib is not installed)"))
+    if data["missing"]:
+        say(f"missing units ({len(data['missing'])}): {' '.join(data['missing'])}")
+    return data
+

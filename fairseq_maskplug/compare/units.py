@@ -1,0 +1,130 @@
+"""One unit of a comparison, ``(arm, seed)``: its own folder ``OUT/units/ARM__seedS/`` holding its stages'
+checkpoints and logs, and its results ``result.valid.json`` and ``result.test.json``
+(``fairseq-maskplug-evaluate``'s, with each test sentence's outcome).
+
+A unit is resumable: a finished stage leaves ``.done/STAGE`` and is skipped; a stage cut short resumes from
+its ``checkpoint_last.pt`` (fairseq's own resume). Two runs of one unit at once are refused: the unit's folder
+is locked for the run (:mod:`~fairseq_maskplug.common.locks`), the second stops naming the first.
+"""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable, List, Optional
+
+from ..common.locks import lock_output
+from .commands import evaluate_command, finetune_command, pretrain_command, tool, unit_dir
+from .plan import Plan, PlanError
+
+COMMAND = "fairseq-maskplug-compare"
+SPLITS = ("valid", "test")
+
+
+def finished(plan: Plan, arm: str, seed: int) -> bool:
+    """Whether the unit's results are written."""
+    unit = unit_dir(plan, arm, seed)
+    return all((unit / f"result.{split}.json").is_file() for split in SPLITS)
+
+
+class StageFailed(RuntimeError):
+    """A stage's command ended with an error: the unit, the stage, its log and its last error line."""
+
+
+def _last_error(log: Path) -> str:
+    try:
+        lines = [line.strip() for line in log.read_text(encoding="utf-8", errors="replace").splitlines()
+                 if line.strip()]
+    except OSError:
+        return ""
+    errors = [line for line in lines if "error" in line.lower()]
+    return (errors or lines or [""])[-1][:300]
+
+
+def run_stage(unit: Path, stage: str, argv: List[str], say: Callable[[str], None]) -> None:
+    """Run ``argv`` as the unit's ``stage`` (log ``unit/logs/STAGE.log``) unless it finished before."""
+    marker = unit / ".done" / stage
+    if marker.exists():
+        say(f"{unit.name}: {stage} done before")
+        return
+    (unit / "logs").mkdir(parents=True, exist_ok=True)
+    log = unit / "logs" / f"{stage}.log"
+    say(f"{unit.name}: {stage} (log {log})")
+    started = time.time()
+    with open(log, "a", encoding="utf-8") as out:
+        code = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    if code.returncode != 0:
+        raise StageFailed(f"unit {unit.name}: {stage} failed (exit status {code.returncode}; log {log}): "
+                          f"{_last_error(log)}")
+    marker.parent.mkdir(exist_ok=True)
+    marker.touch()
+    say(f"{unit.name}: {stage} finished in {time.time() - started:.0f} s")
+
+
+def run_unit(plan: Plan, arm_name: str, seed: int, model: List[str], device: List[str],
+             say: Callable[[str], None] = print) -> Path:
+    """Run (or resume) one unit; its folder. Refused while another run holds the unit."""
+    if seed not in plan.seeds:
+        raise PlanError(f"{plan.path}: seed {seed} is not one of the plan's seeds {list(plan.seeds)}")
+    arm = plan.arm(arm_name)
+    unit = unit_dir(plan, arm.name, seed)
+    unit.mkdir(parents=True, exist_ok=True)
+    lock = lock_output(str(unit), COMMAND, directory=True, log=say)
+    try:
+        if finished(plan, arm.name, seed):
+            say(f"{unit.name}: finished before")
+            return unit
+        train = tool("fairseq-maskplug-train")
+        if arm.task:
+            run_stage(unit, "pretrain", [train, *pretrain_command(plan, arm, seed, model, device)], say)
+        run_stage(unit, "finetune", [train, *finetune_command(plan, arm, seed, model, device)], say)
+        run_stage(unit, "evaluate", [sys.executable, "-m", "fairseq_maskplug.evaluation.evaluate",
+                                     *evaluate_command(plan, arm, seed)], say)
+        return unit
+    finally:
+        lock.release()
+
+
+def parse_unit(text: str) -> tuple:
+    """``ARM:SEED`` -> ``(arm, seed)``."""
+    arm, sep, seed = text.rpartition(":")
+    if not sep or not arm or not seed.isdigit():
+        raise PlanError(f"--unit {text}: give ARM:SEED, e.g. pmi:1")
+    return arm, int(seed)
+
+
+def missing_units(plan: Plan) -> List[str]:
+    """``ARM:SEED`` of every unit whose results are not written."""
+    return [f"{arm}:{seed}" for arm, seed in plan.units() if not finished(plan, arm, seed)]
+
+
+def unit_result(plan: Plan, arm: str, seed: int, split: str) -> Optional[Path]:
+    path = unit_dir(plan, arm, seed) / f"result.{split}.json"
+    return path if path.is_file() else None
+
+
+def producers_dir(plan: Plan) -> Path:
+    return plan.out / "producers"
+
+
+def produced(plan: Plan, arm) -> bool:
+    """Whether the arm's ``produce`` commands have run (or it has none)."""
+    return not arm.produce or (producers_dir(plan) / ".done" / arm.name).exists()
+
+
+def produce(plan: Plan, arm, say: Callable[[str], None] = print) -> None:
+    """Run the arm's ``produce`` commands once (``{corpus}`` replaced by the corpus), each a stage of the folder
+    ``OUT/producers/`` (log ``ARM.N.log``), unless they ran before."""
+    if produced(plan, arm):
+        return
+    folder = producers_dir(plan)
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = lock_output(str(folder), COMMAND, directory=True, log=say)
+    try:
+        for number, command in enumerate(arm.produce, 1):
+            words = [word.replace("{corpus}", str(plan.corpus)) for word in command]
+            run_stage(folder, f"{arm.name}.{number}", [tool(words[0]), *words[1:]], say)
+        (folder / ".done" / arm.name).touch()
+    finally:
+        lock.release()

@@ -1,0 +1,218 @@
+"""fairseq-maskplug-compare (issue 77): plans refused in one line before any work; (full tier) a 2-arm x 2-seed
+plan run end to end, collected with a unit missing, resumed without retraining, and its print-jobs commands run
+by two plain processes giving the same report as one --parallel 2 run."""
+
+import json
+import subprocess
+
+import pytest
+
+from fairseq_helpers import BIN, CPU_RUN, TINY_ROBERTA, check, preprocess, run, write_corpus
+from fairseq_maskplug.compare.plan import PlanError, read_plan
+
+pytestmark = pytest.mark.e2e
+
+PLAN = """
+name = "toy"
+seeds = [1, 2]
+baseline = "none"
+
+[data]
+corpus = "corpus"
+task = "task"
+
+[model]
+checkpoint = "general/checkpoint_last.pt"
+
+[pretrain]
+updates = 4
+tokens_per_sample = 32
+batch_size = 8
+options = ["--max-positions", "64"]
+
+[finetune]
+epochs = 2
+batch_size = 8
+
+[arms.none]
+pretrain = false
+
+[arms.random]
+options = ["--mask-policy", "random"]
+"""
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+    """A corpus, a labelled task (label: whether the line holds w0) binarized with its dictionary, a general
+    model trained 6 updates on the corpus, and the plan beside them."""
+    root = tmp_path_factory.mktemp("compare")
+    write_corpus(root / "train.txt", 200, seed=1)
+    write_corpus(root / "valid.txt", 40, seed=2)
+    write_corpus(root / "test.txt", 40, seed=3)
+    preprocess(root / "corpus", root / "train.txt", root / "valid.txt")
+    for split in ("train", "valid", "test"):
+        lines = (root / f"{split}.txt").read_text().splitlines()
+        (root / f"{split}.label").write_text("\n".join("yes" if "w0" in l.split() else "no" for l in lines) + "\n")
+    check(run([BIN / "fairseq-preprocess", "--only-source", "--trainpref", root / "train.txt", "--validpref",
+               root / "valid.txt", "--testpref", root / "test.txt", "--srcdict", root / "corpus" / "dict.txt",
+               "--destdir", root / "task" / "input0", "--workers", "1"]))
+    check(run([BIN / "fairseq-preprocess", "--only-source", "--trainpref", root / "train.label", "--validpref",
+               root / "valid.label", "--testpref", root / "test.label", "--destdir", root / "task" / "label",
+               "--workers", "1"]))
+    check(run([BIN / "fairseq-maskplug-train", root / "corpus", "--task", "guided_mlm", "--tokens-per-sample", "32",
+               "--save-dir", root / "general", "--max-update", "6", *TINY_ROBERTA, *CPU_RUN]))
+    (root / "plan.toml").write_text(PLAN)
+    return root
+
+
+def write_plan(root, name, text):
+    (root / name).write_text(text)
+    return root / name
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda p: p.replace('"--mask-policy", "random"', '"--mask-policy", "nosuch"'),
+     "[arms.random]: unknown mask policy 'nosuch'"),
+    (lambda p: p.replace('"--mask-policy", "random"', '"--mask-policy", "random", "--mask-prob", "1.5"'),
+     "[arms.random]: --mask-prob must lie in"),
+    (lambda p: p.replace('"--mask-policy", "random"', '"--mask-policy", "pmi"'),
+     "[arms.random]:"),  # its track is not in the corpus
+    (lambda p: p + '\n[arms.none]\npretrain = false\n', "not a valid plan (TOML)"),  # two arms with one name
+    (lambda p: p.replace('task = "task"', 'task = "corpus"'), "has no label/ folder"),
+    (lambda p: p.replace('baseline = "none"', 'baseline = "nosuch"'), "baseline 'nosuch' is not an arm"),
+    (lambda p: p.replace("updates = 4", "updates = 0"), "[pretrain].updates must lie in [1, inf), got 0"),
+    (lambda p: p.replace("[arms.none]", "[arms.none]\nupdates = 3"), "pretrain = false, so updates would be"),
+    (lambda p: p.replace("seeds = [1, 2]", "seeds = [1, 1]"), "repeat a seed"),
+])
+def test_a_bad_plan_is_refused_in_one_line_before_any_work(toy, change, message, capsys):
+    from fairseq_maskplug.compare.cli import main
+
+    plan = write_plan(toy, "bad.toml", change(PLAN).replace('name = "toy"', 'name = "bad"'))
+    assert main([str(plan), "--print-jobs"]) == 2  # in this process: the command's own main, its checks
+    captured = capsys.readouterr()
+    errors = [line for line in captured.err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and not captured.out, captured.err[-3000:]
+    assert message in errors[0] and str(plan) in errors[0], errors[0]
+    assert not (toy / "bad").exists()  # nothing written
+
+
+def test_the_plan_reads_paths_beside_it_and_lists_its_units_seed_by_seed(toy):
+    plan = read_plan(toy / "plan.toml")
+    assert plan.corpus == toy / "corpus" and plan.out == toy / "toy"
+    assert [a.name for a in plan.arms] == ["none", "random"] and plan.arms[0].task is None
+    assert plan.arms[1].task == "guided_mlm" and plan.arms[1].updates == 4
+    assert plan.units() == [("none", 1), ("random", 1), ("none", 2), ("random", 2)]
+    with pytest.raises(PlanError, match="unknown key 'sedes'"):
+        read_plan(write_plan(toy, "typo.toml", PLAN.replace("seeds =", "sedes =")))
+
+
+def report_without_dates(path):
+    data = json.loads(path.read_text())
+    data["meta"].pop("date")
+    data["meta"].pop("command")
+    data["meta"].pop("plan")
+    for score in data["scores"]:
+        score.pop("experiment")  # the plan's name
+    return data
+
+
+@pytest.mark.full
+def test_a_plan_runs_resumes_collects_and_scales_out(toy, tmp_path):
+    plan = toy / "plan.toml"
+    result = check(run([BIN / "fairseq-maskplug-compare", plan, "--parallel", "2"], new_process=True))
+    assert "4 unit(s) to run, 2 at a time" in result.stdout
+    out = toy / "toy"
+    data = json.loads((out / "report.json").read_text())
+    assert {(s["row"], s["seed"], s["split"]) for s in data["scores"]} == {
+        (arm, seed, split) for arm in ("none", "random") for seed in (1, 2) for split in ("valid", "test")}
+    assert all(len(s["correct"]) == 40 for s in data["scores"] if s["split"] == "test") and not data["missing"]
+    report = (out / "report.md").read_text()
+    assert "| random − none | 2 × 40 |" in report
+    # the pre-training drew from each unit's seed: the two seeds' checkpoints differ
+    assert (out / "units" / "random__seed1" / "pretrain" / "checkpoint_last.pt").read_bytes() != \
+        (out / "units" / "random__seed2" / "pretrain" / "checkpoint_last.pt").read_bytes()
+
+    # a unit's results lost: --collect names it; a rerun retrains only what that unit lacks
+    for split in ("valid", "test"):
+        (out / "units" / "random__seed2" / f"result.{split}.json").unlink()
+    (out / "units" / "random__seed2" / ".done" / "evaluate").unlink()
+    collected = run([BIN / "fairseq-maskplug-compare", plan, "--collect"], new_process=True)
+    assert collected.returncode == 0 and "missing units (1): random:2" in collected.stdout
+    assert json.loads((out / "report.json").read_text())["missing"] == ["random:2"]
+    again = check(run([BIN / "fairseq-maskplug-compare", plan], new_process=True))
+    assert "1 unit(s) to run" in again.stdout
+    unit_log = (out / "logs" / "random__seed2.log").read_text()
+    assert "pretrain done before" in unit_log and "finetune done before" in unit_log
+    first = report_without_dates(out / "report.json")["scores"]
+    assert first == [{k: v for k, v in s.items() if k != "experiment"} for s in data["scores"]]
+
+    # the print-jobs commands, run by a plain shell loop in two processes, give the same report
+    copy = tmp_path / "jobs.toml"
+    copy.write_text(PLAN.replace('name = "toy"', f'name = "jobs"\nout = "{tmp_path / "jobs"}"')
+                    .replace('"corpus"', f'"{toy / "corpus"}"').replace('"task"', f'"{toy / "task"}"')
+                    .replace('"general/', f'"{toy / "general"}/'))
+    jobs = check(run([BIN / "fairseq-maskplug-compare", copy, "--print-jobs"], new_process=True)).stdout.splitlines()
+    assert len(jobs) == 4 and all("--unit" in job for job in jobs)
+    env_path = f"PATH={BIN}:$PATH"
+    loops = [subprocess.Popen(["bash", "-c", f"export {env_path}; " + "; ".join(jobs[i::2])], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for i in (0, 1)]
+    for loop in loops:
+        output, _ = loop.communicate(timeout=900)
+        assert loop.returncode == 0, output[-3000:]
+    check(run([BIN / "fairseq-maskplug-compare", copy, "--collect"], new_process=True))
+    assert report_without_dates(tmp_path / "jobs" / "report.json")["scores"] == first
+
+
+def test_a_unit_run_twice_at_once_is_refused(toy):
+    from fairseq_maskplug.common.locks import lock_output
+    from fairseq_maskplug.compare.cli import claim_out
+    from fairseq_maskplug.compare.commands import unit_dir
+
+    plan = read_plan(write_plan(toy, "locked.toml", PLAN.replace('name = "toy"', 'name = "locked"')))
+    claim_out(plan)
+    unit = unit_dir(plan, "none", 1)
+    unit.mkdir(parents=True, exist_ok=True)
+    lock = lock_output(str(unit), "another fairseq-maskplug-compare", directory=True)
+    try:
+        result = run([BIN / "fairseq-maskplug-compare", plan.path, "--unit", "none:1"], new_process=True)
+    finally:
+        lock.release()
+    assert result.returncode == 2 and "another fairseq-maskplug-compare" in result.stderr, result.stderr[-2000:]
+    assert not (unit / "finetune").exists()
+
+
+def test_the_documented_plan_reads_as_the_page_says(tmp_path):
+    import re
+
+    from fairseq_helpers import REPO
+
+    page = (REPO / "docs" / "compare.md").read_text(encoding="utf-8")
+    example = re.search(r"```toml\n(.*?)```", page, re.S).group(1)
+    plan = read_plan(write_plan(tmp_path, "plan.toml", example))
+    assert plan.baseline == "random" and plan.seeds == (1, 2, 3, 4, 5) and plan.out == tmp_path / "mr-policies"
+    assert [a.name for a in plan.arms] == ["none", "random", "pmi", "whole-word"] and plan.arms[0].task is None
+    assert (plan.pretrain.updates, plan.pretrain.lr, plan.finetune.epochs) == (400, 1e-3, 3)
+
+
+def test_an_arm_s_produce_commands_write_its_track_once_before_its_units(toy, tmp_path, capsys):
+    import shutil
+
+    corpus = shutil.copytree(toy / "corpus", tmp_path / "corpus")  # the other tests' corpus keeps no pmi track
+    plan = write_plan(toy, "produce.toml", PLAN.replace('name = "toy"', 'name = "produce"')
+                      .replace('corpus = "corpus"', f'corpus = "{corpus}"') + """
+[arms.pmi]
+options = ["--mask-policy", "pmi"]
+produce = [["fairseq-maskplug-pmi-units", "--data", "{corpus}", "--splits", "train,valid", "--min-count", "2"]]
+""")
+    from fairseq_maskplug.compare.cli import main
+
+    assert main([str(plan), "--print-jobs"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "--produce` first, once" in error and "arm(s) pmi" in error and len(error.splitlines()) == 1
+    assert main([str(plan), "--produce"]) == 0
+    assert "produce commands have run" in capsys.readouterr().out and list(corpus.glob("train.pmi*"))
+    assert main([str(plan), "--print-jobs"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 6  # 3 arms x 2 seeds, the pmi track loaded by the check
+    log = (toy / "produce" / "producers" / "logs" / "pmi.1.log").read_text()
+    assert log.strip()
