@@ -64,6 +64,19 @@ def test_the_count_is_the_rounded_rate_when_enough_positions_are_accepted():
     assert ptw_mask(tags[:3], maskable[:3], np.full(N_TAGS, 1.0), 0.1, np.random.default_rng(0)).sum() == 1
 
 
+def test_the_token_path_draws_what_the_word_path_draws_with_one_token_words():
+    """Without ``sizes`` (every position one token; the live redraw's hot path) the mask is the word path's
+    with every size 1, draw for draw, on random lengths, tags, weights and rates."""
+    for seed in range(500):
+        rng = np.random.default_rng(seed)
+        n = int(rng.integers(1, 60))
+        tags, maskable, weights = rng.integers(0, N_TAGS, n), rng.random(n) < 0.9, rng.random(N_TAGS)
+        prob = float(rng.uniform(0.01, 1.0))
+        tokens = ptw_mask(tags, maskable, weights, prob, np.random.default_rng(seed + 1))
+        words = ptw_mask(tags, maskable, weights, prob, np.random.default_rng(seed + 1), sizes=np.ones(n, dtype=int))
+        assert np.array_equal(tokens, words), seed
+
+
 def authors_whole_word_mask(word_sizes, prob, rng):
     """The authors' ``_whole_word_mask`` (BERT's, as in Hugging Face's ``DataCollatorForWholeWordMask``) with every
     tag weight 1: the words in a random order, each added while ``max(1, round(p n_tokens))`` tokens are not

@@ -78,7 +78,14 @@ def ptw_mask(tags: np.ndarray, maskable: np.ndarray, weights: np.ndarray, prob: 
     are tried. Without it every position is one token, and the first ``budget`` accepted are taken."""
     if not 0 < prob <= 1:
         raise ValueError(f"ptw_mask: prob {prob} outside (0, 1]")
-    sizes = np.ones(len(maskable), dtype=np.int64) if sizes is None else np.asarray(sizes, dtype=np.int64)
+    if sizes is None:  # every position one token: the first `budget` accepted (the same draws, fewer steps)
+        mask = np.zeros(len(maskable), dtype=bool)
+        candidates = rng.permutation(np.flatnonzero(maskable))
+        if candidates.size:
+            accepted = candidates[rng.random(candidates.size) < np.asarray(weights)[np.asarray(tags)[candidates]]]
+            mask[accepted[:max(1, int(round(candidates.size * prob)))]] = True
+        return mask
+    sizes = np.asarray(sizes, dtype=np.int64)
     if sizes.shape != np.shape(maskable) or (sizes < 1).any():
         raise ValueError(f"ptw_mask: sizes {sizes.shape} must be positive, one per position {np.shape(maskable)}")
     mask = np.zeros(len(maskable), dtype=bool)
@@ -87,7 +94,7 @@ def ptw_mask(tags: np.ndarray, maskable: np.ndarray, weights: np.ndarray, prob: 
         return mask
     budget = max(1, int(round(int(sizes[candidates].sum()) * prob)))
     accepted = candidates[rng.random(candidates.size) < np.asarray(weights)[np.asarray(tags)[candidates]]]
-    taken = np.cumsum(sizes[accepted]) <= budget  # with unit sizes: the first `budget` accepted
+    taken = np.cumsum(sizes[accepted]) <= budget
     if not taken.all() and (sizes[accepted] > 1).any():  # words: skip one that overflows, try the next ones
         taken, left = np.zeros(len(accepted), dtype=bool), budget
         for i, size in enumerate(sizes[accepted]):
