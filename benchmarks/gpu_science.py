@@ -298,13 +298,16 @@ def run(args) -> int:
     (work / "logs").mkdir(parents=True, exist_ok=True)
     device = cuda_name()
     # the recipe knobs given in the environment (the shape's win over them, MASKPLUG_WORK and MASKPLUG_SEED are the run's)
+    # (and none that names this machine's folders: a stored result names paths relative to the repository)
     given = {k: v for k, v in os.environ.items() if k.startswith(("MASKPLUG_", "SM_", "FE_", "L3_", "TLM_", "BART_"))
-             and k not in SHAPES[args.shape] and k not in ("MASKPLUG_WORK", "MASKPLUG_SEED")}
+             and k not in SHAPES[args.shape]
+             and k not in ("MASKPLUG_WORK", "MASKPLUG_SEED", "MASKPLUG_ROOT", "MASKPLUG_DOWNLOADS")}
     meta = {"device": device, "shape": args.shape, "shape_knobs": SHAPES[args.shape], "environment_knobs": given,
             "data_knobs": knobs,
             "seeds": args.seeds, "experiments": args.only, "parallel": args.parallel, "budget_s": args.budget,
             "commit": commit(), "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-            "command": ["python", "benchmarks/gpu_science.py", *sys.argv[1:]], "version": package_version()}
+            "command": ["python", "benchmarks/gpu_science.py", *map(repository_relative, sys.argv[1:])],
+            "version": package_version()}
     results = Results(args.out, meta)
     results.write()
     began = time.time()
@@ -428,6 +431,14 @@ def schedule(args, results: Results, waiting: list, running: list, done: dict, b
         time.sleep(2)
 
 
+def repository_relative(argument: str) -> str:
+    """A path inside the repository as a path relative to it (a results file names no machine's folders)."""
+    path = os.path.abspath(argument) if os.sep in argument else None
+    if path is not None and (path == str(ROOT) or path.startswith(str(ROOT) + os.sep)):
+        return os.path.relpath(path, ROOT)
+    return argument
+
+
 def cuda_name() -> str:
     import torch
     if not torch.cuda.is_available():
@@ -481,8 +492,9 @@ def summary_parts(data: dict) -> dict:
         if not scores:
             continue
         lines = parts[exp] = []
-        rows = sorted({s["row"] for s in scores}, key=lambda r: [a for pair in COMPARISONS[exp] for a in pair].index(r)
-                      if r in [a for pair in COMPARISONS[exp] for a in pair] else 99)
+        compared = [a for pair in COMPARISONS[exp] for a in pair]
+        # the compared rows in their order, then any other (a recipe's peer rows) by name: the same order every run
+        rows = sorted({s["row"] for s in scores}, key=lambda r: (compared.index(r) if r in compared else len(compared), r))
         table = {row: {(s["split"], s["seed"]): s for s in scores if s["row"] == row} for row in rows}
         cell = lambda vs, key: fmt(*mean_se([v[key] for v in vs]), 1) if vs else "-"  # noqa: E731
         of = lambda row, split: [v for (s, _), v in table[row].items() if s == split]  # noqa: E731

@@ -234,3 +234,11 @@ def test_the_harness_smoke_finds_the_planted_difference_over_five_seeds(tmp_path
     assert 5 < low < high < 30 and 5 < crossed_low < crossed_high < 30 and "| A better |" in line
     ratio = float(re.fullmatch(r"ratio_toy_accuracy=(\d+\.\d{4})", result.stdout.strip().splitlines()[-1]).group(1))
     assert 1.1 < ratio < 1.4  # Bayes rates 89% and 73%: about 1.22
+
+
+def test_a_results_file_names_paths_inside_the_repository_relative_to_it():
+    """The command a results file records names no machine's folders: paths inside the clone become relative."""
+    assert gpu_science.repository_relative(str(REPO / "work" / "data")) == "work/data"
+    assert gpu_science.repository_relative(str(REPO)) == "."
+    assert gpu_science.repository_relative("/elsewhere/data") == "/elsewhere/data"
+    assert gpu_science.repository_relative("quickstart") == "quickstart"  # not a path: as given
