@@ -101,7 +101,7 @@ def test_every_method_page_one_click_from_the_readme_trains_on_the_demo_data():
     assert len(pages) >= 6, pages
     for page in pages:
         trains = [line for line, body in RUNNABLE if line.startswith(page + ":")
-                  and re.search(r"^\s*(fairseq-maskplug-train|fairseq-train) ", body, re.M)]
+                  and re.search(r"^\s*(fairseq-maskplug-train|fairseq-train|fairseq-maskplug-compare) ", body, re.M)]
         assert trains, f"{page}: no block that runs in the tests trains on the demo data"
 
 
