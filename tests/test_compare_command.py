@@ -192,6 +192,7 @@ def test_the_documented_plan_reads_as_the_page_says(tmp_path):
     plan = read_plan(write_plan(tmp_path, "plan.toml", example))
     assert plan.baseline == "random" and plan.seeds == (1, 2, 3, 4, 5) and plan.out == tmp_path / "mr-policies"
     assert [a.name for a in plan.arms] == ["none", "random", "pmi", "whole-word"] and plan.arms[0].task is None
+    assert plan.arms[2].produce == (("fairseq-maskplug-pmi-units", "--data", "{corpus}", "--splits", "train,valid"),)
     assert (plan.pretrain.updates, plan.pretrain.lr, plan.finetune.epochs) == (400, 1e-3, 3)
 
 
