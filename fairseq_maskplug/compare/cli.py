@@ -68,11 +68,15 @@ def check_out(plan) -> None:
 
 
 def claim_out(plan) -> None:
-    from ..common.atomic import OWNER_FILE, write_owner
+    """Mark the output folder as this command's (:func:`check_out`); written whole, as two units started at once
+    may read it while the other writes it."""
+    import json
+
+    from ..common.atomic import OWNER_FILE, write_text
 
     plan.out.mkdir(parents=True, exist_ok=True)
     if not (plan.out / OWNER_FILE).exists():
-        write_owner(str(plan.out), COMMAND)
+        write_text(str(plan.out / OWNER_FILE), json.dumps({"command": COMMAND}) + "\n")
 
 
 def run_units(plan, units, parallel: int, argv_tail: list) -> list:
