@@ -27,8 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..tools.cli import HelpFormatter, add_version, command_main
-
-COMMAND = "fairseq-maskplug-compare"
+from .units import COMMAND
 
 
 def parse_args(argv=None):
