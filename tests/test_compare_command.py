@@ -97,6 +97,25 @@ def test_a_bad_plan_is_refused_in_one_line_before_any_work(toy, change, message,
     assert not (toy / "bad").exists()  # nothing written
 
 
+def test_a_task_binarized_with_a_reordered_dictionary_is_refused(toy, capsys):
+    """The same words in another order give other ids: the corpus and the task would disagree on every token."""
+    import shutil
+
+    from fairseq_maskplug.compare.cli import main
+
+    shutil.copytree(toy / "task", toy / "task_reordered", dirs_exist_ok=True)
+    lines = (toy / "task" / "input0" / "dict.txt").read_text().splitlines()
+    lines[0], lines[1] = lines[1], lines[0]
+    (toy / "task_reordered" / "input0" / "dict.txt").write_text("\n".join(lines) + "\n")
+    plan = write_plan(toy, "reordered.toml", PLAN.replace('task = "task"', 'task = "task_reordered"')
+                      .replace('name = "toy"', 'name = "reordered"'))
+    assert main([str(plan), "--print-jobs"]) == 2
+    captured = capsys.readouterr()
+    errors = [line for line in captured.err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "dict.txt differ" in errors[0], captured.err[-3000:]
+    assert not (toy / "reordered").exists()
+
+
 def test_the_plan_reads_paths_beside_it_and_lists_its_units_seed_by_seed(toy):
     plan = read_plan(toy / "plan.toml")
     assert plan.corpus == toy / "corpus" and plan.out == toy / "toy"

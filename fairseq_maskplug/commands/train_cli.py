@@ -215,8 +215,6 @@ def main(argv=None, in_process: bool = True) -> int:
         from ..tools.cli import version_line
         print(version_line("fairseq-maskplug-train"))
         return 0
-    from fairseq import options
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
     from fairseq.distributed import utils as distributed_utils
     from fairseq_cli.train import main as fairseq_main
     import torch
@@ -230,23 +228,15 @@ def main(argv=None, in_process: bool = True) -> int:
         from ..tools.threads import choose_threads
 
         choose_threads()
-    argv = with_user_dir(sys.argv[1:] if argv is None else argv)
     lock = None
     try:
-        gone = removed_flag(argv)
-        if gone is not None:
-            raise ValueError(gone)
-        check_task_name(argv)
-        argv = with_task_criterion(argv)
+        argv = prepared_argv(sys.argv[1:] if argv is None else argv)
         if wants_help(argv):
             print(training_help(argv))
             return 0
-        require_arch(argv)
-        args = options.parse_args_and_arch(options.get_training_parser(), argv)
-        cfg = convert_namespace_to_omegaconf(args)
+        cfg = parsed_config(argv)
         configure_launch(cfg.distributed_training, os.environ, cpu=cfg.common.cpu or not torch.cuda.is_available())
-        check_task(cfg)
-        check_batch_size(cfg)
+        check_config(cfg)
         check_save_dir(cfg)
         lock = lock_save_dir(cfg)
         done = finished_updates(cfg)
@@ -269,25 +259,29 @@ def main(argv=None, in_process: bool = True) -> int:
     return 0
 
 
-def checked_config(argv):
-    """fairseq's configuration of the training command line ``argv`` (as ``fairseq-maskplug-train`` takes it: the
-    package's ``--user-dir`` and a package task's criterion added) after the checks :func:`main` makes before any
-    work (removed flags, the task's name and ``setup_task``, ``--arch``, the batch size); bad input is a
-    ValueError or OSError in one line, also where fairseq's parser would print its usage and exit. For commands
-    that check training runs before starting them (``fairseq-maskplug-compare``)."""
+def prepared_argv(argv):
+    """``argv`` as fairseq's parser gets it from ``fairseq-maskplug-train`` (the package's ``--user-dir``, a package
+    task's criterion) after the checks that need no parse: removed flags and the task's name (ValueError)."""
+    argv = with_user_dir([str(a) for a in argv])
+    gone = removed_flag(argv)
+    if gone is not None:
+        raise ValueError(gone)
+    check_task_name(argv)
+    return with_task_criterion(argv)
+
+
+def parsed_config(argv, quiet: bool = False):
+    """fairseq's configuration of the prepared ``argv`` (:func:`prepared_argv`), ``--arch`` required first. fairseq's
+    parser prints its usage and exits on bad options; with ``quiet`` that is a ValueError holding its last line."""
     import contextlib
     import io
 
     from fairseq import options
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-    argv = with_user_dir([str(a) for a in argv])
-    gone = removed_flag(argv)
-    if gone is not None:
-        raise ValueError(gone)
-    check_task_name(argv)
-    argv = with_task_criterion(argv)
     require_arch(argv)
+    if not quiet:
+        return convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), argv))
     said = io.StringIO()
     try:
         with contextlib.redirect_stderr(said):
@@ -296,9 +290,22 @@ def checked_config(argv):
         lines = [line for line in said.getvalue().splitlines() if line.strip()]
         raise ValueError(lines[-1].split("error: ", 1)[-1] if lines else "fairseq's parser refused the options") \
             from None
-    cfg = convert_namespace_to_omegaconf(args)
+    return convert_namespace_to_omegaconf(args)
+
+
+def check_config(cfg) -> None:
+    """The checks of a parsed configuration before any work: the task's ``setup_task`` and the batch size."""
     check_task(cfg)
     check_batch_size(cfg)
+
+
+def checked_config(argv):
+    """fairseq's configuration of the training command line ``argv`` after every check :func:`main` makes before
+    any work (:func:`prepared_argv`, :func:`parsed_config` quietly, :func:`check_config`); bad input is a
+    ValueError or OSError in one line, also where fairseq's parser would print its usage and exit. For commands
+    that check training runs before starting them (``fairseq-maskplug-compare``)."""
+    cfg = parsed_config(prepared_argv(argv), quiet=True)
+    check_config(cfg)
     return cfg
 
 
