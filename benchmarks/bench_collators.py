@@ -9,8 +9,10 @@ values); each collator is timed over the same batches, repeats interleaved, medi
 initial statistics (no training here).
 
 Last line: ``ratio_random=<PolicyCollator random / HF rows per second> ratio_min=<slowest policy / HF> ...``.
+With ``--out FILE`` the rows per second of every repeat are stored (``"kind": "collator_speed"``, written
+atomically); ``gpu_science.py --update-pages`` makes the Hugging Face page's table from it (:func:`summary_parts`).
 
-    python benchmarks/bench_collators.py [--batches 20] [--repeats 5] [--smoke]
+    python benchmarks/bench_collators.py [--batches 20] [--repeats 5] [--out FILE] [--smoke]
 """
 
 import argparse
@@ -69,12 +71,37 @@ def rows_per_second(collate, batches) -> float:
     return rows / (time.perf_counter() - began)
 
 
+#: the issue's targets (issue 78, item 4): ``random`` at HF's rows per second, the other policies at half of it
+TARGET_RANDOM, TARGET_TRACKS = 1.0, 0.5
+
+
+def summary_parts(data: dict) -> dict:
+    """``collators``: every policy's median rows per second against HF's collator and the targets, as lines, the
+    first a ``## `` heading (``gpu_science.py --update-pages`` writes it into the pages)."""
+    meta, rows = data["meta"], data["rows"]
+    median = {name: statistics.median(values) for name, values in rows.items()}
+    lines = [f"## rows per second of every policy's collator against transformers' DataCollatorForLanguageModeling "
+             f"({meta['batch']}-row batches of up to {meta['tokens']} tokens, {meta['batches']} batches, median of "
+             f"{meta['repeats']} interleaved repeats, one thread)", "",
+             "| collator | rows/s | vs HF | target |", "| --- | --- | --- | --- |",
+             f"| HF DataCollatorForLanguageModeling | {median['hf']:,.0f} | 1.00 | |"]
+    below = []
+    for name in sorted(n for n in median if n != "hf"):
+        ratio = median[name] / median["hf"]
+        target = TARGET_RANDOM if name == "random" else TARGET_TRACKS
+        below += [name] if ratio < target else []
+        lines.append(f"| {name} | {median[name]:,.0f} | {ratio:.2f} | {target:.1f} |")
+    lines += ["", "Below target: " + (", ".join(below) if below else "none") + "."]
+    return {"collators": lines}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batch", type=int, default=32, help="examples per batch")
     parser.add_argument("--tokens", type=int, default=128, help="most tokens of an example")
     parser.add_argument("--batches", type=int, default=20, help="batches timed per repeat")
     parser.add_argument("--repeats", type=int, default=5, help="interleaved repeats; the median is reported")
+    parser.add_argument("--out", help="store every repeat's rows per second here (JSON, written atomically)")
     add_smoke_option(parser)
     args = shrink(parser.parse_args(), batches=2, repeats=1, batch=4, tokens=24)
     import torch
@@ -86,6 +113,13 @@ def main() -> int:
     from fairseq_maskplug.hf import PolicyCollator
     from fairseq_maskplug.masking import MASK_POLICY_REGISTRY
 
+    if args.out:  # before any work
+        from fairseq_maskplug.common.atomic import check_writable
+        try:
+            check_writable(args.out)
+        except OSError as error:
+            parser.error(str(error))
+    began = time.perf_counter()
     tokenizer = word_tokenizer(5000)
     rng = np.random.default_rng(0)
     data = examples(tokenizer, args.batch * args.batches, args.tokens, rng)
@@ -109,10 +143,27 @@ def main() -> int:
     for name, value in median.items():
         ratio = "" if name == "hf" else f"  {value / median['hf']:.3f}x HF's"
         print(f"{name:>16}: {value:9,.0f} rows/s{ratio}")
+    if args.out:
+        store(args, times, time.perf_counter() - began)
     ratios = {name: median[name] / median["hf"] for name in policies}
     print(f"ratio_random={ratios['random']:.3f} ratio_min={min(ratios.values()):.3f} "
           + " ".join(f"ratio_{name}={value:.3f}" for name, value in ratios.items() if name != "random"))
     return 0
+
+
+def store(args, times: dict, elapsed: float) -> None:
+    """The run's rows per second with its provenance (the commit, the date, the command), written atomically."""
+    import json
+
+    from fairseq_maskplug import __version__
+    from fairseq_maskplug.common.atomic import write_text
+    from gpu_science import commit
+
+    meta = {"kind": "collator_speed", "device": "CPU, one thread", "commit": commit(),
+            "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "elapsed_s": round(elapsed, 1), "batch": args.batch,
+            "tokens": args.tokens, "batches": args.batches, "repeats": args.repeats, "version": __version__,
+            "command": ["python", "benchmarks/bench_collators.py", *sys.argv[1:]]}
+    write_text(args.out, json.dumps({"meta": meta, "rows": times}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

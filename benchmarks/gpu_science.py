@@ -477,7 +477,7 @@ def comparison_tables(exp: str, table: dict, split: str = "test", what: str = "t
 
 def provenance(meta: dict) -> str:
     """Where a results file's figures come from, in one line."""
-    if meta.get("kind") == "policy_speed":
+    if meta.get("kind") in ("policy_speed", "collator_speed"):
         return f"{meta.get('device')}, commit {meta.get('commit')}, {meta.get('date')}, {meta.get('elapsed_s', '?')} s"
     return (f"{meta.get('device')}, shape {meta.get('shape')}, seeds {' '.join(meta.get('seeds', []))}, commit "
             f"{meta.get('commit')}, {meta.get('date')}, {meta.get('elapsed_s', '?')} s")
@@ -584,11 +584,14 @@ PAGES = ("README.md", "docs/*.md")
 
 def result_parts(data: dict) -> dict:
     """A stored result's parts: a policy speed table's (``benchmarks/gpu_policy_speed.py``, ``"kind":
-    "policy_speed"``) or a comparison's (:func:`summary_parts`)."""
-    if data["meta"].get("kind") == "policy_speed":
+    "policy_speed"``), a collator speed table's (``benchmarks/bench_collators.py``, ``"collator_speed"``) or a
+    comparison's (:func:`summary_parts`)."""
+    kind = data["meta"].get("kind")
+    if kind in ("policy_speed", "collator_speed"):
         sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import bench_collators
         import gpu_policy_speed
-        return gpu_policy_speed.summary_parts(data)
+        return (gpu_policy_speed if kind == "policy_speed" else bench_collators).summary_parts(data)
     return summary_parts(data)
 
 

@@ -111,8 +111,9 @@ class PolicyCollator:
         """The side-information columns each example must carry."""
         return tuple(self.policy.side_info_names)
 
-    def draw(self, example: Mapping) -> dict:
-        """One example's item as the fairseq path draws it: ``{"source", "target", "mask_counts"}``."""
+    def draw(self, example: Mapping, counts: bool = True) -> dict:
+        """One example's item as the fairseq path draws it: ``{"source", "target", "mask_counts"}`` (without
+        ``counts``, no ``mask_counts``: the same draw)."""
         tokens = np.asarray(example["input_ids"], dtype=np.int64)
         side = {}
         for name in self.tracks:
@@ -127,19 +128,20 @@ class PolicyCollator:
             index, self._seen = self._seen, self._seen + 1
         chooser = None if self.feedback is None else self.path.chooser.with_state(self.state)
         return self.path.draw(tokens, side, np.random.default_rng((self.path.seed, self.epoch, int(index))),
-                              int(index), chooser)
+                              int(index), chooser, counts=counts)
 
     def __call__(self, examples: Iterable[Mapping]) -> dict:
-        items = [self.draw(example) for example in examples]
+        items = [self.draw(example, counts=False) for example in examples]
         width = max(len(item["source"]) for item in items)
-        input_ids = torch.full((len(items), width), self.pad, dtype=torch.long)
-        labels = torch.full((len(items), width), IGNORE_INDEX, dtype=torch.long)
-        for row, item in enumerate(items):
+        input_ids = np.full((len(items), width), self.pad, dtype=np.int64)
+        targets = np.full((len(items), width), self.pad, dtype=np.int64)
+        for row, item in enumerate(items):  # rows filled in numpy, one tensor per column at the end
             n = len(item["source"])
-            input_ids[row, :n] = item["source"]
-            chosen = item["target"].ne(self.pad)
-            labels[row, :n][chosen] = item["target"][chosen]
-        batch = {"input_ids": input_ids, "attention_mask": input_ids.ne(self.pad).long(), "labels": labels}
+            input_ids[row, :n] = item["source"].numpy()
+            targets[row, :n] = item["target"].numpy()
+        labels = np.where(targets != self.pad, targets, IGNORE_INDEX)
+        batch = {"input_ids": torch.from_numpy(input_ids), "attention_mask": torch.from_numpy(
+            (input_ids != self.pad).astype(np.int64)), "labels": torch.from_numpy(labels)}
         if self.feedback is not None:  # each position's group, for FeedbackTrainer (-1: padding)
             batch["feedback_groups"] = torch.full((len(items), width), -1, dtype=torch.long)
             for row, item in enumerate(items):

@@ -31,6 +31,10 @@ def test_every_cited_file_is_stored_and_records_how_it_was_made():
         if data["meta"].get("kind") == "policy_speed":  # benchmarks/gpu_policy_speed.py: no seeds, no outcomes
             assert {"device", "shape", "tokens", "batch_size", "commit", "date"} <= set(data["meta"]), results
             continue
+        if data["meta"].get("kind") == "collator_speed":  # benchmarks/bench_collators.py: rows/s of every repeat
+            assert {"device", "batch", "tokens", "repeats", "commit", "date"} <= set(data["meta"]), results
+            assert all(len(times) == data["meta"]["repeats"] for times in data["rows"].values()), results
+            continue
         assert {"device", "shape", "seeds", "commit", "date"} <= set(data["meta"]), (page, results)
         assert all(len(s["correct"]) == s["n"] for s in data["scores"] if s.get("correct")), results
 

@@ -50,14 +50,17 @@ class MLMFormat:
                  units: Optional[np.ndarray] = None, replacement: Optional[Tuple[float, float]] = None) -> dict:
         """(``replacement``: the policy's for this sequence, :func:`replaced`.)"""
         corruption = replaced(self.corruption, replacement)
+        if masks.ndim == 1:  # one view: no stacking (every masked-LM item, every Hugging Face collator row)
+            target = np.full_like(tokens, self.pad_idx)
+            target[masks] = tokens[masks]
+            return {"source": torch.from_numpy(corrupt(tokens, masks, rng, corruption, units)),
+                    "target": torch.from_numpy(target)}
         sources, targets = [], []
         for mask in np.atleast_2d(masks):
             target = np.full_like(tokens, self.pad_idx)
             target[mask] = tokens[mask]
             sources.append(corrupt(tokens, mask, rng, corruption, units))
             targets.append(target)
-        if masks.ndim == 1:
-            return {"source": torch.from_numpy(sources[0]), "target": torch.from_numpy(targets[0])}
         return {"source": torch.from_numpy(np.stack(sources)), "target": torch.from_numpy(np.stack(targets))}
 
 
@@ -135,9 +138,10 @@ class PolicyPath:
         return self.draw(tokens, side_info, np.random.default_rng((self.seed, epoch, index)), index)
 
     def draw(self, tokens: np.ndarray, side_info: Mapping[str, np.ndarray], rng: np.random.Generator, index: int,
-             chooser: Optional[PolicyChooser] = None) -> dict:
+             chooser: Optional[PolicyChooser] = None, counts: bool = True) -> dict:
         """The item of one block drawn with ``rng`` by ``chooser`` (default: the path's; a training batch's
-        live draw passes one holding the current statistics, ``tasks/training_feedback.py``)."""
+        live draw passes one holding the current statistics, ``tasks/training_feedback.py``); without
+        ``counts`` no ``mask_counts`` (a caller that logs none: the draw itself is the same)."""
         chooser = chooser or self.chooser
         maskable = maskable_positions(tokens, self.special_ids)
         masks = chooser(tokens, maskable, side_info, rng, index)
@@ -146,7 +150,8 @@ class PolicyPath:
         extra = {} if replacement is None else {"replacement": replacement}  # (a format of one's own may not take it)
         item = self.output_format(tokens, masks, rng, units if units is not None and chooser.corrupts_units
                                   else None, **extra)
-        item["mask_counts"] = torch.from_numpy(mask_counts(np.atleast_2d(masks), maskable, units))
+        if counts:
+            item["mask_counts"] = torch.from_numpy(mask_counts(np.atleast_2d(masks), maskable, units))
         if chooser.feedback is not None:  # the group of each position, for the losses the policy learns from
             item["feedback_groups"] = torch.from_numpy(np.asarray(side_info[chooser.feedback.track],
                                                                   dtype=np.int64))

@@ -37,15 +37,13 @@ def candidate_spans(maskable: np.ndarray, max_length: int) -> np.ndarray:
     if max_length < 1:
         raise ValueError(f"the longest span must be at least 1 token, got {max_length}")
     blocked = np.concatenate([[0], np.cumsum(~maskable)])  # blocked[k] = unmaskable tokens before k
-    pieces = []
-    for width in range(1, min(max_length, len(maskable)) + 1):
-        starts = np.arange(len(maskable) - width + 1)
-        inside = blocked[starts + width] == blocked[starts]
-        starts = starts[inside]
-        pieces.append(np.stack([starts, starts + width - 1], axis=1))
-    if not pieces:
-        return np.zeros((0, 2), dtype=np.int64)
-    return np.concatenate(pieces).astype(np.int64)
+    n = len(maskable)
+    widths = np.arange(1, min(max_length, n) + 1)
+    starts = np.arange(n)
+    ends = np.minimum(starts[None, :] + widths[:, None], n)  # exclusive; clipped where the span would run past
+    inside = (starts[None, :] + widths[:, None] <= n) & (blocked[ends] == blocked[starts][None, :])
+    width_index, start = np.nonzero(inside)  # row-major: by length, then start
+    return np.stack([start, start + widths[width_index] - 1], axis=1).astype(np.int64)
 
 
 def span_scores(start_logits: np.ndarray, end_logits: np.ndarray, maskable: np.ndarray,

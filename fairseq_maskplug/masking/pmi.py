@@ -37,8 +37,16 @@ def _units(starts, maskable):
     """``(unit of each position, maskable unit ids, their lengths)``."""
     ids = unit_ids(starts, maskable)
     lengths = np.bincount(ids, minlength=int(ids[-1]) + 1 if len(ids) else 0)
-    candidates = np.unique(ids[np.asarray(maskable, dtype=bool)])
+    maskable_ids = ids[np.asarray(maskable, dtype=bool)]  # non-decreasing: their unique values by one comparison
+    candidates = maskable_ids[np.concatenate([[True], maskable_ids[1:] != maskable_ids[:-1]])[:len(maskable_ids)]]
     return ids, candidates, lengths
+
+
+def _covering(ids: np.ndarray, chosen: np.ndarray, units: int) -> np.ndarray:
+    """True at the positions of the ``chosen`` units (``np.isin(ids, chosen)`` by a lookup table)."""
+    selected = np.zeros(units, dtype=bool)
+    selected[chosen] = True
+    return selected[ids]
 
 
 def fill_budget(order: np.ndarray, lengths: np.ndarray, budget: int, taken: np.ndarray) -> np.ndarray:
@@ -63,7 +71,7 @@ def pmi_mask(starts: np.ndarray, maskable: np.ndarray, rate: float, rng: np.rand
     if budget == 0:
         return np.zeros(len(ids), dtype=bool)
     chosen = fill_budget(rng.permutation(candidates), lengths, budget, np.zeros(len(lengths), dtype=bool))
-    return np.isin(ids, chosen)
+    return _covering(ids, chosen, len(lengths))
 
 
 def pmi_views(starts: np.ndarray, maskable: np.ndarray, rate: float, rng: np.random.Generator, k: int) -> np.ndarray:
@@ -76,7 +84,7 @@ def pmi_views(starts: np.ndarray, maskable: np.ndarray, rate: float, rng: np.ran
     ids, candidates, lengths = _units(starts, maskable)
     budget = probabilistic_count(rate, int(np.sum(maskable)), rng)
     order, taken = rng.permutation(candidates), np.zeros(len(lengths), dtype=bool)
-    return np.stack([np.isin(ids, fill_budget(order, lengths, budget, taken)) for _ in range(k)])
+    return np.stack([_covering(ids, fill_budget(order, lengths, budget, taken), len(lengths)) for _ in range(k)])
 
 
 @dataclass
