@@ -417,3 +417,17 @@ def test_score_spans_writes_what_the_code_before_issue_54_wrote(rule_policy, tmp
     run_producer_before(tmp_path, "score_spans", "--data", before, *scores)
     written = written_files(now, "test.span_*")
     assert len(written) >= 6 and written == written_files(before, "test.span_*")
+
+
+def test_the_candidates_are_every_maskable_span_up_to_the_longest_by_length_then_start():
+    """The grid of :func:`candidate_spans` against the definition, spelled as loops, on random blocks."""
+    rng = np.random.default_rng(3)
+    for _ in range(500):
+        n = int(rng.integers(0, 30))
+        maskable = rng.random(n) < rng.uniform(0.3, 1.0)
+        longest = int(rng.integers(1, 40))
+        expected = [(i, i + width - 1) for width in range(1, longest + 1) for i in range(n - width + 1)
+                    if maskable[i:i + width].all()]
+        spans = candidate_spans(maskable, longest)
+        assert spans.dtype == np.int64 and spans.shape == (len(expected), 2)
+        assert [tuple(s) for s in spans.tolist()] == expected

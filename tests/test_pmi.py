@@ -410,3 +410,22 @@ def test_tlm_trains_with_pmi_units_on_both_sources(tlm_data, tmp_path):  # noqa:
                                "--min-count", "2"]) == 0
     result = check(train_tlm(tlm_data, tmp_path / "ck", "--mask-policy", "pmi", "--max-update", "4"))
     assert json_logs(result, "train")[-1]["train_num_updates"] == "4"
+
+
+def test_unit_lookups_equal_numpy_s_set_operations():
+    """The one-comparison forms (non-decreasing unit ids) give what ``np.unique`` and ``np.isin`` give: the maskable
+    units, a chosen set's positions, and the corruption's unit of each chosen position (sorted or not)."""
+    from fairseq_maskplug.masking.corruption import _unit_order
+    from fairseq_maskplug.masking.pmi import _covering, _units
+
+    rng = np.random.default_rng(4)
+    for _ in range(1000):
+        n = int(rng.integers(1, 30))
+        starts, maskable = (rng.random(n) < 0.5).astype(np.uint8), rng.random(n) < rng.uniform(0.0, 1.0)
+        ids, candidates, lengths = _units(starts, maskable)
+        np.testing.assert_array_equal(candidates, np.unique(ids[maskable]))
+        chosen = candidates[rng.random(len(candidates)) < 0.5]
+        np.testing.assert_array_equal(_covering(ids, chosen, len(lengths)), np.isin(ids, chosen))
+        units = rng.integers(0, 6, n)
+        for order in (units, np.sort(units)):
+            np.testing.assert_array_equal(_unit_order(order), np.unique(order, return_inverse=True)[1])
