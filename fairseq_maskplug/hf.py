@@ -18,7 +18,8 @@ id where chosen, -100 elsewhere: the positions ``transformers``' losses skip), p
 
 ``epoch`` starts at 1 (fairseq's first epoch) and is advanced by :class:`EpochCallback` (give it to the
 Trainer) or :meth:`PolicyCollator.set_epoch`. Without an ``idx`` column the collator numbers examples in
-the order it sees them. ``mask_unit="word"`` chooses and corrupts whole words (``--mask-unit word``),
+the order it sees them. ``views=K`` gives every example its K fully-explored views (``--task fe_mlm``) as K
+adjacent rows. ``mask_unit="word"`` chooses and corrupts whole words (``--mask-unit word``),
 a word starting at a token that begins with the tokenizer's word mark (``▁`` sentencepiece, ``Ġ`` GPT-2).
 A policy that learns from training (``ptw``) draws with statistics the collator keeps: train it with
 :func:`FeedbackTrainer` (``transformers.Trainer`` whose ``compute_loss`` hands each training batch's loss per
@@ -75,11 +76,13 @@ class PolicyCollator:
         leave_unmasked_prob, random_token_prob: the corruption of chosen positions (fairseq's defaults 0.1, 0.1).
         mask_unit: ``"token"`` or ``"word"`` (``--mask-unit``).
         index_column: the example's row in its split (seeds its draw); missing: numbered as seen.
+        views: ``K`` fully-explored views of every example (``--task fe_mlm --fe-views K``, Zheng et al.): the
+            batch holds its K disjoint views as K adjacent rows, as fairseq's; None: one mask per example.
     """
 
     def __init__(self, tokenizer, policy: str = "random", options=None, seed: int = 1,
                  leave_unmasked_prob: float = 0.1, random_token_prob: float = 0.1, mask_unit: str = "token",
-                 index_column: str = "idx"):
+                 index_column: str = "idx", views: Optional[int] = None):
         if tokenizer.mask_token_id is None or tokenizer.pad_token_id is None:
             raise ValueError("the tokenizer has no mask or pad token: a masked-LM collator needs both")
         if mask_unit not in ("token", "word"):
@@ -91,13 +94,18 @@ class PolicyCollator:
         self.training_feedback = None if self.feedback is None else TrainingFeedback(self.feedback, policy)
         from .masking.words import with_words
         built = with_words(built, mask_unit, lambda: word_start_ids(tokenizer))
+        if views is not None:
+            if isinstance(views, bool) or not isinstance(views, int) or views < 1:
+                raise ValueError(f"views must be a whole number >= 1 (fe_mlm's K), got {views!r}")
+            from .tasks.fe_mlm import checked_views_policy
+            checked_views_policy(built, policy, views)
         self.policy, self.tokenizer, self.index_column = built, tokenizer, index_column
         self.pad = tokenizer.pad_token_id
         corruption = Corruption(tokenizer.mask_token_id, replacement_ids(tokenizer), None, leave_unmasked_prob,
                                 random_token_prob)
         special = [i for i in (tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id)
                    if i is not None]  # fairseq's masked-LM tasks: <s>, </s>, <pad> are never chosen
-        self.path = PolicyPath(PolicyChooser(built), MLMFormat(corruption, self.pad), special, seed)
+        self.path = PolicyPath(PolicyChooser(built, views), MLMFormat(corruption, self.pad), special, seed)
         self.epoch, self._seen = 1, 0
 
     def set_epoch(self, epoch: int) -> None:
@@ -132,13 +140,14 @@ class PolicyCollator:
 
     def __call__(self, examples: Iterable[Mapping]) -> dict:
         items = [self.draw(example, counts=False) for example in examples]
-        width = max(len(item["source"]) for item in items)
-        input_ids = np.full((len(items), width), self.pad, dtype=np.int64)
-        targets = np.full((len(items), width), self.pad, dtype=np.int64)
-        for row, item in enumerate(items):  # rows filled in numpy, one tensor per column at the end
-            n = len(item["source"])
-            input_ids[row, :n] = item["source"].numpy()
-            targets[row, :n] = item["target"].numpy()
+        rows = [(source, target) for item in items  # K adjacent rows per example with views
+                for source, target in zip(np.atleast_2d(item["source"].numpy()), np.atleast_2d(item["target"].numpy()))]
+        width = max(len(source) for source, _ in rows)
+        input_ids = np.full((len(rows), width), self.pad, dtype=np.int64)
+        targets = np.full((len(rows), width), self.pad, dtype=np.int64)
+        for row, (source, target) in enumerate(rows):  # rows filled in numpy, one tensor per column at the end
+            input_ids[row, :len(source)] = source
+            targets[row, :len(target)] = target
         labels = np.where(targets != self.pad, targets, IGNORE_INDEX)
         batch = {"input_ids": torch.from_numpy(input_ids), "attention_mask": torch.from_numpy(
             (input_ids != self.pad).astype(np.int64)), "labels": torch.from_numpy(labels)}

@@ -45,9 +45,9 @@ def collator_data(sp_data):
     return data, tokenizer, examples
 
 
-def fairseq_dataset(data, policy, *extra):
+def fairseq_dataset(data, policy, *extra, task="guided_mlm"):
     args = options.parse_args_and_arch(options.get_training_parser(), [
-        str(data), "--task", "guided_mlm", "--arch", "roberta_base", "--tokens-per-sample", "128",
+        str(data), "--task", task, "--arch", "roberta_base", "--tokens-per-sample", "128",
         "--sample-break-mode", "eos", "--mask-policy", policy, "--seed", "7", *extra])
     task = tasks.setup_task(convert_namespace_to_omegaconf(args).task)
     task.load_dataset("train")
@@ -74,6 +74,63 @@ def test_the_collator_draws_the_items_fairseq_draws(collator_data, policy, unit)
             assert torch.equal(ours["target"], item["target"]), (policy, epoch, i)
             chosen += int(item["target"].ne(1).sum())
     assert chosen > 0  # the comparison saw chosen positions
+
+
+#: the built-in policies that define fully-explored views (fe_mlm refuses the others)
+VIEW_POLICIES = ["informask", "l3", "pmi", "random", "span"]
+
+
+@pytest.mark.parametrize("policy", VIEW_POLICIES)
+def test_the_views_collator_draws_the_views_fe_mlm_draws(collator_data, policy):
+    """``views=K``: the example's K views equal ``--task fe_mlm --fe-views K``'s item at the same seed, epoch and
+    row, and the batch holds them as K adjacent rows (fairseq's layout), each view's labels disjoint."""
+    from fairseq_maskplug.data import PolicyMaskedDataset, load_blocked_split
+
+    data, tokenizer, examples = collator_data
+    k = 2
+    args = options.parse_args_and_arch(options.get_training_parser(), [
+        str(data), "--task", "fe_mlm", "--arch", "roberta_base", "--tokens-per-sample", "128", "--sample-break-mode",
+        "eos", "--mask-policy", policy, "--seed", "7", "--fe-views", str(k)])
+    task = tasks.setup_task(convert_namespace_to_omegaconf(args).task)
+    # fe_mlm's dataset as its build_inputs makes it (the task's policy, corruption and specials); its load refuses
+    # this data for the one-token lines it holds, which can hold no 2 views, so no row below is one of them
+    blocks, side_info = load_blocked_split(task.blocking_cfg(), "train", task.dictionary, task.side_info_rules, 1,
+                                           False, framing=task.framing_tokens)
+    dataset = PolicyMaskedDataset(blocks, side_info, task.policy, task.corruption, task.special_ids,
+                                  pad_idx=task.dictionary.pad(), seed=7, views=k)
+    collator = PolicyCollator(tokenizer, policy, seed=7, views=k)
+    chosen = 0
+    for epoch in (1, 2):
+        dataset.set_epoch(epoch)
+        collator.set_epoch(epoch)
+        for i in [i for i in range(2 * ROWS) if len(examples[i]["input_ids"]) >= 2 + k][:ROWS]:
+            item, ours = dataset[i], collator.draw(examples[i])
+            assert ours["source"].shape == (k, len(examples[i]["input_ids"]))
+            assert torch.equal(ours["source"], item["source"]), (policy, epoch, i)
+            assert torch.equal(ours["target"], item["target"]), (policy, epoch, i)
+            chosen += int(item["target"].ne(1).sum())
+    assert chosen > 0
+    rows = [e for e in examples if len(e["input_ids"]) >= 2 + k][:8]
+    batch = collator(rows)
+    assert batch["input_ids"].shape[0] == 8 * k
+    labelled = batch["labels"].ne(IGNORE_INDEX).view(8, k, -1)
+    assert not (labelled.sum(1) > 1).any() and labelled.any()  # the K views of an example are disjoint
+    for row in range(8 * k):  # each row is its example's tokens
+        n = len(rows[row // k]["input_ids"])
+        assert batch["attention_mask"][row].sum() == n
+        original = torch.where(labelled.view(8 * k, -1)[row, :n], batch["labels"][row, :n], -1)
+        ids = torch.tensor(rows[row // k]["input_ids"])
+        assert torch.equal(original[original.ne(-1)], ids[original.ne(-1)])
+
+
+def test_views_are_refused_where_fe_mlm_refuses_them(collator_data):
+    _, tokenizer, _ = collator_data
+    with pytest.raises(ValueError, match="cannot draw K disjoint views of --mask-policy selective"):
+        PolicyCollator(tokenizer, "selective", views=2)
+    with pytest.raises(ValueError, match="K disjoint views need K \\* rate <= 1"):
+        PolicyCollator(tokenizer, "random", {"mask_prob": 0.4}, views=3)
+    with pytest.raises(ValueError, match="views must be a whole number >= 1"):
+        PolicyCollator(tokenizer, "random", views=0)
 
 
 def test_tokenized_lines_are_fairseqs_items_and_the_batch_has_hf_labels(collator_data):
@@ -134,8 +191,8 @@ def test_a_tokenizer_of_other_pieces_is_refused_before_any_row(collator_data, sp
 
 
 @pytest.mark.full
-@pytest.mark.parametrize("policy", ["selective", "pmi"])
-def test_a_tiny_roberta_trains_with_the_trainer_and_the_collator(collator_data, policy, tmp_path):
+@pytest.mark.parametrize("policy, views", [("selective", None), ("pmi", None), ("random", 4)])
+def test_a_tiny_roberta_trains_with_the_trainer_and_the_collator(collator_data, policy, views, tmp_path):
     from fairseq_maskplug.hf import EpochCallback
 
     _, tokenizer, examples = collator_data
@@ -144,7 +201,7 @@ def test_a_tiny_roberta_trains_with_the_trainer_and_the_collator(collator_data, 
                                         pad_token_id=tokenizer.pad_token_id, type_vocab_size=1)
     torch.manual_seed(0)
     model = transformers.RobertaForMaskedLM(config)
-    collator = PolicyCollator(tokenizer, policy, seed=1)
+    collator = PolicyCollator(tokenizer, policy, seed=1, views=views)  # views: 16 examples make 64 rows
     args = transformers.TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=16, num_train_epochs=2,
                                           max_steps=12, learning_rate=1e-3, logging_steps=1, report_to=[],
                                           use_cpu=True, save_strategy="no", remove_unused_columns=False,

@@ -72,17 +72,22 @@ class FullyExploredMLMTask(MaskedLMBaseTask):
 
 def policy_views(cfg, rate=None):
     """The policy of ``--mask-policy``, refused unless it defines views, and unless ``--fe-views`` K views at its
-    rate fit (:func:`~fairseq_maskplug.masking.fully_explored.views_fit`; per-token probabilities are checked
-    over each split when it loads, :func:`check_view_capacity`)."""
-    policy = build_task_policy(cfg, rate)
+    rate fit (:func:`checked_views_policy`)."""
+    return checked_views_policy(build_task_policy(cfg, rate), cfg.mask_policy, cfg.fe_views)
+
+
+def checked_views_policy(policy, name: str, k: int):
+    """``policy`` (registered as ``name``), refused unless it defines views, and unless ``k`` views at its rate
+    fit (:func:`~fairseq_maskplug.masking.fully_explored.views_fit`; per-token probabilities are checked over each
+    split when it loads, :func:`check_view_capacity`). The task's and the Hugging Face collator's one check."""
     if not policy.defines_views():
         reason = policy.views_refused or ("it defines neither probabilities() (independent per-token choices) "
                                           "nor views(); a policy supports fe_mlm by defining one of them")
-        raise ValueError(f"--task fe_mlm cannot draw K disjoint views of --mask-policy {cfg.mask_policy}: {reason}")
+        raise ValueError(f"--task fe_mlm cannot draw K disjoint views of --mask-policy {name}: {reason}")
     rate_option = policy.rate_option
     given = None if rate_option is None else getattr(policy.options, rate_option)
-    if given is not None and not views_fit(cfg.fe_views, given):
-        raise ValueError(f"--fe-views {cfg.fe_views} with --{rate_option.replace('_', '-')} {given:g}: K disjoint "
+    if given is not None and not views_fit(k, given):
+        raise ValueError(f"--fe-views {k} with --{rate_option.replace('_', '-')} {given:g}: K disjoint "
                          f"views need K * rate <= 1; use --fe-views {max(1, int(1 // given))} or fewer, or a lower "
                          "rate")
     return policy
