@@ -1,4 +1,6 @@
-"""Every registered mask policy as a Hugging Face ``transformers.Trainer`` data collator.
+"""Every registered mask policy as a Hugging Face ``transformers.Trainer`` data collator: :class:`PolicyCollator` for
+masked-LM models (``guided_mlm``, and ``fe_mlm``'s views), :class:`DenoisingCollator` for encoder-decoders
+(``guided_denoising``'s text-to-text pairs).
 
     from fairseq_maskplug.hf import PolicyCollator, track_column
     collator = PolicyCollator(tokenizer, "selective", {"selective_cap": 0.15}, seed=1)
@@ -180,6 +182,99 @@ class PolicyCollator:
                 torch.distributed.all_reduce(summed)
                 statistics[key] = summed.cpu()
         self.training_feedback.fold_update([statistics])
+
+
+class DenoisingCollator(PolicyCollator):
+    """``collator(examples) -> {"input_ids", "attention_mask", "labels", "decoder_input_ids"}``: text-to-text pairs
+    as ``fairseq-train --task guided_denoising`` builds them (Ye, Li et al. 2021; :mod:`~fairseq_maskplug.masking.
+    seq2seq`), for ``BartForConditionalGeneration`` and other encoder-decoder models.
+
+    The same draw as :class:`PolicyCollator` (generator of (seed, epoch, row), the policy's positions), made into a
+    pair by the task's format: ``target_format`` ``full`` (+Orig: the original line), ``masked`` (+Rand, +SSM: the
+    chosen runs separated by ``<mask>``, then ``</s>``; guided_denoising's default) or ``t5`` (span corruption: the
+    tokenizer's ``<extra_id_0>`` ... ``<extra_id_{sentinels-1}>`` as sentinels). ``collapse``: ``on`` one
+    ``<mask>`` per run, ``off`` one per token, ``auto`` on for span policies (``--collapse-spans``). Every chosen
+    token becomes ``<mask>`` unless ``leave_unmasked_prob``/``random_token_prob`` are set (the task's defaults: 0,
+    the paper's examples). ``labels`` is the target, -100 where padded; ``decoder_input_ids`` is fairseq's
+    ``prev_output_tokens`` (``</s>`` then the target without its last token, padded), which is what BART's
+    ``decoder_start_token_id`` (``</s>``) makes from the labels; pass ``decoder_input_ids=False`` to let a model
+    shift the labels with its own start token (T5: the pad). A line that does not end with ``</s>`` gets one (a 0
+    in every column), as the task frames a block.
+    """
+
+    def __init__(self, tokenizer, policy: str = "random", options=None, seed: int = 1, target_format: str = "masked",
+                 collapse: str = "auto", leave_unmasked_prob: float = 0.0, random_token_prob: float = 0.0,
+                 sentinels: int = 100, index_column: str = "idx", decoder_input_ids: bool = True):
+        from .masking.seq2seq import TARGET_FORMATS
+        from .data.policy_path import Seq2SeqFormat
+
+        if target_format not in TARGET_FORMATS:
+            raise ValueError(f"target_format must be one of {', '.join(TARGET_FORMATS)}, got {target_format!r}")
+        if collapse not in ("auto", "on", "off"):
+            raise ValueError(f"collapse must be 'auto', 'on' or 'off', got {collapse!r}")
+        if tokenizer.eos_token_id is None:
+            raise ValueError("the tokenizer has no </s> (eos) token: a text-to-text target ends with one")
+        super().__init__(tokenizer, policy, options, seed, leave_unmasked_prob, random_token_prob, "token",
+                         index_column)
+        if self.feedback is not None:
+            raise ValueError(f"mask policy {policy!r} learns from training: PolicyCollator with FeedbackTrainer "
+                             "trains it; no text-to-text collator folds its losses")
+        corrupting = leave_unmasked_prob > 0 or random_token_prob > 0
+        ids = ()
+        if target_format == "t5":
+            if collapse == "off":
+                raise ValueError("target_format 't5' replaces each run by one sentinel: collapse 'off' contradicts it")
+            if corrupting:
+                raise ValueError("target_format 't5' replaces every chosen token by its run's sentinel (no 80/10/10): "
+                                 "give leave_unmasked_prob=0 and random_token_prob=0")
+            ids = t5_sentinel_ids(tokenizer, sentinels)
+        self.eos, self.decoder_input_ids = tokenizer.eos_token_id, decoder_input_ids
+        collapsing = collapse == "on" or (collapse == "auto" and self.policy.chooses_spans)
+        output = Seq2SeqFormat(target_format, collapsing, self.path.output_format.corruption if corrupting else None,
+                               tokenizer.mask_token_id, self.eos, ids)
+        self.path = PolicyPath(self.path.chooser, output, self.path.special_ids, seed)
+
+    def draw(self, example: Mapping, counts: bool = True) -> dict:
+        """One example's ``{"source", "target", "mask_counts"}`` as guided_denoising's item (``</s>`` appended
+        where the line lacks one)."""
+        if len(example["input_ids"]) and example["input_ids"][-1] != self.eos:
+            example = {**example, "input_ids": list(example["input_ids"]) + [self.eos],
+                       **{name: np.append(np.asarray(example[name]), 0) for name in self.tracks if name in example}}
+        return super().draw(example, counts)
+
+    def __call__(self, examples: Iterable[Mapping]) -> dict:
+        from .masking.seq2seq import previous_output_tokens
+
+        items = [self.draw(example, counts=False) for example in examples]
+        sources = [item["source"].numpy() for item in items]
+        targets = [item["target"].numpy() for item in items]
+        batch = {"input_ids": _padded(sources, self.pad)}
+        batch["attention_mask"] = batch["input_ids"].ne(self.pad).long()
+        batch["labels"] = _padded(targets, IGNORE_INDEX)
+        if self.decoder_input_ids:
+            batch["decoder_input_ids"] = _padded([previous_output_tokens(t, self.eos) for t in targets], self.pad)
+        return batch
+
+
+def _padded(rows: Sequence[np.ndarray], fill: int) -> torch.Tensor:
+    """The rows as one int64 tensor, right-padded with ``fill`` to the longest."""
+    out = np.full((len(rows), max(len(row) for row in rows)), fill, dtype=np.int64)
+    for i, row in enumerate(rows):
+        out[i, :len(row)] = row
+    return torch.from_numpy(out)
+
+
+def t5_sentinel_ids(tokenizer, count: int) -> List[int]:
+    """The ids of ``<extra_id_0>`` ... ``<extra_id_{count-1}>`` in ``tokenizer`` (T5's sentinels), refused in one
+    line where one is missing (a tokenizer without them: ``tokenizer.add_tokens([...], special_tokens=True)``)."""
+    if count < 2:
+        raise ValueError(f"sentinels must be at least 2 (one run and the closing sentinel), got {count}")
+    vocabulary = tokenizer.get_vocab()
+    missing = [f"<extra_id_{k}>" for k in range(count) if f"<extra_id_{k}>" not in vocabulary]
+    if missing:
+        raise ValueError(f"target_format 't5' needs the tokenizer's sentinels <extra_id_0> ... <extra_id_{count - 1}>; "
+                         f"{missing[0]} is not in its vocabulary ({len(missing)} missing)")
+    return [vocabulary[f"<extra_id_{k}>"] for k in range(count)]
 
 
 def check_vocabulary(tokenizer, dictionary_path: str) -> None:

@@ -133,6 +133,77 @@ def test_views_are_refused_where_fe_mlm_refuses_them(collator_data):
         PolicyCollator(tokenizer, "random", views=0)
 
 
+def denoising_task(data, policy, *extra):
+    args = options.parse_args_and_arch(options.get_training_parser(), [
+        str(data), "--task", "guided_denoising", "--arch", "bart_base", "--tokens-per-sample", "128",
+        "--sample-break-mode", "eos", "--mask-policy", policy, "--seed", "7", *extra])
+    task = tasks.setup_task(convert_namespace_to_omegaconf(args).task)
+    task.load_dataset("train")
+    return task
+
+
+@pytest.mark.parametrize("policy, target_format, extra", [
+    ("random", "full", {}), ("random", "masked", {}), ("salient_span", "masked", {}), ("span", "t5", {}),
+    ("random", "masked", {"collapse": "on", "leave_unmasked_prob": 0.1, "random_token_prob": 0.1}),
+])
+def test_the_denoising_collator_draws_guided_denoising_s_pairs(collator_data, policy, target_format, extra):
+    """Each example's (source, target) equals ``--task guided_denoising``'s item at the same seed, epoch and row,
+    in the three target formats (t5 with the tokenizer's sentinels at the ids the task gives them), collapsed or
+    not, with and without 80/10/10; the batch's labels and decoder inputs are its targets."""
+    import copy
+
+    from fairseq_maskplug.hf import DenoisingCollator
+    from fairseq_maskplug.masking.seq2seq import previous_output_tokens
+
+    data, tokenizer, examples = collator_data
+    flags = ["--target-format", target_format]
+    flags += ["--collapse-spans", extra["collapse"]] if "collapse" in extra else []
+    for name in ("leave_unmasked_prob", "random_token_prob"):
+        flags += [f"--{name.replace('_', '-')}", str(extra[name])] if name in extra else []
+    task = denoising_task(data, policy, *flags)
+    dataset = task.dataset("train")
+    if target_format == "t5":  # the task adds its 100 sentinels after <mask>; the tokenizer gets them likewise
+        assert len(tokenizer) == task.sentinels[0]
+        tokenizer = copy.deepcopy(tokenizer)
+        tokenizer.add_tokens([f"<extra_id_{k}>" for k in range(100)], special_tokens=True)
+    collator = DenoisingCollator(tokenizer, policy, seed=7, target_format=target_format, **extra)
+    masked = 0
+    for epoch in (1, 2):
+        dataset.set_epoch(epoch)
+        collator.set_epoch(epoch)
+        for i in range(ROWS):
+            item, ours = dataset[i], collator.draw(examples[i])
+            assert torch.equal(ours["source"], item["source"]), (policy, target_format, epoch, i)
+            assert torch.equal(ours["target"], item["target"]), (policy, target_format, epoch, i)
+            masked += int(len(item["source"]) != len(examples[i]["input_ids"]) or not torch.equal(
+                item["source"], torch.tensor(examples[i]["input_ids"])))
+    assert masked > ROWS // 2  # most pairs were masked: the comparison saw the formats at work
+    batch = collator(examples[:8])
+    for row in range(8):
+        item = collator.draw(examples[row])
+        n, m = len(item["source"]), len(item["target"])
+        assert torch.equal(batch["input_ids"][row, :n], item["source"]) and batch["attention_mask"][row].sum() == n
+        assert torch.equal(batch["labels"][row, :m], item["target"]) and (batch["labels"][row, m:] == IGNORE_INDEX).all()
+        assert torch.equal(batch["decoder_input_ids"][row, :m],
+                           torch.from_numpy(previous_output_tokens(item["target"].numpy(), tokenizer.eos_token_id)))
+
+
+def test_the_denoising_collator_refuses_what_guided_denoising_refuses(collator_data):
+    from fairseq_maskplug.hf import DenoisingCollator
+
+    _, tokenizer, _ = collator_data
+    with pytest.raises(ValueError, match="<extra_id_0> is not in its vocabulary"):
+        DenoisingCollator(tokenizer, "span", target_format="t5")
+    with pytest.raises(ValueError, match="collapse 'off' contradicts it"):
+        DenoisingCollator(tokenizer, "span", target_format="t5", collapse="off")
+    with pytest.raises(ValueError, match="no 80/10/10"):
+        DenoisingCollator(tokenizer, "span", target_format="t5", random_token_prob=0.1)
+    with pytest.raises(ValueError, match="target_format must be one of"):
+        DenoisingCollator(tokenizer, "span", target_format="bart")
+    with pytest.raises(ValueError, match="learns from training"):
+        DenoisingCollator(tokenizer, "ptw")
+
+
 def test_tokenized_lines_are_fairseqs_items_and_the_batch_has_hf_labels(collator_data):
     data, tokenizer, examples = collator_data
     dataset = fairseq_dataset(data, "random")
@@ -213,6 +284,48 @@ def test_a_tiny_roberta_trains_with_the_trainer_and_the_collator(collator_data, 
     assert len(losses) == 12 and all(np.isfinite(losses)), losses
     assert np.mean(losses[-3:]) < np.mean(losses[:3])  # it learns on the policy's positions
     assert collator.epoch == 2 and result.global_step == 12
+
+
+@pytest.mark.full
+@pytest.mark.parametrize("model_kind, target_format", [("bart", "masked"), ("bart", "full"), ("t5", "t5")])
+def test_a_tiny_encoder_decoder_trains_with_the_denoising_collator(collator_data, model_kind, target_format, tmp_path):
+    """A tiny ``BartForConditionalGeneration`` (fairseq's decoder inputs) and a tiny ``T5ForConditionalGeneration``
+    (its own shift of the labels, ``decoder_input_ids=False``) train 12 steps under ``Trainer``, loss falling."""
+    import copy
+
+    from fairseq_maskplug.hf import DenoisingCollator, EpochCallback
+
+    _, tokenizer, examples = collator_data
+    if model_kind == "t5":
+        tokenizer = copy.deepcopy(tokenizer)
+        tokenizer.add_tokens([f"<extra_id_{k}>" for k in range(100)], special_tokens=True)
+        config = transformers.T5Config(vocab_size=len(tokenizer), d_model=32, d_kv=16, d_ff=64, num_layers=1,
+                                       num_heads=2, pad_token_id=tokenizer.pad_token_id,
+                                       eos_token_id=tokenizer.eos_token_id,
+                                       decoder_start_token_id=tokenizer.pad_token_id)
+        model_class = transformers.T5ForConditionalGeneration
+    else:
+        config = transformers.BartConfig(vocab_size=len(tokenizer), d_model=32, encoder_layers=1, decoder_layers=1,
+                                         encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
+                                         decoder_ffn_dim=64, max_position_embeddings=130,
+                                         pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
+                                         eos_token_id=tokenizer.eos_token_id,
+                                         decoder_start_token_id=tokenizer.eos_token_id)
+        model_class = transformers.BartForConditionalGeneration
+    torch.manual_seed(0)
+    model = model_class(config)
+    collator = DenoisingCollator(tokenizer, "span", seed=1, target_format=target_format,
+                                 decoder_input_ids=model_kind == "bart")
+    args = transformers.TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=16, num_train_epochs=2,
+                                          max_steps=12, learning_rate=3e-3, logging_steps=1, report_to=[],
+                                          use_cpu=True, save_strategy="no", remove_unused_columns=False,
+                                          dataloader_num_workers=0)
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=examples[:96], data_collator=collator,
+                                   callbacks=[EpochCallback(collator)])
+    trainer.train()
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    assert len(losses) == 12 and all(np.isfinite(losses)), losses
+    assert np.mean(losses[-3:]) < np.mean(losses[:3]), losses
 
 
 @pytest.mark.e2e
