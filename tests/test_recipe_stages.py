@@ -103,7 +103,7 @@ def test_quick_quickstart_runs_every_stage_and_says_it_is_a_smoke_run(tmp_path):
     ssm = [(line, body) for line, body in RUNNABLE if line.startswith("docs/bart-policies.md:")
            and "--save-dir $W/first-steps/ssm" in body]
     hf_page = [(line, body) for line, body in RUNNABLE if line.startswith("docs/huggingface.md:")]
-    assert len(ssm) == 1 and len(hf_page) == 4
+    assert len(ssm) == 1 and len(hf_page) == 5
     (tmp_path / "examples").symlink_to(REPO / "examples")  # the page runs examples/hf_trainer.py from the root
     for line, body in ssm + hf_page:
         run_readme_block(tmp_path, line, body, preamble)

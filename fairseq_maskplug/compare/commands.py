@@ -9,7 +9,6 @@ arm's pre-trained one) with ``--finetune-from-model``, so that a stage cut short
 ``checkpoint_last.pt``. Every stage of a unit draws from the unit's seed.
 """
 
-import os
 import struct
 from pathlib import Path
 from typing import List
@@ -87,12 +86,3 @@ def evaluate_command(plan: Plan, arm: Arm, seed: int) -> List[str]:
     unit = unit_dir(plan, arm.name, seed)
     return ["--checkpoint", str(unit / "finetune" / "checkpoint_best.pt"), "--data", str(plan.labelled),
             "--split", "valid,test", "--output", str(unit / "result.{split}.json")]
-
-
-def tool(name: str) -> str:
-    """The console command ``name`` of this environment (beside its Python), else the one on PATH."""
-    import shutil
-    import sys
-
-    beside = Path(sys.executable).parent / name
-    return str(beside) if os.access(beside, os.X_OK) else (shutil.which(name) or name)

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Callable, List, Optional
 
 from ..common.locks import lock_output
-from .commands import evaluate_command, finetune_command, pretrain_command, tool, unit_dir
+from ..tools.cli import console_command as tool
+from .commands import evaluate_command, finetune_command, pretrain_command, unit_dir
 from .plan import Plan, PlanError
 
 COMMAND = "fairseq-maskplug-compare"

@@ -15,6 +15,14 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescript
     """The package's command-line tools: the module docstring as written, every option's default in ``--help``."""
 
 
+def console_command(name: str) -> str:
+    """The console command ``name`` of this environment (beside its Python), else the one on PATH."""
+    import shutil
+
+    beside = os.path.join(os.path.dirname(sys.executable), name)
+    return beside if os.access(beside, os.X_OK) else (shutil.which(name) or name)
+
+
 def track_name(text: str) -> str:
     """argparse type of a side-information track name (a file-name part, never a path)."""
     from ..masking.values import check_track_name

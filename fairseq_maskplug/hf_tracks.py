@@ -1,0 +1,176 @@
+"""Side-information tracks of raw text in a Hugging Face tokenizer's ids: the package's producers run on a
+``datasets.Dataset`` (or a list of lines), for the collators of :mod:`fairseq_maskplug.hf`.
+
+    from fairseq_maskplug.hf_tracks import with_track
+    rows = with_track(rows, tokenizer, "pmi-units", ["--min-count", "5"])   # adds the column "pmi_units"
+    collator = PolicyCollator(tokenizer, "pmi")
+
+How: the lines are tokenized by ``tokenizer`` (or read from the dataset's ``input_ids``), written as a
+binarized split whose ``dict.txt`` is the tokenizer's vocabulary in id order (sentencepiece pieces as they are;
+GPT-2 byte-level tokens as fairseq's RoBERTa data holds them, one label per id and an ``encoder.json`` that maps
+each token to it), the producer's own command runs on that split in a temporary folder, and its track is read
+back by :func:`~fairseq_maskplug.hf.track_column`: one value per id of each line, ``<s>`` included (a 0 there, as
+fairseq's blocking gives it). So the values are the fairseq producer's on the same ids: the same code on the
+same data (tested byte for byte against the command run on ``prepare-text``'s binarization of the same text).
+
+The tokenizer must number its specials as fairseq's dictionaries do (``<s>`` 0, ``<pad>`` 1, ``</s>`` 2,
+``<unk>`` 3) and hold ``<mask>`` as its last id, as RoBERTa's and BART's tokenizers and this project's exports
+do, and every line must be ``<s> ... </s>``; anything else is refused in one line before the producer runs.
+A producer's counts need every line at once, so a streaming dataset (``IterableDataset``) is refused; the
+producer runs in one process (its ``--num-shards`` is for binarized splits, ``docs/scale.md``).
+"""
+
+import contextlib
+import json
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import List, NamedTuple, Optional, Sequence
+
+import numpy as np
+
+from .tools.cli import console_command
+
+#: the producers that need no fairseq model: the track each writes, and whether it reads the raw text (``--text``,
+#: with ``--bpe``). (``difference`` and the model producers read a fairseq checkpoint; ``span-labels`` reads answer
+#: offsets: run them on a binarized split and read the track with :func:`~fairseq_maskplug.hf.track_column`.)
+PRODUCERS = {
+    "pmi-units": {"track": "pmi_units", "text": False},
+    "informask": {"track": "informask_rate", "text": False},
+    "salient-spans": {"track": "salient_spans", "text": True},
+    "pos-tags": {"track": "pos", "text": True},
+}
+SPM_SPACE, GPT2_SPACE = "\u2581", "\u0120"
+
+
+class TrackValues(NamedTuple):
+    values: List[np.ndarray]  #: per line, one value per id of the tokenizer's ``input_ids``
+    summary: dict  #: the producer's JSON summary
+
+
+def vocabulary_kind(tokenizer) -> str:
+    """``sentencepiece`` or ``gpt2``: which word mark (``▁`` or ``Ġ``) more of the tokenizer's tokens begin with
+    (as :func:`~fairseq_maskplug.hf.word_start_ids` reads it)."""
+    tokens = [t for t in tokenizer.convert_ids_to_tokens(list(range(len(tokenizer)))) if t]
+    spm = sum(t.startswith(SPM_SPACE) for t in tokens)
+    return "sentencepiece" if spm >= sum(t.startswith(GPT2_SPACE) for t in tokens) else "gpt2"
+
+
+def check_tokenizer(tokenizer) -> None:
+    """Refuse, in one line, a tokenizer whose ids a fairseq dictionary cannot hold (module docstring)."""
+    wanted = {"bos": 0, "pad": 1, "eos": 2, "unk": 3}
+    for name, expected in wanted.items():
+        got = getattr(tokenizer, f"{name}_token_id")
+        if got != expected:
+            raise ValueError(f"the tokenizer's {name} id is {got}, fairseq's dictionaries have {expected} there "
+                             "(<s> 0, <pad> 1, </s> 2, <unk> 3: RoBERTa's and BART's tokenizers): its ids cannot be "
+                             "a fairseq split's")
+    if tokenizer.mask_token_id != len(tokenizer) - 1:
+        raise ValueError(f"the tokenizer's <mask> is id {tokenizer.mask_token_id} of {len(tokenizer)}: fairseq's "
+                         "masked-LM tasks add <mask> after the dictionary's last row, so it must be the last id")
+
+
+def dictionary_rows(tokenizer, kind: str) -> List[str]:
+    """``dict.txt``'s symbols for ids 4 .. ``<mask>`` - 1: the pieces (sentencepiece) or each id as a label
+    (GPT-2 byte-level, as fairseq's RoBERTa data); a piece fairseq's dictionary file cannot hold is refused."""
+    ids = list(range(4, len(tokenizer) - 1))
+    if kind == "gpt2":
+        return [str(i) for i in ids]
+    symbols = tokenizer.convert_ids_to_tokens(ids)
+    for i, symbol in zip(ids, symbols):
+        if not symbol or any(c.isspace() for c in symbol):
+            raise ValueError(f"the tokenizer's id {i} is {symbol!r}: a fairseq dict.txt row cannot hold it")
+    return symbols
+
+
+def line_ids(lines: Sequence[str], tokenizer, input_ids: Optional[Sequence[Sequence[int]]] = None) -> List[np.ndarray]:
+    """Each line's ids (``input_ids`` where given, else ``tokenizer(line)``), refused unless ``<s> ... </s>``
+    with no newline in the text (the producers read one line per binarized line)."""
+    out = []
+    for i, line in enumerate(lines):
+        if line is not None and ("\n" in line or "\r" in line):
+            raise ValueError(f"line {i} holds a line break: the producers read one line of text per row")
+        ids = np.asarray(input_ids[i] if input_ids is not None else tokenizer(line)["input_ids"], dtype=np.int64)
+        if len(ids) < 2 or ids[0] != tokenizer.bos_token_id or ids[-1] != tokenizer.eos_token_id:
+            raise ValueError(f"row {i}'s ids are not <s> ... </s> (the tokenizer's special tokens on): "
+                             f"{ids[:5].tolist()}...")
+        out.append(ids)
+    return out
+
+
+def write_split(folder: Path, split: str, rows: Sequence[np.ndarray], symbols: Sequence[str], size: int) -> None:
+    """``folder/dict.txt`` (once) and ``folder/SPLIT.bin/.idx``: each row without its ``<s>`` (fairseq-preprocess
+    binarizes a line as its tokens and ``</s>``)."""
+    import torch
+    from fairseq.data import indexed_dataset
+
+    folder.mkdir(parents=True, exist_ok=True)
+    if not (folder / "dict.txt").exists():
+        (folder / "dict.txt").write_text("".join(f"{symbol} 1\n" for symbol in symbols), encoding="utf-8")
+    builder = indexed_dataset.make_builder(str(folder / f"{split}.bin"), impl="mmap", vocab_size=size)
+    for row in rows:
+        builder.add_item(torch.IntTensor(row[1:]))
+    builder.finalize(str(folder / f"{split}.idx"))
+
+
+def run_producer(argv: List[str]) -> dict:
+    """The producer's command; its JSON summary, or a ValueError holding its one-line error."""
+    result = subprocess.run(argv, capture_output=True, text=True, env=dict(os.environ, TQDM_DISABLE="1"))
+    if result.returncode != 0:
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        raise ValueError(lines[-1] if lines else f"{Path(argv[0]).name} exited with status {result.returncode}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def track_values(lines: Sequence[str], tokenizer, producer: str, options: Sequence[str] = (),
+                 input_ids: Optional[Sequence[Sequence[int]]] = None, work: Optional[str] = None) -> TrackValues:
+    """The track ``producer`` (a key of :data:`PRODUCERS`) writes for ``lines``, in ``tokenizer``'s ids, with the
+    producer's ``options`` (its command-line flags, e.g. ``["--min-count", "5"]``); ``input_ids``: the lines' ids
+    as the examples hold them; ``work``: a folder to keep the binarized split and the track in (default: a
+    temporary one, removed)."""
+    from .hf import track_column
+
+    if producer not in PRODUCERS:
+        raise ValueError(f"producer must be one of {', '.join(PRODUCERS)}, got {producer!r}")
+    spec = PRODUCERS[producer]
+    check_tokenizer(tokenizer)
+    kind = vocabulary_kind(tokenizer)
+    symbols = dictionary_rows(tokenizer, kind)
+    rows = line_ids(lines, tokenizer, input_ids)
+    with (contextlib.nullcontext(work) if work else tempfile.TemporaryDirectory(prefix="maskplug-track-")) as root:
+        root = Path(root)
+        data = root / "data"
+        write_split(data, "train", rows, symbols, len(tokenizer))
+        argv = [console_command(f"fairseq-maskplug-{producer}"), "--data", str(data), "--splits", "train"]
+        encoder = root / "encoder.json"
+        if kind == "gpt2":
+            encoder.write_text(json.dumps({token: i for i, token in enumerate(
+                tokenizer.convert_ids_to_tokens(list(range(len(tokenizer)))))}), encoding="utf-8")
+        if spec["text"]:
+            (root / "train.txt").write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+            argv += ["--text", str(root / "train.txt"), "--bpe", kind]
+            argv += ["--gpt2-encoder-json", str(encoder)] if kind == "gpt2" else []
+        elif producer == "pmi-units" and kind == "gpt2":
+            argv += ["--word-boundaries", "gpt2", "--gpt2-encoder-json", str(encoder)]
+        summary = run_producer(argv + [str(option) for option in options])
+        values = track_column(str(data / "train"), spec["track"], tokenizer=tokenizer)
+    return TrackValues(values, summary)
+
+
+def with_track(dataset, tokenizer, producer: str, options: Sequence[str] = (), text_column: str = "text",
+               column: Optional[str] = None):
+    """``dataset`` (a ``datasets.Dataset``) with the track of ``producer`` as a column (default: the policy's track
+    name, e.g. ``pmi_units``), aligned to its ``input_ids`` where it has them (else to ``tokenizer`` of
+    ``text_column``)."""
+    if not hasattr(dataset, "add_column") or not hasattr(dataset, "__len__"):
+        raise ValueError("with_track needs a datasets.Dataset held whole (a streaming IterableDataset cannot be "
+                         "counted over): load it without streaming=True, or pass lines to track_values")
+    if text_column not in dataset.column_names:
+        raise ValueError(f"the dataset has no column {text_column!r} (it has {', '.join(dataset.column_names)})")
+    name = column or PRODUCERS.get(producer, {}).get("track", producer)
+    if name in dataset.column_names:
+        raise ValueError(f"the dataset already has a column {name!r}: name another with column=")
+    ids = dataset["input_ids"] if "input_ids" in dataset.column_names else None
+    result = track_values(dataset[text_column], tokenizer, producer, options, ids)
+    return dataset.add_column(name, [row.tolist() for row in result.values])

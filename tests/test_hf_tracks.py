@@ -1,0 +1,150 @@
+"""The producers on a ``datasets.Dataset`` in a Hugging Face tokenizer's ids (``fairseq_maskplug/hf_tracks.py``).
+
+On sentencepiece data binarized as the demo's (``test_hf_export.binarized_sentencepiece``: real fairseq-preprocess
+with the model's dictionary), each producer's command run on the binarized split and read back through
+``track_column`` gives the same values, byte for byte, as ``track_values`` / ``with_track`` on the raw lines with the
+exported tokenizer; a GPT-2 byte-level tokenizer's track starts PMI units only at words; bad inputs are refused
+in one line before the producer runs.
+"""
+
+import random
+import shutil
+
+import numpy as np
+import pytest
+
+from fairseq_helpers import BIN, check, run, transformers_or_skip
+from test_hf_export import binarized_sentencepiece
+
+transformers = transformers_or_skip()
+import datasets  # noqa: E402  (the [hf] extra and the tests' declare it)
+
+from fairseq_maskplug.hf import track_column  # noqa: E402
+from fairseq_maskplug.hf_tracks import track_values, with_track  # noqa: E402
+
+WORDS = ("the film was a quiet triumph and the cast felt warm while new york slept under grey skies "
+         "paris said nothing good about the plot but the music carried every scene").split()
+
+
+def lines(n: int, seed: int):
+    """Sentences of single-spaced words (what a tokenizer spells back exactly: the text producers check it)."""
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 14))) for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """``(data dir, tokenizer, train lines, root)``: a corpus binarized with its sentencepiece dictionary (train: the
+    first 300 lines; the text beside it), and the exported tokenizer."""
+    from fairseq_maskplug.interop.gpt2_vocab import read_dict_symbols
+    from fairseq_maskplug.interop.tokenizer import sentencepiece_tokenizer
+
+    root = tmp_path_factory.mktemp("hf_tracks")
+    text = lines(340, 1)
+    model, folder = binarized_sentencepiece(root, text, 300, vocab_size=45)
+    (root / "train.txt").write_text("\n".join(text[:300]) + "\n", encoding="utf-8")
+    tokenizer = sentencepiece_tokenizer(transformers, model, read_dict_symbols(root / "dict.txt"), 64)
+    return folder, tokenizer, text[:300], root
+
+
+def fairseq_track(data, producer, track, *extra, tmp_path):
+    """The producer's command on a copy of the binarized split, read back in the tokenizer's ids."""
+    folder, tokenizer, _, root = data
+    copy = shutil.copytree(folder, tmp_path / "data")
+    check(run([BIN / f"fairseq-maskplug-{producer}", "--data", copy, "--splits", "train", *extra]))
+    return track_column(str(copy / "train"), track, tokenizer=tokenizer)
+
+
+@pytest.mark.parametrize("producer, track, options", [
+    ("pmi-units", "pmi_units", ["--min-count", "2"]),
+    ("informask", "informask_rate", ["--candidates", "4"]),
+    pytest.param("pos-tags", "pos", [], marks=pytest.mark.full),  # spaCy's pipeline: a few seconds each
+    pytest.param("salient-spans", "salient_spans", [], marks=pytest.mark.full),
+])
+def test_a_track_of_raw_lines_is_the_producer_s_on_the_binarized_split(data, producer, track, options, tmp_path):
+    folder, tokenizer, text, root = data
+    extra = list(options)
+    if producer in ("pos-tags", "salient-spans"):
+        extra += ["--text", str(root / "train.txt"), "--bpe", "sentencepiece"]
+    expected = fairseq_track(data, producer, track, *extra, tmp_path=tmp_path)
+    result = track_values(text, tokenizer, producer, options)
+    assert len(result.values) == len(expected) == len(text)
+    for i, (ours, theirs) in enumerate(zip(result.values, expected)):
+        assert ours.dtype == theirs.dtype and ours.tobytes() == theirs.tobytes(), (producer, i)
+        assert len(ours) == len(tokenizer(text[i])["input_ids"])
+    assert any(row[1:-1].any() for row in expected)  # the producer wrote values, not only zeros
+    assert isinstance(result.summary, dict) and result.summary
+
+
+def test_with_track_adds_the_column_aligned_to_the_dataset_s_ids(data):
+    _, tokenizer, text, _ = data
+    rows = datasets.Dataset.from_dict({"text": text})
+    rows = rows.map(lambda batch: tokenizer(batch["text"]), batched=True)
+    added = with_track(rows, tokenizer, "pmi-units", ["--min-count", "2"])
+    assert "pmi_units" in added.column_names and len(added) == len(text)
+    direct = track_values(text, tokenizer, "pmi-units", ["--min-count", "2"]).values
+    for i in range(len(text)):
+        assert added[i]["pmi_units"] == direct[i].tolist()
+        assert len(added[i]["pmi_units"]) == len(added[i]["input_ids"])
+    from fairseq_maskplug.hf import PolicyCollator
+
+    batch = PolicyCollator(tokenizer, "pmi")(added.select(range(8)).remove_columns("text").to_list())
+    assert batch["labels"].ne(-100).any()  # the collator reads the column
+
+
+def test_a_gpt2_byte_level_tokenizer_s_pmi_units_start_at_words(tmp_path):
+    """A byte-level BPE tokenizer with RoBERTa's specials: its ids go to the producer as GPT-2 labels, and every
+    PMI unit starts at a token that begins a word (``Ġ``) or the line's first."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers, decoders
+
+    from fairseq_maskplug.hf import word_start_ids
+
+    text = lines(300, 3)
+    tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.train_from_iterator(text, trainers.BpeTrainer(vocab_size=300, special_tokens=[
+        "<s>", "<pad>", "</s>", "<unk>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tokenizer.add_special_tokens(["<mask>"])
+    tokenizer.post_processor = processors.TemplateProcessing(single="<s> $A </s>", special_tokens=[
+        ("<s>", 0), ("</s>", 2)])
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>",
+                                                pad_token="<pad>", unk_token="<unk>", mask_token="<mask>")
+    values = track_values(text, fast, "pmi-units", ["--min-count", "2"]).values
+    starts = word_start_ids(fast)
+    in_ngrams = 0
+    for line, row in zip(text, values):
+        ids = np.asarray(fast(line)["input_ids"])
+        assert len(row) == len(ids)
+        flagged = np.flatnonzero(row)
+        assert all(starts[ids[i]] or i == 1 for i in flagged), line
+        words = int(sum(starts[ids[2:-1]])) + 1
+        in_ngrams += words - len(flagged)
+    assert in_ngrams > 0  # some units are n-grams of several words
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda t, d: dict(dataset=d.to_iterable_dataset()), "streaming IterableDataset"),
+    (lambda t, d: dict(text_column="body"), "has no column 'body'"),
+    (lambda t, d: dict(producer="nosuch"), "producer must be one of"),
+    (lambda t, d: dict(dataset=datasets.Dataset.from_dict({"text": ["a line\nbroken"]})), "holds a line break"),
+    (lambda t, d: dict(producer="difference"), "producer must be one of"),  # it reads a fairseq checkpoint
+    (lambda t, d: dict(options=["--min-count", "-1"]), "--min-count"),
+])
+def test_bad_inputs_are_refused_in_one_line(data, change, message):
+    _, tokenizer, text, _ = data
+    rows = datasets.Dataset.from_dict({"text": text[:20]})
+    call = dict(dataset=rows, tokenizer=tokenizer, producer="pmi-units", options=[])
+    call.update(change(tokenizer, rows))
+    with pytest.raises(ValueError, match=message) as raised:
+        with_track(**call)
+    assert "\n" not in str(raised.value)
+
+
+def test_a_tokenizer_numbered_otherwise_is_refused(data):
+    _, tokenizer, text, _ = data
+    other = transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer.backend_tokenizer, bos_token="</s>",
+                                                 eos_token="</s>", pad_token="<pad>", unk_token="<unk>",
+                                                 mask_token="<mask>")
+    with pytest.raises(ValueError, match="the tokenizer's bos id is 2, fairseq's dictionaries have 0 there"):
+        track_values(text, other, "pmi-units")
