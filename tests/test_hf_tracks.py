@@ -148,3 +148,31 @@ def test_a_tokenizer_numbered_otherwise_is_refused(data):
                                                  mask_token="<mask>")
     with pytest.raises(ValueError, match="the tokenizer's bos id is 2, fairseq's dictionaries have 0 there"):
         track_values(text, other, "pmi-units")
+
+
+def test_the_command_writes_rows_of_a_text_file_and_a_saved_dataset(data, tmp_path):
+    """``fairseq-maskplug-hf-track``: JSON lines of a text file, a saved dataset with the new column (rerun over its
+    own output), each equal to ``track_values``; a folder it did not write is refused before any work."""
+    import json
+
+    _, tokenizer, text, _ = data
+    tokenizer.save_pretrained(tmp_path / "tok")
+    (tmp_path / "lines.txt").write_text("\n".join(text[:60]) + "\n", encoding="utf-8")
+    command = [BIN / "fairseq-maskplug-hf-track", "--tokenizer", tmp_path / "tok", "--producer", "pmi-units"]
+    expected = track_values(text[:60], tokenizer, "pmi-units", ["--min-count", "2"]).values
+    check(run([*command, "--text", tmp_path / "lines.txt", "--out", tmp_path / "rows.jsonl", "--", "--min-count", "2"]))
+    rows = [json.loads(line) for line in (tmp_path / "rows.jsonl").read_text().splitlines()]
+    assert [row["pmi_units"] for row in rows] == [row.tolist() for row in expected]
+    assert [row["input_ids"] for row in rows] == [tokenizer(line)["input_ids"] for line in text[:60]]
+    datasets.Dataset.from_dict({"text": text[:60]}).save_to_disk(str(tmp_path / "saved"))
+    for _ in range(2):  # the second run replaces its own output
+        check(run([*command, "--dataset", tmp_path / "saved", "--out", tmp_path / "with_track", "--", "--min-count",
+                   "2"]))
+    saved = datasets.load_from_disk(str(tmp_path / "with_track"))
+    assert saved["pmi_units"] == [row.tolist() for row in expected]
+    (tmp_path / "theirs").mkdir()
+    (tmp_path / "theirs" / "notes.txt").write_text("mine")
+    result = run([*command, "--dataset", tmp_path / "saved", "--out", tmp_path / "theirs"])
+    assert result.returncode == 2 and result.stderr.strip().count("\n") == 0, result.stderr
+    assert "is a directory that it did not write" in result.stderr
+    assert (tmp_path / "theirs" / "notes.txt").read_text() == "mine"
