@@ -9,7 +9,8 @@ How: the lines are tokenized by ``tokenizer`` (or read from the dataset's ``inpu
 binarized split whose ``dict.txt`` is the tokenizer's vocabulary in id order (sentencepiece pieces as they are;
 GPT-2 byte-level tokens as fairseq's RoBERTa data holds them, one label per id and an ``encoder.json`` that maps
 each token to it), the producer's own command runs on that split in a temporary folder, and its track is read
-back by :func:`~fairseq_maskplug.hf.track_column`: one value per id of each line, ``<s>`` included (a 0 there, as
+back by :func:`~fairseq_maskplug.hf.track_column` (``score-pll`` scores with the Hugging Face model ``model=``
+names, converted to a fairseq release whose dictionary the split then uses): one value per id of each line, ``<s>`` included (a 0 there, as
 fairseq's blocking gives it). So the values are the fairseq producer's on the same ids: the same code on the
 same data (tested byte for byte against the command run on ``prepare-text``'s binarization of the same text).
 
@@ -32,14 +33,17 @@ import numpy as np
 
 from .tools.cli import console_command
 
-#: the producers that need no fairseq model: the track each writes, and whether it reads the raw text (``--text``,
-#: with ``--bpe``). (``difference`` and the model producers read a fairseq checkpoint; ``span-labels`` reads answer
-#: offsets: run them on a binarized split and read the track with :func:`~fairseq_maskplug.hf.track_column`.)
+#: the producers: the track each writes, whether it reads the raw text (``--text``, with ``--bpe``) and whether it
+#: reads a masked-LM model (``--checkpoint``: the Hugging Face model ``model=`` names, converted to fairseq by
+#: ``fairseq-maskplug-convert --from-hf``). (``difference`` reads a general corpus too, ``annotate-importance`` and
+#: ``score-spans`` models of this project's own tasks, ``span-labels`` answer offsets: run them on a binarized split
+#: and read the track with :func:`~fairseq_maskplug.hf.track_column`.)
 PRODUCERS = {
-    "pmi-units": {"track": "pmi_units", "text": False},
-    "informask": {"track": "informask_rate", "text": False},
-    "salient-spans": {"track": "salient_spans", "text": True},
-    "pos-tags": {"track": "pos", "text": True},
+    "pmi-units": {"track": "pmi_units", "text": False, "model": False},
+    "informask": {"track": "informask_rate", "text": False, "model": False},
+    "salient-spans": {"track": "salient_spans", "text": True, "model": False},
+    "pos-tags": {"track": "pos", "text": True, "model": False},
+    "score-pll": {"track": "plt", "text": False, "model": True},
 }
 SPM_SPACE, GPT2_SPACE = "\u2581", "\u0120"
 
@@ -114,26 +118,43 @@ def write_split(folder: Path, split: str, rows: Sequence[np.ndarray], symbols: S
     builder.finalize(str(folder / f"{split}.idx"))
 
 
-def run_producer(argv: List[str]) -> dict:
-    """The producer's command; its JSON summary, or a ValueError holding its one-line error."""
+def run_command(argv: List[str]) -> str:
+    """A command of the package; its standard output, or a ValueError holding its one-line error."""
     result = subprocess.run(argv, capture_output=True, text=True, env=dict(os.environ, TQDM_DISABLE="1"))
     if result.returncode != 0:
         lines = [line for line in result.stderr.splitlines() if line.strip()]
         raise ValueError(lines[-1] if lines else f"{Path(argv[0]).name} exited with status {result.returncode}")
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return result.stdout
+
+
+def fairseq_release(model: str, tokenizer, out: Path) -> Path:
+    """``model`` (a Hugging Face masked-LM directory) as a fairseq release in ``out`` (``model.pt``, ``dict.txt``
+    and the tokenizer's files), through ``fairseq-maskplug-convert --from-hf`` (which checks the ids and logits of
+    both libraries); refused unless its dictionary has the tokenizer's ids."""
+    run_command([console_command("fairseq-maskplug-convert"), "--from-hf", str(model), "--to", "fairseq", str(out)])
+    rows = len((out / "dict.txt").read_text(encoding="utf-8").splitlines())
+    if rows + 5 != len(tokenizer):  # the four specials before dict.txt's rows, <mask> after them
+        raise ValueError(f"model {model}: its fairseq dictionary has {rows + 5} ids with <mask>, the tokenizer "
+                         f"{len(tokenizer)}: give the model's own tokenizer")
+    return out
 
 
 def track_values(lines: Sequence[str], tokenizer, producer: str, options: Sequence[str] = (),
-                 input_ids: Optional[Sequence[Sequence[int]]] = None, work: Optional[str] = None) -> TrackValues:
+                 input_ids: Optional[Sequence[Sequence[int]]] = None, work: Optional[str] = None,
+                 model: Optional[str] = None) -> TrackValues:
     """The track ``producer`` (a key of :data:`PRODUCERS`) writes for ``lines``, in ``tokenizer``'s ids, with the
     producer's ``options`` (its command-line flags, e.g. ``["--min-count", "5"]``); ``input_ids``: the lines' ids
     as the examples hold them; ``work``: a folder to keep the binarized split and the track in (default: a
-    temporary one, removed)."""
+    temporary one, removed); ``model``: the Hugging Face masked-LM directory a model producer scores with (its
+    tokenizer is ``tokenizer``)."""
     from .hf import track_column
 
     if producer not in PRODUCERS:
         raise ValueError(f"producer must be one of {', '.join(PRODUCERS)}, got {producer!r}")
     spec = PRODUCERS[producer]
+    if spec["model"] != (model is not None):
+        raise ValueError(f"{producer} {'scores with a model: give model=' if spec['model'] else 'reads no model'}"
+                         f"{'' if spec['model'] else ' (model=)'}")
     check_tokenizer(tokenizer)
     kind = vocabulary_kind(tokenizer)
     symbols = dictionary_rows(tokenizer, kind)
@@ -141,8 +162,15 @@ def track_values(lines: Sequence[str], tokenizer, producer: str, options: Sequen
     with (contextlib.nullcontext(work) if work else tempfile.TemporaryDirectory(prefix="maskplug-track-")) as root:
         root = Path(root)
         data = root / "data"
-        write_split(data, "train", rows, symbols, len(tokenizer))
         argv = [console_command(f"fairseq-maskplug-{producer}"), "--data", str(data), "--splits", "train"]
+        if spec["model"]:  # the release's dictionary (its rows, e.g. GPT-2 labels, are what its checkpoint records)
+            release = fairseq_release(model, tokenizer, root / "fairseq")
+            data.mkdir(parents=True)
+            (data / "dict.txt").write_bytes((release / "dict.txt").read_bytes())
+            argv += ["--checkpoint", str(release / "model.pt"), "--word-starts", kind]
+            argv += ["--gpt2-encoder-json", str(release / "encoder.json"), "--gpt2-vocab-bpe",
+                     str(release / "vocab.bpe")] if kind == "gpt2" else []
+        write_split(data, "train", rows, symbols, len(tokenizer))
         encoder = root / "encoder.json"
         if kind == "gpt2":
             encoder.write_text(json.dumps({token: i for i, token in enumerate(
@@ -153,16 +181,16 @@ def track_values(lines: Sequence[str], tokenizer, producer: str, options: Sequen
             argv += ["--gpt2-encoder-json", str(encoder)] if kind == "gpt2" else []
         elif producer == "pmi-units" and kind == "gpt2":
             argv += ["--word-boundaries", "gpt2", "--gpt2-encoder-json", str(encoder)]
-        summary = run_producer(argv + [str(option) for option in options])
+        summary = json.loads(run_command(argv + [str(option) for option in options]).strip().splitlines()[-1])
         values = track_column(str(data / "train"), spec["track"], tokenizer=tokenizer)
     return TrackValues(values, summary)
 
 
 def with_track(dataset, tokenizer, producer: str, options: Sequence[str] = (), text_column: str = "text",
-               column: Optional[str] = None):
+               column: Optional[str] = None, model: Optional[str] = None):
     """``dataset`` (a ``datasets.Dataset``) with the track of ``producer`` as a column (default: the policy's track
     name, e.g. ``pmi_units``), aligned to its ``input_ids`` where it has them (else to ``tokenizer`` of
-    ``text_column``)."""
+    ``text_column``); ``model``: a model producer's Hugging Face model (:func:`track_values`)."""
     if not hasattr(dataset, "add_column") or not hasattr(dataset, "__len__"):
         raise ValueError("with_track needs a datasets.Dataset held whole (a streaming IterableDataset cannot be "
                          "counted over): load it without streaming=True, or pass lines to track_values")
@@ -172,5 +200,5 @@ def with_track(dataset, tokenizer, producer: str, options: Sequence[str] = (), t
     if name in dataset.column_names:
         raise ValueError(f"the dataset already has a column {name!r}: name another with column=")
     ids = dataset["input_ids"] if "input_ids" in dataset.column_names else None
-    result = track_values(dataset[text_column], tokenizer, producer, options, ids)
+    result = track_values(dataset[text_column], tokenizer, producer, options, ids, model=model)
     return dataset.add_column(name, [row.tolist() for row in result.values])

@@ -176,3 +176,29 @@ def test_the_command_writes_rows_of_a_text_file_and_a_saved_dataset(data, tmp_pa
     assert result.returncode == 2 and result.stderr.strip().count("\n") == 0, result.stderr
     assert "is a directory that it did not write" in result.stderr
     assert (tmp_path / "theirs" / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.e2e
+@pytest.mark.full
+def test_a_pll_track_scored_with_an_hf_model_is_the_fairseq_model_s(data, tmp_path):
+    """``score-pll`` with a Hugging Face masked LM (a tiny RoBERTa trained here and exported): the track of the raw
+    lines, scored through the model's conversion back to fairseq, equals the command's with the original checkpoint
+    on the binarized split."""
+    from fairseq_helpers import CPU_RUN, REPO, TINY_ROBERTA
+
+    folder, tokenizer, text, _ = data
+    check(run([BIN / "fairseq-train", folder, "--user-dir", REPO / "fairseq_maskplug", *CPU_RUN, "--no-epoch-checkpoints",
+               "--task", "guided_mlm", "--criterion", "masked_lm", *TINY_ROBERTA, "--max-update", "4",
+               "--tokens-per-sample", "32", "--save-dir", tmp_path / "roberta"]))
+    check(run([BIN / "fairseq-maskplug-convert", "--from-fairseq", tmp_path / "roberta" / "checkpoint_last.pt", "--to",
+               "hf", tmp_path / "hf"]))
+    hf_tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    expected = fairseq_track(data, "score-pll", "plt", "--checkpoint", tmp_path / "roberta" / "checkpoint_last.pt",
+                             tmp_path=tmp_path)
+    values = track_values(text, hf_tokenizer, "score-pll", model=str(tmp_path / "hf")).values
+    assert len(values) == len(expected) == len(text)
+    for ours, theirs in zip(values, expected):
+        assert ours.dtype == theirs.dtype and ours.tobytes() == theirs.tobytes()  # the same weights, the same sums
+    assert all(0 < row[1:-1].min() and row[1:-1].max() <= 1 for row in values)  # likelihoods of the line's tokens
+    with pytest.raises(ValueError, match="scores with a model: give model="):
+        track_values(text, hf_tokenizer, "score-pll")

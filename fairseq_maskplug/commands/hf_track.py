@@ -30,6 +30,8 @@ def parse_args(argv=None):
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_version(parser)
     parser.add_argument("--tokenizer", required=True, help="a Hugging Face tokenizer (or model) directory")
+    parser.add_argument("--model", default=None, help="score-pll: the Hugging Face masked-LM directory it scores "
+                        "with (default: --tokenizer's, for score-pll)")
     parser.add_argument("--producer", required=True, choices=list(PRODUCERS), help="the producer whose track is made")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--text", help="raw text, one example per line")
@@ -39,6 +41,8 @@ def parse_args(argv=None):
     parser.add_argument("--out", required=True, help="--text: a JSON-lines file; --dataset: a new directory")
     args = parser.parse_args(argv[:split])
     args.producer_options = argv[split + 1:]
+    if args.model is None and PRODUCERS[args.producer]["model"]:
+        args.model = args.tokenizer
     return args
 
 
@@ -74,7 +78,7 @@ def write(args) -> int:
     if args.text:
         with open(args.text, encoding="utf-8") as f:
             lines = f.read().splitlines()
-        result = track_values(lines, tokenizer, args.producer, args.producer_options)
+        result = track_values(lines, tokenizer, args.producer, args.producer_options, model=args.model)
         write_text(args.out, "".join(json.dumps({"text": line, "input_ids": tokenizer(line)["input_ids"],
                                                  name: row.tolist()}) + "\n"
                                      for line, row in zip(lines, result.values)))
@@ -86,7 +90,8 @@ def write(args) -> int:
         if not isinstance(rows_in, datasets.Dataset):
             raise ValueError(f"--dataset {args.dataset} holds a {type(rows_in).__name__}: give one split's Dataset "
                              "(dataset_dict['train'].save_to_disk(...))")
-        added = with_track(rows_in, tokenizer, args.producer, args.producer_options, args.text_column, args.column)
+        added = with_track(rows_in, tokenizer, args.producer, args.producer_options, args.text_column, args.column,
+                           model=args.model)
         staging = temporary_name(args.out)
         added.save_to_disk(staging)
         write_owner(staging, COMMAND)
