@@ -82,10 +82,13 @@ class PolicyCollator:
             batch holds its K disjoint views as K adjacent rows, as fairseq's; None: one mask per example.
     """
 
+    #: whether the tokenizer must have ``<mask>`` (not for T5's span corruption, whose sentinels replace it)
+    requires_mask_token = True
+
     def __init__(self, tokenizer, policy: str = "random", options=None, seed: int = 1,
                  leave_unmasked_prob: float = 0.1, random_token_prob: float = 0.1, mask_unit: str = "token",
                  index_column: str = "idx", views: Optional[int] = None):
-        if tokenizer.mask_token_id is None or tokenizer.pad_token_id is None:
+        if (tokenizer.mask_token_id is None and self.requires_mask_token) or tokenizer.pad_token_id is None:
             raise ValueError("the tokenizer has no mask or pad token: a masked-LM collator needs both")
         if mask_unit not in ("token", "word"):
             raise ValueError(f"mask_unit must be 'token' or 'word', got {mask_unit!r}")
@@ -199,7 +202,7 @@ class DenoisingCollator(PolicyCollator):
     ``prev_output_tokens`` (``</s>`` then the target without its last token, padded), which is what BART's
     ``decoder_start_token_id`` (``</s>``) makes from the labels; pass ``decoder_input_ids=False`` to let a model
     shift the labels with its own start token (T5: the pad). A line that does not end with ``</s>`` gets one (a 0
-    in every column), as the task frames a block.
+    in every column), as the task frames a block. For ``t5`` the tokenizer needs no ``<mask>`` (T5's have none).
     """
 
     def __init__(self, tokenizer, policy: str = "random", options=None, seed: int = 1, target_format: str = "masked",
@@ -214,6 +217,7 @@ class DenoisingCollator(PolicyCollator):
             raise ValueError(f"collapse must be 'auto', 'on' or 'off', got {collapse!r}")
         if tokenizer.eos_token_id is None:
             raise ValueError("the tokenizer has no </s> (eos) token: a text-to-text target ends with one")
+        self.requires_mask_token = target_format != "t5"  # T5's tokenizers have sentinels and no <mask>
         super().__init__(tokenizer, policy, options, seed, leave_unmasked_prob, random_token_prob, "token",
                          index_column)
         if self.feedback is not None:

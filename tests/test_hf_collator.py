@@ -189,9 +189,11 @@ def test_the_denoising_collator_draws_guided_denoising_s_pairs(collator_data, po
 
 
 def test_the_denoising_collator_refuses_what_guided_denoising_refuses(collator_data):
+    import copy
+
     from fairseq_maskplug.hf import DenoisingCollator
 
-    _, tokenizer, _ = collator_data
+    _, tokenizer, examples = collator_data
     with pytest.raises(ValueError, match="<extra_id_0> is not in its vocabulary"):
         DenoisingCollator(tokenizer, "span", target_format="t5")
     with pytest.raises(ValueError, match="collapse 'off' contradicts it"):
@@ -202,6 +204,21 @@ def test_the_denoising_collator_refuses_what_guided_denoising_refuses(collator_d
         DenoisingCollator(tokenizer, "span", target_format="bart")
     with pytest.raises(ValueError, match="learns from training"):
         DenoisingCollator(tokenizer, "ptw")
+    with_mask, sentinels = copy.deepcopy(tokenizer), [f"<extra_id_{k}>" for k in range(100)]
+    with_mask.add_tokens(sentinels, special_tokens=True)
+    no_mask = transformers.PreTrainedTokenizerFast(tokenizer_object=copy.deepcopy(with_mask.backend_tokenizer),
+                                                   bos_token="<s>", eos_token="</s>", pad_token="<pad>",
+                                                   unk_token="<unk>")  # as T5's: sentinels, no <mask>
+    assert no_mask.mask_token_id is None
+    with pytest.raises(ValueError, match="no mask or pad token"):
+        DenoisingCollator(no_mask, "span", target_format="masked")
+    ours, theirs = (DenoisingCollator(t, "span", target_format="t5") for t in (no_mask, with_mask))
+    sentinel_pairs = 0
+    for example in examples[:20]:  # t5 needs no <mask>: the same pairs
+        pair = ours.draw(example)
+        assert all(torch.equal(pair[name], theirs.draw(example)[name]) for name in ("source", "target"))
+        sentinel_pairs += int(len(pair["target"]) > 2)  # a run and its sentinel besides the closing ones
+    assert sentinel_pairs > 0
 
 
 def test_tokenized_lines_are_fairseqs_items_and_the_batch_has_hf_labels(collator_data):
