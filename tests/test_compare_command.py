@@ -236,3 +236,21 @@ produce = [["fairseq-maskplug-pmi-units", "--data", "{corpus}", "--splits", "tra
     assert len(capsys.readouterr().out.splitlines()) == 6  # 3 arms x 2 seeds, the pmi track loaded by the check
     log = (toy / "produce" / "producers" / "logs" / "pmi.1.log").read_text()
     assert log.strip()
+
+
+def test_the_fe_plan_file_is_the_stored_fe_run_s_shape():
+    """``recipes/compare_plans/fe.toml`` reads, and its settings are those the stored FE comparison ran with (its
+    knobs FE_UPDATES and FE_FINETUNE_EPOCHS; recipes/fe_mlm.sh's batch of B x K = 8 x 4 sequences against MLM's 32,
+    the recipes' quickstart learning rates): the plan that reproduced that run's outcomes (the notes of issue 77)."""
+    from fairseq_helpers import REPO
+
+    plan = read_plan(REPO / "recipes" / "compare_plans" / "fe.toml")
+    stored = json.loads((REPO / "docs" / "results" / "compare_fe_cpu_2026-11-28.json").read_text())
+    knobs = stored["meta"]["environment_knobs"]
+    assert plan.pretrain.updates == int(knobs["FE_UPDATES"]) and plan.finetune.epochs == int(knobs["FE_FINETUNE_EPOCHS"])
+    assert [arm.name for arm in plan.arms] == ["mlm", "fe_subword"] and plan.baseline == "mlm"
+    assert {row for row in (s["row"] for s in stored["scores"])} == {"mlm", "fe_subword"}
+    assert list(plan.seeds) == [int(seed) for seed in stored["meta"]["seeds"]]
+    fe = plan.arm("fe_subword")
+    assert fe.task == "fe_mlm" and fe.options[:4] == ("--batch-size", "8", "--fe-views", "4")
+    assert (plan.pretrain.lr, plan.pretrain.batch_size, plan.finetune.lr, plan.finetune.batch_size) == (1e-3, 32, 2e-4, 32)

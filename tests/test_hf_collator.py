@@ -256,8 +256,6 @@ def test_a_missing_column_and_a_bad_epoch_are_refused(collator_data):
 def test_a_tokenizer_of_other_pieces_is_refused_before_any_row(collator_data, sp_data, tmp_path):
     """A track aligned to one dictionary read for a tokenizer of another (rows whose lengths happen to agree
     were masked silently): track_column refuses it in one line, naming the first id that differs."""
-    import shutil
-
     from fairseq_maskplug.interop.gpt2_vocab import read_dict_symbols
     from fairseq_maskplug.interop.tokenizer import sentencepiece_tokenizer
 

@@ -1,5 +1,6 @@
 """A comparison plan: the file ``fairseq-maskplug-compare`` reads (TOML; ``docs/compare.md`` shows a commented
-example, ``recipes/compare_plans/`` the papers' comparisons).
+example; ``recipes/compare_plans/fe.toml`` is FE's stored comparison as a plan, and ``docs/compare.md`` says why the
+other papers' do not fit one yet).
 
 A plan names the data (a binarized unlabelled corpus and a labelled sentence-classification task, as
 ``fairseq-maskplug-prepare-text`` writes them), the model every arm starts from, the seeds, and the **arms**:
