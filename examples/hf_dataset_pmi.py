@@ -8,7 +8,9 @@ RoBERTa-shaped model whose tokenizer numbers ``<s> <pad> </s> <unk>`` 0 to 3 and
 ``roberta-base``'s does); FILE holds raw text, one line per example (``--pieces FILE`` reads sentencepiece pieces,
 as the demo keeps its text, and spells them back with the tokenizer). The lines become a ``datasets.Dataset``,
 tokenized with ``map``; :func:`fairseq_maskplug.hf_tracks.with_track` runs ``fairseq-maskplug-pmi-units`` on them
-and adds the ``pmi_units`` column; :class:`fairseq_maskplug.hf.PolicyCollator` masks whole PMI units.
+and adds the ``pmi_units`` column; :class:`fairseq_maskplug.hf.PolicyCollator` masks whole PMI units. Without
+``datasets`` installed (the ``[datasets]`` extra) the same rows are a list of dicts, from
+:func:`fairseq_maskplug.hf_tracks.track_values`.
 """
 
 import argparse
@@ -29,10 +31,8 @@ def main():
     parser.add_argument("--out", default=None, help="where the Trainer writes (default: MODEL-pmi-trainer)")
     args = parser.parse_args()
 
-    import datasets
-
     from fairseq_maskplug.hf import EpochCallback, PolicyCollator
-    from fairseq_maskplug.hf_tracks import with_track
+    from fairseq_maskplug.hf_tracks import track_values, with_track
     from fairseq_maskplug.interop import import_transformers
 
     transformers = import_transformers()  # transformers, with the torchaudio fairseq pulls hidden
@@ -42,13 +42,25 @@ def main():
         lines = [line.rstrip("\n") for _, line in zip(range(args.lines), f)]
     if args.pieces:
         lines = [tokenizer.convert_tokens_to_string(line.split()) for line in lines]
-    rows = datasets.Dataset.from_dict({"text": lines})
-    rows = rows.map(lambda batch: tokenizer(batch["text"], truncation=True), batched=True, num_proc=args.num_proc)
-    rows = with_track(rows, tokenizer, "pmi-units", ["--min-count", str(args.min_count)])
-    rows = rows.remove_columns([c for c in rows.column_names if c not in ("input_ids", "pmi_units")])
+    options = ["--min-count", str(args.min_count)]
+    try:
+        import datasets
+    except ImportError:
+        datasets = None
+    if datasets is not None:
+        rows = datasets.Dataset.from_dict({"text": lines})
+        rows = rows.map(lambda batch: tokenizer(batch["text"], truncation=True), batched=True, num_proc=args.num_proc)
+        rows = with_track(rows, tokenizer, "pmi-units", options)
+        rows = rows.remove_columns([c for c in rows.column_names if c not in ("input_ids", "pmi_units")])
+        units = sum(map(sum, rows["pmi_units"]))
+    else:  # the same columns as a list of rows
+        ids = [tokenizer(line, truncation=True)["input_ids"] for line in lines]
+        values = track_values(lines, tokenizer, "pmi-units", options, input_ids=ids).values
+        rows = [{"input_ids": i, "pmi_units": v} for i, v in zip(ids, values)]
+        units = int(sum(v.sum() for v in values))
     collator = PolicyCollator(tokenizer, "pmi", seed=1)
-    print(f"{len(rows)} lines of {args.text or args.pieces} with their PMI units ({sum(map(sum, rows['pmi_units']))} "
-          "units)")
+    print(f"{len(rows)} lines of {args.text or args.pieces} with their PMI units ({units} units; "
+          f"{'a datasets.Dataset' if datasets is not None else 'a list: datasets is not installed'})")
 
     trainer = transformers.Trainer(
         model=model, train_dataset=rows, data_collator=collator, callbacks=[EpochCallback(collator)],

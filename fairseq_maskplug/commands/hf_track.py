@@ -73,6 +73,8 @@ def write(args) -> int:
 
     check_paths(args)
     require_extra("hf", COMMAND)
+    if args.dataset:
+        require_extra("datasets", f"{COMMAND} --dataset")
     tokenizer = import_transformers().AutoTokenizer.from_pretrained(args.tokenizer)
     name = args.column or PRODUCERS[args.producer]["track"]
     if args.text:

