@@ -153,8 +153,8 @@ def track_values(lines: Sequence[str], tokenizer, producer: str, options: Sequen
         raise ValueError(f"producer must be one of {', '.join(PRODUCERS)}, got {producer!r}")
     spec = PRODUCERS[producer]
     if spec["model"] != (model is not None):
-        raise ValueError(f"{producer} {'scores with a model: give model=' if spec['model'] else 'reads no model'}"
-                         f"{'' if spec['model'] else ' (model=)'}")
+        raise ValueError(f"{producer} scores with a model: give model=" if spec["model"] else
+                         f"{producer} reads no model: leave model= out")
     check_tokenizer(tokenizer)
     kind = vocabulary_kind(tokenizer)
     symbols = dictionary_rows(tokenizer, kind)
