@@ -54,14 +54,21 @@ def replacement_ids(tokenizer) -> np.ndarray:
     return np.array([i for i in range(len(tokenizer)) if i not in special], dtype=np.int64)
 
 
+def word_mark(tokens: Sequence[Optional[str]]) -> str:
+    """The word mark more of ``tokens`` begin with: sentencepiece's ``▁`` (also on a tie) or GPT-2's ``Ġ``."""
+    from .data.word_boundaries import GPT2_SPACE, SPM_SPACE
+
+    return SPM_SPACE if sum(t.startswith(SPM_SPACE) for t in tokens if t) >= sum(
+        t.startswith(GPT2_SPACE) for t in tokens if t) else GPT2_SPACE
+
+
 def word_start_ids(tokenizer) -> np.ndarray:
     """Per id, True where the token starts a word (specials and ``<unk>`` count as starts), as
     :func:`~fairseq_maskplug.data.word_boundaries.word_start_symbols` reads a fairseq dictionary."""
-    from .data.word_boundaries import GPT2_SPACE, SPM_SPACE, _markup
+    from .data.word_boundaries import _markup
 
     tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
-    mark = SPM_SPACE if sum(t.startswith(SPM_SPACE) for t in tokens if t) >= sum(
-        t.startswith(GPT2_SPACE) for t in tokens if t) else GPT2_SPACE
+    mark = word_mark(tokens)
     special = set(tokenizer.all_special_ids)
     return np.array([i in special or t is None or _markup(t) or t.startswith(mark) for i, t in enumerate(tokens)])
 
@@ -145,21 +152,14 @@ class PolicyCollator:
 
     def __call__(self, examples: Iterable[Mapping]) -> dict:
         items = [self.draw(example, counts=False) for example in examples]
-        rows = [(source, target) for item in items  # K adjacent rows per example with views
-                for source, target in zip(np.atleast_2d(item["source"].numpy()), np.atleast_2d(item["target"].numpy()))]
-        width = max(len(source) for source, _ in rows)
-        input_ids = np.full((len(rows), width), self.pad, dtype=np.int64)
-        targets = np.full((len(rows), width), self.pad, dtype=np.int64)
-        for row, (source, target) in enumerate(rows):  # rows filled in numpy, one tensor per column at the end
-            input_ids[row, :len(source)] = source
-            targets[row, :len(target)] = target
+        # K adjacent rows per example with views; rows filled in numpy, one tensor per column at the end
+        input_ids = _padded([row for item in items for row in np.atleast_2d(item["source"].numpy())], self.pad)
+        targets = _padded([row for item in items for row in np.atleast_2d(item["target"].numpy())], self.pad)
         labels = np.where(targets != self.pad, targets, IGNORE_INDEX)
         batch = {"input_ids": torch.from_numpy(input_ids), "attention_mask": torch.from_numpy(
             (input_ids != self.pad).astype(np.int64)), "labels": torch.from_numpy(labels)}
-        if self.feedback is not None:  # each position's group, for FeedbackTrainer (-1: padding)
-            batch["feedback_groups"] = torch.full((len(items), width), -1, dtype=torch.long)
-            for row, item in enumerate(items):
-                batch["feedback_groups"][row, :len(item["feedback_groups"])] = item["feedback_groups"]
+        if self.feedback is not None:  # each position's group, for FeedbackTrainer (-1: padding; no views here)
+            batch["feedback_groups"] = torch.from_numpy(_padded([item["feedback_groups"].numpy() for item in items], -1))
         return batch
 
     @property
@@ -252,20 +252,21 @@ class DenoisingCollator(PolicyCollator):
         items = [self.draw(example, counts=False) for example in examples]
         sources = [item["source"].numpy() for item in items]
         targets = [item["target"].numpy() for item in items]
-        batch = {"input_ids": _padded(sources, self.pad)}
+        batch = {"input_ids": torch.from_numpy(_padded(sources, self.pad))}
         batch["attention_mask"] = batch["input_ids"].ne(self.pad).long()
-        batch["labels"] = _padded(targets, IGNORE_INDEX)
+        batch["labels"] = torch.from_numpy(_padded(targets, IGNORE_INDEX))
         if self.decoder_input_ids:
-            batch["decoder_input_ids"] = _padded([previous_output_tokens(t, self.eos) for t in targets], self.pad)
+            batch["decoder_input_ids"] = torch.from_numpy(
+                _padded([previous_output_tokens(t, self.eos) for t in targets], self.pad))
         return batch
 
 
-def _padded(rows: Sequence[np.ndarray], fill: int) -> torch.Tensor:
-    """The rows as one int64 tensor, right-padded with ``fill`` to the longest."""
+def _padded(rows: Sequence[np.ndarray], fill: int) -> np.ndarray:
+    """The rows as one int64 array, right-padded with ``fill`` to the longest (both collators' batches)."""
     out = np.full((len(rows), max(len(row) for row in rows)), fill, dtype=np.int64)
     for i, row in enumerate(rows):
         out[i, :len(row)] = row
-    return torch.from_numpy(out)
+    return out
 
 
 def t5_sentinel_ids(tokenizer, count: int) -> List[int]:

@@ -45,8 +45,6 @@ PRODUCERS = {
     "pos-tags": {"track": "pos", "text": True, "model": False},
     "score-pll": {"track": "plt", "text": False, "model": True},
 }
-SPM_SPACE, GPT2_SPACE = "\u2581", "\u0120"
-
 
 class TrackValues(NamedTuple):
     values: List[np.ndarray]  #: per line, one value per id of the tokenizer's ``input_ids``
@@ -55,10 +53,12 @@ class TrackValues(NamedTuple):
 
 def vocabulary_kind(tokenizer) -> str:
     """``sentencepiece`` or ``gpt2``: which word mark (``▁`` or ``Ġ``) more of the tokenizer's tokens begin with
-    (as :func:`~fairseq_maskplug.hf.word_start_ids` reads it)."""
-    tokens = [t for t in tokenizer.convert_ids_to_tokens(list(range(len(tokenizer)))) if t]
-    spm = sum(t.startswith(SPM_SPACE) for t in tokens)
-    return "sentencepiece" if spm >= sum(t.startswith(GPT2_SPACE) for t in tokens) else "gpt2"
+    (:func:`~fairseq_maskplug.hf.word_mark`, as :func:`~fairseq_maskplug.hf.word_start_ids` reads it)."""
+    from .data.word_boundaries import SPM_SPACE
+    from .hf import word_mark
+
+    mark = word_mark(tokenizer.convert_ids_to_tokens(list(range(len(tokenizer)))))
+    return "sentencepiece" if mark == SPM_SPACE else "gpt2"
 
 
 def check_tokenizer(tokenizer) -> None:

@@ -16,6 +16,7 @@ import os
 import shutil
 import sys
 
+from ..common.extras import MissingExtra
 from ..tools.cli import add_version, command_main
 
 COMMAND = "fairseq-maskplug-hf-track"
@@ -105,12 +106,7 @@ def write(args) -> int:
     return 0
 
 
-def _errors():
-    from ..common.extras import MissingExtra
-    return (OSError, ValueError, MissingExtra)
-
-
-main = command_main(parse_args, write, _errors())
+main = command_main(parse_args, write, (OSError, ValueError, MissingExtra))
 
 
 def console_main() -> None:
