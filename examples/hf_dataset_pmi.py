@@ -14,7 +14,6 @@ and adds the ``pmi_units`` column; :class:`fairseq_maskplug.hf.PolicyCollator` m
 """
 
 import argparse
-import math
 
 
 def main():
@@ -31,8 +30,9 @@ def main():
     parser.add_argument("--out", default=None, help="where the Trainer writes (default: MODEL-pmi-trainer)")
     args = parser.parse_args()
 
-    from fairseq_maskplug.hf import EpochCallback, PolicyCollator
+    from fairseq_maskplug.hf import PolicyCollator
     from fairseq_maskplug.hf_tracks import track_values, with_track
+    from hf_trainer import train_steps  # the other example's loop (examples/ is this script's folder)
     from fairseq_maskplug.interop import import_transformers
 
     transformers = import_transformers()  # transformers, with the torchaudio fairseq pulls hidden
@@ -62,18 +62,7 @@ def main():
     print(f"{len(rows)} lines of {args.text or args.pieces} with their PMI units ({units} units; "
           f"{'a datasets.Dataset' if datasets is not None else 'a list: datasets is not installed'})")
 
-    trainer = transformers.Trainer(
-        model=model, train_dataset=rows, data_collator=collator, callbacks=[EpochCallback(collator)],
-        args=transformers.TrainingArguments(
-            output_dir=args.out or f"{args.model}-pmi-trainer", max_steps=args.steps, per_device_train_batch_size=8,
-            learning_rate=1e-4, logging_steps=max(1, args.steps // 4), save_strategy="no", report_to=[],
-            remove_unused_columns=False, use_cpu=True))
-    trainer.train()
-    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
-    if not losses or not all(math.isfinite(x) for x in losses):
-        raise SystemExit(f"error: training logged no finite loss ({losses})")
-    print(f"trained {args.steps} steps with the pmi collator: loss {losses[0]:.3f} -> {losses[-1]:.3f}")
-
+    train_steps(transformers, model, rows, collator, args.steps, args.out or f"{args.model}-pmi-trainer", "pmi")
 
 if __name__ == "__main__":
     main()

@@ -51,17 +51,23 @@ def main():
     if not rows:
         raise SystemExit(f"error: no line of {prefix} tokenizes back to its ids: is {args.model} this data's model?")
 
+    train_steps(transformers, model, rows, collator, args.steps, args.out or f"{args.model}-trainer", args.policy)
+
+
+def train_steps(transformers, model, rows, collator, steps: int, out: str, policy: str) -> None:
+    """``steps`` Trainer steps on ``rows`` with ``collator`` (batches of 8, lr 1e-4, on the CPU); an error unless every
+    logged loss is finite; the first and last loss printed. (examples/hf_dataset_pmi.py trains with it too.)"""
     trainer = transformers.Trainer(
         model=model, train_dataset=rows, data_collator=collator, callbacks=[EpochCallback(collator)],
         args=transformers.TrainingArguments(
-            output_dir=args.out or f"{args.model}-trainer", max_steps=args.steps, per_device_train_batch_size=8,
-            learning_rate=1e-4, logging_steps=max(1, args.steps // 4), save_strategy="no", report_to=[],
-            remove_unused_columns=False, use_cpu=True))
+            output_dir=out, max_steps=steps, per_device_train_batch_size=8, learning_rate=1e-4,
+            logging_steps=max(1, steps // 4), save_strategy="no", report_to=[], remove_unused_columns=False,
+            use_cpu=True))
     trainer.train()
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     if not losses or not all(math.isfinite(x) for x in losses):
         raise SystemExit(f"error: training logged no finite loss ({losses})")
-    print(f"trained {args.steps} steps with the {args.policy} collator: loss {losses[0]:.3f} -> {losses[-1]:.3f}")
+    print(f"trained {steps} steps with the {policy} collator: loss {losses[0]:.3f} -> {losses[-1]:.3f}")
 
 
 if __name__ == "__main__":

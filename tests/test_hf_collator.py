@@ -279,8 +279,6 @@ def test_a_tokenizer_of_other_pieces_is_refused_before_any_row(collator_data, sp
 @pytest.mark.full
 @pytest.mark.parametrize("policy, views", [("selective", None), ("pmi", None), ("random", 4)])
 def test_a_tiny_roberta_trains_with_the_trainer_and_the_collator(collator_data, policy, views, tmp_path):
-    from fairseq_maskplug.hf import EpochCallback
-
     _, tokenizer, examples = collator_data
     config = transformers.RobertaConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1,
                                         num_attention_heads=2, intermediate_size=64, max_position_embeddings=130,
@@ -288,17 +286,26 @@ def test_a_tiny_roberta_trains_with_the_trainer_and_the_collator(collator_data, 
     torch.manual_seed(0)
     model = transformers.RobertaForMaskedLM(config)
     collator = PolicyCollator(tokenizer, policy, seed=1, views=views)  # views: 16 examples make 64 rows
-    args = transformers.TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=16, num_train_epochs=2,
-                                          max_steps=12, learning_rate=1e-3, logging_steps=1, report_to=[],
+    result = train_twelve_steps(model, collator, examples[:96], 1e-3, tmp_path)  # it learns on the policy's positions
+    assert collator.epoch == 2 and result.global_step == 12
+
+
+def train_twelve_steps(model, collator, rows, learning_rate: float, out):
+    """12 ``Trainer`` steps of 16 rows (two epochs of 96), every loss logged; asserts each is finite and the last
+    three's mean below the first three's; the train result."""
+    from fairseq_maskplug.hf import EpochCallback
+
+    args = transformers.TrainingArguments(output_dir=str(out), per_device_train_batch_size=16, num_train_epochs=2,
+                                          max_steps=12, learning_rate=learning_rate, logging_steps=1, report_to=[],
                                           use_cpu=True, save_strategy="no", remove_unused_columns=False,
                                           dataloader_num_workers=0)
-    trainer = transformers.Trainer(model=model, args=args, train_dataset=examples[:96], data_collator=collator,
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=rows, data_collator=collator,
                                    callbacks=[EpochCallback(collator)])
     result = trainer.train()
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     assert len(losses) == 12 and all(np.isfinite(losses)), losses
-    assert np.mean(losses[-3:]) < np.mean(losses[:3])  # it learns on the policy's positions
-    assert collator.epoch == 2 and result.global_step == 12
+    assert np.mean(losses[-3:]) < np.mean(losses[:3]), losses
+    return result
 
 
 @pytest.mark.full
@@ -308,7 +315,7 @@ def test_a_tiny_encoder_decoder_trains_with_the_denoising_collator(collator_data
     (its own shift of the labels, ``decoder_input_ids=False``) train 12 steps under ``Trainer``, loss falling."""
     import copy
 
-    from fairseq_maskplug.hf import DenoisingCollator, EpochCallback
+    from fairseq_maskplug.hf import DenoisingCollator
 
     _, tokenizer, examples = collator_data
     if model_kind == "t5":
@@ -331,16 +338,7 @@ def test_a_tiny_encoder_decoder_trains_with_the_denoising_collator(collator_data
     model = model_class(config)
     collator = DenoisingCollator(tokenizer, "span", seed=1, target_format=target_format,
                                  decoder_input_ids=model_kind == "bart")
-    args = transformers.TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=16, num_train_epochs=2,
-                                          max_steps=12, learning_rate=3e-3, logging_steps=1, report_to=[],
-                                          use_cpu=True, save_strategy="no", remove_unused_columns=False,
-                                          dataloader_num_workers=0)
-    trainer = transformers.Trainer(model=model, args=args, train_dataset=examples[:96], data_collator=collator,
-                                   callbacks=[EpochCallback(collator)])
-    trainer.train()
-    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
-    assert len(losses) == 12 and all(np.isfinite(losses)), losses
-    assert np.mean(losses[-3:]) < np.mean(losses[:3]), losses
+    train_twelve_steps(model, collator, examples[:96], 3e-3, tmp_path)
 
 
 @pytest.mark.e2e
