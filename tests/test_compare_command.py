@@ -254,3 +254,18 @@ def test_the_fe_plan_file_is_the_stored_fe_run_s_shape():
     fe = plan.arm("fe_subword")
     assert fe.task == "fe_mlm" and fe.options[:4] == ("--batch-size", "8", "--fe-views", "4")
     assert (plan.pretrain.lr, plan.pretrain.batch_size, plan.finetune.lr, plan.finetune.batch_size) == (1e-3, 32, 2e-4, 32)
+
+
+def test_the_fe_plan_s_stored_report_has_the_stored_fe_run_s_outcomes():
+    """What docs/compare.md says of the FE plan: its stored report (docs/results/compare_fe_plan_cpu_2026-11-29.json,
+    ``fairseq-maskplug-compare recipes/compare_plans/fe.toml``) holds, for every arm, split and seed, the same
+    outcome on every sentence as the stored FE comparison of recipes/compare.sh."""
+    from fairseq_helpers import REPO
+
+    results = REPO / "docs" / "results"
+    plan = json.loads((results / "compare_fe_plan_cpu_2026-11-29.json").read_text())
+    recipe = json.loads((results / "compare_fe_cpu_2026-11-28.json").read_text())
+    outcomes = {(s["row"], s["split"], s["seed"]): s["correct"] for s in recipe["scores"]}
+    assert not plan["missing"] and len(plan["scores"]) == len(outcomes) == 20
+    for score in plan["scores"]:
+        assert len(score["correct"]) == 400 and score["correct"] == outcomes[score["row"], score["split"], score["seed"]]
