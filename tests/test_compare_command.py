@@ -71,6 +71,14 @@ def write_plan(root, name, text):
     return root / name
 
 
+#: an arm fine-tuned with L3's auxiliary MLM, its track on the labelled task (not written by any command here)
+L3_ARM = """
+[arms.l3]
+pretrain = false
+finetune_options = ["--mask-policy", "l3", "--l3-track", "plt", "--l3-mean", "0.15"]
+"""
+
+
 @pytest.mark.parametrize("change, message", [
     (lambda p: p.replace('"--mask-policy", "random"', '"--mask-policy", "nosuch"'),
      "[arms.random]: unknown mask policy 'nosuch'"),
@@ -84,6 +92,16 @@ def write_plan(root, name, text):
     (lambda p: p.replace("updates = 4", "updates = 0"), "[pretrain].updates must lie in [1, inf), got 0"),
     (lambda p: p.replace("[arms.none]", "[arms.none]\nupdates = 3"), "pretrain = false, so updates would be"),
     (lambda p: p.replace("seeds = [1, 2]", "seeds = [1, 1]"), "repeat a seed"),
+    # an arm that differs in its fine-tuning: its options through the fine-tuning task's parsers and checks,
+    # its track loaded where no produce command would write it
+    (lambda p: p.replace("[finetune]", '[finetune]\ntask = "joint_mlm_classification"\noptions = '
+                         '["--tokens-per-sample", "32"]') + L3_ARM.replace('"0.15"', '"1.5"'),
+     "[arms.l3] finetune: --l3-mean must lie in"),
+    (lambda p: p.replace("[finetune]", '[finetune]\ntask = "joint_mlm_classification"\noptions = '
+                         '["--tokens-per-sample", "32"]') + L3_ARM, "[arms.l3] finetune: side information 'plt' for split 'train' not found"),
+    (lambda p: p + L3_ARM + 'produce = [["fairseq-maskplug-score-pll", "--data", "{tasks}/input0"]]\n',
+     "unknown placeholder {tasks}"),
+    (lambda p: p.replace('corpus = "corpus"\n', ""), "[data]: missing 'corpus' (arm random pre-trains on it"),
 ])
 def test_a_bad_plan_is_refused_in_one_line_before_any_work(toy, change, message, capsys):
     from fairseq_maskplug.compare.cli import main
@@ -269,3 +287,78 @@ def test_the_fe_plan_s_stored_report_has_the_stored_fe_run_s_outcomes():
     assert not plan["missing"] and len(plan["scores"]) == len(outcomes) == 20
     for score in plan["scores"]:
         assert len(score["correct"]) == 400 and score["correct"] == outcomes[score["row"], score["split"], score["seed"]]
+
+
+def recipe_default(script, knob):
+    """The default of ``${KNOB:-default}`` in a recipe."""
+    import re
+
+    from fairseq_helpers import REPO
+
+    text = (REPO / "recipes" / script).read_text(encoding="utf-8")
+    return re.search(r"\$\{" + knob + r":-([^}]*)\}", text).group(1)
+
+
+def test_the_l3_plan_file_is_the_stored_l3_run_s_shape():
+    """``recipes/compare_plans/l3.toml`` reads, and its settings are recipes/l3_masking.sh's defaults, which the
+    stored L3 comparison ran with (no knob set): no arm pre-trains; each fine-tunes the general model with
+    joint_mlm_classification, 10 epochs, patience 3, the auxiliary MLM weighted the META-TARTAN way; L3's PLT
+    track written by its produce commands from the plan's model on every split of the task."""
+    from fairseq_helpers import REPO
+
+    plan = read_plan(REPO / "recipes" / "compare_plans" / "l3.toml")
+    stored = json.loads((REPO / "docs" / "results" / "compare_l3_cpu_2026-11-29.json").read_text())
+    assert stored["meta"]["environment_knobs"] == {} and stored["meta"]["shape_knobs"] == {}
+    assert {a.name for a in plan.arms} == {s["row"] for s in stored["scores"]} and plan.corpus is None
+    assert list(plan.seeds) == [int(seed) for seed in stored["meta"]["seeds"]]
+    assert all(arm.task is None for arm in plan.arms)
+    mean, meta_lr = recipe_default("l3_masking.sh", "L3_MEAN"), recipe_default("l3_masking.sh", "L3_META_LR")
+    ft = plan.finetune
+    assert ft.task == "joint_mlm_classification" and ft.epochs == int(recipe_default("l3_masking.sh", "L3_EPOCHS"))
+    assert ft.options == ["--tokens-per-sample", recipe_default("lib.sh", "MASKPLUG_TOKENS"),
+                          "--patience", recipe_default("l3_masking.sh", "L3_PATIENCE")]
+    assert (ft.lr, ft.batch_size) == (float(recipe_default("l3_masking.sh", "MASKPLUG_FINETUNE_LR")),
+                                      int(recipe_default("lib.sh", "MASKPLUG_BATCH")))
+    tartan = ("--loss-weighting", "tartan", "--tartan-meta-lr", meta_lr)
+    assert plan.arm("STL").finetune_options == ("--mlm-weight", "0")
+    assert plan.arm("RTM-tartan").finetune_options == (*tartan, "--mask-policy", "random", "--mask-prob", mean)
+    assert plan.arm("L3-tartan").finetune_options == (*tartan, "--mask-policy", "l3", "--l3-track", "plt",
+                                                       "--l3-mean", mean)
+    produced = plan.arm("L3-tartan").produce
+    assert [c[c.index("--split") + 1] for c in produced] == ["train", "valid", "test"]
+    assert all(c[:3] == ("fairseq-maskplug-score-pll", "--checkpoint", "{model}") and "{task}/input0" in c
+               for c in produced)
+
+
+def test_an_arm_that_differs_in_fine_tuning_produces_its_track_on_the_task_and_trains(toy, tmp_path, capsys):
+    """L3's shape of plan: no pre-training, the fine-tuning task joint_mlm_classification, the L3 arm's track
+    written from the plan's model ({model}) into the labelled task ({task}) by its produce commands, once; then
+    its unit fine-tunes with L3 masks and is scored."""
+    import shutil
+
+    from fairseq_maskplug.compare.cli import main
+
+    task = shutil.copytree(toy / "task", tmp_path / "task")  # the other tests' task keeps no plt track
+    text = (PLAN.replace('name = "toy"', 'name = "finetuning"').replace('task = "task"', f'task = "{task}"')
+            .replace('corpus = "corpus"\n', "").replace("[arms.random]\n", "")
+            .replace('options = ["--mask-policy", "random"]\n', "")
+            .replace("[finetune]", '[finetune]\ntask = "joint_mlm_classification"\n'
+                                   'options = ["--tokens-per-sample", "64"]')  # the task sets the positions to it
+            + L3_ARM + 'produce = [["fairseq-maskplug-score-pll", "--checkpoint", "{model}", "--data", "{task}/input0", '
+                       '"--splits", "train,valid,test", "--name", "plt", "--word-starts", "token"]]\n')
+    plan = write_plan(toy, "finetuning.toml", text)
+    assert read_plan(plan).corpus is None
+    assert main([str(plan), "--produce"]) == 0
+    capsys.readouterr()
+    assert all((task / "input0" / f"{split}.plt.bin").is_file() for split in ("train", "valid", "test"))
+    assert main([str(plan), "--print-jobs"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 4  # 2 arms x 2 seeds
+    assert main([str(plan), "--unit", "l3:1"]) == 0
+    unit = toy / "finetuning" / "units" / "l3__seed1"
+    log = (unit / "logs" / "finetune.log").read_text()
+    assert "'mask_policy': 'l3'" in log and "'_name': 'joint_mlm_classification'" in log
+    rates = [json.loads(line.split("| train | ", 1)[1])["train_mask_rate"] for line in log.splitlines()
+             if "| train | " in line]
+    assert rates and all(float(rate) > 0 for rate in rates)  # the auxiliary MLM trained on L3's masks
+    result = json.loads((unit / "result.test.json").read_text())
+    assert len(result["correct"]) == 40

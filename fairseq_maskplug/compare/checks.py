@@ -8,7 +8,8 @@ or the arm and what is wrong (:class:`~.plan.PlanError`):
   (:func:`~fairseq_maskplug.commands.train_cli.checked_config`: the policy's options and their ranges), then its
   training and validation splits loaded as training would load them: a track the policy reads and the corpus
   lacks is named with the command that writes it;
-- the fine-tuning's command line through the same parsers.
+- every arm's fine-tuning (``[finetune]`` with the arm's ``finetune_options``) through the same parsers and,
+  where its produce commands have run, its splits loaded (L3's track on the labelled task).
 """
 
 import filecmp
@@ -86,14 +87,19 @@ def check_arm_training(plan: Plan, arm, model: list, device: list, load: bool = 
         raise PlanError(f"{where}: {str(error).splitlines()[0] if str(error) else type(error).__name__}") from None
 
 
-def check_finetuning(plan: Plan, model: list, device: list) -> None:
+def check_arm_finetuning(plan: Plan, arm, model: list, device: list, load: bool = True) -> None:
+    """The arm's fine-tuning parses, passes its task's checks and (``load``) loads its splits."""
     from ..commands.train_cli import checked_config
+    from fairseq import tasks
 
-    arm = plan.arm(plan.baseline)
+    where = f"{plan.path} [finetune]" if not arm.finetune_options else f"{plan.path} [arms.{arm.name}] finetune"
     try:
-        checked_config(finetune_command(plan, arm, plan.seeds[0], model, device))
+        cfg = checked_config(finetune_command(plan, arm, plan.seeds[0], model, device))
+        task = tasks.setup_task(cfg.task)
+        for split in ("train", "valid") if load else ():
+            task.load_dataset(split, combine=False, epoch=1)
     except (ValueError, OSError, KeyError) as error:
-        raise PlanError(f"{plan.path} [finetune]: {str(error).splitlines()[0]}") from None
+        raise PlanError(f"{where}: {str(error).splitlines()[0] if str(error) else type(error).__name__}") from None
 
 
 def check_plan(plan: Plan, arms: Optional[Iterable[str]] = None, say: Callable[[str], None] = lambda line: None) -> list:
@@ -106,5 +112,5 @@ def check_plan(plan: Plan, arms: Optional[Iterable[str]] = None, say: Callable[[
         if arm.task:
             say(f"checking arm {arm.name}: {arm.task} {' '.join(arm.options)}".rstrip())
             check_arm_training(plan, arm, model, device, load=produced(plan, arm))
-    check_finetuning(plan, model, device)
+        check_arm_finetuning(plan, arm, model, device, load=produced(plan, arm))
     return model

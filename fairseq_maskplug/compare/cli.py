@@ -62,8 +62,8 @@ def check_out(plan) -> None:
     from ..common.atomic import check_output_directory
 
     check_output_directory(plan.out, f"{plan.path}: out", COMMAND,
-                           others=[("[data] corpus", str(plan.corpus)), ("[data] task", str(plan.labelled)),
-                                   ("[model] checkpoint", str(plan.model))])
+                           others=[("[data] corpus", str(plan.corpus) if plan.corpus else None),
+                                   ("[data] task", str(plan.labelled)), ("[model] checkpoint", str(plan.model))])
 
 
 def claim_out(plan) -> None:
@@ -147,7 +147,7 @@ def work(args) -> int:
         except StageFailed as error:
             print(f"error: {error}", file=sys.stderr)
             return 1
-        check_plan(plan, [name for name in unproduced if plan.arm(name).task], say)  # now with the tracks
+        check_plan(plan, unproduced, say)  # now with the tracks
     if args.produce:
         print(f"the arms' produce commands have run (logs in {plan.out / 'producers'})")
         return 0

@@ -65,20 +65,28 @@ def pretrain_command(plan: Plan, arm: Arm, seed: int, model: List[str], device: 
             "--finetune-from-model", str(plan.model), *settings.options, *arm.options]
 
 
+#: what ``sentence_prediction`` needs beyond the task's name (fairseq's RoBERTa GLUE configs; fairseq leaves the
+#: LM head unused there: ``--find-unused-parameters``); another fine-tuning task (``joint_mlm_classification``)
+#: takes the plan's ``[finetune] options`` as it is
+SENTENCE_PREDICTION = ["--init-token", "0", "--separator-token", "2", "--shorten-method", "truncate",
+                       "--find-unused-parameters"]
+
+
 def finetune_command(plan: Plan, arm: Arm, seed: int, model: List[str], device: List[str]) -> List[str]:
-    """``fairseq-maskplug-train`` arguments of the fine-tuning (``sentence_prediction``, the best valid accuracy
-    kept; fairseq leaves RoBERTa's LM head unused there: ``--find-unused-parameters``, as its own configs)."""
+    """``fairseq-maskplug-train`` arguments of the arm's fine-tuning: ``[finetune] task`` with the criterion of
+    the same name, the best valid accuracy kept; ``[finetune] options``, then the arm's ``finetune_options``."""
     settings = plan.finetune
     start = unit_dir(plan, arm.name, seed) / "pretrain" / "checkpoint_last.pt" if arm.task else plan.model
     steps = settings.epochs * (split_size(plan.labelled / "input0" / "train") // settings.batch_size + 1)
-    return [str(plan.labelled), "--task", "sentence_prediction", "--criterion", "sentence_prediction",
-            "--num-classes", str(label_count(plan.labelled)), "--init-token", "0", "--separator-token", "2",
-            "--shorten-method", "truncate", "--find-unused-parameters", *model, *COMMON, *device,
+    extra = SENTENCE_PREDICTION if settings.task == "sentence_prediction" else []
+    return [str(plan.labelled), "--task", settings.task, "--criterion", settings.task,
+            "--num-classes", str(label_count(plan.labelled)), *extra, *model, *COMMON, *device,
             "--batch-size", str(settings.batch_size), "--lr-scheduler", "polynomial_decay", "--lr", str(settings.lr),
             "--warmup-updates", str(steps // 10 + 1), "--max-epoch", str(settings.epochs),
             "--total-num-update", str(steps), "--seed", str(seed), "--best-checkpoint-metric", "accuracy",
             "--maximize-best-checkpoint-metric", "--save-dir", str(unit_dir(plan, arm.name, seed) / "finetune"),
-            "--no-epoch-checkpoints", "--finetune-from-model", str(start), *settings.options]
+            "--no-epoch-checkpoints", "--finetune-from-model", str(start), *settings.options,
+            *arm.finetune_options]
 
 
 def evaluate_command(plan: Plan, arm: Arm, seed: int) -> List[str]:

@@ -49,8 +49,10 @@ class PretrainSettings:
 
 @dataclasses.dataclass
 class FinetuneSettings:
-    """``[finetune]``: the one fine-tuning and evaluation every arm ends with (``sentence_prediction``)."""
+    """``[finetune]``: the fine-tuning and evaluation every arm ends with (an arm may add ``finetune_options``)."""
 
+    task: str = option("sentence_prediction", "the fine-tuning task, trained with the criterion of the same name: "
+                       "sentence_prediction, or joint_mlm_classification (L3's and RTM's auxiliary MLM)")
     epochs: int = option(3, "fine-tuning epochs; the checkpoint with the best valid accuracy is scored",
                          range="[1, inf)", source="ours (the recipes' SM_FINETUNE_EPOCHS)")
     lr: float = option(2e-4, "peak learning rate (polynomial decay, 10% warm-up)", range="(0, inf)",
@@ -68,8 +70,10 @@ class Arm:
     task: Optional[str]
     updates: int
     options: Tuple[str, ...]
-    #: commands that write the tracks the arm's policy reads, run once before its units (``{corpus}``: the corpus)
+    #: commands that write the tracks the arm's policy reads, run once before its units (:data:`PLACEHOLDERS`)
     produce: Tuple[Tuple[str, ...], ...] = ()
+    #: options the arm adds to ``[finetune]``'s (STL, RTM and L3 differ only there)
+    finetune_options: Tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,7 +83,7 @@ class Plan:
     path: Path
     name: str
     out: Path
-    corpus: Path
+    corpus: Optional[Path]  # None where no arm pre-trains and no produce command names it
     labelled: Path
     model: Path
     seeds: Tuple[int, ...]
@@ -105,7 +109,10 @@ TOP_KEYS = {"name": str, "out": str, "seeds": list, "baseline": str, "parallel":
             "pretrain": dict, "finetune": dict, "arms": dict}
 DATA_KEYS = {"corpus": str, "task": str}
 MODEL_KEYS = {"checkpoint": str}
-ARM_KEYS = {"pretrain": bool, "task": str, "updates": int, "options": list, "produce": list}
+ARM_KEYS = {"pretrain": bool, "task": str, "updates": int, "options": list, "produce": list,
+            "finetune_options": list}
+#: what a ``produce`` command's words may name: the corpus, the labelled task's folder, the plan's model
+PLACEHOLDERS = ("{corpus}", "{task}", "{model}")
 DEFAULT_SEEDS = (1, 2, 3, 4, 5)
 
 
@@ -183,7 +190,7 @@ def read_plan(path, overrides: Optional[dict] = None) -> Plan:
             raise PlanError(f"{where}: missing {'[' + key + ']' if key in ('data', 'model', 'arms') else key!r}")
     _check_table(f"{where} [data]", raw["data"], DATA_KEYS)
     _check_table(f"{where} [model]", raw["model"], MODEL_KEYS)
-    for table, key in (("data", "corpus"), ("data", "task"), ("model", "checkpoint")):
+    for table, key in (("data", "task"), ("model", "checkpoint")):
         if key not in raw[table]:
             raise PlanError(f"{where} [{table}]: missing {key!r}")
     name = raw.get("name", path.stem)
@@ -208,9 +215,9 @@ def read_plan(path, overrides: Optional[dict] = None) -> Plan:
             raise PlanError(f"{at}: an arm's name must be letters, digits, '_', '.' or '-'")
         _check_table(at, table, ARM_KEYS)
         stage = table.get("pretrain", True)
-        if not stage and set(table) - {"pretrain"}:
-            raise PlanError(f"{at}: pretrain = false, so {', '.join(sorted(set(table) - {'pretrain'}))} would be "
-                            "ignored; remove them")
+        ignored = set(table) - {"pretrain", "produce", "finetune_options"}
+        if not stage and ignored:
+            raise PlanError(f"{at}: pretrain = false, so {', '.join(sorted(ignored))} would be ignored; remove them")
         updates = table.get("updates", pretrain.updates)
         if updates < 1:
             raise PlanError(f"{at}.updates must lie in [1, inf), got {updates}")
@@ -218,16 +225,27 @@ def read_plan(path, overrides: Optional[dict] = None) -> Plan:
         if not all(isinstance(command, list) and command for command in produce):
             raise PlanError(f"{at}.produce: must be a list of commands, each a list of words, e.g. "
                             '[["fairseq-maskplug-pmi-units", "--data", "{corpus}", "--splits", "train,valid"]]')
+        for command in produce:
+            for word in map(str, command):
+                for unknown in set(re.findall(r"\{[^{}]*\}", word)) - set(PLACEHOLDERS):
+                    raise PlanError(f"{at}.produce: unknown placeholder {unknown} in {word!r} (known: "
+                                    f"{', '.join(PLACEHOLDERS)})")
         arms.append(Arm(arm_name, table.get("task", pretrain.task) if stage else None, updates if stage else 0,
                         _option_list(f"{at}.options", table.get("options", [])) if stage else (),
-                        tuple(_option_list(f"{at}.produce", command) for command in produce)))
+                        tuple(_option_list(f"{at}.produce", command) for command in produce),
+                        _option_list(f"{at}.finetune_options", table.get("finetune_options", []))))
     if len(arms) < 2:
         raise PlanError(f"{where}: a comparison needs at least two arms, got {len(arms)}")
+    corpus = raw["data"].get("corpus")
+    needs = [a.name for a in arms if a.task or any("{corpus}" in w for c in a.produce for w in c)]
+    if corpus is None and needs:
+        raise PlanError(f"{where} [data]: missing 'corpus' (arm {needs[0]} pre-trains on it or its produce "
+                        "commands name it)")
     baseline = raw["baseline"]
     if baseline not in {a.name for a in arms}:
         raise PlanError(f"{where}: baseline {baseline!r} is not an arm (arms: {', '.join(a.name for a in arms)})")
     return Plan(path=path, name=name, out=_path(path, f"{where}: out", raw.get("out", name)),
-                corpus=_path(path, f"{where} [data]: corpus", raw["data"]["corpus"]),
+                corpus=_path(path, f"{where} [data]: corpus", corpus) if corpus is not None else None,
                 labelled=_path(path, f"{where} [data]: task", raw["data"]["task"]),
                 model=_path(path, f"{where} [model]: checkpoint", raw["model"]["checkpoint"]),
                 seeds=tuple(seeds), baseline=baseline, arms=tuple(arms), pretrain=pretrain, finetune=finetune,

@@ -40,9 +40,10 @@ def collect_results(plan: Plan, command: Optional[List[str]] = None) -> dict:
             scores.append({"experiment": plan.name, "row": arm, "seed": seed, "split": split,
                            **{k: record.get(k) for k in RECORD_FIELDS}})
     meta = {"kind": "comparison", "plan": str(plan.path), "name": plan.name, "baseline": plan.baseline,
-            "arms": [{"name": a.name, "task": a.task, "updates": a.updates, "options": list(a.options)}
-                     for a in plan.arms],
-            "seeds": [str(s) for s in plan.seeds], "corpus": str(plan.corpus), "task": str(plan.labelled),
+            "arms": [{"name": a.name, "task": a.task, "updates": a.updates, "options": list(a.options),
+                      "finetune_options": list(a.finetune_options)} for a in plan.arms],
+            "finetune_task": plan.finetune.task, "seeds": [str(s) for s in plan.seeds],
+            "corpus": str(plan.corpus) if plan.corpus else None, "task": str(plan.labelled),
             "model": str(plan.model), "version": __version__,
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
             "command": shlex.join(command) if command else None}

@@ -114,9 +114,21 @@ def produced(plan: Plan, arm) -> bool:
     return not arm.produce or (producers_dir(plan) / ".done" / arm.name).exists()
 
 
+def filled(plan: Plan, command) -> List[str]:
+    """A ``produce`` command's words with :data:`~.plan.PLACEHOLDERS` replaced: ``{corpus}`` by the corpus,
+    ``{task}`` by the labelled task's folder, ``{model}`` by the plan's checkpoint."""
+    values = {"{corpus}": plan.corpus, "{task}": plan.labelled, "{model}": plan.model}  # corpus: read_plan's check
+    words = []
+    for word in command:
+        for placeholder, value in values.items():
+            word = word.replace(placeholder, str(value))
+        words.append(word)
+    return words
+
+
 def produce(plan: Plan, arm, say: Callable[[str], None] = print) -> None:
-    """Run the arm's ``produce`` commands once (``{corpus}`` replaced by the corpus), each a stage of the folder
-    ``OUT/producers/`` (log ``ARM.N.log``), unless they ran before."""
+    """Run the arm's ``produce`` commands once (:func:`filled`), each a stage of the folder ``OUT/producers/``
+    (log ``ARM.N.log``), unless they ran before."""
     if produced(plan, arm):
         return
     folder = producers_dir(plan)
@@ -124,7 +136,7 @@ def produce(plan: Plan, arm, say: Callable[[str], None] = print) -> None:
     lock = lock_output(str(folder), COMMAND, directory=True, log=say)
     try:
         for number, command in enumerate(arm.produce, 1):
-            words = [word.replace("{corpus}", str(plan.corpus)) for word in command]
+            words = filled(plan, command)
             run_stage(folder, f"{arm.name}.{number}", [tool(words[0]), *words[1:]], say)
         (folder / ".done" / arm.name).touch()
     finally:
