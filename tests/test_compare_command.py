@@ -101,7 +101,17 @@ finetune_options = ["--mask-policy", "l3", "--l3-track", "plt", "--l3-mean", "0.
                          '["--tokens-per-sample", "32"]') + L3_ARM, "[arms.l3] finetune: side information 'plt' for split 'train' not found"),
     (lambda p: p + L3_ARM + 'produce = [["fairseq-maskplug-score-pll", "--data", "{tasks}/input0"]]\n',
      "unknown placeholder {tasks}"),
-    (lambda p: p.replace('corpus = "corpus"\n', ""), "[data]: missing 'corpus' (arm random pre-trains on it"),
+    (lambda p: p.replace('corpus = "corpus"\n', ""), "[data]: missing 'corpus' (arm random uses it"),
+    # seed_produce: per-seed tracks named by the arms that read them
+    (lambda p: p.replace('"random"]', '"random", "--seed", "{seed}"]'), "names {seed} in its options, but no "
+                                                                       "seed_produce command"),
+    (lambda p: p.replace('baseline', 'seed_produce = [["true", "{unit:nosuch}"]]\nbaseline'),
+     "seed_produce names {unit:nosuch}, not an arm"),
+    (lambda p: p.replace('baseline', 'seed_produce = [["true", "{unit:random}"]]\nbaseline')
+     .replace('"random"]', '"random", "--seed", "{seed}"]'), "reads {unit:random}, whose options need"),
+    (lambda p: p.replace('baseline', 'seed_produce = [["true", "x{model_options}"]]\nbaseline'),
+     "{model_options} stands for several words"),
+    (lambda p: p.replace('baseline', 'seed_produce = [["true", "{sede}"]]\nbaseline'), "unknown placeholder {sede}"),
 ])
 def test_a_bad_plan_is_refused_in_one_line_before_any_work(toy, change, message, capsys):
     from fairseq_maskplug.compare.cli import main
@@ -362,3 +372,55 @@ def test_an_arm_that_differs_in_fine_tuning_produces_its_track_on_the_task_and_t
     assert rates and all(float(rate) > 0 for rate in rates)  # the auxiliary MLM trained on L3's masks
     result = json.loads((unit / "result.test.json").read_text())
     assert len(result["correct"]) == 40
+
+
+SELECTIVE_CHAIN = """
+seed_produce = [
+    ["fairseq-maskplug-score-importance", "--checkpoint", "{unit:none}/finetune/checkpoint_best.pt", "--data",
+     "{task}", "--splits", "train,valid", "--name", "importance_s{seed}"],
+    ["fairseq-maskplug-train", "{task}/input0", "--task", "token_importance", "--criterion", "token_importance",
+     "--label-track", "importance_s{seed}", "--tokens-per-sample", "64", "{model_options}", "{device}",
+     "--batch-size", "8", "--optimizer", "adam", "--lr", "1e-3", "--max-epoch", "1", "--seed", "1",
+     "--finetune-from-model", "{model}", "--best-checkpoint-metric", "f1", "--maximize-best-checkpoint-metric",
+     "--save-dir", "{seed_dir}/tagger", "--no-epoch-checkpoints", "--no-progress-bar"],
+    ["fairseq-maskplug-annotate-importance", "--checkpoint", "{seed_dir}/tagger/checkpoint_best.pt", "--data",
+     "{corpus}", "--splits", "train,valid", "--name", "importance_s{seed}"],
+]
+"""
+
+
+@pytest.mark.full
+def test_seed_produce_runs_each_seed_s_chain_after_the_unit_it_reads(toy, tmp_path, capsys):
+    """Selective masking's shape of plan: for each seed, the no-pre-training arm's unit fine-tunes the classifier,
+    which scores the task; a tagger learns the scores and writes the corpus's track under the seed's name, which
+    the selective arm reads ({seed} in its options). --produce runs the chains (the classifier units included,
+    so the run itself skips them); each seed's track comes from its own classifier."""
+    import shutil
+
+    from fairseq_maskplug.compare.cli import main
+
+    corpus = shutil.copytree(toy / "corpus", tmp_path / "corpus")
+    task = shutil.copytree(toy / "task", tmp_path / "task")
+    text = (PLAN.replace('name = "toy"', 'name = "chain"').replace('corpus = "corpus"', f'corpus = "{corpus}"')
+            .replace('task = "task"', f'task = "{task}"').replace('baseline', SELECTIVE_CHAIN + 'baseline')
+            .replace('options = ["--mask-policy", "random"]', 'task = "selective_mlm"\noptions = '
+                     '["--selective-track", "importance_s{seed}"]'))
+    plan = write_plan(toy, "chain.toml", text)
+    assert main([str(plan), "--print-jobs"]) == 2
+    assert "--produce` first" in capsys.readouterr().err
+    assert main([str(plan), "--produce"]) == 0
+    capsys.readouterr()
+    out = toy / "chain"
+    for seed in (1, 2):
+        assert (out / "units" / f"none__seed{seed}" / "result.test.json").is_file()  # the classifier unit, whole
+        assert (out / "producers" / f"seed{seed}" / "tagger" / "checkpoint_best.pt").is_file()
+        assert all((corpus / f"{split}.importance_s{seed}.bin").is_file() for split in ("train", "valid"))
+        # each seed's classifier scored the task (a stage's log begins with its command)
+        first = (out / "producers" / f"seed{seed}" / "logs" / f"seed{seed}.1.log").read_text().splitlines()[0]
+        assert first.startswith("$ ") and f"units/none__seed{seed}/finetune/checkpoint_best.pt" in first
+    assert main([str(plan), "--print-jobs"]) == 0
+    jobs = capsys.readouterr().out.splitlines()
+    assert [job.rsplit(" ", 1)[1] for job in jobs] == ["random:1", "random:2"]  # the classifiers ran already
+    assert main([str(plan), "--unit", "random:2"]) == 0
+    log = (out / "units" / "random__seed2" / "logs" / "pretrain.log").read_text()
+    assert "'selective_track': 'importance_s2'" in log

@@ -6,8 +6,8 @@ corpus and labelled task, over seeds, with paired statistics (``docs/compare.md`
     fairseq-maskplug-compare plan.toml --print-jobs     one command per unfinished unit (a Slurm array, any
                                                         scheduler, a shell loop), after the same checks
     fairseq-maskplug-compare plan.toml --unit pmi:3     run one unit (what --print-jobs prints)
-    fairseq-maskplug-compare plan.toml --produce        run the arms' produce commands only (once, before
-                                                        --print-jobs' units)
+    fairseq-maskplug-compare plan.toml --produce        run the arms' produce commands and seed_produce's for
+                                                        each seed only (once, before --print-jobs' units)
     fairseq-maskplug-compare plan.toml --collect        the report of whatever finished; names what is missing
 
 The plan (TOML, :mod:`fairseq_maskplug.compare.plan`) names the data, the starting model, the seeds and the arms;
@@ -38,7 +38,8 @@ def parse_args(argv=None):
                       help="check the plan, then print one command per unit not finished, and stop")
     what.add_argument("--unit", metavar="ARM:SEED", help="run (or resume) this one unit")
     what.add_argument("--produce", action="store_true",
-                      help="check the plan, run the arms' produce commands (once; before --print-jobs' units), and stop")
+                      help="check the plan, run the arms' produce commands and seed_produce's for each seed (once; before "
+                           "--print-jobs' units), and stop")
     what.add_argument("--collect", action="store_true",
                       help="write the report of the finished units (no training); name the missing ones")
     parser.add_argument("--parallel", type=int, default=None,
@@ -108,7 +109,8 @@ def work(args) -> int:
     from .checks import check_plan
     from .plan import PlanError, read_plan
     from .report import write_report
-    from .units import StageFailed, missing_units, parse_unit, produce, produced, run_unit
+    from .units import (StageFailed, missing_units, parse_unit, produce, produce_seed, produced, run_unit,
+                        seed_produced)
 
     overrides = {"seeds": args.seeds} if args.seeds else None
     plan = read_plan(args.plan, overrides)
@@ -118,7 +120,7 @@ def work(args) -> int:
         return 0 if data["scores"] else 1
     unproduced = [arm.name for arm in plan.arms if not produced(plan, arm)]
     first = (f"run `{COMMAND} {plan.path} --produce` first, once: it writes the tracks of arm(s) "
-             f"{', '.join(unproduced)} (their produce commands)")
+             f"{', '.join(unproduced)} (their produce commands, or seed_produce's for each seed)")
     if args.unit:
         arm, seed = parse_unit(args.unit)
         if arm in unproduced:
@@ -138,12 +140,15 @@ def work(args) -> int:
         raise PlanError(f"{plan.path}: {first}")
     check_out(plan)
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731  (stdout: --print-jobs' commands)
-    check_plan(plan, say=say)
-    if unproduced:
+    model = check_plan(plan, say=say)
+    if unproduced or not all(seed_produced(plan, seed) for seed in plan.seeds):
         claim_out(plan)
+        from .commands import device_options
         try:
             for arm in plan.arms:
                 produce(plan, arm, say)
+            for seed in plan.seeds:
+                produce_seed(plan, seed, model, device_options(), say)
         except StageFailed as error:
             print(f"error: {error}", file=sys.stderr)
             return 1

@@ -52,6 +52,11 @@ def unit_dir(plan: Plan, arm: str, seed: int) -> Path:
     return plan.out / "units" / f"{arm}__seed{seed}"
 
 
+def seeded(words, seed: int) -> List[str]:
+    """An arm's options with ``{seed}`` replaced by the unit's seed (a track ``seed_produce`` wrote per seed)."""
+    return [word.replace("{seed}", str(seed)) for word in words]
+
+
 def pretrain_command(plan: Plan, arm: Arm, seed: int, model: List[str], device: List[str]) -> List[str]:
     """``fairseq-maskplug-train`` arguments of the arm's continued pre-training (its task's own criterion)."""
     settings, updates = plan.pretrain, arm.updates
@@ -62,7 +67,7 @@ def pretrain_command(plan: Plan, arm: Arm, seed: int, model: List[str], device: 
             "--total-num-update", str(updates), "--max-update", str(updates), "--seed", str(seed),
             "--save-dir", str(unit_dir(plan, arm.name, seed) / "pretrain"), "--no-epoch-checkpoints",
             "--save-interval-updates", str(updates), "--keep-interval-updates", "1",
-            "--finetune-from-model", str(plan.model), *settings.options, *arm.options]
+            "--finetune-from-model", str(plan.model), *settings.options, *seeded(arm.options, seed)]
 
 
 #: what ``sentence_prediction`` needs beyond the task's name (fairseq's RoBERTa GLUE configs; fairseq leaves the
@@ -86,7 +91,7 @@ def finetune_command(plan: Plan, arm: Arm, seed: int, model: List[str], device: 
             "--total-num-update", str(steps), "--seed", str(seed), "--best-checkpoint-metric", "accuracy",
             "--maximize-best-checkpoint-metric", "--save-dir", str(unit_dir(plan, arm.name, seed) / "finetune"),
             "--no-epoch-checkpoints", "--finetune-from-model", str(start), *settings.options,
-            *arm.finetune_options]
+            *seeded(arm.finetune_options, seed)]
 
 
 def evaluate_command(plan: Plan, arm: Arm, seed: int) -> List[str]:

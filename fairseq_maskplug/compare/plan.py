@@ -92,12 +92,22 @@ class Plan:
     pretrain: PretrainSettings
     finetune: FinetuneSettings
     parallel: int
+    #: commands run for each seed before that seed's units (selective masking's classifier -> tagger -> track)
+    seed_produce: Tuple[Tuple[str, ...], ...] = ()
 
     def arm(self, name: str) -> Arm:
         for arm in self.arms:
             if arm.name == name:
                 return arm
         raise PlanError(f"{self.path}: no arm named {name!r} (arms: {', '.join(a.name for a in self.arms)})")
+
+    def seed_units(self) -> List[str]:
+        """The arms whose unit of a seed ``seed_produce`` reads (``{unit:ARM}``): run before it, seed by seed."""
+        names = []
+        for command in self.seed_produce:
+            for word in command:
+                names += [name for name in UNIT.findall(word) if name not in names]
+        return names
 
     def units(self) -> List[Tuple[str, int]]:
         """Every ``(arm, seed)``, seed by seed: a run cut short has whole seeds to compare."""
@@ -106,13 +116,23 @@ class Plan:
 
 #: the keys a plan may hold, each table's with its type (dataclass tables read through :func:`_settings`)
 TOP_KEYS = {"name": str, "out": str, "seeds": list, "baseline": str, "parallel": int, "data": dict, "model": dict,
-            "pretrain": dict, "finetune": dict, "arms": dict}
+            "pretrain": dict, "finetune": dict, "arms": dict, "seed_produce": list}
 DATA_KEYS = {"corpus": str, "task": str}
 MODEL_KEYS = {"checkpoint": str}
 ARM_KEYS = {"pretrain": bool, "task": str, "updates": int, "options": list, "produce": list,
             "finetune_options": list}
 #: what a ``produce`` command's words may name: the corpus, the labelled task's folder, the plan's model
 PLACEHOLDERS = ("{corpus}", "{task}", "{model}")
+#: what a ``seed_produce`` command may name besides: the seed, the seed's producers' folder, the folder of an
+#: arm's unit of that seed (``{unit:ARM}``, run first) and, as whole words, the model's architecture options and
+#: the device's (``--cpu``, or ``--fp16`` with a GPU)
+SEED_PLACEHOLDERS = ("{seed}", "{seed_dir}", "{unit:ARM}", "{model_options}", "{device}")
+#: what an arm's ``options`` and ``finetune_options`` may name: the unit's seed (a track written per seed)
+OPTION_PLACEHOLDERS = ("{seed}",)
+#: words that expand to several words: they stand alone
+WHOLE_WORDS = ("{model_options}", "{device}")
+PLACEHOLDER = re.compile(r"\{[A-Za-z_][A-Za-z0-9_:.-]*\}")
+UNIT = re.compile(r"\{unit:([^{}]+)\}")
 DEFAULT_SEEDS = (1, 2, 3, 4, 5)
 
 
@@ -162,6 +182,22 @@ def _settings(where: str, table: dict, settings: type):
             raise PlanError(f"{where}.{name} must lie in {f.metadata['range']}, got {value}")
         values[name] = value
     return settings(**values)
+
+
+def _check_placeholders(where: str, words, allowed) -> None:
+    """Every ``{name}`` in ``words`` is one of ``allowed`` (``{unit:ARM}`` for any arm); whole-word ones alone."""
+    for word in words:
+        for found in PLACEHOLDER.findall(word):
+            known = found in allowed or ("{unit:ARM}" in allowed and UNIT.fullmatch(found))
+            if not known:
+                raise PlanError(f"{where}: unknown placeholder {found} in {word!r} (known: {', '.join(allowed)})")
+            if found in WHOLE_WORDS and word != found:
+                raise PlanError(f"{where}: {found} stands for several words: give it as a word of its own")
+
+
+def uses_seed(arm: "Arm") -> bool:
+    """Whether the arm's options name its unit's seed (a track ``seed_produce`` writes)."""
+    return any("{seed}" in word for word in (*arm.options, *arm.finetune_options))
 
 
 def _path(plan_file: Path, where: str, text: str) -> Path:
@@ -226,21 +262,36 @@ def read_plan(path, overrides: Optional[dict] = None) -> Plan:
             raise PlanError(f"{at}.produce: must be a list of commands, each a list of words, e.g. "
                             '[["fairseq-maskplug-pmi-units", "--data", "{corpus}", "--splits", "train,valid"]]')
         for command in produce:
-            for word in map(str, command):
-                for unknown in set(re.findall(r"\{[^{}]*\}", word)) - set(PLACEHOLDERS):
-                    raise PlanError(f"{at}.produce: unknown placeholder {unknown} in {word!r} (known: "
-                                    f"{', '.join(PLACEHOLDERS)})")
+            _check_placeholders(f"{at}.produce", map(str, command), PLACEHOLDERS)
+        for key in ("options", "finetune_options"):
+            _check_placeholders(f"{at}.{key}", map(str, table.get(key, [])), OPTION_PLACEHOLDERS)
         arms.append(Arm(arm_name, table.get("task", pretrain.task) if stage else None, updates if stage else 0,
                         _option_list(f"{at}.options", table.get("options", [])) if stage else (),
                         tuple(_option_list(f"{at}.produce", command) for command in produce),
                         _option_list(f"{at}.finetune_options", table.get("finetune_options", []))))
     if len(arms) < 2:
         raise PlanError(f"{where}: a comparison needs at least two arms, got {len(arms)}")
+    seed_produce = raw.get("seed_produce", [])
+    if not all(isinstance(command, list) and command for command in seed_produce):
+        raise PlanError(f"{where}: seed_produce must be a list of commands, each a list of words")
+    seed_produce = tuple(_option_list(f"{where}: seed_produce", command) for command in seed_produce)
+    for command in seed_produce:
+        _check_placeholders(f"{where}: seed_produce", command, PLACEHOLDERS + SEED_PLACEHOLDERS)
+        for unit_arm in (found for word in command for found in UNIT.findall(word)):
+            if unit_arm not in {a.name for a in arms}:
+                raise PlanError(f"{where}: seed_produce names {{unit:{unit_arm}}}, not an arm")
+            if uses_seed(next(a for a in arms if a.name == unit_arm)):
+                raise PlanError(f"{where}: seed_produce reads {{unit:{unit_arm}}}, whose options need "
+                                "seed_produce's tracks ({seed}): it would wait on itself")
+    if any(uses_seed(arm) for arm in arms) and not seed_produce:
+        raise PlanError(f"{where}: arm {next(a.name for a in arms if uses_seed(a))} names {{seed}} in its options, "
+                        "but no seed_produce command writes a track per seed")
     corpus = raw["data"].get("corpus")
-    needs = [a.name for a in arms if a.task or any("{corpus}" in w for c in a.produce for w in c)]
+    needs = [f"arm {a.name}" for a in arms if a.task or any("{corpus}" in w for c in a.produce for w in c)]
+    needs += ["seed_produce"] if any("{corpus}" in w for c in seed_produce for w in c) else []
     if corpus is None and needs:
-        raise PlanError(f"{where} [data]: missing 'corpus' (arm {needs[0]} pre-trains on it or its produce "
-                        "commands name it)")
+        raise PlanError(f"{where} [data]: missing 'corpus' ({needs[0]} uses it: a pre-training stage or a "
+                        "produce command)")
     baseline = raw["baseline"]
     if baseline not in {a.name for a in arms}:
         raise PlanError(f"{where}: baseline {baseline!r} is not an arm (arms: {', '.join(a.name for a in arms)})")
@@ -249,4 +300,4 @@ def read_plan(path, overrides: Optional[dict] = None) -> Plan:
                 labelled=_path(path, f"{where} [data]: task", raw["data"]["task"]),
                 model=_path(path, f"{where} [model]: checkpoint", raw["model"]["checkpoint"]),
                 seeds=tuple(seeds), baseline=baseline, arms=tuple(arms), pretrain=pretrain, finetune=finetune,
-                parallel=parallel)
+                parallel=parallel, seed_produce=seed_produce)

@@ -8,6 +8,7 @@ is locked for the run (:mod:`~fairseq_maskplug.common.locks`), the second stops 
 """
 
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -17,7 +18,7 @@ from typing import Callable, List, Optional
 from ..common.locks import lock_output
 from ..tools.cli import console_command as tool
 from .commands import evaluate_command, finetune_command, pretrain_command, unit_dir
-from .plan import Plan, PlanError
+from .plan import UNIT, Plan, PlanError, uses_seed
 
 COMMAND = "fairseq-maskplug-compare"
 SPLITS = ("valid", "test")
@@ -54,6 +55,8 @@ def run_stage(unit: Path, stage: str, argv: List[str], say: Callable[[str], None
     say(f"{unit.name}: {stage} (log {log})")
     started = time.time()
     with open(log, "a", encoding="utf-8") as out:
+        out.write(f"$ {shlex.join(map(str, argv))}\n")  # what ran, first
+        out.flush()
         code = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONUNBUFFERED="1"))
     if code.returncode != 0:
         raise StageFailed(f"unit {unit.name}: {stage} failed (exit status {code.returncode}; log {log}): "
@@ -109,19 +112,44 @@ def producers_dir(plan: Plan) -> Path:
     return plan.out / "producers"
 
 
+def seed_dir(plan: Plan, seed: int) -> Path:
+    """The folder of one seed's ``seed_produce`` commands (``{seed_dir}``): their outputs, logs and markers."""
+    return producers_dir(plan) / f"seed{seed}"
+
+
+def seed_produced(plan: Plan, seed: int) -> bool:
+    """Whether the plan's ``seed_produce`` commands have run for ``seed`` (or it has none)."""
+    return not plan.seed_produce or (producers_dir(plan) / ".done" / f"seed{seed}").exists()
+
+
 def produced(plan: Plan, arm) -> bool:
-    """Whether the arm's ``produce`` commands have run (or it has none)."""
+    """Whether the arm's ``produce`` commands have run (or it has none) and, where its options name ``{seed}``,
+    the plan's ``seed_produce`` commands for every seed."""
+    return own_produced(plan, arm) and (not uses_seed(arm) or all(seed_produced(plan, seed) for seed in plan.seeds))
+
+
+def own_produced(plan: Plan, arm) -> bool:
+    """Whether the arm's own ``produce`` commands have run (or it has none)."""
     return not arm.produce or (producers_dir(plan) / ".done" / arm.name).exists()
 
 
-def filled(plan: Plan, command) -> List[str]:
-    """A ``produce`` command's words with :data:`~.plan.PLACEHOLDERS` replaced: ``{corpus}`` by the corpus,
-    ``{task}`` by the labelled task's folder, ``{model}`` by the plan's checkpoint."""
+def filled(plan: Plan, command, seed: Optional[int] = None, model: List[str] = (),
+           device: List[str] = ()) -> List[str]:
+    """A produce command's words with their placeholders replaced: ``{corpus}`` by the corpus, ``{task}`` by
+    the labelled task's folder, ``{model}`` by the plan's checkpoint; for ``seed_produce`` (``seed`` given)
+    also ``{seed}``, ``{seed_dir}``, ``{unit:ARM}`` and the words ``{model_options}`` and ``{device}``."""
     values = {"{corpus}": plan.corpus, "{task}": plan.labelled, "{model}": plan.model}  # corpus: read_plan's check
+    if seed is not None:
+        values.update({"{seed}": seed, "{seed_dir}": seed_dir(plan, seed)})
     words = []
     for word in command:
+        if seed is not None and word in ("{model_options}", "{device}"):
+            words += model if word == "{model_options}" else device
+            continue
         for placeholder, value in values.items():
             word = word.replace(placeholder, str(value))
+        if seed is not None:
+            word = UNIT.sub(lambda match: str(unit_dir(plan, match.group(1), seed)), word)
         words.append(word)
     return words
 
@@ -129,7 +157,7 @@ def filled(plan: Plan, command) -> List[str]:
 def produce(plan: Plan, arm, say: Callable[[str], None] = print) -> None:
     """Run the arm's ``produce`` commands once (:func:`filled`), each a stage of the folder ``OUT/producers/``
     (log ``ARM.N.log``), unless they ran before."""
-    if produced(plan, arm):
+    if own_produced(plan, arm):
         return
     folder = producers_dir(plan)
     folder.mkdir(parents=True, exist_ok=True)
@@ -139,5 +167,28 @@ def produce(plan: Plan, arm, say: Callable[[str], None] = print) -> None:
             words = filled(plan, command)
             run_stage(folder, f"{arm.name}.{number}", [tool(words[0]), *words[1:]], say)
         (folder / ".done" / arm.name).touch()
+    finally:
+        lock.release()
+
+
+def produce_seed(plan: Plan, seed: int, model: List[str], device: List[str],
+                 say: Callable[[str], None] = print) -> None:
+    """Run the plan's ``seed_produce`` commands for ``seed`` (:func:`filled`), each a stage of the folder
+    ``OUT/producers/seedS/``, after the units they read (``{unit:ARM}``, run or resumed here), unless they ran
+    before. Selective masking's chain: the seed's fine-tuned classifier scores the task, a tagger learns its
+    labels, the tagger writes the corpus's track under the seed's name."""
+    if seed_produced(plan, seed):
+        return
+    for arm in plan.seed_units():
+        run_unit(plan, arm, seed, model, device, say)
+    folder = seed_dir(plan, seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = lock_output(str(folder), COMMAND, directory=True, log=say)
+    try:
+        for number, command in enumerate(plan.seed_produce, 1):
+            words = filled(plan, command, seed, model, device)
+            run_stage(folder, f"seed{seed}.{number}", [tool(words[0]), *words[1:]], say)
+        (producers_dir(plan) / ".done").mkdir(exist_ok=True)
+        (producers_dir(plan) / ".done" / f"seed{seed}").touch()
     finally:
         lock.release()
