@@ -424,3 +424,65 @@ def test_seed_produce_runs_each_seed_s_chain_after_the_unit_it_reads(toy, tmp_pa
     assert main([str(plan), "--unit", "random:2"]) == 0
     log = (out / "units" / "random__seed2" / "logs" / "pretrain.log").read_text()
     assert "'selective_track': 'importance_s2'" in log
+
+
+def test_the_tlm_plan_file_is_the_stored_tlm_run_s_shape():
+    """``recipes/compare_plans/tlm.toml`` reads, and its settings are recipes/tlm.sh's defaults (the stored TLM
+    comparison set no knob): stage 1 from scratch on MR for TLM_UPDATES updates of at most TLM_MAX_TOKENS tokens,
+    rho1 TLM_RATIO for the three external sources and 0 for task-only, rho2 TLM_MLM_WEIGHT; stage 2 with a fresh
+    head for TLM_FT_EPOCHS epochs, patience TLM_PATIENCE; general-ft the general model fine-tuned."""
+    from fairseq_helpers import REPO
+
+    plan = read_plan(REPO / "recipes" / "compare_plans" / "tlm.toml")
+    default = lambda knob: recipe_default("tlm.sh", knob)  # noqa: E731
+    assert [a.name for a in plan.arms] == ["task-only", "tlm-bm25", "tlm-dsir", "tlm-random", "general-ft"]
+    assert plan.pretrain.task == "tlm" and plan.pretrain.updates == int(default("TLM_UPDATES"))
+    options = plan.pretrain.options
+    assert options[options.index("--max-tokens") + 1] == default("TLM_MAX_TOKENS")
+    assert options[options.index("--tlm-task-mlm-weight") + 1] == default("TLM_MLM_WEIGHT")
+    assert plan.finetune.epochs == int(default("TLM_FT_EPOCHS")) and plan.finetune.task == "sentence_prediction"
+    for arm in plan.arms[:4]:
+        assert arm.from_scratch and arm.data == plan.labelled and arm.finetune_task == "tlm"
+        ratio = arm.options[arm.options.index("--tlm-external-ratio") + 1]
+        assert ratio == ("0" if arm.name == "task-only" else default("TLM_RATIO"))
+        if arm.name != "task-only":
+            assert arm.options[-1] == "{out}/data/bin_" + arm.name.split("-")[1]
+        ft = arm.finetune_options
+        assert ft[ft.index("--patience") + 1] == default("TLM_PATIENCE")
+        assert ft[ft.index("--tlm-task-mlm-weight") + 1] == "0" and "tlm_finetune_head" in ft
+    assert plan.arm("general-ft").task is None and not plan.arm("general-ft").finetune_options
+    retrieve = next(c for c in plan.produce if c[0] == "fairseq-maskplug-retrieve")
+    assert retrieve[retrieve.index("--top-k") + 1] == default("TLM_TOP_K")
+    assert retrieve[retrieve.index("--backend") + 1] == default("TLM_BACKEND")
+
+
+def test_an_arm_trained_from_scratch_on_the_task_reads_data_the_plan_produced(toy, tmp_path, capsys):
+    """TLM's shape of plan: the plan's own produce commands write external data into its output folder ({out})
+    once, for every arm; an arm's first stage trains from scratch (the model's shape, not its weights) on the
+    labelled task with that data, and its fine-tuning task is its own (tlm), not [finetune]'s."""
+    from fairseq_maskplug.compare.cli import main
+
+    external = tmp_path / "external.txt"
+    external.write_text((toy / "train.txt").read_text())
+    text = (PLAN.replace('name = "toy"', 'name = "scratch"').replace('corpus = "corpus"\n', "")
+            .replace("baseline", 'produce = [["fairseq-preprocess", "--only-source", "--trainpref", "' + str(external)
+                     + '", "--srcdict", "{task}/input0/dict.txt", "--destdir", "{out}/data/external", "--workers", '
+                     '"1"]]\nbaseline')
+            .replace('options = ["--mask-policy", "random"]', 'task = "tlm"\ndata = "task"\nfrom_scratch = true\n'
+                     'options = ["--criterion", "tlm", "--num-classes", "2", "--tlm-external-ratio", "1", '
+                     '"--tlm-external-data", "{out}/data/external", "--tokens-per-sample", "64"]\n'
+                     'finetune_task = "tlm"\nfinetune_options = ["--tokens-per-sample", "64", '
+                     '"--tlm-external-ratio", "0", "--tlm-task-mlm-weight", "0"]'))
+    plan = write_plan(toy, "scratch.toml", text)
+    assert read_plan(plan).corpus is None
+    assert main([str(plan), "--print-jobs"]) == 2
+    assert "arm(s) none, random" in capsys.readouterr().err  # the plan's produce: every arm waits for it
+    assert main([str(plan), "--produce"]) == 0
+    assert (toy / "scratch" / "data" / "external" / "train.bin").is_file()
+    assert main([str(plan), "--unit", "random:1"]) == 0
+    unit = toy / "scratch" / "units" / "random__seed1"
+    pretrain = (unit / "logs" / "pretrain.log").read_text()
+    assert "'finetune_from_model': None" in pretrain and f"{toy / 'scratch' / 'data' / 'external'}" in pretrain
+    finetune = (unit / "logs" / "finetune.log").read_text()
+    assert "'_name': 'tlm'" in finetune and f"{unit / 'pretrain' / 'checkpoint_last.pt'}" in finetune
+    assert len(json.loads((unit / "result.test.json").read_text())["correct"]) == 40

@@ -33,7 +33,8 @@ def _split_missing(prefix: Path) -> Optional[str]:
 def check_data(plan: Plan) -> None:
     """The corpus and the labelled task are where the plan says, binarized, with one dictionary."""
     where = f"{plan.path} [data]"
-    if any(arm.task for arm in plan.arms):
+    on_corpus = any(arm.task and not arm.data for arm in plan.arms)
+    if on_corpus:
         if not (plan.corpus / "dict.txt").is_file():
             raise PlanError(f"{where}: corpus {plan.corpus} has no dict.txt (a binarized corpus: "
                             "fairseq-maskplug-prepare-text or fairseq-preprocess --only-source)")
@@ -51,7 +52,7 @@ def check_data(plan: Plan) -> None:
             missing = _split_missing(plan.labelled / part / split)
             if missing:
                 raise PlanError(f"{where}: task has no {part} {split} split ({missing} not found)")
-    if any(arm.task for arm in plan.arms) and not filecmp.cmp(plan.corpus / "dict.txt",
+    if on_corpus and not filecmp.cmp(plan.corpus / "dict.txt",
                                                               plan.labelled / "input0" / "dict.txt", shallow=False):
         raise PlanError(f"{where}: the corpus's dict.txt and the task's input0/dict.txt differ: binarize both with "
                         "one dictionary (the model's)")

@@ -109,8 +109,8 @@ def work(args) -> int:
     from .checks import check_plan
     from .plan import PlanError, read_plan
     from .report import write_report
-    from .units import (StageFailed, missing_units, parse_unit, produce, produce_seed, produced, run_unit,
-                        seed_produced)
+    from .units import (StageFailed, missing_units, parse_unit, produce, produce_plan, produce_seed, produced,
+                        run_unit, seed_produced)
 
     overrides = {"seeds": args.seeds} if args.seeds else None
     plan = read_plan(args.plan, overrides)
@@ -120,7 +120,7 @@ def work(args) -> int:
         return 0 if data["scores"] else 1
     unproduced = [arm.name for arm in plan.arms if not produced(plan, arm)]
     first = (f"run `{COMMAND} {plan.path} --produce` first, once: it writes the tracks of arm(s) "
-             f"{', '.join(unproduced)} (their produce commands, or seed_produce's for each seed)")
+             f"{', '.join(unproduced)} (the plan's produce commands, their own, or seed_produce's for each seed)")
     if args.unit:
         arm, seed = parse_unit(args.unit)
         if arm in unproduced:
@@ -145,6 +145,7 @@ def work(args) -> int:
         claim_out(plan)
         from .commands import device_options
         try:
+            produce_plan(plan, say)
             for arm in plan.arms:
                 produce(plan, arm, say)
             for seed in plan.seeds:

@@ -52,22 +52,31 @@ def unit_dir(plan: Plan, arm: str, seed: int) -> Path:
     return plan.out / "units" / f"{arm}__seed{seed}"
 
 
-def seeded(words, seed: int) -> List[str]:
-    """An arm's options with ``{seed}`` replaced by the unit's seed (a track ``seed_produce`` wrote per seed)."""
-    return [word.replace("{seed}", str(seed)) for word in words]
+def arm_words(plan: Plan, words, seed: int) -> List[str]:
+    """An arm's options with ``{seed}`` replaced by the unit's seed (a track ``seed_produce`` wrote per seed) and
+    ``{out}`` by the plan's output folder (data a produce command wrote there)."""
+    return [word.replace("{seed}", str(seed)).replace("{out}", str(plan.out)) for word in words]
+
+
+#: how the masked-LM tasks cut the corpus into blocks (the recipes' pretrain); a task that reads sentence_prediction
+#: data (``tlm``) has no such options
+BLOCKS = ["--sample-break-mode", "complete", "--shorten-method", "truncate"]
+NO_BLOCKS = ("tlm",)
 
 
 def pretrain_command(plan: Plan, arm: Arm, seed: int, model: List[str], device: List[str]) -> List[str]:
-    """``fairseq-maskplug-train`` arguments of the arm's continued pre-training (its task's own criterion)."""
+    """``fairseq-maskplug-train`` arguments of the arm's continued pre-training (its task's own criterion): on the
+    arm's ``data`` or the corpus, from the plan's model or (``from_scratch``) a fresh one of its shape."""
     settings, updates = plan.pretrain, arm.updates
-    return [str(plan.corpus), "--task", arm.task, *model, *COMMON, *device,
-            "--tokens-per-sample", str(settings.tokens_per_sample), "--sample-break-mode", "complete",
-            "--shorten-method", "truncate", "--batch-size", str(settings.batch_size),
+    start = [] if arm.from_scratch else ["--finetune-from-model", str(plan.model)]
+    return [str(arm.data or plan.corpus), "--task", arm.task, *model, *COMMON, *device,
+            "--tokens-per-sample", str(settings.tokens_per_sample), *([] if arm.task in NO_BLOCKS else BLOCKS),
+            "--batch-size", str(settings.batch_size),
             "--lr-scheduler", "polynomial_decay", "--lr", str(settings.lr), "--warmup-updates", str(updates // 10 + 1),
             "--total-num-update", str(updates), "--max-update", str(updates), "--seed", str(seed),
             "--save-dir", str(unit_dir(plan, arm.name, seed) / "pretrain"), "--no-epoch-checkpoints",
             "--save-interval-updates", str(updates), "--keep-interval-updates", "1",
-            "--finetune-from-model", str(plan.model), *settings.options, *seeded(arm.options, seed)]
+            *start, *settings.options, *arm_words(plan, arm.options, seed)]
 
 
 #: what ``sentence_prediction`` needs beyond the task's name (fairseq's RoBERTa GLUE configs; fairseq leaves the
@@ -83,15 +92,16 @@ def finetune_command(plan: Plan, arm: Arm, seed: int, model: List[str], device: 
     settings = plan.finetune
     start = unit_dir(plan, arm.name, seed) / "pretrain" / "checkpoint_last.pt" if arm.task else plan.model
     steps = settings.epochs * (split_size(plan.labelled / "input0" / "train") // settings.batch_size + 1)
-    extra = SENTENCE_PREDICTION if settings.task == "sentence_prediction" else []
-    return [str(plan.labelled), "--task", settings.task, "--criterion", settings.task,
+    task = arm.finetune_task or settings.task
+    extra = SENTENCE_PREDICTION if task == "sentence_prediction" else []
+    return [str(plan.labelled), "--task", task, "--criterion", task,
             "--num-classes", str(label_count(plan.labelled)), *extra, *model, *COMMON, *device,
             "--batch-size", str(settings.batch_size), "--lr-scheduler", "polynomial_decay", "--lr", str(settings.lr),
             "--warmup-updates", str(steps // 10 + 1), "--max-epoch", str(settings.epochs),
             "--total-num-update", str(steps), "--seed", str(seed), "--best-checkpoint-metric", "accuracy",
             "--maximize-best-checkpoint-metric", "--save-dir", str(unit_dir(plan, arm.name, seed) / "finetune"),
             "--no-epoch-checkpoints", "--finetune-from-model", str(start), *settings.options,
-            *seeded(arm.finetune_options, seed)]
+            *arm_words(plan, arm.finetune_options, seed)]
 
 
 def evaluate_command(plan: Plan, arm: Arm, seed: int) -> List[str]:

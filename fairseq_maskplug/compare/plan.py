@@ -74,6 +74,12 @@ class Arm:
     produce: Tuple[Tuple[str, ...], ...] = ()
     #: options the arm adds to ``[finetune]``'s (STL, RTM and L3 differ only there)
     finetune_options: Tuple[str, ...] = ()
+    #: the arm's fine-tuning task where it is not ``[finetune]``'s (TLM's stage 2 against general-ft's)
+    finetune_task: Optional[str] = None
+    #: the pre-training stage's data where it is not the corpus (TLM's stage 1 reads the labelled task)
+    data: Optional[Path] = None
+    #: pre-train from a fresh initialisation of the model's shape, not from its weights (TLM)
+    from_scratch: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,6 +100,8 @@ class Plan:
     parallel: int
     #: commands run for each seed before that seed's units (selective masking's classifier -> tagger -> track)
     seed_produce: Tuple[Tuple[str, ...], ...] = ()
+    #: commands run once before any unit, for every arm (TLM's retrieval, selection and binarized external data)
+    produce: Tuple[Tuple[str, ...], ...] = ()
 
     def arm(self, name: str) -> Arm:
         for arm in self.arms:
@@ -116,19 +124,21 @@ class Plan:
 
 #: the keys a plan may hold, each table's with its type (dataclass tables read through :func:`_settings`)
 TOP_KEYS = {"name": str, "out": str, "seeds": list, "baseline": str, "parallel": int, "data": dict, "model": dict,
-            "pretrain": dict, "finetune": dict, "arms": dict, "seed_produce": list}
+            "pretrain": dict, "finetune": dict, "arms": dict, "seed_produce": list, "produce": list}
 DATA_KEYS = {"corpus": str, "task": str}
 MODEL_KEYS = {"checkpoint": str}
 ARM_KEYS = {"pretrain": bool, "task": str, "updates": int, "options": list, "produce": list,
-            "finetune_options": list}
-#: what a ``produce`` command's words may name: the corpus, the labelled task's folder, the plan's model
-PLACEHOLDERS = ("{corpus}", "{task}", "{model}")
+            "finetune_options": list, "finetune_task": str, "data": str, "from_scratch": bool}
+#: what a ``produce`` command's words may name: the corpus, the labelled task's folder, the plan's model, the
+#: plan's output folder (where a produce command writes data an arm reads)
+PLACEHOLDERS = ("{corpus}", "{task}", "{model}", "{out}")
 #: what a ``seed_produce`` command may name besides: the seed, the seed's producers' folder, the folder of an
 #: arm's unit of that seed (``{unit:ARM}``, run first) and, as whole words, the model's architecture options and
 #: the device's (``--cpu``, or ``--fp16`` with a GPU)
 SEED_PLACEHOLDERS = ("{seed}", "{seed_dir}", "{unit:ARM}", "{model_options}", "{device}")
-#: what an arm's ``options`` and ``finetune_options`` may name: the unit's seed (a track written per seed)
-OPTION_PLACEHOLDERS = ("{seed}",)
+#: what an arm's ``options`` and ``finetune_options`` may name: the unit's seed (a track written per seed), the
+#: plan's output folder (data a produce command wrote there)
+OPTION_PLACEHOLDERS = ("{seed}", "{out}")
 #: words that expand to several words: they stand alone
 WHOLE_WORDS = ("{model_options}", "{device}")
 PLACEHOLDER = re.compile(r"\{[A-Za-z_][A-Za-z0-9_:.-]*\}")
@@ -251,7 +261,7 @@ def read_plan(path, overrides: Optional[dict] = None) -> Plan:
             raise PlanError(f"{at}: an arm's name must be letters, digits, '_', '.' or '-'")
         _check_table(at, table, ARM_KEYS)
         stage = table.get("pretrain", True)
-        ignored = set(table) - {"pretrain", "produce", "finetune_options"}
+        ignored = set(table) - {"pretrain", "produce", "finetune_options", "finetune_task"}
         if not stage and ignored:
             raise PlanError(f"{at}: pretrain = false, so {', '.join(sorted(ignored))} would be ignored; remove them")
         updates = table.get("updates", pretrain.updates)
@@ -268,13 +278,21 @@ def read_plan(path, overrides: Optional[dict] = None) -> Plan:
         arms.append(Arm(arm_name, table.get("task", pretrain.task) if stage else None, updates if stage else 0,
                         _option_list(f"{at}.options", table.get("options", [])) if stage else (),
                         tuple(_option_list(f"{at}.produce", command) for command in produce),
-                        _option_list(f"{at}.finetune_options", table.get("finetune_options", []))))
+                        _option_list(f"{at}.finetune_options", table.get("finetune_options", [])),
+                        table.get("finetune_task"),
+                        _path(path, f"{at}.data", table["data"]) if "data" in table else None,
+                        table.get("from_scratch", False)))
     if len(arms) < 2:
         raise PlanError(f"{where}: a comparison needs at least two arms, got {len(arms)}")
-    seed_produce = raw.get("seed_produce", [])
-    if not all(isinstance(command, list) and command for command in seed_produce):
-        raise PlanError(f"{where}: seed_produce must be a list of commands, each a list of words")
-    seed_produce = tuple(_option_list(f"{where}: seed_produce", command) for command in seed_produce)
+    commands = {}
+    for key in ("produce", "seed_produce"):
+        listed = raw.get(key, [])
+        if not all(isinstance(command, list) and command for command in listed):
+            raise PlanError(f"{where}: {key} must be a list of commands, each a list of words")
+        commands[key] = tuple(_option_list(f"{where}: {key}", command) for command in listed)
+    for command in commands["produce"]:
+        _check_placeholders(f"{where}: produce", command, PLACEHOLDERS)
+    seed_produce = commands["seed_produce"]
     for command in seed_produce:
         _check_placeholders(f"{where}: seed_produce", command, PLACEHOLDERS + SEED_PLACEHOLDERS)
         for unit_arm in (found for word in command for found in UNIT.findall(word)):
@@ -287,8 +305,9 @@ def read_plan(path, overrides: Optional[dict] = None) -> Plan:
         raise PlanError(f"{where}: arm {next(a.name for a in arms if uses_seed(a))} names {{seed}} in its options, "
                         "but no seed_produce command writes a track per seed")
     corpus = raw["data"].get("corpus")
-    needs = [f"arm {a.name}" for a in arms if a.task or any("{corpus}" in w for c in a.produce for w in c)]
-    needs += ["seed_produce"] if any("{corpus}" in w for c in seed_produce for w in c) else []
+    needs = [f"arm {a.name}" for a in arms
+             if (a.task and not a.data) or any("{corpus}" in w for c in a.produce for w in c)]
+    needs += [key for key in ("produce", "seed_produce") if any("{corpus}" in w for c in commands[key] for w in c)]
     if corpus is None and needs:
         raise PlanError(f"{where} [data]: missing 'corpus' ({needs[0]} uses it: a pre-training stage or a "
                         "produce command)")
@@ -300,4 +319,4 @@ def read_plan(path, overrides: Optional[dict] = None) -> Plan:
                 labelled=_path(path, f"{where} [data]: task", raw["data"]["task"]),
                 model=_path(path, f"{where} [model]: checkpoint", raw["model"]["checkpoint"]),
                 seeds=tuple(seeds), baseline=baseline, arms=tuple(arms), pretrain=pretrain, finetune=finetune,
-                parallel=parallel, seed_produce=seed_produce)
+                parallel=parallel, seed_produce=seed_produce, produce=commands["produce"])

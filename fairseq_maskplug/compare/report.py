@@ -41,8 +41,11 @@ def collect_results(plan: Plan, command: Optional[List[str]] = None) -> dict:
                            **{k: record.get(k) for k in RECORD_FIELDS}})
     meta = {"kind": "comparison", "plan": str(plan.path), "name": plan.name, "baseline": plan.baseline,
             "arms": [{"name": a.name, "task": a.task, "updates": a.updates, "options": list(a.options),
+                      "data": str(a.data) if a.data else None, "from_scratch": a.from_scratch,
+                      "finetune_task": a.finetune_task or plan.finetune.task,
                       "finetune_options": list(a.finetune_options)} for a in plan.arms],
-            "finetune_task": plan.finetune.task, "seed_produce": [list(c) for c in plan.seed_produce], "seeds": [str(s) for s in plan.seeds],
+            "produce": [list(c) for c in plan.produce], "seed_produce": [list(c) for c in plan.seed_produce],
+            "seeds": [str(s) for s in plan.seeds],
             "corpus": str(plan.corpus) if plan.corpus else None, "task": str(plan.labelled),
             "model": str(plan.model), "version": __version__,
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),

@@ -125,7 +125,13 @@ def seed_produced(plan: Plan, seed: int) -> bool:
 def produced(plan: Plan, arm) -> bool:
     """Whether the arm's ``produce`` commands have run (or it has none) and, where its options name ``{seed}``,
     the plan's ``seed_produce`` commands for every seed."""
-    return own_produced(plan, arm) and (not uses_seed(arm) or all(seed_produced(plan, seed) for seed in plan.seeds))
+    return (plan_produced(plan) and own_produced(plan, arm)
+            and (not uses_seed(arm) or all(seed_produced(plan, seed) for seed in plan.seeds)))
+
+
+def plan_produced(plan: Plan) -> bool:
+    """Whether the plan's own ``produce`` commands (every arm's) have run (or it has none)."""
+    return not plan.produce or (producers_dir(plan) / ".done" / "plan").exists()
 
 
 def own_produced(plan: Plan, arm) -> bool:
@@ -136,9 +142,10 @@ def own_produced(plan: Plan, arm) -> bool:
 def filled(plan: Plan, command, seed: Optional[int] = None, model: List[str] = (),
            device: List[str] = ()) -> List[str]:
     """A produce command's words with their placeholders replaced: ``{corpus}`` by the corpus, ``{task}`` by
-    the labelled task's folder, ``{model}`` by the plan's checkpoint; for ``seed_produce`` (``seed`` given)
+    the labelled task's folder, ``{model}`` by the plan's checkpoint, ``{out}`` by its output folder; for ``seed_produce`` (``seed`` given)
     also ``{seed}``, ``{seed_dir}``, ``{unit:ARM}`` and the words ``{model_options}`` and ``{device}``."""
-    values = {"{corpus}": plan.corpus, "{task}": plan.labelled, "{model}": plan.model}  # corpus: read_plan's check
+    values = {"{corpus}": plan.corpus, "{task}": plan.labelled, "{model}": plan.model,  # corpus: read_plan's check
+              "{out}": plan.out}
     if seed is not None:
         values.update({"{seed}": seed, "{seed_dir}": seed_dir(plan, seed)})
     words = []
@@ -152,6 +159,23 @@ def filled(plan: Plan, command, seed: Optional[int] = None, model: List[str] = (
             word = UNIT.sub(lambda match: str(unit_dir(plan, match.group(1), seed)), word)
         words.append(word)
     return words
+
+
+def produce_plan(plan: Plan, say: Callable[[str], None] = print) -> None:
+    """Run the plan's own ``produce`` commands once (:func:`filled`), each a stage ``plan.N`` of the folder
+    ``OUT/producers/``, unless they ran before."""
+    if plan_produced(plan):
+        return
+    folder = producers_dir(plan)
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = lock_output(str(folder), COMMAND, directory=True, log=say)
+    try:
+        for number, command in enumerate(plan.produce, 1):
+            words = filled(plan, command)
+            run_stage(folder, f"plan.{number}", [tool(words[0]), *words[1:]], say)
+        (folder / ".done" / "plan").touch()
+    finally:
+        lock.release()
 
 
 def produce(plan: Plan, arm, say: Callable[[str], None] = print) -> None:
