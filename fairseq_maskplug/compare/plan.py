@@ -52,7 +52,8 @@ class FinetuneSettings:
     """``[finetune]``: the fine-tuning and evaluation every arm ends with (an arm may add ``finetune_options``)."""
 
     task: str = option("sentence_prediction", "the fine-tuning task, trained with the criterion of the same name: "
-                       "sentence_prediction, or joint_mlm_classification (L3's and RTM's auxiliary MLM)")
+                       "sentence_prediction, joint_mlm_classification (L3's and RTM's auxiliary MLM) or tlm "
+                       "(TLM's stage 2)")
     epochs: int = option(3, "fine-tuning epochs; the checkpoint with the best valid accuracy is scored",
                          range="[1, inf)", source="ours (the recipes' SM_FINETUNE_EPOCHS)")
     lr: float = option(2e-4, "peak learning rate (polynomial decay, 10% warm-up)", range="(0, inf)",
@@ -217,6 +218,62 @@ def _path(plan_file: Path, where: str, text: str) -> Path:
     return path if path.is_absolute() else (plan_file.parent / path).resolve()
 
 
+def _commands(where: str, listed, allowed) -> Tuple[Tuple[str, ...], ...]:
+    """A list of produce commands, each a non-empty list of words whose placeholders are ``allowed``."""
+    if not isinstance(listed, list) or not all(isinstance(command, list) and command for command in listed):
+        raise PlanError(f"{where}: must be a list of commands, each a list of words, e.g. "
+                        '[["fairseq-maskplug-pmi-units", "--data", "{corpus}", "--splits", "train,valid"]]')
+    commands = tuple(_option_list(where, command) for command in listed)
+    for command in commands:
+        _check_placeholders(where, command, allowed)
+    return commands
+
+
+def _read_arm(path: Path, at: str, name: str, table, pretrain: PretrainSettings) -> Arm:
+    """One ``[arms.NAME]`` table as an :class:`Arm` (``at``: where, for the errors)."""
+    if not isinstance(table, dict):
+        raise PlanError(f"{at}: must be a table")
+    if not ARM_NAME.match(name):
+        raise PlanError(f"{at}: an arm's name must be letters, digits, '_', '.' or '-'")
+    _check_table(at, table, ARM_KEYS)
+    stage = table.get("pretrain", True)
+    ignored = set(table) - {"pretrain", "produce", "finetune_options", "finetune_task"}
+    if not stage and ignored:
+        raise PlanError(f"{at}: pretrain = false, so {', '.join(sorted(ignored))} would be ignored; remove them")
+    updates = table.get("updates", pretrain.updates)
+    if updates < 1:
+        raise PlanError(f"{at}.updates must lie in [1, inf), got {updates}")
+    for key in ("options", "finetune_options"):
+        _check_placeholders(f"{at}.{key}", map(str, table.get(key, [])), OPTION_PLACEHOLDERS)
+    return Arm(name, table.get("task", pretrain.task) if stage else None, updates if stage else 0,
+               _option_list(f"{at}.options", table.get("options", [])) if stage else (),
+               produce=_commands(f"{at}.produce", table.get("produce", []), PLACEHOLDERS),
+               finetune_options=_option_list(f"{at}.finetune_options", table.get("finetune_options", [])),
+               finetune_task=table.get("finetune_task"),
+               data=_path(path, f"{at}.data", table["data"]) if "data" in table else None,
+               from_scratch=table.get("from_scratch", False))
+
+
+def _read_commands(where: str, raw: dict, arms: List[Arm]) -> Dict[str, Tuple[Tuple[str, ...], ...]]:
+    """The plan's ``produce`` and ``seed_produce``; a ``{unit:ARM}`` names an arm that needs no per-seed track."""
+    commands = {"produce": _commands(f"{where}: produce", raw.get("produce", []), PLACEHOLDERS),
+                "seed_produce": _commands(f"{where}: seed_produce", raw.get("seed_produce", []),
+                                          PLACEHOLDERS + SEED_PLACEHOLDERS)}
+    by_name = {arm.name: arm for arm in arms}
+    for command in commands["seed_produce"]:
+        for unit_arm in (found for word in command for found in UNIT.findall(word)):
+            if unit_arm not in by_name:
+                raise PlanError(f"{where}: seed_produce names {{unit:{unit_arm}}}, not an arm")
+            if uses_seed(by_name[unit_arm]):
+                raise PlanError(f"{where}: seed_produce reads {{unit:{unit_arm}}}, whose options need "
+                                "seed_produce's tracks ({seed}): it would wait on itself")
+    seeded = [arm.name for arm in arms if uses_seed(arm)]
+    if seeded and not commands["seed_produce"]:
+        raise PlanError(f"{where}: arm {seeded[0]} names {{seed}} in its options, but no seed_produce command "
+                        "writes a track per seed")
+    return commands
+
+
 def read_plan(path, overrides: Optional[dict] = None) -> Plan:
     """The plan in the TOML file ``path`` (``overrides``: top-level keys given on the command line, e.g.
     ``{"seeds": [1, 2]}``), or a :class:`PlanError` naming the file and the key."""
@@ -252,58 +309,11 @@ def read_plan(path, overrides: Optional[dict] = None) -> Plan:
         raise PlanError(f"{where}: parallel must be at least 1, got {parallel}")
     pretrain = _settings(f"{where} [pretrain]", raw.get("pretrain", {}), PretrainSettings)
     finetune = _settings(f"{where} [finetune]", raw.get("finetune", {}), FinetuneSettings)
-    arms = []
-    for arm_name, table in raw["arms"].items():
-        at = f"{where} [arms.{arm_name}]"
-        if not isinstance(table, dict):
-            raise PlanError(f"{at}: must be a table")
-        if not ARM_NAME.match(arm_name):
-            raise PlanError(f"{at}: an arm's name must be letters, digits, '_', '.' or '-'")
-        _check_table(at, table, ARM_KEYS)
-        stage = table.get("pretrain", True)
-        ignored = set(table) - {"pretrain", "produce", "finetune_options", "finetune_task"}
-        if not stage and ignored:
-            raise PlanError(f"{at}: pretrain = false, so {', '.join(sorted(ignored))} would be ignored; remove them")
-        updates = table.get("updates", pretrain.updates)
-        if updates < 1:
-            raise PlanError(f"{at}.updates must lie in [1, inf), got {updates}")
-        produce = table.get("produce", [])
-        if not all(isinstance(command, list) and command for command in produce):
-            raise PlanError(f"{at}.produce: must be a list of commands, each a list of words, e.g. "
-                            '[["fairseq-maskplug-pmi-units", "--data", "{corpus}", "--splits", "train,valid"]]')
-        for command in produce:
-            _check_placeholders(f"{at}.produce", map(str, command), PLACEHOLDERS)
-        for key in ("options", "finetune_options"):
-            _check_placeholders(f"{at}.{key}", map(str, table.get(key, [])), OPTION_PLACEHOLDERS)
-        arms.append(Arm(arm_name, table.get("task", pretrain.task) if stage else None, updates if stage else 0,
-                        _option_list(f"{at}.options", table.get("options", [])) if stage else (),
-                        tuple(_option_list(f"{at}.produce", command) for command in produce),
-                        _option_list(f"{at}.finetune_options", table.get("finetune_options", [])),
-                        table.get("finetune_task"),
-                        _path(path, f"{at}.data", table["data"]) if "data" in table else None,
-                        table.get("from_scratch", False)))
+    arms = [_read_arm(path, f"{where} [arms.{arm_name}]", arm_name, table, pretrain)
+            for arm_name, table in raw["arms"].items()]
     if len(arms) < 2:
         raise PlanError(f"{where}: a comparison needs at least two arms, got {len(arms)}")
-    commands = {}
-    for key in ("produce", "seed_produce"):
-        listed = raw.get(key, [])
-        if not all(isinstance(command, list) and command for command in listed):
-            raise PlanError(f"{where}: {key} must be a list of commands, each a list of words")
-        commands[key] = tuple(_option_list(f"{where}: {key}", command) for command in listed)
-    for command in commands["produce"]:
-        _check_placeholders(f"{where}: produce", command, PLACEHOLDERS)
-    seed_produce = commands["seed_produce"]
-    for command in seed_produce:
-        _check_placeholders(f"{where}: seed_produce", command, PLACEHOLDERS + SEED_PLACEHOLDERS)
-        for unit_arm in (found for word in command for found in UNIT.findall(word)):
-            if unit_arm not in {a.name for a in arms}:
-                raise PlanError(f"{where}: seed_produce names {{unit:{unit_arm}}}, not an arm")
-            if uses_seed(next(a for a in arms if a.name == unit_arm)):
-                raise PlanError(f"{where}: seed_produce reads {{unit:{unit_arm}}}, whose options need "
-                                "seed_produce's tracks ({seed}): it would wait on itself")
-    if any(uses_seed(arm) for arm in arms) and not seed_produce:
-        raise PlanError(f"{where}: arm {next(a.name for a in arms if uses_seed(a))} names {{seed}} in its options, "
-                        "but no seed_produce command writes a track per seed")
+    commands = _read_commands(where, raw, arms)
     corpus = raw["data"].get("corpus")
     needs = [f"arm {a.name}" for a in arms
              if (a.task and not a.data) or any("{corpus}" in w for c in a.produce for w in c)]
@@ -319,4 +329,4 @@ def read_plan(path, overrides: Optional[dict] = None) -> Plan:
                 labelled=_path(path, f"{where} [data]: task", raw["data"]["task"]),
                 model=_path(path, f"{where} [model]: checkpoint", raw["model"]["checkpoint"]),
                 seeds=tuple(seeds), baseline=baseline, arms=tuple(arms), pretrain=pretrain, finetune=finetune,
-                parallel=parallel, seed_produce=seed_produce, produce=commands["produce"])
+                parallel=parallel, seed_produce=commands["seed_produce"], produce=commands["produce"])
