@@ -93,7 +93,8 @@ def check_arm_finetuning(plan: Plan, arm, model: list, device: list, load: bool 
     from ..commands.train_cli import checked_config
     from fairseq import tasks
 
-    where = f"{plan.path} [finetune]" if not arm.finetune_options else f"{plan.path} [arms.{arm.name}] finetune"
+    own = arm.finetune_options or arm.finetune_task
+    where = f"{plan.path} [arms.{arm.name}] finetune" if own else f"{plan.path} [finetune]"
     try:
         cfg = checked_config(finetune_command(plan, arm, plan.seeds[0], model, device))
         task = tasks.setup_task(cfg.task)

@@ -123,8 +123,8 @@ def seed_produced(plan: Plan, seed: int) -> bool:
 
 
 def produced(plan: Plan, arm) -> bool:
-    """Whether the arm's ``produce`` commands have run (or it has none) and, where its options name ``{seed}``,
-    the plan's ``seed_produce`` commands for every seed."""
+    """Whether what the arm reads is written: the plan's ``produce`` commands and the arm's have run (or there
+    are none) and, where its options name ``{seed}``, the plan's ``seed_produce`` commands for every seed."""
     return (plan_produced(plan) and own_produced(plan, arm)
             and (not uses_seed(arm) or all(seed_produced(plan, seed) for seed in plan.seeds)))
 
