@@ -61,11 +61,18 @@ def main():
     parser.add_argument("--checkpoint", type=Path, required=True)
     parser.add_argument("--data", type=Path, required=True, help="the probe's binarized q -> a data")
     parser.add_argument("--output", type=Path, required=True)
-    parser.add_argument("--cpu", action="store_true", help="generate on the CPU")
+    parser.add_argument("--cpu", action="store_true", help="generate on the CPU (without a GPU: always)")
+    parser.add_argument("--split-output", metavar="PATTERN",
+                        help="also write each split's record as fairseq-maskplug-evaluate does (split, n, accuracy "
+                             "= EM in percent, correct) to PATTERN with {split} its name: the files "
+                             "fairseq-maskplug-compare's [evaluate] command writes")
     args = parser.parse_args()
+    import torch
+
+    cpu = args.cpu or not torch.cuda.is_available()
     result = {}
     for name, split in SPLITS.items():
-        hyps, refs = generate(args.checkpoint, args.data, split, ["--cpu"] if args.cpu else [])
+        hyps, refs = generate(args.checkpoint, args.data, split, ["--cpu"] if cpu else [])
         result[name] = round(exact_match(hyps, refs), 2)
         result[f"n_{name}"] = len(refs)
         # per question, in corpus order: the paired tests over seeds x questions (benchmarks/gpu_science.py)
@@ -74,6 +81,10 @@ def main():
         result[f"examples_{name}"] = [{"hypothesis": h, "reference": r} for h, r in list(zip(hyps, refs))[:5]]
     args.output.parent.mkdir(parents=True, exist_ok=True)
     write_text(str(args.output), json.dumps(result, indent=1) + "\n")  # atomically: the harness reads it as it lands
+    for name in SPLITS if args.split_output else ():
+        record = {"split": name, "n": result[f"n_{name}"], "accuracy": result[name], "units": "percent",
+                  "correct": result[f"correct_{name}"]}
+        write_text(args.split_output.replace("{split}", name), json.dumps(record, indent=1) + "\n")
     print(json.dumps({k: v for k, v in result.items() if not k.startswith(("examples", "correct"))}))
 
 

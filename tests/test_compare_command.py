@@ -112,6 +112,15 @@ finetune_options = ["--mask-policy", "l3", "--l3-track", "plt", "--l3-mean", "0.
     (lambda p: p.replace('baseline', 'seed_produce = [["true", "x{model_options}"]]\nbaseline'),
      "{model_options} stands for several words"),
     (lambda p: p.replace('baseline', 'seed_produce = [["true", "{sede}"]]\nbaseline'), "unknown placeholder {sede}"),
+    # a fine-tuning and a scoring of the plan's own (BART's closed-book QA probe)
+    (lambda p: p.replace("[finetune]", '[finetune]\ncommand = ["fairseq-train", "{task}"]'),
+     "[finetune] command: must start with fairseq-maskplug-train"),
+    (lambda p: p.replace("[finetune]", '[finetune]\ncommand = ["fairseq-maskplug-train", "{task}"]'),
+     "[finetune]: command is the whole fine-tuning, so batch_size, epochs would be ignored"),
+    (lambda p: p.replace("epochs = 2\nbatch_size = 8", 'command = ["fairseq-maskplug-train", "{task}"]'),
+     "[evaluate]: [finetune] command needs an [evaluate] command"),
+    (lambda p: p + '[evaluate]\ncommand = ["true"]\nsplits = ["seen"]\ncompared = ["heldout"]\n',
+     "[evaluate].compared: ['heldout'] must name some of the splits"),
 ])
 def test_a_bad_plan_is_refused_in_one_line_before_any_work(toy, change, message, capsys):
     from fairseq_maskplug.compare.cli import main
@@ -486,3 +495,72 @@ def test_an_arm_trained_from_scratch_on_the_task_reads_data_the_plan_produced(to
     finetune = (unit / "logs" / "finetune.log").read_text()
     assert "'_name': 'tlm'" in finetune and f"{unit / 'pretrain' / 'checkpoint_last.pt'}" in finetune
     assert len(json.loads((unit / "result.test.json").read_text())["correct"]) == 40
+
+
+#: the toy plan's classifier fine-tuning and scoring written out as the plan's own commands, scored and compared
+#: on both splits
+OWN_COMMANDS = """
+[finetune]
+command = ["fairseq-maskplug-train", "{task}", "--task", "sentence_prediction", "--criterion", "sentence_prediction",
+           "--num-classes", "2", "--init-token", "0", "--separator-token", "2", "--shorten-method", "truncate",
+           "--find-unused-parameters", "{model_options}", "{device}", "--batch-size", "8", "--optimizer", "adam",
+           "--lr", "2e-4", "--max-epoch", "2", "--seed", "{seed}", "--best-checkpoint-metric", "accuracy",
+           "--maximize-best-checkpoint-metric", "--save-dir", "{unit}/finetune", "--finetune-from-model", "{start}",
+           "--no-epoch-checkpoints", "--no-progress-bar"]
+
+[evaluate]
+command = ["python", "-m", "fairseq_maskplug.evaluation.evaluate", "--checkpoint", "{unit}/finetune/checkpoint_best.pt",
+           "--data", "{task}", "--split", "valid,test", "--output", "{unit}/result.{split}.json"]
+splits = ["valid", "test"]
+"""
+
+
+def test_a_plan_s_own_fine_tuning_and_scoring_commands_run_each_unit(toy, capsys):
+    """BART's shape of plan: [finetune] command is the whole fine-tuning ({start}: the arm's pre-trained checkpoint
+    or the model; {unit}; {seed}), checked through fairseq-maskplug-train's parser before any work; [evaluate]
+    command writes one result per split, and the report reads every compared split."""
+    from fairseq_maskplug.compare.cli import main
+
+    text = (PLAN.replace('name = "toy"', 'name = "own"').replace('[finetune]\nepochs = 2\nbatch_size = 8\n', "")
+            + OWN_COMMANDS)
+    plan = write_plan(toy, "own.toml", text)
+    bad = write_plan(toy, "own_bad.toml", text.replace('"--max-epoch", "2"', '"--max-epoch", "2", "--nosuch"')
+                     .replace('name = "own"', 'name = "own_bad"'))
+    assert main([str(bad), "--print-jobs"]) == 2
+    assert "[finetune]" in capsys.readouterr().err and not (toy / "own_bad").exists()
+    assert main([str(plan), "--unit", "random:1"]) == 0 and main([str(plan), "--unit", "random:2"]) == 0
+    assert main([str(plan), "--unit", "none:1"]) == 0 and main([str(plan), "--unit", "none:2"]) == 0
+    capsys.readouterr()
+    unit = toy / "own" / "units" / "random__seed2"
+    first = (unit / "logs" / "finetune.log").read_text().splitlines()[0]
+    assert f"--finetune-from-model {unit / 'pretrain' / 'checkpoint_last.pt'}" in first and "--seed 2" in first
+    assert main([str(plan), "--collect"]) == 0
+    report = (toy / "own" / "report.md").read_text()
+    assert "| arm | seeds | valid accuracy | valid macro-F1 | test accuracy | test macro-F1 |" in report
+    assert "## each arm − the baseline on valid" in report and "## each arm − the baseline on test" in report
+
+
+def test_the_bart_plan_file_is_the_stored_bart_run_s_shape():
+    """``recipes/compare_plans/bart.toml`` reads, and its settings are recipes/bart_policies.sh's defaults (the
+    stored BART comparison set no knob): BART_INTERMEDIATE_UPDATES of guided_denoising for +Rand and +SSM (the
+    recipe's POLICY options), none without; the probe for BART_PROBE_UPDATES at the fine-tuning learning rate;
+    exact match on the seen and held-out questions, both compared."""
+    from fairseq_helpers import REPO
+
+    plan = read_plan(REPO / "recipes" / "compare_plans" / "bart.toml")
+    stored = json.loads((REPO / "docs" / "results" / "compare_bart_cpu_2026-11-28.json").read_text())
+    assert stored["meta"]["environment_knobs"] == {} and stored["meta"]["shape_knobs"] == {}
+    assert {a.name for a in plan.arms} == {s["row"] for s in stored["scores"]}
+    assert set(plan.splits) == set(plan.compared) == {s["split"] for s in stored["scores"]}
+    default = lambda knob: recipe_default("bart_policies.sh", knob)  # noqa: E731
+    assert plan.pretrain.task == "guided_denoising" and plan.pretrain.updates == int(default("BART_INTERMEDIATE_UPDATES"))
+    recipe = (REPO / "recipes" / "bart_policies.sh").read_text()
+    for arm in ("rand", "ssm"):
+        assert f'[{arm}]="{" ".join(plan.arm(arm).options)}"' in recipe  # the recipe's POLICY row
+    assert plan.arm("none").task is None
+    command = plan.finetune_command
+    value = lambda option: command[command.index(option) + 1]  # noqa: E731
+    assert value("--max-update") == value("--total-num-update") == default("BART_PROBE_UPDATES")
+    assert value("--lr") == default("MASKPLUG_FINETUNE_LR") and value("--seed") == "{seed}"
+    assert value("--warmup-updates") == str(int(default("BART_PROBE_UPDATES")) // 10 + 1)
+    assert plan.evaluate_command[:2] == ("python", "recipes/probe_em.py")

@@ -42,6 +42,10 @@ def check_data(plan: Plan) -> None:
             missing = _split_missing(plan.corpus / split)
             if missing:
                 raise PlanError(f"{where}: corpus has no {split} split ({missing} not found)")
+    if plan.finetune_command:  # the plan's own fine-tuning reads the task: its parser and loading check it
+        if not plan.labelled.is_dir():
+            raise PlanError(f"{where}: task {plan.labelled}: no such folder")
+        return
     if not (plan.labelled / "label").is_dir():
         raise PlanError(f"{where}: task {plan.labelled} has no label/ folder: a comparison fine-tunes and scores "
                         "a labelled task (fairseq-maskplug-prepare-text with labels writes input0/ and label/)")
@@ -52,21 +56,22 @@ def check_data(plan: Plan) -> None:
             missing = _split_missing(plan.labelled / part / split)
             if missing:
                 raise PlanError(f"{where}: task has no {part} {split} split ({missing} not found)")
-    if on_corpus and not filecmp.cmp(plan.corpus / "dict.txt",
-                                                              plan.labelled / "input0" / "dict.txt", shallow=False):
+    if on_corpus and not filecmp.cmp(plan.corpus / "dict.txt", plan.labelled / "input0" / "dict.txt", shallow=False):
         raise PlanError(f"{where}: the corpus's dict.txt and the task's input0/dict.txt differ: binarize both with "
                         "one dictionary (the model's)")
 
 
 def check_model(plan: Plan) -> list:
-    """The model is a RoBERTa or BART checkpoint the labelled data's dictionary fits; its architecture options."""
+    """The model is a RoBERTa or BART checkpoint (the labelled data's dictionary fits it, where the plan fine-tunes
+    a classifier); its architecture options."""
     from ..tools.checkpoints import load_checked_state
 
     where = f"{plan.path} [model]: checkpoint"
     if not plan.model.is_file():
         raise PlanError(f"{where} {plan.model}: no such file")
     try:
-        load_checked_state(str(plan.model), str(plan.labelled))
+        if not plan.finetune_command:  # a classifier's data: its dictionary is the model's
+            load_checked_state(str(plan.model), str(plan.labelled))
         return model_options(plan.model)
     except (ValueError, OSError, KeyError) as error:
         raise PlanError(f"{where} {plan.model}: {error}") from None

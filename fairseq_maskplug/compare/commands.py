@@ -10,10 +10,12 @@ arm's pre-trained one) with ``--finetune-from-model``, so that a stage cut short
 """
 
 import struct
+import sys
 from pathlib import Path
-from typing import List
+from typing import List, Optional
 
-from .plan import Arm, Plan
+from ..tools.cli import console_command as tool
+from .plan import UNIT, Arm, Plan
 
 #: the optimiser and logging of every stage (the recipes' COMMON_ARGS, less the batch size and the device)
 COMMON = ["--required-batch-size-multiple", "1", "--no-progress-bar", "--log-format", "json", "--log-interval", "10",
@@ -50,6 +52,46 @@ def label_count(labelled: Path) -> int:
 
 def unit_dir(plan: Plan, arm: str, seed: int) -> Path:
     return plan.out / "units" / f"{arm}__seed{seed}"
+
+
+def producers_dir(plan: Plan) -> Path:
+    return plan.out / "producers"
+
+
+def seed_dir(plan: Plan, seed: int) -> Path:
+    """The folder of one seed's ``seed_produce`` commands (``{seed_dir}``): their outputs, logs and markers."""
+    return producers_dir(plan) / f"seed{seed}"
+
+
+def start_checkpoint(plan: Plan, arm: Arm, seed: int) -> Path:
+    """Where the arm's fine-tuning starts: its unit's pre-trained checkpoint, or the plan's model."""
+    return unit_dir(plan, arm.name, seed) / "pretrain" / "checkpoint_last.pt" if arm.task else plan.model
+
+
+def filled(plan: Plan, command, seed: Optional[int] = None, model: List[str] = (), device: List[str] = (),
+           arm: Optional[Arm] = None) -> List[str]:
+    """A command's words with the plan's placeholders replaced: ``{corpus}`` by the corpus, ``{task}`` by the
+    labelled task's folder, ``{model}`` by the plan's checkpoint, ``{out}`` by its output folder; with a ``seed``
+    also ``{seed}``, ``{seed_dir}``, ``{unit:ARM}`` (that arm's unit of the seed) and the words
+    ``{model_options}`` and ``{device}``; with an ``arm`` (a unit's own commands) ``{unit}`` and ``{start}``.
+    ``{split}`` is left to the command."""
+    values = {"{corpus}": plan.corpus, "{task}": plan.labelled, "{model}": plan.model,  # corpus: read_plan's check
+              "{out}": plan.out}
+    if seed is not None:
+        values.update({"{seed}": seed, "{seed_dir}": seed_dir(plan, seed)})
+    if arm is not None:
+        values.update({"{unit}": unit_dir(plan, arm.name, seed), "{start}": start_checkpoint(plan, arm, seed)})
+    words = []
+    for word in command:
+        if seed is not None and word in ("{model_options}", "{device}"):
+            words += model if word == "{model_options}" else device
+            continue
+        for placeholder, value in values.items():
+            word = word.replace(placeholder, str(value))
+        if seed is not None:
+            word = UNIT.sub(lambda match: str(unit_dir(plan, match.group(1), seed)), word)
+        words.append(word)
+    return words
 
 
 def arm_words(plan: Plan, words, seed: int) -> List[str]:
@@ -89,8 +131,11 @@ SENTENCE_PREDICTION = ["--init-token", "0", "--separator-token", "2", "--shorten
 def finetune_command(plan: Plan, arm: Arm, seed: int, model: List[str], device: List[str]) -> List[str]:
     """``fairseq-maskplug-train`` arguments of the arm's fine-tuning: ``[finetune] task`` with the criterion of
     the same name, the best valid accuracy kept; ``[finetune] options``, then the arm's ``finetune_options``."""
+    if plan.finetune_command:  # the plan's own (its tool's arguments), then the arm's options
+        return [*filled(plan, plan.finetune_command, seed, model, device, arm)[1:],
+                *arm_words(plan, arm.finetune_options, seed)]
     settings = plan.finetune
-    start = unit_dir(plan, arm.name, seed) / "pretrain" / "checkpoint_last.pt" if arm.task else plan.model
+    start = start_checkpoint(plan, arm, seed)
     steps = settings.epochs * (split_size(plan.labelled / "input0" / "train") // settings.batch_size + 1)
     task = arm.finetune_task or settings.task
     extra = SENTENCE_PREDICTION if task == "sentence_prediction" else []
@@ -105,7 +150,11 @@ def finetune_command(plan: Plan, arm: Arm, seed: int, model: List[str], device: 
 
 
 def evaluate_command(plan: Plan, arm: Arm, seed: int) -> List[str]:
-    """``fairseq-maskplug-evaluate`` arguments scoring the best fine-tuned checkpoint on valid and test."""
+    """The scoring's command line: the plan's ``[evaluate] command``, or ``fairseq-maskplug-evaluate`` of the best
+    fine-tuned checkpoint on valid and test."""
+    if plan.evaluate_command:
+        words = filled(plan, plan.evaluate_command, seed, arm=arm)
+        return [tool(words[0]), *words[1:]]
     unit = unit_dir(plan, arm.name, seed)
-    return ["--checkpoint", str(unit / "finetune" / "checkpoint_best.pt"), "--data", str(plan.labelled),
+    return [sys.executable, "-m", "fairseq_maskplug.evaluation.evaluate", "--checkpoint", str(unit / "finetune" / "checkpoint_best.pt"), "--data", str(plan.labelled),
             "--split", "valid,test", "--output", str(unit / "result.{split}.json")]

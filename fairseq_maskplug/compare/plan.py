@@ -103,6 +103,14 @@ class Plan:
     seed_produce: Tuple[Tuple[str, ...], ...] = ()
     #: commands run once before any unit, for every arm (TLM's retrieval, selection and binarized external data)
     produce: Tuple[Tuple[str, ...], ...] = ()
+    #: ``[finetune] command``: the fine-tuning's whole command line where it is not a classifier's (BART's
+    #: closed-book QA probe), :data:`FINETUNE_PLACEHOLDERS`
+    finetune_command: Tuple[str, ...] = ()
+    #: ``[evaluate] command``: the scoring's command line, writing ``{unit}/result.SPLIT.json`` for each split
+    evaluate_command: Tuple[str, ...] = ()
+    #: the splits every unit is scored on, and those whose differences the report reads (the first: the plot's)
+    splits: Tuple[str, ...] = ("valid", "test")
+    compared: Tuple[str, ...] = ("test",)
 
     def arm(self, name: str) -> Arm:
         for arm in self.arms:
@@ -125,7 +133,9 @@ class Plan:
 
 #: the keys a plan may hold, each table's with its type (dataclass tables read through :func:`_settings`)
 TOP_KEYS = {"name": str, "out": str, "seeds": list, "baseline": str, "parallel": int, "data": dict, "model": dict,
-            "pretrain": dict, "finetune": dict, "arms": dict, "seed_produce": list, "produce": list}
+            "pretrain": dict, "finetune": dict, "arms": dict, "seed_produce": list, "produce": list,
+            "evaluate": dict}
+EVALUATE_KEYS = {"command": list, "splits": list, "compared": list}
 DATA_KEYS = {"corpus": str, "task": str}
 MODEL_KEYS = {"checkpoint": str}
 ARM_KEYS = {"pretrain": bool, "task": str, "updates": int, "options": list, "produce": list,
@@ -140,6 +150,12 @@ SEED_PLACEHOLDERS = ("{seed}", "{seed_dir}", "{unit:ARM}", "{model_options}", "{
 #: what an arm's ``options`` and ``finetune_options`` may name: the unit's seed (a track written per seed), the
 #: plan's output folder (data a produce command wrote there)
 OPTION_PLACEHOLDERS = ("{seed}", "{out}")
+#: what ``[finetune] command`` may name besides: the unit's seed and folder, the checkpoint it starts from (the
+#: arm's pre-trained one, or the plan's model), the model's architecture options and the device's
+FINETUNE_PLACEHOLDERS = PLACEHOLDERS + ("{seed}", "{unit}", "{start}", "{model_options}", "{device}")
+#: what ``[evaluate] command`` may name besides: the unit's seed and folder, and ``{split}``, left for the command
+#: to fill (as ``fairseq-maskplug-evaluate --output result.{split}.json`` does)
+EVALUATE_PLACEHOLDERS = PLACEHOLDERS + ("{seed}", "{unit}", "{split}")
 #: words that expand to several words: they stand alone
 WHOLE_WORDS = ("{model_options}", "{device}")
 PLACEHOLDER = re.compile(r"\{[A-Za-z_][A-Za-z0-9_:.-]*\}")
@@ -229,6 +245,37 @@ def _commands(where: str, listed, allowed) -> Tuple[Tuple[str, ...], ...]:
     return commands
 
 
+def _command(where: str, words, allowed) -> Tuple[str, ...]:
+    """One command line (a list of words, its first a console command), its placeholders ``allowed``."""
+    if not isinstance(words, list):
+        raise PlanError(f"{where}: must be a list of words")
+    command = _option_list(where, words)
+    _check_placeholders(where, command, allowed)
+    return command
+
+
+def _read_evaluate(where: str, table, finetune_command: Tuple[str, ...]) -> dict:
+    """``[evaluate]``: a scoring command of the plan's own, its splits and those compared (defaults:
+    ``fairseq-maskplug-evaluate`` of the best checkpoint on valid and test, test compared). A fine-tuning
+    command of the plan's own needs one: the default scores a classifier."""
+    _check_table(where, table, EVALUATE_KEYS)
+    if not table:
+        if finetune_command:
+            raise PlanError(f"{where}: [finetune] command needs an [evaluate] command that scores what it trains "
+                            "(writing {unit}/result.SPLIT.json for each of its splits)")
+        return {}
+    if "command" not in table:
+        raise PlanError(f"{where}: missing 'command'")
+    splits = table.get("splits", [])
+    if not splits or not all(isinstance(s, str) and ARM_NAME.match(s) for s in splits) or len(set(splits)) != len(splits):
+        raise PlanError(f"{where}.splits: must be a list of distinct split names, e.g. [\"seen\", \"heldout\"]")
+    compared = table.get("compared", splits)
+    if not compared or not set(compared) <= set(splits):
+        raise PlanError(f"{where}.compared: {compared!r} must name some of the splits {splits!r}")
+    return {"evaluate_command": _command(f"{where} command", table["command"], EVALUATE_PLACEHOLDERS),
+            "splits": tuple(splits), "compared": tuple(compared)}
+
+
 def _read_arm(path: Path, at: str, name: str, table, pretrain: PretrainSettings) -> Arm:
     """One ``[arms.NAME]`` table as an :class:`Arm` (``at``: where, for the errors)."""
     if not isinstance(table, dict):
@@ -308,12 +355,25 @@ def read_plan(path, overrides: Optional[dict] = None) -> Plan:
     if parallel < 1:
         raise PlanError(f"{where}: parallel must be at least 1, got {parallel}")
     pretrain = _settings(f"{where} [pretrain]", raw.get("pretrain", {}), PretrainSettings)
-    finetune = _settings(f"{where} [finetune]", raw.get("finetune", {}), FinetuneSettings)
+    finetune_table = dict(raw.get("finetune", {}))
+    finetune_command = _command(f"{where} [finetune] command", finetune_table.pop("command", []),
+                                FINETUNE_PLACEHOLDERS)
+    if finetune_command and finetune_command[0] != "fairseq-maskplug-train":
+        raise PlanError(f"{where} [finetune] command: must start with fairseq-maskplug-train (its options are checked "
+                        f"by its parser before any work), not {finetune_command[0]!r}")
+    if finetune_command and finetune_table:
+        raise PlanError(f"{where} [finetune]: command is the whole fine-tuning, so {', '.join(sorted(finetune_table))} "
+                        "would be ignored; remove them")
+    finetune = _settings(f"{where} [finetune]", finetune_table, FinetuneSettings)
+    evaluate = _read_evaluate(f"{where} [evaluate]", raw.get("evaluate", {}), finetune_command)
     arms = [_read_arm(path, f"{where} [arms.{arm_name}]", arm_name, table, pretrain)
             for arm_name, table in raw["arms"].items()]
     if len(arms) < 2:
         raise PlanError(f"{where}: a comparison needs at least two arms, got {len(arms)}")
     commands = _read_commands(where, raw, arms)
+    if finetune_command and any(arm.finetune_task for arm in arms):
+        raise PlanError(f"{where}: [finetune] command is the whole fine-tuning, so arm "
+                        f"{next(a.name for a in arms if a.finetune_task)}'s finetune_task would be ignored")
     corpus = raw["data"].get("corpus")
     needs = [f"arm {a.name}" for a in arms
              if (a.task and not a.data) or any("{corpus}" in w for c in a.produce for w in c)]
@@ -329,4 +389,5 @@ def read_plan(path, overrides: Optional[dict] = None) -> Plan:
                 labelled=_path(path, f"{where} [data]: task", raw["data"]["task"]),
                 model=_path(path, f"{where} [model]: checkpoint", raw["model"]["checkpoint"]),
                 seeds=tuple(seeds), baseline=baseline, arms=tuple(arms), pretrain=pretrain, finetune=finetune,
-                parallel=parallel, seed_produce=commands["seed_produce"], produce=commands["produce"])
+                parallel=parallel, seed_produce=commands["seed_produce"], produce=commands["produce"],
+                finetune_command=finetune_command, **evaluate)

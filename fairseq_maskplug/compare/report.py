@@ -22,7 +22,7 @@ from ..common.atomic import write_text
 from ..evaluation import comparison_report as report
 from ..evaluation import paired_comparison as pc
 from .plan import Plan
-from .units import SPLITS, missing_units, unit_result
+from .units import missing_units, unit_result
 
 RECORD_FIELDS = ("accuracy", "macro_f1", "n", "classes_predicted", "correct")
 
@@ -32,7 +32,7 @@ def collect_results(plan: Plan, command: Optional[List[str]] = None) -> dict:
     same file but for ``meta.date``)."""
     scores = []
     for arm, seed in plan.units():
-        for split in SPLITS:
+        for split in plan.splits:
             path = unit_result(plan, arm, seed, split)
             if path is None:
                 continue
@@ -45,6 +45,8 @@ def collect_results(plan: Plan, command: Optional[List[str]] = None) -> dict:
                       "finetune_task": a.finetune_task or plan.finetune.task,
                       "finetune_options": list(a.finetune_options)} for a in plan.arms],
             "produce": [list(c) for c in plan.produce], "seed_produce": [list(c) for c in plan.seed_produce],
+            "finetune_command": list(plan.finetune_command), "evaluate_command": list(plan.evaluate_command),
+            "splits": list(plan.splits), "compared": list(plan.compared),
             "seeds": [str(s) for s in plan.seeds],
             "corpus": str(plan.corpus) if plan.corpus else None, "task": str(plan.labelled),
             "model": str(plan.model), "version": __version__,
@@ -64,23 +66,32 @@ def markdown(plan: Plan, data: dict) -> str:
     table = {row: {(s["split"], s["seed"]): s for s in scores if s["row"] == row} for row in rows}
     of = lambda row, split: [v for (s, _), v in table[row].items() if s == split]  # noqa: E731
     cell = lambda vs, key: report.fmt(*report.mean_se([v[key] for v in vs]), 1) if vs else "-"  # noqa: E731
+    # the compared splits first (accuracy, and macro-F1 where the scorer gives it), then the others' accuracy
+    columns = []
+    for split in [*plan.compared, *(split for split in plan.splits if split not in plan.compared)]:
+        columns.append((split, "accuracy"))
+        if split in plan.compared and any(s.get("macro_f1") is not None for s in scores if s["split"] == split):
+            columns.append((split, "macro_f1"))
+    name = {"accuracy": "accuracy", "macro_f1": "macro-F1"}
+    headline = plan.compared[0]
     lines = [f"# {plan.name}: every arm against {plan.baseline}",
              f"plan {plan.path}; seeds {' '.join(map(str, plan.seeds))}; fairseq-maskplug {__version__}", "",
-             "## test accuracy and macro-F1 (%), mean ± standard error over seeds",
-             "| arm | seeds | test accuracy | test macro-F1 | valid accuracy |", "| --- | --- | --- | --- | --- |"]
+             "## scores (%), mean ± standard error over seeds",
+             "| arm | seeds | " + " | ".join(f"{split} {name[key]}" for split, key in columns) + " |",
+             "| --- | --- | " + " | ".join("---" for _ in columns) + " |"]
     constant = []
     for row in rows:
-        test, valid = of(row, "test"), of(row, "valid")
-        lines.append(f"| {row} | {len(test)} | {cell(test, 'accuracy')} | {cell(test, 'macro_f1')} | "
-                     f"{cell(valid, 'accuracy')} |")
-        constant += [f"{row} (seed {v['seed']})" for v in test if v.get("classes_predicted") == 1]
+        lines.append(f"| {row} | {len(of(row, headline))} | "
+                     + " | ".join(cell(of(row, split), key) for split, key in columns) + " |")
+        constant += [f"{row} (seed {v['seed']})" for v in of(row, headline) if v.get("classes_predicted") == 1]
     if constant:
-        lines += ["", f"**Not read:** {len(constant)} classifier(s) predicted a single class on test: "
+        lines += ["", f"**Not read:** {len(constant)} classifier(s) predicted a single class on {headline}: "
                   f"{', '.join(constant)}. Their accuracy is a class's share, not what the arm taught; the "
                   "differences below compare constant answers. Train longer (more fine-tuning epochs, more "
                   "pre-training) before reading them."]
-    lines += ["", "## each arm − the baseline (paired over seeds and test sentences)"]
-    lines += report.comparison_tables(pairs(plan), table, "test", "test accuracy")
+    for split in plan.compared:
+        lines += ["", f"## each arm − the baseline on {split} (paired over seeds and {split} items)"]
+        lines += report.comparison_tables(pairs(plan), table, split, f"{split} accuracy")
     if data.get("missing"):
         lines += ["", f"Missing units (not in the tables): {', '.join(data['missing'])}"]
     return "\n".join(lines) + "\n"
@@ -96,7 +107,8 @@ def plot(plan: Plan, data: dict, path: Path) -> bool:
     import matplotlib.pyplot as plt
 
     rows = [arm.name for arm in plan.arms]
-    test = {(s["row"], s["seed"]): s["accuracy"] for s in data["scores"] if s["split"] == "test"}
+    headline = plan.compared[0]
+    test = {(s["row"], s["seed"]): s["accuracy"] for s in data["scores"] if s["split"] == headline}
     figure, axis = plt.subplots(figsize=(1.6 * len(rows) + 2, 4))
     for seed in plan.seeds:
         xs = [x for x, row in enumerate(rows) if (row, seed) in test]
@@ -109,7 +121,7 @@ def plot(plan: Plan, data: dict, path: Path) -> bool:
             low, _ = pc.t_interval(mean, se ** 2, len(values) - 1)
             axis.errorbar([x + 0.15], [mean], yerr=[mean - low], color="black", capsize=4, marker="D")
     axis.set_xticks(range(len(rows)), rows)
-    axis.set(ylabel="test accuracy (%)", title=f"{plan.name}: per seed (lines pair a seed), mean and 95% t interval")
+    axis.set(ylabel=f"{headline} accuracy (%)", title=f"{plan.name}: per seed (lines pair a seed), mean and 95% t interval")
     axis.title.set_fontsize(9)
     figure.tight_layout()
     figure.savefig(path, dpi=110)

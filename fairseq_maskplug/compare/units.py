@@ -10,24 +10,23 @@ is locked for the run (:mod:`~fairseq_maskplug.common.locks`), the second stops 
 import os
 import shlex
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Callable, List, Optional
 
 from ..common.locks import lock_output
 from ..tools.cli import console_command as tool
-from .commands import evaluate_command, finetune_command, pretrain_command, unit_dir
-from .plan import UNIT, Plan, PlanError, uses_seed
+from .commands import (evaluate_command, filled, finetune_command, pretrain_command, producers_dir, seed_dir,
+                       unit_dir)
+from .plan import Plan, PlanError, uses_seed
 
 COMMAND = "fairseq-maskplug-compare"
-SPLITS = ("valid", "test")
 
 
 def finished(plan: Plan, arm: str, seed: int) -> bool:
-    """Whether the unit's results are written."""
+    """Whether the unit's results are written (one per split of the plan's)."""
     unit = unit_dir(plan, arm, seed)
-    return all((unit / f"result.{split}.json").is_file() for split in SPLITS)
+    return all((unit / f"result.{split}.json").is_file() for split in plan.splits)
 
 
 class StageFailed(RuntimeError):
@@ -83,8 +82,7 @@ def run_unit(plan: Plan, arm_name: str, seed: int, model: List[str], device: Lis
         if arm.task:
             run_stage(unit, "pretrain", [train, *pretrain_command(plan, arm, seed, model, device)], say)
         run_stage(unit, "finetune", [train, *finetune_command(plan, arm, seed, model, device)], say)
-        run_stage(unit, "evaluate", [sys.executable, "-m", "fairseq_maskplug.evaluation.evaluate",
-                                     *evaluate_command(plan, arm, seed)], say)
+        run_stage(unit, "evaluate", evaluate_command(plan, arm, seed), say)
         return unit
     finally:
         lock.release()
@@ -108,15 +106,6 @@ def unit_result(plan: Plan, arm: str, seed: int, split: str) -> Optional[Path]:
     return path if path.is_file() else None
 
 
-def producers_dir(plan: Plan) -> Path:
-    return plan.out / "producers"
-
-
-def seed_dir(plan: Plan, seed: int) -> Path:
-    """The folder of one seed's ``seed_produce`` commands (``{seed_dir}``): their outputs, logs and markers."""
-    return producers_dir(plan) / f"seed{seed}"
-
-
 def seed_produced(plan: Plan, seed: int) -> bool:
     """Whether the plan's ``seed_produce`` commands have run for ``seed`` (or it has none)."""
     return not plan.seed_produce or (producers_dir(plan) / ".done" / f"seed{seed}").exists()
@@ -137,28 +126,6 @@ def plan_produced(plan: Plan) -> bool:
 def own_produced(plan: Plan, arm) -> bool:
     """Whether the arm's own ``produce`` commands have run (or it has none)."""
     return not arm.produce or (producers_dir(plan) / ".done" / arm.name).exists()
-
-
-def filled(plan: Plan, command, seed: Optional[int] = None, model: List[str] = (),
-           device: List[str] = ()) -> List[str]:
-    """A produce command's words with their placeholders replaced: ``{corpus}`` by the corpus, ``{task}`` by
-    the labelled task's folder, ``{model}`` by the plan's checkpoint, ``{out}`` by its output folder; for ``seed_produce`` (``seed`` given)
-    also ``{seed}``, ``{seed_dir}``, ``{unit:ARM}`` and the words ``{model_options}`` and ``{device}``."""
-    values = {"{corpus}": plan.corpus, "{task}": plan.labelled, "{model}": plan.model,  # corpus: read_plan's check
-              "{out}": plan.out}
-    if seed is not None:
-        values.update({"{seed}": seed, "{seed_dir}": seed_dir(plan, seed)})
-    words = []
-    for word in command:
-        if seed is not None and word in ("{model_options}", "{device}"):
-            words += model if word == "{model_options}" else device
-            continue
-        for placeholder, value in values.items():
-            word = word.replace(placeholder, str(value))
-        if seed is not None:
-            word = UNIT.sub(lambda match: str(unit_dir(plan, match.group(1), seed)), word)
-        words.append(word)
-    return words
 
 
 def produce_plan(plan: Plan, say: Callable[[str], None] = print) -> None:
