@@ -293,19 +293,27 @@ def test_the_fe_plan_file_is_the_stored_fe_run_s_shape():
     assert (plan.pretrain.lr, plan.pretrain.batch_size, plan.finetune.lr, plan.finetune.batch_size) == (1e-3, 32, 2e-4, 32)
 
 
-def test_the_fe_plan_s_stored_report_has_the_stored_fe_run_s_outcomes():
-    """What docs/compare.md says of the FE plan: its stored report (docs/results/compare_fe_plan_cpu_2026-11-29.json,
-    ``fairseq-maskplug-compare recipes/compare_plans/fe.toml``) holds, for every arm, split and seed, the same
-    outcome on every sentence as the stored FE comparison of recipes/compare.sh."""
+#: each plan's stored report, the stored run of its recipe, and the (arm, split, seed) rows it ran
+PLAN_REPORTS = [
+    ("compare_fe_plan_cpu_2026-11-29.json", "compare_fe_cpu_2026-11-28.json", 20),
+]
+
+
+@pytest.mark.parametrize("plan_report, recipe_result, rows", PLAN_REPORTS)
+def test_a_plan_s_stored_report_has_its_recipe_s_stored_outcomes(plan_report, recipe_result, rows):
+    """What docs/compare.md says of the papers' plans: each stored report (``fairseq-maskplug-compare
+    recipes/compare_plans/METHOD.toml``) holds, for every arm, split and seed it ran, the same outcome on every
+    sentence (or question) as the stored comparison of recipes/compare.sh."""
     from fairseq_helpers import REPO
 
     results = REPO / "docs" / "results"
-    plan = json.loads((results / "compare_fe_plan_cpu_2026-11-29.json").read_text())
-    recipe = json.loads((results / "compare_fe_cpu_2026-11-28.json").read_text())
+    plan = json.loads((results / plan_report).read_text())
+    recipe = json.loads((results / recipe_result).read_text())
     outcomes = {(s["row"], s["split"], s["seed"]): s["correct"] for s in recipe["scores"]}
-    assert not plan["missing"] and len(plan["scores"]) == len(outcomes) == 20
+    assert not plan["missing"] and len(plan["scores"]) == rows
     for score in plan["scores"]:
-        assert len(score["correct"]) == 400 and score["correct"] == outcomes[score["row"], score["split"], score["seed"]]
+        expected = outcomes[score["row"], score["split"], score["seed"]]
+        assert len(score["correct"]) == len(expected) >= 300 and score["correct"] == expected
 
 
 def recipe_default(script, knob):
