@@ -38,8 +38,8 @@ def parse_args(argv=None):
                       help="check the plan, then print one command per unit not finished, and stop")
     what.add_argument("--unit", metavar="ARM:SEED", help="run (or resume) this one unit")
     what.add_argument("--produce", action="store_true",
-                      help="check the plan, run the arms' produce commands and seed_produce's for each seed (once; before "
-                           "--print-jobs' units), and stop")
+                      help="check the plan, run the arms' produce commands and seed_produce's for each seed "
+                           "(once; before --print-jobs' units), and stop")
     what.add_argument("--collect", action="store_true",
                       help="write the report of the finished units (no training); name the missing ones")
     parser.add_argument("--parallel", type=int, default=None,

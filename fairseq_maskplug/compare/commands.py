@@ -156,5 +156,6 @@ def evaluate_command(plan: Plan, arm: Arm, seed: int) -> List[str]:
         words = filled(plan, plan.evaluate_command, seed, arm=arm)
         return [tool(words[0]), *words[1:]]
     unit = unit_dir(plan, arm.name, seed)
-    return [sys.executable, "-m", "fairseq_maskplug.evaluation.evaluate", "--checkpoint", str(unit / "finetune" / "checkpoint_best.pt"), "--data", str(plan.labelled),
+    return [sys.executable, "-m", "fairseq_maskplug.evaluation.evaluate",
+            "--checkpoint", str(unit / "finetune" / "checkpoint_best.pt"), "--data", str(plan.labelled),
             "--split", "valid,test", "--output", str(unit / "result.{split}.json")]

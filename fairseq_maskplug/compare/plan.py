@@ -267,7 +267,8 @@ def _read_evaluate(where: str, table, finetune_command: Tuple[str, ...]) -> dict
     if "command" not in table:
         raise PlanError(f"{where}: missing 'command'")
     splits = table.get("splits", [])
-    if not splits or not all(isinstance(s, str) and ARM_NAME.match(s) for s in splits) or len(set(splits)) != len(splits):
+    named = all(isinstance(split, str) and ARM_NAME.match(split) for split in splits)
+    if not splits or not named or len(set(splits)) != len(splits):
         raise PlanError(f"{where}.splits: must be a list of distinct split names, e.g. [\"seen\", \"heldout\"]")
     compared = table.get("compared", splits)
     if not compared or not set(compared) <= set(splits):

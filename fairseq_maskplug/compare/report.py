@@ -121,7 +121,8 @@ def plot(plan: Plan, data: dict, path: Path) -> bool:
             low, _ = pc.t_interval(mean, se ** 2, len(values) - 1)
             axis.errorbar([x + 0.15], [mean], yerr=[mean - low], color="black", capsize=4, marker="D")
     axis.set_xticks(range(len(rows)), rows)
-    axis.set(ylabel=f"{headline} accuracy (%)", title=f"{plan.name}: per seed (lines pair a seed), mean and 95% t interval")
+    axis.set(ylabel=f"{headline} accuracy (%)",
+             title=f"{plan.name}: per seed (lines pair a seed), mean and 95% t interval")
     axis.title.set_fontsize(9)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
