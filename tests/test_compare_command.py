@@ -297,6 +297,7 @@ def test_the_fe_plan_file_is_the_stored_fe_run_s_shape():
 PLAN_REPORTS = [
     ("compare_fe_plan_cpu_2026-11-29.json", "compare_fe_cpu_2026-11-28.json", 20),
     ("compare_l3_plan_cpu_2026-11-29.json", "compare_l3_cpu_2026-11-29.json", 6),  # seed 1
+    ("compare_bart_plan_cpu_2026-11-29.json", "compare_bart_cpu_2026-11-28.json", 30),
     ("compare_tlm_plan_cpu_2026-11-29.json", "compare_tlm_cpu_2026-11-29.json", 10),  # seed 1
 ]
 
@@ -574,3 +575,32 @@ def test_the_bart_plan_file_is_the_stored_bart_run_s_shape():
     assert value("--lr") == default("MASKPLUG_FINETUNE_LR") and value("--seed") == "{seed}"
     assert value("--warmup-updates") == str(int(default("BART_PROBE_UPDATES")) // 10 + 1)
     assert plan.evaluate_command[:2] == ("python", "recipes/probe_em.py")
+
+
+def test_the_selective_plan_file_is_the_stored_selective_run_s_shape():
+    """``recipes/compare_plans/selective.toml`` reads, and its settings are recipes/selective_masking.sh's defaults
+    (the stored selective comparison set no knob): the seed's own classifier (the no-TaskPT unit) scores MR with
+    SM_DELTA, a tagger learns for SM_TAGGER_EPOCHS with SM_CLASS_WEIGHT, the reviews are tagged, and TaskPT runs
+    SM_TASKPT_UPDATES with SM_CAP and SM_MASKS. Every stage draws from the replicate's seed, as the harness sets
+    MASKPLUG_SEED to it: the tagger's --seed is {seed}, and no arm fixes its own."""
+    from fairseq_helpers import REPO
+
+    plan = read_plan(REPO / "recipes" / "compare_plans" / "selective.toml")
+    stored = json.loads((REPO / "docs" / "results" / "compare_selective_cpu_2026-11-28.json").read_text())
+    assert stored["meta"]["environment_knobs"] == {} and stored["meta"]["shape_knobs"] == {}
+    assert {a.name for a in plan.arms} == {s["row"] for s in stored["scores"]} and plan.seed_units() == ["no-TaskPT"]
+    default = lambda knob: recipe_default("selective_masking.sh", knob)  # noqa: E731
+    assert plan.pretrain.task == "selective_mlm" and plan.pretrain.updates == int(default("SM_TASKPT_UPDATES"))
+    assert plan.finetune.epochs == int(default("SM_FINETUNE_EPOCHS"))
+    scoring, tagger, annotate = plan.seed_produce[0], plan.seed_produce[2], plan.seed_produce[3]
+    value = lambda command, option: command[command.index(option) + 1]  # noqa: E731
+    assert value(scoring, "--delta") == default("SM_DELTA") and "{unit:no-TaskPT}" in value(scoring, "--checkpoint")
+    assert value(tagger, "--seed") == "{seed}" and value(tagger, "--positive-class-weight") == default("SM_CLASS_WEIGHT")
+    epochs = int(default("SM_TAGGER_EPOCHS"))
+    assert value(tagger, "--max-epoch") == str(epochs) and value(tagger, "--total-num-update") == str(epochs * 101)
+    assert value(annotate, "--name") == value(tagger, "--label-track") == "importance_s{seed}"
+    for arm in ("selective", "matched-random"):
+        options = plan.arm(arm).options
+        assert "--seed" not in options and value(options, "--selective-track") == "importance_s{seed}"
+        assert value(options, "--selective-cap") == default("SM_CAP")
+        assert value(options, "--selective-masks") == default("SM_MASKS")
