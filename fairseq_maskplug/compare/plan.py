@@ -1,12 +1,13 @@
 """A comparison plan: the file ``fairseq-maskplug-compare`` reads (TOML; ``docs/compare.md`` shows a commented
-example; ``recipes/compare_plans/fe.toml`` is FE's stored comparison as a plan, and ``docs/compare.md`` says why the
-other papers' do not fit one yet).
+example; ``recipes/compare_plans/`` holds the five papers' stored comparisons as plans).
 
-A plan names the data (a binarized unlabelled corpus and a labelled sentence-classification task, as
-``fairseq-maskplug-prepare-text`` writes them), the model every arm starts from, the seeds, and the **arms**:
-each a continued pre-training stage (a task, ``--mask-policy`` and its options, a number of updates) or none,
-followed by the same fine-tuning and evaluation. One arm is the **baseline**; every other arm is compared to it
-over the same seeds and test sentences (:mod:`fairseq_maskplug.evaluation.paired_comparison`).
+A plan names the data (a binarized unlabelled corpus and a labelled task, as ``fairseq-maskplug-prepare-text``
+writes them), the model every arm starts from, the seeds, and the **arms**: each a continued pre-training stage
+(a task, ``--mask-policy`` and its options, a number of updates; on other data or from scratch) or none, followed
+by the fine-tuning (``[finetune]``, which an arm may extend) and the scoring. Commands that write what the arms
+read run once (an arm's or the plan's ``produce``) or for each seed (``seed_produce``). Where the task is not a
+sentence classifier, ``[finetune] command`` and ``[evaluate]`` are the plan's own. One arm is the **baseline**;
+every other arm is compared to it over the same seeds and items (:mod:`fairseq_maskplug.evaluation.paired_comparison`).
 
 Only the file's syntax, its keys and their types and ranges are read here (:func:`read_plan`, pure); whether the
 options parse, the data exists and the dictionaries match is :mod:`.checks`'s work, before any training.

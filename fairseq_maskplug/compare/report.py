@@ -1,14 +1,15 @@
 """The report of a comparison, from whatever units finished (``--collect``, or the end of a run):
 
 - ``OUT/report.json``: the stored-result format of ``docs/results/`` (``meta``; ``scores``: one entry per
-  arm, seed and split with its accuracy, macro-F1 and each sentence's outcome ``correct``), plus the units
-  still ``missing``;
-- ``OUT/report.md``: each arm's scores (mean ± standard error over seeds), then every arm − the baseline with
-  the intervals, the reading, what the run excludes, Holm-adjusted p-values and the sample a difference of that
-  size would need (:mod:`~fairseq_maskplug.evaluation.comparison_report`); a run whose classifiers predict one
-  class says so instead of reading differences;
-- ``OUT/report.png`` (with matplotlib): each arm's test accuracy per seed, the seeds' lines paired across arms,
-  and each arm's mean with its 95% t interval.
+  arm, seed and split with its accuracy, macro-F1 where the scorer gives one, and each item's outcome
+  ``correct``), plus the units still ``missing``;
+- ``OUT/report.md``: each arm's scores (mean ± standard error over seeds), then, on each compared split (test by
+  default), every arm − the baseline with the intervals, the reading, what the run excludes, Holm-adjusted
+  p-values and the sample a difference of that size would need
+  (:mod:`~fairseq_maskplug.evaluation.comparison_report`); a run whose classifiers predict one class says so
+  instead of reading differences;
+- ``OUT/report.png`` (with matplotlib): each arm's accuracy on the first compared split per seed, the seeds' lines
+  paired across arms, and each arm's mean with its 95% t interval.
 """
 
 import datetime
