@@ -128,38 +128,36 @@ def own_produced(plan: Plan, arm) -> bool:
     return not arm.produce or (producers_dir(plan) / ".done" / arm.name).exists()
 
 
-def produce_plan(plan: Plan, say: Callable[[str], None] = print) -> None:
-    """Run the plan's own ``produce`` commands once (:func:`filled`), each a stage ``plan.N`` of the folder
-    ``OUT/producers/``, unless they ran before."""
-    if plan_produced(plan):
-        return
-    folder = producers_dir(plan)
+def run_commands(folder: Path, name: str, commands, words_of: Callable, done: Path,
+                 say: Callable[[str], None]) -> None:
+    """Run ``commands`` (each filled by ``words_of``) as the stages ``NAME.1``, ``NAME.2``, ... of ``folder``
+    under its lock, then mark them all done with the file ``done``."""
     folder.mkdir(parents=True, exist_ok=True)
     lock = lock_output(str(folder), COMMAND, directory=True, log=say)
     try:
-        for number, command in enumerate(plan.produce, 1):
-            words = filled(plan, command)
-            run_stage(folder, f"plan.{number}", [tool(words[0]), *words[1:]], say)
-        (folder / ".done" / "plan").touch()
+        for number, command in enumerate(commands, 1):
+            words = words_of(command)
+            run_stage(folder, f"{name}.{number}", [tool(words[0]), *words[1:]], say)
+        done.parent.mkdir(parents=True, exist_ok=True)
+        done.touch()
     finally:
         lock.release()
+
+
+def produce_plan(plan: Plan, say: Callable[[str], None] = print) -> None:
+    """Run the plan's own ``produce`` commands once (:func:`filled`), each a stage ``plan.N`` of the folder
+    ``OUT/producers/``, unless they ran before."""
+    if not plan_produced(plan):
+        run_commands(producers_dir(plan), "plan", plan.produce, lambda command: filled(plan, command),
+                     producers_dir(plan) / ".done" / "plan", say)
 
 
 def produce(plan: Plan, arm, say: Callable[[str], None] = print) -> None:
     """Run the arm's ``produce`` commands once (:func:`filled`), each a stage of the folder ``OUT/producers/``
     (log ``ARM.N.log``), unless they ran before."""
-    if own_produced(plan, arm):
-        return
-    folder = producers_dir(plan)
-    folder.mkdir(parents=True, exist_ok=True)
-    lock = lock_output(str(folder), COMMAND, directory=True, log=say)
-    try:
-        for number, command in enumerate(arm.produce, 1):
-            words = filled(plan, command)
-            run_stage(folder, f"{arm.name}.{number}", [tool(words[0]), *words[1:]], say)
-        (folder / ".done" / arm.name).touch()
-    finally:
-        lock.release()
+    if not own_produced(plan, arm):
+        run_commands(producers_dir(plan), arm.name, arm.produce, lambda command: filled(plan, command),
+                     producers_dir(plan) / ".done" / arm.name, say)
 
 
 def produce_seed(plan: Plan, seed: int, model: List[str], device: List[str],
@@ -172,14 +170,6 @@ def produce_seed(plan: Plan, seed: int, model: List[str], device: List[str],
         return
     for arm in plan.seed_units():
         run_unit(plan, arm, seed, model, device, say)
-    folder = seed_dir(plan, seed)
-    folder.mkdir(parents=True, exist_ok=True)
-    lock = lock_output(str(folder), COMMAND, directory=True, log=say)
-    try:
-        for number, command in enumerate(plan.seed_produce, 1):
-            words = filled(plan, command, seed, model, device)
-            run_stage(folder, f"seed{seed}.{number}", [tool(words[0]), *words[1:]], say)
-        (producers_dir(plan) / ".done").mkdir(exist_ok=True)
-        (producers_dir(plan) / ".done" / f"seed{seed}").touch()
-    finally:
-        lock.release()
+    run_commands(seed_dir(plan, seed), f"seed{seed}", plan.seed_produce,
+                 lambda command: filled(plan, command, seed, model, device),
+                 producers_dir(plan) / ".done" / f"seed{seed}", say)
