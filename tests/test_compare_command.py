@@ -3,6 +3,7 @@ plan run end to end, collected with a unit missing, resumed without retraining, 
 by two plain processes giving the same report as one --parallel 2 run."""
 
 import json
+import re
 import subprocess
 
 import pytest
@@ -161,6 +162,45 @@ def test_the_plan_reads_paths_beside_it_and_lists_its_units_seed_by_seed(toy):
     assert plan.units() == [("none", 1), ("random", 1), ("none", 2), ("random", 2)]
     with pytest.raises(PlanError, match="unknown key 'sedes'"):
         read_plan(write_plan(toy, "typo.toml", PLAN.replace("seeds =", "sedes =")))
+
+
+def test_set_changes_a_key_of_the_plan_as_the_file_would_and_is_refused_where_the_file_would_be(toy, tmp_path,
+                                                                                               monkeypatch):
+    """``--set KEY=VALUE``: a TOML value or text, a relative path from the current folder (so a printed unit's
+    command means the same anywhere), an arm's data ``{task}``; a bad key or value refused as in the file."""
+    from fairseq_maskplug.compare.plan import parse_setting
+
+    monkeypatch.chdir(tmp_path)
+    given = ["finetune.epochs=3", "arms.random.options=['--mask-policy', 'span']", "out=elsewhere",
+             "data.task=" + str(toy / "task"), "arms.random.data={task}", "arms.random.updates=2"]
+    settings = [parse_setting(text, tmp_path) for text in given]
+    assert settings[2] == ("out", str(tmp_path / "elsewhere"), "out=" + str(tmp_path / "elsewhere"))
+    plan = read_plan(toy / "plan.toml", None, [(key, value) for key, value, _ in settings])
+    assert plan.finetune.epochs == 3 and plan.out == tmp_path / "elsewhere"
+    assert plan.arm("random").options == ("--mask-policy", "span") and plan.arm("random").updates == 2
+    assert plan.arm("random").data == toy / "task" == plan.labelled
+    assert plan.corpus == toy / "corpus"  # the file's own paths still from the file's folder
+    again = [parse_setting(word, toy) for _, _, word in settings]  # a unit's command line, from another folder
+    assert [(k, v) for k, v, _ in again] == [(k, v) for k, v, _ in settings]
+    for text, message in (("finetune.epochs=0", "[finetune].epochs must lie in [1, inf), got 0"),
+                          ("finetune.epoch=3", "unknown key 'epoch'"),
+                          ("pretrain.updates=many", "must be an integer, got 'many'"),
+                          ("baseline.x=1", "--set baseline.x: baseline is not a table"),
+                          ("epochs", "must be KEY=VALUE")):
+        with pytest.raises(PlanError, match=re.escape(message)):
+            read_plan(toy / "plan.toml", None, [parse_setting(text, tmp_path)[:2]])
+
+
+def test_print_jobs_carries_the_settings_to_each_unit_s_command(toy, tmp_path, monkeypatch, capsys):
+    from fairseq_maskplug.compare.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main([str(toy / "plan.toml"), "--print-jobs", "--seeds", "1", "--set", "out=moved",
+                 "--set", "finetune.epochs=1"]) == 0
+    jobs = capsys.readouterr().out.splitlines()
+    assert len(jobs) == 2 and all(job.endswith(f"--seeds 1 --set out={tmp_path / 'moved'} --set finetune.epochs=1")
+                                  for job in jobs), jobs
+    assert not (toy / "toy").exists()
 
 
 def report_without_dates(path):

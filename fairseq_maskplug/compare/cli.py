@@ -9,6 +9,8 @@ corpus and labelled task, over seeds, with paired statistics (``docs/compare.md`
     fairseq-maskplug-compare plan.toml --produce        run the arms' produce commands and seed_produce's for
                                                         each seed only (once, before --print-jobs' units)
     fairseq-maskplug-compare plan.toml --collect        the report of whatever finished; names what is missing
+    fairseq-maskplug-compare plan.toml --set data.task=my/task --set finetune.epochs=3
+                                                        the plan with these keys changed (any of the above)
 
 The plan (TOML, :mod:`fairseq_maskplug.compare.plan`) names the data, the starting model, the seeds and the arms;
 each ``(arm, seed)`` is one resumable unit in ``OUT/units/ARM__seedS`` (:mod:`.units`). Before any work the
@@ -46,6 +48,10 @@ def parse_args(argv=None):
                         help="units run at once on this machine (default: the plan's parallel, else 1); each gets "
                              "one share of the cores unless OMP_NUM_THREADS is set")
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="override the plan's seeds")
+    parser.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="settings",
+                        help="override one key of the plan (repeatable): a dotted key as in the file, e.g. "
+                             "finetune.epochs=3, data.task=my/task, arms.pmi.updates=800; the value a TOML value "
+                             "where it is one, else text; a relative path is relative to the current folder")
     add_version(parser)
     args = parser.parse_args(argv)
     if args.parallel is not None and args.parallel < 1:
@@ -107,14 +113,17 @@ def run_units(plan, units, parallel: int, argv_tail: list) -> list:
 
 def work(args) -> int:
     from .checks import check_plan
-    from .plan import PlanError, read_plan
+    from .plan import PlanError, parse_setting, read_plan
     from .report import write_report
     from .units import (StageFailed, missing_units, parse_unit, produce, produce_plan, produce_seed, produced,
                         run_unit, seed_produced)
 
     overrides = {"seeds": args.seeds} if args.seeds else None
-    plan = read_plan(args.plan, overrides)
+    settings = [parse_setting(text, Path.cwd()) for text in args.settings]
+    plan = read_plan(args.plan, overrides, [(key, value) for key, value, _ in settings])
     argv_tail = ["--seeds", *map(str, args.seeds)] if args.seeds else []
+    for _, _, word in settings:  # a unit's process, or a printed job, reads the plan as this one did
+        argv_tail += ["--set", word]
     if args.collect:
         data = write_report(plan, [COMMAND, str(plan.path), "--collect", *argv_tail])
         return 0 if data["scores"] else 1

@@ -278,8 +278,9 @@ def _read_evaluate(where: str, table, finetune_command: Tuple[str, ...]) -> dict
             "splits": tuple(splits), "compared": tuple(compared)}
 
 
-def _read_arm(path: Path, at: str, name: str, table, pretrain: PretrainSettings) -> Arm:
-    """One ``[arms.NAME]`` table as an :class:`Arm` (``at``: where, for the errors)."""
+def _read_arm(path: Path, at: str, name: str, table, pretrain: PretrainSettings, labelled: Path) -> Arm:
+    """One ``[arms.NAME]`` table as an :class:`Arm` (``at``: where, for the errors; ``labelled``: the task's
+    folder, what ``data = "{task}"`` names)."""
     if not isinstance(table, dict):
         raise PlanError(f"{at}: must be a table")
     if not ARM_NAME.match(name):
@@ -299,7 +300,8 @@ def _read_arm(path: Path, at: str, name: str, table, pretrain: PretrainSettings)
                produce=_commands(f"{at}.produce", table.get("produce", []), PLACEHOLDERS),
                finetune_options=_option_list(f"{at}.finetune_options", table.get("finetune_options", [])),
                finetune_task=table.get("finetune_task"),
-               data=_path(path, f"{at}.data", table["data"]) if "data" in table else None,
+               data=(labelled if table.get("data") == "{task}" else _path(path, f"{at}.data", table["data"]))
+               if "data" in table else None,
                from_scratch=table.get("from_scratch", False))
 
 
@@ -323,9 +325,58 @@ def _read_commands(where: str, raw: dict, arms: List[Arm]) -> Dict[str, Tuple[Tu
     return commands
 
 
-def read_plan(path, overrides: Optional[dict] = None) -> Plan:
+#: keys whose value is a folder or file: relative in the file, relative to the file's folder; relative in a
+#: ``--set``, relative to the current folder (``ARM``: any arm)
+PATH_KEYS = ("out", "data.corpus", "data.task", "model.checkpoint", "arms.ARM.data")
+
+
+def _key_parts(key: str) -> List[str]:
+    """A dotted key's parts; an arm's name may hold dots (``arms.a.b.options`` is arm ``a.b``'s options)."""
+    parts = key.split(".")
+    if parts[0] == "arms" and len(parts) > 3:
+        parts = ["arms", ".".join(parts[1:-1]), parts[-1]]
+    return parts
+
+
+def parse_setting(text: str, cwd: Path) -> Tuple[str, object, str]:
+    """One ``--set KEY=VALUE``: the dotted key, its value, and the setting as one word for a unit's command line.
+
+    The value is read as a TOML value where it is one (``3``, ``1e-3``, ``true``, ``["--mask-policy", "pmi"]``),
+    else as text. A path key's (:data:`PATH_KEYS`) relative value is made absolute from ``cwd``, so the word
+    means the same from any folder; ``{task}`` (an arm's data: the labelled task) stays as it is."""
+    key, sep, value_text = text.partition("=")
+    key = key.strip()
+    if not sep or not key or any(not part for part in key.split(".")):
+        raise PlanError(f"--set {text}: must be KEY=VALUE with a dotted key, e.g. --set finetune.epochs=3")
+    try:
+        value = tomllib.loads(f"v = {value_text}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = value_text
+    parts = _key_parts(key)
+    if ".".join(["arms", "ARM", parts[-1]] if parts[0] == "arms" and len(parts) == 3 else parts) in PATH_KEYS:
+        value = value if isinstance(value, str) else value_text
+        if value.strip() and value != "{task}" and not Path(value).expanduser().is_absolute():
+            value = str((cwd / Path(value).expanduser()).resolve())
+        value_text = value
+    return key, value, f"{key}={value_text}"
+
+
+def apply_setting(raw: dict, key: str, value) -> None:
+    """Set the dotted ``key`` of the plan's table ``raw`` to ``value`` (the tables on the way made as needed);
+    whether the key is known and the value right is :func:`read_plan`'s check, as for a key in the file."""
+    parts = _key_parts(key)
+    table = raw
+    for depth, part in enumerate(parts[:-1]):
+        table = table.setdefault(part, {})
+        if not isinstance(table, dict):
+            raise PlanError(f"--set {key}: {'.'.join(parts[:depth + 1])} is not a table")
+    table[parts[-1]] = value
+
+
+def read_plan(path, overrides: Optional[dict] = None, settings=()) -> Plan:
     """The plan in the TOML file ``path`` (``overrides``: top-level keys given on the command line, e.g.
-    ``{"seeds": [1, 2]}``), or a :class:`PlanError` naming the file and the key."""
+    ``{"seeds": [1, 2]}``; ``settings``: ``(key, value)`` of each ``--set``, :func:`parse_setting`), or a
+    :class:`PlanError` naming the file and the key."""
     path = Path(path).resolve()
     try:
         with open(path, "rb") as handle:
@@ -334,6 +385,8 @@ def read_plan(path, overrides: Optional[dict] = None) -> Plan:
         raise PlanError(f"{path}: no such plan file") from None
     except tomllib.TOMLDecodeError as error:  # two arms with one name land here: "Cannot overwrite a value"
         raise PlanError(f"{path}: not a valid plan (TOML): {error}") from None
+    for key, value in settings:
+        apply_setting(raw, key, value)
     raw.update(overrides or {})
     where = str(path)
     _check_table(where, raw, TOP_KEYS)
@@ -368,7 +421,8 @@ def read_plan(path, overrides: Optional[dict] = None) -> Plan:
                         "would be ignored; remove them")
     finetune = _settings(f"{where} [finetune]", finetune_table, FinetuneSettings)
     evaluate = _read_evaluate(f"{where} [evaluate]", raw.get("evaluate", {}), finetune_command)
-    arms = [_read_arm(path, f"{where} [arms.{arm_name}]", arm_name, table, pretrain)
+    labelled = _path(path, f"{where} [data]: task", raw["data"]["task"])
+    arms = [_read_arm(path, f"{where} [arms.{arm_name}]", arm_name, table, pretrain, labelled)
             for arm_name, table in raw["arms"].items()]
     if len(arms) < 2:
         raise PlanError(f"{where}: a comparison needs at least two arms, got {len(arms)}")
@@ -388,7 +442,7 @@ def read_plan(path, overrides: Optional[dict] = None) -> Plan:
         raise PlanError(f"{where}: baseline {baseline!r} is not an arm (arms: {', '.join(a.name for a in arms)})")
     return Plan(path=path, name=name, out=_path(path, f"{where}: out", raw.get("out", name)),
                 corpus=_path(path, f"{where} [data]: corpus", corpus) if corpus is not None else None,
-                labelled=_path(path, f"{where} [data]: task", raw["data"]["task"]),
+                labelled=labelled,
                 model=_path(path, f"{where} [model]: checkpoint", raw["model"]["checkpoint"]),
                 seeds=tuple(seeds), baseline=baseline, arms=tuple(arms), pretrain=pretrain, finetune=finetune,
                 parallel=parallel, seed_produce=commands["seed_produce"], produce=commands["produce"],
