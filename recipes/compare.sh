@@ -1,37 +1,52 @@
 #!/usr/bin/env bash
-# A method against its baselines over seeds, with paired statistics (issue 53): the demo data and the
-# recipes' general model, then one whole-pipeline replicate per seed (benchmarks/gpu_science.py: every
-# training stage of a replicate draws from its seed), then mean ± standard error, 95% intervals over
-# seeds and over seeds × test sentences, and the smallest difference the run could detect.
+# A paper's method against its baselines over seeds, with paired statistics: the demo data and the recipes' general
+# model (BART: its own data and general denoising model, recipes/bart_policies.sh's), then the paper's plan,
+# recipes/compare_plans/METHOD.toml, run by fairseq-maskplug-compare (docs/compare.md): each (arm, seed) one
+# resumable unit in which every stage draws from the seed, then mean ± standard error, the intervals over seeds and
+# over seeds × test items, Holm-adjusted p-values and the smallest difference the run could detect.
 #
-#   bash recipes/compare.sh METHOD [SEED...]      METHOD: selective, l3, fe, tlm or bart; seeds 1 2 3 4 5 by default
+#   bash recipes/compare.sh METHOD [SEED...] [--set KEY=VALUE ...]
+#       METHOD: selective, l3, fe, tlm or bart; seeds 1 2 3 4 5 by default; --set changes one key of the plan
+#       (e.g. --set finetune.epochs=3), as fairseq-maskplug-compare's --set does
 #
-# Writes $WORK/compare/METHOD.json (each finished cell at once), METHOD.md (the tables) and METHOD.png.
-# Re-running resumes: finished cells are read back, interrupted stages resume. The recipes' knobs
-# (recipes/lib.sh, L3_*, FE_*, SM_*, TLM_*, BART_*) apply; COMPARE_PARALLEL replicates run at once (default 2),
-# COMPARE_BUDGET seconds at most (default 86400).
+# Writes $WORK/compare_plans/METHOD/report.{json,md,png} (the plan's folder under the work folder: the units a run of
+# the plan file itself writes, so either way resumes the other's). Re-running resumes: finished units are read
+# back, interrupted stages resume. The plans' settings are the recipes' defaults at the quickstart shape (each tied
+# to its recipe by a test); the recipes' knobs (L3_*, SM_*, ...) do not change them: --set does.
+# COMPARE_PARALLEL units run at once (default 1).
 set -euo pipefail
 method=${1:-}
 case "$method" in
     selective|l3|fe|tlm|bart) shift ;;
-    *) echo "usage: bash recipes/compare.sh selective|l3|fe|tlm|bart [SEED...]" >&2; exit 2 ;;
+    *) echo "usage: bash recipes/compare.sh selective|l3|fe|tlm|bart [SEED...] [--set KEY=VALUE ...]" >&2; exit 2 ;;
 esac
-seeds=("$@")
+seeds=()
+while [ $# -gt 0 ] && [[ $1 =~ ^[0-9]+$ ]]; do seeds+=("$1"); shift; done
 [ ${#seeds[@]} -gt 0 ] || seeds=(1 2 3 4 5)
+settings=()
+while [ $# -gt 0 ]; do
+    [ "$1" = --set ] && [ $# -ge 2 ] || { echo "recipes/compare.sh: after the seeds, only --set KEY=VALUE (got: $1)" >&2; exit 2; }
+    settings+=(--set "$2"); shift 2
+done
 MASKPLUG_EXTRAS=bench source "$(dirname "${BASH_SOURCE[0]}")/setup_env.sh"  # matplotlib for the plot
 source "$MASKPLUG_ROOT/recipes/lib.sh"  # cd to the repository root, WORK
-mkdir -p "$WORK/logs" "$WORK/compare"
-general_args=()
-if [ "$method" != bart ]; then  # BART's data and general model are the harness's own (shared by its replicates)
+mkdir -p "$WORK/logs"
+if [ "$method" = bart ]; then
+    echo "[compare] BART's demo data and general model ($WORK/bart, shared with recipes/bart_policies.sh)"
+    BART_GENERAL_ONLY=1 bash recipes/bart_policies.sh > "$WORK/logs/compare_bart_general.log" 2>&1 \
+        || { tail -20 "$WORK/logs/compare_bart_general.log"; echo "[compare] failed" >&2; exit 1; }
+    paths=(--set "data.corpus=$WORK/bart/data/news" --set "data.task=$WORK/bart/data/probe"
+           --set "model.checkpoint=$WORK/bart/general/checkpoint_last.pt")
+else
     echo "[compare] demo data and the general model ($WORK/general, shared with the recipes)"
     general_model
-    general_args=(--data "$WORK/data" --general "$WORK/general")
+    paths=(--set "data.task=$WORK/data/mr" --set "model.checkpoint=$WORK/general/checkpoint_last.pt")
+    [ "$method" = tlm ] || paths+=(--set "data.corpus=$WORK/data/indomain")  # TLM's corpus is its produce's
 fi
-echo "[compare] $method over seeds ${seeds[*]} -> $WORK/compare/$method.{json,md,png}"
-python benchmarks/gpu_science.py "${general_args[@]}" --work "$WORK/compare/$method" --out "$WORK/compare/$method.json" \
-    --shape quickstart --only "$method" --seeds "${seeds[@]}" --parallel "${COMPARE_PARALLEL:-2}" \
-    --budget "${COMPARE_BUDGET:-86400}" > "$WORK/logs/compare_$method.log" 2>&1 \
+out="$WORK/compare_plans/$method"
+echo "[compare] recipes/compare_plans/$method.toml over seeds ${seeds[*]} -> $out/report.{json,md,png}"
+fairseq-maskplug-compare "recipes/compare_plans/$method.toml" --seeds "${seeds[@]}" --set "out=$out" "${paths[@]}" \
+    --parallel "${COMPARE_PARALLEL:-1}" ${settings[@]+"${settings[@]}"} > "$WORK/logs/compare_$method.log" 2>&1 \
     || { tail -20 "$WORK/logs/compare_$method.log"; echo "[compare] failed; log: $WORK/logs/compare_$method.log" >&2; exit 1; }
-python benchmarks/gpu_science.py --summarize "$WORK/compare/$method.json" --plot "$WORK/compare/$method.png" \
-    | tee "$WORK/compare/$method.md"
+cat "$out/report.md"
 quick_note
