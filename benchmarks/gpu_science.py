@@ -529,26 +529,7 @@ def summary_parts(data: dict) -> dict:
         lines = parts["fe-curves"] = []
         lines.append("\n## fe: in-domain validation MLM loss (bits) under one fixed set of random masks, "
                      "mean ± standard error over seeds")
-        rows = ["mlm", "fe_subword"]
-        updates = sorted({u for c in curves for u, _ in c["points"]})
-        lines.append("| updates | " + " | ".join(rows) + " | fe_subword − mlm (paired over seeds) | 95% interval "
-                     f"over seeds | p (t over seeds) | p, Holm over these {len(updates)} |")
-        lines.append("| --- | " + " | ".join("---" for _ in rows) + " | --- | --- | --- | --- |")
-        cells, found = [], []
-        for u in updates:
-            at = {row: {c["seed"]: dict(map(tuple, c["points"])).get(u) for c in curves if c["row"] == row}
-                  for row in rows}
-            at = {row: {s: v for s, v in d.items() if v is not None} for row, d in at.items()}
-            common = sorted(set(at["fe_subword"]) & set(at["mlm"]))
-            d = np.array([[at["fe_subword"][s] - at["mlm"][s]] for s in common])
-            cells.append([fmt(*mean_se(list(at[row].values())), 3) if at[row] else "-" for row in rows])
-            found.append((d, common))
-        adjusted = pc.adjusted([pc.seed_p(d) if len(common) >= 2 else math.nan for d, common in found], "holm")
-        for u, row_cells, (d, common), p_holm in zip(updates, cells, found, adjusted):
-            difference = fmt(*mean_se(d[:, 0]), 3) if len(common) else "-"
-            lines.append(f"| {u} | " + " | ".join(row_cells) + f" | {difference} ({len(common)} seeds) | "
-                         f"{interval_text(pc.seed_interval(d), 3) if len(common) >= 2 else '-'} | "
-                         f"{p_text(pc.seed_p(d)) if len(common) >= 2 else '-'} | {p_text(p_holm)} |")
+        lines.extend(report.curve_tables([("fe_subword", "mlm")], curves))
     rows = [r for r in data["acceptance"] if "row" in r]  # gpu_acceptance.py's table rows (not its runs)
     if rows:
         lines = parts["acceptance"] = []

@@ -122,6 +122,7 @@ finetune_options = ["--mask-policy", "l3", "--l3-track", "plt", "--l3-mean", "0.
      "[evaluate]: [finetune] command needs an [evaluate] command"),
     (lambda p: p + '[evaluate]\ncommand = ["true"]\nsplits = ["seen"]\ncompared = ["heldout"]\n',
      "[evaluate].compared: ['heldout'] must name some of the splits"),
+    (lambda p: p.replace("updates = 4", "updates = 4\nscore_every = 5"), "score_every 5 is more than arm random's 4"),
 ])
 def test_a_bad_plan_is_refused_in_one_line_before_any_work(toy, change, message, capsys):
     from fairseq_maskplug.compare.cli import main
@@ -645,3 +646,31 @@ def test_the_selective_plan_file_is_the_stored_selective_run_s_shape():
         assert "--seed" not in options and value(options, "--selective-track") == "importance_s{seed}"
         assert value(options, "--selective-cap") == default("SM_CAP")
         assert value(options, "--selective-masks") == default("SM_MASKS")
+
+
+def test_score_every_scores_each_arm_s_checkpoints_under_the_same_masks_and_the_report_compares_the_curves(
+        toy, capsys):
+    """``[pretrain] score_every``: every arm keeps a checkpoint each N updates, scores each on the corpus's valid
+    split under one fixed set of random masks (the loss of a checkpoint is the scorer's, recomputed here), and the
+    report carries the curves and reads each arm − the baseline at each update."""
+    from fairseq_maskplug.compare.cli import main
+    from fairseq_maskplug.evaluation.evaluate_mlm import FixedMaskScorer
+
+    text = (PLAN.replace('name = "toy"', 'name = "curves"').replace("seeds = [1, 2]", "seeds = [1]")
+            .replace('baseline = "none"', 'baseline = "random"').replace("updates = 4", "updates = 4\nscore_every = 2")
+            .replace("[arms.none]\npretrain = false\n", '[arms.span]\noptions = ["--mask-policy", "span"]\n'))
+    plan = write_plan(toy, "curves.toml", text)
+    assert main([str(plan)]) == 0
+    capsys.readouterr()
+    unit = toy / "curves" / "units" / "span__seed1"
+    records = [json.loads(line) for line in (unit / "curve.jsonl").read_text().splitlines()]
+    assert [r["updates"] for r in records] == [2, 4]
+    again = FixedMaskScorer(str(toy / "corpus")).score(str(unit / "pretrain" / "checkpoint_1_4.pt"))
+    assert again["loss"] == pytest.approx(records[1]["loss"], rel=1e-6) and again["masked"] == records[1]["masked"] > 0
+    data = json.loads((toy / "curves" / "report.json").read_text())
+    assert sorted((c["row"], [u for u, _ in c["points"]]) for c in data["curves"]) == [("random", [2, 4]),
+                                                                                      ("span", [2, 4])]
+    report = (toy / "curves" / "report.md").read_text()
+    assert "| updates | random | span | span − random (paired over seeds) |" in report
+    random_at_4 = next(c for c in data["curves"] if c["row"] == "random")["points"][1][1]
+    assert f"| 4 | {random_at_4:.3f} | {records[1]['loss']:.3f} | " in report

@@ -43,10 +43,13 @@ def test_training_logs_what_the_policy_did(tiny_data, tmp_path):
             float(record[f"{split}_mask_rate"]) * maskable / n_blocks, rel=0.01)
         # a block gets no mask only if 0.15 n < 1
         assert float(record[f"{split}_seq_unmasked"]) <= short / n_blocks + 5e-5
-    # the fixed-mask scorer used to compare runs reproduces fairseq's own validation loss
+    # the fixed-mask scorer used to compare runs reproduces fairseq's own validation loss, with the same masks for
+    # every checkpoint it scores (the same one three times: the same masked tokens, the same loss)
     scored = check(run([BIN / "python", "-m", "fairseq_maskplug.evaluation.evaluate_mlm", "--data", tiny_data / "bin",
-                        "--mask-prob", "0.15", tmp_path / "ck" / "checkpoint_last.pt"]))
-    score = json.loads(scored.stdout.strip().splitlines()[-1])
+                        "--mask-prob", "0.15", *[tmp_path / "ck" / "checkpoint_last.pt"] * 3]))
+    scores = [json.loads(line) for line in scored.stdout.strip().splitlines()[-3:]]
+    assert scores[0] == scores[1] == scores[2], scores
+    score = scores[-1]
     last_valid = json_logs(result, "valid")[-1]
     assert score["updates"] == int(last_valid["valid_num_updates"])
     assert round(score["loss"], 3) == float(last_valid["valid_loss"])

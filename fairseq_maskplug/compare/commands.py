@@ -106,6 +106,27 @@ BLOCKS = ["--sample-break-mode", "complete", "--shorten-method", "truncate"]
 NO_BLOCKS = ("tlm",)
 
 
+def keep_checkpoints(score_every: int, updates: int) -> List[str]:
+    """The pre-training's interval checkpoints: every ``score_every`` updates, all kept (the curve's), or the last."""
+    if score_every:
+        return ["--save-interval-updates", str(score_every), "--keep-interval-updates", "-1"]
+    return ["--save-interval-updates", str(updates), "--keep-interval-updates", "1"]
+
+
+def curve_command(plan: Plan, arm: Arm, seed: int) -> List[str]:
+    """Scoring of the arm's interval checkpoints (``[pretrain] score_every``) on the valid split of its
+    pre-training data under one fixed set of random 15% masks
+    (:mod:`~fairseq_maskplug.evaluation.evaluate_mlm`): ``{unit}/curve.jsonl``, one line per checkpoint."""
+    unit = unit_dir(plan, arm.name, seed)
+    checkpoints = sorted((unit / "pretrain").glob("checkpoint_*_*.pt"),
+                         key=lambda path: int(path.stem.rsplit("_", 1)[1]))
+    if not checkpoints:
+        raise ValueError(f"unit {unit.name}: no interval checkpoint in {unit / 'pretrain'} to score (pre-trained "
+                         "before [pretrain] score_every was set? delete the unit's folder to train it again)")
+    return [sys.executable, "-m", "fairseq_maskplug.evaluation.evaluate_mlm", "--data", str(arm.data or plan.corpus),
+            "--split", "valid", "--output", str(unit / "curve.jsonl"), *map(str, checkpoints)]
+
+
 def pretrain_command(plan: Plan, arm: Arm, seed: int, model: List[str], device: List[str]) -> List[str]:
     """``fairseq-maskplug-train`` arguments of the arm's continued pre-training (its task's own criterion): on the
     arm's ``data`` or the corpus, from the plan's model or (``from_scratch``) a fresh one of its shape."""
@@ -117,8 +138,7 @@ def pretrain_command(plan: Plan, arm: Arm, seed: int, model: List[str], device: 
             "--lr-scheduler", "polynomial_decay", "--lr", str(settings.lr), "--warmup-updates", str(updates // 10 + 1),
             "--total-num-update", str(updates), "--max-update", str(updates), "--seed", str(seed),
             "--save-dir", str(unit_dir(plan, arm.name, seed) / "pretrain"), "--no-epoch-checkpoints",
-            "--save-interval-updates", str(updates), "--keep-interval-updates", "1",
-            *start, *settings.options, *arm_words(plan, arm.options, seed)]
+            *keep_checkpoints(settings.score_every, updates), *start, *settings.options, *arm_words(plan, arm.options, seed)]
 
 
 #: what ``sentence_prediction`` needs beyond the task's name (fairseq's RoBERTa GLUE configs; fairseq leaves the

@@ -44,6 +44,10 @@ class PretrainSettings:
     tokens_per_sample: int = option(128, "tokens per block (at most the model's positions)", range="[2, inf)",
                                     source="ours (the recipes' MASKPLUG_TOKENS)")
     batch_size: int = option(32, "sequences per batch", range="[1, inf)", source="ours (the recipes' MASKPLUG_BATCH)")
+    score_every: int = option(0, "keep a checkpoint every this many updates and score each on the pre-training "
+                              "data's valid split under one fixed set of random masks (Zheng et al.'s validation "
+                              "loss against updates; the report's curve table); 0: no curve", range="[0, inf)",
+                              source="ours (off; recipes/fe_mlm.sh scores every FE_VALID_EVERY updates)")
     options: List[str] = dataclasses.field(default_factory=list, metadata={
         "help": "further fairseq-maskplug-train options of every arm's stage"})
 
@@ -437,6 +441,10 @@ def read_plan(path, overrides: Optional[dict] = None, settings=()) -> Plan:
     if corpus is None and needs:
         raise PlanError(f"{where} [data]: missing 'corpus' ({needs[0]} uses it: a pre-training stage or a "
                         "produce command)")
+    short = [a.name for a in arms if a.task and pretrain.score_every > a.updates]
+    if short:
+        raise PlanError(f"{where} [pretrain]: score_every {pretrain.score_every} is more than arm {short[0]}'s "
+                        f"{next(a.updates for a in arms if a.name == short[0])} updates: no checkpoint to score")
     baseline = raw["baseline"]
     if baseline not in {a.name for a in arms}:
         raise PlanError(f"{where}: baseline {baseline!r} is not an arm (arms: {', '.join(a.name for a in arms)})")

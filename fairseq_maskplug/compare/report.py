@@ -8,6 +8,8 @@
   p-values and the sample a difference of that size would need
   (:mod:`~fairseq_maskplug.evaluation.comparison_report`); a run whose classifiers predict one class says so
   instead of reading differences;
+- with ``[pretrain] score_every``, each arm's validation MLM loss against updates under one fixed set of masks
+  (``curves`` in the JSON; in the markdown each arm − the baseline paired over seeds, Holm over the updates);
 - ``OUT/report.png`` (with matplotlib): each arm's accuracy on the first compared split per seed, the seeds' lines
   paired across arms, and each arm's mean with its 95% t interval.
 """
@@ -23,6 +25,7 @@ from ..common.atomic import write_text
 from ..evaluation import comparison_report as report
 from ..evaluation import paired_comparison as pc
 from .plan import Plan
+from .commands import unit_dir
 from .units import missing_units, unit_result
 
 RECORD_FIELDS = ("accuracy", "macro_f1", "n", "classes_predicted", "correct")
@@ -53,7 +56,23 @@ def collect_results(plan: Plan, command: Optional[List[str]] = None) -> dict:
             "model": str(plan.model), "version": __version__,
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
             "command": shlex.join(command) if command else None}
-    return {"meta": meta, "scores": scores, "missing": missing_units(plan)}
+    data = {"meta": meta, "scores": scores, "missing": missing_units(plan)}
+    if plan.pretrain.score_every:
+        data["curves"] = collect_curves(plan)
+    return data
+
+
+def collect_curves(plan: Plan) -> list:
+    """``[pretrain] score_every``'s curves: one entry per pre-training unit that scored its checkpoints, its points
+    ``[updates, loss in bits]`` (the stored-result format's ``curves``, as ``recipes/fe_mlm.sh``'s)."""
+    curves = []
+    for arm, seed in plan.units():
+        path = unit_dir(plan, arm, seed) / "curve.jsonl"
+        if path.is_file():
+            records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+            curves.append({"experiment": plan.name, "row": arm, "seed": seed,
+                           "points": sorted([int(r["updates"]), float(r["loss"])] for r in records)})
+    return curves
 
 
 def pairs(plan: Plan) -> list:
@@ -93,6 +112,15 @@ def markdown(plan: Plan, data: dict) -> str:
     for split in plan.compared:
         lines += ["", f"## each arm − the baseline on {split} (paired over seeds and {split} items)"]
         lines += report.comparison_tables(pairs(plan), table, split, f"{split} accuracy")
+    if data.get("curves"):
+        pretrained = {arm.name for arm in plan.arms if arm.task}
+        curve_pairs = [(a, b) for a, b in pairs(plan) if a in pretrained and b in pretrained]
+        lines += ["", "## validation MLM loss (bits) of each arm's pre-training under one fixed set of random masks, "
+                  "mean ± standard error over seeds (lower is better)"]
+        if curve_pairs:
+            lines += [""] + report.curve_tables(curve_pairs, data["curves"])
+        else:
+            lines += ["", f"(no table: the baseline {plan.baseline} has no pre-training to compare with)"]
     if data.get("missing"):
         lines += ["", f"Missing units (not in the tables): {', '.join(data['missing'])}"]
     return "\n".join(lines) + "\n"

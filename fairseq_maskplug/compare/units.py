@@ -1,6 +1,7 @@
 """One unit of a comparison, ``(arm, seed)``: its own folder ``OUT/units/ARM__seedS/`` holding its stages'
 checkpoints and logs, and its results ``result.valid.json`` and ``result.test.json``
-(``fairseq-maskplug-evaluate``'s, with each test sentence's outcome).
+(``fairseq-maskplug-evaluate``'s, with each test sentence's outcome), and with ``[pretrain] score_every`` its
+pre-training's validation loss curve ``curve.jsonl``.
 
 A unit is resumable: a finished stage leaves ``.done/STAGE`` and is skipped; a stage cut short resumes from
 its ``checkpoint_last.pt`` (fairseq's own resume). Two runs of one unit at once are refused: the unit's folder
@@ -16,8 +17,8 @@ from typing import Callable, List, Optional
 
 from ..common.locks import lock_output
 from ..tools.cli import console_command as tool
-from .commands import (evaluate_command, filled, finetune_command, pretrain_command, producers_dir, seed_dir,
-                       unit_dir)
+from .commands import (curve_command, evaluate_command, filled, finetune_command, pretrain_command, producers_dir,
+                       seed_dir, unit_dir)
 from .plan import Plan, PlanError, uses_seed
 
 COMMAND = "fairseq-maskplug-compare"
@@ -26,7 +27,8 @@ COMMAND = "fairseq-maskplug-compare"
 def finished(plan: Plan, arm: str, seed: int) -> bool:
     """Whether the unit's results are written (one per split of the plan's)."""
     unit = unit_dir(plan, arm, seed)
-    return all((unit / f"result.{split}.json").is_file() for split in plan.splits)
+    curve = not (plan.pretrain.score_every and plan.arm(arm).task) or (unit / "curve.jsonl").is_file()
+    return curve and all((unit / f"result.{split}.json").is_file() for split in plan.splits)
 
 
 class StageFailed(RuntimeError):
@@ -81,6 +83,12 @@ def run_unit(plan: Plan, arm_name: str, seed: int, model: List[str], device: Lis
         train = tool("fairseq-maskplug-train")
         if arm.task:
             run_stage(unit, "pretrain", [train, *pretrain_command(plan, arm, seed, model, device)], say)
+            if plan.pretrain.score_every:
+                try:
+                    scoring = curve_command(plan, arm, seed)
+                except ValueError as error:
+                    raise StageFailed(str(error)) from None
+                run_stage(unit, "curve", scoring, say)
         run_stage(unit, "finetune", [train, *finetune_command(plan, arm, seed, model, device)], say)
         run_stage(unit, "evaluate", evaluate_command(plan, arm, seed), say)
         return unit

@@ -74,3 +74,42 @@ def comparison_tables(pairs: Sequence[Tuple[str, str]], table: dict, split: str 
         tests.append(f"| {c.a} − {c.b} | {p_text(c.p)} | {p_text(c.adjusted_p)} | {detect} | "
                      f"{c.seeds_needed or '-'} / {c.items_needed or '-'} | {c.discordant[0]} / {c.discordant[1]} |")
     return intervals + tests
+
+
+def curve_tables(pairs: Sequence[Tuple[str, str]], curves: Sequence[dict]) -> list:
+    """Markdown lines: a validation loss against updates (``curves``: entries ``{"row", "seed", "points":
+    [[updates, loss], ...]}``, the fixed-mask scores of each row's pre-training checkpoints), each row's mean ±
+    standard error over seeds at every update, and for each pair ``(A, B)`` of ``pairs`` the difference A − B
+    paired over the seeds both have there, its 95% t interval over seeds and p, Holm-adjusted over every update of
+    every pair (one family). Zheng et al.'s measure (FE-MLM's lower-variance gradient shows as a lower loss at
+    equal updates); lower is better."""
+    rows = []  # the baselines (each B) first, then the rows compared with them
+    for row in [b for _, b in pairs] + [a for a, _ in pairs]:
+        rows += [row] if row not in rows else []
+    updates = sorted({int(u) for c in curves if c["row"] in rows for u, _ in c["points"]})
+    at = {(row, u): {} for row in rows for u in updates}
+    for curve in curves:
+        if curve["row"] in rows:
+            for u, loss in curve["points"]:
+                at[(curve["row"], int(u))][curve["seed"]] = float(loss)
+    differences = []
+    for a, b in pairs:
+        for u in updates:
+            common = sorted(set(at[(a, u)]) & set(at[(b, u)]))
+            differences.append((np.array([[at[(a, u)][s] - at[(b, u)][s]] for s in common]), common))
+    adjusted = pc.adjusted([pc.seed_p(d) if len(common) >= 2 else math.nan for d, common in differences], "holm")
+    header = "| updates | " + " | ".join(rows) + " |"
+    for a, b in pairs:
+        header += (f" {a} − {b} (paired over seeds) | 95% interval over seeds | p (t over seeds) | p, Holm over these "
+                   f"{len(differences)} |")
+    lines = [header, "| --- | " + " | ".join("---" for _ in rows) + " |" + " --- | --- | --- | --- |" * len(pairs)]
+    for i, u in enumerate(updates):
+        cells = [fmt(*mean_se(list(at[(row, u)].values())), 3) if at[(row, u)] else "-" for row in rows]
+        line = f"| {u} | " + " | ".join(cells) + " |"
+        for j in range(len(pairs)):
+            (d, common), p_holm = differences[j * len(updates) + i], adjusted[j * len(updates) + i]
+            line += (f" {fmt(*mean_se(d[:, 0]), 3) if len(common) else '-'} ({len(common)} seeds) | "
+                     f"{interval_text(pc.seed_interval(d), 3) if len(common) >= 2 else '-'} | "
+                     f"{p_text(pc.seed_p(d)) if len(common) >= 2 else '-'} | {p_text(p_holm)} |")
+        lines.append(line)
+    return lines

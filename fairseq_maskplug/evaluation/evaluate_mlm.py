@@ -18,6 +18,7 @@ import sys
 
 import torch
 
+from ..common.atomic import write_text
 from ..common.option_ranges import number
 from ..tools.cli import HelpFormatter, add_user_dir, add_version, command_main, import_user_dir, split_name
 
@@ -62,8 +63,10 @@ class FixedMaskScorer:
         if torch.cuda.is_available():
             model = model.cuda()
         task = self._task(saved.task.tokens_per_sample, saved.task.sample_break_mode, saved.task.shorten_method)
+        # a fresh iterator for every checkpoint: fairseq's cached one would move on to epoch 2, 3, ... on each
+        # next_epoch_itr, and the masks (drawn from seed, epoch and index) with it
         batches = task.get_batch_iterator(task.dataset(self.split), max_sentences=self.batch_size, seed=self.seed,
-                                          epoch=1).next_epoch_itr(shuffle=False)
+                                          epoch=1, disable_iterator_cache=True).next_epoch_itr(shuffle=False)
         total, count = 0.0, 0
         for sample in batches:
             if torch.cuda.is_available():
@@ -88,6 +91,8 @@ def parse_args(argv=None):
     parser.add_argument("--mask-prob", type=number("(0, 1]", float),
                         default=0.15, help="share of maskable tokens masked")
     parser.add_argument("--seed", type=number("[0, inf)", int), default=1, help="seed of the fixed masks")
+    parser.add_argument("--output", help="write the JSON lines to this file (whole, once every checkpoint is "
+                                         "scored) as well as printing them")
     add_user_dir(parser)
     return parser.parse_args(argv)
 
@@ -97,11 +102,16 @@ def score_checkpoints(args) -> int:
     from ..data.layout import token_data_dir
 
     import_user_dir(args.user_dir)
+    missing = [checkpoint for checkpoint in args.checkpoints if not os.path.exists(checkpoint)]
+    if missing:  # before any scoring
+        raise FileNotFoundError(f"checkpoint not found: {missing[0]}")
     scorer = FixedMaskScorer(token_data_dir(args.data), args.split, args.mask_prob, args.seed)
+    lines = []
     for checkpoint in args.checkpoints:
-        if not os.path.exists(checkpoint):
-            raise FileNotFoundError(f"checkpoint not found: {checkpoint}")
-        print(json.dumps(scorer.score(checkpoint)), flush=True)
+        lines.append(json.dumps(scorer.score(checkpoint)))
+        print(lines[-1], flush=True)
+    if args.output:
+        write_text(args.output, "\n".join(lines) + "\n")
     return 0
 
 
