@@ -326,6 +326,7 @@ def test_the_fe_plan_file_is_the_stored_fe_run_s_shape():
     stored = json.loads((REPO / "docs" / "results" / "compare_fe_cpu_2026-11-28.json").read_text())
     knobs = stored["meta"]["environment_knobs"]
     assert plan.pretrain.updates == int(knobs["FE_UPDATES"]) and plan.finetune.epochs == int(knobs["FE_FINETUNE_EPOCHS"])
+    assert plan.pretrain.score_every == int(knobs["FE_VALID_EVERY"])  # the curves' checkpoints
     assert [arm.name for arm in plan.arms] == ["mlm", "fe_subword"] and plan.baseline == "mlm"
     assert {row for row in (s["row"] for s in stored["scores"])} == {"mlm", "fe_subword"}
     assert list(plan.seeds) == [int(seed) for seed in stored["meta"]["seeds"]]
