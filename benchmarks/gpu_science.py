@@ -477,6 +477,9 @@ def comparison_tables(exp: str, table: dict, split: str = "test", what: str = "t
 
 def provenance(meta: dict) -> str:
     """Where a results file's figures come from, in one line."""
+    if meta.get("kind") == "comparison":
+        from fairseq_maskplug.compare.report import provenance as plan_provenance
+        return plan_provenance(meta)
     if meta.get("kind") in ("policy_speed", "collator_speed"):
         return f"{meta.get('device')}, commit {meta.get('commit')}, {meta.get('date')}, {meta.get('elapsed_s', '?')} s"
     return (f"{meta.get('device')}, shape {meta.get('shape')}, seeds {' '.join(meta.get('seeds', []))}, commit "
@@ -565,9 +568,13 @@ PAGES = ("README.md", "docs/*.md")
 
 def result_parts(data: dict) -> dict:
     """A stored result's parts: a policy speed table's (``benchmarks/gpu_policy_speed.py``, ``"kind":
-    "policy_speed"``), a collator speed table's (``benchmarks/bench_collators.py``, ``"collator_speed"``) or a
-    comparison's (:func:`summary_parts`)."""
+    "policy_speed"``), a collator speed table's (``benchmarks/bench_collators.py``, ``"collator_speed"``), a plan's
+    report (``fairseq-maskplug-compare``, ``"comparison"``: :func:`fairseq_maskplug.compare.report.report_parts`) or
+    this harness's comparison (:func:`summary_parts`)."""
     kind = data["meta"].get("kind")
+    if kind == "comparison":  # fairseq-maskplug-compare's report.json
+        from fairseq_maskplug.compare.report import report_parts
+        return report_parts(data)
     if kind in ("policy_speed", "collator_speed"):
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         import bench_collators

@@ -30,6 +30,13 @@ def device_options() -> List[str]:
     return ["--fp16", "--num-workers", "2"] if torch.cuda.is_available() else ["--cpu", "--num-workers", "0"]
 
 
+def device_name() -> str:
+    """What a unit ran on, for the report's provenance: ``CPU`` or the GPU's name."""
+    import torch
+
+    return f"{torch.cuda.get_device_name(0)} (CUDA)" if torch.cuda.is_available() else "CPU"
+
+
 def model_options(checkpoint: Path) -> List[str]:
     """The architecture options of ``checkpoint`` (a RoBERTa or BART of this project or a fairseq release)."""
     from ..interop.release import model_options as options, read_model_args

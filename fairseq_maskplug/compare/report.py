@@ -16,7 +16,9 @@
 
 import datetime
 import json
+import os
 import shlex
+import subprocess
 from pathlib import Path
 from typing import List, Optional
 
@@ -29,6 +31,29 @@ from .commands import unit_dir
 from .units import missing_units, unit_result
 
 RECORD_FIELDS = ("accuracy", "macro_f1", "n", "classes_predicted", "correct")
+
+
+def source_commit() -> Optional[str]:
+    """The commit of the package's source where it runs from a git checkout (``MASKPLUG_COMMIT`` names it where
+    the tree travelled without its history); None for an installed wheel."""
+    if os.environ.get("MASKPLUG_COMMIT"):
+        return os.environ["MASKPLUG_COMMIT"]
+    try:
+        found = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).resolve().parent,
+                               capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return found.stdout.strip() or None if found.returncode == 0 else None
+
+
+def unit_devices(plan: Plan) -> List[str]:
+    """What the finished units ran on (each unit's ``device.txt``), each once."""
+    found = set()
+    for arm, seed in plan.units():
+        path = unit_dir(plan, arm, seed) / "device.txt"
+        if path.is_file():
+            found.add(path.read_text(encoding="utf-8").strip())
+    return sorted(found)
 
 
 def collect_results(plan: Plan, command: Optional[List[str]] = None) -> dict:
@@ -53,7 +78,8 @@ def collect_results(plan: Plan, command: Optional[List[str]] = None) -> dict:
             "splits": list(plan.splits), "compared": list(plan.compared),
             "seeds": [str(s) for s in plan.seeds],
             "corpus": str(plan.corpus) if plan.corpus else None, "task": str(plan.labelled),
-            "model": str(plan.model), "version": __version__,
+            "model": str(plan.model), "version": __version__, "commit": source_commit(),
+            "devices": unit_devices(plan),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
             "command": shlex.join(command) if command else None}
     data = {"meta": meta, "scores": scores, "missing": missing_units(plan)}
@@ -80,23 +106,26 @@ def pairs(plan: Plan) -> list:
     return [(arm.name, plan.baseline) for arm in plan.arms if arm.name != plan.baseline]
 
 
-def markdown(plan: Plan, data: dict) -> str:
-    scores = [s for s in data["scores"]]
-    rows = [arm.name for arm in plan.arms]
+def report_parts(data: dict) -> dict:
+    """The report's parts from the stored dictionary alone (what a page's generated block reads), each a list of
+    lines starting with its ``## `` heading: ``scores``; ``versus-SPLIT`` for each compared split; ``curves`` where
+    the plan scored its pre-training."""
+    meta, scores = data["meta"], data["scores"]
+    rows = [arm["name"] for arm in meta["arms"]]
+    baseline, splits, compared = meta["baseline"], meta["splits"], meta["compared"]
+    versus = [(row, baseline) for row in rows if row != baseline]
     table = {row: {(s["split"], s["seed"]): s for s in scores if s["row"] == row} for row in rows}
     of = lambda row, split: [v for (s, _), v in table[row].items() if s == split]  # noqa: E731
     cell = lambda vs, key: report.fmt(*report.mean_se([v[key] for v in vs]), 1) if vs else "-"  # noqa: E731
     # the compared splits first (accuracy, and macro-F1 where the scorer gives it), then the others' accuracy
     columns = []
-    for split in [*plan.compared, *(split for split in plan.splits if split not in plan.compared)]:
+    for split in [*compared, *(split for split in splits if split not in compared)]:
         columns.append((split, "accuracy"))
-        if split in plan.compared and any(s.get("macro_f1") is not None for s in scores if s["split"] == split):
+        if split in compared and any(s.get("macro_f1") is not None for s in scores if s["split"] == split):
             columns.append((split, "macro_f1"))
     name = {"accuracy": "accuracy", "macro_f1": "macro-F1"}
-    headline = plan.compared[0]
-    lines = [f"# {plan.name}: every arm against {plan.baseline}",
-             f"plan {plan.path}; seeds {' '.join(map(str, plan.seeds))}; fairseq-maskplug {__version__}", "",
-             "## scores (%), mean ± standard error over seeds",
+    headline = compared[0]
+    lines = ["## scores (%), mean ± standard error over seeds",
              "| arm | seeds | " + " | ".join(f"{split} {name[key]}" for split, key in columns) + " |",
              "| --- | --- | " + " | ".join("---" for _ in columns) + " |"]
     constant = []
@@ -109,18 +138,35 @@ def markdown(plan: Plan, data: dict) -> str:
                   f"{', '.join(constant)}. Their accuracy is a class's share, not what the arm taught; the "
                   "differences below compare constant answers. Train longer (more fine-tuning epochs, more "
                   "pre-training) before reading them."]
-    for split in plan.compared:
-        lines += ["", f"## each arm − the baseline on {split} (paired over seeds and {split} items)"]
-        lines += report.comparison_tables(pairs(plan), table, split, f"{split} accuracy")
+    parts = {"scores": lines}
+    for split in compared:
+        parts[f"versus-{split}"] = ([f"## each arm − the baseline on {split} (paired over seeds and {split} items)"]
+                                    + report.comparison_tables(versus, table, split, f"{split} accuracy"))
     if data.get("curves"):
-        pretrained = {arm.name for arm in plan.arms if arm.task}
-        curve_pairs = [(a, b) for a, b in pairs(plan) if a in pretrained and b in pretrained]
-        lines += ["", "## validation MLM loss (bits) of each arm's pre-training under one fixed set of random masks, "
-                  "mean ± standard error over seeds (lower is better)"]
+        pretrained = {arm["name"] for arm in meta["arms"] if arm["task"]}
+        curve_pairs = [(a, b) for a, b in versus if a in pretrained and b in pretrained]
+        lines = parts["curves"] = ["## validation MLM loss (bits) of each arm's pre-training under one fixed set of "
+                                   "random masks, mean ± standard error over seeds (lower is better)"]
         if curve_pairs:
             lines += [""] + report.curve_tables(curve_pairs, data["curves"])
         else:
-            lines += ["", f"(no table: the baseline {plan.baseline} has no pre-training to compare with)"]
+            lines += ["", f"(no table: the baseline {baseline} has no pre-training to compare with)"]
+    return parts
+
+
+def provenance(meta: dict) -> str:
+    """Where a stored report's figures come from, in one line."""
+    return (f"{', '.join(meta.get('devices') or ['device not recorded'])}, plan {meta['name']}, seeds "
+            f"{' '.join(meta['seeds'])}, fairseq-maskplug {meta.get('version')}"
+            + (f", commit {meta['commit']}" if meta.get("commit") else "") + f", {meta.get('date')}")
+
+
+def markdown(data: dict) -> str:
+    """The whole report: its title, its provenance, then every part (:func:`report_parts`)."""
+    meta = data["meta"]
+    lines = [f"# {meta['name']}: every arm against {meta['baseline']}", f"plan {meta['plan']}; {provenance(meta)}"]
+    for part in report_parts(data).values():
+        lines += [""] + part
     if data.get("missing"):
         lines += ["", f"Missing units (not in the tables): {', '.join(data['missing'])}"]
     return "\n".join(lines) + "\n"
@@ -164,7 +210,7 @@ def write_report(plan: Plan, command: Optional[List[str]] = None, say=print) -> 
     data = collect_results(plan, command)
     plan.out.mkdir(parents=True, exist_ok=True)
     write_text(str(plan.out / "report.json"), json.dumps(data, indent=1) + "\n")
-    text = markdown(plan, data)
+    text = markdown(data)
     write_text(str(plan.out / "report.md"), text)
     drew = plot(plan, data, plan.out / "report.png") if data["scores"] else False
     say(text)

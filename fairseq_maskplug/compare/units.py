@@ -17,7 +17,7 @@ from typing import Callable, List, Optional
 
 from ..common.locks import lock_output
 from ..tools.cli import console_command as tool
-from .commands import (curve_command, evaluate_command, filled, finetune_command, pretrain_command, producers_dir,
+from .commands import (curve_command, device_name, evaluate_command, filled, finetune_command, pretrain_command, producers_dir,
                        seed_dir, unit_dir)
 from .plan import Plan, PlanError, uses_seed
 
@@ -91,6 +91,7 @@ def run_unit(plan: Plan, arm_name: str, seed: int, model: List[str], device: Lis
                 run_stage(unit, "curve", scoring, say)
         run_stage(unit, "finetune", [train, *finetune_command(plan, arm, seed, model, device)], say)
         run_stage(unit, "evaluate", evaluate_command(plan, arm, seed), say)
+        (unit / "device.txt").write_text(device_name() + "\n", encoding="utf-8")  # the report's provenance
         return unit
     finally:
         lock.release()
