@@ -1,5 +1,5 @@
-"""The papers' comparisons with seeds, in one command sized for a lent GPU (issue 49): whole-pipeline
-replicates of the recipes, run side by side, every finished row written to one JSON file at once.
+"""The papers' comparisons with seeds, in one command sized for a lent GPU (issue 49): the papers' plans run by
+``fairseq-maskplug-compare``, their units side by side, every finished row written to one JSON file at once.
 
     python benchmarks/gpu_science.py --data DATA --work DIR --out science.json        # a CUDA machine
     python benchmarks/gpu_science.py --data DATA --work DIR --out science.json --shape tiny --seeds 1 2 \\
@@ -9,29 +9,31 @@ replicates of the recipes, run side by side, every finished row written to one J
 
 DATA is the demo data written by ``python -m preprocess.prepare_demo`` (an offline machine cannot
 fetch it: prepare it where the registries are reachable and carry it; its manifest's sizes become
-the recipes' knobs). The general model is trained once (``recipes/lib.sh``'s ``general_model``); then,
-for every seed, each experiment runs its own recipe in its own work folder (a copy of DATA, the
-general model linked, ``MASKPLUG_SEED`` = the seed, so every training stage of the replicate, not
-only its fine-tuning, draws from that seed), up to ``--parallel`` at once on the one GPU:
+the recipes' knobs). The general model is trained once (``recipes/lib.sh``'s ``general_model``, at the
+shape's size) or linked (``--general``); then each experiment runs its paper's plan,
+``recipes/compare_plans/EXP.toml``, through ``fairseq-maskplug-compare`` over ``--seeds`` (one plan at a time,
+``--parallel`` units at once on the one GPU; every stage of a unit draws from its seed), with the run's data,
+general model and output folder set (``--set``), and the shape's settings (:data:`PLAN_SETTINGS`):
 
-- ``selective``: ``recipes/selective_masking.sh`` (Gu et al. 2020): no-TaskPT, matched-random and
-  selective TaskPT, MR accuracy and macro-F1;
-- ``fe``: ``recipes/fe_mlm.sh`` rows ``mlm`` and ``fe_subword`` (Zheng et al.): in-domain validation
-  MLM loss of every checkpoint under one fixed set of random masks, at equal updates and tokens;
-- ``l3``: ``recipes/l3_masking.sh`` (Kimura et al.): STL, RTM and L3 joint fine-tuning with
-  META-TARTAN weights, MR accuracy and macro-F1;
-- ``tlm``: ``recipes/tlm.sh`` (Yao et al. 2022): task-only, TLM with BM25, DSIR and random documents,
-  and the general model fine-tuned, MR accuracy and macro-F1 (each replicate retrieves again: the same
-  documents, so its seed touches stage 1's masks, order and initialisation and stage 2's head);
-- ``bart``: ``recipes/bart_policies.sh`` rows ``none rand ssm`` (Ye, Li et al.; ``BART_ROWS`` adds the
-  others): exact match on the entity cloze's seen and held-out questions; its data and general
-  denoising model are made once (``BART_GENERAL_ONLY=1``) and shared by the replicates;
+- ``selective`` (Gu et al. 2020): no-TaskPT, then per seed its classifier, tagger and track, then selective and
+  matched-random TaskPT, MR accuracy and macro-F1;
+- ``fe`` (Zheng et al.): MLM and FE-MLM at equal updates and tokens, each checkpoint's in-domain validation loss
+  under one fixed set of random masks, and MR after both;
+- ``l3`` (Kimura et al.): STL, RTM and L3 joint fine-tuning with META-TARTAN weights, MR accuracy and macro-F1;
+- ``tlm`` (Yao et al. 2022): task-only, TLM with BM25, DSIR and random documents, and the general model
+  fine-tuned, MR accuracy and macro-F1;
+- ``bart`` (Ye, Li et al.): none, +Rand and +SSM, exact match on the entity cloze's seen and held-out questions;
+  its data and general denoising model are made once (``recipes/bart_policies.sh``, ``BART_GENERAL_ONLY=1``);
 - ``acceptance``: ``benchmarks/gpu_acceptance.py``'s rows not yet run on CUDA (``joint tartan``,
   ``meta_span_policy``, with ``guided_mlm`` and ``guided_denoising``, their references);
 - ``toy`` (``--smoke``): ``benchmarks/science_toy.py``, two logistic regressions with a planted difference
   of about 16 points, five seeds in seconds: the scheduling, collection, statistics and tables end to end.
 
-Sizing, measured on one H200 (16 cores; 2026-11-26 and 2026-11-27, 6 replicates side by side at the
+Until 2026-11-29 the harness ran each recipe in a work folder of its own per seed; the runs stored before then
+(``docs/results/``) name that command. The plans reproduce their outcomes (``docs/compare.md``).
+
+Sizing, measured on one H200 with the recipes as replicates (a replicate: one seed's whole pipeline, now one
+seed's units of a plan; 16 cores; 2026-11-26 and 2026-11-27, 6 replicates side by side at the
 ``small`` shape): a fairseq process takes 10-15 s from its start to its first update; the offline
 install before it 66-74 s; the general model (1,000 updates) 88-98 s; an FE replicate (10 processes)
 286-298 s; a selective replicate (about 17 processes) more than 356 s (cut there at its matched-random
@@ -50,7 +52,7 @@ from it, in every row and seed, predicted one class (training accuracy 50.6%, 1.
 differ there. The default shape is therefore ``quickstart``, whose whole pipeline learns on CPU (MR
 63-71%); ``small`` needs a general model past its plateau (``--general`` links one trained elsewhere).
 
-Each finished result (an MR score file, an FE loss curve, an acceptance row) is added to ``--out``
+Each finished result (a unit's score file, its FE loss curve, an acceptance row) is added to ``--out``
 as soon as it lands (the file is rewritten atomically every few seconds): a run cut by ``--budget``
 or by the machine's limit keeps everything that finished; the file is the stored result a page cites
 (``docs/results/``: every seed's outcome on every test item, the commit, shape, device and command). At the
@@ -80,41 +82,32 @@ from fairseq_maskplug.evaluation.comparison_report import fmt, interval_text, me
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: model shapes (recipes/lib.sh's MASKPLUG_* knobs) and the recipes' run lengths at each
+#: model shapes: recipes/lib.sh's MASKPLUG_* knobs of the general model every arm starts from (the plans read its
+#: architecture from the checkpoint)
 SHAPES = {
     # the CPU smoke: QUICK=1's toy sizes
     "tiny": {"MASKPLUG_LAYERS": "2", "MASKPLUG_DIM": "64", "MASKPLUG_FFN": "128", "MASKPLUG_HEADS": "2",
-             "MASKPLUG_TOKENS": "64", "MASKPLUG_GENERAL_UPDATES": "40", "SM_TASKPT_UPDATES": "30",
-             "SM_FINETUNE_EPOCHS": "1", "SM_TAGGER_EPOCHS": "1", "FE_UPDATES": "40", "FE_VALID_EVERY": "20",
-             "FE_FINETUNE_EPOCHS": "1", "L3_EPOCHS": "1", "L3_PATIENCE": "1"},
+             "MASKPLUG_TOKENS": "64", "MASKPLUG_GENERAL_UPDATES": "40"},
     # the recipes' own defaults (recipes/lib.sh: 4 layers of dim 128, 1,000 general updates): the CPU tables
     "quickstart": {},
     # 6 layers of dim 512 (about a third of roberta_base's encoder), 128-token blocks
     "small": {"MASKPLUG_LAYERS": "6", "MASKPLUG_DIM": "512", "MASKPLUG_FFN": "2048", "MASKPLUG_HEADS": "8",
-              "MASKPLUG_TOKENS": "128", "MASKPLUG_GENERAL_UPDATES": "1000", "SM_TASKPT_UPDATES": "400",
-              "SM_FINETUNE_EPOCHS": "3", "SM_TAGGER_EPOCHS": "3", "FE_UPDATES": "400", "FE_VALID_EVERY": "100",
-              "FE_FINETUNE_EPOCHS": "3", "L3_EPOCHS": "3", "L3_PATIENCE": "2"},
+              "MASKPLUG_TOKENS": "128", "MASKPLUG_GENERAL_UPDATES": "1000"},
     # roberta_base's encoder
     "base": {"MASKPLUG_LAYERS": "12", "MASKPLUG_DIM": "768", "MASKPLUG_FFN": "3072", "MASKPLUG_HEADS": "12",
-             "MASKPLUG_TOKENS": "128", "MASKPLUG_GENERAL_UPDATES": "2000", "SM_TASKPT_UPDATES": "400",
-             "SM_FINETUNE_EPOCHS": "3", "SM_TAGGER_EPOCHS": "3", "FE_UPDATES": "400", "FE_VALID_EVERY": "100",
-             "FE_FINETUNE_EPOCHS": "3", "L3_EPOCHS": "3", "L3_PATIENCE": "2"},
+             "MASKPLUG_TOKENS": "128", "MASKPLUG_GENERAL_UPDATES": "2000"},
 }
 EXPERIMENTS = ("selective", "fe", "l3", "tlm", "bart", "acceptance", "toy")
 DEFAULT_EXPERIMENTS = ("selective",)  # what fits one device command beside the install (the sizing above)
 DEFAULT_SHAPE = "quickstart"  # the shape whose classifiers learn at these run lengths (the sizing above)
-#: each experiment's recipe, its output folder under the work folder and its recipe knobs for one seed
-RECIPES = {
-    # the paper's rows; SM_PEERS in the environment adds the recipe's peer rows (recipes/selective_masking.sh)
-    "selective": ("recipes/selective_masking.sh", "selective", lambda s: {"SM_SEEDS": s, "SM_PEERS": os.environ.get(
-        "SM_PEERS", "")}),
-    "fe": ("recipes/fe_mlm.sh", "fe_mlm", lambda s: {"FE_SEEDS": s, "FE_ROWS": "mlm fe_subword", "FE_PROBE": "0"}),
-    "l3": ("recipes/l3_masking.sh", "l3_masking", lambda s: {"L3_SEEDS": s}),
-    "tlm": ("recipes/tlm.sh", "tlm", lambda s: {"SEEDS": s}),
-    # the paper's comparison (SSM against +Rand) and no intermediate stage; the learned rows train their
-    # policies in every replicate (an estimated hour more on 2 cores): BART_ROWS in the environment adds them
-    "bart": ("recipes/bart_policies.sh", "bart", lambda s: {"SEEDS": s, "BART_ROWS": os.environ.get(
-        "BART_ROWS", "none rand ssm")}),
+#: the five papers' comparisons, each a plan that fairseq-maskplug-compare runs (its arms are the rows)
+PLANS = {exp: f"recipes/compare_plans/{exp}.toml" for exp in ("selective", "fe", "l3", "tlm", "bart")}
+#: what a shape changes in a plan (``--set``): the plans hold the quickstart's run lengths, which the small and base
+#: shapes keep; the toy smoke's model has 64 positions and its runs are short. Only FE's plan names no 128-token
+#: block outside the keys a setting reaches, so ``tiny`` runs FE alone.
+PLAN_SETTINGS = {
+    "tiny": {"fe": ["pretrain.updates=40", "pretrain.score_every=20", "pretrain.tokens_per_sample=64",
+                    "finetune.epochs=1"]},
 }
 #: the comparisons of each experiment (row A, row B): A - B, the paper's method first
 COMPARISONS = {
@@ -162,21 +155,26 @@ def collect(job: dict, results: Results) -> int:
     """Add what ``job`` has finished so far to ``results``; returns how many entries were new."""
     new = 0
     exp, seed, work = job["experiment"], job["seed"], job["work"]
-    if exp == "bart":  # recipes/probe_em.py's files: exact match on the seen and held-out questions
-        for path in sorted((work / "bart" / "results").glob("*__seed*.json")):
-            row = path.name.split("__seed", 1)[0]
-            try:
-                record = json.loads(path.read_text())
-            except (OSError, json.JSONDecodeError):
-                continue  # being written
-            for split in SPLITS["bart"]:
-                entry = {"experiment": exp, "row": row, "seed": int(seed), "split": split,
-                         "accuracy": record.get(split), "n": record.get(f"n_{split}"),
-                         "correct": record.get(f"correct_{split}"), "at_s": round(time.time() - job["started"], 1)}
-                new += results.add("scores", (exp, row, seed, split), entry)
-    elif exp in ("selective", "l3", "fe", "tlm", "toy"):
-        out = work / (RECIPES[exp][1] if exp in RECIPES else "toy")
-        for path in sorted((out / "results").glob("*__seed*.*.json")):
+    if exp in PLANS:  # the plan's units: OUT/units/ARM__seedS/result.SPLIT.json and (pre-training scored) curve.jsonl
+        for unit in sorted((work / "units").glob("*__seed*")):
+            row, unit_seed = unit.name.rsplit("__seed", 1)
+            for path in sorted(unit.glob("result.*.json")):
+                split = path.name.split(".")[1]
+                try:
+                    record = json.loads(path.read_text())
+                except (OSError, json.JSONDecodeError):
+                    continue  # being written
+                entry = {"experiment": exp, "row": row, "seed": int(unit_seed), "split": split,
+                         **{k: record.get(k) for k in ("accuracy", "macro_f1", "n", "classes_predicted", "correct")},
+                         "at_s": round(time.time() - job["started"], 1)}
+                new += results.add("scores", (exp, row, unit_seed, split), entry)
+            if (unit / "curve.jsonl").is_file():
+                points = [[int(r["updates"]), float(r["loss"])] for r in map(json.loads, (
+                    unit / "curve.jsonl").read_text().splitlines())]  # written whole
+                entry = {"experiment": exp, "row": row, "seed": int(unit_seed), "points": sorted(points)}
+                new += results.add("curves", (exp, row, unit_seed), entry)
+    elif exp == "toy":
+        for path in sorted((work / "toy" / "results").glob("*__seed*.*.json")):
             row, rest = path.name.split("__seed", 1)
             split = rest.split(".")[1]
             try:
@@ -187,17 +185,6 @@ def collect(job: dict, results: Results) -> int:
                      **{k: record.get(k) for k in ("accuracy", "macro_f1", "n", "classes_predicted", "correct")},
                      "at_s": round(time.time() - job["started"], 1)}
             new += results.add("scores", (exp, row, seed, split), entry)
-    if exp == "fe":
-        out = work / "fe_mlm"
-        for row in ("mlm", "fe_subword"):
-            if not (work / ".done" / f"fe_mlm_score_{row}").exists():
-                continue
-            points = []
-            for line in (out / f"valid_loss_{row}.jsonl").read_text().splitlines():
-                record = json.loads(line)  # fairseq_maskplug.evaluation.evaluate_mlm's records
-                points.append([int(record["updates"]), float(record["loss"])])
-            entry = {"experiment": "fe", "row": row, "seed": int(seed), "points": sorted(points)}
-            new += results.add("curves", ("fe", row, seed), entry)
     if exp == "acceptance":
         path = job.get("json_out", work / "acceptance.jsonl")
         if path.exists():
@@ -241,22 +228,20 @@ def recipe_env(args, knobs: dict, work: Path, seed: str) -> dict:
     return env
 
 
-def seed_work(base: Path, work: Path, experiment: str) -> None:
-    """A replicate's work folder: its own copy of the data (the recipes write side information into
-    it), the shared general model linked, its stage marked done (BART's: its own data and general model,
-    ``recipes/bart_policies.sh``'s)."""
-    if work.exists():
-        return  # an earlier run's: the recipes resume it
-    (work / ".done").mkdir(parents=True)
-    if experiment == "bart":
-        shutil.copytree(base / "bart" / "data", work / "bart" / "data", symlinks=True)
-        (work / "bart" / "general").symlink_to(base / "bart" / "general", target_is_directory=True)
-        (work / ".done" / "bart_general").touch()
+def plan_command(args, exp: str, base: Path, work: Path) -> list:
+    """``fairseq-maskplug-compare`` of the experiment's plan over ``--seeds``: its units in ``work/EXP``, its data
+    and general model the run's (``base``), the shape's settings (:data:`PLAN_SETTINGS`)."""
+    if exp == "bart":
+        paths = {"data.corpus": base / "bart" / "data" / "news", "data.task": base / "bart" / "data" / "probe",
+                 "model.checkpoint": base / "bart" / "general" / "checkpoint_last.pt"}
     else:
-        shutil.copytree(base / "data", work / "data", symlinks=True)
-        (work / "general").symlink_to(base / "general", target_is_directory=True)
-        (work / ".done" / "general").touch()
-    (work / "logs").mkdir()
+        paths = {"data.task": base / "data" / "mr", "model.checkpoint": base / "general" / "checkpoint_last.pt"}
+        if exp != "tlm":  # TLM's corpus is its plan's produce's
+            paths["data.corpus"] = base / "data" / "indomain"
+    settings = [f"{key}={value}" for key, value in paths.items()] + PLAN_SETTINGS.get(args.shape, {}).get(exp, [])
+    return [sys.executable, "-m", "fairseq_maskplug.compare.cli", PLANS[exp], "--seeds", *args.seeds,
+            "--parallel", str(args.parallel), "--set", f"out={work / exp}",
+            *[word for setting in settings for word in ("--set", setting)]]
 
 
 def start(job: dict, log_dir: Path) -> None:
@@ -287,23 +272,24 @@ def last_line(path: Path) -> str:
 
 
 def run(args) -> int:
-    recipe_jobs = [e for e in args.only if e in RECIPES]
-    mr_jobs = [e for e in recipe_jobs if e != "bart"]  # on the demo data, from the shared general MLM
+    plan_jobs = [e for e in args.only if e in PLANS]
+    mr_jobs = [e for e in plan_jobs if e != "bart"]  # on the demo data, from the shared general MLM
     knobs = data_knobs(args.data) if mr_jobs else {}
     work = args.work.resolve()
-    base = work / "base"  # the general model and the data every replicate copies
+    base = work / "base"  # the general model and the data every plan reads (its producers write tracks there)
     if mr_jobs and (base / "data").exists() and ((base / "data" / "manifest.json").read_text()
                                      != (args.data / "manifest.json").read_text()):
         raise SystemExit(f"error: {work} holds an earlier run's data, not --data {args.data}: give another --work")
     (work / "logs").mkdir(parents=True, exist_ok=True)
     device = cuda_name()
-    # the recipe knobs given in the environment (the shape's win over them, MASKPLUG_WORK and MASKPLUG_SEED are the run's)
-    # (and none that names this machine's folders: a stored result names paths relative to the repository)
-    given = {k: v for k, v in os.environ.items() if k.startswith(("MASKPLUG_", "SM_", "FE_", "L3_", "TLM_", "BART_"))
+    # the recipe knobs given in the environment (the general model's: the shape's win over them; MASKPLUG_WORK is
+    # the run's, and none that names this machine's folders: a stored result names paths relative to the repository)
+    given = {k: v for k, v in os.environ.items() if k.startswith(("MASKPLUG_", "BART_"))
              and k not in SHAPES[args.shape]
              and k not in ("MASKPLUG_WORK", "MASKPLUG_SEED", "MASKPLUG_ROOT", "MASKPLUG_DOWNLOADS")}
     meta = {"device": device, "shape": args.shape, "shape_knobs": SHAPES[args.shape], "environment_knobs": given,
-            "data_knobs": knobs,
+            "data_knobs": knobs, "plans": {exp: PLANS[exp] for exp in plan_jobs},
+            "plan_settings": {exp: PLAN_SETTINGS.get(args.shape, {}).get(exp, []) for exp in plan_jobs},
             "seeds": args.seeds, "experiments": args.only, "parallel": args.parallel, "budget_s": args.budget,
             "commit": commit(), "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
             "command": ["python", "benchmarks/gpu_science.py", *map(repository_relative, sys.argv[1:])],
@@ -312,7 +298,7 @@ def run(args) -> int:
     results.write()
     began = time.time()
     print(f"[science] on {device}: shape {args.shape}, seeds {' '.join(args.seeds)}, {', '.join(args.only)}; "
-          f"budget {args.budget} s, {args.parallel} jobs at once -> {args.out}", flush=True)
+          f"budget {args.budget} s, {args.parallel} units at once -> {args.out}", flush=True)
 
     if mr_jobs and not (base / "data").exists():
         base.mkdir(parents=True, exist_ok=True)
@@ -325,18 +311,15 @@ def run(args) -> int:
                    "command": ["bash", "-c", 'source recipes/setup_env.sh && source recipes/lib.sh && general_model'],
                    "env": recipe_env(args, knobs, base, "1")}
         jobs.append(general)
-    if "bart" in recipe_jobs:  # BART's data and general denoising model, shared by its replicates
+    if "bart" in plan_jobs:  # BART's data and general denoising model (recipes/bart_policies.sh's), read by its plan
         jobs.append({"name": "bart_general", "experiment": "general", "seed": "1", "work": base,
-                     "command": ["bash", RECIPES["bart"][0]],
+                     "command": ["bash", "recipes/bart_policies.sh"],
                      "env": dict(recipe_env(args, knobs, base, "1"), BART_GENERAL_ONLY="1")})
-    for seed in args.seeds:
-        for exp in recipe_jobs:
-            recipe, _, recipe_knobs = RECIPES[exp]
-            w = work / f"{exp}_seed{seed}"
-            after = "bart_general" if exp == "bart" else (None if args.general else "general")
-            jobs.append({"name": f"{exp}_seed{seed}", "experiment": exp, "seed": seed, "work": w,
-                         "command": ["bash", recipe], "after": after,
-                         "env": dict(recipe_env(args, knobs, w, seed), **recipe_knobs(seed))})
+    for exp in plan_jobs:  # one plan at a time, each with --parallel units at once
+        after = "bart_general" if exp == "bart" else (None if args.general else "general")
+        jobs.append({"name": exp, "experiment": exp, "seed": None, "work": work / exp, "slots": args.parallel,
+                     "command": plan_command(args, exp, base, work), "after": after,
+                     "env": dict(os.environ, PYTHONUNBUFFERED="1", MASKPLUG_PROGRESS_SECONDS="60")})
     if "toy" in args.only:
         for seed in args.seeds:
             w = work / f"toy_seed{seed}"
@@ -391,7 +374,8 @@ def schedule(args, results: Results, waiting: list, running: list, done: dict, b
             break
         changed = False  # a new result or a job's new status: the file is rewritten
         for job in list(waiting):
-            if len(running) >= args.parallel:
+            busy = sum(j.get("slots", 1) for j in running)  # a plan's job runs --parallel units itself
+            if running and busy + job.get("slots", 1) > args.parallel:
                 break
             after = job.get("after")
             if after and after not in done:
@@ -401,8 +385,6 @@ def schedule(args, results: Results, waiting: list, running: list, done: dict, b
                 results.data["jobs"][job["name"]] = {"status": f"not started: {after} failed"}
                 changed = True
                 continue
-            if job["experiment"] in RECIPES:
-                seed_work(base, job["work"], job["experiment"])
             waiting.remove(job)
             start(job, work / "logs")
             running.append(job)
@@ -729,7 +711,7 @@ def main(argv=None) -> int:
         print(ratio_line(data))
         return 0
     for name in ("data", "work", "out"):
-        needs_data = any(e in RECIPES and e != "bart" for e in args.only)
+        needs_data = any(e in PLANS and e != "bart" for e in args.only)
         if getattr(args, name) is None and not (name == "data" and not needs_data):
             parser.error(f"--{name} is required (unless --summarize)")
     if args.general and not (args.general / "checkpoint_last.pt").is_file():
@@ -737,6 +719,10 @@ def main(argv=None) -> int:
     unknown = [e for e in args.only if e not in EXPERIMENTS]
     if unknown:
         parser.error(f"--only: unknown experiment(s) {', '.join(unknown)} (known: {', '.join(EXPERIMENTS)})")
+    untried = [e for e in args.only if e in PLANS and args.shape in PLAN_SETTINGS and e not in PLAN_SETTINGS[args.shape]]
+    if untried:
+        parser.error(f"--shape {args.shape} runs {', '.join(PLAN_SETTINGS[args.shape])} only, not {', '.join(untried)} "
+                     "(its plan's commands hold 128-token blocks; the model has 64 positions)")
     if args.parallel < 1 or args.budget < 1:
         parser.error("--parallel and --budget must be at least 1")
     return run(args)

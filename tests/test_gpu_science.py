@@ -1,4 +1,4 @@
-"""The seeded comparisons of benchmarks/gpu_science.py: what it collects from the recipes' output files, its
+"""The seeded comparisons of benchmarks/gpu_science.py: what it collects from the plans' units, its
 tables (the analysis itself: tests/test_paired_comparison.py); the parallel fairseq-fixed build of
 install.py; and (full tier) the whole command at toy size on CPU, its smoke."""
 
@@ -29,29 +29,29 @@ def test_mean_and_standard_error():
         gpu_science.mean_se([])
 
 
-def recipe_outputs(work: Path, seed: int, rows: dict) -> None:
-    """What recipes/selective_masking.sh writes per fine-tuning: results/ROW__seedS.{valid,test}.json."""
-    results = work / "selective" / "results"
-    results.mkdir(parents=True, exist_ok=True)
+def unit_results(out: Path, seed: int, rows: dict, splits=("valid", "test")) -> None:
+    """What fairseq-maskplug-compare's units write: OUT/units/ARM__seedS/result.SPLIT.json
+    (fairseq-maskplug-evaluate's records, or recipes/probe_em.py --split-output's)."""
     for row, correct in rows.items():
-        for split in ("valid", "test"):
-            accuracy = 100.0 * correct.count("1") / len(correct)
-            (results / f"{row}__seed{seed}.{split}.json").write_text(json.dumps(
-                {"split": split, "n": len(correct), "accuracy": accuracy, "macro_f1": accuracy - 1,
-                 "units": "percent", "classes_predicted": 2, "correct": correct}))
+        unit = out / "units" / f"{row}__seed{seed}"
+        unit.mkdir(parents=True, exist_ok=True)
+        for split, outcomes in zip(splits, correct if isinstance(correct, tuple) else (correct,) * len(splits)):
+            accuracy = 100.0 * outcomes.count("1") / len(outcomes)
+            (unit / f"result.{split}.json").write_text(json.dumps(
+                {"split": split, "n": len(outcomes), "accuracy": accuracy, "macro_f1": accuracy - 1,
+                 "units": "percent", "classes_predicted": 2, "correct": outcomes}))
 
 
 def test_collect_adds_each_finished_score_once_and_the_summary_pairs_them(tmp_path):
     results = gpu_science.Results(tmp_path / "science.json", {"device": "CPU", "shape": "tiny", "seeds": ["1", "2"]})
     outcomes = {1: {"selective": "1111111100", "matched-random": "1111110000", "no-TaskPT": "1111000000"},
                 2: {"selective": "1111111110", "matched-random": "1111111000", "no-TaskPT": "1111100000"}}
-    jobs = []
-    for seed, rows in outcomes.items():
-        work = tmp_path / f"selective_seed{seed}"
-        recipe_outputs(work, seed, rows)
-        jobs.append({"experiment": "selective", "seed": str(seed), "work": work, "started": 0.0})
-    assert sum(gpu_science.collect(job, results) for job in jobs) == 12  # 3 rows x 2 splits x 2 seeds
-    assert sum(gpu_science.collect(job, results) for job in jobs) == 0  # nothing twice
+    job = {"experiment": "selective", "seed": None, "work": tmp_path / "selective", "started": 0.0}
+    unit_results(job["work"], 1, outcomes[1])
+    assert gpu_science.collect(job, results) == 6  # seed 1's units: 3 rows x 2 splits
+    unit_results(job["work"], 2, outcomes[2])
+    assert gpu_science.collect(job, results) == 6  # then seed 2's, as they land
+    assert gpu_science.collect(job, results) == 0  # nothing twice
     results.write()
     data = json.loads((tmp_path / "science.json").read_text())
     assert {(s["row"], s["seed"], s["split"]) for s in data["scores"]} == {
@@ -74,22 +74,15 @@ def test_collect_adds_each_finished_score_once_and_the_summary_pairs_them(tmp_pa
 
 
 def test_bart_exact_match_is_read_per_question_set_and_compared_on_each(tmp_path):
-    """recipes/probe_em.py's files (EM and one 0/1 per question on the seen and held-out questions) become
-    one score per question set, and the summary compares SSM with +Rand on each, seen first."""
+    """The BART plan's units (EM and one 0/1 per question on the seen and held-out questions, one result per
+    question set) become one score per question set, and the summary compares SSM with +Rand on each, seen first."""
     results = gpu_science.Results(tmp_path / "science.json", {"device": "CPU", "shape": "quickstart", "seeds": ["1", "2"]})
     outcomes = {1: {"ssm": ("1110", "1000"), "rand": ("1000", "1000")},
                 2: {"ssm": ("1100", "1100"), "rand": ("0000", "1000")}}
-    jobs = []
+    job = {"experiment": "bart", "seed": None, "work": tmp_path / "bart", "started": 0.0}
     for seed, rows in outcomes.items():
-        work = tmp_path / f"bart_seed{seed}"
-        (work / "bart" / "results").mkdir(parents=True)
-        for row, (seen, heldout) in rows.items():
-            (work / "bart" / "results" / f"{row}__seed{seed}.json").write_text(json.dumps(
-                {"seen": 25.0 * seen.count("1"), "heldout": 25.0 * heldout.count("1"), "n_seen": 4, "n_heldout": 4,
-                 "correct_seen": seen, "correct_heldout": heldout}))
-        (work / "bart" / "results" / "masks.json").write_text("{}")  # the recipe's mask analysis: not a score
-        jobs.append({"experiment": "bart", "seed": str(seed), "work": work, "started": 0.0})
-    assert sum(gpu_science.collect(job, results) for job in jobs) == 8  # 2 rows x 2 question sets x 2 seeds
+        unit_results(job["work"], seed, rows, splits=("seen", "heldout"))
+    assert gpu_science.collect(job, results) == 8  # 2 rows x 2 question sets x 2 seeds
     table = gpu_science.summarize(results.data)
     assert "| ssm | 2 | 62.5 ± 12.5 | 37.5 ± 12.5 |" in table  # seen 75 and 50, held-out 25 and 50
     seen = next(l for l in table.splitlines() if l.startswith("| ssm − rand | 2 × 4 | 50.00 ± 0.00 |"))
@@ -102,21 +95,18 @@ def test_bart_exact_match_is_read_per_question_set_and_compared_on_each(tmp_path
 
 
 def test_fe_curves_are_read_from_the_scored_checkpoints(tmp_path):
-    work = tmp_path / "fe_seed1"
-    (work / "fe_mlm").mkdir(parents=True)
-    (work / ".done").mkdir()
+    job = {"experiment": "fe", "seed": None, "work": tmp_path / "fe", "started": 0.0}
     for row, losses in (("mlm", (9.0, 8.0)), ("fe_subword", (8.5, 7.5))):
-        # fairseq_maskplug.evaluation.evaluate_mlm's records, one per checkpoint
-        (work / "fe_mlm" / f"valid_loss_{row}.jsonl").write_text("".join(
+        (job["work"] / "units" / f"{row}__seed1").mkdir(parents=True)
+    results = gpu_science.Results(tmp_path / "science.json", {})
+    assert gpu_science.collect(job, results) == 0  # not scored yet: no curve.jsonl
+    for row, losses in (("mlm", (9.0, 8.0)), ("fe_subword", (8.5, 7.5))):
+        # fairseq_maskplug.evaluation.evaluate_mlm's records, one per checkpoint (the plan's [pretrain] score_every)
+        (job["work"] / "units" / f"{row}__seed1" / "curve.jsonl").write_text("".join(
             json.dumps({"checkpoint": f"checkpoint_{i}_{u}.pt", "updates": u, "loss": loss, "masked": 100}) + "\n"
             for i, (u, loss) in enumerate(zip((20, 40), losses), 1)))
-    results = gpu_science.Results(tmp_path / "science.json", {})
-    job = {"experiment": "fe", "seed": "1", "work": work, "started": 0.0}
-    assert gpu_science.collect(job, results) == 0  # not scored yet: the recipe's stage marker is missing
-    (work / ".done" / "fe_mlm_score_mlm").touch()
-    (work / ".done" / "fe_mlm_score_fe_subword").touch()
     assert gpu_science.collect(job, results) == 2
-    assert results.data["curves"][0]["points"] == [[20, 9.0], [40, 8.0]]
+    assert next(c for c in results.data["curves"] if c["row"] == "mlm")["points"] == [[20, 9.0], [40, 8.0]]
     assert "| 40 | 8.000 | 7.500 | -0.500 (1 seeds) |" in gpu_science.summarize(results.data)
 
 
@@ -242,3 +232,32 @@ def test_a_results_file_names_paths_inside_the_repository_relative_to_it():
     assert gpu_science.repository_relative(str(REPO)) == "."
     assert gpu_science.repository_relative("/elsewhere/data") == "/elsewhere/data"
     assert gpu_science.repository_relative("quickstart") == "quickstart"  # not a path: as given
+
+
+@pytest.mark.parametrize("exp", sorted(gpu_science.PLANS))
+def test_each_experiment_runs_its_paper_s_plan_on_the_run_s_data_and_model(exp, tmp_path):
+    """The harness is a caller of fairseq-maskplug-compare: each experiment's command reads its plan in
+    recipes/compare_plans/ with the run's data, general model and output folder set, at the quickstart shape
+    nothing else changed (the plan's own settings are the stored runs', tests/test_compare_command.py)."""
+    from types import SimpleNamespace
+
+    from fairseq_maskplug.compare.plan import parse_setting, read_plan
+
+    args = SimpleNamespace(seeds=["1", "2"], parallel=3, shape="quickstart")
+    command = gpu_science.plan_command(args, exp, tmp_path / "base", tmp_path)
+    assert command[:4] == [sys.executable, "-m", "fairseq_maskplug.compare.cli", f"recipes/compare_plans/{exp}.toml"]
+    assert command[4:9] == ["--seeds", "1", "2", "--parallel", "3"]
+    settings = [parse_setting(word, tmp_path) for flag, word in zip(command[9::2], command[10::2]) if flag == "--set"]
+    plan = read_plan(REPO / command[3], {"seeds": [1, 2]}, [(key, value) for key, value, _ in settings])
+    data = tmp_path / "base" / ("bart/data" if exp == "bart" else "data")
+    assert plan.out == tmp_path / exp and plan.labelled == data / ("probe" if exp == "bart" else "mr")
+    assert plan.model.parent.parent == data.parent and plan.model.name == "checkpoint_last.pt"
+    assert plan.corpus == (None if exp == "tlm" else data / ("news" if exp == "bart" else "indomain"))
+    assert {key.split(".")[0] for key, _, _ in settings} == {"out", "data", "model"}  # nothing else at quickstart
+    if exp == "fe":  # the toy smoke's shape: short runs of 64-token blocks, scored every 20 updates
+        args.shape = "tiny"
+        command = gpu_science.plan_command(args, exp, tmp_path / "base", tmp_path)
+        settings = [parse_setting(word, tmp_path) for flag, word in zip(command[9::2], command[10::2]) if flag == "--set"]
+        tiny = read_plan(REPO / command[3], None, [(key, value) for key, value, _ in settings])
+        assert (tiny.pretrain.updates, tiny.pretrain.score_every, tiny.pretrain.tokens_per_sample,
+                tiny.finetune.epochs) == (40, 20, 64, 1)
