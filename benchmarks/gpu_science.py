@@ -75,8 +75,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 from fairseq_maskplug.evaluation import comparison_report as report, paired_comparison as pc
 from fairseq_maskplug.evaluation.comparison_report import fmt, interval_text, mean_se, p_text  # noqa: F401
 

@@ -12,7 +12,6 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from scipy import stats as scipy_stats
 
 from fairseq_helpers import REPO, check
 from recipes import offline_install
