@@ -3,6 +3,7 @@ plan run end to end, collected with a unit missing, resumed without retraining, 
 by two plain processes giving the same report as one --parallel 2 run."""
 
 import json
+import os
 import re
 import subprocess
 
@@ -675,3 +676,25 @@ def test_score_every_scores_each_arm_s_checkpoints_under_the_same_masks_and_the_
     assert "| updates | random | span | span − random (paired over seeds) |" in report
     random_at_4 = next(c for c in data["curves"] if c["row"] == "random")["points"][1][1]
     assert f"| 4 | {random_at_4:.3f} | {records[1]['loss']:.3f} | " in report
+
+
+def test_a_report_names_this_checkout_s_commit_and_no_other_repository_s(tmp_path):
+    """The report's provenance: the commit where the package runs from its own checkout; none where a copy of it
+    sits inside another repository (a user's project with its environment inside)."""
+    import shutil
+    import sys
+
+    from fairseq_helpers import REPO
+    from fairseq_maskplug.compare.report import source_commit
+
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
+    assert source_commit() == head.stdout.strip()
+    other = tmp_path / "project"
+    subprocess.run(["git", "init", "-q", str(other)], check=True)
+    site = other / "env" / "site-packages"
+    shutil.copytree(REPO / "fairseq_maskplug", site / "fairseq_maskplug",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    found = subprocess.run([sys.executable, "-c", "from fairseq_maskplug.compare.report import source_commit; "
+                            "print(source_commit())"], cwd=other, env={**os.environ, "PYTHONPATH": str(site)},
+                           capture_output=True, text=True)
+    assert found.returncode == 0 and found.stdout.strip() == "None", found.stderr[-2000:]

@@ -34,16 +34,21 @@ RECORD_FIELDS = ("accuracy", "macro_f1", "n", "classes_predicted", "correct")
 
 
 def source_commit() -> Optional[str]:
-    """The commit of the package's source where it runs from a git checkout (``MASKPLUG_COMMIT`` names it where
-    the tree travelled without its history); None for an installed wheel."""
+    """The commit of the package's source where it runs from a checkout of this repository (``MASKPLUG_COMMIT``
+    names it where the tree travelled without its history); None for an installed wheel, even one installed
+    inside another repository."""
     if os.environ.get("MASKPLUG_COMMIT"):
         return os.environ["MASKPLUG_COMMIT"]
+    root = Path(__file__).resolve().parents[2]  # the folder holding fairseq_maskplug/
     try:
-        found = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).resolve().parent,
+        found = subprocess.run(["git", "rev-parse", "--show-toplevel", "--short", "HEAD"], cwd=root,
                                capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return found.stdout.strip() or None if found.returncode == 0 else None
+    lines = found.stdout.split()
+    if found.returncode != 0 or len(lines) != 2 or Path(lines[0]).resolve() != root:
+        return None
+    return lines[1]
 
 
 def unit_devices(plan: Plan) -> List[str]:
@@ -99,11 +104,6 @@ def collect_curves(plan: Plan) -> list:
             curves.append({"experiment": plan.name, "row": arm, "seed": seed,
                            "points": sorted([int(r["updates"]), float(r["loss"])] for r in records)})
     return curves
-
-
-def pairs(plan: Plan) -> list:
-    """Every arm against the baseline, in the plan's order."""
-    return [(arm.name, plan.baseline) for arm in plan.arms if arm.name != plan.baseline]
 
 
 def report_parts(data: dict) -> dict:
