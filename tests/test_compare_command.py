@@ -364,6 +364,22 @@ def test_a_plan_s_stored_report_has_its_recipe_s_stored_outcomes(plan_report, re
         assert len(score["correct"]) == len(expected) >= 300 and score["correct"] == expected
 
 
+def test_the_fe_plan_s_curves_are_the_stored_run_s_checkpoints_scored_under_one_set_of_masks():
+    """What docs/compare.md and the FE page say: the FE plan (score_every 50) trained the stored run's checkpoints
+    again, bit for bit: each of its 10 curves equals the stored run's checkpoints rescored after the scorer's fix."""
+    from fairseq_helpers import REPO
+
+    results = REPO / "docs" / "results"
+    plan = json.loads((results / "compare_fe_plan_cpu_2026-11-29.json").read_text())
+    rescored = json.loads((results / "compare_fe_cpu_2026-11-28_rescored_2026-11-29.json").read_text())
+    expected = {(c["row"], c["seed"]): c["points"] for c in rescored["curves"]}
+    assert len(plan["curves"]) == len(expected) == 10
+    for curve in plan["curves"]:
+        assert [u for u, _ in curve["points"]] == [50, 100, 150, 200]
+        assert curve["points"] == expected[curve["row"], curve["seed"]]
+    assert all(c["masked"] == [1745] for c in rescored["curves"])  # one set of masks for every checkpoint
+
+
 def recipe_default(script, knob):
     """The default of ``${KNOB:-default}`` in a recipe."""
     import re
