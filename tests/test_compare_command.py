@@ -339,7 +339,7 @@ def test_the_fe_plan_file_is_the_stored_fe_run_s_shape():
 #: each plan's stored report, the stored run of its recipe, and the (arm, split, seed) rows it ran
 PLAN_REPORTS = [
     ("compare_fe_plan_cpu_2026-11-29.json", "compare_fe_cpu_2026-11-28.json", 20),
-    ("compare_l3_plan_cpu_2026-11-29.json", "compare_l3_cpu_2026-11-29.json", 6),  # seed 1
+    ("compare_l3_plan_cpu_2026-11-29.json", "compare_l3_cpu_2026-11-29.json", 12),  # seeds 1, 2
     ("compare_selective_plan_cpu_2026-11-29.json", "compare_selective_cpu_2026-11-28.json", 30),
     ("compare_bart_plan_cpu_2026-11-29.json", "compare_bart_cpu_2026-11-28.json", 30),
     ("compare_tlm_plan_cpu_2026-11-29.json", "compare_tlm_cpu_2026-11-29.json", 30),  # seeds 1 to 3
