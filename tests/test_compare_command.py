@@ -342,7 +342,7 @@ PLAN_REPORTS = [
     ("compare_l3_plan_cpu_2026-11-29.json", "compare_l3_cpu_2026-11-29.json", 12),  # seeds 1, 2
     ("compare_selective_plan_cpu_2026-11-29.json", "compare_selective_cpu_2026-11-28.json", 30),
     ("compare_bart_plan_cpu_2026-11-29.json", "compare_bart_cpu_2026-11-28.json", 30),
-    ("compare_tlm_plan_cpu_2026-11-29.json", "compare_tlm_cpu_2026-11-29.json", 30),  # seeds 1 to 3
+    ("compare_tlm_plan_cpu_2026-11-29.json", "compare_tlm_cpu_2026-11-29.json", 50),
 ]
 
 
