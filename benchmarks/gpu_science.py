@@ -75,6 +75,7 @@ import sys
 import time
 from pathlib import Path
 
+from fairseq_maskplug.compare.report import RECORD_FIELDS, curve_points
 from fairseq_maskplug.evaluation import comparison_report as report, paired_comparison as pc
 from fairseq_maskplug.evaluation.comparison_report import fmt, interval_text, mean_se, p_text  # noqa: F401
 
@@ -149,6 +150,18 @@ class Results:
         write_text(str(self.path), json.dumps(self.data, indent=1) + "\n")
 
 
+def add_score(results: Results, job: dict, row: str, seed: str, split: str, path: Path) -> int:
+    """Add one score file (``fairseq-maskplug-evaluate``'s record, or one like it) unless it is being written;
+    1 if it was new."""
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return 0  # being written
+    entry = {"experiment": job["experiment"], "row": row, "seed": int(seed), "split": split,
+             **{k: record.get(k) for k in RECORD_FIELDS}, "at_s": round(time.time() - job["started"], 1)}
+    return int(results.add("scores", (job["experiment"], row, seed, split), entry))
+
+
 def collect(job: dict, results: Results) -> int:
     """Add what ``job`` has finished so far to ``results``; returns how many entries were new."""
     new = 0
@@ -157,32 +170,15 @@ def collect(job: dict, results: Results) -> int:
         for unit in sorted((work / "units").glob("*__seed*")):
             row, unit_seed = unit.name.rsplit("__seed", 1)
             for path in sorted(unit.glob("result.*.json")):
-                split = path.name.split(".")[1]
-                try:
-                    record = json.loads(path.read_text())
-                except (OSError, json.JSONDecodeError):
-                    continue  # being written
-                entry = {"experiment": exp, "row": row, "seed": int(unit_seed), "split": split,
-                         **{k: record.get(k) for k in ("accuracy", "macro_f1", "n", "classes_predicted", "correct")},
-                         "at_s": round(time.time() - job["started"], 1)}
-                new += results.add("scores", (exp, row, unit_seed, split), entry)
+                new += add_score(results, job, row, unit_seed, path.name.split(".")[1], path)
             if (unit / "curve.jsonl").is_file():
-                points = [[int(r["updates"]), float(r["loss"])] for r in map(json.loads, (
-                    unit / "curve.jsonl").read_text().splitlines())]  # written whole
-                entry = {"experiment": exp, "row": row, "seed": int(unit_seed), "points": sorted(points)}
+                entry = {"experiment": exp, "row": row, "seed": int(unit_seed),
+                         "points": curve_points(unit / "curve.jsonl")}
                 new += results.add("curves", (exp, row, unit_seed), entry)
     elif exp == "toy":
         for path in sorted((work / "toy" / "results").glob("*__seed*.*.json")):
             row, rest = path.name.split("__seed", 1)
-            split = rest.split(".")[1]
-            try:
-                record = json.loads(path.read_text())
-            except (OSError, json.JSONDecodeError):
-                continue  # being written
-            entry = {"experiment": exp, "row": row, "seed": int(seed), "split": split,
-                     **{k: record.get(k) for k in ("accuracy", "macro_f1", "n", "classes_predicted", "correct")},
-                     "at_s": round(time.time() - job["started"], 1)}
-            new += results.add("scores", (exp, row, seed, split), entry)
+            new += add_score(results, job, row, seed, rest.split(".")[1], path)
     if exp == "acceptance":
         path = job.get("json_out", work / "acceptance.jsonl")
         if path.exists():

@@ -93,6 +93,12 @@ def collect_results(plan: Plan, command: Optional[List[str]] = None) -> dict:
     return data
 
 
+def curve_points(path: Path) -> list:
+    """``[[updates, loss in bits], ...]`` by updates, from a ``curve.jsonl`` (evaluate_mlm's records, written whole)."""
+    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return sorted([int(r["updates"]), float(r["loss"])] for r in records)
+
+
 def collect_curves(plan: Plan) -> list:
     """``[pretrain] score_every``'s curves: one entry per pre-training unit that scored its checkpoints, its points
     ``[updates, loss in bits]`` (the stored-result format's ``curves``, as ``recipes/fe_mlm.sh``'s)."""
@@ -100,9 +106,7 @@ def collect_curves(plan: Plan) -> list:
     for arm, seed in plan.units():
         path = unit_dir(plan, arm, seed) / "curve.jsonl"
         if path.is_file():
-            records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-            curves.append({"experiment": plan.name, "row": arm, "seed": seed,
-                           "points": sorted([int(r["updates"]), float(r["loss"])] for r in records)})
+            curves.append({"experiment": plan.name, "row": arm, "seed": seed, "points": curve_points(path)})
     return curves
 
 
