@@ -57,10 +57,12 @@ as soon as it lands (the file is rewritten atomically every few seconds): a run 
 or by the machine's limit keeps everything that finished; the file is the stored result a page cites
 (``docs/results/``: every seed's outcome on every test item, the commit, shape, device and command). At the
 end, and with ``--summarize``, it prints per experiment mean ± standard error over seeds and the paired
-comparisons of :mod:`fairseq_maskplug.evaluation.paired_comparison`: the interval over seeds (these test
-items) and the crossed interval (seeds and items), a direction only where both exclude 0, what the run
-excludes, Holm-adjusted p over the experiment's comparisons, the difference the reading rule detects with
-80% probability (simulated) and the seeds and items a difference of the size seen would need.
+comparisons of :mod:`fairseq_maskplug.evaluation.paired_comparison`, read by the package's one rule
+(:mod:`fairseq_maskplug.evaluation.reading_rule`): the interval over seeds (these test items) and the crossed
+interval (seeds and items), a direction only where both exclude 0 after Holm's adjustment over the experiment's
+family (its pairs on every compared split), what the run excludes, the difference that rule finds with 80%
+probability (simulated, with its Monte Carlo band) and the seeds and items it needs for 2 points; then a verdict
+line per comparison.
 """
 
 import argparse
@@ -76,7 +78,7 @@ import time
 from pathlib import Path
 
 from fairseq_maskplug.compare.report import RECORD_FIELDS, curve_points
-from fairseq_maskplug.evaluation import comparison_report as report, paired_comparison as pc
+from fairseq_maskplug.evaluation import comparison_report as report, paired_comparison as pc, reading_rule as rule
 from fairseq_maskplug.evaluation.comparison_report import fmt, interval_text, mean_se, p_text  # noqa: F401
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -440,15 +442,11 @@ def commit() -> str:
 
 # ---- the summary -------------------------------------------------------------------------------------
 
-def comparisons(exp: str, table: dict, split: str = "test", sims: int = 400) -> list:
-    """The paired comparisons of each pair of ``COMPARISONS[exp]`` on ``split``, Holm-adjusted over them
-    (:func:`~fairseq_maskplug.evaluation.comparison_report.paired_comparisons`)."""
-    return report.paired_comparisons(COMPARISONS[exp], table, split, sims)
-
-
-def comparison_tables(exp: str, table: dict, split: str = "test", what: str = "test accuracy") -> list:
-    """The tables of :func:`comparisons` (:func:`~fairseq_maskplug.evaluation.comparison_report.comparison_tables`)."""
-    return report.comparison_tables(COMPARISONS[exp], table, split, what)
+def comparisons(exp: str, table: dict, sims: int = pc.SIMS) -> list:
+    """The paired comparisons of the experiment's family, each pair of ``COMPARISONS[exp]`` on each of its compared
+    splits, read together (:func:`~fairseq_maskplug.evaluation.comparison_report.paired_comparisons`)."""
+    splits = list(SPLITS.get(exp, {"test": ""}))
+    return report.paired_comparisons(report.split_family(COMPARISONS[exp], splits), table, sims)
 
 
 def provenance(meta: dict) -> str:
@@ -485,8 +483,10 @@ def summary_parts(data: dict) -> dict:
             for row in rows:
                 lines.append(f"| {row} | {len(of(row, next(iter(names))))} | "
                              + " | ".join(cell(of(row, split), "accuracy") for split in names) + " |")
+            found = comparisons(exp, table)
             for split, what in names.items():
-                lines.extend(comparison_tables(exp, table, split, what))
+                lines.extend(report.comparison_tables(found, split, what))
+            lines.extend(["", *map(rule.verdict, found)])
             continue
         what = "the planted toy problem's" if exp == "toy" else "MR"
         lines.append(f"\n## {exp}: {what} test accuracy and macro-F1 (%), mean ± standard error over seeds")
@@ -502,7 +502,9 @@ def summary_parts(data: dict) -> dict:
                 notes.append(f"note: {row} predicted a single class on test in {constant} of {len(test)} seeds "
                              "(a constant predictor: its accuracy is a class's share)")
         lines.extend(notes)
-        lines.extend(comparison_tables(exp, table))
+        found = comparisons(exp, table)
+        lines.extend(report.comparison_tables(found))
+        lines.extend(["", *map(rule.verdict, found)])
     curves = data["curves"]
     if curves:
         lines = parts["fe-curves"] = []

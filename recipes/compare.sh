@@ -44,9 +44,9 @@ else
     [ "$method" = tlm ] || paths+=(--set "data.corpus=$WORK/data/indomain")  # TLM's corpus is its produce's
 fi
 out="$WORK/compare_plans/$method"
-echo "[compare] recipes/compare_plans/$method.toml over seeds ${seeds[*]} -> $out/report.{json,md,png}"
+echo "[compare] recipes/compare_plans/$method.toml over seeds ${seeds[*]} -> $out/report-vs-*.{json,md,png}"
 fairseq-maskplug-compare "recipes/compare_plans/$method.toml" --seeds "${seeds[@]}" --set "out=$out" "${paths[@]}" \
     --parallel "${COMPARE_PARALLEL:-1}" ${settings[@]+"${settings[@]}"} > "$WORK/logs/compare_$method.log" 2>&1 \
     || { tail -20 "$WORK/logs/compare_$method.log"; echo "[compare] failed; log: $WORK/logs/compare_$method.log" >&2; exit 1; }
-cat "$out/report.md"
+cat "$(ls -t "$out"/report-vs-*.md | head -1)"
 quick_note

@@ -221,11 +221,11 @@ def test_a_plan_runs_resumes_collects_and_scales_out(toy, tmp_path):
     result = check(run([BIN / "fairseq-maskplug-compare", plan, "--parallel", "2"], new_process=True))
     assert "4 unit(s) to run, 2 at a time" in result.stdout
     out = toy / "toy"
-    data = json.loads((out / "report.json").read_text())
+    data = json.loads((out / "report-vs-none.json").read_text())
     assert {(s["row"], s["seed"], s["split"]) for s in data["scores"]} == {
         (arm, seed, split) for arm in ("none", "random") for seed in (1, 2) for split in ("valid", "test")}
     assert all(len(s["correct"]) == 40 for s in data["scores"] if s["split"] == "test") and not data["missing"]
-    report = (out / "report.md").read_text()
+    report = (out / "report-vs-none.md").read_text()
     assert "| random − none | 2 × 40 |" in report
     # the pre-training drew from each unit's seed: the two seeds' checkpoints differ
     assert (out / "units" / "random__seed1" / "pretrain" / "checkpoint_last.pt").read_bytes() != \
@@ -237,12 +237,12 @@ def test_a_plan_runs_resumes_collects_and_scales_out(toy, tmp_path):
     (out / "units" / "random__seed2" / ".done" / "evaluate").unlink()
     collected = run([BIN / "fairseq-maskplug-compare", plan, "--collect"], new_process=True)
     assert collected.returncode == 0 and "missing units (1): random:2" in collected.stdout
-    assert json.loads((out / "report.json").read_text())["missing"] == ["random:2"]
+    assert json.loads((out / "report-vs-none.json").read_text())["missing"] == ["random:2"]
     again = check(run([BIN / "fairseq-maskplug-compare", plan], new_process=True))
     assert "1 unit(s) to run" in again.stdout
     unit_log = (out / "logs" / "random__seed2.log").read_text()
     assert "pretrain done before" in unit_log and "finetune done before" in unit_log
-    first = report_without_dates(out / "report.json")["scores"]
+    first = report_without_dates(out / "report-vs-none.json")["scores"]
     assert first == [{k: v for k, v in s.items() if k != "experiment"} for s in data["scores"]]
 
     # the print-jobs commands, run by a plain shell loop in two processes, give the same report
@@ -259,7 +259,7 @@ def test_a_plan_runs_resumes_collects_and_scales_out(toy, tmp_path):
         output, _ = loop.communicate(timeout=900)
         assert loop.returncode == 0, output[-3000:]
     check(run([BIN / "fairseq-maskplug-compare", copy, "--collect"], new_process=True))
-    assert report_without_dates(tmp_path / "jobs" / "report.json")["scores"] == first
+    assert report_without_dates(tmp_path / "jobs" / "report-vs-none.json")["scores"] == first
 
 
 def test_a_unit_run_twice_at_once_is_refused(toy):
@@ -607,9 +607,12 @@ def test_a_plan_s_own_fine_tuning_and_scoring_commands_run_each_unit(toy, capsys
     first = (unit / "logs" / "finetune.log").read_text().splitlines()[0]
     assert f"--finetune-from-model {unit / 'pretrain' / 'checkpoint_last.pt'}" in first and "--seed 2" in first
     assert main([str(plan), "--collect"]) == 0
-    report = (toy / "own" / "report.md").read_text()
+    report = (toy / "own" / "report-vs-none.md").read_text()
     assert "| arm | seeds | valid accuracy | valid macro-F1 | test accuracy | test macro-F1 |" in report
-    assert "## each arm − the baseline on valid" in report and "## each arm − the baseline on test" in report
+    assert "## the family's comparisons on valid" in report and "## the family's comparisons on test" in report
+    # one family over both compared splits, read first
+    assert report.index("## what it found") < report.index("## scores")
+    assert "Holm over a family of 2 comparisons: random − none (valid), random − none (test)" in report
 
 
 def test_the_bart_plan_file_is_the_stored_bart_run_s_shape():
@@ -686,10 +689,10 @@ def test_score_every_scores_each_arm_s_checkpoints_under_the_same_masks_and_the_
     assert [r["updates"] for r in records] == [2, 4]
     again = FixedMaskScorer(str(toy / "corpus")).score(str(unit / "pretrain" / "checkpoint_1_4.pt"))
     assert again["loss"] == pytest.approx(records[1]["loss"], rel=1e-6) and again["masked"] == records[1]["masked"] > 0
-    data = json.loads((toy / "curves" / "report.json").read_text())
+    data = json.loads((toy / "curves" / "report-vs-random.json").read_text())
     assert sorted((c["row"], [u for u, _ in c["points"]]) for c in data["curves"]) == [("random", [2, 4]),
                                                                                       ("span", [2, 4])]
-    report = (toy / "curves" / "report.md").read_text()
+    report = (toy / "curves" / "report-vs-random.md").read_text()
     assert "| updates | random | span | span − random (paired over seeds) |" in report
     random_at_4 = next(c for c in data["curves"] if c["row"] == "random")["points"][1][1]
     assert f"| 4 | {random_at_4:.3f} | {records[1]['loss']:.3f} | " in report

@@ -63,13 +63,14 @@ def test_collect_adds_each_finished_score_once_and_the_summary_pairs_them(tmp_pa
     # point; but 10 sentences say little of the task: the crossed interval holds 0, and no direction is named
     assert "| 2 × 10 | 20.00 ± 0.00 | [+20.00, +20.00] | [-5.01, +45.01] | no difference shown |" in interval
     # the pooled discordant pairs are a description: selective alone right 4 times, matched-random never
-    assert line.endswith("| 4 / 0 |") and "p, Holm over these 3" in table
-    # each row's p over seeds against its Holm adjustment over the experiment's three comparisons
+    assert line.endswith("| 4 / 0 |") and "the larger), Holm over 3 |" in table
+    # each row's rule p (the larger of the two) against its Holm adjustment over the experiment's three comparisons
     found = gpu_science.comparisons("selective", {row: {(s["split"], s["seed"]): s for s in data["scores"]
                                                         if s["row"] == row} for row in outcomes[1]})
     assert [c.adjusted_p for c in found] == pytest.approx(
         __import__("fairseq_maskplug.evaluation.paired_comparison", fromlist=["adjusted"]).adjusted(
-            [c.p for c in found]), nan_ok=True)
+            [max(c.p, c.crossed_p) for c in found]), nan_ok=True)
+    assert "selective − matched-random (test): no difference shown (Holm p" in table
 
 
 def test_bart_exact_match_is_read_per_question_set_and_compared_on_each(tmp_path):

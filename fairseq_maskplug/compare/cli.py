@@ -16,7 +16,7 @@ The plan (TOML, :mod:`fairseq_maskplug.compare.plan`) names the data, the starti
 each ``(arm, seed)`` is one resumable unit in ``OUT/units/ARM__seedS`` (:mod:`.units`). Before any work the
 whole plan is checked, every arm through the real training parsers and its splits loaded
 (:mod:`.checks`); a refusal is one line naming the arm and option. The report (:mod:`.report`) is
-``OUT/report.{json,md,png}``.
+``OUT/report-vs-BASELINE.{json,md,png}``: what it found first, a verdict per comparison.
 """
 
 import argparse
@@ -85,6 +85,26 @@ def claim_out(plan) -> None:
         write_text(str(plan.out / OWNER_FILE), json.dumps({"command": COMMAND}) + "\n")
 
 
+def estimate(plan, units, parallel: int) -> str:
+    """What ``units`` (``ARM:SEED``) will take, ``parallel`` at a time: each arm's measured wall time (the mean over
+    its finished units' timed stages, else over every finished unit's), in words."""
+    from .units import parse_unit, stage_seconds
+
+    measured = {}
+    for arm, seed in plan.units():
+        seconds = stage_seconds(plan, arm, seed)
+        if seconds and f"{arm}:{seed}" not in units:
+            measured.setdefault(arm, []).append(sum(seconds.values()))
+    if not measured:
+        return "no estimate yet (no unit has finished; each stage is timed, and the next estimate uses them)"
+    overall = [t for times in measured.values() for t in times]
+    each = {arm: sum(times) / len(times) for arm, times in measured.items()}
+    fallback = sum(overall) / len(overall)
+    total = sum(each.get(parse_unit(unit)[0], fallback) for unit in units)
+    return (f"about {total / parallel / 60:.0f} min ({len(units)} unit(s), {parallel} at a time, from the "
+            f"{len(overall)} finished unit(s)' measured times)")
+
+
 def run_units(plan, units, parallel: int, argv_tail: list) -> list:
     """Run ``units`` (``ARM:SEED``), ``parallel`` at a time, each as its own process; the failed ones' lines."""
     env = dict(os.environ)
@@ -103,9 +123,12 @@ def run_units(plan, units, parallel: int, argv_tail: list) -> list:
             if code != 0:
                 lines = [line for line in log.read_text(encoding="utf-8", errors="replace").splitlines() if line]
                 failed.append(f"unit {unit} failed: {lines[-1] if lines else f'exit status {code}'} (log {log})")
-            print(f"[{done[0]}/{len(units)}] unit {unit} {'finished' if code == 0 else 'FAILED'}", flush=True)
+            left = units[done[0]:]
+            print(f"[{done[0]}/{len(units)}] unit {unit} {'finished' if code == 0 else 'FAILED'}"
+                  + (f"; left: {estimate(plan, left, parallel)}" if left else ""), flush=True)
 
-    print(f"{len(units)} unit(s) to run, {parallel} at a time; logs in {plan.out / 'logs'}", flush=True)
+    print(f"{len(units)} unit(s) to run, {parallel} at a time; logs in {plan.out / 'logs'}; "
+          f"{estimate(plan, units, parallel)}", flush=True)
     with ThreadPoolExecutor(max_workers=parallel) as pool:
         list(pool.map(one, units))
     return failed

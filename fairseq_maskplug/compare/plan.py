@@ -68,6 +68,19 @@ class FinetuneSettings:
         "help": "further fairseq-maskplug-train options of the fine-tuning"})
 
 
+@dataclasses.dataclass
+class ReportSettings:
+    """``[report]``: the family the report reads together and the difference its verdicts size the design for
+    (:mod:`fairseq_maskplug.evaluation.reading_rule`)."""
+
+    family: List[List[str]] = dataclasses.field(default_factory=list, metadata={
+        "help": "the pairs [A, B] compared (A − B), each on every compared split, with Holm's adjustment over them "
+                "all; default: every arm − the baseline"})
+    effect: float = option(2.0, "the difference (points) the verdicts say the seeds and items needed for",
+                           range="(0, inf)", source="ours (the size of the papers' reported gains: Gu et al. 2020 "
+                           "0.5 to 1.2 points, Yao et al. 2022 0.1 to 2.9)")
+
+
 @dataclasses.dataclass(frozen=True)
 class Arm:
     """One arm: ``task`` None for no continued pre-training (the model fine-tuned as it is)."""
@@ -116,6 +129,15 @@ class Plan:
     #: the splits every unit is scored on, and those whose differences the report reads (the first: the plot's)
     splits: Tuple[str, ...] = ("valid", "test")
     compared: Tuple[str, ...] = ("test",)
+    #: ``[report]``: how the report reads the units
+    report: "ReportSettings" = dataclasses.field(default_factory=lambda: ReportSettings())
+
+    def family(self) -> List[Tuple[str, str]]:
+        """The pairs ``(A, B)`` the report reads as one family on every compared split: ``[report] family``, else
+        every arm − the baseline."""
+        if self.report.family:
+            return [tuple(pair) for pair in self.report.family]
+        return [(arm.name, self.baseline) for arm in self.arms if arm.name != self.baseline]
 
     def arm(self, name: str) -> Arm:
         for arm in self.arms:
@@ -139,7 +161,7 @@ class Plan:
 #: the keys a plan may hold, each table's with its type (dataclass tables read through :func:`_settings`)
 TOP_KEYS = {"name": str, "out": str, "seeds": list, "baseline": str, "parallel": int, "data": dict, "model": dict,
             "pretrain": dict, "finetune": dict, "arms": dict, "seed_produce": list, "produce": list,
-            "evaluate": dict}
+            "evaluate": dict, "report": dict}
 EVALUATE_KEYS = {"command": list, "splits": list, "compared": list}
 DATA_KEYS = {"corpus": str, "task": str}
 MODEL_KEYS = {"checkpoint": str}
@@ -192,15 +214,16 @@ def _option_list(where: str, value) -> Tuple[str, ...]:
 
 
 def _settings(where: str, table: dict, settings: type):
-    """A ``[pretrain]`` or ``[finetune]`` table as its dataclass, each value checked against its range."""
+    """A ``[pretrain]``, ``[finetune]`` or ``[report]`` table as its dataclass, each value checked against its range."""
     fields = {f.name: f for f in dataclasses.fields(settings)}
-    kinds = {name: (list if name == "options" else float if f.type is float else f.type)
+    lists = ("options", "family")
+    kinds = {name: (list if name in lists else float if f.type is float else f.type)
              for name, f in fields.items()}
     _check_table(where, table, kinds)
     values = {}
     for name, f in fields.items():
         if name not in table:
-            values[name] = [] if name == "options" else f.default
+            values[name] = [] if name in lists else f.default
             continue
         value = table[name]
         if name == "options":
@@ -448,10 +471,17 @@ def read_plan(path, overrides: Optional[dict] = None, settings=()) -> Plan:
     baseline = raw["baseline"]
     if baseline not in {a.name for a in arms}:
         raise PlanError(f"{where}: baseline {baseline!r} is not an arm (arms: {', '.join(a.name for a in arms)})")
+    report = _settings(f"{where} [report]", raw.get("report", {}), ReportSettings)
+    names = {a.name for a in arms}
+    for pair in report.family:
+        if (not isinstance(pair, list) or len(pair) != 2 or not all(isinstance(x, str) and x in names for x in pair)
+                or pair[0] == pair[1]):
+            raise PlanError(f"{where} [report] family: {pair!r} must be two different arms [A, B] (arms: "
+                            f"{', '.join(sorted(names))})")
     return Plan(path=path, name=name, out=_path(path, f"{where}: out", raw.get("out", name)),
                 corpus=_path(path, f"{where} [data]: corpus", corpus) if corpus is not None else None,
                 labelled=labelled,
                 model=_path(path, f"{where} [model]: checkpoint", raw["model"]["checkpoint"]),
                 seeds=tuple(seeds), baseline=baseline, arms=tuple(arms), pretrain=pretrain, finetune=finetune,
                 parallel=parallel, seed_produce=commands["seed_produce"], produce=commands["produce"],
-                finetune_command=finetune_command, **evaluate)
+                finetune_command=finetune_command, report=report, **evaluate)

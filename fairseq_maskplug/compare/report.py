@@ -1,16 +1,21 @@
-"""The report of a comparison, from whatever units finished (``--collect``, or the end of a run):
+"""The report of a comparison, from whatever units finished (``--collect``, or the end of a run), in files named
+by its baseline and family (:func:`report_stem`: ``OUT/report-vs-BASELINE`` and, where the plan names its own
+family, a short fingerprint of it), so reading one set of units against another baseline never replaces a report:
 
-- ``OUT/report.json``: the stored-result format of ``docs/results/`` (``meta``; ``scores``: one entry per
-  arm, seed and split with its accuracy, macro-F1 where the scorer gives one, and each item's outcome
-  ``correct``), plus the units still ``missing``;
-- ``OUT/report.md``: each arm's scores (mean ± standard error over seeds), then, on each compared split (test by
-  default), every arm − the baseline with the intervals, the reading, what the run excludes, Holm-adjusted
-  p-values and the sample a difference of that size would need
-  (:mod:`~fairseq_maskplug.evaluation.comparison_report`); a run whose classifiers predict one class says so
-  instead of reading differences;
+- ``STEM.json``: the stored-result format of ``docs/results/`` (``meta``, with the family read and every unit's
+  wall time per stage; ``scores``: one entry per arm, seed and split with its accuracy, macro-F1 where the scorer
+  gives one, and each item's outcome ``correct``; ``health``: what each unit measured, :mod:`.health`), plus the
+  units still ``missing``;
+- ``STEM.md``: first what it found, a verdict per comparison in one line, read by the package's one rule
+  (:mod:`~fairseq_maskplug.evaluation.reading_rule`: a direction only where it survives Holm over the family),
+  with what the design could have found; then a warning where the design cannot see (fewer than 3 seeds, a
+  detectable difference above a fifth of the score's range) and the health of every arm and seed; then each
+  arm's scores (mean ± standard error over seeds, the arms whose health failed marked), and on each compared
+  split (test by default) the family's comparisons with their intervals, p values and sensitivity
+  (:mod:`~fairseq_maskplug.evaluation.comparison_report`);
 - with ``[pretrain] score_every``, each arm's validation MLM loss against updates under one fixed set of masks
   (``curves`` in the JSON; in the markdown each arm − the baseline paired over seeds, Holm over the updates);
-- ``OUT/report.png`` (with matplotlib): each arm's accuracy on the first compared split per seed, the seeds' lines
+- ``STEM.png`` (with matplotlib, the ``plot`` extra): each arm's accuracy on the first compared split per seed, the seeds' lines
   paired across arms, and each arm's mean with its 95% t interval.
 """
 
@@ -26,11 +31,18 @@ from .._version import __version__
 from ..common.atomic import write_text
 from ..evaluation import comparison_report as report
 from ..evaluation import paired_comparison as pc
-from .plan import Plan
-from .commands import unit_dir
-from .units import missing_units, unit_result
+from ..evaluation import reading_rule as rule
+from . import health
+from .plan import Plan, uses_seed
+from .commands import producers_dir, seed_dir, unit_dir
+from .units import missing_units, stage_seconds, unit_result
 
 RECORD_FIELDS = ("accuracy", "macro_f1", "n", "classes_predicted", "correct")
+#: the share of the score's range (0 to 100 points) above which a detectable difference means the design cannot
+#: see the differences the papers report: ours (a fifth: 20 points of accuracy)
+BLIND_SHARE = 0.2
+#: fewer seeds than this and the report warns that the design cannot see (../shared/notes/statistics.md)
+FEWEST_SEEDS = 3
 
 
 def source_commit() -> Optional[str]:
@@ -85,12 +97,35 @@ def collect_results(plan: Plan, command: Optional[List[str]] = None) -> dict:
             "corpus": str(plan.corpus) if plan.corpus else None, "task": str(plan.labelled),
             "model": str(plan.model), "version": __version__, "commit": source_commit(),
             "devices": unit_devices(plan),
+            "family": [list(pair) for pair in plan.family()], "effect": plan.report.effect,
+            "stage_seconds": {f"{arm}:{seed}": stage_seconds(plan, arm, seed) for arm, seed in plan.units()
+                              if stage_seconds(plan, arm, seed)},
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
             "command": shlex.join(command) if command else None}
-    data = {"meta": meta, "scores": scores, "missing": missing_units(plan)}
+    data = {"meta": meta, "scores": scores, "health": collect_health(plan, scores), "missing": missing_units(plan)}
     if plan.pretrain.score_every:
         data["curves"] = collect_curves(plan)
     return data
+
+
+def collect_health(plan: Plan, scores: list) -> list:
+    """One record per finished unit (:mod:`.health`): its realised mask rate, the task's classes and those its
+    classifier predicted on the first compared split, the degenerate-track lines of its own and its producers'
+    logs, and the problems these show."""
+    classes = health.task_classes(plan.labelled) if not plan.evaluate_command else None
+    headline = {(s["row"], s["seed"]): s for s in scores if s["split"] == plan.compared[0]}
+    records = []
+    for arm, seed in plan.units():
+        if (arm, seed) not in headline:
+            continue
+        unit = unit_dir(plan, arm, seed)
+        logs = [unit / "logs" / "pretrain.log", *sorted((producers_dir(plan) / "logs").glob(f"{arm}.*.log"))]
+        if uses_seed(plan.arm(arm)):
+            logs += sorted((seed_dir(plan, seed) / "logs").glob("*.log"))
+        records.append({"row": arm, "seed": seed, "mask_rate": health.mask_rate(unit / "logs" / "pretrain.log"),
+                        "classes": classes, "classes_predicted": headline[(arm, seed)].get("classes_predicted"),
+                        "warnings": health.degenerate_lines(logs)})
+    return health.problems(records, plan.baseline)
 
 
 def curve_points(path: Path) -> list:
@@ -110,17 +145,92 @@ def collect_curves(plan: Plan) -> list:
     return curves
 
 
-def report_parts(data: dict) -> dict:
+def family_pairs(meta: dict) -> list:
+    """The pairs a stored report reads (``meta.family``; a report stored before it was recorded: every arm − the
+    baseline)."""
+    if meta.get("family"):
+        return [tuple(pair) for pair in meta["family"]]
+    return [(arm["name"], meta["baseline"]) for arm in meta["arms"] if arm["name"] != meta["baseline"]]
+
+
+def comparisons_of(data: dict, sims: int = pc.SIMS) -> list:
+    """The family's comparisons of a stored report (:func:`family_pairs` on every compared split), read by the rule."""
+    meta, scores = data["meta"], data["scores"]
+    rows = [arm["name"] for arm in meta["arms"]]
+    table = {row: {(s["split"], s["seed"]): s for s in scores if s["row"] == row} for row in rows}
+    return report.paired_comparisons(report.split_family(family_pairs(meta), meta["compared"]), table, sims,
+                                     meta.get("effect", rule.DEFAULT_EFFECT))
+
+
+def warnings(data: dict, found: list) -> list:
+    """Sentences saying where the design cannot see: too few seeds, a detectable difference above
+    :data:`BLIND_SHARE` of the score's range, arms and seeds whose health failed, constant predictors."""
+    meta, out = data["meta"], []
+    seeds = max((c.seeds for c in found), default=0)
+    if found and seeds < FEWEST_SEEDS:
+        out.append(f"Only {seeds} seed{'s' if seeds != 1 else ''} with paired outcomes: the interval over seeds has "
+                   f"{max(seeds - 1, 0)} degree{'s' if seeds != 2 else ''} of freedom, so this design measures almost "
+                   f"nothing; run at least {FEWEST_SEEDS} (5 is better) before reading it.")
+    blind = [c for c in found if c.same_as is None and c.detectable > BLIND_SHARE * 100]
+    if blind:
+        worst = max(blind, key=lambda c: c.detectable)
+        out.append(f"This design cannot see the differences the papers report: {len(blind)} of its comparisons "
+                   f"find only differences above {BLIND_SHARE * 100:.0f} points with 80% probability ({worst.name} on "
+                   f"{worst.split}: {worst.detectable:.1f} points). \"No difference shown\" here says nothing of a "
+                   "difference of a few points.")
+    failed = health.failing(data)
+    if failed:
+        out.append(f"{sum(map(len, failed.values()))} arm-seed(s) did not measure what their arm is for "
+                   f"({'; '.join(row + ': seed ' + ', '.join(map(str, bad)) for row, bad in failed.items())}); "
+                   "see the health below: their outcomes are in the tables, marked.")
+    headline = meta["compared"][0]
+    constant = [f"{s['row']} (seed {s['seed']})" for s in data["scores"]
+                if s["split"] == headline and s.get("classes_predicted") == 1]
+    if constant:
+        out.append(f"{len(constant)} classifier(s) predicted a single class on {headline}: {', '.join(constant)}. "
+                   "Their accuracy is a class's share, not what the arm taught; the differences compare constant "
+                   "answers. Train longer (more fine-tuning epochs, more pre-training) before reading them.")
+    return out
+
+
+def health_lines(data: dict) -> list:
+    """The health of every arm and seed: the realised mask rate, the classes predicted, the problems."""
+    records = data.get("health") or []
+    if not records:
+        return ["(not recorded: a report stored before units recorded their health)"]
+    lines = ["| arm | seed | realised mask rate | classes predicted | health |", "| --- | --- | --- | --- | --- |"]
+    for r in records:
+        rate = "-" if r.get("mask_rate") is None else f"{100 * r['mask_rate']:.1f}%"
+        classes = ("-" if r.get("classes_predicted") is None else
+                   f"{r['classes_predicted']} of {r['classes']}" if r.get("classes") else str(r["classes_predicted"]))
+        said = "; ".join(r.get("problems") or []) or "ok"
+        lines.append(f"| {r['row']} | {r['seed']} | {rate} | {classes} | {'**fails**: ' if r.get('problems') else ''}"
+                     f"{said} |")
+    return lines
+
+
+def report_parts(data: dict, found: Optional[list] = None) -> dict:
     """The report's parts from the stored dictionary alone (what a page's generated block reads), each a list of
-    lines starting with its ``## `` heading: ``scores``; ``versus-SPLIT`` for each compared split; ``curves`` where
-    the plan scored its pre-training."""
+    lines starting with its ``## `` heading: ``verdicts`` (with the warnings where the design cannot see);
+    ``health``; ``scores``; ``versus-SPLIT`` for each compared split; ``curves`` where the plan scored its
+    pre-training. ``found``: the family's comparisons where the caller has them (:func:`comparisons_of`)."""
     meta, scores = data["meta"], data["scores"]
     rows = [arm["name"] for arm in meta["arms"]]
     baseline, splits, compared = meta["baseline"], meta["splits"], meta["compared"]
-    versus = [(row, baseline) for row in rows if row != baseline]
+    found = comparisons_of(data) if found is None else found
     table = {row: {(s["split"], s["seed"]): s for s in scores if s["row"] == row} for row in rows}
     of = lambda row, split: [v for (s, _), v in table[row].items() if s == split]  # noqa: E731
     cell = lambda vs, key: report.fmt(*report.mean_se([v[key] for v in vs]), 1) if vs else "-"  # noqa: E731
+    parts = {"verdicts": ["## what it found (a direction only where it survives Holm over the family: "
+                          "docs/compare.md, reading a report)", ""]
+             + ([f"- {rule.verdict(c)}" for c in found] or ["- nothing to compare yet: no two arms share a seed"])
+             + ["", rule.family_text(found) + "."]}
+    cautions = warnings(data, found)
+    if cautions:
+        parts["verdicts"] += ["", "**What this design cannot see:**", ""] + [f"- {line}" for line in cautions]
+    parts["health"] = ["## health of every arm and seed (realised mask rate against the baseline's, classes "
+                       "predicted of the task's, degenerate tracks)", ""] + health_lines(data)
+    failed = health.failing(data)
     # the compared splits first (accuracy, and macro-F1 where the scorer gives it), then the others' accuracy
     columns = []
     for split in [*compared, *(split for split in splits if split not in compared)]:
@@ -129,26 +239,20 @@ def report_parts(data: dict) -> dict:
             columns.append((split, "macro_f1"))
     name = {"accuracy": "accuracy", "macro_f1": "macro-F1"}
     headline = compared[0]
-    lines = ["## scores (%), mean ± standard error over seeds",
-             "| arm | seeds | " + " | ".join(f"{split} {name[key]}" for split, key in columns) + " |",
-             "| --- | --- | " + " | ".join("---" for _ in columns) + " |"]
-    constant = []
+    lines = parts["scores"] = ["## scores (%), mean ± standard error over seeds",
+                               "| arm | seeds | " + " | ".join(f"{split} {name[key]}" for split, key in columns)
+                               + " | health |",
+                               "| --- | --- | " + " | ".join("---" for _ in columns) + " | --- |"]
     for row in rows:
+        mark = f"fails in seed {', '.join(map(str, failed[row]))}" if row in failed else "ok"
         lines.append(f"| {row} | {len(of(row, headline))} | "
-                     + " | ".join(cell(of(row, split), key) for split, key in columns) + " |")
-        constant += [f"{row} (seed {v['seed']})" for v in of(row, headline) if v.get("classes_predicted") == 1]
-    if constant:
-        lines += ["", f"**Not read:** {len(constant)} classifier(s) predicted a single class on {headline}: "
-                  f"{', '.join(constant)}. Their accuracy is a class's share, not what the arm taught; the "
-                  "differences below compare constant answers. Train longer (more fine-tuning epochs, more "
-                  "pre-training) before reading them."]
-    parts = {"scores": lines}
+                     + " | ".join(cell(of(row, split), key) for split, key in columns) + f" | {mark} |")
     for split in compared:
-        parts[f"versus-{split}"] = ([f"## each arm − the baseline on {split} (paired over seeds and {split} items)"]
-                                    + report.comparison_tables(versus, table, split, f"{split} accuracy"))
+        parts[f"versus-{split}"] = ([f"## the family's comparisons on {split} (paired over seeds and {split} items)"]
+                                    + report.comparison_tables(found, split, f"{split} accuracy"))
     if data.get("curves"):
         pretrained = {arm["name"] for arm in meta["arms"] if arm["task"]}
-        curve_pairs = [(a, b) for a, b in versus if a in pretrained and b in pretrained]
+        curve_pairs = [(a, b) for a, b in family_pairs(meta) if a in pretrained and b in pretrained]
         lines = parts["curves"] = ["## validation MLM loss (bits) of each arm's pre-training under one fixed set of "
                                    "random masks, mean ± standard error over seeds (lower is better)"]
         if curve_pairs:
@@ -166,14 +270,26 @@ def provenance(meta: dict) -> str:
 
 
 def markdown(data: dict) -> str:
-    """The whole report: its title, its provenance, then every part (:func:`report_parts`)."""
+    """The whole report: its title, its provenance, then every part (:func:`report_parts`), what it found first."""
     meta = data["meta"]
-    lines = [f"# {meta['name']}: every arm against {meta['baseline']}", f"plan {meta['plan']}; {provenance(meta)}"]
+    lines = [f"# {meta['name']}: {', '.join(a + ' − ' + b for a, b in family_pairs(meta))}",
+             f"plan {meta['plan']}; {provenance(meta)}"]
     for part in report_parts(data).values():
         lines += [""] + part
     if data.get("missing"):
         lines += ["", f"Missing units (not in the tables): {', '.join(data['missing'])}"]
     return "\n".join(lines) + "\n"
+
+
+def report_stem(plan: Plan) -> str:
+    """The report's file name without its suffix: ``report-vs-BASELINE``, and where the plan names its own family a
+    fingerprint of it (``-family-XXXXXXXX``): two readings of one set of units never share a file."""
+    import hashlib
+
+    stem = f"report-vs-{plan.baseline}"
+    if plan.report.family:
+        stem += "-family-" + hashlib.sha256(json.dumps(plan.family()).encode()).hexdigest()[:8]
+    return stem
 
 
 def plot(plan: Plan, data: dict, path: Path) -> bool:
@@ -213,14 +329,15 @@ def write_report(plan: Plan, command: Optional[List[str]] = None, say=print) -> 
     """Write the report's files (module docstring) from the finished units; the stored-result dictionary."""
     data = collect_results(plan, command)
     plan.out.mkdir(parents=True, exist_ok=True)
-    write_text(str(plan.out / "report.json"), json.dumps(data, indent=1) + "\n")
+    stem = plan.out / report_stem(plan)
+    write_text(f"{stem}.json", json.dumps(data, indent=1) + "\n")
     text = markdown(data)
-    write_text(str(plan.out / "report.md"), text)
-    drew = plot(plan, data, plan.out / "report.png") if data["scores"] else False
+    write_text(f"{stem}.md", text)
+    drew = plot(plan, data, Path(f"{stem}.png")) if data["scores"] else False
     say(text)
-    say(f"report: {plan.out / 'report.json'}, {plan.out / 'report.md'}"
-        + (f", {plan.out / 'report.png'}" if drew else " (no plot: matplotlib is not installed)"))
+    say(f"report: {stem}.json, {stem}.md"
+        + (f", {stem}.png" if drew else " (no plot: matplotlib is not installed; install the plot extra, "
+           "`pip install 'fairseq-maskplug[plot]'` or `MASKPLUG_EXTRAS=plot bash recipes/setup_env.sh`)"))
     if data["missing"]:
         say(f"missing units ({len(data['missing'])}): {' '.join(data['missing'])}")
     return data
-

@@ -13,7 +13,7 @@ import shlex
 import subprocess
 import time
 from pathlib import Path
-from typing import Callable, List, Optional
+from typing import Callable, Dict, List, Optional
 
 from ..common.locks import lock_output
 from ..tools.cli import console_command as tool
@@ -62,9 +62,10 @@ def run_stage(unit: Path, stage: str, argv: List[str], say: Callable[[str], None
     if code.returncode != 0:
         raise StageFailed(f"unit {unit.name}: {stage} failed (exit status {code.returncode}; log {log}): "
                           f"{_last_error(log)}")
+    seconds = time.time() - started
     marker.parent.mkdir(exist_ok=True)
-    marker.touch()
-    say(f"{unit.name}: {stage} finished in {time.time() - started:.0f} s")
+    marker.write_text(f"{seconds:.1f}\n", encoding="utf-8")  # the stage's wall time: the report's meta, estimates
+    say(f"{unit.name}: {stage} finished in {seconds:.0f} s")
 
 
 def run_unit(plan: Plan, arm_name: str, seed: int, model: List[str], device: List[str],
@@ -95,6 +96,19 @@ def run_unit(plan: Plan, arm_name: str, seed: int, model: List[str], device: Lis
         return unit
     finally:
         lock.release()
+
+
+def stage_seconds(plan: Plan, arm: str, seed: int) -> Dict[str, float]:
+    """``{stage: wall seconds}`` of the unit's finished stages (a stage marked done before stages were timed has
+    none)."""
+    done = unit_dir(plan, arm, seed) / ".done"
+    out = {}
+    for marker in sorted(done.iterdir()) if done.is_dir() else []:
+        try:
+            out[marker.name] = float(marker.read_text(encoding="utf-8").strip())
+        except (OSError, ValueError):
+            continue
+    return out
 
 
 def parse_unit(text: str) -> tuple:

@@ -1,8 +1,8 @@
 """The tables of a seeded, paired comparison, from stored per-seed and per-item outcomes: each difference with
 its intervals over seeds and over seeds and items, the reading, what the run excludes, p-values adjusted over
 the family (Holm) and the sample a difference of that size would need
-(:mod:`.paired_comparison`'s statistics). ``benchmarks/gpu_science.py`` (the papers' comparisons) and
-``fairseq-maskplug-compare`` (a user's own) print these same tables."""
+(:mod:`.paired_comparison`'s statistics, read by :mod:`.reading_rule`). ``benchmarks/gpu_science.py`` (the papers'
+comparisons) and ``fairseq-maskplug-compare`` (a user's own) print these same tables."""
 
 import math
 from typing import Sequence, Tuple
@@ -10,6 +10,8 @@ from typing import Sequence, Tuple
 import numpy as np
 
 from . import paired_comparison as pc
+from . import reading_rule as rule
+from .reading_rule import number
 
 
 def mean_se(values) -> tuple:
@@ -33,12 +35,14 @@ def interval_text(interval, digits: int = 2) -> str:
     return "-" if math.isnan(low) else f"[{low:+.{digits}f}, {high:+.{digits}f}]"
 
 
-def paired_comparisons(pairs: Sequence[Tuple[str, str]], table: dict, split: str = "test", sims: int = 400) -> list:
-    """The :class:`~fairseq_maskplug.evaluation.paired_comparison.Comparison` of each pair ``(A, B)`` of ``pairs``
-    both of whose rows have paired outcomes on ``split`` (``table[row][(split, seed)]`` = a score entry with
-    ``correct``, one character per item), with Holm's adjustment over them (one family of comparisons)."""
+def paired_comparisons(family: Sequence[Tuple[str, str, str]], table: dict, sims: int = pc.SIMS,
+                       effect: float = rule.DEFAULT_EFFECT, sensitivity: bool = True) -> list:
+    """The :class:`~fairseq_maskplug.evaluation.paired_comparison.Comparison` of each ``(A, B, split)`` of
+    ``family`` both of whose rows have paired outcomes on the split (``table[row][(split, seed)]`` = a score
+    entry with ``correct``, one character per item), read as one family
+    (:func:`~fairseq_maskplug.evaluation.reading_rule.read_family`: Holm over them, identical ones once)."""
     found = []
-    for a, b in pairs:
+    for a, b, split in family:
         if a not in table or b not in table:
             continue
         outcomes = {row: {seed: v.get("correct") or "" for (s, seed), v in table[row].items() if s == split}
@@ -47,33 +51,45 @@ def paired_comparisons(pairs: Sequence[Tuple[str, str]], table: dict, split: str
         if not common or not all(outcomes[a][s] and len(outcomes[a][s]) == len(outcomes[b][s]) for s in common):
             continue
         d = pc.outcome_matrix({s: outcomes[a][s] for s in common}, {s: outcomes[b][s] for s in common})
-        found.append(pc.compare(a, b, d, sims=sims) if d.shape[0] >= 2 else pc.compare(a, b, d, sims=0))
-    for comparison, p in zip(found, pc.adjusted([c.p for c in found], "holm")):
-        comparison.adjusted_p = p
-    return found
+        found.append(pc.compare(a, b, d, split))
+    return rule.read_family(found, effect, sims, sensitivity)
 
 
-def comparison_tables(pairs: Sequence[Tuple[str, str]], table: dict, split: str = "test",
-                      what: str = "test accuracy") -> list:
-    """Markdown lines: the paired comparisons of ``pairs`` on ``split`` (:func:`paired_comparisons`): the difference with
-    its interval over seeds (these items) and its crossed interval (seeds and items), the reading and what the
-    run excludes; then the p over seeds, Holm-adjusted over the table, the rule's detectable difference and the
-    sample a difference of this size would need, and the pooled discordant items (a description)."""
-    found = paired_comparisons(pairs, table, split)
+def split_family(pairs: Sequence[Tuple[str, str]], splits: Sequence[str]) -> list:
+    """Every pair on every split: ``[(A, B, split), ...]``, split by split."""
+    return [(a, b, split) for split in splits for a, b in pairs]
+
+
+def comparison_tables(found: Sequence, split: str = "test", what: str = "test accuracy") -> list:
+    """Markdown lines: the comparisons of ``found`` (:func:`paired_comparisons`) on ``split``: the difference with
+    its interval over seeds (these items) and its crossed interval (seeds and items), the reading (the family's
+    rule) and what the run excludes; then the p over seeds, the crossed p, the rule's p Holm-adjusted over the
+    family (printed below the tables), the difference the rule finds with 80% probability, the seeds and items it
+    needs for the stated difference, and the pooled discordant items (a description)."""
+    here = [c for c in found if c.split == split]
     intervals = ["", f"| A − B ({what}, points) | seeds × items | difference ± SE (seeds) | 95% interval over seeds "
-                 "(these items) | 95% crossed interval (seeds and items) | reading | the run excludes |",
+                 "(these items) | 95% crossed interval (seeds and items) | reading (Holm over the family) | "
+                 "the run excludes |",
                  "| --- | --- | --- | --- | --- | --- | --- |"]
-    tests = ["", f"| A − B | p (t over seeds) | p, Holm over these {len(found)} | detectable by the reading rule "
-             "(80%, simulated) | seeds / items needed for 80% power at this size | A only / B only right (all pairs) |",
-             "| --- | --- | --- | --- | --- | --- |"]
-    for c in found:
+    effect = number(here[0].effect) if here else "-"
+    tests = ["", f"| A − B | p (t over seeds) | p (crossed t) | p of the rule (the larger), Holm over "
+             f"{here[0].family if here else 0} | found with 80% probability by the rule (Monte Carlo band) | "
+             f"seeds / items the rule needs for {effect} points (none: no number of them alone) | A only / B only "
+             "right (all pairs) |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for c in here:
+        reading = c.reading + (f" (same outcomes as {c.same_as})" if c.same_as else "")
         intervals.append(f"| {c.a} − {c.b} | {c.seeds} × {c.items} | {fmt(c.difference, c.seed_se)} | "
-                         f"{interval_text(c.seed_interval)} | {interval_text(c.crossed_interval)} | {c.reading} | "
+                         f"{interval_text(c.seed_interval)} | {interval_text(c.crossed_interval)} | {reading} | "
                          f"{c.excludes} |")
-        detect = "-" if math.isnan(c.detectable) else f"{c.detectable:.2f}"
-        tests.append(f"| {c.a} − {c.b} | {p_text(c.p)} | {p_text(c.adjusted_p)} | {detect} | "
-                     f"{c.seeds_needed or '-'} / {c.items_needed or '-'} | {c.discordant[0]} / {c.discordant[1]} |")
-    return intervals + tests
+        low, high = c.detectable_band
+        detect = "-" if math.isnan(c.detectable) else f"{c.detectable:.2f} ({low:.2f} to {high:.2f})"
+        never = not math.isnan(c.detectable) and c.detectable > c.effect  # None then means "beyond the search"
+        needs = (f"{c.seeds_needed or ('none' if never else '-')} / "
+                 f"{f'{c.items_needed:,}' if c.items_needed else ('none' if never else '-')}")
+        tests.append(f"| {c.a} − {c.b} | {p_text(c.p)} | {p_text(c.crossed_p)} | {p_text(c.adjusted_p)} | {detect} | "
+                     f"{needs} | {c.discordant[0]} / {c.discordant[1]} |")
+    return intervals + tests + ["", rule.family_text(found) + "."]
 
 
 def curve_tables(pairs: Sequence[Tuple[str, str]], curves: Sequence[dict]) -> list:

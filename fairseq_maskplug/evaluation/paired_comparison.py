@@ -85,26 +85,44 @@ class MeanSquares:
         return (max(0.0, (self.seed - self.residual) / self.items),
                 max(0.0, (self.item - self.residual) / self.seeds), self.residual)
 
-    def variance_of_mean(self) -> Tuple[float, float]:
+    def variance_of_mean(self, cap: bool = True) -> Tuple[float, float]:
         """``(Var(mean D), degrees of freedom)`` in the crossed model, from the clamped components, with
-        Satterthwaite's degrees of freedom of the linear combination of mean squares it is."""
-        s, n = self.seeds, self.items
-        terms = []  # (coefficient x mean square, its degrees of freedom)
-        if self.seed >= self.residual:
-            terms.append((self.seed, s - 1))
-        if self.item >= self.residual:
-            terms.append((self.item, n - 1))
-        if len(terms) == 2:
-            terms.append((-self.residual, (s - 1) * (n - 1)))
-        elif not terms:
-            terms.append((self.residual, (s - 1) * (n - 1)))
-        total = sum(value for value, _ in terms)
-        if total <= 0:
-            return 0.0, math.inf
+        Satterthwaite's degrees of freedom of the linear combination of mean squares it is (:func:`crossed_variance`)."""
+        variance, df = crossed_variance(np.array(self.seed), np.array(self.item), np.array(self.residual),
+                                        self.seeds, self.items, cap)
+        return float(variance), float(df)
+
+
+def crossed_variance(seed: np.ndarray, item: np.ndarray, residual: np.ndarray, seeds: int, items: int,
+                     cap: bool = True) -> Tuple[np.ndarray, np.ndarray]:
+    """``(Var(mean D), degrees of freedom)`` of the crossed model from the three mean squares (arrays of any one
+    shape: one run, or many simulated ones). ``S N Var = MS_seed + MS_item - MS_residual`` with each component
+    clamped at 0: the seed (item) mean square enters only where it is at least the residual's, the residual alone
+    where neither does; Satterthwaite's (1946) degrees of freedom of that combination, at most S - 1 where the
+    seeds' component enters (``cap``; the module docstring says why). The variance is 0 (and the degrees of
+    freedom infinite) where the combination is not positive."""
+    s, n = seeds, items
+    seed_on, item_on = seed >= residual, item >= residual
+    terms = [(np.where(seed_on, seed, 0.0), s - 1), (np.where(item_on, item, 0.0), n - 1),
+             (np.where(seed_on & item_on, -residual, np.where(~seed_on & ~item_on, residual, 0.0)), (s - 1) * (n - 1))]
+    total = sum(value for value, _ in terms)
+    with np.errstate(divide="ignore", invalid="ignore"):
         df = total ** 2 / sum(value ** 2 / degrees for value, degrees in terms)
-        if self.seed >= self.residual:  # at most S - 1 where the seeds' component counts (module docstring)
-            df = min(df, s - 1)
-        return total / (s * n), df
+    df = np.where(total > 0, df, np.inf)
+    if cap:
+        df = np.where(seed_on, np.minimum(df, s - 1), df)
+    return np.where(total > 0, total / (s * n), 0.0), df
+
+
+def two_sided_p(mean: np.ndarray, variance: np.ndarray, df: np.ndarray) -> np.ndarray:
+    """Two-sided p of Student's t ``mean / sqrt(variance)`` on ``df`` degrees of freedom (``scipy.stats.t``); where
+    the variance is 0, 0 for a mean other than 0 and 1 for a mean of 0 (the interval is a point)."""
+    from scipy import stats
+
+    mean, variance = np.asarray(mean, dtype=float), np.asarray(variance, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = 2.0 * stats.t.sf(np.abs(mean) / np.sqrt(variance), df)
+    return np.where(variance > 0, p, np.where(mean == 0, 1.0, 0.0))
 
 
 def t_interval(mean: float, variance: float, df: float, alpha: float = ALPHA) -> Tuple[float, float]:
@@ -125,18 +143,20 @@ def seed_interval(d: np.ndarray, alpha: float = ALPHA) -> Tuple[float, float]:
     return t_interval(float(means.mean()), float(means.var(ddof=1)) / means.size, means.size - 1, alpha)
 
 
-def crossed_interval(d: np.ndarray, alpha: float = ALPHA) -> Tuple[float, float]:
+def crossed_interval(d: np.ndarray, alpha: float = ALPHA, cap: bool = True) -> Tuple[float, float]:
     """The interval of the mean with seeds and items both random (:class:`MeanSquares`); NaNs with fewer than
     2 seeds."""
     d = np.asarray(d, dtype=float)
     if d.shape[0] < 2:
         return math.nan, math.nan
-    variance, df = MeanSquares.of(d).variance_of_mean()
+    variance, df = MeanSquares.of(d).variance_of_mean(cap)
     return t_interval(float(d.mean()), variance, df, alpha)
 
 
 def reading(seed: Tuple[float, float], crossed: Tuple[float, float]) -> str:
-    """"A better" or "B better" only where both intervals exclude 0 on that side; else "no difference shown"."""
+    """The direction both intervals show, *before* any adjustment for the family: "A better" or "B better" where
+    both exclude 0 on that side, else "no difference shown". A page or report names a direction only through
+    :mod:`.reading_rule`, which asks this of the Holm-adjusted :func:`rule_p` instead."""
     intervals = (seed, crossed)
     if any(math.isnan(low) for low, _ in intervals):
         return "no difference shown"
@@ -172,6 +192,25 @@ def seed_p(d: np.ndarray) -> float:
     return float(stats.ttest_1samp(means, 0.0).pvalue)
 
 
+def crossed_p(d: np.ndarray, cap: bool = True) -> float:
+    """Two-sided p of the crossed t (:func:`crossed_variance`): below ``alpha`` exactly where
+    :func:`crossed_interval` at ``alpha`` excludes 0; NaN with fewer than 2 seeds."""
+    d = np.asarray(d, dtype=float)
+    if d.shape[0] < 2:
+        return math.nan
+    squares = MeanSquares.of(d)
+    variance, df = squares.variance_of_mean(cap)
+    return float(two_sided_p(d.mean(), variance, df))
+
+
+def rule_p(d: np.ndarray, cap: bool = True) -> float:
+    """The p of the reading rule "both intervals exclude 0": ``max(seed p, crossed p)``, the intersection-union
+    test of the two (Berger 1982). Both 95% intervals are centred on the mean of ``d``, so both exclude 0 (on the
+    same side) exactly where this p is below 0.05; the family's Holm adjustment (:mod:`.reading_rule`) is applied
+    to it."""
+    return max(seed_p(d), crossed_p(d, cap))
+
+
 def discordant_counts(d: np.ndarray) -> Tuple[int, int]:
     """``(A only right, B only right)`` over every (seed, item) pair of 0/1 outcomes in points: a description of
     the items (pooled McNemar counts), not a test."""
@@ -180,6 +219,10 @@ def discordant_counts(d: np.ndarray) -> Tuple[int, int]:
 
 
 # ---- sensitivity --------------------------------------------------------------------------------------------
+
+#: simulated runs behind each power figure: a power near 0.8 then has a Monte Carlo standard error of 0.003
+SIMS = 20_000
+
 
 def simulate(delta: float, components: Tuple[float, float, float], seeds: int, items: int, sims: int,
              rng: np.random.Generator) -> np.ndarray:
@@ -190,68 +233,137 @@ def simulate(delta: float, components: Tuple[float, float, float], seeds: int, i
             + se * rng.standard_normal((sims, seeds, items)))
 
 
-def rule_power(delta: float, components, seeds: int, items: int, sims: int = 400, seed: int = 0) -> float:
-    """The share of simulated runs (:func:`simulate`) in which :func:`reading` names the direction of
-    ``delta`` (for ``delta == 0``: either direction, the rule's false-positive rate)."""
-    rng = np.random.default_rng(seed)
-    named = 0
-    for d in simulate(delta, components, seeds, items, sims, rng):
-        verdict = reading(seed_interval(d), crossed_interval(d))
-        named += verdict != "no difference shown" if delta == 0 else verdict == ("A better" if delta > 0 else
-                                                                                 "B better")
-    return named / sims
+@dataclass(frozen=True)
+class SimulatedRuns:
+    """``sims`` runs of the crossed model with no difference, as their sufficient statistics: the mean of ``D``
+    less delta and the three mean squares. In the normal model the four are independent, the mean normal with
+    variance ``s_u^2/S + s_v^2/N + s_e^2/(S N)`` and each mean square its expectation times a chi-square over its
+    degrees of freedom (the balanced two-way analysis of variance), so a run costs four numbers, not S x N
+    (tests/test_paired_comparison.py checks the rule's power from these against whole simulated matrices)."""
+    seeds: int
+    items: int
+    centred_mean: np.ndarray
+    seed: np.ndarray
+    item: np.ndarray
+    residual: np.ndarray
+
+    @classmethod
+    def draw(cls, components, seeds: int, items: int, sims: int = SIMS, seed: int = 0) -> "SimulatedRuns":
+        su, sv, se = (max(0.0, float(c)) for c in components)
+        rng = np.random.default_rng(seed)
+        sd = math.sqrt(su / seeds + sv / items + se / (seeds * items))
+        df_s, df_i, df_e = seeds - 1, items - 1, (seeds - 1) * (items - 1)
+        return cls(seeds, items, sd * rng.standard_normal(sims),
+                   (se + items * su) * rng.chisquare(df_s, sims) / df_s,
+                   (se + seeds * sv) * rng.chisquare(df_i, sims) / df_i,
+                   se * rng.chisquare(df_e, sims) / df_e)
+
+    def rule_p(self, delta: float, cap: bool = True) -> np.ndarray:
+        """Each run's :func:`rule_p` with the difference ``delta`` planted, and the sign of its mean."""
+        mean = self.centred_mean + delta
+        s, n = self.seeds, self.items
+        by_seeds = two_sided_p(mean, self.seed / (s * n), s - 1)  # the seed means' variance is MS_seed / N
+        variance, df = crossed_variance(self.seed, self.item, self.residual, s, n, cap)
+        return np.maximum(by_seeds, two_sided_p(mean, variance, df)), np.sign(mean)
+
+    def power(self, delta: float, level: float = ALPHA, cap: bool = True) -> float:
+        """The share of runs in which the rule at ``level`` names the direction of ``delta`` (for ``delta == 0``:
+        either direction, its false-positive rate)."""
+        p, sign = self.rule_p(delta, cap)
+        named = p < level
+        return float(np.mean(named if delta == 0 else named & (sign == np.sign(delta))))
 
 
-def detectable(components, seeds: int, items: int, power: float = POWER, sims: int = 400, seed: int = 0,
-               upper: Optional[float] = None) -> float:
-    """The smallest positive difference (points) that the reading rule names with probability ``power`` in
-    the crossed model with these variance components (bisection over :func:`rule_power`, ``sims`` runs per
-    step, the same random numbers at every step); NaN where every component is 0."""
-    if seeds < 2 or not any(c > 0 for c in components):
-        return math.nan
-    sd = math.sqrt(components[0] / seeds + components[1] / items + components[2] / (seeds * items))
-    low, high = 0.0, upper or 10.0 * sd
-    while rule_power(high, components, seeds, items, sims, seed) < power:
+def family_level(family: int, alpha: float = ALPHA) -> float:
+    """The level at which one comparison of a family of ``family`` must be found for Holm's adjustment to name it
+    whatever the others show: ``alpha / family`` (Holm rejects every p at or below it, its first step being
+    Bonferroni's). Where the family's other comparisons show nothing this is the rule as applied; where some
+    show a difference Holm's later steps are easier, so power computed at this level is a lower bound."""
+    if family < 1:
+        raise ValueError(f"family_level: a family has at least 1 comparison, got {family}")
+    return alpha / family
+
+
+def rule_power(delta: float, components, seeds: int, items: int, sims: int = SIMS, seed: int = 0,
+               family: int = 1, cap: bool = True) -> float:
+    """The probability that the reading rule, Holm-adjusted over a family of ``family`` comparisons
+    (:func:`family_level`), names the direction of ``delta`` (for ``delta == 0``: either direction), by simulation
+    of the crossed model (:class:`SimulatedRuns`)."""
+    return SimulatedRuns.draw(components, seeds, items, sims, seed).power(delta, family_level(family), cap)
+
+
+def monte_carlo_error(power: float, sims: int = SIMS) -> float:
+    """The half-width of a 95% interval of a simulated share ``power`` from ``sims`` runs."""
+    return 1.96 * math.sqrt(power * (1 - power) / sims)
+
+
+def _smallest(predicate, start: float) -> float:
+    """The smallest positive x with ``predicate(x)`` (monotone: false below, true above), to 0.1% by bisection."""
+    low, high = 0.0, start
+    while not predicate(high):
         low, high = high, 2.0 * high
-    for _ in range(20):
+        if high > 1e9:
+            return math.inf
+    while high - low > 1e-3 * high:
         middle = (low + high) / 2.0
-        if rule_power(middle, components, seeds, items, sims, seed) >= power:
-            high = middle
-        else:
-            low = middle
-        if high - low < 0.01 * high:
-            break
+        low, high = (low, middle) if predicate(middle) else (middle, high)
     return high
 
 
-def seeds_needed(delta: float, seed_sd: float, power: float = POWER, alpha: float = ALPHA,
-                 most: int = 10_000) -> Optional[int]:
-    """The fewest seeds (at least 2) at which the paired t over seeds, two-sided at ``alpha``, finds a mean
-    difference ``delta`` with probability ``power``, when per-seed differences spread with ``seed_sd``
-    (noncentral t, ``scipy.stats.nct``); None for no difference or beyond ``most``."""
-    from scipy import stats
-
-    if delta == 0 or not seed_sd > 0:
-        return None if delta == 0 else 2
-    for s in range(2, most + 1):
-        df = s - 1
-        critical = stats.t.ppf(1 - alpha / 2, df)
-        nc = abs(delta) / (seed_sd / math.sqrt(s))
-        if stats.nct.sf(critical, df, nc) + stats.nct.cdf(-critical, df, nc) >= power:
-            return s
-    return None
+def detectable(components, seeds: int, items: int, power: float = POWER, sims: int = SIMS, seed: int = 0,
+               family: int = 1) -> float:
+    """The smallest positive difference (points) that the reading rule, Holm-adjusted over a family of ``family``
+    (:func:`rule_power`), names with probability ``power``; one set of simulated runs for every step, so the answer
+    moves monotonely with ``power`` (:func:`detectable_band`); NaN where every component is 0."""
+    if seeds < 2 or not any(c > 0 for c in components):
+        return math.nan
+    runs = SimulatedRuns.draw(components, seeds, items, sims, seed)
+    level = family_level(family)
+    sd = math.sqrt(components[0] / seeds + components[1] / items + components[2] / (seeds * items))
+    return _smallest(lambda delta: runs.power(delta, level) >= power, 4.0 * sd)
 
 
-def items_needed(delta: float, discordance: float, power: float = POWER, alpha: float = ALPHA) -> Optional[int]:
-    """Independent paired items at which a difference of accuracy ``delta`` (points) with a share
-    ``discordance`` of discordant pairs is found with probability ``power`` (McNemar's test, normal
-    approximation: N = (z_{1-alpha/2} + z_power)^2 psi / delta^2, delta as a share); None for no difference."""
-    from scipy import stats
+def detectable_band(components, seeds: int, items: int, power: float = POWER, sims: int = SIMS, seed: int = 0,
+                    family: int = 1) -> Tuple[float, float]:
+    """The Monte Carlo band of :func:`detectable`: the differences found with ``power`` less and more its 95%
+    simulation error (:func:`monte_carlo_error`), from the same runs."""
+    error = monte_carlo_error(power, sims)
+    return (detectable(components, seeds, items, power - error, sims, seed, family),
+            detectable(components, seeds, items, power + error, sims, seed, family))
 
-    if delta == 0 or not discordance > 0:
+
+def _fewest(found, lowest: int, most: int) -> Optional[int]:
+    """The least integer n in [lowest, most] with ``found(n)`` (monotone: false below, true above); None where
+    ``found(most)`` is false."""
+    if not found(most):
         return None
-    z = stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)
-    return math.ceil(z ** 2 * discordance / (delta / 100.0) ** 2)
+    low, high = lowest - 1, lowest
+    while not found(high):
+        low, high = high, min(most, 2 * high)
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if found(middle) else (middle, high)
+    return high
+
+
+def seeds_needed(delta: float, components, items: int, family: int = 1, power: float = POWER, sims: int = SIMS,
+                 seed: int = 0, most: int = 1000) -> Optional[int]:
+    """The fewest seeds (at least 2) at which the reading rule, Holm-adjusted over ``family`` (:func:`rule_power`),
+    finds ``delta`` with probability ``power`` on ``items`` items with these variance components; None beyond
+    ``most`` (where the items' component alone keeps the crossed interval wide, no number of seeds does)."""
+    if delta == 0 or not any(c > 0 for c in components):
+        return None
+    return _fewest(lambda s: rule_power(delta, components, s, items, sims, seed, family) >= power, 2, most)
+
+
+def items_needed(delta: float, components, seeds: int, family: int = 1, power: float = POWER, sims: int = SIMS,
+                 seed: int = 0, most: int = 10_000_000) -> Optional[int]:
+    """The fewest items (at least 2) at which the reading rule, Holm-adjusted over ``family``, finds ``delta`` with
+    probability ``power`` over ``seeds`` seeds with these variance components; None beyond ``most`` (where the
+    seeds' component alone keeps the interval over seeds wide, no number of items does)."""
+    if delta == 0 or seeds < 2 or not any(c > 0 for c in components):
+        return None
+    return _fewest(lambda n: rule_power(delta, components, seeds, n, sims, seed, family) >= power, 2, most)
 
 
 def adjusted(pvalues: Sequence[float], method: str = "holm") -> List[float]:
@@ -275,8 +387,9 @@ def adjusted(pvalues: Sequence[float], method: str = "holm") -> List[float]:
 
 @dataclass
 class Comparison:
-    """Everything a page says of A − B: the means, both intervals, the p over seeds, the reading, what the run
-    excludes, its sensitivity and the discordant items."""
+    """Everything a page says of A − B on one split: the means, both intervals, the p values, what the run
+    excludes and its sensitivity. ``reading``, ``adjusted_p``, ``family`` and ``same_as`` are the family's
+    (:func:`fairseq_maskplug.evaluation.reading_rule.read_family`); :func:`compare` alone reads a family of one."""
     a: str
     b: str
     seeds: int
@@ -285,32 +398,54 @@ class Comparison:
     seed_se: float
     seed_interval: Tuple[float, float]
     crossed_interval: Tuple[float, float]
-    p: float
-    reading: str
+    p: float  #: the paired t over seeds
+    crossed_p: float  #: the crossed t
+    rule_p: float  #: max of the two: the p of "both intervals exclude 0"
+    uncapped_rule_p: float  #: the same with the crossed degrees of freedom not capped at S - 1
     excludes: str
     components: Tuple[float, float, float]
-    detectable: float
-    seeds_needed: Optional[int]
-    items_needed: Optional[int]
     discordant: Tuple[int, int]
+    split: str = "test"
+    key: str = ""  #: the outcome matrix's fingerprint, its sign made positive: identical comparisons share it
+    reading: str = "no difference shown"
     adjusted_p: float = math.nan
+    family: int = 1
+    same_as: Optional[str] = None  #: the first comparison of the family with the same outcomes (counted once)
+    cap_decides: Optional[str] = None  #: the reading with the degrees of freedom uncapped, where it differs
+    detectable: float = math.nan
+    detectable_band: Tuple[float, float] = (math.nan, math.nan)
+    effect: float = math.nan  #: the difference the seeds and items needed are for
+    seeds_needed: Optional[int] = None
+    items_needed: Optional[int] = None
     extra: dict = field(default_factory=dict)
 
+    @property
+    def name(self) -> str:
+        return f"{self.a} − {self.b}"
 
-def compare(name_a: str, name_b: str, d: np.ndarray, sims: int = 400) -> Comparison:
-    """The comparison of A against B from their outcome matrix ``d`` (:func:`outcome_matrix`)."""
+
+def matrix_key(d: np.ndarray, split: str = "") -> str:
+    """A fingerprint of the outcome matrix on ``split`` up to its sign (A − B and B − A are one comparison; so are
+    two comparisons of one split with the same outcomes in every seed, e.g. against two arms that answered alike)."""
+    import hashlib
+
+    d = np.asarray(d, dtype=float) + 0.0  # -0.0 -> 0.0
+    nonzero = d[d != 0]
+    if nonzero.size and nonzero[0] < 0:
+        d = -d + 0.0
+    return hashlib.sha256(repr((split, d.shape)).encode() + d.tobytes()).hexdigest()[:16]
+
+
+def compare(name_a: str, name_b: str, d: np.ndarray, split: str = "test") -> Comparison:
+    """The comparison of A against B from their outcome matrix ``d`` (:func:`outcome_matrix`), before its family
+    is read (:func:`fairseq_maskplug.evaluation.reading_rule.read_family` sets the reading and the sensitivity)."""
     d = np.asarray(d, dtype=float)
     seed_means = d.mean(axis=1)
     seeds, items = d.shape
     seed_se = float(seed_means.std(ddof=1) / math.sqrt(seeds)) if seeds >= 2 else math.nan
-    by_seeds, crossed = seed_interval(d), crossed_interval(d)
+    crossed = crossed_interval(d)
     components = MeanSquares.of(d).components() if seeds >= 2 and items >= 2 else (math.nan,) * 3
-    difference = float(d.mean())
-    seed_sd = float(seed_means.std(ddof=1)) if seeds >= 2 else math.nan
-    a_only, b_only = discordant_counts(d)
     return Comparison(
-        name_a, name_b, seeds, items, difference, seed_se, by_seeds, crossed, seed_p(d), reading(by_seeds, crossed),
-        excluded(crossed), components,
-        detectable(components, seeds, items, sims=sims) if seeds >= 2 else math.nan,
-        seeds_needed(difference, seed_sd) if seeds >= 2 else None,
-        items_needed(difference, (a_only + b_only) / d.size), (a_only, b_only))
+        name_a, name_b, seeds, items, float(d.mean()), seed_se, seed_interval(d), crossed, seed_p(d), crossed_p(d),
+        rule_p(d) if seeds >= 2 else math.nan, rule_p(d, cap=False) if seeds >= 2 else math.nan, excluded(crossed),
+        components, discordant_counts(d), split, matrix_key(d, split))
