@@ -486,7 +486,7 @@ def summary_parts(data: dict) -> dict:
             found = comparisons(exp, table)
             for split, what in names.items():
                 lines.extend(report.comparison_tables(found, split, what))
-            lines.extend(["", *map(rule.verdict, found)])
+            lines.extend(["", *(f"- {rule.verdict(c)}" for c in found)])
             continue
         what = "the planted toy problem's" if exp == "toy" else "MR"
         lines.append(f"\n## {exp}: {what} test accuracy and macro-F1 (%), mean ± standard error over seeds")
@@ -504,7 +504,7 @@ def summary_parts(data: dict) -> dict:
         lines.extend(notes)
         found = comparisons(exp, table)
         lines.extend(report.comparison_tables(found))
-        lines.extend(["", *map(rule.verdict, found)])
+        lines.extend(["", *(f"- {rule.verdict(c)}" for c in found)])
     curves = data["curves"]
     if curves:
         lines = parts["fe-curves"] = []

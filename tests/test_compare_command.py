@@ -718,3 +718,36 @@ def test_a_report_names_this_checkout_s_commit_and_no_other_repository_s(tmp_pat
                             "print(source_commit())"], cwd=other, env={**os.environ, "PYTHONPATH": str(site)},
                            capture_output=True, text=True)
     assert found.returncode == 0 and found.stdout.strip() == "None", found.stderr[-2000:]
+
+
+def test_a_report_marks_an_arm_that_masked_under_a_third_of_the_baselines_rate_and_classifiers_short_of_classes(
+        toy, capsys):
+    """Issue 86's new user: an arm whose masks are far sparser than its baseline's (0.03 against 0.15 here, as a
+    tagger that tagged almost nothing) and classifiers that predict fewer classes than the task has show in the
+    report's health block, read from the units' own logs and results, and the arm is marked in the scores table;
+    a plan with one seed is warned that it measures almost nothing, before any table."""
+    from fairseq_maskplug.compare.cli import main
+
+    text = (PLAN.replace('name = "toy"', 'name = "health"').replace("seeds = [1, 2]", "seeds = [1]")
+            .replace('baseline = "none"', 'baseline = "random"').replace("epochs = 2", "epochs = 1")
+            .replace("[arms.none]\npretrain = false\n",
+                     '[arms.sparse]\noptions = ["--mask-policy", "random", "--mask-prob", "0.03"]\n'))
+    plan = write_plan(toy, "health.toml", text)
+    assert main([str(plan), "--unit", "random:1"]) == 0 and main([str(plan), "--unit", "sparse:1"]) == 0
+    capsys.readouterr()
+    assert main([str(plan), "--collect"]) == 0
+    printed = capsys.readouterr().out
+    data = json.loads((toy / "health" / "report-vs-random.json").read_text())
+    rates = {r["row"]: r["mask_rate"] for r in data["health"]}
+    assert 0.10 < rates["random"] < 0.20 and 0.0 < rates["sparse"] < 0.06, rates
+    sparse = next(r for r in data["health"] if r["row"] == "sparse")
+    assert any("under a third" in p for p in sparse["problems"]) and sparse["classes"] == 2
+    assert set(data["meta"]["stage_seconds"]["sparse:1"]) == {"pretrain", "finetune", "evaluate"}
+    report = (toy / "health" / "report-vs-random.md").read_text()
+    assert printed.startswith(report.splitlines()[0])
+    first_table = report.index("| ")
+    assert report.index("## what it found") < report.index("Only 1 seed") < first_table
+    assert "**fails**: masked" in report and "| sparse | 1 |" in report and "fails in seed 1 |" in report
+    for r in data["health"]:  # the classes each classifier predicted, against the task's 2
+        short = r["classes_predicted"] < 2
+        assert short == any("of the task's 2 classes" in p for p in r["problems"])

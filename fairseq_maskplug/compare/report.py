@@ -21,6 +21,7 @@ family, a short fingerprint of it), so reading one set of units against another 
 
 import datetime
 import json
+import math
 import os
 import shlex
 import subprocess
@@ -174,8 +175,9 @@ def warnings(data: dict, found: list) -> list:
     blind = [c for c in found if c.same_as is None and c.detectable > BLIND_SHARE * 100]
     if blind:
         worst = max(blind, key=lambda c: c.detectable)
-        out.append(f"This design cannot see the differences the papers report: {len(blind)} of its comparisons "
-                   f"find only differences above {BLIND_SHARE * 100:.0f} points with 80% probability ({worst.name} on "
+        read = [c for c in found if c.same_as is None and not math.isnan(c.rule_p)]
+        out.append(f"This design cannot see the differences the papers report: {len(blind)} of its {len(read)} "
+                   f"comparison(s) find only differences above {BLIND_SHARE * 100:.0f} points with 80% probability ({worst.name} on "
                    f"{worst.split}: {worst.detectable:.1f} points). \"No difference shown\" here says nothing of a "
                    "difference of a few points.")
     failed = health.failing(data)

@@ -167,17 +167,26 @@ def reading(seed: Tuple[float, float], crossed: Tuple[float, float]) -> str:
     return "no difference shown"
 
 
-def excluded(crossed: Tuple[float, float], digits: int = 1) -> str:
-    """What the crossed interval rules out, in words: an advantage of either arm beyond its bounds is unlikely."""
+#: the widest a difference of 0/1 outcomes in points can be: 100 (every item right in A, wrong in B)
+SPAN = 100.0
+
+
+def excluded(crossed: Tuple[float, float], digits: int = 1, span: float = SPAN) -> str:
+    """What the crossed interval rules out, in words: an advantage of either arm beyond its bounds is unlikely; a
+    bound beyond the score's range (``span`` points) rules out nothing."""
     low, high = crossed
     if math.isnan(low):
         return "nothing (fewer than 2 seeds)"
     parts = []
-    if high > 0:
+    if 0 < high < span:
         parts.append(f"an advantage of A above {high:.{digits}f} points")
-    if low < 0:
+    if 0 < -low < span:
         parts.append(f"an advantage of B above {-low:.{digits}f} points")
-    return (" or ".join(parts) + " is unlikely") if parts else "no advantage of either arm beyond 0 points"
+    if parts:
+        return " or ".join(parts) + " is unlikely"
+    if high >= span or -low >= span:
+        return f"nothing inside the score's range (its interval reaches beyond ±{span:g} points)"
+    return "no advantage of either arm beyond 0 points"
 
 
 def seed_p(d: np.ndarray) -> float:

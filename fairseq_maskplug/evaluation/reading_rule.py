@@ -73,11 +73,12 @@ def read_family(comparisons: List[pc.Comparison], effect: float = DEFAULT_EFFECT
 
 def family_text(comparisons: Sequence[pc.Comparison]) -> str:
     """The family in words: its size, its members by split, the ones counted once."""
-    if not comparisons:
-        return "no comparison had paired outcomes"
-    members = ", ".join(f"{c.name} ({c.split})" for c in comparisons if c.same_as is None)
-    doubles = [f"{c.name} ({c.split}) = {c.same_as}" for c in comparisons if c.same_as is not None]
-    size = comparisons[0].family
+    read = [c for c in comparisons if not math.isnan(c.rule_p)]
+    if not read:
+        return "no family: no comparison had paired outcomes in 2 seeds or more"
+    members = ", ".join(f"{c.name} ({c.split})" for c in read if c.same_as is None)
+    doubles = [f"{c.name} ({c.split}) = {c.same_as}" for c in read if c.same_as is not None]
+    size = read[0].family
     return (f"Holm over a family of {size} comparison{'s' if size != 1 else ''}: {members}"
             + (f"; counted once, identical outcomes in every seed: {'; '.join(doubles)}" if doubles else ""))
 
@@ -100,6 +101,9 @@ def sensitivity_text(c: pc.Comparison) -> str:
             return "the two arms answered alike on every item in every seed"
         return "its sensitivity is unknown (fewer than 2 seeds)"
     low, high = c.detectable_band
+    if c.detectable > pc.SPAN:
+        return (f"this design finds no difference inside the score's range (±{pc.SPAN:g} points) with 80% probability "
+                f"(Holm over {c.family}): it measured nothing")
     text = (f"this design finds {number(c.detectable)} points with 80% probability (Monte Carlo band "
             f"{number(low)} to {number(high)}; Holm over {c.family})")
     needs = []

@@ -1,0 +1,86 @@
+"""The health of a comparison's units (fairseq_maskplug/compare/health.py): the thresholds on records, the mask rate
+read from fairseq's JSON log lines, the task's classes from its label dictionary, and the report's warnings."""
+
+import json
+
+from fairseq_maskplug.compare import health
+from fairseq_maskplug.compare.report import markdown
+
+
+def record(row, seed, rate, predicted=5, classes=5, warnings=()):
+    return {"row": row, "seed": seed, "mask_rate": rate, "classes": classes, "classes_predicted": predicted,
+            "warnings": list(warnings)}
+
+
+def test_an_arm_under_a_third_of_its_baselines_rate_in_a_seed_fails_and_one_above_does_not():
+    records = health.problems([record("random", 1, 0.15), record("selective", 1, 0.006),
+                               record("random", 2, 0.15), record("selective", 2, 0.051)], "random")
+    assert [bool(r["problems"]) for r in records] == [False, True, False, False]
+    assert records[1]["problems"] == ["masked 0.6% of tokens against 15.0% (the baseline's), under a third"]
+
+
+def test_without_a_pretraining_baseline_the_seeds_largest_rate_is_the_reference():
+    records = health.problems([record("none", 1, None), record("random", 1, 0.15), record("selective", 1, 0.04)],
+                              "none")
+    assert [bool(r["problems"]) for r in records] == [False, False, True]
+
+
+def test_classifiers_short_of_the_tasks_classes_and_degenerate_tracks_fail():
+    records = health.problems([record("a", 1, None, predicted=3), record("b", 1, None, predicted=5),
+                               record("c", 1, None, predicted=2, classes=None), record("d", 1, None, warnings=["x"])],
+                              "a")
+    assert records[0]["problems"] == ["its classifier predicted 3 of the task's 5 classes"]
+    assert not records[1]["problems"] and not records[2]["problems"]
+    assert records[3]["problems"] == ["degenerate track: x"]
+
+
+def test_the_mask_rate_is_read_from_fairseqs_json_log_lines(tmp_path):
+    log = tmp_path / "pretrain.log"
+    log.write_text("\n".join([
+        '2026-12-02 | INFO | train_inner | {"epoch": 1, "update": 1.5, "loss": "9", "mask_rate": "0.1"}',
+        '2026-12-02 | INFO | train | {"epoch": 1, "train_loss": "9", "train_mask_rate": "0.14"}',
+        '2026-12-02 | INFO | train | {"epoch": 2, "train_loss": "8", "train_mask_rate": "0.16"}',
+        "a line that is not a record"]) + "\n")
+    assert abs(health.mask_rate(log) - 0.15) < 1e-12
+    log.write_text('x | train_inner | {"mask_rate": "0.2"}\n')
+    assert health.mask_rate(log) == 0.2
+    assert health.mask_rate(tmp_path / "none.log") is None
+
+
+def test_the_tasks_classes_leave_out_fairseqs_filler_words(tmp_path):
+    (tmp_path / "label").mkdir()
+    (tmp_path / "label" / "dict.txt").write_text("pos 10\nneg 9\nmadeupword0000 0\n")
+    assert health.task_classes(tmp_path) == 2
+    assert health.task_classes(tmp_path / "nosuch") is None
+
+
+def test_degenerate_lines_are_collected_once(tmp_path):
+    line = "2026 | WARNING | side information x.bin: every token has the value 0: a policy reading it masks as if it had " \
+           "no information; check the producer's input and options (expected at toy size? set X=1)"
+    (tmp_path / "a.log").write_text(line + "\n" + line + "\n")
+    found = health.degenerate_lines([tmp_path / "a.log", tmp_path / "missing.log"])
+    assert len(found) == 1 and found[0].startswith("side information x.bin")
+
+
+def stored(scores, health_records, seeds):
+    meta = {"kind": "comparison", "plan": "p.toml", "name": "p", "baseline": "random", "splits": ["test"],
+            "compared": ["test"], "seeds": [str(s) for s in seeds],
+            "arms": [{"name": "random", "task": "guided_mlm"}, {"name": "selective", "task": "guided_mlm"}]}
+    return {"meta": meta, "scores": scores, "health": health_records, "missing": []}
+
+
+def test_the_report_warns_before_its_tables_and_marks_the_failed_arm_seed():
+    scores = [{"row": row, "seed": seed, "split": "test", "accuracy": 50.0, "macro_f1": None, "n": 40,
+               "classes_predicted": 2, "correct": ("1" * 20 + "0" * 20) if row == "random" else ("0" * 20 + "1" * 20)}
+              for row in ("random", "selective") for seed in (1, 2)]
+    records = health.problems([record("random", 1, 0.15, 2, 2), record("selective", 1, 0.006, 2, 2),
+                               record("random", 2, 0.15, 2, 2), record("selective", 2, 0.15, 2, 2)], "random")
+    text = markdown(stored(scores, records, [1, 2]))
+    verdict = text.index("- selective − random (test): no difference shown")
+    assert verdict < text.index("Only 2 seeds") < text.index("| arm | seed |")
+    assert "1 arm-seed(s) did not measure what their arm is for (selective: seed 1)" in text
+    assert "| selective | 2 | 50.0 ± 0.0 | fails in seed 1 |" in text
+    # 2 seeds x 40 items: the rule would need more than the score's whole range; said so, never "excludes 203 points"
+    assert "This design cannot see the differences the papers report: 1 of its 1 comparison(s)" in text
+    assert "finds no difference inside the score's range" in text and "nothing inside the score's range" in text
+    assert json.dumps(records)  # the records are stored as they are
