@@ -751,3 +751,52 @@ def test_a_report_marks_an_arm_that_masked_under_a_third_of_the_baselines_rate_a
     for r in data["health"]:  # the classes each classifier predicted, against the task's 2
         short = r["classes_predicted"] < 2
         assert short == any("of the task's 2 classes" in p for p in r["problems"])
+
+
+@pytest.mark.parametrize("plan_report, recipe_result, rows", PLAN_REPORTS)
+def test_a_plan_s_report_and_its_page_read_the_same_outcomes_with_one_family_and_one_p(plan_report, recipe_result,
+                                                                                      rows):
+    """Issue 86: the plan's report (fairseq-maskplug-compare) and the page (benchmarks/gpu_science.py) read the same
+    outcomes (the seeds both hold) with the same family, the same Holm p and the same reading."""
+    import sys
+
+    from fairseq_helpers import REPO
+    from fairseq_maskplug.compare.report import comparisons_of
+    from fairseq_maskplug.evaluation import paired_comparison as pc
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import gpu_science
+
+    results = REPO / "docs" / "results"
+    plan = json.loads((results / plan_report).read_text())
+    recipe = json.loads((results / recipe_result).read_text())
+    seeds = {s["seed"] for s in plan["scores"]}
+    table = {}
+    for s in recipe["scores"]:
+        if s["seed"] in seeds:
+            table.setdefault(s["row"], {})[(s["split"], s["seed"])] = s
+    sims = 2000  # the sensitivity is not compared here; fewer runs keep the test short
+    page = gpu_science.comparisons(plan["meta"]["name"], table, sims=sims)
+    report = comparisons_of(plan, sims=sims)
+    assert [(c.name, c.split) for c in report] == [(c.name, c.split) for c in page]
+    assert [c.adjusted_p for c in report] == pytest.approx([c.adjusted_p for c in page], nan_ok=True)
+    assert [(c.reading, c.family, c.same_as) for c in report] == [(c.reading, c.family, c.same_as) for c in page]
+    for c in report:  # a direction is named only where Holm's p is below 0.05
+        assert (c.reading != "no difference shown") == (c.adjusted_p < pc.ALPHA)
+
+
+def test_the_stored_tlm_plan_report_names_no_direction_holm_rejects_and_says_first_what_it_found():
+    """Issue 86's case: the TLM plan's report once printed "A better" three times with Holm p 0.060 to 0.065."""
+    from fairseq_helpers import REPO
+    from fairseq_maskplug.compare.report import markdown
+
+    data = json.loads((REPO / "docs" / "results" / "compare_tlm_plan_cpu_2026-11-29.json").read_text())
+    text = markdown(data)
+    body = text.split("\n", 2)[2].lstrip()
+    assert body.startswith("## what it found")
+    verdicts = [line for line in body.splitlines() if line.startswith("- ")][:4]
+    assert [v.split(":")[0] for v in verdicts] == ["- tlm-bm25 − task-only (test)", "- tlm-bm25 − tlm-random (test)",
+                                                   "- tlm-dsir − tlm-random (test)", "- tlm-bm25 − general-ft (test)"]
+    assert all("no difference shown (Holm p" in v and "80% probability" in v for v in verdicts)
+    assert "A better" not in text and "B better" not in text
+    assert "Holm over a family of 4 comparisons" in text
