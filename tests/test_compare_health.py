@@ -84,3 +84,12 @@ def test_the_report_warns_before_its_tables_and_marks_the_failed_arm_seed():
     assert "This design cannot see the differences the papers report: 1 of its 1 comparison(s)" in text
     assert "finds no difference inside the score's range" in text and "nothing inside the score's range" in text
     assert json.dumps(records)  # the records are stored as they are
+
+
+def test_a_producers_tagger_quality_is_its_best_valid_f1(tmp_path):
+    log = tmp_path / "seed1.3.log"
+    log.write_text('x | valid | {"epoch": 1, "valid_loss": "1", "valid_f1": "12.5"}\n'
+                   'x | valid | {"epoch": 2, "valid_loss": "1", "valid_f1": "31.25"}\n'
+                   'x | train | {"epoch": 2, "train_loss": "1"}\n')
+    assert health.best_valid_f1(log) == 31.25
+    assert health.best_valid_f1(tmp_path / "none.log") is None

@@ -17,8 +17,9 @@ from typing import Dict, List, Optional
 #: baseline's" made a number (a third; issue 86's case: 0.6% against 15%)
 LOW_MASK_SHARE = 1 / 3
 
-#: fairseq's JSON log line of a training interval or epoch: ``... | train_inner | {...}`` / ``... | train | {...}``
-LOG_RECORD = re.compile(r"\| (train_inner|train) \| (\{.*\})\s*$")
+#: fairseq's JSON log line of a training interval, epoch or validation: ``... | train_inner | {...}``, ``train``,
+#: ``valid``
+LOG_RECORD = re.compile(r"\| (train_inner|train|valid) \| (\{.*\})\s*$")
 #: the line a degenerate track leaves in a producer's or a training's log (fairseq_maskplug/data/side_info.py)
 DEGENERATE = "masks as if it had no information"
 
@@ -27,23 +28,32 @@ def mask_rate(log: Path) -> Optional[float]:
     """The realised mask rate of a pre-training log (``mask_rate``, the share of maskable tokens chosen, logged by
     the package's MLM tasks): the mean of its epoch records, else of its interval records; None where the log
     has neither (no pre-training, or a task that does not log it)."""
-    if not log.is_file():
-        return None
-    epochs, intervals = [], []
-    for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
-        found = LOG_RECORD.search(line)
-        if not found:
-            continue
-        try:
-            record = json.loads(found.group(2))
-        except json.JSONDecodeError:
-            continue
-        if found.group(1) == "train" and "train_mask_rate" in record:
-            epochs.append(float(record["train_mask_rate"]))
-        elif found.group(1) == "train_inner" and "mask_rate" in record:
-            intervals.append(float(record["mask_rate"]))
+    epochs = [float(r["train_mask_rate"]) for r in log_records(log, "train") if "train_mask_rate" in r]
+    intervals = [float(r["mask_rate"]) for r in log_records(log, "train_inner") if "mask_rate" in r]
     values = epochs or intervals
     return sum(values) / len(values) if values else None
+
+
+def log_records(log: Path, kind: str) -> List[dict]:
+    """The JSON records of one kind (``train_inner``, ``train``, ``valid``) of a fairseq log, in order."""
+    if not log.is_file():
+        return []
+    out = []
+    for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+        found = LOG_RECORD.search(line)
+        if found and found.group(1) == kind:
+            try:
+                out.append(json.loads(found.group(2)))
+            except json.JSONDecodeError:
+                continue
+    return out
+
+
+def best_valid_f1(log: Path) -> Optional[float]:
+    """The best validation F1 (in %) a producer's training logged (the selective-masking tagger's
+    ``token_importance`` criterion logs ``f1``); None where it logged none."""
+    values = [float(r["valid_f1"]) for r in log_records(log, "valid") if "valid_f1" in r]
+    return max(values) if values else None
 
 
 def degenerate_lines(logs: List[Path]) -> List[str]:

@@ -112,7 +112,8 @@ def collect_results(plan: Plan, command: Optional[List[str]] = None) -> dict:
 def collect_health(plan: Plan, scores: list) -> list:
     """One record per finished unit (:mod:`.health`): its realised mask rate, the task's classes and those its
     classifier predicted on the first compared split, the degenerate-track lines of its own and its producers'
-    logs, and the problems these show."""
+    logs, the best validation F1 of a model its seed's producers trained (selective masking's tagger: shown, not
+    judged), and the problems these show."""
     classes = health.task_classes(plan.labelled) if not plan.evaluate_command else None
     headline = {(s["row"], s["seed"]): s for s in scores if s["split"] == plan.compared[0]}
     records = []
@@ -121,11 +122,12 @@ def collect_health(plan: Plan, scores: list) -> list:
             continue
         unit = unit_dir(plan, arm, seed)
         logs = [unit / "logs" / "pretrain.log", *sorted((producers_dir(plan) / "logs").glob(f"{arm}.*.log"))]
-        if uses_seed(plan.arm(arm)):
-            logs += sorted((seed_dir(plan, seed) / "logs").glob("*.log"))
+        producers = sorted((seed_dir(plan, seed) / "logs").glob("*.log")) if uses_seed(plan.arm(arm)) else []
+        quality = [f"{log.stem}: best valid F1 {f1:.1f}%" for log in producers
+                   for f1 in [health.best_valid_f1(log)] if f1 is not None]
         records.append({"row": arm, "seed": seed, "mask_rate": health.mask_rate(unit / "logs" / "pretrain.log"),
                         "classes": classes, "classes_predicted": headline[(arm, seed)].get("classes_predicted"),
-                        "warnings": health.degenerate_lines(logs)})
+                        "warnings": health.degenerate_lines(logs + producers), "producers": quality})
     return health.problems(records, plan.baseline)
 
 
@@ -200,14 +202,16 @@ def health_lines(data: dict) -> list:
     records = data.get("health") or []
     if not records:
         return ["(not recorded: a report stored before units recorded their health)"]
-    lines = ["| arm | seed | realised mask rate | classes predicted | health |", "| --- | --- | --- | --- | --- |"]
+    lines = ["| arm | seed | realised mask rate | classes predicted | its producers' trained models | health |",
+             "| --- | --- | --- | --- | --- | --- |"]
     for r in records:
         rate = "-" if r.get("mask_rate") is None else f"{100 * r['mask_rate']:.1f}%"
         classes = ("-" if r.get("classes_predicted") is None else
                    f"{r['classes_predicted']} of {r['classes']}" if r.get("classes") else str(r["classes_predicted"]))
         said = "; ".join(r.get("problems") or []) or "ok"
-        lines.append(f"| {r['row']} | {r['seed']} | {rate} | {classes} | {'**fails**: ' if r.get('problems') else ''}"
-                     f"{said} |")
+        made = "; ".join(r.get("producers") or []) or "-"
+        lines.append(f"| {r['row']} | {r['seed']} | {rate} | {classes} | {made} | "
+                     f"{'**fails**: ' if r.get('problems') else ''}{said} |")
     return lines
 
 
