@@ -47,6 +47,15 @@ from .tasks.training_feedback import DROPPED_KEY, SUMS_KEY, TrainingFeedback
 IGNORE_INDEX = -100
 
 
+def unmaskable_ids(tokenizer) -> list:
+    """Ids a policy never chooses: every special token of the tokenizer (``all_special_ids``: a BERT-style
+    tokenizer's ``[CLS]`` and ``[SEP]`` too, as transformers' own MLM collator), and its bos, eos and pad (fairseq's
+    masked-LM tasks never choose ``<s>``, ``</s>``, ``<pad>``); ``<unk>`` stays choosable, as in fairseq's tasks."""
+    special = set(tokenizer.all_special_ids) | {tokenizer.bos_token_id, tokenizer.eos_token_id,
+                                                tokenizer.pad_token_id}
+    return sorted(i for i in special - {None, tokenizer.unk_token_id} if i is not None)
+
+
 def replacement_ids(tokenizer) -> np.ndarray:
     """Ids a random replacement may draw: every id but the special tokens (fairseq: ids after its four
     specials, ``<mask>`` excluded; the same set for a tokenizer this project exported)."""
@@ -115,8 +124,7 @@ class PolicyCollator:
         self.pad = tokenizer.pad_token_id
         corruption = Corruption(tokenizer.mask_token_id, replacement_ids(tokenizer), None, leave_unmasked_prob,
                                 random_token_prob)
-        special = [i for i in (tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id)
-                   if i is not None]  # fairseq's masked-LM tasks: <s>, </s>, <pad> are never chosen
+        special = unmaskable_ids(tokenizer)
         self.path = PolicyPath(PolicyChooser(built, views), MLMFormat(corruption, self.pad), special, seed)
         self.epoch, self._seen = 1, 0
 
@@ -135,6 +143,10 @@ class PolicyCollator:
         """One example's item as the fairseq path draws it: ``{"source", "target", "mask_counts"}`` (without
         ``counts``, no ``mask_counts``: the same draw)."""
         tokens = np.asarray(example["input_ids"], dtype=np.int64)
+        if tokens.size == 0:
+            raise ValueError(f"row {example.get(self.index_column, '(unnumbered)')} has no tokens: nothing to mask or "
+                             "denoise (fairseq skips empty lines); drop empty rows first, e.g. "
+                             "dataset.filter(lambda row: len(row['input_ids']) > 0)")
         side = {}
         for name in self.tracks:
             if name not in example:

@@ -800,3 +800,110 @@ def test_the_stored_tlm_plan_report_names_no_direction_holm_rejects_and_says_fir
     assert all("no difference shown (Holm p" in v and "80% probability" in v for v in verdicts)
     assert "A better" not in text and "B better" not in text
     assert "Holm over a family of 4 comparisons" in text
+
+
+def reused_plan(toy, name, extra=""):
+    """A one-seed copy of the toy plan under its own name, with absolute data paths (``extra`` appended)."""
+    text = (PLAN.replace('name = "toy"', f'name = "{name}"').replace("seeds = [1, 2]", "seeds = [1]")
+            .replace("epochs = 2", "epochs = 1").replace('"corpus"', f'"{toy / "corpus"}"')
+            .replace('"task"', f'"{toy / "task"}"').replace('"general/', f'"{toy / "general"}/'))
+    return write_plan(toy, f"{name}.toml", text + extra)
+
+
+def test_a_unit_is_reused_only_for_the_plan_it_ran_with_and_a_damaged_result_is_scored_again(toy, capsys):
+    """Issue 87, items 1 and 5: a finished unit records what each stage ran with; a rerun or a collect under a
+    plan changed since (the pre-training's length, an arm's policy) refuses in one line naming the unit, the stage
+    and the option, and trains nothing; a truncated result is named with its path and the command that rebuilds
+    it, and that command scores it again."""
+    from fairseq_maskplug.compare.cli import main
+
+    plan = reused_plan(toy, "reuse")
+    assert main([str(plan), "--unit", "random:1"]) == 0
+    unit = toy / "reuse" / "units" / "random__seed1"
+    ran = json.loads((unit / ".ran" / "pretrain.json").read_text())
+    assert "--max-update" in ran["command"] and "{corpus}" in ran["command"] and "--cpu" not in ran["command"]
+    assert any(key.startswith("{corpus}/train.") for key in ran["inputs"]) and "{model}" in ran["inputs"]
+    capsys.readouterr()
+    checkpoint = (unit / "pretrain" / "checkpoint_last.pt").stat().st_mtime
+    for setting, said in (("pretrain.updates=6", "--total-num-update '4' is now '6'"),
+                          ('arms.random.options=["--mask-policy", "span"]', "'random' is now 'span'")):
+        for how in (["--unit", "random:1"], ["--collect"]):
+            assert main([str(plan), *how, "--set", setting]) == 2, (setting, how)
+            err = capsys.readouterr().err
+            assert "unit random__seed1: its pretrain ran with other settings" in err and said in err, err
+    assert (unit / "pretrain" / "checkpoint_last.pt").stat().st_mtime == checkpoint
+    # the same plan again: reused
+    assert main([str(plan), "--unit", "random:1"]) == 0 and "finished before" in capsys.readouterr().out
+
+    result = unit / "result.test.json"
+    result.write_text(result.read_text()[:40])
+    assert main([str(plan), "--collect"]) == 2
+    err = capsys.readouterr().err
+    assert str(result) in err and "not a whole result" in err and "--unit random:1" in err
+    assert main([str(plan), "--unit", "random:1"]) == 0
+    assert "result.test.json is not whole: scoring again" in capsys.readouterr().out
+    assert json.loads(result.read_text())["n"] == 40
+
+
+def test_units_are_not_paired_across_replaced_task_data(toy, tmp_path, capsys):
+    """Issue 87, item 2: the task's test split replaced in place (same dictionary and sizes) after a unit ran:
+    running or collecting refuses, naming the unit and the file; units whose records show different scored items
+    are never paired."""
+    import shutil
+
+    from fairseq_maskplug.compare import records
+    from fairseq_maskplug.compare.cli import main
+
+    task = tmp_path / "task"
+    shutil.copytree(toy / "task", task)
+    plan = reused_plan(toy, "replaced", "")
+    plan.write_text(plan.read_text().replace(f'"{toy / "task"}"', f'"{task}"'))
+    assert main([str(plan), "--unit", "none:1"]) == 0
+    capsys.readouterr()
+    test_bin = task / "input0" / "test.bin"
+    tokens = bytearray(test_bin.read_bytes())
+    tokens[:8], tokens[8:16] = tokens[8:16], tokens[:8]  # two sentences' first tokens swapped: same sizes
+    test_bin.write_bytes(bytes(tokens))
+    for how in (["--unit", "none:1"], ["--collect"]):
+        assert main([str(plan), *how]) == 2
+        err = capsys.readouterr().err
+        assert "unit none__seed1: its finetune" not in err and "its evaluate read {task}/input0/test.bin" in err, err
+
+    units = [tmp_path / "a", tmp_path / "b"]
+    for unit, fingerprint in zip(units, ("1", "2")):
+        records.record_stage(unit, "evaluate", ["x"], {"{task}/input0/test.bin": fingerprint})
+    with pytest.raises(records.UnitChanged, match="scored different items"):
+        records.check_same_items(units)
+
+
+def test_a_name_with_a_line_break_never_reaches_a_jobs_file_and_the_documented_slurm_line_runs_one_job(
+        toy, tmp_path):
+    """Issue 87, item 3: a plan whose path holds a line break is refused by --print-jobs before any work; hostile
+    names that stay on one line are quoted, and the documented Slurm line (eval of one line of jobs.txt) passes
+    them as one argument each, running nothing else."""
+    broken = tmp_path / "a\ntouch INJECTED"
+    broken.mkdir()
+    (broken / "plan.toml").write_text(reused_plan(toy, "broken").read_text())
+    result = run([BIN / "fairseq-maskplug-compare", broken / "plan.toml", "--print-jobs"], cwd=tmp_path,
+                 new_process=True)
+    assert result.returncode == 2 and "holds a line break" in result.stderr and not result.stdout
+    assert not (tmp_path / "INJECTED").exists()
+
+    hostile = tmp_path / "$(touch INJECTED); touch INJECTED2 'x"
+    hostile.mkdir()
+    (hostile / "plan.toml").write_text(reused_plan(toy, "hostile").read_text().replace(
+        f'name = "hostile"', f'name = "hostile"\nout = "{tmp_path / "hostile_out"}"'))
+    jobs = check(run([BIN / "fairseq-maskplug-compare", hostile / "plan.toml", "--print-jobs"], cwd=tmp_path,
+                     new_process=True)).stdout
+    (tmp_path / "jobs.txt").write_text(jobs)
+    assert len(jobs.splitlines()) == 2
+    stub = tmp_path / "bin" / "fairseq-maskplug-compare"  # stands for the command: records its arguments
+    stub.parent.mkdir()
+    stub.write_text('#!/bin/sh\nfor a in "$@"; do printf "%s\\n" "$a"; done > "$ARGS_OUT"\n')
+    stub.chmod(0o755)
+    env = dict(os.environ, PATH=f"{stub.parent}:{os.environ['PATH']}", ARGS_OUT=str(tmp_path / "args.txt"),
+               SLURM_ARRAY_TASK_ID="2")
+    subprocess.run(["bash", "-c", 'eval "$(sed -n ${SLURM_ARRAY_TASK_ID}p jobs.txt)"'], cwd=tmp_path, env=env,
+                   check=True)
+    assert (tmp_path / "args.txt").read_text().splitlines() == [str(hostile / "plan.toml"), "--unit", "random:1"]
+    assert not (tmp_path / "INJECTED").exists() and not (tmp_path / "INJECTED2").exists()

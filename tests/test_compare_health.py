@@ -93,3 +93,14 @@ def test_a_producers_tagger_quality_is_its_best_valid_f1(tmp_path):
                    'x | train | {"epoch": 2, "train_loss": "1"}\n')
     assert health.best_valid_f1(log) == 31.25
     assert health.best_valid_f1(tmp_path / "none.log") is None
+
+
+def test_a_stage_reads_the_splits_dictionaries_and_only_the_tracks_its_command_names():
+    from fairseq_maskplug.compare.records import read_by
+
+    words = ["--mask-policy", "selective", "--selective-track", "importance_s1"]
+    for name, expected in (("dict.txt", True), ("train.bin", True), ("train.idx", True), ("test.bin", False),
+                           ("train.importance_s1.bin", True), ("train.importance_s1.json", True),
+                           ("train.importance_s2.bin", False), ("valid.pmi_units.bin", False),
+                           ("train.q-a.q.bin", True)):
+        assert read_by(name, ["train", "valid"], words) == expected, name

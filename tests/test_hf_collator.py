@@ -384,3 +384,47 @@ def test_ptw_learns_the_hard_tag_through_the_feedback_trainer(collator_data, tmp
         FeedbackTrainer(model=trainer.model, train_dataset=examples, data_collator=collator,
                         args=transformers.TrainingArguments(output_dir=str(tmp_path), dataloader_num_workers=2,
                                                             report_to=[], use_cpu=True))
+
+
+def bert_style_tokenizer(tmp_path):
+    """A WordPiece tokenizer of BERT's kind ([CLS] ... [SEP], no <s>/</s>), made from a vocabulary file."""
+    transformers = pytest.importorskip("transformers")
+    words = [f"w{i}" for i in range(40)]
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]
+    (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    try:  # transformers 5 takes the vocabulary itself, 4 its file
+        tokenizer = transformers.BertTokenizer(vocab={word: i for i, word in enumerate(vocab)})
+    except TypeError:
+        tokenizer = transformers.BertTokenizer(vocab_file=str(tmp_path / "vocab.txt"))
+    assert len(tokenizer) == len(vocab)
+    return tokenizer, words
+
+
+def test_a_bert_style_tokenizers_cls_and_sep_are_never_chosen(tmp_path):
+    """Issue 87, item 4: every special id of the tokenizer is unmaskable (its bos, eos and pad are None or [PAD]
+    here), in one mask per example and in fe_mlm's views, with the random policy choosing 90% of the others."""
+    tokenizer, words = bert_style_tokenizer(tmp_path)
+    rng = np.random.default_rng(3)
+    examples = [{"input_ids": tokenizer(" ".join(rng.choice(words, size=12)))["input_ids"], "idx": i}
+                for i in range(200)]
+    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
+    assert all(e["input_ids"][0] == cls and e["input_ids"][-1] == sep for e in examples)
+    for views in (None, 2):
+        collator = PolicyCollator(tokenizer, "random", {"mask_prob": 0.9} if views is None else {"mask_prob": 0.45},
+                                  seed=5, views=views)
+        batch = collator(examples)
+        chosen = batch["labels"].ne(IGNORE_INDEX)
+        rows = batch["labels"].where(chosen, batch["input_ids"])  # the original ids
+        assert not (chosen & (rows.eq(cls) | rows.eq(sep))).any()
+        ordinary = ~(rows.eq(cls) | rows.eq(sep) | batch["attention_mask"].eq(0))
+        assert chosen[ordinary].float().mean() > 0.3  # the others were chosen
+
+
+def test_an_empty_row_is_refused_naming_it(collator_data):
+    """Issue 87, item 7: an empty row is not turned into an all-padding example without a word."""
+    from fairseq_maskplug.hf import DenoisingCollator
+
+    _, tokenizer, examples = collator_data
+    for collator in (PolicyCollator(tokenizer, "random"), DenoisingCollator(tokenizer, "random")):
+        with pytest.raises(ValueError, match="row 7 has no tokens"):
+            collator([examples[0], {"input_ids": [], "idx": 7}])

@@ -213,3 +213,29 @@ def test_a_pll_track_scored_with_an_hf_model_is_the_fairseq_model_s(data, tmp_pa
     assert all(0 < row[1:-1].min() and row[1:-1].max() <= 1 for row in values)  # likelihoods of the line's tokens
     with pytest.raises(ValueError, match="scores with a model: give model="):
         track_values(text, hf_tokenizer, "score-pll")
+
+
+def test_the_command_reads_one_example_a_line_and_refuses_an_out_inside_an_input(data, tmp_path):
+    """Issue 87, items 3: a line holding U+2028, a form feed or U+001E is refused with its number (str.splitlines
+    would make it two rows, and row i would no longer be line i); \\r\\n ends a line as \\n does; ``--out`` inside
+    the tokenizer's folder (its config) is refused before any work, the folder untouched."""
+    _, tokenizer, text, _ = data
+    tokenizer.save_pretrained(tmp_path / "tok")
+    command = [BIN / "fairseq-maskplug-hf-track", "--tokenizer", tmp_path / "tok", "--producer", "pmi-units"]
+    for mark, name in (("\u2028", "U+2028"), ("\x0c", "U+000C"), ("\x1e", "U+001E")):
+        lines = list(text[:30])
+        lines[6] = lines[6][:5] + mark + lines[6][5:]
+        (tmp_path / "odd.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        result = run([*command, "--text", tmp_path / "odd.txt", "--out", tmp_path / "rows.jsonl"])
+        assert result.returncode == 2 and f"odd.txt, line 7: holds {name}" in result.stderr, result.stderr
+        assert result.stderr.strip().count("\n") == 0 and not (tmp_path / "rows.jsonl").exists()
+    (tmp_path / "crlf.txt").write_bytes(("\r\n".join(text[:30]) + "\r\n").encode("utf-8"))
+    check(run([*command, "--text", tmp_path / "crlf.txt", "--out", tmp_path / "rows.jsonl", "--", "--min-count", "2"]))
+    rows = (tmp_path / "rows.jsonl").read_text().splitlines()
+    assert len(rows) == 30 and [__import__("json").loads(r)["text"] for r in rows] == list(text[:30])
+
+    (tmp_path / "lines.txt").write_text("\n".join(text[:30]) + "\n", encoding="utf-8")
+    config = (tmp_path / "tok" / "tokenizer_config.json").read_text()
+    result = run([*command, "--text", tmp_path / "lines.txt", "--out", tmp_path / "tok" / "tokenizer_config.json"])
+    assert result.returncode == 2 and "lies inside --tokenizer" in result.stderr, result.stderr
+    assert (tmp_path / "tok" / "tokenizer_config.json").read_text() == config

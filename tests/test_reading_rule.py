@@ -258,3 +258,20 @@ def test_the_seeds_the_rule_needs_give_it_80_percent_and_one_fewer_does_not():
     items_needed = pc.items_needed(3.0, (0.0, 50.0, 900.0), 5)
     assert pc.rule_power(3.0, (0.0, 50.0, 900.0), 5, items_needed) >= 0.8
     assert pc.rule_power(3.0, (0.0, 50.0, 900.0), 5, items_needed - 1) < 0.8
+
+
+def test_where_the_df_cap_decides_a_reading_the_verdict_says_what_the_uncapped_rule_reads():
+    """The crossed degrees of freedom are capped at S - 1; where the cap alone keeps a direction from being named,
+    the verdict says so (the discontinuity the audit found on BART's held-out questions)."""
+    squares = pc.MeanSquares(3, 300, seed=2500.0, item=2000.0, residual=1800.0)
+    capped, uncapped = squares.variance_of_mean(), squares.variance_of_mean(cap=False)
+    assert capped[0] == uncapped[0] and capped[1] == 2 < uncapped[1]
+    d = matrix(90, seeds=3, items=300, delta=5.0, components=(2.0, 60.0, 900.0))
+    c = pc.compare("a", "b", d)
+    c.rule_p, c.uncapped_rule_p = 0.08, 0.01  # as a run whose capped p misses and uncapped p passes
+    rule.read_family([c], sensitivity=False)
+    assert c.reading == rule.NONE and c.cap_decides == rule.direction(c.difference)
+    assert f"uncapped it reads {c.cap_decides}" in rule.verdict(c)
+    c.rule_p, c.uncapped_rule_p = 0.08, 0.09
+    rule.read_family([c], sensitivity=False)
+    assert c.cap_decides is None and "uncapped" not in rule.verdict(c)

@@ -47,6 +47,43 @@ def parse_args(argv=None):
     return args
 
 
+#: the characters besides "\n" that str.splitlines (and so some readers) ends a line at
+OTHER_LINE_BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+
+
+def read_lines(path: str) -> list:
+    """The examples of a ``--text`` file: one a line, each ended by ``\n`` (or ``\r\n``) alone, as
+    ``fairseq-preprocess`` reads its text; a line holding another line break (U+2028, a form feed, U+001E, a lone
+    ``\r``, ...) is refused with its number, since a reader that breaks there would see other rows."""
+    import unicodedata
+
+    with open(path, encoding="utf-8", newline="") as handle:
+        text = handle.read()
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+    for number, line in enumerate(lines, 1):
+        found = next((c for c in line if c in OTHER_LINE_BREAKS), None)
+        if found is not None:
+            name = unicodedata.name(found, "a control character")
+            raise ValueError(f"--text {path}, line {number}: holds U+{ord(found):04X} ({name}), a line break to "
+                             "some readers: one example a line, ended by \\n alone; replace it (e.g. by a space)")
+    return lines
+
+
+def check_not_inside(out: str, inputs) -> None:
+    """``--out`` is none of the inputs, lies inside none of them and holds none of them."""
+    target = os.path.realpath(out)
+    for option, path in inputs:
+        if not path:
+            continue
+        source = os.path.realpath(path)
+        if target == source or target.startswith(source + os.sep) or source.startswith(target + os.sep):
+            raise ValueError(f"--out {out} {'is' if target == source else 'lies inside' if target.startswith(source) else 'holds'} "
+                             f"{option} {path}: the output would overwrite an input; give it a place of its own")
+
+
 def check_paths(args) -> None:
     """The inputs exist and the output may be written, before any work."""
     from ..common.atomic import check_output_directory, check_writable
@@ -56,7 +93,10 @@ def check_paths(args) -> None:
         raise FileNotFoundError(f"{'--text' if args.text else '--dataset'} {source}: no such file or directory")
     if not os.path.isdir(args.tokenizer):
         raise FileNotFoundError(f"--tokenizer {args.tokenizer}: no such directory")
+    check_not_inside(args.out, [("--text", args.text), ("--dataset", args.dataset), ("--tokenizer", args.tokenizer),
+                                ("--model", args.model)])
     if args.text:
+        read_lines(args.text)
         if os.path.realpath(args.out) == os.path.realpath(args.text):
             raise ValueError(f"--out {args.out} is --text: give the rows a file of their own")
         if os.path.isdir(args.out):
@@ -79,8 +119,7 @@ def write(args) -> int:
     tokenizer = import_transformers().AutoTokenizer.from_pretrained(args.tokenizer)
     name = args.column or PRODUCERS[args.producer]["track"]
     if args.text:
-        with open(args.text, encoding="utf-8") as f:
-            lines = f.read().splitlines()
+        lines = read_lines(args.text)
         result = track_values(lines, tokenizer, args.producer, args.producer_options, model=args.model)
         write_text(args.out, "".join(json.dumps({"text": line, "input_ids": tokenizer(line)["input_ids"],
                                                  name: row.tolist()}) + "\n"

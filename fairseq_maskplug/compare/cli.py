@@ -32,6 +32,10 @@ from ..tools.cli import HelpFormatter, add_version, command_main
 from .units import COMMAND
 
 
+#: what str.splitlines breaks a line at (a jobs file's reader may too)
+LINE_BREAKS = ("\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("plan", type=Path, help="the plan file (TOML; docs/compare.md shows an example)")
@@ -138,8 +142,8 @@ def work(args) -> int:
     from .checks import check_plan
     from .plan import PlanError, parse_setting, read_plan
     from .report import write_report
-    from .units import (StageFailed, missing_units, parse_unit, produce, produce_plan, produce_seed, produced,
-                        run_unit, seed_produced)
+    from .units import (StageFailed, check_units, missing_units, parse_unit, produce, produce_plan, produce_seed,
+                        produced, run_unit, seed_produced)
 
     overrides = {"seeds": args.seeds} if args.seeds else None
     settings = [parse_setting(text, Path.cwd()) for text in args.settings]
@@ -147,7 +151,14 @@ def work(args) -> int:
     argv_tail = ["--seeds", *map(str, args.seeds)] if args.seeds else []
     for _, _, word in settings:  # a unit's process, or a printed job, reads the plan as this one did
         argv_tail += ["--set", word]
+    if args.print_jobs:  # a job is one line: refused before any work (the unit names are ARM_NAME's)
+        for word in [str(plan.path), *argv_tail]:
+            if any(mark in word for mark in LINE_BREAKS):
+                raise PlanError(f"--print-jobs: {word!r} holds a line break, and a jobs file is one job a line (a "
+                                "scheduler's `sed -n Np` would run half a job): rename the file or folder")
     if args.collect:
+        from .commands import device_options, model_options
+        check_units(plan, model_options(plan.model), device_options())  # no report of units the plan did not run
         data = write_report(plan, [COMMAND, str(plan.path), "--collect", *argv_tail])
         return 0 if data["scores"] else 1
     unproduced = [arm.name for arm in plan.arms if not produced(plan, arm)]
@@ -173,6 +184,8 @@ def work(args) -> int:
     check_out(plan)
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731  (stdout: --print-jobs' commands)
     model = check_plan(plan, say=say)
+    from .commands import device_options
+    check_units(plan, model, device_options())  # a unit that ran with another plan or data: refused before any work
     if unproduced or not all(seed_produced(plan, seed) for seed in plan.seeds):
         claim_out(plan)
         from .commands import device_options

@@ -33,10 +33,10 @@ from ..common.atomic import write_text
 from ..evaluation import comparison_report as report
 from ..evaluation import paired_comparison as pc
 from ..evaluation import reading_rule as rule
-from . import health
-from .plan import Plan, uses_seed
+from . import health, records
+from .plan import Plan, PlanError, uses_seed
 from .commands import producers_dir, seed_dir, unit_dir
-from .units import missing_units, stage_seconds, unit_result
+from .units import COMMAND, missing_units, stage_seconds, unit_result
 
 RECORD_FIELDS = ("accuracy", "macro_f1", "n", "classes_predicted", "correct")
 #: the share of the score's range (0 to 100 points) above which a detectable difference means the design cannot
@@ -83,7 +83,11 @@ def collect_results(plan: Plan, command: Optional[List[str]] = None) -> dict:
             path = unit_result(plan, arm, seed, split)
             if path is None:
                 continue
-            record = json.loads(path.read_text(encoding="utf-8"))
+            try:
+                record = json.loads(path.read_text(encoding="utf-8"))
+            except ValueError as error:
+                raise PlanError(f"{path}: not a whole result ({error}); run the unit again to score it anew: "
+                                f"{COMMAND} {plan.path} --unit {arm}:{seed}") from None
             scores.append({"experiment": plan.name, "row": arm, "seed": seed, "split": split,
                            **{k: record.get(k) for k in RECORD_FIELDS}})
     meta = {"kind": "comparison", "plan": str(plan.path), "name": plan.name, "baseline": plan.baseline,
@@ -103,6 +107,8 @@ def collect_results(plan: Plan, command: Optional[List[str]] = None) -> dict:
                               if stage_seconds(plan, arm, seed)},
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
             "command": shlex.join(command) if command else None}
+    records.check_same_items([unit_dir(plan, arm, seed) for arm, seed in plan.units()
+                              if any(s["row"] == arm and s["seed"] == seed for s in scores)])
     data = {"meta": meta, "scores": scores, "health": collect_health(plan, scores), "missing": missing_units(plan)}
     if plan.pretrain.score_every:
         data["curves"] = collect_curves(plan)

@@ -8,6 +8,7 @@ its ``checkpoint_last.pt`` (fairseq's own resume). Two runs of one unit at once 
 is locked for the run (:mod:`~fairseq_maskplug.common.locks`), the second stops naming the first.
 """
 
+import json
 import os
 import shlex
 import subprocess
@@ -19,16 +20,25 @@ from ..common.locks import lock_output
 from ..tools.cli import console_command as tool
 from .commands import (curve_command, device_name, evaluate_command, filled, finetune_command, pretrain_command, producers_dir,
                        seed_dir, unit_dir)
+from . import records
 from .plan import Plan, PlanError, uses_seed
 
 COMMAND = "fairseq-maskplug-compare"
 
 
+def readable_result(path: Path) -> bool:
+    """Whether a unit's result file is there and whole (a JSON object)."""
+    try:
+        return isinstance(json.loads(path.read_text(encoding="utf-8")), dict)
+    except (OSError, ValueError):
+        return False
+
+
 def finished(plan: Plan, arm: str, seed: int) -> bool:
-    """Whether the unit's results are written (one per split of the plan's)."""
+    """Whether the unit's results are written, whole (one per split of the plan's)."""
     unit = unit_dir(plan, arm, seed)
     curve = not (plan.pretrain.score_every and plan.arm(arm).task) or (unit / "curve.jsonl").is_file()
-    return curve and all((unit / f"result.{split}.json").is_file() for split in plan.splits)
+    return curve and all(readable_result(unit / f"result.{split}.json") for split in plan.splits)
 
 
 class StageFailed(RuntimeError):
@@ -45,12 +55,15 @@ def _last_error(log: Path) -> str:
     return (errors or lines or [""])[-1][:300]
 
 
-def run_stage(unit: Path, stage: str, argv: List[str], say: Callable[[str], None]) -> None:
-    """Run ``argv`` as the unit's ``stage`` (log ``unit/logs/STAGE.log``) unless it finished before."""
+def run_stage(unit: Path, stage: str, argv: List[str], say: Callable[[str], None], record: Optional[tuple] = None) -> None:
+    """Run ``argv`` as the unit's ``stage`` (log ``unit/logs/STAGE.log``) unless it finished before; ``record``:
+    ``(command, inputs)`` written first (:mod:`.records`)."""
     marker = unit / ".done" / stage
     if marker.exists():
         say(f"{unit.name}: {stage} done before")
         return
+    if record is not None:
+        records.record_stage(unit, stage, *record)
     (unit / "logs").mkdir(parents=True, exist_ok=True)
     log = unit / "logs" / f"{stage}.log"
     say(f"{unit.name}: {stage} (log {log})")
@@ -68,9 +81,42 @@ def run_stage(unit: Path, stage: str, argv: List[str], say: Callable[[str], None
     say(f"{unit.name}: {stage} finished in {seconds:.0f} s")
 
 
+def unit_stages(plan: Plan, arm, seed: int, model: List[str], device: List[str]) -> List[tuple]:
+    """``(stage, argv)`` of the unit's recorded stages, in order (the curve's scoring, derived from the pre-training's
+    checkpoints, is not recorded)."""
+    train = tool("fairseq-maskplug-train")
+    stages = [("pretrain", [train, *pretrain_command(plan, arm, seed, model, device)])] if arm.task else []
+    return stages + [("finetune", [train, *finetune_command(plan, arm, seed, model, device)]),
+                     ("evaluate", evaluate_command(plan, arm, seed))]
+
+
+def check_unit(plan: Plan, arm_name: str, seed: int, model: List[str], device: List[str],
+               prints: Optional[records.Fingerprints] = None) -> dict:
+    """``{stage: (command, inputs)}`` of the unit as the plan gives it now, after refusing
+    (:class:`~.records.UnitChanged`) a unit whose recorded stages ran with another command or other data."""
+    arm = plan.arm(arm_name)
+    unit = unit_dir(plan, arm.name, seed)
+    prints = prints or records.Fingerprints(plan)
+    now = {}
+    for stage, argv in unit_stages(plan, arm, seed, model, device):
+        command = records.placeholders(plan, argv)
+        now[stage] = (command, records.stage_inputs(plan, arm, stage, command, prints))
+        records.check_stage(unit, stage, *now[stage])
+    return now
+
+
+def check_units(plan: Plan, model: List[str], device: List[str], units=None) -> None:
+    """:func:`check_unit` for every unit that has begun (its folder exists), before any work."""
+    prints = records.Fingerprints(plan)
+    for arm, seed in units or plan.units():
+        if unit_dir(plan, arm, seed).is_dir():
+            check_unit(plan, arm, seed, model, device, prints)
+
+
 def run_unit(plan: Plan, arm_name: str, seed: int, model: List[str], device: List[str],
              say: Callable[[str], None] = print) -> Path:
-    """Run (or resume) one unit; its folder. Refused while another run holds the unit."""
+    """Run (or resume) one unit; its folder. Refused while another run holds the unit, and where it ran with
+    another plan or other data (:func:`check_unit`). A result file that is not whole is scored again."""
     if seed not in plan.seeds:
         raise PlanError(f"{plan.path}: seed {seed} is not one of the plan's seeds {list(plan.seeds)}")
     arm = plan.arm(arm_name)
@@ -78,20 +124,25 @@ def run_unit(plan: Plan, arm_name: str, seed: int, model: List[str], device: Lis
     unit.mkdir(parents=True, exist_ok=True)
     lock = lock_output(str(unit), COMMAND, directory=True, log=say)
     try:
+        now = check_unit(plan, arm.name, seed, model, device)
         if finished(plan, arm.name, seed):
-            say(f"{unit.name}: finished before")
+            say(f"{unit.name}: finished before" + ("" if (unit / records.RAN).is_dir() else
+                                                   " (it recorded nothing of what it ran: made by an earlier version; "
+                                                   "reused as it is)"))
             return unit
-        train = tool("fairseq-maskplug-train")
-        if arm.task:
-            run_stage(unit, "pretrain", [train, *pretrain_command(plan, arm, seed, model, device)], say)
-            if plan.pretrain.score_every:
+        damaged = [split for split in plan.splits if (unit / f"result.{split}.json").exists()
+                   and not readable_result(unit / f"result.{split}.json")]
+        if damaged:
+            say(f"{unit.name}: result.{damaged[0]}.json is not whole: scoring again")
+            (unit / ".done" / "evaluate").unlink(missing_ok=True)  # this unit's own marker
+        for stage, argv in unit_stages(plan, arm, seed, model, device):
+            run_stage(unit, stage, argv, say, now[stage])
+            if stage == "pretrain" and plan.pretrain.score_every:
                 try:
                     scoring = curve_command(plan, arm, seed)
                 except ValueError as error:
                     raise StageFailed(str(error)) from None
                 run_stage(unit, "curve", scoring, say)
-        run_stage(unit, "finetune", [train, *finetune_command(plan, arm, seed, model, device)], say)
-        run_stage(unit, "evaluate", evaluate_command(plan, arm, seed), say)
         (unit / "device.txt").write_text(device_name() + "\n", encoding="utf-8")  # the report's provenance
         return unit
     finally:
