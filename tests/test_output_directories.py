@@ -175,3 +175,18 @@ def test_data_preparation_refuses_a_user_directory_before_downloading(tmp_path):
         assert external.returncode == 2 and expected in external.stderr, external.stderr
     assert untouched(mine) and untouched(tmp_path / "tlm" / "corpus")
     assert not (tmp_path / "no_downloads").exists() and not (tmp_path / "none").exists()
+
+
+def test_a_refused_write_reported_in_a_librarys_own_words_is_recognised():
+    """safetensors' ``Os { code: 27 }``, Hugging Face tokenizers' ``(os error 27)`` and torch's zip writer's words are
+    refused writes (one line, naming the output); another library error is not."""
+    import errno
+
+    from fairseq_maskplug.common.atomic import write_failure_in
+
+    tokenizers_error = Exception("File too large (os error 27)")
+    assert write_failure_in(tokenizers_error).errno == errno.EFBIG
+    assert write_failure_in(Exception("Io(Os { code: 28, kind: StorageFull })")).errno == errno.ENOSPC
+    assert write_failure_in(RuntimeError("PytorchStreamWriter failed writing file data/0")) is not None
+    assert write_failure_in(Exception("No such file or directory (os error 2)")) is None  # not a write refused
+    assert write_failure_in(ValueError("a bad value")) is None

@@ -71,9 +71,11 @@ def is_write_failure(error: BaseException) -> bool:
                                            or (error.errno is None and bool(SHORT_WRITE.search(str(error)))))
 
 
-#: libraries that report a refused write in their own words: safetensors (Rust's ``Os { code: 27, ... }``) and
-#: torch's zip writer (``PytorchStreamWriter failed writing file``, no errno)
-LIBRARY_WRITE_FAILURE = re.compile(r"Os \{ code: (?P<errno>\d+)|PytorchStreamWriter failed writing|file write failed")
+#: libraries that report a refused write in their own words: safetensors (Rust's ``Os { code: 27, ... }``), Hugging
+#: Face tokenizers (a plain ``Exception('File too large (os error 27)')``) and torch's zip writer
+#: (``PytorchStreamWriter failed writing file``, no errno)
+LIBRARY_WRITE_FAILURE = re.compile(r"Os \{ code: (?P<errno>\d+)|\(os error (?P<os_errno>\d+)\)|"
+                                   r"PytorchStreamWriter failed writing|file write failed")
 
 
 def library_write_failure(error: BaseException) -> Optional[OSError]:
@@ -81,8 +83,8 @@ def library_write_failure(error: BaseException) -> Optional[OSError]:
     match = LIBRARY_WRITE_FAILURE.search(str(error))
     if match is None:
         return None
-    if match["errno"] is not None:
-        code = int(match["errno"])
+    if match["errno"] is not None or match["os_errno"] is not None:
+        code = int(match["errno"] or match["os_errno"])
         failure = OSError(code, os.strerror(code))
         return failure if is_write_failure(failure) else None
     return OSError(None, "the write failed")  # torch says no more: write_failed names both likely causes
