@@ -720,6 +720,7 @@ def test_a_report_names_this_checkout_s_commit_and_no_other_repository_s(tmp_pat
     assert found.returncode == 0 and found.stdout.strip() == "None", found.stderr[-2000:]
 
 
+@pytest.mark.full
 def test_a_report_marks_an_arm_that_masked_under_a_third_of_the_baselines_rate_and_classifiers_short_of_classes(
         toy, capsys):
     """Issue 86's new user: an arm whose masks are far sparser than its baseline's (0.03 against 0.15 here, as a
@@ -810,6 +811,7 @@ def reused_plan(toy, name, extra=""):
     return write_plan(toy, f"{name}.toml", text + extra)
 
 
+@pytest.mark.full
 def test_a_unit_is_reused_only_for_the_plan_it_ran_with_and_a_damaged_result_is_scored_again(toy, capsys):
     """Issue 87, items 1 and 5: a finished unit records what each stage ran with; a rerun or a collect under a
     plan changed since (the pre-training's length, an arm's policy) refuses in one line naming the unit, the stage
@@ -845,6 +847,7 @@ def test_a_unit_is_reused_only_for_the_plan_it_ran_with_and_a_damaged_result_is_
     assert json.loads(result.read_text())["n"] == 40
 
 
+@pytest.mark.full
 def test_units_are_not_paired_across_replaced_task_data(toy, tmp_path, capsys):
     """Issue 87, item 2: the task's test split replaced in place (same dictionary and sizes) after a unit ran:
     running or collecting refuses, naming the unit and the file; units whose records show different scored items
