@@ -48,19 +48,13 @@ def placeholders(plan: Plan, words: List[str]) -> List[str]:
     return out
 
 
-def file_fingerprint(path: Path, chunks: int = 64, chunk_bytes: int = 4096) -> str:
-    """SHA-256 of a file's size and its bytes: all of them up to ``chunks * chunk_bytes``, else ``chunks`` evenly
-    spaced pieces (a checkpoint of gigabytes is read in part)."""
-    size = path.stat().st_size
-    digest = hashlib.sha256(str(size).encode())
-    with open(path, "rb") as handle:
-        if size <= chunks * chunk_bytes:
-            digest.update(handle.read())
-        else:
-            for k in range(chunks):
-                handle.seek((size - chunk_bytes) * k // (chunks - 1))
-                digest.update(handle.read(chunk_bytes))
-    return digest.hexdigest()[:16]
+def file_fingerprint(path: Path) -> str:
+    """SHA-256 of a file's size and its bytes, a large one (a checkpoint) read in part
+    (:func:`~fairseq_maskplug.data.side_info.sampled_digest`)."""
+    from ..data.side_info import sampled_digest
+
+    digest = hashlib.sha256(str(path.stat().st_size).encode())
+    return sampled_digest(str(path), digest, chunks=64).hexdigest()[:16]
 
 
 def read_by(name: str, splits: List[str], words: List[str]) -> bool:

@@ -67,15 +67,22 @@ def token_fingerprint(split_prefix: str, chunks: int = 256, chunk_bytes: int = 4
     digest = hashlib.sha256()
     with open(split_prefix + ".idx", "rb") as f:
         digest.update(f.read())
-    size = os.path.getsize(split_prefix + ".bin")
-    with open(split_prefix + ".bin", "rb") as f:
+    sampled_digest(split_prefix + ".bin", digest, chunks, chunk_bytes)
+    return digest.hexdigest()
+
+
+def sampled_digest(path: str, digest, chunks: int = 256, chunk_bytes: int = 4096):
+    """``digest`` updated with the file's bytes: all of them up to ``chunks * chunk_bytes``, otherwise ``chunks``
+    evenly spaced pieces (a large file read in part); the digest."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
         if size <= chunks * chunk_bytes:
             digest.update(f.read())
         else:
             for k in range(chunks):
                 f.seek((size - chunk_bytes) * k // (chunks - 1))
                 digest.update(f.read(chunk_bytes))
-    return digest.hexdigest()
+    return digest
 
 
 def write_side_info(prefix: str, rows: Iterable, dtype: str = "float64",
