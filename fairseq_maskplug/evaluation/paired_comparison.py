@@ -16,17 +16,19 @@ questions); per (seed, item) the paired outcome is ``D[s, i] = a[s, i] - b[s, i]
   "would another seed differ *on the task*": an item's outcomes stay linked across seeds (the same 400
   sentences under every seed are not 2,000 independent trials).
 
-**The reading rule**: a direction ("A better", "B better") only where both intervals exclude 0 on the same
-side; otherwise "no difference shown", with what the run excludes (:func:`excluded`: an advantage beyond
-the crossed interval's bounds is unlikely). Pooled McNemar counts over the S x N pairs
-(:func:`discordant_counts`) describe the items; they are not a test (they ignore the seeds' variance).
+**The rule's p** (:func:`rule_p`): both intervals exclude 0 on the same side exactly where the larger of the two
+t tests' p values is below 0.05 (the intersection-union test); :mod:`.reading_rule` names a direction only where
+that p survives Holm's adjustment over the family, otherwise "no difference shown", with what the run excludes
+(:func:`excluded`: an advantage beyond the crossed interval's bounds is unlikely). Pooled McNemar counts over the
+S x N pairs (:func:`discordant_counts`) describe the items; they are not a test (they ignore the seeds' variance).
 
-**Sensitivity**: the smallest difference the *rule* finds with 80% probability (:func:`detectable`),
-by simulation of the crossed model with the variance components this run estimated; seeds needed
-(:func:`seeds_needed`: the noncentral t of the paired t over seeds) and items needed
-(:func:`items_needed`: paired proportions, independent items) at 80% power. **Several comparisons**:
-Holm's step-down adjustment within a page, Benjamini-Hochberg's across a table (:func:`adjusted`,
-``statsmodels``). References: Owen 2007 (crossed designs); Dror et al. 2018; Card et al. 2020.
+**Sensitivity** of that rule, by simulation of the crossed model with the variance components this run estimated
+(:class:`SimulatedRuns`: four sufficient statistics a run, 20,000 runs): the smallest difference it finds with 80%
+probability at Holm's first-step level 0.05 / family (:func:`detectable`, with its Monte Carlo band
+:func:`detectable_band`), and the seeds (:func:`seeds_needed`) or items (:func:`items_needed`) at which it finds a
+stated difference. Multiplicity adjustments: :func:`adjusted` (``statsmodels``' Holm, or Benjamini-Hochberg).
+References: Owen 2007 (crossed designs); Berger 1982 (intersection-union tests); Holm 1979; Dror et al. 2018;
+Card et al. 2020.
 """
 
 import math
