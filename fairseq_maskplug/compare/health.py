@@ -1,4 +1,4 @@
-"""Whether each unit of a comparison measured anything (``../shared/notes/statistics.md``, "Controls"): an arm
+"""Whether each unit of a comparison measured anything (docs/compare.md, "Reading a report"): an arm
 whose realised mask rate is far below its baseline's (a tagger that tagged almost nothing), a track the policy
 read that cannot tell tokens apart, a classifier that predicts fewer classes than the task has. Each is read
 from what the unit left (its logs and results) when the report is collected, and stored with the report

@@ -42,7 +42,8 @@ RECORD_FIELDS = ("accuracy", "macro_f1", "n", "classes_predicted", "correct")
 #: the share of the score's range (0 to 100 points) above which a detectable difference means the design cannot
 #: see the differences the papers report: ours (a fifth: 20 points of accuracy)
 BLIND_SHARE = 0.2
-#: fewer seeds than this and the report warns that the design cannot see (../shared/notes/statistics.md)
+#: fewer seeds than this and the report warns that the design cannot see: ours (2 seeds leave the interval over
+#: seeds 1 degree of freedom)
 FEWEST_SEEDS = 3
 
 
@@ -103,8 +104,8 @@ def collect_results(plan: Plan, command: Optional[List[str]] = None) -> dict:
             "model": str(plan.model), "version": __version__, "commit": source_commit(),
             "devices": unit_devices(plan),
             "family": [list(pair) for pair in plan.family()], "effect": plan.report.effect,
-            "stage_seconds": {f"{arm}:{seed}": stage_seconds(plan, arm, seed) for arm, seed in plan.units()
-                              if stage_seconds(plan, arm, seed)},
+            "stage_seconds": {f"{arm}:{seed}": seconds for arm, seed in plan.units()
+                              if (seconds := stage_seconds(plan, arm, seed))},
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
             "command": shlex.join(command) if command else None}
     records.check_same_items([unit_dir(plan, arm, seed) for arm, seed in plan.units()
@@ -122,7 +123,7 @@ def collect_health(plan: Plan, scores: list) -> list:
     judged), and the problems these show."""
     classes = health.task_classes(plan.labelled) if not plan.evaluate_command else None
     headline = {(s["row"], s["seed"]): s for s in scores if s["split"] == plan.compared[0]}
-    records = []
+    found = []
     for arm, seed in plan.units():
         if (arm, seed) not in headline:
             continue
@@ -131,10 +132,10 @@ def collect_health(plan: Plan, scores: list) -> list:
         producers = sorted((seed_dir(plan, seed) / "logs").glob("*.log")) if uses_seed(plan.arm(arm)) else []
         quality = [f"{log.stem}: best valid F1 {f1:.1f}%" for log in producers
                    for f1 in [health.best_valid_f1(log)] if f1 is not None]
-        records.append({"row": arm, "seed": seed, "mask_rate": health.mask_rate(unit / "logs" / "pretrain.log"),
+        found.append({"row": arm, "seed": seed, "mask_rate": health.mask_rate(unit / "logs" / "pretrain.log"),
                         "classes": classes, "classes_predicted": headline[(arm, seed)].get("classes_predicted"),
                         "warnings": health.degenerate_lines(logs + producers), "producers": quality})
-    return health.problems(records, plan.baseline)
+    return health.problems(found, plan.baseline)
 
 
 def curve_points(path: Path) -> list:

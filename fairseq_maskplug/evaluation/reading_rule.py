@@ -15,7 +15,7 @@
    coverage the module :mod:`.paired_comparison` documents); where that cap decides a reading, the verdict says
    what the uncapped rule reads.
 
-References: Holm 1979; Berger 1982 (the intersection-union test); ``../shared/notes/statistics.md``.
+References: Holm 1979; Berger 1982 (the intersection-union test); docs/compare.md, "Reading a report".
 """
 
 import math
