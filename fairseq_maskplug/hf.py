@@ -40,7 +40,7 @@ import torch
 
 from .data.policy_path import MLMFormat, PolicyChooser, PolicyPath
 from .masking import Corruption
-from .masking.registry import build_mask_policy
+from .masking.registry import build_mask_policy, check_option_names
 from .tasks.training_feedback import DROPPED_KEY, SUMS_KEY, TrainingFeedback
 
 #: the label ``transformers``' cross entropy ignores
@@ -96,6 +96,10 @@ class PolicyCollator:
         index_column: the example's row in its split (seeds its draw); missing: numbered as seen.
         views: ``K`` fully-explored views of every example (``--task fe_mlm --fe-views K``, Zheng et al.): the
             batch holds its K disjoint views as K adjacent rows, as fairseq's; None: one mask per example.
+        mlm_probability: transformers' name for the policy's rate (``random``'s ``mask_prob``, ``span``'s
+            ``span_mask_prob``, ...); None: the options' own.
+
+    An option the policy does not read (a misspelt one, another policy's) is refused, naming the policy's options.
     """
 
     #: whether the tokenizer must have ``<mask>`` (not for T5's span corruption, whose sentinels replace it)
@@ -103,12 +107,14 @@ class PolicyCollator:
 
     def __init__(self, tokenizer, policy: str = "random", options=None, seed: int = 1,
                  leave_unmasked_prob: float = 0.1, random_token_prob: float = 0.1, mask_unit: str = "token",
-                 index_column: str = "idx", views: Optional[int] = None):
+                 index_column: str = "idx", views: Optional[int] = None, mlm_probability: Optional[float] = None):
         if (tokenizer.mask_token_id is None and self.requires_mask_token) or tokenizer.pad_token_id is None:
             raise ValueError("the tokenizer has no mask or pad token: a masked-LM collator needs both")
         if mask_unit not in ("token", "word"):
             raise ValueError(f"mask_unit must be 'token' or 'word', got {mask_unit!r}")
-        built = build_mask_policy(policy, options)
+        if isinstance(options, Mapping):
+            check_option_names(policy, options)
+        built = build_mask_policy(policy, options, rate=mlm_probability)
         #: what a policy that learns from training wants from it (None: nothing), and its statistics
         #: (the task side's TrainingFeedback: the same sums, non-finite losses left out, the same fold)
         self.feedback = built.feedback

@@ -428,3 +428,22 @@ def test_an_empty_row_is_refused_naming_it(collator_data):
     for collator in (PolicyCollator(tokenizer, "random"), DenoisingCollator(tokenizer, "random")):
         with pytest.raises(ValueError, match="row 7 has no tokens"):
             collator([examples[0], {"input_ids": [], "idx": 7}])
+
+
+def test_an_option_the_policy_does_not_read_is_refused_and_mlm_probability_sets_its_rate(collator_data):
+    """Issue 92, item 1: a misspelt option, transformers' name given as an option, another policy's option: each
+    refused in one line naming the policy's options (they were ignored, masking at the default 15%);
+    ``mlm_probability`` is the policy's rate, as its own option would set it."""
+    _, tokenizer, examples = collator_data
+    for policy, options, named in (("random", {"mlm_probability": 0.3}, "mlm_probability"),
+                                   ("random", {"mask_prb": 0.5}, "mask_prb"),
+                                   ("random", {"selective_cap": 0.2}, "selective_cap"),
+                                   ("span", {"mask_prob": 0.3}, "mask_prob")):
+        with pytest.raises(ValueError, match=f"mask policy '{policy}' reads no option '{named}' \\(its options: "):
+            PolicyCollator(tokenizer, policy, options)
+    by_rate = PolicyCollator(tokenizer, "random", seed=3, mlm_probability=0.4)(examples[:16])
+    by_option = PolicyCollator(tokenizer, "random", {"mask_prob": 0.4}, seed=3)(examples[:16])
+    assert torch.equal(by_rate["labels"], by_option["labels"]) and torch.equal(by_rate["input_ids"],
+                                                                              by_option["input_ids"])
+    with pytest.raises(ValueError, match="has no rate option"):
+        PolicyCollator(tokenizer, "salient_span", mlm_probability=0.3)

@@ -379,8 +379,21 @@ def options_at_rate(name: str, options, rate: float):
     how ``--mask-prob-schedule`` sets the rate a policy draws at."""
     rate_option = _registered(name).rate_option
     if rate_option is None:
-        raise ValueError(f"mask policy {name!r} has no rate option to schedule")
+        raise ValueError(f"mask policy {name!r} has no rate option (what --mask-prob-schedule and a collator's "
+                         "mlm_probability set); give its own options instead")
     return dataclasses.replace(options, **{rate_option: rate})
+
+
+def check_option_names(name: str, options: Mapping) -> None:
+    """Refuse a key of ``options`` (a dict a script wrote) that no policy ``name`` builds reads (it and the policies
+    it runs, :func:`policies_read`): a misspelt option, or another policy's, would otherwise be ignored."""
+    names = policies_read(name, SimpleNamespace(**options))
+    known = {f.name for inner in names if MASK_POLICY_DATACLASS_REGISTRY[inner] is not None
+             for f in dataclasses.fields(MASK_POLICY_DATACLASS_REGISTRY[inner])}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise ValueError(f"mask policy {name!r} reads no option {unknown[0]!r} (its options: "
+                         f"{', '.join(sorted(known)) or 'none'})")
 
 
 def build_mask_policy(name: str, settings=None, rate: Optional[float] = None) -> MaskPolicy:
