@@ -910,3 +910,22 @@ def test_a_name_with_a_line_break_never_reaches_a_jobs_file_and_the_documented_s
                    check=True)
     assert (tmp_path / "args.txt").read_text().splitlines() == [str(hostile / "plan.toml"), "--unit", "random:1"]
     assert not (tmp_path / "INJECTED").exists() and not (tmp_path / "INJECTED2").exists()
+
+
+def test_the_estimate_uses_each_arms_measured_stage_times(tmp_path):
+    """Issue 86, item 6: before and during a run, units x each arm's measured wall time (its finished units' timed
+    stages, else every finished unit's mean), parallel at a time; none before any unit is timed."""
+    from fairseq_maskplug.compare.cli import estimate
+    from fairseq_maskplug.compare.commands import unit_dir
+
+    plan = read_plan(write_plan(tmp_path, "plan.toml", PLAN.replace("seeds = [1, 2]", "seeds = [1, 2, 3]")))
+    todo = [f"{arm}:{seed}" for arm, seed in plan.units()]
+    assert estimate(plan, todo, 1).startswith("no estimate yet")
+    for arm, seconds in (("none", {"finetune": 50.0, "evaluate": 10.0}),
+                         ("random", {"pretrain": 200.0, "finetune": 50.0, "evaluate": 10.0})):
+        done = unit_dir(plan, arm, 1) / ".done"
+        done.mkdir(parents=True)
+        for stage, value in seconds.items():
+            (done / stage).write_text(f"{value}\n")
+    left = [unit for unit in todo if not unit.endswith(":1")]  # 2 none (60 s) and 2 random (260 s)
+    assert estimate(plan, left, 2) == "about 5 min (4 unit(s), 2 at a time, from the 2 finished unit(s)' measured times)"
