@@ -157,12 +157,19 @@ class PolicyCollator:
         for name in self.tracks:
             if name not in example:
                 raise KeyError(f"mask policy needs the column {name!r} (a value per token; track_column() reads a "
-                               "binarized track)")
+                               f"binarized track); the example has {sorted(example)}: with transformers' Trainer, "
+                               "TrainingArguments(remove_unused_columns=False) keeps the columns the model does not "
+                               "take")
             side[name] = np.asarray(example[name])
             if side[name].shape != tokens.shape:
                 raise ValueError(f"column {name!r} has {side[name].shape[0]} values for {tokens.shape[0]} tokens")
         index = example.get(self.index_column)
         if index is None:
+            if not self._seen:
+                import warnings
+                warnings.warn(f"the examples have no {self.index_column!r} column: rows are numbered as this collator "
+                              "sees them (with transformers' Trainer, remove_unused_columns=False keeps the column)",
+                              stacklevel=3)
             index, self._seen = self._seen, self._seen + 1
         chooser = None if self.feedback is None else self.path.chooser.with_state(self.state)
         return self.path.draw(tokens, side, np.random.default_rng((self.path.seed, self.epoch, int(index))),

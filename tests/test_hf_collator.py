@@ -447,3 +447,13 @@ def test_an_option_the_policy_does_not_read_is_refused_and_mlm_probability_sets_
                                                                               by_option["input_ids"])
     with pytest.raises(ValueError, match="has no rate option"):
         PolicyCollator(tokenizer, "salient_span", mlm_probability=0.3)
+
+
+def test_a_missing_column_names_the_trainer_setting_that_drops_it(collator_data):
+    """Issue 92, item 3: Trainer's default remove_unused_columns=True drops the track columns and ``idx``; the
+    collator's error (and its warning, for ``idx``) names the setting."""
+    _, tokenizer, examples = collator_data
+    with pytest.raises(KeyError, match="remove_unused_columns=False"):
+        PolicyCollator(tokenizer, "selective")([{"input_ids": examples[0]["input_ids"]}])
+    with pytest.warns(UserWarning, match="no 'idx' column.*remove_unused_columns=False"):
+        PolicyCollator(tokenizer, "random")([{"input_ids": examples[0]["input_ids"]}])
