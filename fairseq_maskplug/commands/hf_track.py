@@ -47,15 +47,13 @@ def parse_args(argv=None):
     return args
 
 
-#: the characters besides "\n" that str.splitlines (and so some readers) ends a line at
-OTHER_LINE_BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
-
-
 def read_lines(path: str) -> list:
     """The examples of a ``--text`` file: one a line, each ended by ``\n`` (or ``\r\n``) alone, as
     ``fairseq-preprocess`` reads its text; a line holding another line break (U+2028, a form feed, U+001E, a lone
     ``\r``, ...) is refused with its number, since a reader that breaks there would see other rows."""
     import unicodedata
+
+    from ..common.text_lines import LINE_BREAKS
 
     with open(path, encoding="utf-8", newline="") as handle:
         text = handle.read()
@@ -64,7 +62,7 @@ def read_lines(path: str) -> list:
         lines.pop()
     lines = [line[:-1] if line.endswith("\r") else line for line in lines]
     for number, line in enumerate(lines, 1):
-        found = next((c for c in line if c in OTHER_LINE_BREAKS), None)
+        found = next((c for c in line if c in LINE_BREAKS), None)  # "\n" ended the line
         if found is not None:
             name = unicodedata.name(found, "a control character")
             raise ValueError(f"--text {path}, line {number}: holds U+{ord(found):04X} ({name}), a line break to "

@@ -3,6 +3,9 @@ own error names a position in a buffer, and no file among several inputs)."""
 
 from typing import Iterator
 
+#: every character str.splitlines ends a line at: a reader that splits there would see other lines
+LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+
 
 def utf8_lines(path) -> Iterator[str]:
     """The lines of ``path`` (with their line ends), or a ValueError ``PATH:LINE: not UTF-8 text (REASON at byte

@@ -28,12 +28,9 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from ..common.text_lines import LINE_BREAKS
 from ..tools.cli import HelpFormatter, add_version, command_main
 from .units import COMMAND
-
-
-#: what str.splitlines breaks a line at (a jobs file's reader may too)
-LINE_BREAKS = ("\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
 
 
 def parse_args(argv=None):
@@ -188,7 +185,6 @@ def work(args) -> int:
     check_units(plan, model, device_options())  # a unit that ran with another plan or data: refused before any work
     if unproduced or not all(seed_produced(plan, seed) for seed in plan.seeds):
         claim_out(plan)
-        from .commands import device_options
         try:
             produce_plan(plan, say)
             for arm in plan.arms:

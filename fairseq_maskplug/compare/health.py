@@ -28,22 +28,24 @@ def mask_rate(log: Path) -> Optional[float]:
     """The realised mask rate of a pre-training log (``mask_rate``, the share of maskable tokens chosen, logged by
     the package's MLM tasks): the mean of its epoch records, else of its interval records; None where the log
     has neither (no pre-training, or a task that does not log it)."""
-    epochs = [float(r["train_mask_rate"]) for r in log_records(log, "train") if "train_mask_rate" in r]
-    intervals = [float(r["mask_rate"]) for r in log_records(log, "train_inner") if "mask_rate" in r]
+    found = log_records(log)
+    epochs = [float(r["train_mask_rate"]) for kind, r in found if kind == "train" and "train_mask_rate" in r]
+    intervals = [float(r["mask_rate"]) for kind, r in found if kind == "train_inner" and "mask_rate" in r]
     values = epochs or intervals
     return sum(values) / len(values) if values else None
 
 
-def log_records(log: Path, kind: str) -> List[dict]:
-    """The JSON records of one kind (``train_inner``, ``train``, ``valid``) of a fairseq log, in order."""
+def log_records(log: Path) -> List[tuple]:
+    """``(kind, record)`` of every JSON record of a fairseq log (kind ``train_inner``, ``train`` or ``valid``), in
+    order; none where the log is absent."""
     if not log.is_file():
         return []
     out = []
     for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
         found = LOG_RECORD.search(line)
-        if found and found.group(1) == kind:
+        if found:
             try:
-                out.append(json.loads(found.group(2)))
+                out.append((found.group(1), json.loads(found.group(2))))
             except json.JSONDecodeError:
                 continue
     return out
@@ -52,7 +54,7 @@ def log_records(log: Path, kind: str) -> List[dict]:
 def best_valid_f1(log: Path) -> Optional[float]:
     """The best validation F1 (in %) a producer's training logged (the selective-masking tagger's
     ``token_importance`` criterion logs ``f1``); None where it logged none."""
-    values = [float(r["valid_f1"]) for r in log_records(log, "valid") if "valid_f1" in r]
+    values = [float(r["valid_f1"]) for kind, r in log_records(log) if kind == "valid" and "valid_f1" in r]
     return max(values) if values else None
 
 
@@ -69,13 +71,11 @@ def degenerate_lines(logs: List[Path]) -> List[str]:
 
 
 def task_classes(labelled: Path) -> Optional[int]:
-    """The labelled task's classes: the lines of its ``label/dict.txt`` (fairseq's dictionary of the labels, less
-    the filler words fairseq pads it with); None where it has none (a task that is not a classifier's)."""
-    path = labelled / "label" / "dict.txt"
-    if not path.is_file():
-        return None
-    words = [line.split()[0] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return sum(1 for word in words if not word.startswith("madeupword")) or None
+    """The labelled task's classes (:func:`~.commands.label_count`, what its fine-tuning's ``--num-classes`` is);
+    None where it has no ``label/dict.txt`` (a task that is not a classifier's)."""
+    from .commands import label_count
+
+    return (label_count(labelled) or None) if (labelled / "label" / "dict.txt").is_file() else None
 
 
 def reference_rates(records: List[dict], baseline: str) -> Dict[int, Optional[float]]:

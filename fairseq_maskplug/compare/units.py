@@ -92,16 +92,18 @@ def unit_stages(plan: Plan, arm, seed: int, model: List[str], device: List[str])
 
 def check_unit(plan: Plan, arm_name: str, seed: int, model: List[str], device: List[str],
                prints: Optional[records.Fingerprints] = None) -> dict:
-    """``{stage: (command, inputs)}`` of the unit as the plan gives it now, after refusing
-    (:class:`~.records.UnitChanged`) a unit whose recorded stages ran with another command or other data."""
+    """``{stage: (argv, (command, inputs))}`` of the unit as the plan gives it now (its command line, and the record
+    :func:`run_stage` writes), after refusing (:class:`~.records.UnitChanged`) a unit whose recorded stages ran with
+    another command or other data."""
     arm = plan.arm(arm_name)
     unit = unit_dir(plan, arm.name, seed)
     prints = prints or records.Fingerprints(plan)
     now = {}
     for stage, argv in unit_stages(plan, arm, seed, model, device):
         command = records.placeholders(plan, argv)
-        now[stage] = (command, records.stage_inputs(plan, arm, stage, command, prints))
-        records.check_stage(unit, stage, *now[stage])
+        record = (command, records.stage_inputs(plan, arm, stage, command, prints))
+        records.check_stage(unit, stage, *record)
+        now[stage] = (argv, record)
     return now
 
 
@@ -135,8 +137,8 @@ def run_unit(plan: Plan, arm_name: str, seed: int, model: List[str], device: Lis
         if damaged:
             say(f"{unit.name}: result.{damaged[0]}.json is not whole: scoring again")
             (unit / ".done" / "evaluate").unlink(missing_ok=True)  # this unit's own marker
-        for stage, argv in unit_stages(plan, arm, seed, model, device):
-            run_stage(unit, stage, argv, say, now[stage])
+        for stage, (argv, record) in now.items():  # in order: pretrain (where the arm has one), finetune, evaluate
+            run_stage(unit, stage, argv, say, record)
             if stage == "pretrain" and plan.pretrain.score_every:
                 try:
                     scoring = curve_command(plan, arm, seed)
