@@ -94,6 +94,11 @@ finetune_options = ["--mask-policy", "l3", "--l3-track", "plt", "--l3-mean", "0.
     (lambda p: p.replace("updates = 4", "updates = 0"), "[pretrain].updates must lie in [1, inf), got 0"),
     (lambda p: p.replace("[arms.none]", "[arms.none]\nupdates = 3"), "pretrain = false, so updates would be"),
     (lambda p: p.replace("seeds = [1, 2]", "seeds = [1, 1]"), "repeat a seed"),
+    (lambda p: p + '\n[report]\nfamily = [["random", "nosuch"]]\n', "[report] family: ['random', 'nosuch'] must be"),
+    (lambda p: p + '\n[report]\nfamily = [["random", "random"]]\n', "must be two different arms"),
+    (lambda p: p + '\n[report]\neffect = 0\n', "[report].effect must lie in (0, inf), got 0.0"),
+    (lambda p: p + '\n[report]\neffect = nan\n', "[report].effect: must be finite"),
+    (lambda p: p + '\n[report]\nfamliy = []\n', "famliy"),
     # an arm that differs in its fine-tuning: its options through the fine-tuning task's parsers and checks,
     # its track loaded where no produce command would write it
     (lambda p: p.replace("[finetune]", '[finetune]\ntask = "joint_mlm_classification"\noptions = '
