@@ -7,14 +7,15 @@ HF_DIR is a model exported by ``fairseq-maskplug-convert --from-fairseq ... --to
 that model written with sentencepiece (``$W/data/indomain``, the demo's) with the tracks the policy reads beside its split
 (``train.importance`` for ``selective``). The raw text of each line is rebuilt from its pieces,
 tokenized by the exported tokenizer (which gives the line's ids back), and given the policy's
-tracks as columns; :class:`fairseq_maskplug.hf.PolicyCollator` masks each batch as
-``fairseq-train --task guided_mlm --sample-break-mode eos`` masks its items.
+tracks as columns; :class:`fairseq_maskplug.hf.PolicyCollator` masks each batch with fresh masks (the policy's
+positions drawn as ``fairseq-train --task guided_mlm --sample-break-mode eos`` draws them), and
+:func:`fairseq_maskplug.hf.PolicyTrainer` keeps the track columns under the Trainer's default arguments.
 """
 
 import argparse
 import math
 
-from fairseq_maskplug.hf import EpochCallback, PolicyCollator, track_column
+from fairseq_maskplug.hf import PolicyCollator, PolicyTrainer, track_column
 from fairseq_maskplug.interop import import_transformers
 
 
@@ -57,12 +58,11 @@ def main():
 def train_steps(transformers, model, rows, collator, steps: int, out: str, policy: str) -> None:
     """``steps`` Trainer steps on ``rows`` with ``collator`` (batches of 8, lr 1e-4, on the CPU); an error unless every
     logged loss is finite; the first and last loss printed. (examples/hf_dataset_pmi.py trains with it too.)"""
-    trainer = transformers.Trainer(
-        model=model, train_dataset=rows, data_collator=collator, callbacks=[EpochCallback(collator)],
+    trainer = PolicyTrainer(
+        model=model, train_dataset=rows, data_collator=collator,
         args=transformers.TrainingArguments(
             output_dir=out, max_steps=steps, per_device_train_batch_size=8, learning_rate=1e-4,
-            logging_steps=max(1, steps // 4), save_strategy="no", report_to=[], remove_unused_columns=False,
-            use_cpu=True))
+            logging_steps=max(1, steps // 4), save_strategy="no", report_to=[], use_cpu=True))
     trainer.train()
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     if not losses or not all(math.isfinite(x) for x in losses):

@@ -2,29 +2,42 @@
 masked-LM models (``guided_mlm``, and ``fe_mlm``'s views), :class:`DenoisingCollator` for encoder-decoders
 (``guided_denoising``'s text-to-text pairs).
 
-    from fairseq_maskplug.hf import PolicyCollator, track_column
+    from fairseq_maskplug.hf import PolicyCollator, PolicyTrainer, track_column
     collator = PolicyCollator(tokenizer, "selective", {"selective_cap": 0.15}, seed=1)
-    Trainer(model=..., data_collator=collator, train_dataset=rows, ...)  # rows: input_ids, importance, idx
+    PolicyTrainer(model=..., data_collator=collator, train_dataset=rows, ...)  # rows: input_ids, importance, idx
 
 Each example is a mapping with ``input_ids`` (a tokenized line, ``<s> ... </s>``), one column per
 side-information track the policy reads (``policy.side_info_names``: a value per token, e.g. from
-:func:`track_column`), and optionally ``idx``, its row in the split. The collator draws exactly as
-``fairseq-train --task guided_mlm`` draws an item (:class:`~fairseq_maskplug.data.policy_path.PolicyPath`):
-``numpy.random.default_rng((seed, epoch, idx))``, the policy's positions, then the run's corruption of
-them (80% ``<mask>``, 10% a random token, 10% kept: ``leave_unmasked_prob``, ``random_token_prob``, as
-fairseq's ``masked_lm``; the random token drawn from every id that is not a special token, as fairseq's
-dictionary after its four specials). The same seed, epoch, row, tokens and side information give the
-same chosen positions and the same corrupted input as the fairseq path (tested for every policy that
-needs no training feedback). It returns ``input_ids``, ``attention_mask`` and ``labels`` (the original
-id where chosen, -100 elsewhere: the positions ``transformers``' losses skip), padded to the longest row.
+:func:`track_column`), and optionally ``idx``, its row in the split. An item is drawn as
+``fairseq-train --task guided_mlm`` draws one (:class:`~fairseq_maskplug.data.policy_path.PolicyPath`): a
+generator per row, the policy's positions, then the run's corruption of them (80% ``<mask>``, 10% a random
+token, 10% kept: ``leave_unmasked_prob``, ``random_token_prob``, as fairseq's ``masked_lm``; the random token
+drawn from every id that is not a special token, as fairseq's dictionary after its four specials). The batch
+holds ``input_ids``, ``attention_mask`` and ``labels`` (the original id where chosen, -100 elsewhere: the
+positions ``transformers``' losses skip), padded to the longest row.
 
-``epoch`` starts at 1 (fairseq's first epoch) and is advanced by :class:`EpochCallback` (give it to the
-Trainer) or :meth:`PolicyCollator.set_epoch`. Without an ``idx`` column the collator numbers examples in
-the order it sees them. ``views=K`` gives every example its K fully-explored views (``--task fe_mlm``) as K
-adjacent rows. ``mask_unit="word"`` chooses and corrupts whole words (``--mask-unit word``),
-a word starting at a token that begins with the tokenizer's word mark (``▁`` sentencepiece, ``Ġ`` GPT-2).
+**Which generator.** ``draws="fresh"`` (the default, as transformers' ``DataCollatorForLanguageModeling`` draws
+new masks at every call): ``numpy.random.default_rng((seed, epoch, row, call, worker, rank))``, ``call`` counting
+this collator's batches in its process, ``worker`` the DataLoader worker's seed (torch gives each worker of each
+epoch its own, from the loader's generator; 0 in the training process), ``rank`` the data-parallel rank. A run's
+masks are fixed by the seed and the loader's order, and no two calls, workers or processes repeat a draw, with
+or without an ``idx`` column. ``draws="epoch"``: ``numpy.random.default_rng((seed, epoch, idx))``, fairseq's:
+the same seed, epoch, row, tokens and side information give the same chosen positions and corrupted input as
+the fairseq path (tested for every policy that needs no training feedback), and a row keeps its masks until the
+epoch changes (:class:`EpochCallback` given to the Trainer, or :meth:`PolicyCollator.set_epoch`; fairseq's first
+epoch is 1). Without an ``idx`` column the collator numbers examples in the order its process sees them
+(a warning says so).
+
+**Trainer's columns.** Under transformers' default ``remove_unused_columns=True`` the Trainer drops every
+column its model does not take, the tracks and ``idx`` too: :func:`PolicyTrainer` keeps the collator's columns
+(with a plain ``Trainer``, give ``remove_unused_columns=False``).
+
+``views=K`` gives every example its K fully-explored views (``--task fe_mlm``) as K adjacent rows.
+``mask_unit="word"`` chooses and corrupts whole words (``--mask-unit word``), a word starting at a token that
+begins with the tokenizer's word mark (``▁`` sentencepiece, ``Ġ`` GPT-2).
+
 A policy that learns from training (``ptw``) draws with statistics the collator keeps: train it with
-:func:`FeedbackTrainer` (``transformers.Trainer`` whose ``compute_loss`` hands each training batch's loss per
+:func:`PolicyTrainer` (``transformers.Trainer`` whose ``compute_loss`` hands each training batch's loss per
 predicted position back to the collator, summed over data-parallel processes, as ``fairseq-train`` folds
 it; the batch carries the positions' groups as ``feedback_groups``, which the trainer takes out before the
 model sees the batch). The collator must run in the training process (``dataloader_num_workers=0``; the
@@ -45,6 +58,17 @@ from .tasks.training_feedback import DROPPED_KEY, SUMS_KEY, TrainingFeedback
 
 #: the label ``transformers``' cross entropy ignores
 IGNORE_INDEX = -100
+#: how a collator seeds a row's generator (the module's "Which generator")
+DRAWS = ("fresh", "epoch")
+
+
+def loader_stream() -> tuple:
+    """``(worker seed, worker id, rank)`` of the calling process: the DataLoader worker's seed and id (0, 0 in the
+    process that trains) and the data-parallel rank (0 without ``torch.distributed``)."""
+    info = torch.utils.data.get_worker_info()
+    distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+    return (0 if info is None else int(info.seed), 0 if info is None else int(info.id),
+            torch.distributed.get_rank() if distributed else 0)
 
 
 def unmaskable_ids(tokenizer) -> list:
@@ -98,6 +122,8 @@ class PolicyCollator:
             batch holds its K disjoint views as K adjacent rows, as fairseq's; None: one mask per example.
         mlm_probability: transformers' name for the policy's rate (``random``'s ``mask_prob``, ``span``'s
             ``span_mask_prob``, ...); None: the options' own.
+        draws: ``"fresh"`` new masks at every call (transformers' habit), ``"epoch"`` fairseq's draw, a row's masks
+            fixed until the epoch changes (the module's "Which generator").
 
     An option the policy does not read (a misspelt one, another policy's) is refused, naming the policy's options.
     """
@@ -107,7 +133,10 @@ class PolicyCollator:
 
     def __init__(self, tokenizer, policy: str = "random", options=None, seed: int = 1,
                  leave_unmasked_prob: float = 0.1, random_token_prob: float = 0.1, mask_unit: str = "token",
-                 index_column: str = "idx", views: Optional[int] = None, mlm_probability: Optional[float] = None):
+                 index_column: str = "idx", views: Optional[int] = None, mlm_probability: Optional[float] = None,
+                 draws: str = "fresh"):
+        if draws not in DRAWS:
+            raise ValueError(f"draws must be one of {', '.join(map(repr, DRAWS))}, got {draws!r}")
         if (tokenizer.mask_token_id is None and self.requires_mask_token) or tokenizer.pad_token_id is None:
             raise ValueError("the tokenizer has no mask or pad token: a masked-LM collator needs both")
         if mask_unit not in ("token", "word"):
@@ -132,7 +161,7 @@ class PolicyCollator:
                                 random_token_prob)
         special = unmaskable_ids(tokenizer)
         self.path = PolicyPath(PolicyChooser(built, views), MLMFormat(corruption, self.pad), special, seed)
-        self.epoch, self._seen = 1, 0
+        self.epoch, self.draws, self._seen, self._calls = 1, draws, 0, 0
 
     def set_epoch(self, epoch: int) -> None:
         """The epoch the next draws belong to (fairseq counts from 1)."""
@@ -145,9 +174,26 @@ class PolicyCollator:
         """The side-information columns each example must carry."""
         return tuple(self.policy.side_info_names)
 
+    @property
+    def columns(self) -> Sequence[str]:
+        """Every column the collator reads besides ``input_ids``: the tracks and the row index."""
+        return (*self.tracks, self.index_column)
+
+    def generator_key(self, index: Optional[int]) -> tuple:
+        """What seeds the draw of row ``index`` (None: no ``idx`` column, numbered as this process sees rows) in
+        the collator's next call (the module's "Which generator")."""
+        worker_seed, worker, rank = loader_stream()
+        if index is None:
+            index, self._seen = self._seen, self._seen + 1
+            if self.draws == "epoch":  # the workers' and processes' own numbering kept apart
+                return self.path.seed, self.epoch, index, worker, rank
+        if self.draws == "epoch":
+            return self.path.seed, self.epoch, int(index)
+        return self.path.seed, self.epoch, int(index), self._calls, worker_seed, rank
+
     def draw(self, example: Mapping, counts: bool = True) -> dict:
-        """One example's item as the fairseq path draws it: ``{"source", "target", "mask_counts"}`` (without
-        ``counts``, no ``mask_counts``: the same draw)."""
+        """One example's item as the collator's next call draws it: ``{"source", "target", "mask_counts"}``
+        (without ``counts``, no ``mask_counts``: the same draw); with ``draws="epoch"``, the fairseq path's."""
         tokens = np.asarray(example["input_ids"], dtype=np.int64)
         if tokens.size == 0:
             raise ValueError(f"row {example.get(self.index_column, '(unnumbered)')} has no tokens: nothing to mask or "
@@ -164,26 +210,30 @@ class PolicyCollator:
             if side[name].shape != tokens.shape:
                 raise ValueError(f"column {name!r} has {side[name].shape[0]} values for {tokens.shape[0]} tokens")
         index = example.get(self.index_column)
-        if index is None:
-            if not self._seen:
-                import warnings
-                warnings.warn(f"the examples have no {self.index_column!r} column: rows are numbered as this collator "
-                              "sees them (with transformers' Trainer, remove_unused_columns=False keeps the column)",
-                              stacklevel=3)
-            index, self._seen = self._seen, self._seen + 1
+        if index is None and not self._seen:
+            import warnings
+            warnings.warn(f"the examples have no {self.index_column!r} column: rows are numbered as this collator "
+                          "sees them (PolicyTrainer, or transformers' Trainer with remove_unused_columns=False, keeps "
+                          "the column)", stacklevel=3)
+        key = self.generator_key(index)
         chooser = None if self.feedback is None else self.path.chooser.with_state(self.state)
-        return self.path.draw(tokens, side, np.random.default_rng((self.path.seed, self.epoch, int(index))),
-                              int(index), chooser, counts=counts)
+        return self.path.draw(tokens, side, np.random.default_rng(key), key[2], chooser, counts=counts)
+
+    def drawn(self, examples: Iterable[Mapping]) -> list:
+        """The call's items (:meth:`draw` of each example), then the call counted (fresh draws move on)."""
+        items = [self.draw(example, counts=False) for example in examples]
+        self._calls += 1
+        return items
 
     def __call__(self, examples: Iterable[Mapping]) -> dict:
-        items = [self.draw(example, counts=False) for example in examples]
+        items = self.drawn(examples)
         # K adjacent rows per example with views; rows filled in numpy, one tensor per column at the end
         input_ids = _padded([row for item in items for row in np.atleast_2d(item["source"].numpy())], self.pad)
         targets = _padded([row for item in items for row in np.atleast_2d(item["target"].numpy())], self.pad)
         labels = np.where(targets != self.pad, targets, IGNORE_INDEX)
         batch = {"input_ids": torch.from_numpy(input_ids), "attention_mask": torch.from_numpy(
             (input_ids != self.pad).astype(np.int64)), "labels": torch.from_numpy(labels)}
-        if self.feedback is not None:  # each position's group, for FeedbackTrainer (-1: padding; no views here)
+        if self.feedback is not None:  # each position's group, for PolicyTrainer (-1: padding; no views here)
             batch["feedback_groups"] = torch.from_numpy(_padded([item["feedback_groups"].numpy() for item in items], -1))
         return batch
 
@@ -226,13 +276,14 @@ class DenoisingCollator(PolicyCollator):
     the paper's examples). ``labels`` is the target, -100 where padded; ``decoder_input_ids`` is fairseq's
     ``prev_output_tokens`` (``</s>`` then the target without its last token, padded), which is what BART's
     ``decoder_start_token_id`` (``</s>``) makes from the labels; pass ``decoder_input_ids=False`` to let a model
-    shift the labels with its own start token (T5: the pad). A line that does not end with ``</s>`` gets one (a 0
+    shift the labels with its own start token (T5: the pad). ``draws`` as :class:`PolicyCollator`'s. A line that does not end with ``</s>`` gets one (a 0
     in every column), as the task frames a block. For ``t5`` the tokenizer needs no ``<mask>`` (T5's have none).
     """
 
     def __init__(self, tokenizer, policy: str = "random", options=None, seed: int = 1, target_format: str = "masked",
                  collapse: str = "auto", leave_unmasked_prob: float = 0.0, random_token_prob: float = 0.0,
-                 sentinels: int = 100, index_column: str = "idx", decoder_input_ids: bool = True):
+                 sentinels: int = 100, index_column: str = "idx", decoder_input_ids: bool = True,
+                 draws: str = "fresh"):
         from .masking.seq2seq import TARGET_FORMATS
         from .data.policy_path import Seq2SeqFormat
 
@@ -244,9 +295,9 @@ class DenoisingCollator(PolicyCollator):
             raise ValueError("the tokenizer has no </s> (eos) token: a text-to-text target ends with one")
         self.requires_mask_token = target_format != "t5"  # T5's tokenizers have sentinels and no <mask>
         super().__init__(tokenizer, policy, options, seed, leave_unmasked_prob, random_token_prob, "token",
-                         index_column)
+                         index_column, draws=draws)
         if self.feedback is not None:
-            raise ValueError(f"mask policy {policy!r} learns from training: PolicyCollator with FeedbackTrainer "
+            raise ValueError(f"mask policy {policy!r} learns from training: PolicyCollator with PolicyTrainer "
                              "trains it; no text-to-text collator folds its losses")
         corrupting = leave_unmasked_prob > 0 or random_token_prob > 0
         ids = ()
@@ -274,7 +325,7 @@ class DenoisingCollator(PolicyCollator):
     def __call__(self, examples: Iterable[Mapping]) -> dict:
         from .masking.seq2seq import previous_output_tokens
 
-        items = [self.draw(example, counts=False) for example in examples]
+        items = self.drawn(examples)
         sources = [item["source"].numpy() for item in items]
         targets = [item["target"].numpy() for item in items]
         batch = {"input_ids": torch.from_numpy(_padded(sources, self.pad))}
@@ -352,17 +403,27 @@ def track_column(split_prefix: str, name: str, tokens_prefix: Optional[str] = No
     return [np.concatenate([np.zeros(1, dtype=row.dtype), row]) for row in (side[i].numpy() for i in range(len(side)))]
 
 
-def FeedbackTrainer(*args, **kwargs):
-    """A ``transformers.Trainer`` (same arguments) for a :class:`PolicyCollator` whose policy learns from training:
-    in each training step it takes the batch's ``feedback_groups`` out, computes the loss as ``Trainer`` does,
-    and folds the cross entropy of every predicted position, by group, into the collator's statistics
-    (:meth:`PolicyCollator.fold`). A collator of another policy trains as with ``Trainer``."""
+def PolicyTrainer(*args, **kwargs):
+    """A ``transformers.Trainer`` (same arguments) for a :class:`PolicyCollator`:
+
+    - it keeps the collator's columns (:attr:`PolicyCollator.columns`: the tracks and ``idx``) under
+      ``remove_unused_columns=True``, the Trainer's default, which drops every column the model's ``forward``
+      does not take (the collator reads them; the model sees only the batch it makes);
+    - for a policy that learns from training, in each training step it takes the batch's ``feedback_groups`` out,
+      computes the loss as ``Trainer`` does, and folds the cross entropy of every predicted position, by group,
+      into the collator's statistics (:meth:`PolicyCollator.fold`).
+    """
     import torch.nn.functional as F
 
     from .interop import import_transformers
     transformers = import_transformers()
 
-    class _FeedbackTrainer(transformers.Trainer):
+    class _PolicyTrainer(transformers.Trainer):
+        def _set_signature_columns_if_needed(self):
+            super()._set_signature_columns_if_needed()
+            kept = getattr(self.data_collator, "columns", ())
+            self._signature_columns += [name for name in kept if name not in self._signature_columns]
+
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             groups = inputs.pop("feedback_groups", None)
             loss, outputs = super().compute_loss(model, inputs, return_outputs=True,
@@ -374,7 +435,7 @@ def FeedbackTrainer(*args, **kwargs):
                 self.data_collator.fold(groups[chosen], token_losses)
             return (loss, outputs) if return_outputs else loss
 
-    trainer = _FeedbackTrainer(*args, **kwargs)
+    trainer = _PolicyTrainer(*args, **kwargs)
     collator = trainer.data_collator
     if getattr(collator, "feedback", None) is not None and trainer.args.dataloader_num_workers > 0:
         raise ValueError(f"dataloader_num_workers {trainer.args.dataloader_num_workers}: the collator of a policy "
@@ -382,8 +443,13 @@ def FeedbackTrainer(*args, **kwargs):
     return trainer
 
 
+#: the name :func:`PolicyTrainer` had when it only folded training feedback
+FeedbackTrainer = PolicyTrainer
+
+
 def EpochCallback(collator: PolicyCollator):
-    """A ``transformers.TrainerCallback`` that tells ``collator`` each epoch (1, 2, ...) as the Trainer begins it."""
+    """A ``transformers.TrainerCallback`` that tells ``collator`` each epoch (1, 2, ...) as the Trainer begins it: what
+    ``draws="epoch"`` (fairseq's draws) needs to give each epoch new masks; fresh draws move on without it."""
     from .interop import import_transformers
     transformers = import_transformers()
 

@@ -4,10 +4,14 @@ On sentencepiece data binarized as the demo's (``test_hf_export.sp_data``) with 
 tracks (``test_policy_task_matrix.write_tracks``), the raw lines go through the exported tokenizer and
 the tracks through ``track_column``; for every policy that needs no training feedback, the collator's
 rows equal the items of real ``guided_mlm`` datasets (``--sample-break-mode eos``: one line an item)
-at the same seed, epoch and row: chosen positions, corrupted input, labels; also under ``--mask-unit
+at the same seed, epoch and row (``draws="epoch"``): chosen positions, corrupted input, labels; also under ``--mask-unit
 word``. A tiny ``RobertaForMaskedLM`` trains with ``transformers.Trainer`` and the ``selective`` and
-``pmi`` collators, and with ``FeedbackTrainer`` and PTW's collator (full tier).
+``pmi`` collators, and with ``PolicyTrainer`` and PTW's collator (full tier). Fresh draws (the default) differ
+at every call, across DataLoader workers and without ``idx``; ``PolicyTrainer`` keeps the track columns under the
+Trainer's default ``remove_unused_columns=True``.
 """
+
+import warnings
 
 import numpy as np
 import pytest
@@ -62,7 +66,7 @@ def test_the_collator_draws_the_items_fairseq_draws(collator_data, policy, unit)
     if unit == "word" and policy in ("salient_span", "learned_span"):
         pytest.skip("spans are already words here; --mask-unit word refuses them")
     dataset = fairseq_dataset(data, policy, *extra)
-    collator = PolicyCollator(tokenizer, policy, seed=7, mask_unit=unit)
+    collator = PolicyCollator(tokenizer, policy, seed=7, mask_unit=unit, draws="epoch")
     chosen = 0
     for epoch in (1, 2):
         dataset.set_epoch(epoch)
@@ -98,7 +102,7 @@ def test_the_views_collator_draws_the_views_fe_mlm_draws(collator_data, policy):
                                            False, framing=task.framing_tokens)
     dataset = PolicyMaskedDataset(blocks, side_info, task.policy, task.corruption, task.special_ids,
                                   pad_idx=task.dictionary.pad(), seed=7, views=k)
-    collator = PolicyCollator(tokenizer, policy, seed=7, views=k)
+    collator = PolicyCollator(tokenizer, policy, seed=7, views=k, draws="epoch")
     chosen = 0
     for epoch in (1, 2):
         dataset.set_epoch(epoch)
@@ -166,7 +170,7 @@ def test_the_denoising_collator_draws_guided_denoising_s_pairs(collator_data, po
         assert len(tokenizer) == task.sentinels[0]
         tokenizer = copy.deepcopy(tokenizer)
         tokenizer.add_tokens([f"<extra_id_{k}>" for k in range(100)], special_tokens=True)
-    collator = DenoisingCollator(tokenizer, policy, seed=7, target_format=target_format, **extra)
+    collator = DenoisingCollator(tokenizer, policy, seed=7, target_format=target_format, draws="epoch", **extra)
     masked = 0
     for epoch in (1, 2):
         dataset.set_epoch(epoch)
@@ -346,12 +350,12 @@ def test_a_tiny_encoder_decoder_trains_with_the_denoising_collator(collator_data
 def test_ptw_learns_the_hard_tag_through_the_feedback_trainer(collator_data, tmp_path):
     """PTW through Hugging Face: lines of sixteen fixed tokens (tags 0-15) with one token drawn from 30 in
     their middle (tag 16), as ``test_ptw``'s one-epoch fairseq run. After two epochs of 24 batches of 64 with
-    ``FeedbackTrainer``, the hard tag ranks highest in the collator's statistics, and drawn with them the
+    ``PolicyTrainer``, the hard tag ranks highest in the collator's statistics, and drawn with them the
     collator predicts tag 16's positions more than 1.3 times as often as with the initial statistics (the same
     examples and seeds). Batches of 64 so that every tag is predicted in the first batch: PTW's scores start
     at 0 and move only for the tags a batch predicts, so a tag missing from the first batches falls below the
     mean and is seldom drawn again (with batches of 16, three tags, the hard one among them, stayed near 0)."""
-    from fairseq_maskplug.hf import EpochCallback, FeedbackTrainer
+    from fairseq_maskplug.hf import EpochCallback, PolicyTrainer
 
     _, tokenizer, _ = collator_data
     rng = np.random.default_rng(5)
@@ -367,7 +371,7 @@ def test_ptw_learns_the_hard_tag_through_the_feedback_trainer(collator_data, tmp
     args = transformers.TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=64, num_train_epochs=2,
                                           learning_rate=1e-3, report_to=[], use_cpu=True, save_strategy="no",
                                           remove_unused_columns=False, dataloader_num_workers=0, disable_tqdm=True)
-    trainer = FeedbackTrainer(model=transformers.RobertaForMaskedLM(config), args=args, train_dataset=examples,
+    trainer = PolicyTrainer(model=transformers.RobertaForMaskedLM(config), args=args, train_dataset=examples,
                               data_collator=collator, callbacks=[EpochCallback(collator)])
     trainer.train()
     assert int(np.argmax(collator.state)) == 16 and np.all(np.isfinite(collator.state))
@@ -381,7 +385,7 @@ def test_ptw_learns_the_hard_tag_through_the_feedback_trainer(collator_data, tmp
     initial = PolicyCollator(tokenizer, "ptw").state
     assert share_of_hard(collator.state) > 1.3 * share_of_hard(initial)
     with pytest.raises(ValueError, match="must draw in the training process"):
-        FeedbackTrainer(model=trainer.model, train_dataset=examples, data_collator=collator,
+        PolicyTrainer(model=trainer.model, train_dataset=examples, data_collator=collator,
                         args=transformers.TrainingArguments(output_dir=str(tmp_path), dataloader_num_workers=2,
                                                             report_to=[], use_cpu=True))
 
@@ -457,3 +461,74 @@ def test_a_missing_column_names_the_trainer_setting_that_drops_it(collator_data)
         PolicyCollator(tokenizer, "selective")([{"input_ids": examples[0]["input_ids"]}])
     with pytest.warns(UserWarning, match="no 'idx' column.*remove_unused_columns=False"):
         PolicyCollator(tokenizer, "random")([{"input_ids": examples[0]["input_ids"]}])
+
+
+def chosen_patterns(batch) -> list:
+    """Each row's chosen positions, as a tuple (a mask pattern)."""
+    return [tuple(np.flatnonzero(row)) for row in batch["labels"].ne(IGNORE_INDEX).numpy()]
+
+
+def test_fresh_draws_differ_at_every_call_and_epoch_draws_wait_for_the_epoch(collator_data):
+    """Issue 92, item 2: without a callback, a row's masks change from one call to the next (they stayed fixed
+    until ``set_epoch``), with and without ``idx``; a second collator of the same seed repeats the sequence;
+    ``draws="epoch"`` keeps fairseq's masks until the epoch changes."""
+    _, tokenizer, examples = collator_data
+    rows = [e for e in examples if len(e["input_ids"]) >= 12][:16]
+    plain = [{"input_ids": e["input_ids"]} for e in rows]
+    for given in (rows, plain):
+        first, again = PolicyCollator(tokenizer, "random", seed=4), PolicyCollator(tokenizer, "random", seed=4)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the rows without idx are numbered as seen: warned elsewhere
+            calls = [chosen_patterns(first(given)) for _ in range(3)]
+            assert calls == [chosen_patterns(again(given)) for _ in range(3)]  # the seed fixes the sequence
+        for a, b in ((0, 1), (1, 2), (0, 2)):
+            assert sum(x == y for x, y in zip(calls[a], calls[b])) <= 2, (a, b)  # rows of >= 10 maskable tokens
+    epoch = PolicyCollator(tokenizer, "random", seed=4, draws="epoch")
+    once, twice = chosen_patterns(epoch(rows)), chosen_patterns(epoch(rows))
+    epoch.set_epoch(2)
+    assert once == twice and sum(x == y for x, y in zip(once, chosen_patterns(epoch(rows)))) <= 2
+    with pytest.raises(ValueError, match="draws must be one of 'fresh', 'epoch', got 'static'"):
+        PolicyCollator(tokenizer, "random", draws="static")
+
+
+@pytest.mark.parametrize("draws", ["fresh", "epoch"])
+def test_two_dataloader_workers_never_repeat_a_draw_without_idx(collator_data, draws):
+    """Issue 92, item 2: 64 copies of one line without ``idx`` through a DataLoader of two workers (each numbered
+    its rows from 0 and drew what the other drew: 2 of 4 batch pairs were identical); at half the tokens masked,
+    every row's mask differs from every other's, in two epochs of the loader for fresh draws."""
+    _, tokenizer, examples = collator_data
+    line = max(examples, key=lambda e: len(e["input_ids"]))["input_ids"]
+    assert len(line) >= 30
+    collator = PolicyCollator(tokenizer, "random", {"mask_prob": 0.5}, seed=2, draws=draws)
+    loader = torch.utils.data.DataLoader([{"input_ids": line}] * 64, batch_size=8, num_workers=2,
+                                         collate_fn=collator, generator=torch.Generator().manual_seed(0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        patterns = [p for _ in range(2 if draws == "fresh" else 1) for batch in loader for p in chosen_patterns(batch)]
+    assert len(patterns) == 64 * (2 if draws == "fresh" else 1) and len(set(patterns)) == len(patterns)
+
+
+def test_the_policy_trainer_keeps_the_track_columns_under_trainer_defaults(collator_data, tmp_path):
+    """Issue 92, item 3: ``transformers.Trainer`` with its default ``remove_unused_columns=True`` drops the pmi
+    column before the collator sees it (refused naming the setting); ``PolicyTrainer`` with the same arguments
+    trains four steps of ``pmi`` with finite losses."""
+    from fairseq_maskplug.hf import PolicyTrainer
+
+    _, tokenizer, examples = collator_data
+    config = transformers.RobertaConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1,
+                                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=130,
+                                        pad_token_id=tokenizer.pad_token_id, type_vocab_size=1)
+    torch.manual_seed(0)
+    args = transformers.TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=8, max_steps=4,
+                                          logging_steps=1, report_to=[], use_cpu=True, save_strategy="no",
+                                          disable_tqdm=True)
+    assert args.remove_unused_columns  # the default this test is about
+    collator = PolicyCollator(tokenizer, "pmi", seed=1)
+    with pytest.raises(KeyError, match="pmi_units.*remove_unused_columns=False"):
+        transformers.Trainer(model=transformers.RobertaForMaskedLM(config), args=args, train_dataset=examples[:32],
+                             data_collator=collator).train()
+    trainer = PolicyTrainer(model=transformers.RobertaForMaskedLM(config), args=args, train_dataset=examples[:32],
+                            data_collator=collator)
+    trainer.train()
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    assert len(losses) == 4 and all(np.isfinite(losses))
