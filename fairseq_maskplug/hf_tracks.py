@@ -70,9 +70,10 @@ def check_tokenizer(tokenizer) -> None:
             raise ValueError(f"the tokenizer's {name} id is {got}, fairseq's dictionaries have {expected} there "
                              "(<s> 0, <pad> 1, </s> 2, <unk> 3: RoBERTa's and BART's tokenizers): its ids cannot be "
                              "a fairseq split's")
-    if tokenizer.mask_token_id != len(tokenizer) - 1:
-        raise ValueError(f"the tokenizer's <mask> is id {tokenizer.mask_token_id} of {len(tokenizer)}: fairseq's "
-                         "masked-LM tasks add <mask> after the dictionary's last row, so it must be the last id")
+    from .interop.gpt2_vocab import mask_last_problem
+
+    if mask_last_problem(tokenizer.mask_token_id, len(tokenizer)):
+        raise ValueError(mask_last_problem(tokenizer.mask_token_id, len(tokenizer)))
 
 
 def dictionary_rows(tokenizer, kind: str) -> List[str]:

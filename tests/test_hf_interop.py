@@ -226,6 +226,77 @@ def test_bad_vocabulary_stops_with_one_line(converted, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def hf_built_roberta(directory: Path, mask_last: bool = True) -> Path:
+    """A RoBERTa made the usual Hugging Face way (issue 92, item 4): a byte-level BPE trained by ``tokenizers``,
+    ``RobertaConfig()``'s defaults (``layer_norm_eps`` 1e-12, two token types), a randomly initialised
+    ``RobertaForMaskedLM`` and ``save_pretrained`` (transformers 5 writes ``tokenizer.json`` and no ``vocab.json``).
+    ``mask_last``: ``<mask>`` added after training (fairseq's order); else among the trainer's specials (id 4)."""
+    from tokenizers import ByteLevelBPETokenizer
+
+    specials = ["<s>", "<pad>", "</s>", "<unk>"]
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(sentences(500, 0), vocab_size=400, min_frequency=2, show_progress=False,
+                            special_tokens=specials if mask_last else specials + ["<mask>"])
+    if mask_last:
+        bpe.add_special_tokens(["<mask>"])
+    tokenizer = transformers.RobertaTokenizerFast(tokenizer_object=bpe._tokenizer)
+    config = transformers.RobertaConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2,
+                                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=66)
+    assert config.layer_norm_eps == 1e-12 and config.type_vocab_size == 2  # the defaults this is about
+    torch.manual_seed(0)
+    model = transformers.RobertaForMaskedLM(config)
+    assert model.roberta.embeddings.token_type_embeddings.weight.abs().max() > 0
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+@pytest.mark.full  # two conversions in new processes: about 30 s
+def test_a_roberta_made_the_hf_way_converts_both_ways_with_equal_logits(tmp_path):
+    """``RobertaConfig()``'s layer_norm_eps 1e-12 is carried (``--layernorm-eps``), token-type row 0 is folded into
+    the positions, the vocabulary is read from ``tokenizer.json``: fairseq's logits (its own GPT-2 BPE ids) equal
+    HF's, and the model exported back gives them too."""
+    hf = hf_built_roberta(tmp_path / "hf")
+    check(convert("--from-hf", hf, "--to", "fairseq", tmp_path / "fs"))
+    check(convert("--from-fairseq", tmp_path / "fs", "--to", "hf", tmp_path / "back"))
+    hub = fairseq_hub(tmp_path / "fs")
+    assert hub.model.args.layernorm_eps == 1e-12
+    assert {m.eps for m in hub.model.modules() if isinstance(m, torch.nn.LayerNorm)} == {1e-12}
+    tokenizer = transformers.AutoTokenizer.from_pretrained(hf)
+    rows = [hub.encode(t).tolist() for t in sentences(64, 2)]
+    assert rows == [tokenizer(t)["input_ids"] for t in sentences(64, 2)]
+    batch = padded(rows, 1)
+    keep = batch.ne(1)
+    with torch.no_grad():
+        fs_logits = hub.model(batch)[0]
+        hf_logits = transformers.AutoModelForMaskedLM.from_pretrained(hf).eval()(
+            input_ids=batch, attention_mask=keep.long()).logits
+        back = transformers.AutoModelForMaskedLM.from_pretrained(tmp_path / "back").eval()
+        back_logits = back(input_ids=batch, attention_mask=keep.long()).logits
+    assert back.config.layer_norm_eps == 1e-12
+    assert (fs_logits - hf_logits)[keep].abs().max() <= 1e-5 and (back_logits - hf_logits)[keep].abs().max() <= 1e-5
+    # the tolerance can see what was converted: fairseq's 1e-5 in every LayerNorm moves the logits by more
+    for module in hub.model.modules():
+        if isinstance(module, torch.nn.LayerNorm):
+            module.eps = 1e-5
+    with torch.no_grad():
+        assert (hub.model(batch)[0] - hf_logits)[keep].abs().max() > 1e-4
+
+
+def test_a_tokenizer_with_mask_among_the_trainers_specials_is_refused_with_the_recipe(tmp_path):
+    """Issue 92, item 5: the usual ``tokenizers`` recipe puts ``<mask>`` at id 4; the conversion and ``with_track``
+    refuse it alike, in one line saying how to train one with ``<mask>`` last."""
+    from fairseq_maskplug.hf_tracks import check_tokenizer
+    from fairseq_maskplug.interop.gpt2_vocab import MASK_LAST_RECIPE
+
+    hf = hf_built_roberta(tmp_path / "hf", mask_last=False)
+    result = convert("--from-hf", hf, "--to", "fairseq", tmp_path / "fs")
+    assert result.returncode == 2 and "'<mask>' at id 4 of" in result.stderr and MASK_LAST_RECIPE in result.stderr
+    assert not (tmp_path / "fs").exists()
+    with pytest.raises(ValueError, match="'<mask>' at id 4 of .*add_special_tokens"):
+        check_tokenizer(transformers.AutoTokenizer.from_pretrained(hf))
+
+
 @pytest.mark.full  # importing transformers in a new process: about 10 s
 def test_a_users_own_hugging_face_script_imports_in_the_projects_environment():
     """Without the plugin's workaround (hide_broken_torchaudio): recipes/setup_env.sh removes the torchaudio

@@ -10,7 +10,7 @@ import shutil
 from argparse import Namespace
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 COMMAND = "fairseq-maskplug-convert"  # no output recognised without its owner file: it looks like a model download
 CHECK_SENTENCES = (
@@ -172,9 +172,29 @@ def load_hf_weights(auto, src: Path):
         raise
 
 
+def byte_level_bpe(src: Path) -> Tuple[dict, str]:
+    """``(vocab, merges)`` of an HF directory's byte-level BPE: ``vocab.json`` + ``merges.txt``, or where those are
+    absent (transformers 5's ``save_pretrained`` writes only ``tokenizer.json``) ``tokenizer.json``'s BPE model, its
+    added tokens (``<s>`` ... ``<mask>``) joined to the vocabulary, its merges written as ``merges.txt`` holds them."""
+    if (src / "vocab.json").is_file() or not (src / "tokenizer.json").is_file():
+        vocab = json.loads(require(src / "vocab.json", "the tokenizer's vocabulary (or tokenizer.json, or spm.model + "
+                                   "dict.txt)").read_text(encoding="utf-8"))
+        return vocab, require(src / "merges.txt", "the tokenizer's BPE merges").read_text(encoding="utf-8")
+    spec = json.loads((src / "tokenizer.json").read_text(encoding="utf-8"))
+    model = spec.get("model") or {}
+    if model.get("type") != "BPE" or (spec.get("pre_tokenizer") or {}).get("type") != "ByteLevel":
+        raise ValueError(f"{src / 'tokenizer.json'} holds a {model.get('type')} model with pre-tokenizer "
+                         f"{(spec.get('pre_tokenizer') or {}).get('type')}: --from-hf reads GPT-2's byte-level BPE "
+                         "(RoBERTa's, BART's, tokenizers' ByteLevelBPETokenizer) or this command's own export")
+    vocab = dict(model["vocab"])
+    vocab.update({token["content"]: token["id"] for token in spec.get("added_tokens", [])})
+    merges = [merge if isinstance(merge, str) else " ".join(merge) for merge in model.get("merges", [])]
+    return vocab, "#version: 0.2\n" + "".join(merge + "\n" for merge in merges)
+
+
 def write_fairseq_vocabulary(src: Path, out: Path, vocab_size: int) -> TextIds:
     """``dict.txt`` and the tokenizer's files of a release directory: this command's ``spm.model`` +
-    ``dict.txt`` copied back, else GPT-2 BPE from ``vocab.json`` + ``merges.txt``."""
+    ``dict.txt`` copied back, else GPT-2 BPE (:func:`byte_level_bpe`)."""
     from . import gpt2_vocab
 
     check_tokenizer_files(src)
@@ -184,13 +204,11 @@ def write_fairseq_vocabulary(src: Path, out: Path, vocab_size: int) -> TextIds:
         rows = len(gpt2_vocab.read_dict_symbols(out / "dict.txt")) + 5
         text_ids = TextIds(out / "dict.txt", spm_model=out / "spm.model")
     else:
-        vocab = json.loads(require(src / "vocab.json", "the tokenizer's vocabulary (or spm.model + dict.txt)")
-                           .read_text(encoding="utf-8"))
-        merges = require(src / "merges.txt", "the tokenizer's BPE merges")
+        vocab, merges = byte_level_bpe(src)
         encoder, symbols = gpt2_vocab.hf_to_fairseq(vocab)
         gpt2_vocab.write_dict(out / "dict.txt", symbols)
         (out / "encoder.json").write_text(json.dumps(encoder, ensure_ascii=False), encoding="utf-8")
-        shutil.copyfile(merges, out / "vocab.bpe")
+        (out / "vocab.bpe").write_text(merges, encoding="utf-8")
         rows = len(symbols) + 5
         text_ids = TextIds(out / "dict.txt", bpe_dir=out)
     if rows != vocab_size:
@@ -460,7 +478,8 @@ def export_roberta(transformers, args, checkpoint: Path, model_cfg, task_cfg, da
     vocabulary_rows(symbols, shape["vocab"], text_ids.dict_path)
     num_labels = weights[f"classification_heads.{head}.out_proj.weight"].shape[0] if head else None
     config_kwargs = roberta.hf_config(shape, model_cfg.encoder_attention_heads, model_cfg.dropout,
-                                      model_cfg.attention_dropout, HF_ACTIVATION[activation], num_labels)
+                                      model_cfg.attention_dropout, HF_ACTIVATION[activation], num_labels,
+                                      getattr(model_cfg, "layernorm_eps", None))
     labels = label_names(data, num_labels) if head else None
     if labels:
         config_kwargs.update(id2label=dict(enumerate(labels)), label2id={l: i for i, l in enumerate(labels)})
@@ -505,6 +524,8 @@ def fairseq_from_weights(model_cfg, shape, dict_path: Path, weights, head, num_l
                   "--encoder-attention-heads", str(model_cfg.encoder_attention_heads),
                   "--max-positions", str(shape["max_positions"]),
                   "--activation-fn", getattr(model_cfg, "activation_fn", "gelu")]
+    if getattr(model_cfg, "layernorm_eps", None) is not None:
+        model_args += ["--layernorm-eps", repr(float(model_cfg.layernorm_eps))]
     with tempfile.TemporaryDirectory() as tmp:
         shutil.copyfile(dict_path, Path(tmp) / "dict.txt")
         model, _ = build_model(model_args, Path(tmp), head, num_labels)

@@ -17,6 +17,19 @@ from typing import Dict, List, Mapping, Sequence, Tuple
 
 FAIRSEQ_SPECIALS = ("<s>", "<pad>", "</s>", "<unk>")
 MASK = "<mask>"
+#: how a tokenizer made with ``tokenizers`` gets fairseq's order (the usual recipe lists ``<mask>`` among the
+#: trainer's special tokens, which puts it at id 4); every entry point that needs the order says it
+MASK_LAST_RECIPE = ("train the tokenizer with special_tokens=['<s>', '<pad>', '</s>', '<unk>'] and add '<mask>' "
+                    "after training (tokenizer.add_special_tokens(['<mask>'])), which gives it the last id")
+
+
+def mask_last_problem(mask_id, size: int) -> str:
+    """Why ``<mask>`` at ``mask_id`` (None: absent) of ``size`` ids is not fairseq's, with the recipe; '' if it is."""
+    if mask_id == size - 1:
+        return ""
+    where = "has no '<mask>'" if mask_id is None else f"has '<mask>' at id {mask_id} of {size}"
+    return (f"the tokenizer {where}: fairseq's masked-LM tasks add <mask> after the dictionary's last row, so it "
+            f"must be the last id; {MASK_LAST_RECIPE}")
 
 
 def placeholder(row: int) -> str:
@@ -34,8 +47,8 @@ def hf_to_fairseq(vocab: Mapping[str, int]) -> Tuple[Dict[str, int], List[str]]:
         if vocab.get(token) != row:
             raise ValueError(f"the vocabulary has {token!r} at {vocab.get(token)}, fairseq needs it at {row}")
     size = max(vocab.values()) + 1
-    if vocab.get(MASK) != size - 1:
-        raise ValueError(f"the vocabulary has {MASK!r} at {vocab.get(MASK)}, fairseq needs it last ({size - 1})")
+    if mask_last_problem(vocab.get(MASK), size):
+        raise ValueError(mask_last_problem(vocab.get(MASK), size))
     by_row: Dict[int, str] = {}
     for token, row in vocab.items():
         if row in by_row:

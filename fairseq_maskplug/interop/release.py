@@ -18,7 +18,7 @@ from ..tools.cli import command_main
 SHAPE = {
     "roberta": ("encoder_layers", "encoder_embed_dim", "encoder_ffn_embed_dim", "encoder_attention_heads",
                 "max_positions", "activation_fn", "pooler_activation_fn", "dropout", "attention_dropout",
-                "activation_dropout", "pooler_dropout"),
+                "activation_dropout", "pooler_dropout", "layernorm_eps"),
     "bart": ("encoder_layers", "encoder_embed_dim", "encoder_ffn_embed_dim", "encoder_attention_heads",
              "decoder_layers", "decoder_embed_dim", "decoder_ffn_embed_dim", "decoder_attention_heads",
              "max_source_positions", "max_target_positions", "activation_fn", "dropout", "attention_dropout",

@@ -5,7 +5,11 @@ The name mapping is the one of the conversion script ``transformers`` shipped un
 both directions. Both models are post-LayerNorm encoders with learned positions that start
 after the padding row (fairseq ``make_positions`` = HF ``create_position_ids_from_input_ids``),
 so ``max_position_embeddings`` = fairseq ``max_positions`` + 2. fairseq has no token-type
-embedding: HF's single row is zero. The LM head's output matrix is the (tied) input embedding.
+embedding: the export's single row is zero, and an HF model's row 0 (the one RoBERTa adds to every token when
+given no ``token_type_ids``; ``RobertaConfig()`` has two rows, randomly initialised) is folded into every position
+row on the way back, which adds the same vector to every token as HF does. The LM head's output matrix is the
+(tied) input embedding. HF's ``layer_norm_eps`` is fairseq's ``--layernorm-eps`` (the plugin's option on
+``roberta``, :mod:`~fairseq_maskplug.models.layer_norm_eps`).
 """
 
 import re
@@ -77,17 +81,17 @@ def hf_to_fairseq_state(hf: Mapping, head: Optional[str] = None) -> dict:
 
     A masked LM gives the LM head; a sequence classifier gives the classification head
     ``head`` and no LM head (fairseq's ``sentence_prediction`` leaves it unused).
-    Refuses a non-zero token-type embedding, which fairseq's RoBERTa has no place for.
+    The token-type row 0 is folded into the positions (module docstring; rows 1.. are left out: fairseq's
+    RoBERTa has no token types, and HF's RoBERTa uses row 0 unless given ``token_type_ids``).
     """
-    token_type = hf.get(HF + "embeddings.token_type_embeddings.weight")
-    if token_type is not None and (token_type.shape[0] != 1 or token_type.abs().max() > 0):
-        raise ValueError("the HF model uses token-type embeddings (non-zero or more than one type): "
-                         "fairseq's RoBERTa has none")
     out = {FS + "version": hf[HF + "embeddings.word_embeddings.weight"].new_tensor([3.0])}
     for fs, hfn in EMBEDDINGS.items():
         for p in ("weight", "bias"):
             if HF + f"{hfn}.{p}" in hf:
                 out[FS + f"{fs}.{p}"] = hf[HF + f"{hfn}.{p}"]
+    token_type = hf.get(HF + "embeddings.token_type_embeddings.weight")
+    if token_type is not None:
+        out[FS + "embed_positions.weight"] = out[FS + "embed_positions.weight"] + token_type[0]
     layers = sorted({int(m.group(1)) for k in hf for m in [re.match(r"roberta\.encoder\.layer\.(\d+)\.", k)] if m})
     for i in layers:
         for fs, hfn in LAYER.items():
@@ -107,12 +111,14 @@ def hf_to_fairseq_state(hf: Mapping, head: Optional[str] = None) -> dict:
 
 
 def hf_config(shape: Mapping[str, int], heads: int, dropout: float, attention_dropout: float,
-              activation: str, num_labels: Optional[int] = None) -> dict:
-    """Keyword arguments of ``RobertaConfig`` for a fairseq RoBERTa of this shape."""
+              activation: str, num_labels: Optional[int] = None, layer_norm_eps: Optional[float] = None) -> dict:
+    """Keyword arguments of ``RobertaConfig`` for a fairseq RoBERTa of this shape (``layer_norm_eps``: the model's
+    ``--layernorm-eps``; None: fairseq's 1e-5)."""
     kwargs = dict(vocab_size=shape["vocab"], hidden_size=shape["dim"], num_hidden_layers=shape["layers"],
                   num_attention_heads=heads, intermediate_size=shape["ffn"], hidden_act=activation,
                   hidden_dropout_prob=dropout, attention_probs_dropout_prob=attention_dropout,
-                  max_position_embeddings=shape["max_positions"] + 2, type_vocab_size=1, layer_norm_eps=1e-5,
+                  max_position_embeddings=shape["max_positions"] + 2, type_vocab_size=1,
+                  layer_norm_eps=1e-5 if layer_norm_eps is None else layer_norm_eps,
                   pad_token_id=1, bos_token_id=0, eos_token_id=2)
     if num_labels is not None:
         kwargs["num_labels"] = num_labels
@@ -123,15 +129,14 @@ def fairseq_args(config) -> list:
     """``fairseq-train`` model options for the shape of an HF ``RobertaConfig``; refuses what fairseq lacks."""
     if config.hidden_act not in ("gelu", "relu", "tanh", "gelu_fast", "gelu_new"):
         raise ValueError(f"hidden_act {config.hidden_act!r} has no fairseq activation")
-    if abs(config.layer_norm_eps - 1e-5) > 1e-12:
-        raise ValueError(f"layer_norm_eps {config.layer_norm_eps} differs from fairseq's fixed 1e-5")
     if getattr(config, "position_embedding_type", "absolute") not in ("absolute", None):
         raise ValueError(f"position_embedding_type {config.position_embedding_type!r}: fairseq has learned "
                          "absolute positions only")
     if config.pad_token_id != 1:
         raise ValueError(f"pad_token_id {config.pad_token_id}: fairseq's RoBERTa pads with row 1")
     activation = {"gelu_new": "gelu_accurate", "gelu_fast": "gelu_fast"}.get(config.hidden_act, config.hidden_act)
-    return ["--arch", "roberta_base", "--encoder-layers", str(config.num_hidden_layers),
+    eps = [] if config.layer_norm_eps == 1e-5 else ["--layernorm-eps", repr(float(config.layer_norm_eps))]
+    return [*eps, "--arch", "roberta_base", "--encoder-layers", str(config.num_hidden_layers),
             "--encoder-embed-dim", str(config.hidden_size), "--encoder-ffn-embed-dim", str(config.intermediate_size),
             "--encoder-attention-heads", str(config.num_attention_heads),
             "--max-positions", str(config.max_position_embeddings - 2), "--activation-fn", activation,
