@@ -3,12 +3,15 @@
 up to ``--tokens`` tokens (issue 78, item 4: the collators loop over rows in Python, on the training process's
 critical path).
 
-A word-level tokenizer made here (``tokenizers``' WordLevel over Zipf words, ``<s> ... </s>``), every policy's
-stand-in track values as columns (``stand_in_tracks.py``'s ranges; a draw's cost depends on their shape, not their
+Two tokenizers made here, each a row set: ``word`` (``tokenizers``' WordLevel over Zipf words, ``<s> ... </s>``)
+and ``bytebpe`` (a byte-level BPE of 5,000 ids trained by ``tokenizers`` on the same kind of text, as RoBERTa's;
+issue 92, item 6: HF's collator draws its random tokens over the whole vocabulary, ours over the non-special
+ids). Every policy's stand-in track values as columns (``stand_in_tracks.py``'s ranges; a draw's cost depends on their shape, not their
 values); each collator is timed over the same batches, repeats interleaved, median. PTW's collator draws with its
 initial statistics (no training here).
 
-Last line: ``ratio_random=<PolicyCollator random / HF rows per second> ratio_min=<slowest policy / HF> ...``.
+Last line: ``ratio_random=<PolicyCollator random / HF rows per second> ratio_min=<slowest policy / HF> ...`` over
+every row set (the smaller ratio of the two).
 With ``--out FILE`` the rows per second of every repeat are stored (``"kind": "collator_speed"``, written
 atomically); ``gpu_science.py --update-pages`` makes the Hugging Face page's table from it (:func:`summary_parts`).
 
@@ -44,14 +47,37 @@ def word_tokenizer(vocab: int):
                                    unk_token="<unk>", mask_token="<mask>")
 
 
+def zipf_text(words: int, rng: np.random.Generator, vocab: int = 5000) -> str:
+    """``words`` Zipf-distributed words ``w0 ... w{vocab-1}``, spaced."""
+    return " ".join(f"w{w}" for w in rng.zipf(1.3, words) % vocab)
+
+
+def byte_bpe_tokenizer(vocab: int):
+    """A byte-level BPE of ``vocab`` ids trained by ``tokenizers`` on Zipf text, fairseq's four specials first and
+    ``<mask>`` added last (the order fairseq's dictionaries give), wrapped as RoBERTa's fast tokenizer."""
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import RobertaTokenizerFast
+
+    rng = np.random.default_rng(1)
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator((zipf_text(64, rng) for _ in range(3000)), vocab_size=vocab, show_progress=False,
+                            special_tokens=SPECIALS)
+    bpe.add_special_tokens(["<mask>"])
+    return RobertaTokenizerFast(tokenizer_object=bpe._tokenizer)
+
+
+TOKENIZERS = {"word": lambda: word_tokenizer(5000), "bytebpe": lambda: byte_bpe_tokenizer(5000)}
+
+
 def examples(tokenizer, count: int, tokens: int, rng: np.random.Generator) -> list:
-    """``count`` examples of 8 to ``tokens`` - 2 Zipf words with every built-in policy's track as a column."""
+    """``count`` examples of 8 to ``tokens`` - 2 Zipf words (a byte-level BPE's pieces cut to ``tokens``, its
+    ``</s>`` kept) with every built-in policy's track as a column."""
     from fairseq_maskplug.masking.salient import span_ids
 
     out = []
     for i in range(count):
-        words = " ".join(f"w{w}" for w in rng.zipf(1.3, int(rng.integers(8, tokens - 1))) % (len(tokenizer) - 5))
-        ids = tokenizer(words)["input_ids"]
+        ids = tokenizer(zipf_text(int(rng.integers(8, tokens - 1)), rng))["input_ids"]
+        ids = ids[:tokens - 1] + ids[-1:] if len(ids) > tokens else ids
         n = len(ids)
         spans = span_ids(n, [(1, 3)])  # one salient span of 2 tokens
         out.append({"input_ids": ids, "idx": i, "plt": rng.uniform(0.01, 1.0, n), "importance": rng.random(n),
@@ -78,19 +104,24 @@ TARGET_RANDOM, TARGET_TRACKS = 1.0, 0.5
 def summary_parts(data: dict) -> dict:
     """``collators``: every policy's median rows per second against HF's collator and the targets, as lines, the
     first a ``## `` heading (``gpu_science.py --update-pages`` writes it into the pages)."""
-    meta, rows = data["meta"], data["rows"]
-    median = {name: statistics.median(values) for name, values in rows.items()}
+    meta = data["meta"]
+    sets = data["rows"] if "hf" not in data["rows"] else {"word": data["rows"]}  # older results: one row set
+    medians = {kind: {name: statistics.median(values) for name, values in rows.items()} for kind, rows in sets.items()}
+    kinds = list(medians)
     lines = [f"## rows per second of every policy's collator against transformers' DataCollatorForLanguageModeling "
              f"({meta['batch']}-row batches of up to {meta['tokens']} tokens, {meta['batches']} batches, median of "
-             f"{meta['repeats']} interleaved repeats, one thread)", "",
-             "| collator | rows/s | vs HF | target |", "| --- | --- | --- | --- |",
-             f"| HF DataCollatorForLanguageModeling | {median['hf']:,.0f} | 1.00 | |"]
+             f"{meta['repeats']} interleaved repeats, one thread; tokenizers: {', '.join(kinds)})", "",
+             "| collator | " + " | ".join(f"{kind} rows/s | vs HF" for kind in kinds) + " | target |",
+             "| --- | " + " | ".join("--- | ---" for _ in kinds) + " | --- |",
+             "| HF DataCollatorForLanguageModeling | " + " | ".join(f"{medians[k]['hf']:,.0f} | 1.00" for k in kinds)
+             + " | |"]
     below = []
-    for name in sorted(n for n in median if n != "hf"):
-        ratio = median[name] / median["hf"]
+    for name in sorted(n for n in medians[kinds[0]] if n != "hf"):
         target = TARGET_RANDOM if name == "random" else TARGET_TRACKS
-        below += [name] if ratio < target else []
-        lines.append(f"| {name} | {median[name]:,.0f} | {ratio:.2f} | {target:.1f} |")
+        ratios = {kind: medians[kind][name] / medians[kind]["hf"] for kind in kinds}
+        below += [f"{name} ({kind})" for kind, ratio in ratios.items() if ratio < target]
+        lines.append(f"| {name} | " + " | ".join(f"{medians[k][name]:,.0f} | {ratios[k]:.2f}" for k in kinds)
+                     + f" | {target:.1f} |")
     lines += ["", "Below target: " + (", ".join(below) if below else "none") + "."]
     return {"collators": lines}
 
@@ -102,6 +133,7 @@ def main() -> int:
     parser.add_argument("--batches", type=int, default=20, help="batches timed per repeat")
     parser.add_argument("--repeats", type=int, default=5, help="interleaved repeats; the median is reported")
     parser.add_argument("--out", help="store every repeat's rows per second here (JSON, written atomically)")
+    parser.add_argument("--tokenizers", default=",".join(TOKENIZERS), help=f"row sets, of {', '.join(TOKENIZERS)}")
     add_smoke_option(parser)
     args = shrink(parser.parse_args(), batches=2, repeats=1, batch=4, tokens=24)
     import torch
@@ -119,35 +151,42 @@ def main() -> int:
             check_writable(args.out)
         except OSError as error:
             parser.error(str(error))
+    kinds = [kind for kind in args.tokenizers.split(",") if kind]
+    if not kinds or any(kind not in TOKENIZERS for kind in kinds):
+        parser.error(f"--tokenizers takes a comma-separated list of {', '.join(TOKENIZERS)}, got {args.tokenizers!r}")
     began = time.perf_counter()
-    tokenizer = word_tokenizer(5000)
-    rng = np.random.default_rng(0)
-    data = examples(tokenizer, args.batch * args.batches, args.tokens, rng)
-    batches = [data[i:i + args.batch] for i in range(0, len(data), args.batch)]
-    hf = DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15)
-    plain = [[{"input_ids": e["input_ids"]} for e in batch] for batch in batches]  # what HF's collator takes
     policies = sorted(name for name, cls in MASK_POLICY_REGISTRY.items()
                       if cls.__module__.startswith("fairseq_maskplug."))
-    collators = {name: PolicyCollator(tokenizer, name, {}) for name in policies}
-    print(f"bench_collators: {len(policies)} policies and HF's collator, {len(batches)} batches of {args.batch} "
-          f"examples of up to {args.tokens} tokens, {args.repeats} repeats, one thread", flush=True)
-    rows_per_second(hf, plain[:1])  # one untimed batch each: first-call costs out of the timing
-    for collator in collators.values():
-        rows_per_second(collator, batches[:1])
-    times = {name: [] for name in ["hf", *policies]}
-    for _ in range(args.repeats):
-        times["hf"].append(rows_per_second(hf, plain))
-        for name, collator in collators.items():
-            times[name].append(rows_per_second(collator, batches))
-    median = {name: statistics.median(values) for name, values in times.items()}
-    for name, value in median.items():
-        ratio = "" if name == "hf" else f"  {value / median['hf']:.3f}x HF's"
-        print(f"{name:>16}: {value:9,.0f} rows/s{ratio}")
+    times, ratios = {}, {name: [] for name in policies}
+    for kind in kinds:
+        tokenizer = TOKENIZERS[kind]()
+        data = examples(tokenizer, args.batch * args.batches, args.tokens, np.random.default_rng(0))
+        batches = [data[i:i + args.batch] for i in range(0, len(data), args.batch)]
+        hf = DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15)
+        plain = [[{"input_ids": e["input_ids"]} for e in batch] for batch in batches]  # what HF's collator takes
+        collators = {name: PolicyCollator(tokenizer, name, {}) for name in policies}
+        print(f"bench_collators ({kind}, {len(tokenizer)} ids): {len(policies)} policies and HF's collator, "
+              f"{len(batches)} batches of {args.batch} examples of up to {args.tokens} tokens, {args.repeats} repeats, "
+              "one thread", flush=True)
+        rows_per_second(hf, plain[:1])  # one untimed batch each: first-call costs out of the timing
+        for collator in collators.values():
+            rows_per_second(collator, batches[:1])
+        times[kind] = {name: [] for name in ["hf", *policies]}
+        for _ in range(args.repeats):
+            times[kind]["hf"].append(rows_per_second(hf, plain))
+            for name, collator in collators.items():
+                times[kind][name].append(rows_per_second(collator, batches))
+        median = {name: statistics.median(values) for name, values in times[kind].items()}
+        for name, value in median.items():
+            ratio = "" if name == "hf" else f"  {value / median['hf']:.3f}x HF's"
+            print(f"{name:>16}: {value:9,.0f} rows/s{ratio}")
+            if name != "hf":
+                ratios[name].append(value / median["hf"])
     if args.out:
         store(args, times, time.perf_counter() - began)
-    ratios = {name: median[name] / median["hf"] for name in policies}
-    print(f"ratio_random={ratios['random']:.3f} ratio_min={min(ratios.values()):.3f} "
-          + " ".join(f"ratio_{name}={value:.3f}" for name, value in ratios.items() if name != "random"))
+    worst = {name: min(values) for name, values in ratios.items()}
+    print(f"ratio_random={worst['random']:.3f} ratio_min={min(worst.values()):.3f} "
+          + " ".join(f"ratio_{name}={value:.3f}" for name, value in worst.items() if name != "random"))
     return 0
 
 

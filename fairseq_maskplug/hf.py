@@ -17,11 +17,11 @@ holds ``input_ids``, ``attention_mask`` and ``labels`` (the original id where ch
 positions ``transformers``' losses skip), padded to the longest row.
 
 **Which generator.** ``draws="fresh"`` (the default, as transformers' ``DataCollatorForLanguageModeling`` draws
-new masks at every call): ``numpy.random.default_rng((seed, epoch, row, call, worker, rank))``, ``call`` counting
-this collator's batches in its process, ``worker`` the DataLoader worker's seed (torch gives each worker of each
-epoch its own, from the loader's generator; 0 in the training process), ``rank`` the data-parallel rank. A run's
-masks are fixed by the seed and the loader's order, and no two calls, workers or processes repeat a draw, with
-or without an ``idx`` column. ``draws="epoch"``: ``numpy.random.default_rng((seed, epoch, idx))``, fairseq's:
+new masks at every call): the rows of a call draw in turn from one generator,
+``numpy.random.default_rng((seed, epoch, call, worker, rank))``, ``call`` counting this collator's batches in its
+process, ``worker`` the DataLoader worker's seed (torch gives each worker of each epoch its own, from the loader's
+generator; 0 in the training process), ``rank`` the data-parallel rank. A run's masks are fixed by the seed and
+the loader's order, and no two calls, workers or processes repeat a stream, with or without an ``idx`` column. ``draws="epoch"``: ``numpy.random.default_rng((seed, epoch, idx))``, fairseq's:
 the same seed, epoch, row, tokens and side information give the same chosen positions and corrupted input as
 the fairseq path (tested for every policy that needs no training feedback), and a row keeps its masks until the
 epoch changes (:class:`EpochCallback` given to the Trainer, or :meth:`PolicyCollator.set_epoch`; fairseq's first
@@ -179,21 +179,42 @@ class PolicyCollator:
         """Every column the collator reads besides ``input_ids``: the tracks and the row index."""
         return (*self.tracks, self.index_column)
 
-    def generator_key(self, index: Optional[int]) -> tuple:
-        """What seeds the draw of row ``index`` (None: no ``idx`` column, numbered as this process sees rows) in
-        the collator's next call (the module's "Which generator")."""
-        worker_seed, worker, rank = loader_stream()
-        if index is None:
-            index, self._seen = self._seen, self._seen + 1
-            if self.draws == "epoch":  # the workers' and processes' own numbering kept apart
-                return self.path.seed, self.epoch, index, worker, rank
+    def call_generator(self, stream: tuple) -> Optional[np.random.Generator]:
+        """The generator every row of the next call draws from, one after another, for fresh draws:
+        ``(seed, epoch, call, worker seed, rank)`` (``stream``: :func:`loader_stream`); None for ``draws="epoch"``,
+        whose rows draw from generators of their own."""
         if self.draws == "epoch":
-            return self.path.seed, self.epoch, int(index)
-        return self.path.seed, self.epoch, int(index), self._calls, worker_seed, rank
+            return None
+        worker_seed, _, rank = stream
+        return np.random.default_rng((self.path.seed, self.epoch, self._calls, worker_seed, rank))
 
-    def draw(self, example: Mapping, counts: bool = True) -> dict:
-        """One example's item as the collator's next call draws it: ``{"source", "target", "mask_counts"}``
-        (without ``counts``, no ``mask_counts``: the same draw); with ``draws="epoch"``, the fairseq path's."""
+    def row_number(self, example: Mapping, stream: tuple) -> tuple:
+        """``(row, epoch key)``: the example's ``idx`` (else the next number this process gives a row) and what
+        seeds its own generator under ``draws="epoch"``: ``(seed, epoch, idx)``, fairseq's, or without ``idx``
+        ``(seed, epoch, number, worker id, rank)``, so that workers and processes numbering rows alike differ."""
+        index = example.get(self.index_column)
+        if index is not None:
+            return int(index), (self.path.seed, self.epoch, int(index))
+        if not self._seen:
+            import warnings
+            warnings.warn(f"the examples have no {self.index_column!r} column: rows are numbered as this collator "
+                          "sees them (PolicyTrainer, or transformers' Trainer with remove_unused_columns=False, keeps "
+                          "the column)", stacklevel=4)
+        index, self._seen = self._seen, self._seen + 1
+        _, worker, rank = stream
+        return index, (self.path.seed, self.epoch, index, worker, rank)
+
+    def feedback_chooser(self):
+        """The chooser drawing with the collator's current statistics (None: a policy that learns nothing), made
+        once per call: the statistics change only between calls, when a training step folds its losses."""
+        return None if self.feedback is None else self.path.chooser.with_state(self.state)
+
+    def draw(self, example: Mapping, counts: bool = True, rng: Optional[np.random.Generator] = None,
+             stream: Optional[tuple] = None, chooser=None) -> dict:
+        """One example's item: ``{"source", "target", "mask_counts"}`` (without ``counts``, no ``mask_counts``: the
+        same draw). With ``draws="epoch"`` the fairseq path's item; fresh draws take ``rng``, the call's generator
+        (given none, the one the next call starts with: the item the next call gives this example as its first
+        row). ``stream``: :func:`loader_stream`, ``chooser``: :meth:`feedback_chooser`, each read once per call."""
         tokens = np.asarray(example["input_ids"], dtype=np.int64)
         if tokens.size == 0:
             raise ValueError(f"row {example.get(self.index_column, '(unnumbered)')} has no tokens: nothing to mask or "
@@ -205,23 +226,25 @@ class PolicyCollator:
                 raise KeyError(f"mask policy needs the column {name!r} (a value per token; track_column() reads a "
                                f"binarized track); the example has {sorted(example)}: with transformers' Trainer, "
                                "TrainingArguments(remove_unused_columns=False) keeps the columns the model does not "
-                               "take")
+                               "take (PolicyTrainer keeps them)")
             side[name] = np.asarray(example[name])
             if side[name].shape != tokens.shape:
                 raise ValueError(f"column {name!r} has {side[name].shape[0]} values for {tokens.shape[0]} tokens")
-        index = example.get(self.index_column)
-        if index is None and not self._seen:
-            import warnings
-            warnings.warn(f"the examples have no {self.index_column!r} column: rows are numbered as this collator "
-                          "sees them (PolicyTrainer, or transformers' Trainer with remove_unused_columns=False, keeps "
-                          "the column)", stacklevel=3)
-        key = self.generator_key(index)
-        chooser = None if self.feedback is None else self.path.chooser.with_state(self.state)
-        return self.path.draw(tokens, side, np.random.default_rng(key), key[2], chooser, counts=counts)
+        stream = stream or loader_stream()
+        index, key = self.row_number(example, stream)
+        if self.draws == "epoch":
+            rng = np.random.default_rng(key)
+        elif rng is None:
+            rng = self.call_generator(stream)
+        chooser = chooser or self.feedback_chooser()
+        return self.path.draw(tokens, side, rng, index, chooser, counts=counts)
 
     def drawn(self, examples: Iterable[Mapping]) -> list:
-        """The call's items (:meth:`draw` of each example), then the call counted (fresh draws move on)."""
-        items = [self.draw(example, counts=False) for example in examples]
+        """The call's items (:meth:`draw` of each example, fresh draws from one generator in turn), then the call
+        counted (fresh draws move on)."""
+        stream, chooser = loader_stream(), self.feedback_chooser()
+        rng = self.call_generator(stream)
+        items = [self.draw(example, counts=False, rng=rng, stream=stream, chooser=chooser) for example in examples]
         self._calls += 1
         return items
 
@@ -314,13 +337,14 @@ class DenoisingCollator(PolicyCollator):
                                tokenizer.mask_token_id, self.eos, ids)
         self.path = PolicyPath(self.path.chooser, output, self.path.special_ids, seed)
 
-    def draw(self, example: Mapping, counts: bool = True) -> dict:
+    def draw(self, example: Mapping, counts: bool = True, rng: Optional[np.random.Generator] = None,
+             stream: Optional[tuple] = None, chooser=None) -> dict:
         """One example's ``{"source", "target", "mask_counts"}`` as guided_denoising's item (``</s>`` appended
-        where the line lacks one)."""
+        where the line lacks one); the arguments as :meth:`PolicyCollator.draw`'s."""
         if len(example["input_ids"]) and example["input_ids"][-1] != self.eos:
             example = {**example, "input_ids": list(example["input_ids"]) + [self.eos],
                        **{name: np.append(np.asarray(example[name]), 0) for name in self.tracks if name in example}}
-        return super().draw(example, counts)
+        return super().draw(example, counts, rng, stream, chooser)
 
     def __call__(self, examples: Iterable[Mapping]) -> dict:
         from .masking.seq2seq import previous_output_tokens

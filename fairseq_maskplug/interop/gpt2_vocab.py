@@ -45,7 +45,8 @@ def hf_to_fairseq(vocab: Mapping[str, int]) -> Tuple[Dict[str, int], List[str]]:
     """
     for row, token in enumerate(FAIRSEQ_SPECIALS):
         if vocab.get(token) != row:
-            raise ValueError(f"the vocabulary has {token!r} at {vocab.get(token)}, fairseq needs it at {row}")
+            raise ValueError(f"the vocabulary has {token!r} at {vocab.get(token)}, fairseq needs it at {row}: "
+                             "train the tokenizer with special_tokens=['<s>', '<pad>', '</s>', '<unk>'], in that order")
     size = max(vocab.values()) + 1
     if mask_last_problem(vocab.get(MASK), size):
         raise ValueError(mask_last_problem(vocab.get(MASK), size))

@@ -128,12 +128,14 @@ def hf_config(shape: Mapping[str, int], heads: int, dropout: float, attention_dr
 def fairseq_args(config) -> list:
     """``fairseq-train`` model options for the shape of an HF ``RobertaConfig``; refuses what fairseq lacks."""
     if config.hidden_act not in ("gelu", "relu", "tanh", "gelu_fast", "gelu_new"):
-        raise ValueError(f"hidden_act {config.hidden_act!r} has no fairseq activation")
+        raise ValueError(f"hidden_act {config.hidden_act!r} has no fairseq activation: build the model with one of "
+                         "gelu, relu, tanh, gelu_fast, gelu_new")
     if getattr(config, "position_embedding_type", "absolute") not in ("absolute", None):
         raise ValueError(f"position_embedding_type {config.position_embedding_type!r}: fairseq has learned "
-                         "absolute positions only")
+                         "absolute positions only (RobertaConfig(position_embedding_type='absolute'))")
     if config.pad_token_id != 1:
-        raise ValueError(f"pad_token_id {config.pad_token_id}: fairseq's RoBERTa pads with row 1")
+        raise ValueError(f"pad_token_id {config.pad_token_id}: fairseq's RoBERTa pads with row 1 (a tokenizer "
+                         "with <s> <pad> </s> <unk> at 0-3, and RobertaConfig(pad_token_id=1), its default)")
     activation = {"gelu_new": "gelu_accurate", "gelu_fast": "gelu_fast"}.get(config.hidden_act, config.hidden_act)
     eps = [] if config.layer_norm_eps == 1e-5 else ["--layernorm-eps", repr(float(config.layer_norm_eps))]
     return [*eps, "--arch", "roberta_base", "--encoder-layers", str(config.num_hidden_layers),

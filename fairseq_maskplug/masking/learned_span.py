@@ -18,6 +18,7 @@ chosen among the candidates that do not overlap the spans already chosen (renorm
 The slides of the paper do not say which of these the authors used; top-1 is ours.
 """
 
+import functools
 from dataclasses import dataclass
 from typing import List, Tuple
 
@@ -30,12 +31,19 @@ from .values import FINITE
 
 def candidate_spans(maskable: np.ndarray, max_length: int) -> np.ndarray:
     """All ``(i, j)`` (inclusive) with ``j - i < max_length`` lying on maskable tokens,
-    as an ``(n, 2)`` int64 array ordered by length, then start."""
+    as an ``(n, 2)`` int64 array ordered by length, then start (read-only: the array of a maskable pattern
+    is computed once and shared, rows of one length mostly having one pattern)."""
     maskable = np.asarray(maskable, dtype=bool)
     if maskable.ndim != 1:
         raise ValueError(f"maskable must be 1-D, got shape {maskable.shape}")
     if max_length < 1:
         raise ValueError(f"the longest span must be at least 1 token, got {max_length}")
+    return _candidate_spans(maskable.tobytes(), int(max_length))
+
+
+@functools.lru_cache(maxsize=1024)
+def _candidate_spans(pattern: bytes, max_length: int) -> np.ndarray:
+    maskable = np.frombuffer(pattern, dtype=bool)
     blocked = np.concatenate([[0], np.cumsum(~maskable)])  # blocked[k] = unmaskable tokens before k
     n = len(maskable)
     widths = np.arange(1, min(max_length, n) + 1)
@@ -43,7 +51,9 @@ def candidate_spans(maskable: np.ndarray, max_length: int) -> np.ndarray:
     ends = np.minimum(starts[None, :] + widths[:, None], n)  # exclusive; clipped where the span would run past
     inside = (starts[None, :] + widths[:, None] <= n) & (blocked[ends] == blocked[starts][None, :])
     width_index, start = np.nonzero(inside)  # row-major: by length, then start
-    return np.stack([start, start + widths[width_index] - 1], axis=1).astype(np.int64)
+    spans = np.stack([start, start + widths[width_index] - 1], axis=1).astype(np.int64)
+    spans.flags.writeable = False
+    return spans
 
 
 def span_scores(start_logits: np.ndarray, end_logits: np.ndarray, maskable: np.ndarray,
