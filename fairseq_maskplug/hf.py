@@ -51,10 +51,14 @@ from typing import Iterable, List, Mapping, Optional, Sequence
 import numpy as np
 import torch
 
-from .data.policy_path import MLMFormat, PolicyChooser, PolicyPath
-from .masking import Corruption
-from .masking.registry import build_mask_policy, check_option_names
-from .tasks.training_feedback import DROPPED_KEY, SUMS_KEY, TrainingFeedback
+from .common.fairseq_import import import_fairseq_keeping_logging
+
+import_fairseq_keeping_logging()  # before the modules below import fairseq
+
+from .data.policy_path import MLMFormat, PolicyChooser, PolicyPath  # noqa: E402
+from .masking import Corruption  # noqa: E402
+from .masking.registry import build_mask_policy, check_option_names  # noqa: E402
+from .tasks.training_feedback import DROPPED_KEY, SUMS_KEY, TrainingFeedback  # noqa: E402
 
 #: the label ``transformers``' cross entropy ignores
 IGNORE_INDEX = -100

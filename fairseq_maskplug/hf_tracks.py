@@ -31,7 +31,11 @@ from typing import List, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from .tools.cli import console_command
+from .common.fairseq_import import import_fairseq_keeping_logging
+
+import_fairseq_keeping_logging()  # before the modules below import fairseq
+
+from .tools.cli import console_command  # noqa: E402
 
 #: the producers: the track each writes, whether it reads the raw text (``--text``, with ``--bpe``) and whether it
 #: reads a masked-LM model (``--checkpoint``: the Hugging Face model ``model=`` names, converted to fairseq by
@@ -96,7 +100,10 @@ def line_ids(lines: Sequence[str], tokenizer, input_ids: Optional[Sequence[Seque
     for i, line in enumerate(lines):
         if line is not None and ("\n" in line or "\r" in line):
             raise ValueError(f"line {i} holds a line break: the producers read one line of text per row")
-        ids = np.asarray(input_ids[i] if input_ids is not None else tokenizer(line)["input_ids"], dtype=np.int64)
+        # verbose=False: a line longer than the model's positions is not fed to the model here (the producers
+        # score text, the rows are cut where they are trained), so transformers' length warning would mislead
+        ids = np.asarray(input_ids[i] if input_ids is not None else tokenizer(line, verbose=False)["input_ids"],
+                         dtype=np.int64)
         if len(ids) < 2 or ids[0] != tokenizer.bos_token_id or ids[-1] != tokenizer.eos_token_id:
             raise ValueError(f"row {i}'s ids are not <s> ... </s> (the tokenizer's special tokens on): "
                              f"{ids[:5].tolist()}...")

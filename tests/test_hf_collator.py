@@ -532,3 +532,17 @@ def test_the_policy_trainer_keeps_the_track_columns_under_trainer_defaults(colla
     trainer.train()
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     assert len(losses) == 4 and all(np.isfinite(losses))
+
+
+def test_importing_the_hf_side_leaves_the_scripts_logging_as_it_was():
+    """Issue 92, item 7: importing fairseq ran ``logging.basicConfig(level=DEBUG)`` (fairseq.tasks.text_to_speech),
+    so a Hugging Face script printed hydra's and datasets' DEBUG lines; after ``import fairseq_maskplug.hf`` and
+    ``fairseq_maskplug.hf_tracks`` in a new process, the root logger has its default level and no handler."""
+    import subprocess
+    import sys
+
+    script = ("import logging; import fairseq_maskplug.hf, fairseq_maskplug.hf_tracks, fairseq; "
+              "root = logging.getLogger(); print(root.level, len(root.handlers))")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and result.stdout.split() == ["30", "0"], result.stdout + result.stderr[-2000:]
+    assert "DEBUG" not in result.stderr and "tensorboardX" not in result.stderr, result.stderr[-2000:]

@@ -261,11 +261,14 @@ def test_the_documented_install_of_the_hf_extra_leaves_a_working_transformers(tm
     source = copy_of_the_repository(tmp_path / "clone")
     bin_dir = venv_seeing_this_one(source / ".venv")
     env = clean_environment(bin_dir)
-    install = subprocess.run(["bash", "-c", "MASKPLUG_EXTRAS=hf bash recipes/setup_env.sh"], cwd=source, env=env,
+    line = re.search(r"^MASKPLUG_EXTRAS=(\S+) bash recipes/setup_env\.sh", (REPO / "docs" / "huggingface.md").read_text(),
+                     re.MULTILINE)
+    assert line and "hf" in line.group(1).split(","), "the page's install line names the hf extra"
+    install = subprocess.run(["bash", "-c", line.group(0)], cwd=source, env=env,
                              capture_output=True, text=True, timeout=900)
     assert install.returncode == 0, install.stdout[-2000:] + install.stderr[-3000:] + \
         (source / ".venv" / "setup.log").read_text()[-3000:]
-    assert (source / ".venv" / ".maskplug-installed-hf").is_file()
+    assert all((source / ".venv" / f".maskplug-installed-{extra}").is_file() for extra in line.group(1).split(","))
     check(subprocess.run([bin_dir / "python", "-c", "import transformers, google.protobuf; "
                           "from transformers import AutoModelForMaskedLM"], env=env, capture_output=True, text=True,
                          cwd=tmp_path))

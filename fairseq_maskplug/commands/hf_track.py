@@ -119,9 +119,9 @@ def write(args) -> int:
     if args.text:
         lines = read_lines(args.text)
         result = track_values(lines, tokenizer, args.producer, args.producer_options, model=args.model)
-        write_text(args.out, "".join(json.dumps({"text": line, "input_ids": tokenizer(line)["input_ids"],
-                                                 name: row.tolist()}) + "\n"
-                                     for line, row in zip(lines, result.values)))
+        ids = [tokenizer(line, verbose=False)["input_ids"] for line in lines]  # (no length warning: not fed here)
+        write_text(args.out, "".join(json.dumps({"text": line, "input_ids": row_ids, name: row.tolist()}) + "\n"
+                                     for line, row_ids, row in zip(lines, ids, result.values)))
         rows = len(lines)
     else:
         import datasets
