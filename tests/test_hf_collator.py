@@ -377,7 +377,7 @@ def test_ptw_learns_the_hard_tag_through_the_feedback_trainer(collator_data, tmp
     assert int(np.argmax(collator.state)) == 16 and np.all(np.isfinite(collator.state))
 
     def share_of_hard(state):
-        fresh = PolicyCollator(tokenizer, "ptw", seed=3)
+        fresh = PolicyCollator(tokenizer, "ptw", seed=3, draws="epoch")  # a generator per row: independent draws
         fresh.state = state
         chosen = sum(int(fresh.draw(e)["target"].ne(1)[9]) for e in examples[:600])
         return chosen / 600
