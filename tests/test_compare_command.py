@@ -129,6 +129,11 @@ finetune_options = ["--mask-policy", "l3", "--l3-track", "plt", "--l3-mean", "0.
     (lambda p: p + '[evaluate]\ncommand = ["true"]\nsplits = ["seen"]\ncompared = ["heldout"]\n',
      "[evaluate].compared: ['heldout'] must name some of the splits"),
     (lambda p: p.replace("updates = 4", "updates = 4\nscore_every = 5"), "score_every 5 is more than arm random's 4"),
+    # blocks longer than the model's positions (the page's example after QUICK=1 failed 210 s in), by plan key
+    (lambda p: p.replace("tokens_per_sample = 32", "tokens_per_sample = 128"),
+     "[pretrain] tokens_per_sample: 128 tokens per block, but the model"),
+    (lambda p: p.replace('"--mask-policy", "random"', '"--mask-policy", "random", "--tokens-per-sample", "96"'),
+     "[arms.random] options --tokens-per-sample: 96 tokens per block, but the model"),
 ])
 def test_a_bad_plan_is_refused_in_one_line_before_any_work(toy, change, message, capsys):
     from fairseq_maskplug.compare.cli import main

@@ -7,7 +7,8 @@ or the arm and what is wrong (:class:`~.plan.PlanError`):
 - every arm's continued pre-training through the real parsers and the task's own checks
   (:func:`~fairseq_maskplug.commands.train_cli.checked_config`: the policy's options and their ranges), then its
   training and validation splits loaded as training would load them: a track the policy reads and the corpus
-  lacks is named with the command that writes it;
+  lacks is named with the command that writes it; its blocks no longer than the model's positions (named by the
+  plan key that sets them: ``[pretrain] tokens_per_sample`` or the option list that gives ``--tokens-per-sample``);
 - every arm's fine-tuning (``[finetune]`` with the arm's ``finetune_options``) through the same parsers and,
   where its produce commands have run, its splits loaded (L3's track on the labelled task).
 """
@@ -77,6 +78,34 @@ def check_model(plan: Plan) -> list:
         raise PlanError(f"{where} {plan.model}: {error}") from None
 
 
+def model_positions(model: list) -> Optional[int]:
+    """The positions of the model whose architecture options ``model`` are (``--max-positions``, BART's
+    ``--max-source-positions``); None where they do not say."""
+    for flag in ("--max-positions", "--max-source-positions"):
+        if flag in model[:-1]:
+            return int(model[model.index(flag) + 1])
+    return None
+
+
+def block_length_key(plan: Plan, arm) -> str:
+    """The plan key that sets the arm's ``--tokens-per-sample``: the last option list giving it, else
+    ``[pretrain] tokens_per_sample``."""
+    if "--tokens-per-sample" in arm.options:
+        return f"[arms.{arm.name}] options --tokens-per-sample"
+    if "--tokens-per-sample" in plan.pretrain.options:
+        return "[pretrain] options --tokens-per-sample"
+    return "[pretrain] tokens_per_sample"
+
+
+def check_block_length(plan: Plan, arm, cfg, model: list) -> None:
+    """Refuse an arm whose blocks hold more tokens than the model has positions (fairseq stops at its first batch,
+    minutes in, naming its own flag), naming the plan key and the largest value the model takes."""
+    positions, tokens = model_positions(model), getattr(cfg.task, "tokens_per_sample", None)
+    if positions is not None and tokens is not None and tokens > positions:
+        raise PlanError(f"{plan.path} {block_length_key(plan, arm)}: {tokens} tokens per block, but the model "
+                        f"{plan.model} has {positions} positions: give {positions} or fewer")
+
+
 def check_arm_training(plan: Plan, arm, model: list, device: list, load: bool = True) -> None:
     """The arm's continued pre-training parses, passes its task's checks and (``load``) loads its splits: not
     before its ``produce`` commands have written the tracks it reads."""
@@ -86,6 +115,10 @@ def check_arm_training(plan: Plan, arm, model: list, device: list, load: bool = 
     where = f"{plan.path} [arms.{arm.name}]"
     try:
         cfg = checked_config(pretrain_command(plan, arm, plan.seeds[0], model, device))
+    except (ValueError, OSError, KeyError) as error:
+        raise PlanError(f"{where}: {str(error).splitlines()[0] if str(error) else type(error).__name__}") from None
+    check_block_length(plan, arm, cfg, model)  # (from scratch too: a fresh model of the same shape)
+    try:
         task = tasks.setup_task(cfg.task)
         for split in ("train", "valid") if load else ():
             task.load_dataset(split, combine=False, epoch=1)
