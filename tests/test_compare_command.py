@@ -166,6 +166,25 @@ def test_a_task_binarized_with_a_reordered_dictionary_is_refused(toy, capsys):
     assert not (toy / "reordered").exists()
 
 
+def test_a_produce_command_sizes_itself_to_the_task_as_the_fine_tuning_does(toy):
+    """``{finetune_schedule}`` is the fine-tuning's own batch and schedule, counted on the task's train split (200
+    sentences, batches of 8, 2 epochs: 52 updates, 6 of warm-up), and ``{tokens_per_sample}`` [pretrain]'s."""
+    from fairseq_maskplug.compare.commands import filled, finetune_command
+
+    plan = read_plan(write_plan(toy, "sized.toml", PLAN.replace(
+        "baseline", 'seed_produce = [["true", "{finetune_schedule}", "--tokens-per-sample", "{tokens_per_sample}"]]\n'
+        "baseline")))
+    words = filled(plan, plan.seed_produce[0], seed=1)
+    assert words == ["true", "--batch-size", "8", "--lr-scheduler", "polynomial_decay", "--lr", "0.0002",
+                     "--warmup-updates", "6", "--max-epoch", "2", "--total-num-update", "52", "--tokens-per-sample",
+                     "32"]
+    finetune = finetune_command(plan, plan.arm("none"), 1, [], [])
+    assert " ".join(words[1:-2]) in " ".join(finetune)
+    with pytest.raises(PlanError, match="{finetune_schedule} stands for several words"):
+        read_plan(write_plan(toy, "bad.toml", PLAN.replace("baseline", 'produce = [["true", "x{finetune_schedule}"]]\n'
+                                                                       "baseline")))
+
+
 def test_the_plan_reads_paths_beside_it_and_lists_its_units_seed_by_seed(toy):
     plan = read_plan(toy / "plan.toml")
     assert plan.corpus == toy / "corpus" and plan.out == toy / "toy"
@@ -670,8 +689,11 @@ def test_the_selective_plan_file_is_the_stored_selective_run_s_shape():
     value = lambda command, option: command[command.index(option) + 1]  # noqa: E731
     assert value(scoring, "--delta") == default("SM_DELTA") and "{unit:no-TaskPT}" in value(scoring, "--checkpoint")
     assert value(tagger, "--seed") == "{seed}" and value(tagger, "--positive-class-weight") == default("SM_CLASS_WEIGHT")
-    epochs = int(default("SM_TAGGER_EPOCHS"))
-    assert value(tagger, "--max-epoch") == str(epochs) and value(tagger, "--total-num-update") == str(epochs * 101)
+    # the tagger's schedule is the fine-tuning's, sized from the task at run time (issue 89, item 5): on MR's 3,200
+    # sentences, the recipe's 5 epochs of 101 updates; no number of the plan depends on MR's size
+    assert default("SM_TAGGER_EPOCHS") == default("SM_FINETUNE_EPOCHS") and "{finetune_schedule}" in tagger
+    assert value(tagger, "--tokens-per-sample") == "{tokens_per_sample}"
+    assert not {"--max-epoch", "--total-num-update", "--warmup-updates", "--batch-size"} & set(tagger)
     assert value(annotate, "--name") == value(tagger, "--label-track") == "importance_s{seed}"
     for arm in ("selective", "matched-random"):
         options = plan.arm(arm).options

@@ -80,10 +80,12 @@ def filled(plan: Plan, command, seed: Optional[int] = None, model: List[str] = (
     """A command's words with the plan's placeholders replaced: ``{corpus}`` by the corpus, ``{task}`` by the
     labelled task's folder, ``{model}`` by the plan's checkpoint, ``{out}`` by its output folder; with a ``seed``
     also ``{seed}``, ``{seed_dir}``, ``{unit:ARM}`` (that arm's unit of the seed) and the words
-    ``{model_options}`` and ``{device}``; with an ``arm`` (a unit's own commands) ``{unit}`` and ``{start}``.
+    ``{model_options}`` and ``{device}``; with an ``arm`` (a unit's own commands) ``{unit}`` and ``{start}``;
+    always the sizes (:data:`~.plan.SIZE_PLACEHOLDERS`): ``{finetune_schedule}`` (:func:`finetune_schedule`, read
+    only where a command names it: it counts the task's train split) and ``{tokens_per_sample}``.
     ``{split}`` is left to the command."""
     values = {"{corpus}": plan.corpus, "{task}": plan.labelled, "{model}": plan.model,  # corpus: read_plan's check
-              "{out}": plan.out}
+              "{out}": plan.out, "{tokens_per_sample}": plan.pretrain.tokens_per_sample}
     if seed is not None:
         values.update({"{seed}": seed, "{seed_dir}": seed_dir(plan, seed)})
     if arm is not None:
@@ -92,6 +94,9 @@ def filled(plan: Plan, command, seed: Optional[int] = None, model: List[str] = (
     for word in command:
         if seed is not None and word in ("{model_options}", "{device}"):
             words += model if word == "{model_options}" else device
+            continue
+        if word == "{finetune_schedule}":
+            words += finetune_schedule(plan)
             continue
         for placeholder, value in values.items():
             word = word.replace(placeholder, str(value))
@@ -155,6 +160,18 @@ SENTENCE_PREDICTION = ["--init-token", "0", "--separator-token", "2", "--shorten
                        "--find-unused-parameters"]
 
 
+def finetune_schedule(plan: Plan) -> List[str]:
+    """The fine-tuning's batch and schedule (``--batch-size B --lr-scheduler polynomial_decay --lr LR
+    --warmup-updates W --max-epoch E --total-num-update T``): ``[finetune]``'s batch size, learning rate and
+    epochs, polynomial decay over ``epochs x (train sentences // batch + 1)`` updates with 10% (+1) warm-up (the recipes' schedule;
+    a produce command takes it as ``{finetune_schedule}``, e.g. selective masking's tagger)."""
+    settings = plan.finetune
+    steps = settings.epochs * (split_size(plan.labelled / "input0" / "train") // settings.batch_size + 1)
+    return ["--batch-size", str(settings.batch_size), "--lr-scheduler", "polynomial_decay", "--lr", str(settings.lr),
+            "--warmup-updates", str(steps // 10 + 1), "--max-epoch", str(settings.epochs), "--total-num-update",
+            str(steps)]  # (the order fine-tuning commands had: a unit's record compares its words)
+
+
 def finetune_command(plan: Plan, arm: Arm, seed: int, model: List[str], device: List[str]) -> List[str]:
     """``fairseq-maskplug-train`` arguments of the arm's fine-tuning: ``[finetune] task`` with the criterion of
     the same name, the best valid accuracy kept; ``[finetune] options``, then the arm's ``finetune_options``."""
@@ -163,14 +180,11 @@ def finetune_command(plan: Plan, arm: Arm, seed: int, model: List[str], device: 
                 *arm_words(plan, arm.finetune_options, seed)]
     settings = plan.finetune
     start = start_checkpoint(plan, arm, seed)
-    steps = settings.epochs * (split_size(plan.labelled / "input0" / "train") // settings.batch_size + 1)
     task = arm.finetune_task or settings.task
     extra = SENTENCE_PREDICTION if task == "sentence_prediction" else []
     return [str(plan.labelled), "--task", task, "--criterion", task,
             "--num-classes", str(label_count(plan.labelled)), *extra, *model, *COMMON, *device,
-            "--batch-size", str(settings.batch_size), "--lr-scheduler", "polynomial_decay", "--lr", str(settings.lr),
-            "--warmup-updates", str(steps // 10 + 1), "--max-epoch", str(settings.epochs),
-            "--total-num-update", str(steps), "--seed", str(seed), "--best-checkpoint-metric", "accuracy",
+            *finetune_schedule(plan), "--seed", str(seed), "--best-checkpoint-metric", "accuracy",
             "--maximize-best-checkpoint-metric", "--save-dir", str(unit_dir(plan, arm.name, seed) / "finetune"),
             "--no-epoch-checkpoints", "--finetune-from-model", str(start), *settings.options,
             *arm_words(plan, arm.finetune_options, seed)]

@@ -174,6 +174,12 @@ PLACEHOLDERS = ("{corpus}", "{task}", "{model}", "{out}")
 #: arm's unit of that seed (``{unit:ARM}``, run first) and, as whole words, the model's architecture options and
 #: the device's (``--cpu``, or ``--fp16`` with a GPU)
 SEED_PLACEHOLDERS = ("{seed}", "{seed_dir}", "{unit:ARM}", "{model_options}", "{device}")
+#: what every produce command may name to size itself to the plan's data and settings (a tagger trained on the
+#: labelled task as the arms are fine-tuned, a block as the arms' blocks): ``{finetune_schedule}`` the words of
+#: the fine-tuning's batch and schedule (``--batch-size B --lr-scheduler polynomial_decay --lr LR
+#: --warmup-updates W --max-epoch E --total-num-update T``, from ``[finetune]`` and the task's train split), and
+#: ``{tokens_per_sample}`` ``[pretrain]``'s block length
+SIZE_PLACEHOLDERS = ("{finetune_schedule}", "{tokens_per_sample}")
 #: what an arm's ``options`` and ``finetune_options`` may name: the unit's seed (a track written per seed), the
 #: plan's output folder (data a produce command wrote there)
 OPTION_PLACEHOLDERS = ("{seed}", "{out}")
@@ -184,7 +190,7 @@ FINETUNE_PLACEHOLDERS = PLACEHOLDERS + ("{seed}", "{unit}", "{start}", "{model_o
 #: to fill (as ``fairseq-maskplug-evaluate --output result.{split}.json`` does)
 EVALUATE_PLACEHOLDERS = PLACEHOLDERS + ("{seed}", "{unit}", "{split}")
 #: words that expand to several words: they stand alone
-WHOLE_WORDS = ("{model_options}", "{device}")
+WHOLE_WORDS = ("{model_options}", "{device}", "{finetune_schedule}")
 PLACEHOLDER = re.compile(r"\{[A-Za-z_][A-Za-z0-9_:.-]*\}")
 UNIT = re.compile(r"\{unit:([^{}]+)\}")
 DEFAULT_SEEDS = (1, 2, 3, 4, 5)
@@ -324,7 +330,7 @@ def _read_arm(path: Path, at: str, name: str, table, pretrain: PretrainSettings,
         _check_placeholders(f"{at}.{key}", map(str, table.get(key, [])), OPTION_PLACEHOLDERS)
     return Arm(name, table.get("task", pretrain.task) if stage else None, updates if stage else 0,
                _option_list(f"{at}.options", table.get("options", [])) if stage else (),
-               produce=_commands(f"{at}.produce", table.get("produce", []), PLACEHOLDERS),
+               produce=_commands(f"{at}.produce", table.get("produce", []), PLACEHOLDERS + SIZE_PLACEHOLDERS),
                finetune_options=_option_list(f"{at}.finetune_options", table.get("finetune_options", [])),
                finetune_task=table.get("finetune_task"),
                data=(labelled if table.get("data") == "{task}" else _path(path, f"{at}.data", table["data"]))
@@ -334,9 +340,9 @@ def _read_arm(path: Path, at: str, name: str, table, pretrain: PretrainSettings,
 
 def _read_commands(where: str, raw: dict, arms: List[Arm]) -> Dict[str, Tuple[Tuple[str, ...], ...]]:
     """The plan's ``produce`` and ``seed_produce``; a ``{unit:ARM}`` names an arm that needs no per-seed track."""
-    commands = {"produce": _commands(f"{where}: produce", raw.get("produce", []), PLACEHOLDERS),
+    commands = {"produce": _commands(f"{where}: produce", raw.get("produce", []), PLACEHOLDERS + SIZE_PLACEHOLDERS),
                 "seed_produce": _commands(f"{where}: seed_produce", raw.get("seed_produce", []),
-                                          PLACEHOLDERS + SEED_PLACEHOLDERS)}
+                                          PLACEHOLDERS + SEED_PLACEHOLDERS + SIZE_PLACEHOLDERS)}
     by_name = {arm.name: arm for arm in arms}
     for command in commands["seed_produce"]:
         for unit_arm in (found for word in command for found in UNIT.findall(word)):
