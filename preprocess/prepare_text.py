@@ -13,7 +13,10 @@
 
 Both may be repeated. Every corpus shares one sentencepiece model (``OUT/spm.model``, a unigram
 model trained on the training texts, ``--vocab-size``; or ``--spm-model`` to reuse one) and one
-``OUT/dict.txt``. Lines are whitespace-normalised, and lower-cased with ``--lowercase`` (recorded in
+``OUT/dict.txt``. ``--like MODEL`` writes the data a model reads: its own tokenizer (the sentencepiece model its
+data was written with, or a release's GPT-2 BPE) and its own ``dict.txt``, and its data's lower-casing, found as
+``fairseq-maskplug-convert --from-fairseq`` finds them; that is what ``fairseq-maskplug-compare`` needs of one's
+own text for a general model (a checkpoint, or a release folder such as ``--from-hf``'s). Lines are whitespace-normalised, and lower-cased with ``--lowercase`` (recorded in
 ``OUT/spm.text.json``, which the Hugging Face export reads); ``OUT/text/NAME.SPLIT.txt`` holds each split's
 text exactly as its tokens spell it (what ``salient-spans --text``, ``span-labels --text`` and
 ``retrieve`` take) and ``NAME.SPLIT.tok`` its pieces. An empty line, a labelled line without a
@@ -55,6 +58,9 @@ def parse_args(argv=None):
                         help="sentencepiece vocabulary size (with no --spm-model)")
     parser.add_argument("--spm-model", type=Path, default=None,
                         help="an existing sentencepiece model to encode with instead of training one")
+    parser.add_argument("--like", type=Path, default=None, metavar="MODEL",
+                        help="encode as the data of MODEL (a checkpoint, or a release folder with model.pt): its "
+                             "tokenizer, its dict.txt and its lower-casing, so that the model reads the output")
     parser.add_argument("--lowercase", action="store_true",
                         help="lower-case every text before anything else (off: the text's case is kept); recorded "
                              "beside spm.model (spm.text.json), so the Hugging Face tokenizer the export writes "
@@ -63,6 +69,8 @@ def parse_args(argv=None):
                         help="fairseq-preprocess worker processes (ours: 2; sentencepiece trains and encodes on "
                              "every core by itself); the output does not depend on it")
     args = parser.parse_args(argv)
+    if args.like is not None and (args.spm_model is not None or args.lowercase):
+        parser.error("--like takes the model's tokenizer and lower-casing: give no --spm-model or --lowercase")
     for entry in args.labelled:
         if len(entry) not in (3, 4):
             parser.error(f"--labelled {' '.join(entry)}: give NAME TRAIN VALID [TEST]")
@@ -131,16 +139,22 @@ def prepare(args) -> int:
 
     inputs = [(f"--unlabelled {e[0]}", p) for e in args.unlabelled for p in e[1:]]
     inputs += [(f"--labelled {e[0]}", p) for e in args.labelled for p in e[1:]]
-    check_output_directory(args.out, "--out", COMMAND, [*inputs, ("--spm-model", args.spm_model)])
+    check_output_directory(args.out, "--out", COMMAND, [*inputs, ("--spm-model", args.spm_model),
+                                                        ("--like", args.like)])
     if args.spm_model is not None and not args.spm_model.is_file():
         raise FileNotFoundError(f"--spm-model {args.spm_model}: no such file")
+    like = model_encoding(args.like) if args.like is not None else None
+    if like is not None and like.spm_model is not None:
+        from fairseq_maskplug.common.text_case import is_lowercased
+        args.lowercase, args.spm_model = is_lowercased(like.spm_model), like.spm_model
     texts, labels = read_corpora(args)
     with atomic_directory(args.out, COMMAND, keep_others=True) as out:
         text_dir = out / "text"
         text_dir.mkdir()
         training = [line for splits in texts.values() for line in splits["train"]]
         encoded = encode_corpora(texts, out, spm_model=args.spm_model, spm_texts=training,
-                                 vocab_size=args.vocab_size, lowercased=args.lowercase)
+                                 vocab_size=args.vocab_size, lowercased=args.lowercase,
+                                 gpt2_bpe=like.bpe_dir if like else None, srcdict=like.dict_path if like else None)
         for name, splits in texts.items():
             for split, lines in splits.items():
                 write_lines(text_dir / f"{name}.{split}.txt", lines)
@@ -150,10 +164,22 @@ def prepare(args) -> int:
         manifest = {"corpora": {name: {split: len(lines) for split, lines in splits.items()}
                                 for name, splits in texts.items()},
                     "labelled": sorted(labels), "spm_model": str(args.spm_model or "trained"),
+                    **({"like": str(args.like)} if like else {}),
                     "vocab_size": args.vocab_size, "lowercase": args.lowercase}
         (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     print(f"[data] wrote {args.out}: {json.dumps(manifest['corpora'])}", flush=True)
     return 0
+
+
+def model_encoding(model: Path):
+    """How ``model``'s data spells text (:func:`fairseq_maskplug.interop.convert.model_text_ids`), each problem
+    one line naming ``--like``."""
+    from fairseq_maskplug.interop.convert import model_text_ids
+
+    try:
+        return model_text_ids(model)
+    except (ValueError, OSError, KeyError) as error:
+        raise ValueError(f"--like {model}: {error}") from None
 
 
 main = command_main(parse_args, prepare, errors=(ValueError, OSError, RuntimeError))

@@ -133,3 +133,33 @@ def test_bad_lines_are_refused_naming_file_and_line_before_any_work(own, tmp_pat
     err = capsys.readouterr().err
     assert message in err and (case == "unknown label" or f"{tmp_path / target}:3" in err), err
     assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.e2e
+def test_like_writes_ones_own_text_as_the_models_data_which_the_comparison_accepts(own, tmp_path, capsys):
+    """Issue 89, item 1: a model trained on prepared data (its own sentencepiece, lower-cased); one's own labelled
+    text prepared ``--like`` its checkpoint gets the model's spm.model, dict.txt and lower-casing, and the model's
+    dictionary check (what fairseq-maskplug-compare runs before any work) accepts it; prepared with a tokenizer of
+    its own it is refused, the refusal naming ``prepare-text --like``."""
+    from fairseq_helpers import CPU_RUN, TINY_ROBERTA, check, run, BIN
+    from fairseq_maskplug.tools.checkpoints import load_checked_state
+
+    general = tmp_path / "general"
+    assert prepare_text.main(["--out", str(general), "--vocab-size", "90", "--lowercase", "--unlabelled", "news",
+                              str(own / "reviews.train.txt"), str(own / "reviews.valid.txt")]) == 0
+    check(run([BIN / "fairseq-maskplug-train", general / "news", "--task", "guided_mlm", "--tokens-per-sample", "32",
+               "--save-dir", tmp_path / "ck", "--max-update", "1", *TINY_ROBERTA, *CPU_RUN]))
+    model = tmp_path / "ck" / "checkpoint_last.pt"
+    labelled = ["--labelled", "mine", *(str(own / f"sentiment.{s}.tsv") for s in ("train", "valid", "test"))]
+    assert prepare_text.main(["--out", str(tmp_path / "mine"), "--like", str(model), *labelled]) == 0
+    for name in ("spm.model", "dict.txt"):
+        assert (tmp_path / "mine" / name).read_bytes() == (general / name).read_bytes(), name
+    assert json.loads((tmp_path / "mine" / "spm.text.json").read_text())["lowercase"] is True
+    texts = (tmp_path / "mine" / "text" / "mine.train.txt").read_text(encoding="utf-8")
+    assert texts == texts.lower() and texts != (own / "sentiment.train.tsv").read_text(encoding="utf-8")
+    load_checked_state(str(model), str(tmp_path / "mine"))  # the comparison's check of the model and the task
+    assert prepare_text.main(["--out", str(tmp_path / "own_tokenizer"), "--vocab-size", "80", *labelled]) == 0
+    with pytest.raises(ValueError, match=f"prepare-text --like {model}"):
+        load_checked_state(str(model), str(tmp_path / "own_tokenizer" / "mine"))
+    assert prepare_text.main(["--out", str(tmp_path / "x"), "--like", str(tmp_path / "nosuch.pt"), *labelled]) == 2
+    assert "--like" in capsys.readouterr().err

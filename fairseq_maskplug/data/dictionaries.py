@@ -139,7 +139,9 @@ def check_dictionary_file(state: dict, checkpoint: str, target: str, trust: bool
     recorded, source = reference
     if recorded != dictionary_sha256(Dictionary.load(target)):
         raise ValueError(f"{target} is not the dictionary {checkpoint} was trained with (compared with {source}): "
-                         "binarize the data with the checkpoint's dict.txt (fairseq-preprocess --srcdict)")
+                         f"write the data from its text with fairseq-maskplug-prepare-text --like {checkpoint} "
+                         "(the model's tokenizer and dict.txt), or binarize it with the checkpoint's dict.txt "
+                         "(fairseq-preprocess --srcdict)")
 
 
 def check_checkpoint_dictionary(state: dict, checkpoint: str, data: str, trust: bool = False) -> None:

@@ -301,6 +301,27 @@ def fairseq_text_ids(args, checkpoint: Path, data: Optional[Path], dict_path: Pa
                 "or --gpt2-bpe DIR for GPT-2 BPE data"))
 
 
+def model_text_ids(model: Path) -> TextIds:
+    """How the data of ``model`` (a fairseq checkpoint of this project or a release folder: ``model.pt`` with
+    ``dict.txt``) spells text as ids: its ``dict.txt`` (beside it, in its training data or its ``input0/``, checked
+    against the checkpoint) and the sentencepiece model or GPT-2 BPE files found as ``--from-fairseq`` finds them
+    (``fairseq-maskplug-prepare-text --like`` encodes one's own text with them)."""
+    from ..data.dictionaries import check_dictionary_file
+    from . import gpt2_vocab
+
+    checkpoint = model / "model.pt" if model.is_dir() else model
+    require(checkpoint, "the model: a fairseq checkpoint, or a release folder holding model.pt")
+    state = load_fairseq_checkpoint(checkpoint)
+    task_cfg = state["cfg"]["task"] if state.get("cfg") else None
+    data = task_cfg.get("data") if task_cfg is not None else getattr(state.get("args"), "data", None)
+    data = Path(str(data).split(":")[0]) if data and data != "." else None
+    dict_path = find_beside(checkpoint.parent, "dict.txt", [data, data / "input0" if data else None],
+                            missing=f"no dict.txt beside {checkpoint} or in its training data {data}")
+    check_dictionary_file(state, checkpoint, str(dict_path), False, also=[str(checkpoint.parent / "dict.txt")])
+    return fairseq_text_ids(Namespace(spm_model=None, gpt2_bpe=None), checkpoint, data, dict_path,
+                            gpt2_vocab.read_dict_symbols(dict_path))
+
+
 def copy_sentencepiece(spm_model: Path, out: Path) -> None:
     """``spm.model`` into ``out``, with the record of the text's case beside it when there is one
     (:mod:`..common.text_case`): the copy lower-cases raw text as the original does."""

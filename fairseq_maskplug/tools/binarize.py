@@ -172,8 +172,8 @@ def encode_corpora(corpora: Corpora, out: Path, *, gpt2_bpe: Path = None, srcdic
     With ``gpt2_bpe`` (a released model's directory): fairseq's GPT-2 BPE, and the release's ``srcdict`` copied.
     Else sentencepiece: ``spm_model`` copied to ``OUT/spm.model``, or a model of ``vocab_size`` pieces trained on
     ``spm_texts`` (``OUT/spm.model`` and ``.vocab``; ``vocab_size``: the command's ``--vocab-size``, whose default
-    and range are declared there), and a ``dict.txt`` counted over the train splits of the
-    corpora named in ``counted`` (every corpus by default). ``lowercased``: whether the corpora's text was
+    and range are declared there), and ``srcdict`` copied (a model's own dictionary) or a ``dict.txt`` counted over
+    the train splits of the corpora named in ``counted`` (every corpus by default). ``lowercased``: whether the corpora's text was
     lower-cased, recorded beside ``OUT/spm.model`` (:mod:`..common.text_case`) for the readers of raw text."""
     if gpt2_bpe is not None:
         shutil.copyfile(srcdict, out / "dict.txt")
@@ -188,8 +188,11 @@ def encode_corpora(corpora: Corpora, out: Path, *, gpt2_bpe: Path = None, srcdic
     write_case_record(model, lowercased)
     encoded = {name: {split: encode(model, lines, f"{name}.{split}") for split, lines in splits.items()}
                for name, splits in corpora.items()}
-    write_fairseq_dict(model, [line for name in (counted or encoded) for line in encoded[name]["train"]],
-                       out / "dict.txt")
+    if srcdict is not None:
+        shutil.copyfile(srcdict, out / "dict.txt")
+    else:
+        write_fairseq_dict(model, [line for name in (counted or encoded) for line in encoded[name]["train"]],
+                           out / "dict.txt")
     return encoded
 
 
