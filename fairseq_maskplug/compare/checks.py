@@ -56,7 +56,9 @@ def check_data(plan: Plan) -> None:
         for split in ("train", "valid", "test"):
             missing = _split_missing(plan.labelled / part / split)
             if missing:
-                raise PlanError(f"{where}: task has no {part} {split} split ({missing} not found)")
+                how = (" (the report scores test: fairseq-maskplug-prepare-text --labelled NAME TRAIN VALID TEST "
+                       "writes it, e.g. from a held-out share of your labelled lines)") if split == "test" else ""
+                raise PlanError(f"{where}: task has no {part} {split} split ({missing} not found){how}")
     if on_corpus and not filecmp.cmp(plan.corpus / "dict.txt", plan.labelled / "input0" / "dict.txt", shallow=False):
         raise PlanError(f"{where}: the corpus's dict.txt and the task's input0/dict.txt differ: binarize both with "
                         "one dictionary (the model's)")
