@@ -289,6 +289,8 @@ def test_a_plan_runs_resumes_collects_and_scales_out(toy, tmp_path):
         assert loop.returncode == 0, output[-3000:]
     check(run([BIN / "fairseq-maskplug-compare", copy, "--collect"], new_process=True))
     assert report_without_dates(tmp_path / "jobs" / "report-vs-none.json")["scores"] == first
+    done = check(run([BIN / "fairseq-maskplug-compare", copy, "--print-jobs"], new_process=True))
+    assert done.stdout == "" and "every unit of" in done.stderr and "--collect" in done.stderr  # (it was silent)
 
 
 def test_a_unit_run_twice_at_once_is_refused(toy):

@@ -202,6 +202,9 @@ def work(args) -> int:
     if args.print_jobs:
         for unit in todo:
             print(shlex.join([COMMAND, str(plan.path), "--unit", unit, *argv_tail]))
+        if not todo:  # (stderr: a jobs file stays empty)
+            say(f"--print-jobs: every unit of {plan.path} has run ({len(plan.units())}); nothing left to schedule: "
+                f"{shlex.join([COMMAND, str(plan.path), '--collect'])} writes the report")
         return 0
     claim_out(plan)
     failed = run_units(plan, todo, args.parallel or plan.parallel, argv_tail) if todo else []
