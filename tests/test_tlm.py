@@ -78,6 +78,21 @@ def test_schedule_rule_and_epoch_composition():
         assert tasks == [("t", i // 3, i % 3) for i in range(len(tasks))]  # task data cycles, fresh order each
 
 
+def test_the_two_readings_of_rho1_give_the_paper_s_and_the_authors_shares_over_1000_steps():
+    """Issue 90, item 3: over 1,000 steps, ``--tlm-ratio-rule paper`` takes rho1 external batches per task batch
+    (3: 750 external), ``authors`` their trainer's ``(step + 1) % ratio == 0`` (3: 667 external, the steps their rule
+    names one by one); the authors' ratio 1 and 0 take task batches only; the stage-1 999 differs by one."""
+    from fairseq_maskplug.data.tlm_schedule import paper_ratio
+
+    steps = np.arange(1000)
+    assert int((~is_task_step(steps, paper_ratio(3, "paper"))).sum()) == 750
+    authors = is_task_step(steps, paper_ratio(3, "authors"))
+    assert authors.tolist() == [(step + 1) % 3 == 0 for step in steps] and int((~authors).sum()) == 667
+    assert paper_ratio(1, "authors") == paper_ratio(0, "authors") == 0 and paper_ratio(999, "authors") == 998
+    with pytest.raises(ValueError, match="--tlm-ratio-rule must be one of paper, authors"):
+        paper_ratio(3, "theirs")
+
+
 def epoch_sources(task, workers, shard, epoch=1):
     iterator = task.get_batch_iterator(task.dataset("train"), max_sentences=8, seed=1, num_shards=workers,
                                        shard_id=shard, epoch=epoch)
@@ -99,6 +114,15 @@ def test_one_epoch_follows_the_rule_and_covers_the_external_data(data, ratio):
         assert set(seen) == set(range(N_EXTERNAL))  # each document once (the last step may repeat a few)
     assert epoch_sources(task, 1, 0, epoch=2) != epoch_sources(task, 1, 0, epoch=1)  # a new order per epoch
     assert epoch_sources(task, 1, 0, epoch=2) == epoch_sources(task, 1, 0, epoch=2)
+
+
+def test_the_authors_rule_reaches_the_epoch_s_batches(data):
+    """``--tlm-ratio-rule authors`` with ratio 3: the epoch's batches follow the authors' rule (a task batch every
+    third step), not the paper's (every fourth)."""
+    task, *_ = build_in_process(tlm_args(data, data / "unused", *SINGLE, "--tlm-ratio-rule", "authors", ratio=3))
+    sources = [source for source, _ in epoch_sources(task, 1, 0)]
+    assert sources == ["task" if (step + 1) % 3 == 0 else "external" for step in range(len(sources))]
+    assert task.external_ratio == 2
 
 
 def batch_of(task, source):

@@ -1,9 +1,12 @@
 """TLM's alternation of task and external batches (Yao et al. 2022, Sec. 3.2), as a batch list.
 
-The authors take one batch per training step: a task batch when ``(step + 1) % (ρ1 + 1) == 0``,
-an external (retrieved-document) batch otherwise, so ρ1 (``--tlm-external-ratio``) external
-batches come per task batch; ρ1 = 0 takes task batches only. (Their code also takes only
-task batches for ρ1 = 1; here ρ1 = 1 alternates.) Here a *step* is one batch per
+One batch per training step: a task batch when ``(step + 1) % (ρ1 + 1) == 0``, an external
+(retrieved-document) batch otherwise, so ρ1 (``--tlm-external-ratio``) external batches come per task batch, the
+paper's reading (Sec. 3.2: "ρ1 batches from the external data per task batch"); ρ1 = 0 takes task batches only.
+The authors' trainer reads its ``ratio`` otherwise: a task batch when ``(step + 1) % ratio == 0``, so ratio − 1
+external batches per task batch, and task batches only for ratio ≤ 1 (their stage 1's 999 is 998 external
+batches per task batch; 3 is 2 of every 3 batches external, where the paper's reading of 3 is 3 of every 4).
+``--tlm-ratio-rule authors`` reads ``--tlm-external-ratio`` as their code does (:func:`paper_ratio`). Here a *step* is one batch per
 data-parallel worker: the schedule is a list of batches in which step j occupies positions
 ``j * workers ... (j + 1) * workers - 1``, and fairseq's sharded iterator gives worker w
 position ``j * workers + w``. Every worker therefore takes the same kind of batch at the
@@ -20,6 +23,19 @@ from typing import Callable, List
 import numpy as np
 
 TASK, EXTERNAL = 0, 1
+#: how ``--tlm-external-ratio`` is read: ``paper`` ρ1 external batches per task batch, ``authors`` their trainer's
+#: ``(step + 1) % ratio == 0`` (ratio − 1 external per task batch)
+RATIO_RULES = ("paper", "authors")
+
+
+def paper_ratio(ratio: int, rule: str) -> int:
+    """``ratio`` as external batches per task batch (the paper's ρ1): itself under ``paper``; the authors' trainer's
+    ``ratio - 1`` under ``authors`` (0, task batches only, for ratio <= 1)."""
+    if rule not in RATIO_RULES:
+        raise ValueError(f"--tlm-ratio-rule must be one of {', '.join(RATIO_RULES)}, got {rule!r}")
+    if ratio < 0:
+        raise ValueError(f"--tlm-external-ratio must be >= 0, got {ratio}")
+    return ratio if rule == "paper" else max(ratio - 1, 0)
 
 
 def is_task_step(steps, ratio: int) -> np.ndarray:

@@ -31,7 +31,7 @@ from ..common.option_ranges import option
 from ..data import load_blocked_split
 from ..data.dictionaries import load_dictionary
 from ..data.layout import check_hydra_path
-from ..data.tlm_schedule import EXTERNAL, TASK, schedule
+from ..data.tlm_schedule import EXTERNAL, RATIO_RULES, TASK, paper_ratio, schedule
 from ..data.two_source_dataset import TwoSourceDataset
 from ..weighting import FixedWeights
 from .joint_mlm_classification import ClassificationMLMConfig, ClassificationMLMTask
@@ -50,9 +50,16 @@ class TLMConfig(ClassificationMLMConfig):
     tlm_external_data: str = option("", "fairseq-preprocess output directory of the retrieved documents (its train "
                                     "split, binarized with the task's input0/dict.txt; side information of "
                                     "--mask-policy beside it); needed when --tlm-external-ratio > 0")
-    tlm_external_ratio: int = option(999, "rho1: external batches per task batch; a step takes a task batch when "
-                                     "(step + 1) mod (rho1 + 1) = 0 (authors' stage 1: 999); 0: task batches only "
-                                     "(stage 2)", range="[0, inf)", source="authors' code (stage 1)")
+    tlm_external_ratio: int = option(999, "rho1: how many external batches per task batch, read by --tlm-ratio-rule "
+                                     "(paper: rho1 external per task batch, a task batch when (step + 1) mod "
+                                     "(rho1 + 1) = 0; authors: a task batch when (step + 1) mod rho1 = 0, rho1 - 1 "
+                                     "external per task batch); 0: task batches only (stage 2)", range="[0, inf)",
+                                     source="authors' code (stage 1's 999; read by the paper's rule it is one "
+                                     "external batch more per task batch than theirs)")
+    tlm_ratio_rule: ChoiceEnum(list(RATIO_RULES)) = option(
+        "paper", "how --tlm-external-ratio is read: paper (rho1 external batches per task batch, Sec. 3.2) or "
+        "authors (their trainer's (step + 1) % ratio == 0: ratio - 1 external per task batch, task only for ratio "
+        "<= 1)", source="paper (the stored TLM comparison ran it)")
     tlm_task_mlm_weight: float = option(20.0, "rho2: a task batch's loss is (rho2 * MLM + CE) / (rho2 + 1) (authors' "
                                         "stage 1: 20); 0: classification only, on the clean text (stage 2)",
                                         range="[0, inf)", source="authors' code (stage 1)")
@@ -84,11 +91,14 @@ class TLMTask(ClassificationMLMTask):
     }
 
     def __init__(self, cfg, dictionary, label_dictionary):
-        if cfg.tlm_external_ratio > 0 and not cfg.tlm_external_data:
+        #: external batches per task batch, whichever rule read --tlm-external-ratio (:func:`paper_ratio`)
+        self.external_ratio = paper_ratio(cfg.tlm_external_ratio, str(cfg.tlm_ratio_rule))
+        if self.external_ratio > 0 and not cfg.tlm_external_data:
             raise ValueError(f"--tlm-external-ratio {cfg.tlm_external_ratio} needs --tlm-external-data (the "
                              f"binarized retrieved documents); --tlm-external-ratio 0 trains on the task only")
-        if cfg.tlm_external_ratio == 0 and cfg.tlm_external_data:
-            raise ValueError("--tlm-external-data is not read with --tlm-external-ratio 0; leave it out")
+        if self.external_ratio == 0 and cfg.tlm_external_data:
+            raise ValueError(f"--tlm-external-data is not read with --tlm-external-ratio {cfg.tlm_external_ratio} "
+                             f"under --tlm-ratio-rule {cfg.tlm_ratio_rule} (task batches only); leave it out")
         super().__init__(cfg, dictionary, label_dictionary)
         check_hydra_path(cfg.tlm_external_data, "task.tlm_external_data")
 
@@ -99,7 +109,7 @@ class TLMTask(ClassificationMLMTask):
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
         super().load_dataset(split, epoch, combine, **kwargs)
-        if split == self.cfg.train_subset and self.cfg.tlm_external_ratio > 0:
+        if split == self.cfg.train_subset and self.external_ratio > 0:
             external = self._external_items(epoch, combine)
             self.datasets[split] = TwoSourceDataset(self.datasets[split], external)
             logger.info("%s: %d task items + %d external items from %s", split, self.datasets[split].offset,
@@ -159,7 +169,7 @@ class TLMTask(ClassificationMLMTask):
         def make_batches(dataset_, epoch_):
             batches, kinds = schedule(lambda c: source_batches(TASK, epoch_, c),
                                       lambda c: source_batches(EXTERNAL, epoch_, c),
-                                      self.cfg.tlm_external_ratio, num_shards)
+                                      self.external_ratio, num_shards)
             logger.info("epoch %d: %d steps, %d task and %d external batches per worker", epoch_, len(kinds),
                         int((kinds == TASK).sum()), int((kinds == EXTERNAL).sum()))
             return batches
