@@ -36,7 +36,8 @@ class RandomPolicy(MaskPolicy):
 class MatchedRandomOptions:
     matched_policy: str = option("random", "matched_random policy: the policy whose number of masks per sequence is "
                                  "matched; positions are then chosen uniformly at random",
-                                 source="ours (the baseline with the same number of masks per sequence)")
+                                 source="authors' code (with_rand: a matched random baseline; theirs is matched per "
+                                        "spaCy sentence and written once, ours per block and drawn per visit)")
 
 
 @register_mask_policy("matched_random", dataclass=MatchedRandomOptions)
