@@ -45,8 +45,8 @@ class PretrainSettings:
                                     source="ours (the recipes' MASKPLUG_TOKENS)")
     batch_size: int = option(32, "sequences per batch", range="[1, inf)", source="ours (the recipes' MASKPLUG_BATCH)")
     score_every: int = option(0, "keep a checkpoint every this many updates and score each on the pre-training "
-                              "data's valid split under one fixed set of random masks (Zheng et al.'s validation "
-                              "loss against updates; the report's curve table); 0: no curve", range="[0, inf)",
+                              "data's valid split under one fixed set of random masks (validation loss against "
+                              "updates, a diagnostic of ours; the report's curve table); 0: no curve", range="[0, inf)",
                               source="ours (off; recipes/fe_mlm.sh scores every FE_VALID_EVERY updates)")
     options: List[str] = dataclasses.field(default_factory=list, metadata={
         "help": "further fairseq-maskplug-train options of every arm's stage"})

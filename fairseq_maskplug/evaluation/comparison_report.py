@@ -97,8 +97,8 @@ def curve_tables(pairs: Sequence[Tuple[str, str]], curves: Sequence[dict]) -> li
     [[updates, loss], ...]}``, the fixed-mask scores of each row's pre-training checkpoints), each row's mean ±
     standard error over seeds at every update, and for each pair ``(A, B)`` of ``pairs`` the difference A − B
     paired over the seeds both have there, its 95% t interval over seeds and p, Holm-adjusted over every update of
-    every pair (one family). Zheng et al.'s measure (FE-MLM's lower-variance gradient shows as a lower loss at
-    equal updates); lower is better."""
+    every pair (one family). A diagnostic of ours for FE-MLM (its lower-variance gradient should show as a lower
+    loss at equal updates; Zheng et al. report downstream scores only); lower is better."""
     rows = []  # the baselines (each B) first, then the rows compared with them
     for row in [b for _, b in pairs] + [a for a, _ in pairs]:
         rows += [row] if row not in rows else []
