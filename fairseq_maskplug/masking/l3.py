@@ -119,9 +119,11 @@ class L3Policy(TrackPolicy):
             raise ValueError(f"--l3-max-prob {options.l3_max_prob} is below --l3-mean {options.l3_mean}: no "
                              "probabilities with that mean stay under that cap")
 
-    #: ``--mask-unit word``: a word's PLT is the product of its subwords' PLTs (ours: each subword's
-    #: pseudo-likelihood was scored with only that subword masked, so the product approximates the
-    #: word's), and ``p_bar`` is the mean over the words
+    #: ``--mask-unit word``: a word's PLT is the product of its subwords' PLTs, and ``p_bar`` is the mean over the
+    #: words. Under score-pll's default ``--metric word_l2r`` (the paper's PLL-word-l2r) each subword was scored with
+    #: itself and the later subwords of its word masked, the earlier ones visible, so the product is the chain rule
+    #: of the word's left-to-right pseudo-likelihood; under ``--metric original`` (one subword masked) it
+    #: approximates it
     producer = "fairseq-maskplug-score-pll --checkpoint VANILLA_MLM_CHECKPOINT --data {data} --splits {split}"
     track_option, track_rule, track_reduction = "l3_track", PROBABILITY, "prod"
 
