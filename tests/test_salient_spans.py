@@ -239,3 +239,34 @@ def test_both_spacy_producers_write_what_the_code_before_issue_54_wrote(spm_data
         run_producer_before(tmp_path, module, "--data", before, *args)
         written = written_files(now, f"train.{name}.*")
         assert len(written) == 3 and written == written_files(before, f"train.{name}.*")
+
+
+def test_sentence_scope_masks_one_entity_per_line_uniformly_and_block_scope_one_per_block():
+    """Issue 90, item 4: a block of three lines (``<s> line </s> line </s> line </s>``), each with two complete
+    spans. ``--salient-scope sentence`` masks exactly one span in every line (REALM's and Ye, Li et al.'s one per
+    example); ``block`` masks one in the whole block. Over 4,000 draws each span of a line is chosen in about half
+    of them: a binomial(4000, 0.5) count lies within 4 standard deviations (±126) of 2000."""
+    from fairseq_maskplug.masking import build_mask_policy
+    from fairseq_maskplug.masking.salient import span_ids
+
+    line = [(1, 3), (4, 6)]  # two spans of two tokens in a line of 7 tokens
+    tokens, track = [0], [0]
+    for _ in range(3):
+        tokens += [5] * 7 + [2]
+        track += span_ids(7, line).tolist() + [0]
+    tokens, track = np.array(tokens), np.array(track)
+    maskable = (tokens != 0) & (tokens != 2)
+    spans = complete_spans(track, maskable)
+    assert len(spans) == 6
+    by_sentence = build_mask_policy("salient_span", {"salient_scope": "sentence"})
+    by_block = build_mask_policy("salient_span", {})
+    counts = np.zeros(len(spans))
+    for seed in range(4000):
+        mask = by_sentence.choose(tokens, maskable, {"salient_spans": track}, np.random.default_rng(seed))
+        chosen = [bool(mask[s:e].all()) for s, e in spans]
+        assert mask.sum() == 6 and [sum(chosen[2 * k:2 * k + 2]) for k in range(3)] == [1, 1, 1]
+        counts += chosen
+        assert by_block.choose(tokens, maskable, {"salient_spans": track}, np.random.default_rng(seed)).sum() == 2
+    assert np.all(np.abs(counts - 2000) <= 4 * np.sqrt(4000 * 0.25)), counts
+    with pytest.raises(ValueError, match="--salient-scope must be one of"):
+        build_mask_policy("salient_span", {"salient_scope": "line"})

@@ -33,9 +33,7 @@ def paper_ratio(ratio: int, rule: str) -> int:
     ``ratio - 1`` under ``authors`` (0, task batches only, for ratio <= 1)."""
     if rule not in RATIO_RULES:
         raise ValueError(f"--tlm-ratio-rule must be one of {', '.join(RATIO_RULES)}, got {rule!r}")
-    if ratio < 0:
-        raise ValueError(f"--tlm-external-ratio must be >= 0, got {ratio}")
-    return ratio if rule == "paper" else max(ratio - 1, 0)
+    return ratio if rule == "paper" else max(ratio - 1, 0)  # (a negative ratio: the option's range refuses it)
 
 
 def is_task_step(steps, ratio: int) -> np.ndarray:
