@@ -197,9 +197,9 @@ def store(args, times: dict, elapsed: float) -> None:
 
     from fairseq_maskplug import __version__
     from fairseq_maskplug.common.atomic import write_text
-    from gpu_science import commit
+    from fairseq_maskplug.compare.report import source_commit
 
-    meta = {"kind": "collator_speed", "device": "CPU, one thread", "commit": commit(),
+    meta = {"kind": "collator_speed", "device": "CPU, one thread", "commit": source_commit() or "unknown",
             "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "elapsed_s": round(elapsed, 1), "batch": args.batch,
             "tokens": args.tokens, "batches": args.batches, "repeats": args.repeats, "version": __version__,
             "tokenizers": list(times),

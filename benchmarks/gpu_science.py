@@ -430,14 +430,11 @@ def package_version() -> str:
 
 
 def commit() -> str:
-    """The repository's commit; ``MASKPLUG_COMMIT`` names it where the tree travelled without its history."""
-    if os.environ.get("MASKPLUG_COMMIT"):
-        return os.environ["MASKPLUG_COMMIT"]
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+    """The repository's commit (the package's :func:`~fairseq_maskplug.compare.report.source_commit`: ``MASKPLUG_COMMIT``
+    names it where the tree travelled without its history); ``unknown`` outside a checkout."""
+    from fairseq_maskplug.compare.report import source_commit
+
+    return source_commit() or "unknown"
 
 
 # ---- the summary -------------------------------------------------------------------------------------
