@@ -502,11 +502,12 @@ seed_produce = [
 
 
 @pytest.mark.full
-def test_seed_produce_runs_each_seed_s_chain_after_the_unit_it_reads(toy, tmp_path, capsys):
+def test_seed_produce_runs_each_seed_s_chain_after_the_unit_it_reads(toy, tmp_path, capsys, monkeypatch):
     """Selective masking's shape of plan: for each seed, the no-pre-training arm's unit fine-tunes the classifier,
     which scores the task; a tagger learns the scores and writes the corpus's track under the seed's name, which
     the selective arm reads ({seed} in its options). --produce runs the chains (the classifier units included,
-    so the run itself skips them); each seed's track comes from its own classifier."""
+    so the run itself skips them; with --parallel 2, the two seeds' chains at once, issue 89 item 4); each seed's
+    track comes from its own classifier."""
     import shutil
 
     from fairseq_maskplug.compare.cli import main
@@ -520,7 +521,20 @@ def test_seed_produce_runs_each_seed_s_chain_after_the_unit_it_reads(toy, tmp_pa
     plan = write_plan(toy, "chain.toml", text)
     assert main([str(plan), "--print-jobs"]) == 2
     assert "--produce` first" in capsys.readouterr().err
-    assert main([str(plan), "--produce"]) == 0
+    import time
+
+    from fairseq_maskplug.compare import units
+
+    spans, chain = {}, units.produce_seed
+
+    def timed(plan_, seed, *rest):  # each seed's chain's start and end, as it ran
+        began = time.monotonic()
+        chain(plan_, seed, *rest)
+        spans[seed] = (began, time.monotonic())
+
+    monkeypatch.setattr(units, "produce_seed", timed)
+    assert main([str(plan), "--produce", "--parallel", "2"]) == 0
+    assert spans[1][0] < spans[2][1] and spans[2][0] < spans[1][1], spans  # the two seeds' chains side by side
     capsys.readouterr()
     out = toy / "chain"
     for seed in (1, 2):

@@ -139,7 +139,7 @@ def work(args) -> int:
     from .checks import check_plan
     from .plan import PlanError, parse_setting, read_plan
     from .report import write_report
-    from .units import (StageFailed, check_units, missing_units, parse_unit, produce, produce_plan, produce_seed,
+    from .units import (StageFailed, check_units, missing_units, parse_unit, produce, produce_plan, produce_seeds,
                         produced, run_unit, seed_produced)
 
     overrides = {"seeds": args.seeds} if args.seeds else None
@@ -189,8 +189,7 @@ def work(args) -> int:
             produce_plan(plan, say)
             for arm in plan.arms:
                 produce(plan, arm, say)
-            for seed in plan.seeds:
-                produce_seed(plan, seed, model, device_options(), say)
+            produce_seeds(plan, list(plan.seeds), model, device_options(), args.parallel or plan.parallel, say)
         except StageFailed as error:
             print(f"error: {error}", file=sys.stderr)
             return 1

@@ -236,6 +236,33 @@ def produce(plan: Plan, arm, say: Callable[[str], None] = print) -> None:
                      producers_dir(plan) / ".done" / arm.name, say)
 
 
+def produce_seeds(plan: Plan, seeds: List[int], model: List[str], device: List[str], parallel: int = 1,
+                  say: Callable[[str], None] = print) -> None:
+    """:func:`produce_seed` for each of ``seeds``, ``parallel`` at a time: the chains are independent (each reads its
+    own seed's units and writes its own seed's folder and tracks), so ``--parallel`` runs them side by side as it
+    runs units, each process taking a share of the cores (``OMP_NUM_THREADS``, unless set). The first failure is
+    raised once every started chain has ended."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    left = [seed for seed in seeds if not seed_produced(plan, seed)]
+    if parallel <= 1 or len(left) <= 1:
+        for seed in left:
+            produce_seed(plan, seed, model, device, say)
+        return
+    unset = "OMP_NUM_THREADS" not in os.environ
+    if unset:  # the chains' processes inherit it (set in this process, for the chains only)
+        os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // parallel))
+    try:
+        with ThreadPoolExecutor(max_workers=parallel) as pool:
+            chains = [pool.submit(produce_seed, plan, seed, model, device, say) for seed in left]
+            for chain in chains:
+                chain.result()
+    finally:
+        if unset:
+            del os.environ["OMP_NUM_THREADS"]
+
+
 def produce_seed(plan: Plan, seed: int, model: List[str], device: List[str],
                  say: Callable[[str], None] = print) -> None:
     """Run the plan's ``seed_produce`` commands for ``seed`` (:func:`filled`), each a stage of the folder
