@@ -21,7 +21,8 @@ new masks at every call): the rows of a call draw in turn from one generator,
 ``numpy.random.default_rng((seed, epoch, call, worker, rank))``, ``call`` counting this collator's batches in its
 process, ``worker`` the DataLoader worker's seed (torch gives each worker of each epoch its own, from the loader's
 generator; 0 in the training process), ``rank`` the data-parallel rank. A run's masks are fixed by the seed and
-the loader's order, and no two calls, workers or processes repeat a stream, with or without an ``idx`` column. ``draws="epoch"``: ``numpy.random.default_rng((seed, epoch, idx))``, fairseq's:
+the loader's order, and no two calls, workers or processes repeat a stream, with or without an ``idx`` column.
+``draws="epoch"``: ``numpy.random.default_rng((seed, epoch, idx))``, fairseq's:
 the same seed, epoch, row, tokens and side information give the same chosen positions and corrupted input as
 the fairseq path (tested for every policy that needs no training feedback), and a row keeps its masks until the
 epoch changes (:class:`EpochCallback` given to the Trainer, or :meth:`PolicyCollator.set_epoch`; fairseq's first
@@ -303,7 +304,8 @@ class DenoisingCollator(PolicyCollator):
     the paper's examples). ``labels`` is the target, -100 where padded; ``decoder_input_ids`` is fairseq's
     ``prev_output_tokens`` (``</s>`` then the target without its last token, padded), which is what BART's
     ``decoder_start_token_id`` (``</s>``) makes from the labels; pass ``decoder_input_ids=False`` to let a model
-    shift the labels with its own start token (T5: the pad). ``draws`` as :class:`PolicyCollator`'s. A line that does not end with ``</s>`` gets one (a 0
+    shift the labels with its own start token (T5: the pad). ``draws`` as :class:`PolicyCollator`'s. A line that
+    does not end with ``</s>`` gets one (a 0
     in every column), as the task frames a block. For ``t5`` the tokenizer needs no ``<mask>`` (T5's have none).
     """
 

@@ -2,11 +2,13 @@
 
 One batch per training step: a task batch when ``(step + 1) % (ρ1 + 1) == 0``, an external
 (retrieved-document) batch otherwise, so ρ1 (``--tlm-external-ratio``) external batches come per task batch, the
-paper's reading (Sec. 3.2: "ρ1 batches from the external data per task batch"); ρ1 = 0 takes task batches only.
+paper's reading (Sec. 3.2: "we interleave one batch of internal data with ρ1 batches of external data"); ρ1 = 0
+takes task batches only.
 The authors' trainer reads its ``ratio`` otherwise: a task batch when ``(step + 1) % ratio == 0``, so ratio − 1
 external batches per task batch, and task batches only for ratio ≤ 1 (their stage 1's 999 is 998 external
 batches per task batch; 3 is 2 of every 3 batches external, where the paper's reading of 3 is 3 of every 4).
-``--tlm-ratio-rule authors`` reads ``--tlm-external-ratio`` as their code does (:func:`paper_ratio`). Here a *step* is one batch per
+``--tlm-ratio-rule authors`` reads ``--tlm-external-ratio`` as their code does (:func:`paper_ratio`).
+Here a *step* is one batch per
 data-parallel worker: the schedule is a list of batches in which step j occupies positions
 ``j * workers ... (j + 1) * workers - 1``, and fairseq's sharded iterator gives worker w
 position ``j * workers + w``. Every worker therefore takes the same kind of batch at the
