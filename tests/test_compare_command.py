@@ -632,6 +632,7 @@ splits = ["valid", "test"]
 """
 
 
+@pytest.mark.full  # four units trained and scored: about 75 s (the quick tier's 10 minutes are full)
 def test_a_plan_s_own_fine_tuning_and_scoring_commands_run_each_unit(toy, capsys):
     """BART's shape of plan: [finetune] command is the whole fine-tuning ({start}: the arm's pre-trained checkpoint
     or the model; {unit}; {seed}), checked through fairseq-maskplug-train's parser before any work; [evaluate]
@@ -718,6 +719,7 @@ def test_the_selective_plan_file_is_the_stored_selective_run_s_shape():
         assert value(options, "--selective-masks") == default("SM_MASKS")
 
 
+@pytest.mark.full  # four units trained and scored: about 75 s (the quick tier's 10 minutes are full)
 def test_score_every_scores_each_arm_s_checkpoints_under_the_same_masks_and_the_report_compares_the_curves(
         toy, capsys):
     """``[pretrain] score_every``: every arm keeps a checkpoint each N updates, scores each on the corpus's valid
