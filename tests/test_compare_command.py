@@ -129,6 +129,11 @@ finetune_options = ["--mask-policy", "l3", "--l3-track", "plt", "--l3-mean", "0.
     (lambda p: p + '[evaluate]\ncommand = ["true"]\nsplits = ["seen"]\ncompared = ["heldout"]\n',
      "[evaluate].compared: ['heldout'] must name some of the splits"),
     (lambda p: p.replace("updates = 4", "updates = 4\nscore_every = 5"), "score_every 5 is more than arm random's 4"),
+    # a training command of seed_produce (selective masking's tagger) through its parser before the units it waits
+    # for (issue 89, item 3)
+    (lambda p: p.replace('baseline', 'seed_produce = [["true"], ["fairseq-maskplug-train", "{task}/input0", "--task", '
+                         '"token_importance", "{model_options}", "--nosuch"]]\nbaseline'),
+     "seed_produce command 2 (fairseq-maskplug-train): unrecognized arguments: --nosuch"),
     # blocks longer than the model's positions (the page's example after QUICK=1 failed 210 s in), by plan key
     (lambda p: p.replace("tokens_per_sample = 32", "tokens_per_sample = 128"),
      "[pretrain] tokens_per_sample: 128 tokens per block, but the model"),

@@ -10,7 +10,9 @@ or the arm and what is wrong (:class:`~.plan.PlanError`):
   lacks is named with the command that writes it; its blocks no longer than the model's positions (named by the
   plan key that sets them: ``[pretrain] tokens_per_sample`` or the option list that gives ``--tokens-per-sample``);
 - every arm's fine-tuning (``[finetune]`` with the arm's ``finetune_options``) through the same parsers and,
-  where its produce commands have run, its splits loaded (L3's track on the labelled task).
+  where its produce commands have run, its splits loaded (L3's track on the labelled task);
+- every produce command that trains (``fairseq-maskplug-train``: selective masking's tagger) through the same
+  parsers and checks, filled for the first seed, named by its list and number (``seed_produce command 3``).
 """
 
 import filecmp
@@ -144,11 +146,32 @@ def check_arm_finetuning(plan: Plan, arm, model: list, device: list, load: bool 
         raise PlanError(f"{where}: {str(error).splitlines()[0] if str(error) else type(error).__name__}") from None
 
 
+def check_training_commands(plan: Plan, model: list, device: list) -> None:
+    """Each ``fairseq-maskplug-train`` command of the plan's ``produce``, ``seed_produce`` and the arms' ``produce``
+    (filled as they will run, for the plan's first seed) parses and passes its task's checks: a misspelt option or
+    an out-of-range value of a tagger is refused before any work, not after the units it waits for."""
+    from ..commands.train_cli import checked_config
+    from .commands import filled
+
+    lists = [("produce", plan.produce, None), ("seed_produce", plan.seed_produce, plan.seeds[0])]
+    lists += [(f"[arms.{arm.name}] produce", arm.produce, None) for arm in plan.arms]
+    for name, commands, seed in lists:
+        for number, command in enumerate(commands, 1):
+            if command[0] != "fairseq-maskplug-train":
+                continue
+            try:
+                checked_config(filled(plan, command, seed, model, device)[1:])
+            except (ValueError, OSError, KeyError) as error:
+                first = str(error).splitlines()[0] if str(error) else type(error).__name__
+                raise PlanError(f"{plan.path} {name} command {number} ({command[0]}): {first}") from None
+
+
 def check_plan(plan: Plan, arms: Optional[Iterable[str]] = None, say: Callable[[str], None] = lambda line: None) -> list:
     """Every check (module docstring) for ``arms`` (default: all); the model's architecture options."""
     check_data(plan)
     model = check_model(plan)
     device = device_options()
+    check_training_commands(plan, model, device)
     chosen = [plan.arm(name) for name in arms] if arms is not None else list(plan.arms)
     for arm in chosen:
         if arm.task:
