@@ -298,6 +298,28 @@ def test_a_plan_runs_resumes_collects_and_scales_out(toy, tmp_path):
     assert done.stdout == "" and "every unit of" in done.stderr and "--collect" in done.stderr  # (it was silent)
 
 
+@pytest.mark.full  # four units, cut then resumed: about a minute
+def test_a_budget_cuts_the_running_units_records_them_and_the_same_command_resumes(toy, capsys):
+    """Issue 91, item 1: ``--budget 3`` stops the two units running at 3 s (their whole process group) and starts no
+    other: all four are recorded as cut, the report names them missing, the command exits 0 and says how to resume;
+    the same command without a budget then runs them all and removes the record."""
+    from fairseq_maskplug.compare.cli import main
+
+    plan = write_plan(toy, "budget.toml", PLAN.replace('name = "toy"', 'name = "budget"'))
+    assert main([str(plan), "--budget", "3", "--parallel", "2"]) == 0
+    said = capsys.readouterr().out
+    cut = json.loads((toy / "budget" / "cut.json").read_text())
+    assert cut["budget_s"] == 3 and cut["units"] == ["none:1", "none:2", "random:1", "random:2"], cut
+    assert "run the same command again to resume" in said and said.count("stopped at the budget") == 2
+    assert json.loads((toy / "budget" / "report-vs-none.json").read_text())["missing"]
+    assert not list((toy / "budget" / "units").glob("*/result.test.json"))
+    assert main([str(plan), "--parallel", "2"]) == 0
+    assert not (toy / "budget" / "cut.json").exists()
+    assert not json.loads((toy / "budget" / "report-vs-none.json").read_text()).get("missing")
+    with pytest.raises(SystemExit):
+        main([str(plan), "--budget", "3", "--collect"])
+
+
 def test_a_unit_run_twice_at_once_is_refused(toy):
     from fairseq_maskplug.common.locks import lock_output
     from fairseq_maskplug.compare.cli import claim_out

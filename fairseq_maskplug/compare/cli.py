@@ -9,6 +9,8 @@ corpus and labelled task, over seeds, with paired statistics (``docs/compare.md`
     fairseq-maskplug-compare plan.toml --produce        run the arms' produce commands and seed_produce's for
                                                         each seed only (once, before --print-jobs' units)
     fairseq-maskplug-compare plan.toml --collect        the report of whatever finished; names what is missing
+    fairseq-maskplug-compare plan.toml --budget 3600    stop the units still running after an hour, record them as
+                                                        cut, report what finished; the same command resumes
     fairseq-maskplug-compare plan.toml --set data.task=my/task --set finetune.epochs=3
                                                         the plan with these keys changed (any of the above)
 
@@ -28,6 +30,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from ..common.option_ranges import number
 from ..common.text_lines import LINE_BREAKS
 from ..tools.cli import HelpFormatter, add_version, command_main
 from .units import COMMAND
@@ -48,6 +51,10 @@ def parse_args(argv=None):
     parser.add_argument("--parallel", type=int, default=None,
                         help="units run at once on this machine (default: the plan's parallel, else 1); each gets "
                              "one share of the cores unless OMP_NUM_THREADS is set")
+    parser.add_argument("--budget", type=number("(0, inf)"), default=None, metavar="SECONDS",
+                        help="stop at this many seconds after the start (a time-limited allocation): units still "
+                             "running are stopped and recorded as cut (OUT/cut.json), none is started after it, "
+                             "the report reads what finished; the same command later resumes the rest")
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="override the plan's seeds")
     parser.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="settings",
                         help="override one key of the plan (repeatable): a dotted key as in the file, e.g. "
@@ -57,6 +64,8 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if args.parallel is not None and args.parallel < 1:
         parser.error(f"--parallel must be at least 1, got {args.parallel}")
+    if args.budget is not None and (args.print_jobs or args.unit or args.produce or args.collect):
+        parser.error("--budget bounds a run of the units: not with --print-jobs, --unit, --produce or --collect")
     return args
 
 
@@ -106,19 +115,73 @@ def estimate(plan, units, parallel: int) -> str:
             f"{len(overall)} finished unit(s)' measured times)")
 
 
-def run_units(plan, units, parallel: int, argv_tail: list) -> list:
-    """Run ``units`` (``ARM:SEED``), ``parallel`` at a time, each as its own process; the failed ones' lines."""
+#: seconds a unit stopped at the budget has to end its stage after SIGTERM, before SIGKILL
+STOP_GRACE = 30
+
+
+def stop_group(process: subprocess.Popen) -> None:
+    """End ``process`` and everything it started (its own session): SIGTERM, then SIGKILL after
+    :data:`STOP_GRACE` seconds."""
+    import signal
+
+    for sig, wait in ((signal.SIGTERM, STOP_GRACE), (signal.SIGKILL, None)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def record_cut(plan, cut: list, budget: float) -> None:
+    """``OUT/cut.json``: the units the last run stopped or did not start at its ``--budget`` of ``budget`` seconds
+    (written whole; removed by a run that cuts nothing)."""
+    import json
+    import time
+
+    from ..common.atomic import write_text
+
+    path = plan.out / "cut.json"
+    if not cut:
+        path.unlink(missing_ok=True)
+        return
+    write_text(str(path), json.dumps({"budget_s": budget, "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+                                      "units": sorted(cut)}, indent=1) + "\n")
+
+
+def run_units(plan, units, parallel: int, argv_tail: list, budget: float = None) -> tuple:
+    """Run ``units`` (``ARM:SEED``), ``parallel`` at a time, each as its own process (its own session, so that a
+    stop reaches its training); ``(failed lines, cut units)``. With ``budget`` (seconds from now), a unit still
+    running then is stopped (:func:`stop_group`) and none starts after it: those are cut, to resume later."""
+    import time
+
     env = dict(os.environ)
     if "OMP_NUM_THREADS" not in env:
         env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // parallel))
-    failed, done, lock = [], [0], threading.Lock()
+    failed, cut, done, lock = [], [], [0], threading.Lock()
+    deadline = None if budget is None else time.monotonic() + budget
 
     def one(unit):
+        if deadline is not None and time.monotonic() >= deadline:
+            with lock:
+                cut.append(unit)
+            return
         log = plan.out / "logs" / f"{unit.replace(':', '__seed')}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "a", encoding="utf-8") as out:
-            code = subprocess.run([*this_command(), str(plan.path), "--unit", unit, *argv_tail], stdout=out,
-                                  stderr=subprocess.STDOUT, env=env).returncode
+            process = subprocess.Popen([*this_command(), str(plan.path), "--unit", unit, *argv_tail], stdout=out,
+                                       stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            try:
+                code = process.wait(timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                stop_group(process)
+                with lock:
+                    cut.append(unit)
+                    print(f"unit {unit} stopped at the budget: cut, to resume", flush=True)
+                return
         with lock:
             done[0] += 1
             if code != 0:
@@ -132,7 +195,7 @@ def run_units(plan, units, parallel: int, argv_tail: list) -> list:
           f"{estimate(plan, units, parallel)}", flush=True)
     with ThreadPoolExecutor(max_workers=parallel) as pool:
         list(pool.map(one, units))
-    return failed
+    return failed, cut
 
 
 def work(args) -> int:
@@ -142,6 +205,9 @@ def work(args) -> int:
     from .units import (StageFailed, check_units, missing_units, parse_unit, produce, produce_plan, produce_seeds,
                         produced, run_unit, seed_produced)
 
+    import time
+
+    started = time.monotonic()  # --budget counts from here: the checks and produce steps (run whole) count too
     overrides = {"seeds": args.seeds} if args.seeds else None
     settings = [parse_setting(text, Path.cwd()) for text in args.settings]
     plan = read_plan(args.plan, overrides, [(key, value) for key, value, _ in settings])
@@ -206,8 +272,14 @@ def work(args) -> int:
                 f"{shlex.join([COMMAND, str(plan.path), '--collect'])} writes the report")
         return 0
     claim_out(plan)
-    failed = run_units(plan, todo, args.parallel or plan.parallel, argv_tail) if todo else []
+    left = None if args.budget is None else max(0.0, args.budget - (time.monotonic() - started))
+    failed, cut = run_units(plan, todo, args.parallel or plan.parallel, argv_tail, left) if todo else ([], [])
+    record_cut(plan, cut, args.budget)  # (a run that cut nothing removes an earlier run's record)
     write_report(plan, [COMMAND, str(plan.path), *argv_tail])
+    if cut:
+        print(f"the budget ({args.budget:g} s) cut {len(cut)} unit(s): {', '.join(sorted(cut))} (recorded in "
+              f"{plan.out / 'cut.json'}); the report reads the finished ones; run the same command again to resume "
+              "them", flush=True)
     for line in failed:
         print(f"error: {line}", file=sys.stderr)
     return 1 if failed else 0
