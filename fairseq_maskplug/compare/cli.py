@@ -24,6 +24,7 @@ whole plan is checked, every arm through the real training parsers and its split
 import argparse
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import threading
@@ -161,7 +162,7 @@ def run_units(plan, units, parallel: int, argv_tail: list, budget: float = None)
     env = dict(os.environ)
     if "OMP_NUM_THREADS" not in env:
         env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // parallel))
-    failed, cut, done, lock = [], [], [0], threading.Lock()
+    failed, cut, done, lock, live = [], [], [0], threading.Lock(), set()
     deadline = None if budget is None else time.monotonic() + budget
 
     def one(unit):
@@ -174,6 +175,8 @@ def run_units(plan, units, parallel: int, argv_tail: list, budget: float = None)
         with open(log, "a", encoding="utf-8") as out:
             process = subprocess.Popen([*this_command(), str(plan.path), "--unit", unit, *argv_tail], stdout=out,
                                        stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            with lock:
+                live.add(process)
             try:
                 code = process.wait(timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
@@ -182,6 +185,9 @@ def run_units(plan, units, parallel: int, argv_tail: list, budget: float = None)
                     cut.append(unit)
                     print(f"unit {unit} stopped at the budget: cut, to resume", flush=True)
                 return
+            finally:
+                with lock:
+                    live.discard(process)
         with lock:
             done[0] += 1
             if code != 0:
@@ -193,9 +199,34 @@ def run_units(plan, units, parallel: int, argv_tail: list, budget: float = None)
 
     print(f"{len(units)} unit(s) to run, {parallel} at a time; logs in {plan.out / 'logs'}; "
           f"{estimate(plan, units, parallel)}", flush=True)
-    with ThreadPoolExecutor(max_workers=parallel) as pool:
+    pool = ThreadPoolExecutor(max_workers=parallel)
+    previous = stop_on_sigterm()
+    try:
         list(pool.map(one, units))
+    except BaseException:  # Ctrl-C or SIGTERM here ends the units too: they run in sessions of their own
+        with lock:
+            running = list(live)
+        for process in running:
+            stop_group(process)
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     return failed, cut
+
+
+def stop_on_sigterm():
+    """Make SIGTERM to this process raise :class:`SystemExit` (status 143) in its main thread, so that
+    :func:`run_units` stops the units it started before ending; the handler it replaced (None off the main thread,
+    where no handler can be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+
+    return signal.signal(signal.SIGTERM, stop)
 
 
 def work(args) -> int:
