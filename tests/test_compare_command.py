@@ -302,7 +302,8 @@ def test_a_plan_runs_resumes_collects_and_scales_out(toy, tmp_path):
 def test_a_budget_cuts_the_running_units_records_them_and_the_same_command_resumes(toy, capsys):
     """Issue 91, item 1: ``--budget 3`` stops the two units running at 3 s (their whole process group) and starts no
     other: all four are recorded as cut, the report names them missing, the command exits 0 and says how to resume;
-    the same command without a budget then runs them all and removes the record."""
+    the same command without a budget then runs them all and removes the record. A SIGTERM to a run stops its
+    units too (exit status 143, no unit process left)."""
     from fairseq_maskplug.compare.cli import main
 
     plan = write_plan(toy, "budget.toml", PLAN.replace('name = "toy"', 'name = "budget"'))
@@ -313,6 +314,20 @@ def test_a_budget_cuts_the_running_units_records_them_and_the_same_command_resum
     assert "run the same command again to resume" in said and said.count("stopped at the budget") == 2
     assert json.loads((toy / "budget" / "report-vs-none.json").read_text())["missing"]
     assert not list((toy / "budget" / "units").glob("*/result.test.json"))
+    # a SIGTERM to the command stops the units it started (they run in sessions of their own) before it ends
+    import signal
+    import time
+
+    stopped = write_plan(toy, "stopped.toml", PLAN.replace('name = "toy"', 'name = "stopped"'))
+    command = subprocess.Popen([BIN / "fairseq-maskplug-compare", stopped, "--parallel", "2"], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    units = lambda: subprocess.run(["pgrep", "-f", f"{stopped} --unit"], capture_output=True, text=True).stdout.split()  # noqa: E731
+    waited = time.monotonic()
+    while not units() and time.monotonic() - waited < 120:
+        time.sleep(0.5)
+    assert units(), "no unit started"
+    command.send_signal(signal.SIGTERM)
+    assert command.wait(timeout=120) == 143 and not units()
     assert main([str(plan), "--parallel", "2"]) == 0
     assert not (toy / "budget" / "cut.json").exists()
     assert not json.loads((toy / "budget" / "report-vs-none.json").read_text()).get("missing")
