@@ -134,6 +134,11 @@ finetune_options = ["--mask-policy", "l3", "--l3-track", "plt", "--l3-mean", "0.
     (lambda p: p.replace('baseline', 'seed_produce = [["true"], ["fairseq-maskplug-train", "{task}/input0", "--task", '
                          '"token_importance", "{model_options}", "--nosuch"]]\nbaseline'),
      "seed_produce command 2 (fairseq-maskplug-train): unrecognized arguments: --nosuch"),
+    (lambda p: p.replace('baseline', 'seed_produce = [["fairseq-maskplug-score-importance", "--checkpoint", '
+                         '"{unit:none}/finetune/checkpoint_best.pt", "--data", "{task}", "--delat", "0.05"]]\n'
+                         'baseline'),
+     "seed_produce command 1 (fairseq-maskplug-score-importance): fairseq-maskplug-score-importance: error: "
+     "unrecognized arguments: --delat 0.05"),
     # blocks longer than the model's positions (the page's example after QUICK=1 failed 210 s in), by plan key
     (lambda p: p.replace("tokens_per_sample = 32", "tokens_per_sample = 128"),
      "[pretrain] tokens_per_sample: 128 tokens per block, but the model"),

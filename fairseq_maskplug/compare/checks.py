@@ -12,7 +12,8 @@ or the arm and what is wrong (:class:`~.plan.PlanError`):
 - every arm's fine-tuning (``[finetune]`` with the arm's ``finetune_options``) through the same parsers and,
   where its produce commands have run, its splits loaded (L3's track on the labelled task);
 - every produce command that trains (``fairseq-maskplug-train``: selective masking's tagger) through the same
-  parsers and checks, filled for the first seed, named by its list and number (``seed_produce command 3``).
+  parsers and checks, and every other command of this package (the producers, ``prepare-text``, ``retrieve``, ...)
+  through its own parser, filled for the first seed, named by its list and number (``seed_produce command 3``).
 """
 
 import filecmp
@@ -146,10 +147,39 @@ def check_arm_finetuning(plan: Plan, arm, model: list, device: list, load: bool 
         raise PlanError(f"{where}: {str(error).splitlines()[0] if str(error) else type(error).__name__}") from None
 
 
-def check_training_commands(plan: Plan, model: list, device: list) -> None:
-    """Each ``fairseq-maskplug-train`` command of the plan's ``produce``, ``seed_produce`` and the arms' ``produce``
-    (filled as they will run, for the plan's first seed) parses and passes its task's checks: a misspelt option or
-    an out-of-range value of a tagger is refused before any work, not after the units it waits for."""
+def package_parser(command: str) -> Optional[Callable]:
+    """The ``parse_args`` of one of this package's console commands (a producer's parser, or the module's own), or
+    None for any other command (``python``, a tool of one's own: not checked)."""
+    import importlib
+    from importlib.metadata import entry_points
+
+    found = [ep for ep in entry_points(group="console_scripts", name=command) if ep.value.startswith("fairseq_maskplug")]
+    if not found:
+        return None
+    module = importlib.import_module(found[0].module)
+    producer = getattr(module, "PRODUCER", None)
+    return producer.parser().parse_args if producer is not None else getattr(module, "parse_args", None)
+
+
+def parse_problem(parse: Callable, argv: list) -> Optional[str]:
+    """argparse's one-line error for ``argv`` (its last line on stderr), or None where it parses."""
+    import contextlib
+    import io
+
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said), contextlib.redirect_stdout(io.StringIO()):
+            parse(argv)
+    except SystemExit as stop:
+        lines = said.getvalue().strip().splitlines()
+        return lines[-1] if lines else f"exit status {stop.code}"
+    return None
+
+
+def check_produce_commands(plan: Plan, model: list, device: list) -> None:
+    """Each command of this package in the plan's ``produce``, ``seed_produce`` and the arms' ``produce`` (filled as
+    it will run, for the plan's first seed) parses: ``fairseq-maskplug-train`` also passes its task's checks. A
+    misspelt option of a tagger or a scorer is refused before any work, not after the units it waits for."""
     from ..commands.train_cli import checked_config
     from .commands import filled
 
@@ -157,13 +187,17 @@ def check_training_commands(plan: Plan, model: list, device: list) -> None:
     lists += [(f"[arms.{arm.name}] produce", arm.produce, None) for arm in plan.arms]
     for name, commands, seed in lists:
         for number, command in enumerate(commands, 1):
-            if command[0] != "fairseq-maskplug-train":
-                continue
+            argv = filled(plan, command, seed, model, device)[1:]
             try:
-                checked_config(filled(plan, command, seed, model, device)[1:])
+                if command[0] == "fairseq-maskplug-train":
+                    checked_config(argv)
+                    continue
+                parse = package_parser(command[0])
+                problem = parse_problem(parse, argv) if parse is not None else None
             except (ValueError, OSError, KeyError) as error:
-                first = str(error).splitlines()[0] if str(error) else type(error).__name__
-                raise PlanError(f"{plan.path} {name} command {number} ({command[0]}): {first}") from None
+                problem = str(error).splitlines()[0] if str(error) else type(error).__name__
+            if problem:
+                raise PlanError(f"{plan.path} {name} command {number} ({command[0]}): {problem}")
 
 
 def check_plan(plan: Plan, arms: Optional[Iterable[str]] = None, say: Callable[[str], None] = lambda line: None) -> list:
@@ -171,7 +205,7 @@ def check_plan(plan: Plan, arms: Optional[Iterable[str]] = None, say: Callable[[
     check_data(plan)
     model = check_model(plan)
     device = device_options()
-    check_training_commands(plan, model, device)
+    check_produce_commands(plan, model, device)
     chosen = [plan.arm(name) for name in arms] if arms is not None else list(plan.arms)
     for arm in chosen:
         if arm.task:
