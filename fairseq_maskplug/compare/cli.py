@@ -162,7 +162,7 @@ def run_units(plan, units, parallel: int, argv_tail: list, budget: float = None)
     env = dict(os.environ)
     if "OMP_NUM_THREADS" not in env:
         env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // parallel))
-    failed, cut, done, lock, live = [], [], [0], threading.Lock(), set()
+    failed, cut, done, lock, live, stopping = [], [], [0], threading.Lock(), set(), threading.Event()
     deadline = None if budget is None else time.monotonic() + budget
 
     def one(unit):
@@ -188,6 +188,8 @@ def run_units(plan, units, parallel: int, argv_tail: list, budget: float = None)
             finally:
                 with lock:
                     live.discard(process)
+        if stopping.is_set():  # this command is being stopped: the unit was stopped with it, not failed
+            return
         with lock:
             done[0] += 1
             if code != 0:
@@ -204,6 +206,7 @@ def run_units(plan, units, parallel: int, argv_tail: list, budget: float = None)
     try:
         list(pool.map(one, units))
     except BaseException:  # Ctrl-C or SIGTERM here ends the units too: they run in sessions of their own
+        stopping.set()
         with lock:
             running = list(live)
         for process in running:
