@@ -34,6 +34,11 @@ def _split_missing(prefix: Path) -> Optional[str]:
     return None
 
 
+def first_line(error: Exception) -> str:
+    """A refusal's one line: the error's first line, or its type's name where it says nothing."""
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
+
+
 def check_data(plan: Plan) -> None:
     """The corpus and the labelled task are where the plan says, binarized, with one dictionary."""
     where = f"{plan.path} [data]"
@@ -121,14 +126,14 @@ def check_arm_training(plan: Plan, arm, model: list, device: list, load: bool = 
     try:
         cfg = checked_config(pretrain_command(plan, arm, plan.seeds[0], model, device))
     except (ValueError, OSError, KeyError) as error:
-        raise PlanError(f"{where}: {str(error).splitlines()[0] if str(error) else type(error).__name__}") from None
+        raise PlanError(f"{where}: {first_line(error)}") from None
     check_block_length(plan, arm, cfg, model)  # (from scratch too: a fresh model of the same shape)
     try:
         task = tasks.setup_task(cfg.task)
         for split in ("train", "valid") if load else ():
             task.load_dataset(split, combine=False, epoch=1)
     except (ValueError, OSError, KeyError) as error:
-        raise PlanError(f"{where}: {str(error).splitlines()[0] if str(error) else type(error).__name__}") from None
+        raise PlanError(f"{where}: {first_line(error)}") from None
 
 
 def check_arm_finetuning(plan: Plan, arm, model: list, device: list, load: bool = True) -> None:
@@ -144,7 +149,7 @@ def check_arm_finetuning(plan: Plan, arm, model: list, device: list, load: bool 
         for split in ("train", "valid") if load else ():
             task.load_dataset(split, combine=False, epoch=1)
     except (ValueError, OSError, KeyError) as error:
-        raise PlanError(f"{where}: {str(error).splitlines()[0] if str(error) else type(error).__name__}") from None
+        raise PlanError(f"{where}: {first_line(error)}") from None
 
 
 def package_parser(command: str) -> Optional[Callable]:
@@ -195,7 +200,7 @@ def check_produce_commands(plan: Plan, model: list, device: list) -> None:
                 parse = package_parser(command[0])
                 problem = parse_problem(parse, argv) if parse is not None else None
             except (ValueError, OSError, KeyError) as error:
-                problem = str(error).splitlines()[0] if str(error) else type(error).__name__
+                problem = first_line(error)
             if problem:
                 raise PlanError(f"{plan.path} {name} command {number} ({command[0]}): {problem}")
 

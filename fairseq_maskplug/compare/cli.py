@@ -34,7 +34,7 @@ from pathlib import Path
 from ..common.option_ranges import number
 from ..common.text_lines import LINE_BREAKS
 from ..tools.cli import HelpFormatter, add_version, command_main
-from .units import COMMAND
+from .units import COMMAND, thread_share
 
 
 def parse_args(argv=None):
@@ -161,7 +161,7 @@ def run_units(plan, units, parallel: int, argv_tail: list, budget: float = None)
 
     env = dict(os.environ)
     if "OMP_NUM_THREADS" not in env:
-        env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // parallel))
+        env["OMP_NUM_THREADS"] = thread_share(parallel)
     failed, cut, done, lock, live, stopping = [], [], [0], threading.Lock(), set(), threading.Event()
     deadline = None if budget is None else time.monotonic() + budget
 

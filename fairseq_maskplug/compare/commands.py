@@ -163,8 +163,8 @@ SENTENCE_PREDICTION = ["--init-token", "0", "--separator-token", "2", "--shorten
 def finetune_schedule(plan: Plan) -> List[str]:
     """The fine-tuning's batch and schedule (``--batch-size B --lr-scheduler polynomial_decay --lr LR
     --warmup-updates W --max-epoch E --total-num-update T``): ``[finetune]``'s batch size, learning rate and
-    epochs, polynomial decay over ``epochs x (train sentences // batch + 1)`` updates with 10% (+1) warm-up (the recipes' schedule;
-    a produce command takes it as ``{finetune_schedule}``, e.g. selective masking's tagger)."""
+    epochs, polynomial decay over ``epochs x (train sentences // batch + 1)`` updates with 10% (+1) warm-up (the
+    recipes' schedule; a produce command takes it as ``{finetune_schedule}``, e.g. selective masking's tagger)."""
     settings = plan.finetune
     steps = settings.epochs * (split_size(plan.labelled / "input0" / "train") // settings.batch_size + 1)
     return ["--batch-size", str(settings.batch_size), "--lr-scheduler", "polynomial_decay", "--lr", str(settings.lr),

@@ -236,6 +236,13 @@ def produce(plan: Plan, arm, say: Callable[[str], None] = print) -> None:
                      producers_dir(plan) / ".done" / arm.name, say)
 
 
+def thread_share(parallel: int) -> str:
+    """``OMP_NUM_THREADS`` for one of ``parallel`` processes run at once: its share of the cores, at least 1."""
+    import os
+
+    return str(max(1, (os.cpu_count() or 1) // parallel))
+
+
 def produce_seeds(plan: Plan, seeds: List[int], model: List[str], device: List[str], parallel: int = 1,
                   say: Callable[[str], None] = print) -> None:
     """:func:`produce_seed` for each of ``seeds``, ``parallel`` at a time: the chains are independent (each reads its
@@ -252,7 +259,7 @@ def produce_seeds(plan: Plan, seeds: List[int], model: List[str], device: List[s
         return
     unset = "OMP_NUM_THREADS" not in os.environ
     if unset:  # the chains' processes inherit it (set in this process, for the chains only)
-        os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // parallel))
+        os.environ["OMP_NUM_THREADS"] = thread_share(parallel)
     try:
         with ThreadPoolExecutor(max_workers=parallel) as pool:
             chains = [pool.submit(produce_seed, plan, seed, model, device, say) for seed in left]

@@ -301,6 +301,21 @@ def fairseq_text_ids(args, checkpoint: Path, data: Optional[Path], dict_path: Pa
                 "or --gpt2-bpe DIR for GPT-2 BPE data"))
 
 
+def checkpoint_and_data(checkpoint: Path):
+    """``(state, task options, training data folder)`` of a fairseq checkpoint (the data folder its options name;
+    None where they name none or ``.``)."""
+    state = load_fairseq_checkpoint(checkpoint)
+    task_cfg = state["cfg"]["task"] if state.get("cfg") else None
+    data = task_cfg.get("data") if task_cfg is not None else getattr(state.get("args"), "data", None)
+    return state, task_cfg, (Path(data) if data and data != "." else None)
+
+
+def dictionary_beside(checkpoint: Path, data: Optional[Path], missing: Optional[str] = None) -> Path:
+    """The ``dict.txt`` of a checkpoint's data: beside the checkpoint, in its training data or that data's
+    ``input0/``."""
+    return find_beside(checkpoint.parent, "dict.txt", [data, data / "input0" if data else None], missing=missing)
+
+
 def model_text_ids(model: Path) -> TextIds:
     """How the data of ``model`` (a fairseq checkpoint of this project or a release folder: ``model.pt`` with
     ``dict.txt``) spells text as ids: its ``dict.txt`` (beside it, in its training data or its ``input0/``, checked
@@ -311,12 +326,8 @@ def model_text_ids(model: Path) -> TextIds:
 
     checkpoint = model / "model.pt" if model.is_dir() else model
     require(checkpoint, "the model: a fairseq checkpoint, or a release folder holding model.pt")
-    state = load_fairseq_checkpoint(checkpoint)
-    task_cfg = state["cfg"]["task"] if state.get("cfg") else None
-    data = task_cfg.get("data") if task_cfg is not None else getattr(state.get("args"), "data", None)
-    data = Path(str(data).split(":")[0]) if data and data != "." else None
-    dict_path = find_beside(checkpoint.parent, "dict.txt", [data, data / "input0" if data else None],
-                            missing=f"no dict.txt beside {checkpoint} or in its training data {data}")
+    state, _, data = checkpoint_and_data(checkpoint)
+    dict_path = dictionary_beside(checkpoint, data, f"no dict.txt beside {checkpoint} or in its training data {data}")
     check_dictionary_file(state, checkpoint, str(dict_path), False, also=[str(checkpoint.parent / "dict.txt")])
     return fairseq_text_ids(Namespace(spm_model=None, gpt2_bpe=None), checkpoint, data, dict_path,
                             gpt2_vocab.read_dict_symbols(dict_path))
@@ -395,13 +406,9 @@ def fairseq_to_hf(args) -> str:
     src = args.from_fairseq
     checkpoint = src / "model.pt" if src.is_dir() else src
     require(checkpoint, "the fairseq checkpoint")
-    state = load_fairseq_checkpoint(checkpoint)
+    state, task_cfg, data = checkpoint_and_data(checkpoint)
     model_cfg = checkpoint_model_cfg(state)
-    task_cfg = state["cfg"]["task"] if state.get("cfg") else None
-    data = task_cfg.get("data") if task_cfg is not None else getattr(state.get("args"), "data", None)
-    data = Path(data) if data and data != "." else None  # the training data directory the checkpoint names
-    dict_path = args.dict or find_beside(checkpoint.parent, "dict.txt",
-                                        [data, data / "input0" if data else None])
+    dict_path = args.dict or dictionary_beside(checkpoint, data)
     weights = state["model"]
     check_dictionary_file(state, checkpoint, str(dict_path), args.trust_dictionary,
                           also=[str(checkpoint.parent / "dict.txt")])
