@@ -338,6 +338,34 @@ def test_a_policy_built_with_an_option_out_of_range_is_refused_and_a_bad_range_c
     assert "broken_test_policy" not in MASK_POLICY_DATACLASS_REGISTRY
 
 
+def test_a_word_option_s_choices_are_declared_once_and_a_value_outside_them_is_refused_in_one_line():
+    from fairseq_maskplug.common.option_ranges import option
+    from fairseq_maskplug.masking.salient import SalientSpanOptions, SalientSpanPolicy
+    from fairseq_maskplug.masking.l3 import L3Policy, L3PolicyOptions
+
+    @dataclasses.dataclass
+    class Options:
+        scope: str = option("block", "where", choices=("block", "sentence"))
+
+    check_ranges(Options(scope="sentence"), Options)
+    with pytest.raises(ValueError, match=r"^--scope must be one of \('block', 'sentence'\), got 'line'$"):
+        check_ranges(Options(scope="line"), Options)
+    with pytest.raises(ValueError, match=r"^default 'line' is not one of its choices \('block',\)$"):
+        option("line", "where", choices=("block",))
+    # a policy's word options: refused when the policy is built, naming the flag
+    with pytest.raises(ValueError, match=r"^--salient-scope must be one of \('block', 'sentence'\), got 'line'$"):
+        SalientSpanPolicy(SalientSpanOptions(salient_scope="line"))
+    with pytest.raises(ValueError, match=r"^--l3-redistribute must be one of"):
+        L3Policy(L3PolicyOptions(l3_redistribute="some"))
+
+
+def test_every_word_option_s_default_is_one_of_its_choices():
+    declared = [(name, f) for _, name, dc in package_option_dataclasses() for f in dataclasses.fields(dc)
+                if "choices" in f.metadata]
+    assert len(declared) >= 8, declared  # salient (2), selective (2), l3 (2), self_evolution, difference
+    assert all(f.default in f.metadata["choices"] for _, f in declared)
+
+
 # ---------------------------------------------------------------- completeness of the declarations
 
 

@@ -153,8 +153,8 @@ def _package_first(parser: argparse.ArgumentParser, args) -> None:
 
 
 def _annotate(parser: argparse.ArgumentParser, args) -> None:
-    """Add to the help what the registries know now: every numeric option's declared range
-    (:mod:`.option_ranges`) and, for ``--mask-policy``, the policies registered (plugins included)."""
+    """Add to the help what the registries know now: every numeric option's declared range and every word
+    option's choices (:mod:`.option_ranges`) and, for ``--mask-policy``, the policies registered (plugins included)."""
     from fairseq.criterions import CRITERION_DATACLASS_REGISTRY
     from fairseq.tasks import TASK_REGISTRY
 
@@ -165,9 +165,13 @@ def _annotate(parser: argparse.ArgumentParser, args) -> None:
                CRITERION_DATACLASS_REGISTRY.get(getattr(args, "criterion", None))]
     ranges = {f.name: declared_range(f) for dc in sources if dc is not None
               for f in dataclasses.fields(dc) if "range" in f.metadata}
+    choices = {f.name: f.metadata["choices"] for dc in sources if dc is not None
+               for f in dataclasses.fields(dc) if "choices" in f.metadata}
     for action in parser._actions:
         if action.dest in ranges and action.help:
             action.help += f"; in {ranges[action.dest]}"
+        if action.dest in choices and action.help:
+            action.help += f"; one of {', '.join(choices[action.dest])}"
         if action.dest == "mask_policy" and action.help:
             action.help += f"; registered now: {', '.join(MASK_POLICY_REGISTRY)}"
 

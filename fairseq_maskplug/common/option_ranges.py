@@ -25,9 +25,11 @@ from typing import Callable, Optional
 SOURCES = ("paper", "authors' code", "ours", "fairseq", "BERT", "SpanBERT", "BART", "T5", "REALM", "DARTS")
 
 
-def option(default, help: str, range: Optional[str] = None, source: Optional[str] = None, **metadata):
+def option(default, help: str, range: Optional[str] = None, source: Optional[str] = None,
+           choices: Optional[tuple] = None, **metadata):
     """A dataclass option: ``field(default=default, metadata={"help": help, "range": range, ...})``.
-    ``range`` (interval notation) is checked before any work. ``source`` says where the default
+    ``range`` (interval notation) and ``choices`` (the values a word option takes) are checked before any work
+    (:func:`check_ranges`). ``source`` says where the default
     comes from: it starts with one of :data:`SOURCES` (the method's paper, its authors' code, ours:
     designed here, or the convention of fairseq, BERT, SpanBERT, BART, T5, REALM, DARTS), optionally
     followed by a note; the options reference and the method pages show it. Further metadata
@@ -40,6 +42,10 @@ def option(default, help: str, range: Optional[str] = None, source: Optional[str
         if not any(source == s or source.startswith(s + " ") for s in SOURCES):
             raise ValueError(f"source {source!r} must start with one of {', '.join(SOURCES)}")
         metadata["source"] = source
+    if choices is not None:
+        if default not in choices:
+            raise ValueError(f"default {default!r} is not one of its choices {tuple(choices)}")
+        metadata["choices"] = tuple(choices)
     return dataclasses.field(default=default, metadata=metadata)
 
 
@@ -101,12 +107,24 @@ def declared_range(f: dataclasses.Field) -> Optional[Interval]:
     return None if text is None else Interval.parse(text)
 
 
+def not_a_choice(name: str, value, choices: Optional[tuple]) -> Optional[str]:
+    """Why ``value`` is not one of option ``name``'s ``choices``, or None."""
+    if choices is None or value in choices:
+        return None
+    return f"{flag(name)} must be one of {choices}, got {value!r}"
+
+
 def check_ranges(cfg, dataclass: type) -> None:
-    """Refuse, with one line, the first numeric option of ``dataclass`` whose value in ``cfg``
-    (a dataclass instance, omegaconf node or namespace) lies outside its declared range or is
-    not finite. Fields ``cfg`` does not have are skipped."""
+    """Refuse, with one line, the first option of ``dataclass`` whose value in ``cfg`` (a dataclass
+    instance, omegaconf node or namespace) is not one of its declared choices, or, numeric, lies
+    outside its declared range or is not finite. Fields ``cfg`` does not have are skipped."""
     for f in dataclasses.fields(dataclass):
-        if f.type not in (int, float) or not hasattr(cfg, f.name):
+        if not hasattr(cfg, f.name):
+            continue
+        why = not_a_choice(f.name, getattr(cfg, f.name), f.metadata.get("choices"))
+        if why:
+            raise ValueError(why)
+        if f.type not in (int, float):
             continue
         why = out_of_range(f.name, getattr(cfg, f.name), declared_range(f))
         if why:

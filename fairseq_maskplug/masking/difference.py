@@ -25,6 +25,9 @@ from .registry import WORD_IDS, TrackPolicy, register_mask_policy
 from .values import PROBABILITY
 
 
+WEIGHTINGS = ("score", "rank")
+
+
 @dataclass
 class DifferenceOptions:
     difference_track: str = option("difference_score", "difference policy: side-information track of each token's "
@@ -35,13 +38,10 @@ class DifferenceOptions:
     difference_weighting: str = option("score", "difference policy: how a position's draw weight follows its score: "
                                        "score (the score itself; ours) or rank (the block's words ranked n ... 1 by "
                                        "their best piece, each piece drawn with its word's weight; the authors' code)",
-                                       source="ours (the authors' code: rank)")
+                                       source="ours (the authors' code: rank)", choices=WEIGHTINGS)
     difference_uniform_mix: float = option(0.0, "difference policy, --difference-weighting rank: share of the "
                                            "weight spread uniformly over the block's positions", range="[0, 1]",
                                            source="authors' code (its mix, off by default)")
-
-
-WEIGHTINGS = ("score", "rank")
 
 
 def rank_weights(scores: np.ndarray, maskable: np.ndarray, uniform_mix: float, rng: np.random.Generator) -> np.ndarray:
@@ -115,12 +115,6 @@ class DifferencePolicy(TrackPolicy):
     producer = ("fairseq-maskplug-difference --data {data} --splits {split} --general GENERAL_DATA "
                 "--checkpoint MODEL_CHECKPOINT")
     track_option, track_rule, track_reduction = "difference_track", PROBABILITY, "max"
-
-    def __init__(self, options=None):
-        super().__init__(options)
-        if self.options.difference_weighting not in WEIGHTINGS:
-            raise ValueError(f"--difference-weighting must be one of {WEIGHTINGS}, got "
-                             f"{self.options.difference_weighting!r}")
 
     @property
     def reads_words(self) -> bool:

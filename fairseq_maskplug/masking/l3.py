@@ -91,9 +91,9 @@ class L3PolicyOptions:
     l3_mean: float = option(0.15, "l3 policy: mean mask probability p_bar over the maskable tokens of a block",
                             range="(0, 1]", source="paper")
     l3_transform: str = option("complement", "l3 policy: complement (paper, 1 - PLT) or surprisal (authors' code, "
-                               "-log PLT / max)", source="paper (authors' code: surprisal)")
+                               "-log PLT / max)", source="paper (authors' code: surprisal)", choices=TRANSFORMS)
     l3_redistribute: str = option("equal", "l3 policy: spread the excess of probabilities clipped at 1 equally "
-                                  "(paper) or proportional", source="paper")
+                                  "(paper) or proportional", source="paper", choices=REDISTRIBUTIONS)
     l3_max_prob: float = option(1.0, "l3 policy: largest mask probability of a token, the excess spread as above "
                                 "(paper: 1; ours: --task fe_mlm with K views needs at most 1/K); at least --l3-mean",
                                 range="(0, 1]", source="paper (no cap below 1)")
@@ -112,9 +112,6 @@ class L3Policy(TrackPolicy):
     def __init__(self, options=None):
         super().__init__(options)
         options = self.options
-        if options.l3_transform not in TRANSFORMS or options.l3_redistribute not in REDISTRIBUTIONS:
-            raise ValueError(f"--l3-transform must be one of {TRANSFORMS}, --l3-redistribute one of "
-                             f"{REDISTRIBUTIONS}")
         if options.l3_max_prob < options.l3_mean:
             raise ValueError(f"--l3-max-prob {options.l3_max_prob} is below --l3-mean {options.l3_mean}: no "
                              "probabilities with that mean stay under that cap")

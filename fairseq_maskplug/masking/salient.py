@@ -96,9 +96,11 @@ class SalientSpanOptions:
     salient_scope: str = option("block", "salient_span policy: where --salient-spans-per-block spans are drawn: in "
                                 "the block (block) or in each of its lines, the runs between </s> (sentence: one "
                                 "span per example, REALM's and Ye, Li et al.'s reading)",
-                                source="ours (what the stored BART comparison ran; sentence is the paper's)")
+                                source="ours (what the stored BART comparison ran; sentence is the paper's)",
+                                choices=SCOPES)
     salient_fallback: str = option("none", "salient_span policy: a block without a complete span gets no mask (none) "
-                                   "or random masking at --salient-fallback-prob (random)", source="ours")
+                                   "or random masking at --salient-fallback-prob (random)", source="ours",
+                                   choices=FALLBACKS)
     salient_fallback_prob: float = option(0.15, "salient_span policy with --salient-fallback random: the rate of "
                                           "random masking in a block without a complete span (formerly "
                                           "--mask-prob)", range="(0, 1]", source="BERT (the random policy's rate)")
@@ -112,14 +114,6 @@ class SalientSpanPolicy(MaskPolicy):
     chooses_spans = True
     #: ``--mask-unit word``: a chosen span grows to the whole words it touches
     words_by_expansion = True
-
-    def __init__(self, options=None):
-        super().__init__(options)
-        options = self.options
-        if options.salient_fallback not in FALLBACKS:
-            raise ValueError(f"--salient-fallback must be one of {FALLBACKS}, got {options.salient_fallback!r}")
-        if options.salient_scope not in SCOPES:
-            raise ValueError(f"--salient-scope must be one of {SCOPES}, got {options.salient_scope!r}")
 
     @property
     def side_info_names(self):

@@ -88,10 +88,10 @@ class SelectivePolicyOptions:
                                   range="(0, 1]", source="authors' code (the paper states no cap)")
     selective_cap_scope: str = option("sentence", "selective policy: sentence = the cap holds for every sentence of "
                                       "a block on its own (authors' code); block = for the whole block",
-                                      source="authors' code")
+                                      source="authors' code", choices=SCOPES)
     selective_masks: str = option("fixed", "selective policy: fixed = the highest-scoring selected tokens at every "
                                   "epoch (paper's static masks); per_epoch = a random subset of the selected tokens, "
-                                  "re-drawn per visit", source="paper and authors' code (static masks)")
+                                  "re-drawn per visit", source="paper and authors' code (static masks)", choices=MODES)
 
 
 @register_mask_policy("selective", dataclass=SelectivePolicyOptions)
@@ -113,10 +113,6 @@ class SelectivePolicy(MaskPolicy):
     def __init__(self, options=None):
         super().__init__(options)
         options = self.options
-        if options.selective_masks not in MODES:
-            raise ValueError(f"--selective-masks must be one of {MODES}, got {options.selective_masks!r}")
-        if options.selective_cap_scope not in SCOPES:
-            raise ValueError(f"--selective-cap-scope must be one of {SCOPES}, got {options.selective_cap_scope!r}")
         self.mask_fn = selective_mask_per_sentence if options.selective_cap_scope == "sentence" else selective_mask
 
     @property

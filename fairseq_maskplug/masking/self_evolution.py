@@ -25,6 +25,9 @@ from .registry import TrackPolicy, register_mask_policy
 from .values import PROBABILITY
 
 
+HARD_REPLACEMENTS = ("mask", "run")
+
+
 @dataclass
 class SelfEvolutionOptions:
     se_track: str = option("token_likelihood", "self_evolution policy: side-information track of each token's "
@@ -37,13 +40,11 @@ class SelfEvolutionOptions:
     se_hard_replacement: str = option("mask", "self_evolution policy: what a sequence's hard tokens become: mask "
                                       "(every one <mask>, the authors' code) or run (the run's --leave-unmasked-prob "
                                       "and --random-token-prob, 80/10/10 by default); a sequence without a hard "
-                                      "token keeps the run's (the authors' fallback)", source="authors' code")
+                                      "token keeps the run's (the authors' fallback)", source="authors' code",
+                                      choices=HARD_REPLACEMENTS)
     se_max_share: float = option(1.0, "self_evolution policy: most of a sequence's maskable tokens masked; the "
                                  "hardest are kept (1: every hard token, as the authors)", range="(0, 1]",
                                  source="authors' code (no cap)")
-
-
-HARD_REPLACEMENTS = ("mask", "run")
 
 
 def hard_tokens(likelihoods: np.ndarray, maskable: np.ndarray, threshold: float):
@@ -83,12 +84,6 @@ class SelfEvolutionPolicy(TrackPolicy):
     producer = ("fairseq-maskplug-score-pll --metric unmasked --name {track} --checkpoint MODEL_CHECKPOINT --data {data} "
                 "--splits {split}")
     track_option, track_rule, track_reduction = "se_track", PROBABILITY, "min"
-
-    def __init__(self, options=None):
-        super().__init__(options)
-        if self.options.se_hard_replacement not in HARD_REPLACEMENTS:
-            raise ValueError(f"--se-hard-replacement must be one of {HARD_REPLACEMENTS}, got "
-                             f"{self.options.se_hard_replacement!r}")
 
     def replacement(self, tokens, maskable, side_info):
         """Every hard token ``<mask>`` (``--se-hard-replacement mask``, the authors' ``mask_tokens_dataset.py``); a
