@@ -405,6 +405,19 @@ def test_show_examples_prints_the_items_training_builds(span_data, capsys):
     assert "argument --epoch: must lie in [1, inf), got 0" in capsys.readouterr().err
 
 
+def test_an_examples_page_is_titled_with_the_options_that_change_what_its_masks_look_like():
+    from argparse import Namespace
+
+    from fairseq_maskplug.evaluation.examples import page_title
+
+    assert page_title(Namespace(_name="guided_mlm", mask_policy="random", mask_unit="token"), "valid") == \
+        "guided_mlm: random, split valid"
+    assert page_title(Namespace(_name="guided_mlm", mask_policy="random", mask_unit="word"), "valid") == \
+        "guided_mlm: random, --mask-unit word, split valid"
+    assert page_title(Namespace(_name="guided_denoising", mask_policy="span", mask_unit="token", target_format="t5"),
+                      "train") == "guided_denoising: span, --target-format t5, split train"
+
+
 @pytest.mark.parametrize("task_flags, views", [(["--task", "guided_mlm", "--mask-policy", "span"], 1),
                                               (["--task", "fe_mlm", "--fe-views", "3"], 3)])
 def test_show_examples_html_colours_exactly_the_chosen_positions(span_data, capsys, task_flags, views):
@@ -420,6 +433,7 @@ def test_show_examples_html_colours_exactly_the_chosen_positions(span_data, caps
     assert show_examples.main([*flags, "--split", "valid", "-n", "2", "--format", "html"]) == 0
     page = capsys.readouterr().out
     assert page.startswith("<!doctype html>") and page.count("<p>") == 2
+    assert f"<h1>{task_flags[1]}: {task_flags[3] if task_flags[1] == 'guided_mlm' else 'random'}, split valid</h1>" in page
     args = options.parse_args_and_arch(options.get_training_parser(), [*flags, "--arch", "roberta_tiny"])
     task = tasks.setup_task(convert_namespace_to_omegaconf(args).task)
     task.load_dataset("valid")

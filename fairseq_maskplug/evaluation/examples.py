@@ -9,7 +9,8 @@ FIELDS = (("source", ("net_input", "src_tokens")), ("target", ("target",)),
           ("mlm source", ("mlm", "src_tokens")), ("mlm target", ("mlm", "target")))
 #: background colours of the chosen positions, one per fully-explored view
 VIEW_COLOURS = ("#ffd166", "#8ecae6", "#b5e48c", "#f4a3c0", "#cdb4db", "#ffb4a2", "#a8dadc", "#e9c46a")
-PAGE = ("<!doctype html>\n<meta charset='utf-8'>\n<title>{title}</title>\n<style>body{{font-family:sans-serif}}"
+#: the page: its head on one line, then the heading and the items
+PAGE = ("<!doctype html><meta charset='utf-8'><title>{title}</title><style>body{{font-family:sans-serif}}"
         "p{{line-height:1.9}} span{{padding:1px 2px;border-radius:3px}} .k{{color:#666;font-size:90%}}</style>\n"
         "<h1>{title}</h1>\n{body}\n")
 
@@ -163,6 +164,15 @@ def html_page(task, dataset, own, seed) -> str:
                 body.append(f"<span class='k'>{prefix}masked</span> "
                             f"{html_masked_rows(source, target, dictionary, own.post_process)}<br>")
         body.append("</p>")
-    title = html.escape(f"{task.cfg._name}: {getattr(task.cfg, 'mask_policy', '') or 'its own masks'}, "
-                        f"split {own.split}")
-    return PAGE.format(title=title, body="\n".join(body))
+    return PAGE.format(title=html.escape(page_title(task.cfg, own.split)), body="\n".join(body))
+
+
+def page_title(cfg, split: str) -> str:
+    """What the page shows: the task, its policy and the options that change what a policy's masks look like
+    (a word unit, a denoising target), and the split, e.g. ``guided_mlm: random, --mask-unit word, split valid``."""
+    what = [f"{cfg._name}: {getattr(cfg, 'mask_policy', '') or 'its own masks'}"]
+    if getattr(cfg, "mask_unit", "token") != "token":
+        what.append(f"--mask-unit {cfg.mask_unit}")
+    if getattr(cfg, "target_format", None):
+        what.append(f"--target-format {cfg.target_format}")
+    return ", ".join([*what, f"split {split}"])
