@@ -13,7 +13,7 @@ initial statistics (no training here).
 Last line: ``ratio_random=<PolicyCollator random / HF rows per second> ratio_min=<slowest policy / HF> ...`` over
 every row set (the smaller ratio of the two).
 With ``--out FILE`` the rows per second of every repeat are stored (``"kind": "collator_speed"``, written
-atomically); ``gpu_science.py --update-pages`` makes the Hugging Face page's table from it (:func:`summary_parts`).
+atomically); ``pages.py --update`` makes the Hugging Face page's table from it (:func:`summary_parts`).
 
     python benchmarks/bench_collators.py [--batches 20] [--repeats 5] [--out FILE] [--smoke]
 """
@@ -104,7 +104,7 @@ TARGET_RANDOM, TARGET_TRACKS = 1.0, 0.6
 
 def summary_parts(data: dict) -> dict:
     """``collators``: every policy's median rows per second against HF's collator and the targets, as lines, the
-    first a ``## `` heading (``gpu_science.py --update-pages`` writes it into the pages)."""
+    first a ``## `` heading (``pages.py --update`` writes it into the pages)."""
     meta = data["meta"]
     sets = data["rows"] if "hf" not in data["rows"] else {"word": data["rows"]}  # older results: one row set
     medians = {kind: {name: statistics.median(values) for name, values in rows.items()} for kind, rows in sets.items()}

@@ -1,6 +1,6 @@
 """The toy replicate of ``gpu_science.py --smoke``: two real (tiny) classifiers with a planted difference,
-whose results land where a recipe's MR scores land, so the harness's scheduling, collection, statistics
-and tables run end to end in seconds (issue 53: "a --smoke that runs in the quick tier on toy data").
+whose results are read as a plan's report (:func:`report`), so the statistics and tables of the compare
+command's reports run end to end in seconds (issue 53: "a --smoke that runs in the quick tier on toy data").
 
 One seed: 400 training items drawn with that seed from a fixed two-class problem of 8 Gaussian features
 (unit variance, class means at -/+ ``SEPARATION`` on each), 400 test items that are the same for every seed
@@ -14,7 +14,9 @@ interval excluding zero).
 
 import argparse
 import json
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -51,6 +53,29 @@ def score(w: np.ndarray, x: np.ndarray, y: np.ndarray, split: str) -> dict:
             "correct": "".join("1" if r else "0" for r in right)}
 
 
+def report(seeds, work: Path) -> dict:
+    """This script for each seed (a process each, as a plan's units), its results read as a plan's report
+    (``fairseq-maskplug-compare``'s stored dictionary) of two arms, ``method`` − ``baseline`` on test."""
+    from fairseq_maskplug._version import __version__
+    from fairseq_maskplug.compare.report import RECORD_FIELDS, source_commit
+
+    scores, health = [], []
+    for seed in seeds:
+        subprocess.run([sys.executable, __file__, "--out", str(work), "--seed", str(seed)], check=True)
+        for row in ("method", "baseline"):
+            for split in ("valid", "test"):
+                record = json.loads((work / "results" / f"{row}__seed{seed}.{split}.json").read_text())
+                scores.append({"experiment": "toy", "row": row, "seed": seed, "split": split,
+                               **{k: record.get(k) for k in RECORD_FIELDS}})
+            health.append({"row": row, "seed": seed, "mask_rate": None, "classes": 2, "problems": [],
+                           "classes_predicted": record["classes_predicted"]})  # on test, as a unit's
+    meta = {"kind": "comparison", "plan": "benchmarks/science_toy.py", "name": "toy", "baseline": "baseline",
+            "arms": [{"name": row, "task": None} for row in ("method", "baseline")], "splits": ["valid", "test"],
+            "compared": ["test"], "seeds": [str(s) for s in seeds], "family": [["method", "baseline"]],
+            "devices": ["CPU"], "version": __version__, "commit": source_commit(), "date": time.strftime("%Y-%m-%d")}
+    return {"meta": meta, "scores": scores, "health": health, "missing": []}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
@@ -65,7 +90,7 @@ def main(argv=None) -> int:
         w = fit_logistic(train_x[:, :columns], train_y)
         for split, (x, y) in held_out.items():
             record = score(w, x[:, :columns], y, split)
-            # whole or absent: the harness reads results while jobs run
+            # whole or absent, as a unit's result
             write_text(str(args.out / "results" / f"{row}__seed{args.seed}.{split}.json"), json.dumps(record) + "\n")
     return 0
 

@@ -26,6 +26,18 @@ install_bundle() {
     fi
 }
 
+# set_budget NAME TOTAL MARGIN LEAST WHAT: `budget`, the seconds the command's work gets: TOTAL less the time since
+# `started` and MARGIN (for writing up); fewer than LEAST is refused (exit status 1) with one line saying what is
+# too little to do.
+set_budget() {
+    local name=$1 total=$2 margin=$3 least=$4 what=$5
+    budget=$(( total - (SECONDS - started) - margin ))
+    if [ "$budget" -lt "$least" ]; then
+        echo "$name: $budget s left of $total after the install: too little to $what" >&2
+        return 1
+    fi
+}
+
 start_device_command() {
     local name=$1
     [ "$bundle" = - ] || [ -f "$bundle/install.py" ] || { echo "$name: BUNDLE $bundle has no install.py" >&2; return 2; }

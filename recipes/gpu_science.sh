@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The papers' seeded comparisons on a lent GPU machine, in one command (issue 49): install the offline
 # bundle there (recipes/offline_bundle.sh; no network), then benchmarks/gpu_science.py within a total
-# time, everything under OUT (each finished row in OUT/science.json at once, so a cut run keeps it).
+# time, everything under OUT (each plan's report in OUT/results/ with what finished, so a cut run keeps it).
 #
 #   bash recipes/gpu_science.sh BUNDLE DATA OUT [TOTAL_SECONDS] [-- gpu_science.py options...]
 #
@@ -9,7 +9,7 @@
 # written here (the lent machine's image has those four); "-" when the plugin is installed already.
 # DATA: `python -m preprocess.prepare_demo --out DATA` written here. TOTAL_SECONDS (570): the whole
 # command, install included; the comparisons get what the install leaves, less 30 s to write up.
-# OUT gets device.txt, install.log, science.log, science.json, summary.md and logs.tar.gz.
+# OUT gets device.txt, install.log, science.log, results/ (EXP.json per plan, summary.md) and logs.tar.gz.
 set -uo pipefail
 if [ $# -lt 3 ]; then
     echo "usage: bash recipes/gpu_science.sh BUNDLE DATA OUT [TOTAL_SECONDS] [-- gpu_science.py options...]" >&2
@@ -23,17 +23,11 @@ if [ $# -gt 0 ] && [ "$1" != -- ]; then total=$1; shift; fi
 data=$(cd "$data" && pwd)
 source "$(dirname "${BASH_SOURCE[0]}")/gpu_install.sh"
 start_device_command gpu_science.sh || exit $?
-budget=$(( total - (SECONDS - started) - 30 ))
-if [ "$budget" -lt 60 ]; then
-    echo "gpu_science.sh: $budget s left of $total after the install: too little to compare anything" >&2
-    exit 1
-fi
+set_budget gpu_science.sh "$total" 30 60 "compare anything" || exit 1
 work=$(mktemp -d /tmp/gpu_science_work.XXXXXX)  # a new one per run: never an earlier run's data
-python3 benchmarks/gpu_science.py --data "$data" --work "$work" --out "$out/science.json" --current-python \
+MASKPLUG_CURRENT_PYTHON=1 python3 benchmarks/gpu_science.py --data "$data" --work "$work" --out "$out/results" \
     --budget "$budget" "$@" 2>&1 | tee "$out/science.log"
 status=${PIPESTATUS[0]}
-python3 benchmarks/gpu_science.py --summarize "$out/science.json" > "$out/summary.md"
-(cd "$work" && tar czf "$out/logs.tar.gz" --exclude='*.pt' logs ./*/logs ./*/*/results ./*/fe_mlm/*.jsonl \
-    2> /dev/null)
+(cd "$work" && tar czf "$out/logs.tar.gz" --exclude="*.pt" base/logs ./*/units/*/logs 2> /dev/null)
 echo "[gpu_science] finished in $((SECONDS - started)) s (exit $status)"
 exit "$status"

@@ -20,11 +20,7 @@ if [ $# -gt 0 ] && [ "$1" != -- ]; then total=$1; shift; fi
 [ "${1:-}" = -- ] && shift
 source "$(dirname "${BASH_SOURCE[0]}")/gpu_install.sh"
 start_device_command gpu_speed.sh || exit $?
-budget=$(( total - (SECONDS - started) - 20 ))
-if [ "$budget" -lt 30 ]; then
-    echo "gpu_speed.sh: $budget s left of $total after the install: too little to time anything" >&2
-    exit 1
-fi
+set_budget gpu_speed.sh "$total" 20 30 "time anything" || exit 1
 python3 benchmarks/gpu_policy_speed.py --json-out "$out/speed.json" --budget "$budget" "$@" 2>&1 | tee "$out/speed.log"
 status=${PIPESTATUS[0]}
 echo "[gpu_speed] finished in $((SECONDS - started)) s (exit $status)"

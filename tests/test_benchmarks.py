@@ -9,8 +9,9 @@ import pytest
 from fairseq_helpers import BIN, REPO, run
 
 # scripts whose smoke their own test module runs, with assertions on what it writes (gpu_science's --smoke
-# and the toy replicate it starts, science_toy, which is no benchmark of its own)
+# and the toy replicate it starts, science_toy, which is no benchmark of its own), and the pages' generator
 OWN_TEST = {"gpu_science": "tests/test_gpu_science.py", "science_toy": "tests/test_gpu_science.py",
+            "pages": "tests/test_stored_results.py",
             "gpu_policy_speed": "tests/test_gpu_speed.py"}
 SCRIPTS = sorted(path for path in (REPO / "benchmarks").glob("*.py")
                  if 'if __name__ == "__main__"' in path.read_text(encoding="utf-8") and path.stem not in OWN_TEST)

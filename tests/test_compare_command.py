@@ -854,7 +854,7 @@ def test_a_report_marks_an_arm_that_masked_under_a_third_of_the_baselines_rate_a
 @pytest.mark.parametrize("plan_report, recipe_result, rows", PLAN_REPORTS)
 def test_a_plan_s_report_and_its_page_read_the_same_outcomes_with_one_family_and_one_p(plan_report, recipe_result,
                                                                                       rows):
-    """Issue 86: the plan's report (fairseq-maskplug-compare) and the page (benchmarks/gpu_science.py) read the same
+    """Issue 86: the plan's report (fairseq-maskplug-compare) and the page (benchmarks/science_results.py) read the same
     outcomes (the seeds both hold) with the same family, the same Holm p and the same reading."""
     import sys
 
@@ -863,7 +863,7 @@ def test_a_plan_s_report_and_its_page_read_the_same_outcomes_with_one_family_and
     from fairseq_maskplug.evaluation import paired_comparison as pc
 
     sys.path.insert(0, str(REPO / "benchmarks"))
-    import gpu_science
+    import science_results
 
     results = REPO / "docs" / "results"
     plan = json.loads((results / plan_report).read_text())
@@ -874,7 +874,7 @@ def test_a_plan_s_report_and_its_page_read_the_same_outcomes_with_one_family_and
         if s["seed"] in seeds:
             table.setdefault(s["row"], {})[(s["split"], s["seed"])] = s
     sims = 2000  # the sensitivity is not compared here; fewer runs keep the test short
-    page = gpu_science.comparisons(plan["meta"]["name"], table, sims=sims)
+    page = science_results.comparisons(plan["meta"]["name"], table, sims=sims)
     report = comparisons_of(plan, sims=sims)
     assert [(c.name, c.split) for c in report] == [(c.name, c.split) for c in page]
     assert [c.adjusted_p for c in report] == pytest.approx([c.adjusted_p for c in page], nan_ok=True)

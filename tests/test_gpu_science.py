@@ -1,6 +1,7 @@
-"""The seeded comparisons of benchmarks/gpu_science.py: what it collects from the plans' units, its
-tables (the analysis itself: tests/test_paired_comparison.py); the parallel fairseq-fixed build of
-install.py; and (full tier) the whole command at toy size on CPU, its smoke."""
+"""The seeded comparisons of benchmarks/gpu_science.py, a caller of fairseq-maskplug-compare: its plans' commands,
+its checks, its smoke (a toy plan's report); the tables of the results files it wrote before
+(benchmarks/science_results.py; the analysis itself: tests/test_paired_comparison.py); the parallel fairseq-fixed
+build of install.py; and (full tier) the whole command at toy size on CPU."""
 
 import json
 import math
@@ -16,46 +17,41 @@ import pytest
 from fairseq_helpers import REPO, check
 from recipes import offline_install
 
+from fairseq_maskplug.evaluation.comparison_report import mean_se
+
 sys.path.insert(0, str(REPO / "benchmarks"))
 import gpu_science  # noqa: E402
+import science_results  # noqa: E402
 
 
 def test_mean_and_standard_error():
-    assert gpu_science.mean_se([1.0, 2.0, 3.0]) == pytest.approx((2.0, 1.0 / math.sqrt(3)))
-    mean, se = gpu_science.mean_se([4.0])
+    assert mean_se([1.0, 2.0, 3.0]) == pytest.approx((2.0, 1.0 / math.sqrt(3)))
+    mean, se = mean_se([4.0])
     assert mean == 4.0 and math.isnan(se)
     with pytest.raises(ValueError):
-        gpu_science.mean_se([])
+        mean_se([])
 
 
-def unit_results(out: Path, seed: int, rows: dict, splits=("valid", "test")) -> None:
-    """What fairseq-maskplug-compare's units write: OUT/units/ARM__seedS/result.SPLIT.json
-    (fairseq-maskplug-evaluate's records, or recipes/probe_em.py --split-output's)."""
-    for row, correct in rows.items():
-        unit = out / "units" / f"{row}__seed{seed}"
-        unit.mkdir(parents=True, exist_ok=True)
-        for split, outcomes in zip(splits, correct if isinstance(correct, tuple) else (correct,) * len(splits)):
-            accuracy = 100.0 * outcomes.count("1") / len(outcomes)
-            (unit / f"result.{split}.json").write_text(json.dumps(
-                {"split": split, "n": len(outcomes), "accuracy": accuracy, "macro_f1": accuracy - 1,
-                 "units": "percent", "classes_predicted": 2, "correct": outcomes}))
+def harness_results(experiment: str, outcomes: dict, splits=("valid", "test")) -> dict:
+    """A results file of the former harness (docs/results/science_*.json): one score per unit and split, as
+    fairseq-maskplug-evaluate's records (or recipes/probe_em.py --split-output's)."""
+    scores = []
+    for seed, rows in outcomes.items():
+        for row, correct in rows.items():
+            for split, right in zip(splits, correct if isinstance(correct, tuple) else (correct,) * len(splits)):
+                accuracy = 100.0 * right.count("1") / len(right)
+                scores.append({"experiment": experiment, "row": row, "seed": seed, "split": split, "n": len(right),
+                               "accuracy": accuracy, "macro_f1": accuracy - 1, "units": "percent",
+                               "classes_predicted": 2, "correct": right})
+    return {"meta": {"device": "CPU", "shape": "quickstart", "seeds": [str(s) for s in outcomes]}, "scores": scores,
+            "curves": [], "acceptance": [], "jobs": {}}
 
 
-def test_collect_adds_each_finished_score_once_and_the_summary_pairs_them(tmp_path):
-    results = gpu_science.Results(tmp_path / "science.json", {"device": "CPU", "shape": "tiny", "seeds": ["1", "2"]})
+def test_the_former_harness_s_results_are_summarized_with_their_family_s_paired_comparisons():
     outcomes = {1: {"selective": "1111111100", "matched-random": "1111110000", "no-TaskPT": "1111000000"},
                 2: {"selective": "1111111110", "matched-random": "1111111000", "no-TaskPT": "1111100000"}}
-    job = {"experiment": "selective", "seed": None, "work": tmp_path / "selective", "started": 0.0}
-    unit_results(job["work"], 1, outcomes[1])
-    assert gpu_science.collect(job, results) == 6  # seed 1's units: 3 rows x 2 splits
-    unit_results(job["work"], 2, outcomes[2])
-    assert gpu_science.collect(job, results) == 6  # then seed 2's, as they land
-    assert gpu_science.collect(job, results) == 0  # nothing twice
-    results.write()
-    data = json.loads((tmp_path / "science.json").read_text())
-    assert {(s["row"], s["seed"], s["split"]) for s in data["scores"]} == {
-        (row, seed, split) for seed in (1, 2) for row in outcomes[1] for split in ("valid", "test")}
-    table = gpu_science.summarize(data)
+    data = harness_results("selective", outcomes)
+    table = science_results.summarize(data)
     # selective: 80 and 90 -> 85 +- 5; the pair selective - matched-random: differences 20 and 20
     assert "| selective | 2 | 85.0 ± 5.0 |" in table
     interval, line = [l for l in table.splitlines() if l.startswith("| selective − matched-random |")]
@@ -65,25 +61,20 @@ def test_collect_adds_each_finished_score_once_and_the_summary_pairs_them(tmp_pa
     # the pooled discordant pairs are a description: selective alone right 4 times, matched-random never
     assert line.endswith("| 4 / 0 |") and "the larger), Holm over 3 |" in table
     # each row's rule p (the larger of the two) against its Holm adjustment over the experiment's three comparisons
-    found = gpu_science.comparisons("selective", {row: {(s["split"], s["seed"]): s for s in data["scores"]
-                                                        if s["row"] == row} for row in outcomes[1]})
+    found = science_results.comparisons("selective", {row: {(s["split"], s["seed"]): s for s in data["scores"]
+                                                            if s["row"] == row} for row in outcomes[1]})
     assert [c.adjusted_p for c in found] == pytest.approx(
         __import__("fairseq_maskplug.evaluation.paired_comparison", fromlist=["adjusted"]).adjusted(
             [max(c.p, c.crossed_p) for c in found]), nan_ok=True)
     assert "selective − matched-random (test): no difference shown (Holm p" in table
 
 
-def test_bart_exact_match_is_read_per_question_set_and_compared_on_each(tmp_path):
-    """The BART plan's units (EM and one 0/1 per question on the seen and held-out questions, one result per
-    question set) become one score per question set, and the summary compares SSM with +Rand on each, seen first."""
-    results = gpu_science.Results(tmp_path / "science.json", {"device": "CPU", "shape": "quickstart", "seeds": ["1", "2"]})
+def test_bart_exact_match_is_read_per_question_set_and_compared_on_each():
+    """The BART runs' scores (EM and one 0/1 per question on the seen and held-out questions) are compared per
+    question set, SSM with +Rand on each, seen first."""
     outcomes = {1: {"ssm": ("1110", "1000"), "rand": ("1000", "1000")},
                 2: {"ssm": ("1100", "1100"), "rand": ("0000", "1000")}}
-    job = {"experiment": "bart", "seed": None, "work": tmp_path / "bart", "started": 0.0}
-    for seed, rows in outcomes.items():
-        unit_results(job["work"], seed, rows, splits=("seen", "heldout"))
-    assert gpu_science.collect(job, results) == 8  # 2 rows x 2 question sets x 2 seeds
-    table = gpu_science.summarize(results.data)
+    table = science_results.summarize(harness_results("bart", outcomes, splits=("seen", "heldout")))
     assert "| ssm | 2 | 62.5 ± 12.5 | 37.5 ± 12.5 |" in table  # seen 75 and 50, held-out 25 and 50
     seen = next(l for l in table.splitlines() if l.startswith("| ssm − rand | 2 × 4 | 50.00 ± 0.00 |"))
     # +50 points in both seeds on these 4 questions; 4 questions say little of the task (the crossed interval)
@@ -91,23 +82,13 @@ def test_bart_exact_match_is_read_per_question_set_and_compared_on_each(tmp_path
     heldout = next(l for l in table.splitlines() if l.startswith("| ssm − rand | 2 × 4 | 12.50 ± 12.50 |"))
     assert "| no difference shown |" in heldout
     assert table.index("(EM on seen questions, points)") < table.index("(EM on held-out questions, points)")
-    assert gpu_science.ratio_line(results.data) == f"ratio_bart_em_seen={62.5 / 12.5:.4f}"
 
 
-def test_fe_curves_are_read_from_the_scored_checkpoints(tmp_path):
-    job = {"experiment": "fe", "seed": None, "work": tmp_path / "fe", "started": 0.0}
-    for row, losses in (("mlm", (9.0, 8.0)), ("fe_subword", (8.5, 7.5))):
-        (job["work"] / "units" / f"{row}__seed1").mkdir(parents=True)
-    results = gpu_science.Results(tmp_path / "science.json", {})
-    assert gpu_science.collect(job, results) == 0  # not scored yet: no curve.jsonl
-    for row, losses in (("mlm", (9.0, 8.0)), ("fe_subword", (8.5, 7.5))):
-        # fairseq_maskplug.evaluation.evaluate_mlm's records, one per checkpoint (the plan's [pretrain] score_every)
-        (job["work"] / "units" / f"{row}__seed1" / "curve.jsonl").write_text("".join(
-            json.dumps({"checkpoint": f"checkpoint_{i}_{u}.pt", "updates": u, "loss": loss, "masked": 100}) + "\n"
-            for i, (u, loss) in enumerate(zip((20, 40), losses), 1)))
-    assert gpu_science.collect(job, results) == 2
-    assert next(c for c in results.data["curves"] if c["row"] == "mlm")["points"] == [[20, 9.0], [40, 8.0]]
-    assert "| 40 | 8.000 | 7.500 | -0.500 (1 seeds) |" in gpu_science.summarize(results.data)
+def test_fe_curves_are_tabled_per_update():
+    data = harness_results("fe", {})
+    data["curves"] = [{"experiment": "fe", "row": row, "seed": 1, "points": [[20, first], [40, last]]}
+                      for row, (first, last) in (("mlm", (9.0, 8.0)), ("fe_subword", (8.5, 7.5)))]
+    assert "| 40 | 8.000 | 7.500 | -0.500 (1 seeds) |" in science_results.summarize(data)
 
 
 def test_bad_arguments_are_one_line(tmp_path, capsys):
@@ -130,7 +111,7 @@ def test_a_work_folder_holding_other_data_is_refused_before_any_job(tmp_path, ca
     with pytest.raises(SystemExit, match="holds an earlier run's data, not --data"):
         gpu_science.main(["--data", str(tmp_path / "data"), "--work", str(tmp_path / "work"),
                           "--out", str(tmp_path / "science.json"), "--only", "fe"])
-    assert not (tmp_path / "work" / "logs" / "general.log").exists()
+    assert not (tmp_path / "work" / "base" / "logs").exists()
 
 
 def test_install_unpacks_fairseq_for_a_parallel_build_and_hides_ninja(tmp_path):
@@ -178,8 +159,8 @@ def test_two_c_extensions_build_side_by_side_with_torchs_build_extension(tmp_pat
 @pytest.mark.e2e
 @pytest.mark.full
 def test_the_science_command_runs_at_toy_size_and_keeps_every_finished_row(tmp_path):
-    """The CPU smoke of the device command: toy data and model, two seeds, FE-MLM (its loss curves and its MR
-    rows: both kinds of cell, both kinds of table; about 3 minutes on 2 cores)."""
+    """The CPU run of the device command: toy data and model, the general model trained, then FE-MLM's plan by the
+    compare command (its loss curves and its MR rows), its report stored and summarized."""
     from release_helpers import fake_demo_sources
 
     data = tmp_path / "data"
@@ -187,42 +168,46 @@ def test_the_science_command_runs_at_toy_size_and_keeps_every_finished_row(tmp_p
     check(subprocess.run([sys.executable, "-m", "preprocess.prepare_demo", "--out", data, "--cache",
                           tmp_path / "downloads", "--general-sentences", "300", "--indomain-sentences", "400",
                           "--vocab-size", "100"], cwd=REPO, capture_output=True, text=True))
-    out = tmp_path / "science.json"
+    out = tmp_path / "out"
     result = subprocess.run([sys.executable, "benchmarks/gpu_science.py", "--data", data, "--work", tmp_path / "w",
                              "--out", out, "--shape", "tiny", "--seeds", "1", "2", "--only", "fe",
                              "--parallel", "2", "--budget", "1200"], cwd=REPO, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
-    science = json.loads(out.read_text())
-    tested = {(s["experiment"], s["row"], s["seed"]) for s in science["scores"] if s["split"] == "test"}
-    assert tested == {("fe", row, seed) for row in ("mlm", "fe_subword") for seed in (1, 2)}  # MR fine-tuning
-    assert all(len(s["correct"]) == s["n"] for s in science["scores"])
-    assert {(c["row"], c["seed"]) for c in science["curves"]} == {(r, s) for r in ("mlm", "fe_subword") for s in (1, 2)}
+    fe = json.loads((out / "fe.json").read_text())
+    assert fe["meta"]["kind"] == "comparison" and fe["meta"]["harness"]["shape"] == "tiny"
+    assert fe["meta"]["harness"]["command"][:2] == ["python", "benchmarks/gpu_science.py"]
+    tested = {(s["row"], s["seed"]) for s in fe["scores"] if s["split"] == "test"}
+    assert tested == {(row, seed) for row in ("mlm", "fe_subword") for seed in (1, 2)}  # MR fine-tuning
+    assert all(len(s["correct"]) == s["n"] for s in fe["scores"])
+    assert {(c["row"], c["seed"]) for c in fe["curves"]} == {(r, s) for r in ("mlm", "fe_subword") for s in (1, 2)}
     assert "| fe_subword − mlm | 2 × " in result.stdout  # the paired table of the MR rows
-    assert all(job["status"] == "finished" for job in science["jobs"].values())
-    assert re.fullmatch(r"ratio_fe_valid_loss=\d+\.\d{4}",
+    assert (out / "summary.md").read_text().strip() in result.stdout
+    assert re.fullmatch(r"ratio_fe_test_accuracy=\d+\.\d{4} ratio_fe_valid_loss=\d+\.\d{4}",
                         result.stdout.strip().splitlines()[-1])
 
 
 def test_the_harness_smoke_finds_the_planted_difference_over_five_seeds(tmp_path):
-    """--smoke (quick tier, seconds): five toy replicates as processes of the scheduler, their results
-    collected into the JSON file, the per-row table, the paired intervals over seeds and over seeds x
-    sentences, and the ratio line. The toy rows differ by about 16 points by construction
-    (benchmarks/science_toy.py), so both intervals exclude zero and the reading is "A better"."""
-    out = tmp_path / "science.json"
+    """--smoke (quick tier, seconds): five toy replicates, each a process, read as a plan's report: the per-arm
+    table, the paired intervals over seeds and over seeds x items, the verdict and the ratio line. The toy rows
+    differ by about 16 points by construction (benchmarks/science_toy.py), so both intervals exclude zero and the
+    reading is "A better"."""
+    out = tmp_path / "out"
     result = subprocess.run([sys.executable, "benchmarks/gpu_science.py", "--smoke", "--work", tmp_path / "w",
                              "--out", out], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     assert "smoke run (--smoke)" in result.stdout
-    science = json.loads(out.read_text())
-    cells = {(s["row"], s["seed"], s["split"]) for s in science["scores"]}
+    toy = json.loads((out / "toy.json").read_text())
+    cells = {(s["row"], s["seed"], s["split"]) for s in toy["scores"]}
     assert cells == {(r, seed, split) for r in ("method", "baseline") for seed in range(1, 6)
                      for split in ("valid", "test")}
-    assert all(len(s["correct"]) == s["n"] == 400 for s in science["scores"])
+    assert all(len(s["correct"]) == s["n"] == 400 for s in toy["scores"])
     line = next(l for l in result.stdout.splitlines() if l.startswith("| method − baseline | 5 × 400 |"))
     (low, high), (crossed_low, crossed_high) = [(float(a), float(b)) for a, b in
                                                 re.findall(r"\[([-+\d.]+), ([-+\d.]+)\]", line)]
     assert 5 < low < high < 30 and 5 < crossed_low < crossed_high < 30 and "| A better |" in line
-    ratio = float(re.fullmatch(r"ratio_toy_accuracy=(\d+\.\d{4})", result.stdout.strip().splitlines()[-1]).group(1))
+    assert "- method − baseline (test): A better, by +1" in result.stdout
+    assert "| method | 5 | - | 2 of 2 | - | ok |" in result.stdout  # each seed's health, as a unit's
+    ratio = float(re.fullmatch(r"ratio_toy_test_accuracy=(\d+\.\d{4})", result.stdout.strip().splitlines()[-1])[1])
     assert 1.1 < ratio < 1.4  # Bayes rates 89% and 73%: about 1.22
 
 

@@ -13,7 +13,7 @@ from fairseq_helpers import REPO
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 import gpu_policy_speed  # noqa: E402
-import gpu_science  # noqa: E402
+import pages  # noqa: E402
 
 from fairseq_maskplug.masking import MASK_POLICY_REGISTRY  # noqa: E402
 
@@ -71,9 +71,9 @@ def test_the_speed_command_times_every_row_at_toy_size_and_its_file_makes_the_pa
     assert (tmp_path / "out" / "speed.log").read_text().strip().splitlines()[-1].startswith("ratio_min=")
     stored = tmp_path / "speed.json"
     stored.write_text(json.dumps(data))
-    block = gpu_science.page_block(stored, "speed")
+    block = pages.page_block(stored, "speed")
     assert block.startswith(f"From `{stored}` (CPU, commit abc1234, ") and "| pmi |" in block
-    assert "ptw's training speed on a GPU" in gpu_science.page_block(stored, "speed-ptw")
+    assert "ptw's training speed on a GPU" in pages.page_block(stored, "speed-ptw")
 
 
 def test_an_unknown_row_is_refused_in_one_line():

@@ -1,6 +1,6 @@
 """Every comparison table on the pages is generated from a stored result (docs/results/*.json, the files
-benchmarks/gpu_science.py writes): each block between ``<!-- results: FILE PART ... -->`` and
-``<!-- end results -->`` is what ``python benchmarks/gpu_science.py --update-pages`` makes of its file, so a
+a plan's report, a speed table, or a file of the former GPU harness): each block between ``<!-- results: FILE PART ... -->`` and
+``<!-- end results -->`` is what ``python benchmarks/pages.py --update`` makes of its file, so a
 figure no stored file produces cannot stay, and changing one stored outcome changes the page."""
 
 import json
@@ -9,20 +9,20 @@ import sys
 from fairseq_helpers import REPO
 
 sys.path.insert(0, str(REPO / "benchmarks"))
-import gpu_science  # noqa: E402
+import pages  # noqa: E402
 
 
 def blocks():
     found = []
-    for pattern in gpu_science.PAGES:
+    for pattern in pages.PAGES:
         for page in sorted(REPO.glob(pattern)):
-            found += [(page, m["file"], m["part"]) for m in gpu_science.RESULTS_BLOCK.finditer(page.read_text())]
+            found += [(page, m["file"], m["part"]) for m in pages.RESULTS_BLOCK.finditer(page.read_text())]
     return found
 
 
 def test_every_generated_block_is_what_its_stored_result_gives():
     assert blocks(), "no page cites a stored result"
-    assert gpu_science.pages_out_of_date() == [], "run: python benchmarks/gpu_science.py --update-pages"
+    assert pages.pages_out_of_date() == [], "run: python benchmarks/pages.py --update"
 
 
 def test_every_cited_file_is_stored_and_records_how_it_was_made():
@@ -59,4 +59,4 @@ def test_changing_one_stored_outcome_changes_the_page(tmp_path):
         else:
             copy["curves"][0]["points"][-1][1] += 0.01
         changed.write_text(json.dumps(copy))
-        assert gpu_science.page_block(changed, part) != gpu_science.page_block(source.relative_to(REPO), part), part
+        assert pages.page_block(changed, part) != pages.page_block(source.relative_to(REPO), part), part
