@@ -311,46 +311,39 @@ def _add_from_file_checked(original):
     return add_from_file
 
 
+def _wrap_once(owner, name: str, wrap) -> None:
+    """``owner.name = wrap(owner.name)`` unless it is wrapped already (each wrapper keeps what it wraps as its
+    ``maskplug_original``), so that installing twice wraps once."""
+    current = getattr(owner, name)
+    if not hasattr(current, "maskplug_original"):
+        setattr(owner, name, wrap(current))
+
+
 def install() -> None:
     """Apply every item of the module docstring (idempotent)."""
+    from fairseq import checkpoint_utils
+    from fairseq.data import Dictionary, data_utils
     from fairseq.distributed import utils as distributed_utils
     from fairseq.models import distributed_fairseq_model
+    from fairseq.trainer import Trainer
+
+    from ..common.checkpoint_files import CheckedCheckpointFiles
 
     allow_fairseq_checkpoint_globals()
     if distributed_utils._broadcast_object_slow is not _broadcast_object_slow:
         _broadcast_object_slow.maskplug_original = distributed_utils._broadcast_object_slow
         distributed_utils._broadcast_object_slow = _broadcast_object_slow
     distributed_fairseq_model.DistributedDataParallel = DeviceAwareDistributedDataParallel
-    if not hasattr(distributed_utils.infer_init_method, "maskplug_original"):
-        distributed_utils.infer_init_method = _infer_init_method_with_launchers(distributed_utils.infer_init_method)
-    from fairseq import checkpoint_utils
-    from fairseq.data import data_utils
-    from fairseq.trainer import Trainer
-
-    if not hasattr(data_utils.load_indexed_dataset, "maskplug_original"):
-        data_utils.load_indexed_dataset = _load_indexed_dataset_checked(data_utils.load_indexed_dataset)
-
-    from fairseq.data import Dictionary
-
-    if not hasattr(Dictionary.add_from_file, "maskplug_original"):
-        Dictionary.add_from_file = _add_from_file_checked(Dictionary.add_from_file)
-
-    from ..common.checkpoint_files import CheckedCheckpointFiles
-
     if not isinstance(checkpoint_utils.PathManager, CheckedCheckpointFiles):
         checkpoint_utils.PathManager = CheckedCheckpointFiles(checkpoint_utils.PathManager)
-    if not hasattr(checkpoint_utils._torch_persistent_save, "maskplug_original"):
-        checkpoint_utils._torch_persistent_save = _torch_save_without_retrying_a_refused_write(
-            checkpoint_utils._torch_persistent_save)
-    if not hasattr(checkpoint_utils.torch_persistent_save, "maskplug_original"):
-        checkpoint_utils.torch_persistent_save = _torch_persistent_save_named(checkpoint_utils.torch_persistent_save)
-    if not hasattr(checkpoint_utils.load_checkpoint_to_cpu, "maskplug_original"):
-        checkpoint_utils.load_checkpoint_to_cpu = _load_checkpoint_to_cpu_checked(
-            checkpoint_utils.load_checkpoint_to_cpu)
-
-    if not hasattr(Trainer.load_checkpoint, "maskplug_original"):
-        Trainer.load_checkpoint = _load_checkpoint_naming_mismatch(Trainer.load_checkpoint)
-    if not hasattr(Trainer.train_step, "maskplug_original"):
-        Trainer.train_step = _train_step_announcing_micro_batches(Trainer.train_step)
-    if not hasattr(distributed_utils.call_main, "maskplug_original"):
-        distributed_utils.call_main = _call_main_with_bf16(distributed_utils.call_main)
+    for owner, name, wrap in (
+            (distributed_utils, "infer_init_method", _infer_init_method_with_launchers),
+            (distributed_utils, "call_main", _call_main_with_bf16),
+            (data_utils, "load_indexed_dataset", _load_indexed_dataset_checked),
+            (Dictionary, "add_from_file", _add_from_file_checked),
+            (checkpoint_utils, "_torch_persistent_save", _torch_save_without_retrying_a_refused_write),
+            (checkpoint_utils, "torch_persistent_save", _torch_persistent_save_named),
+            (checkpoint_utils, "load_checkpoint_to_cpu", _load_checkpoint_to_cpu_checked),
+            (Trainer, "load_checkpoint", _load_checkpoint_naming_mismatch),
+            (Trainer, "train_step", _train_step_announcing_micro_batches)):
+        _wrap_once(owner, name, wrap)
