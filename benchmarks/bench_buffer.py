@@ -10,7 +10,6 @@ labels). ``--checkpoint CK --data DIR`` scores real data with a fine-tuned class
     python benchmarks/bench_buffer.py [--sentences 200] [--checkpoint CK --data DIR --split valid] [--smoke]
 """
 
-import argparse
 import sys
 import tempfile
 import time
@@ -20,7 +19,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # preprocess/
-from smoke import add_smoke_option, shrink  # noqa: E402
+from smoke import benchmark_parser, shrink  # noqa: E402
 from task_timing import make_data  # noqa: E402
 from bench_pll import load_model  # noqa: E402
 
@@ -42,7 +41,7 @@ def synthetic(n):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--checkpoint", help="sentence_prediction checkpoint (default: random weights)")
     parser.add_argument("--data", help="its sentence_prediction data directory")
     parser.add_argument("--split", default="valid")
@@ -50,7 +49,6 @@ def main():
     parser.add_argument("--batch-size", type=int, default=256, help="sentences in flight")
     parser.add_argument("--max-tokens", type=int, default=2048, help="padded tokens per forward")
     parser.add_argument("--delta", type=float, default=0.05)
-    add_smoke_option(parser)
     args = shrink(parser.parse_args(), sentences=12)
     import torch
     from fairseq_maskplug.scoring.buffer import SentenceClassifier, buffer_importance

@@ -18,7 +18,6 @@ atomically); ``pages.py --update`` makes the Hugging Face page's table from it (
     python benchmarks/bench_collators.py [--batches 20] [--repeats 5] [--out FILE] [--smoke]
 """
 
-import argparse
 import os
 import statistics
 import sys
@@ -28,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from smoke import add_smoke_option, shrink  # noqa: E402
+from smoke import benchmark_parser, shrink  # noqa: E402
 
 SPECIALS = ["<s>", "<pad>", "</s>", "<unk>"]
 
@@ -128,14 +127,12 @@ def summary_parts(data: dict) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = benchmark_parser(__doc__, repeats="interleaved repeats; the median is reported")
     parser.add_argument("--batch", type=int, default=32, help="examples per batch")
     parser.add_argument("--tokens", type=int, default=128, help="most tokens of an example")
     parser.add_argument("--batches", type=int, default=20, help="batches timed per repeat")
-    parser.add_argument("--repeats", type=int, default=5, help="interleaved repeats; the median is reported")
     parser.add_argument("--out", help="store every repeat's rows per second here (JSON, written atomically)")
     parser.add_argument("--tokenizers", default=",".join(TOKENIZERS), help=f"row sets, of {', '.join(TOKENIZERS)}")
-    add_smoke_option(parser)
     args = shrink(parser.parse_args(), batches=2, repeats=1, batch=4, tokens=24)
     import torch
     torch.set_num_threads(1)

@@ -13,7 +13,6 @@ repeats, median. Takes about 2 minutes on 2 CPU cores. The last line is
     python benchmarks/bench_meta_step.py [--lines 3000] [--repeats 5] [--smoke]
 """
 
-import argparse
 import statistics
 import sys
 import tempfile
@@ -24,7 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from commands import run_checked  # noqa: E402
-from smoke import add_smoke_option, shrink  # noqa: E402
+from smoke import benchmark_parser, shrink  # noqa: E402
 from task_timing import BIN, REPO, make_data  # noqa: E402
 
 from fairseq_maskplug.evaluation.probe import word_cloze  # noqa: E402
@@ -80,12 +79,10 @@ def seconds_per_update(side, updates: int, start: int) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = benchmark_parser(__doc__, repeats="interleaved timed repeats per side")
     parser.add_argument("--lines", type=int, default=3000, help="lines of the synthetic corpus")
-    parser.add_argument("--repeats", type=int, default=5, help="interleaved timed repeats per side")
     parser.add_argument("--updates", type=int, default=4, help="timed updates per repeat")
     parser.add_argument("--batches", type=int, default=20, help="distinct batches cycled through")
-    add_smoke_option(parser)
     args = shrink(parser.parse_args(), lines=300, repeats=1, updates=1, batches=3)
     print(__doc__.split("\n\n")[0], flush=True)
     with tempfile.TemporaryDirectory() as tmp:

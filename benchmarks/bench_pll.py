@@ -11,7 +11,6 @@ in sentences/s and scored tokens/s, the largest score difference, and last
     python benchmarks/bench_pll.py --shape base --max-tokens 16384   # a GPU
 """
 
-import argparse
 import sys
 import tempfile
 import time
@@ -20,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from smoke import add_smoke_option, shrink  # noqa: E402
+from smoke import benchmark_parser, shrink  # noqa: E402
 from task_timing import make_data  # noqa: E402
 
 
@@ -47,7 +46,7 @@ def load_model(checkpoint, data, shape="quickstart"):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--checkpoint")
     parser.add_argument("--data", type=Path)
     parser.add_argument("--split", default="train")
@@ -56,7 +55,6 @@ def main():
     parser.add_argument("--shape", choices=sorted(SHAPES), default="quickstart",
                         help="the randomly initialised model's shape (without --checkpoint)")
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when there is one)")
-    add_smoke_option(parser)
     args = shrink(parser.parse_args(), sentences=10)
     import torch
     from fairseq.data import data_utils

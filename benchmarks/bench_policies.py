@@ -16,7 +16,6 @@ ratio_ptw=... ratio_informask=... ratio_self_evolution=... ratio_difference=...`
     python benchmarks/bench_policies.py [--data DIR] [--repeats 5] [--lines 6000] [--smoke]
 """
 
-import argparse
 import shutil
 import statistics
 import sys
@@ -27,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from commands import run_checked
-from smoke import add_smoke_option, shrink
+from smoke import benchmark_parser, shrink
 from task_timing import BIN, REPO, build_dataset, seconds_per_item
 
 COMMON = ["--task", "guided_mlm", "--criterion", "masked_lm", "--arch", "roberta_base", "--tokens-per-sample", "128",
@@ -87,11 +86,9 @@ def thinning_seconds_per_item(dataset, task, epoch: int, batch: int = 32) -> flo
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = benchmark_parser(__doc__, repeats="passes over the data per row")
     parser.add_argument("--data", type=Path, help="binarized sentencepiece data with dict.txt and train")
-    parser.add_argument("--repeats", type=int, default=5, help="passes over the data per row")
     parser.add_argument("--lines", type=int, default=6000, help="lines of the synthetic corpus")
-    add_smoke_option(parser)
     args = shrink(parser.parse_args(), repeats=1, lines=300)
     print(f"bench_policies: {args.repeats} item-timing repeats of {len(ROWS)} rows", flush=True)
     with tempfile.TemporaryDirectory() as tmp:

@@ -17,7 +17,6 @@ scores real data instead (the quickstart's: ``work/data/indomain``, ``work/gener
     python benchmarks/bench_precision.py --data work/data/indomain --pll-checkpoint ... --tagger-checkpoint ...
 """
 
-import argparse
 import re
 import shutil
 import sys
@@ -29,7 +28,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from commands import run_checked  # noqa: E402
 from gpu_acceptance import BIN, TINY, make_data  # noqa: E402
-from smoke import add_smoke_option, shrink  # noqa: E402
+from smoke import benchmark_parser, shrink  # noqa: E402
 
 SHAPES = {"tiny": TINY["roberta"], "base": ["--arch", "roberta_base"],
           "quickstart": ["--arch", "roberta_base", "--encoder-layers", "4", "--encoder-embed-dim", "128",
@@ -68,7 +67,7 @@ def score(command: str, checkpoint: Path, data: Path, split: str, name: str, max
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--data", type=Path, help="binarized token data (masked-LM layout) to score")
     parser.add_argument("--split", default="train")
     parser.add_argument("--pll-checkpoint", type=Path, help="masked-LM checkpoint for score-pll (with --data)")
@@ -81,7 +80,6 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=8192, help="padded tokens per forward, every format")
     parser.add_argument("--formats", default=None, help="half formats to compare with fp32 (default: bf16,fp16 "
                         "on CUDA, bf16 on CPU)")
-    add_smoke_option(parser)
     args = shrink(parser.parse_args(), shape="tiny", lines=40, tokens=32, updates=2, max_tokens=1024)
     if args.data is not None and not (args.pll_checkpoint and args.tagger_checkpoint):
         parser.error("--data needs --pll-checkpoint and --tagger-checkpoint")

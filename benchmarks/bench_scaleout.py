@@ -23,7 +23,6 @@ ratio_pmi=... ratio_informask=... ratio_difference=...``.
     python benchmarks/bench_scaleout.py [--lines 2000] [--shape quickstart]   # about 8 min on 2 cores
 """
 
-import argparse
 import os
 import shutil
 import sys
@@ -35,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_precision import SHAPES, train_models  # noqa: E402
 from commands import run_checked  # noqa: E402
 from gpu_acceptance import BIN, make_data  # noqa: E402
-from smoke import add_smoke_option, shrink  # noqa: E402
+from smoke import benchmark_parser, shrink  # noqa: E402
 from bench_bm25 import write_corpus, zipf_words  # noqa: E402
 
 PRODUCERS = (("pll", "score-pll", ["--word-starts", "token"]), ("tag", "annotate-importance", []))
@@ -155,7 +154,7 @@ def difference_walls(root: Path, lines: int, block_lines: int, threads: int) -> 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--shape", choices=sorted(SHAPES), default="quickstart", help="the models' shape")
     parser.add_argument("--lines", type=int, default=2000, help="synthetic lines")
     parser.add_argument("--tokens", type=int, default=64, help="synthetic line length and model positions")
@@ -173,7 +172,6 @@ def main() -> None:
                         help="lines of the corpus difference counts (as its target and as its general corpus)")
     parser.add_argument("--stages", default=",".join(STAGES),
                         help=f"comma-separated stages to measure, of {','.join(STAGES)} (default: all)")
-    add_smoke_option(parser)
     args = shrink(parser.parse_args(), shape="tiny", lines=40, tokens=32, updates=2, block_lines=8,
                   retrieve_docs=2000, retrieve_queries=40, pmi_lines=200, pmi_block_lines=16, informask_lines=100,
                   difference_lines=200)

@@ -10,7 +10,6 @@ round counts. Prints both speeds and last ``ratio=<tartan / fixed updates per se
     python benchmarks/bench_tartan.py [--updates 20] [--batch-size 32] [--data DIR] [--smoke]
 """
 
-import argparse
 import sys
 import tempfile
 import time
@@ -20,7 +19,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from commands import run_checked  # noqa: E402
-from smoke import add_smoke_option, shrink  # noqa: E402
+from smoke import benchmark_parser, shrink  # noqa: E402
 
 BIN = Path(sys.executable).parent
 SHAPE = ["--arch", "roberta_base", "--encoder-layers", "4", "--encoder-embed-dim", "128",
@@ -65,12 +64,11 @@ def updates_per_second(data: Path, batch_size: int, weighting: list, updates: in
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--data", type=Path, help="sentence_prediction layout (input0/, label/)")
     parser.add_argument("--updates", type=int, default=20)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--sentences", type=int, default=2000, help="training sentences of the synthetic task")
-    add_smoke_option(parser)
     args = shrink(parser.parse_args(), updates=2, batch_size=8, sentences=64)
     modes = {"fixed": ["--loss-weighting", "fixed", "--mlm-weight", "1"], "tartan": ["--loss-weighting", "tartan"]}
     with tempfile.TemporaryDirectory() as tmp:

