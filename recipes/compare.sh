@@ -8,6 +8,11 @@
 #   bash recipes/compare.sh METHOD [SEED...] [--set KEY=VALUE ...]
 #       METHOD: selective, l3, fe, tlm or bart; seeds 1 2 3 4 5 by default; --set changes one key of the plan
 #       (e.g. --set finetune.epochs=3), as fairseq-maskplug-compare's --set does
+#   bash recipes/compare.sh general
+#       the demo data and the general model only ($WORK/general/checkpoint_last.pt: 4 layers of dim 128, 1,000
+#       updates on the demo's news, about 7 minutes on 2 idle cores; its MR classifiers reach 63-71%): the model
+#       of a comparison on your own data when you have none (docs/compare.md; a released RoBERTa converted with
+#       fairseq-maskplug-convert is better)
 #
 # Writes $WORK/compare_plans/METHOD/report.{json,md,png} (the plan's folder under the work folder: the units a run of
 # the plan file itself writes, so either way resumes the other's). Re-running resumes: finished units are read
@@ -17,9 +22,13 @@
 set -euo pipefail
 method=${1:-}
 case "$method" in
-    selective|l3|fe|tlm|bart) shift ;;
-    *) echo "usage: bash recipes/compare.sh selective|l3|fe|tlm|bart [SEED...] [--set KEY=VALUE ...]" >&2; exit 2 ;;
+    selective|l3|fe|tlm|bart|general) shift ;;
+    *) echo "usage: bash recipes/compare.sh selective|l3|fe|tlm|bart [SEED...] [--set KEY=VALUE ...], or" \
+            "bash recipes/compare.sh general" >&2; exit 2 ;;
 esac
+if [ "$method" = general ] && [ $# -gt 0 ]; then
+    echo "recipes/compare.sh general takes no arguments (got: $1)" >&2; exit 2
+fi
 seeds=()
 while [ $# -gt 0 ] && [[ $1 =~ ^[0-9]+$ ]]; do seeds+=("$1"); shift; done
 [ ${#seeds[@]} -gt 0 ] || seeds=(1 2 3 4 5)
@@ -39,7 +48,13 @@ if [ "$method" = bart ]; then
            --set "model.checkpoint=$WORK/bart/general/checkpoint_last.pt")
 else
     echo "[compare] demo data and the general model ($WORK/general, shared with the recipes)"
+    began=$SECONDS
     general_model
+    if [ "$method" = general ]; then
+        echo "[compare] the general model: $WORK/general/checkpoint_last.pt ($((SECONDS - began)) s); prepare your" \
+             "text for it with fairseq-maskplug-prepare-text --like $WORK/general/checkpoint_last.pt (docs/compare.md)"
+        exit 0
+    fi
     paths=(--set "data.task=$WORK/data/mr" --set "model.checkpoint=$WORK/general/checkpoint_last.pt")
     [ "$method" = tlm ] || paths+=(--set "data.corpus=$WORK/data/indomain")  # TLM's corpus is its produce's
 fi

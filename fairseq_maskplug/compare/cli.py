@@ -238,13 +238,23 @@ def work(args) -> int:
     from .report import write_report
     from .units import (StageFailed, check_units, missing_units, parse_unit, produce, produce_plan, produce_seeds,
                         produced, run_unit, seed_produced)
+    from .views import build_views, on_views, views_built
 
     import time
 
     started = time.monotonic()  # --budget counts from here: the checks and produce steps (run whole) count too
     overrides = {"seeds": args.seeds} if args.seeds else None
     settings = [parse_setting(text, Path.cwd()) for text in args.settings]
-    plan = read_plan(args.plan, overrides, [(key, value) for key, value, _ in settings])
+    given = read_plan(args.plan, overrides, [(key, value) for key, value, _ in settings])
+    # the plan reads its own views of the corpus and task (.views): made when it claims its output folder, so that
+    # its producers never write the user's folders
+    plan = on_views(given) if views_built(given) else given
+
+    def claim():
+        nonlocal plan
+        claim_out(given)
+        build_views(given)
+        plan = on_views(given)
     argv_tail = ["--seeds", *map(str, args.seeds)] if args.seeds else []
     for _, _, word in settings:  # a unit's process, or a printed job, reads the plan as this one did
         argv_tail += ["--set", word]
@@ -266,9 +276,9 @@ def work(args) -> int:
         if arm in unproduced:
             raise PlanError(f"{plan.path} [arms.{arm}]: {first}")
         plan.arm(arm)
-        check_out(plan)
+        check_out(given)
         model = check_plan(plan, [arm])
-        claim_out(plan)
+        claim()
         from .commands import device_options
         try:
             run_unit(plan, arm, seed, model, device_options(), say=lambda line: print(line, flush=True))
@@ -278,13 +288,13 @@ def work(args) -> int:
         return 0
     if args.print_jobs and unproduced:
         raise PlanError(f"{plan.path}: {first}")
-    check_out(plan)
+    check_out(given)
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731  (stdout: --print-jobs' commands)
     model = check_plan(plan, say=say)
     from .commands import device_options
     check_units(plan, model, device_options())  # a unit that ran with another plan or data: refused before any work
     if unproduced or not all(seed_produced(plan, seed) for seed in plan.seeds):
-        claim_out(plan)
+        claim()
         try:
             produce_plan(plan, say)
             for arm in plan.arms:
@@ -305,7 +315,7 @@ def work(args) -> int:
             say(f"--print-jobs: every unit of {plan.path} has run ({len(plan.units())}); nothing left to schedule: "
                 f"{shlex.join([COMMAND, str(plan.path), '--collect'])} writes the report")
         return 0
-    claim_out(plan)
+    claim()
     left = None if args.budget is None else max(0.0, args.budget - (time.monotonic() - started))
     failed, cut = run_units(plan, todo, args.parallel or plan.parallel, argv_tail, left) if todo else ([], [])
     record_cut(plan, cut, args.budget)  # (a run that cut nothing removes an earlier run's record)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from ..tools.cli import console_command as tool
-from .plan import UNIT, Arm, Plan
+from .plan import NOISY_TASK, UNIT, Arm, Plan
 
 #: the optimiser and logging of every stage (the recipes' COMMON_ARGS, less the batch size and the device)
 COMMON = ["--required-batch-size-multiple", "1", "--no-progress-bar", "--log-format", "json", "--log-interval", "10",
@@ -78,13 +78,19 @@ def start_checkpoint(plan: Plan, arm: Arm, seed: int) -> Path:
 def filled(plan: Plan, command, seed: Optional[int] = None, model: List[str] = (), device: List[str] = (),
            arm: Optional[Arm] = None) -> List[str]:
     """A command's words with the plan's placeholders replaced: ``{corpus}`` by the corpus, ``{task}`` by the
-    labelled task's folder, ``{model}`` by the plan's checkpoint, ``{out}`` by its output folder; with a ``seed``
+    labelled task's folder (the plan's views of them, :mod:`.views`; ``{corpus}/..`` and ``{task}/..`` name the user's
+    folders' parents, e.g. the demo data's folder the TLM plan reads), ``{model}`` by the plan's checkpoint, ``{out}`` by its output folder; with a ``seed``
     also ``{seed}``, ``{seed_dir}``, ``{unit:ARM}`` (that arm's unit of the seed) and the words
     ``{model_options}`` and ``{device}``; with an ``arm`` (a unit's own commands) ``{unit}`` and ``{start}``;
     always the sizes (:data:`~.plan.SIZE_PLACEHOLDERS`): ``{finetune_schedule}`` (:func:`finetune_schedule`, read
     only where a command names it: it counts the task's train split) and ``{tokens_per_sample}``.
     ``{split}`` is left to the command."""
-    values = {"{corpus}": plan.corpus, "{task}": plan.labelled, "{model}": plan.model,  # corpus: read_plan's check
+    from .views import given_folder
+
+    # before {corpus} and {task}: a view's parent is its folder's
+    parents = {f"{{{name}}}/..": given_folder(plan, key).parent
+               for key, name in (("corpus", "corpus"), ("labelled", "task")) if given_folder(plan, key) is not None}
+    values = {**parents, "{corpus}": plan.corpus, "{task}": plan.labelled, "{model}": plan.model,  # corpus: checked
               "{out}": plan.out, "{tokens_per_sample}": plan.pretrain.tokens_per_sample}
     if seed is not None:
         values.update({"{seed}": seed, "{seed_dir}": seed_dir(plan, seed)})
@@ -148,7 +154,7 @@ def pretrain_command(plan: Plan, arm: Arm, seed: int, model: List[str], device: 
             "--tokens-per-sample", str(settings.tokens_per_sample), *([] if arm.task in NO_BLOCKS else BLOCKS),
             "--batch-size", str(settings.batch_size),
             "--lr-scheduler", "polynomial_decay", "--lr", str(settings.lr), "--warmup-updates", str(updates // 10 + 1),
-            "--total-num-update", str(updates), "--max-update", str(updates), "--seed", str(seed),
+            "--total-num-update", str(updates), "--max-update", str(updates), "--seed", str(arm.draws(seed)),
             "--save-dir", str(unit_dir(plan, arm.name, seed) / "pretrain"), "--no-epoch-checkpoints",
             *keep_checkpoints(settings.score_every, updates), *start, *settings.options, *arm_words(plan, arm.options, seed)]
 
@@ -182,9 +188,10 @@ def finetune_command(plan: Plan, arm: Arm, seed: int, model: List[str], device: 
     start = start_checkpoint(plan, arm, seed)
     task = arm.finetune_task or settings.task
     extra = SENTENCE_PREDICTION if task == "sentence_prediction" else []
-    return [str(plan.labelled), "--task", task, "--criterion", task,
+    data = plan.out / NOISY_TASK.format(arm=arm.name) if arm.label_noise else plan.labelled  # scored on the clean
+    return [str(data), "--task", task, "--criterion", task,
             "--num-classes", str(label_count(plan.labelled)), *extra, *model, *COMMON, *device,
-            *finetune_schedule(plan), "--seed", str(seed), "--best-checkpoint-metric", "accuracy",
+            *finetune_schedule(plan), "--seed", str(arm.draws(seed)), "--best-checkpoint-metric", "accuracy",
             "--maximize-best-checkpoint-metric", "--save-dir", str(unit_dir(plan, arm.name, seed) / "finetune"),
             "--no-epoch-checkpoints", "--finetune-from-model", str(start), *settings.options,
             *arm_words(plan, arm.finetune_options, seed)]

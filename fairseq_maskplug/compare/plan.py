@@ -99,6 +99,17 @@ class Arm:
     data: Optional[Path] = None
     #: pre-train from a fresh initialisation of the model's shape, not from its weights (TLM)
     from_scratch: bool = False
+    #: added to the seed every training stage of the arm's units draws from (``--seed``): an arm identical to
+    #: another but for its offset is an independent replicate of it (a null control, issue 88); ``{seed}`` (the
+    #: tracks' names) stays the unit's seed
+    seed_offset: int = 0
+    #: the share of the task's train labels its fine-tuning reads flipped (``fairseq-maskplug-flip-labels``, run as
+    #: the arm's first produce command into :data:`NOISY_TASK`): a known harm, the positive control of issue 88
+    label_noise: float = 0.0
+
+    def draws(self, seed: int) -> int:
+        """The seed the unit ``(this arm, seed)``'s training stages draw from."""
+        return seed + self.seed_offset
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,6 +142,8 @@ class Plan:
     compared: Tuple[str, ...] = ("test",)
     #: ``[report]``: how the report reads the units
     report: "ReportSettings" = dataclasses.field(default_factory=lambda: ReportSettings())
+    #: the user's corpus and task folders where the plan reads its own views of them (:mod:`.views`), else None
+    given: Optional[Tuple[Optional[Path], Path]] = None
 
     def family(self) -> List[Tuple[str, str]]:
         """The pairs ``(A, B)`` the report reads as one family on every compared split: ``[report] family``, else
@@ -166,7 +179,10 @@ EVALUATE_KEYS = {"command": list, "splits": list, "compared": list}
 DATA_KEYS = {"corpus": str, "task": str}
 MODEL_KEYS = {"checkpoint": str}
 ARM_KEYS = {"pretrain": bool, "task": str, "updates": int, "options": list, "produce": list,
-            "finetune_options": list, "finetune_task": str, "data": str, "from_scratch": bool}
+            "finetune_options": list, "finetune_task": str, "data": str, "from_scratch": bool, "seed_offset": int,
+            "label_noise": float}
+#: where an arm with ``label_noise`` reads its noisy copy of the task (``{out}``-relative; ARM: the arm's name)
+NOISY_TASK = "data/noisy-{arm}"
 #: what a ``produce`` command's words may name: the corpus, the labelled task's folder, the plan's model, the
 #: plan's output folder (where a produce command writes data an arm reads)
 PLACEHOLDERS = ("{corpus}", "{task}", "{model}", "{out}")
@@ -320,22 +336,30 @@ def _read_arm(path: Path, at: str, name: str, table, pretrain: PretrainSettings,
         raise PlanError(f"{at}: an arm's name must be letters, digits, '_', '.' or '-'")
     _check_table(at, table, ARM_KEYS)
     stage = table.get("pretrain", True)
-    ignored = set(table) - {"pretrain", "produce", "finetune_options", "finetune_task"}
+    ignored = set(table) - {"pretrain", "produce", "finetune_options", "finetune_task", "seed_offset", "label_noise"}
     if not stage and ignored:
         raise PlanError(f"{at}: pretrain = false, so {', '.join(sorted(ignored))} would be ignored; remove them")
     updates = table.get("updates", pretrain.updates)
     if updates < 1:
         raise PlanError(f"{at}.updates must lie in [1, inf), got {updates}")
+    if table.get("seed_offset", 0) < 0:
+        raise PlanError(f"{at}.seed_offset must lie in [0, inf), got {table['seed_offset']}")
+    noise = table.get("label_noise", 0.0)
+    if not 0 <= noise <= 1:
+        raise PlanError(f"{at}.label_noise must lie in [0, 1], got {noise}")
+    flip = ((("fairseq-maskplug-flip-labels", "--data", "{task}", "--share", str(noise), "--out",
+              "{out}/" + NOISY_TASK.format(arm=name)),) if noise else ())
     for key in ("options", "finetune_options"):
         _check_placeholders(f"{at}.{key}", map(str, table.get(key, [])), OPTION_PLACEHOLDERS)
     return Arm(name, table.get("task", pretrain.task) if stage else None, updates if stage else 0,
                _option_list(f"{at}.options", table.get("options", [])) if stage else (),
-               produce=_commands(f"{at}.produce", table.get("produce", []), PLACEHOLDERS + SIZE_PLACEHOLDERS),
+               produce=flip + _commands(f"{at}.produce", table.get("produce", []), PLACEHOLDERS + SIZE_PLACEHOLDERS),
                finetune_options=_option_list(f"{at}.finetune_options", table.get("finetune_options", [])),
                finetune_task=table.get("finetune_task"),
                data=(labelled if table.get("data") == "{task}" else _path(path, f"{at}.data", table["data"]))
                if "data" in table else None,
-               from_scratch=table.get("from_scratch", False))
+               from_scratch=table.get("from_scratch", False), seed_offset=table.get("seed_offset", 0),
+               label_noise=noise)
 
 
 def _read_commands(where: str, raw: dict, arms: List[Arm]) -> Dict[str, Tuple[Tuple[str, ...], ...]]:
@@ -460,9 +484,10 @@ def read_plan(path, overrides: Optional[dict] = None, settings=()) -> Plan:
     if len(arms) < 2:
         raise PlanError(f"{where}: a comparison needs at least two arms, got {len(arms)}")
     commands = _read_commands(where, raw, arms)
-    if finetune_command and any(arm.finetune_task for arm in arms):
-        raise PlanError(f"{where}: [finetune] command is the whole fine-tuning, so arm "
-                        f"{next(a.name for a in arms if a.finetune_task)}'s finetune_task would be ignored")
+    for key in ("finetune_task", "seed_offset", "label_noise"):
+        if finetune_command and any(getattr(arm, key) for arm in arms):
+            raise PlanError(f"{where}: [finetune] command is the whole fine-tuning, so arm "
+                            f"{next(a.name for a in arms if getattr(a, key))}'s {key} would be ignored")
     corpus = raw["data"].get("corpus")
     needs = [f"arm {a.name}" for a in arms
              if (a.task and not a.data) or any("{corpus}" in w for c in a.produce for w in c)]

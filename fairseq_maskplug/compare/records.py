@@ -30,9 +30,13 @@ class UnitChanged(PlanError):
 
 def placeholders(plan: Plan, words: List[str]) -> List[str]:
     """``words`` less the tool and the device's options, the plan's paths written as their placeholders."""
+    from .views import given_folder
+
     paths = [(str(plan.out), "{out}"), (str(plan.labelled), "{task}"), (str(plan.model), "{model}")]
     if plan.corpus is not None:
         paths.append((str(plan.corpus), "{corpus}"))
+    paths += [(str(given_folder(plan, key).parent), f"{{{name}}}/..") for key, name in (("labelled", "task"),
+              ("corpus", "corpus")) if given_folder(plan, key) is not None]  # commands.filled's parents
     paths.sort(key=lambda pair: -len(pair[0]))  # the longest first: a folder inside another
     out, skip = [], 0
     for word in list(words)[1:]:

@@ -37,6 +37,7 @@ from . import health, records
 from .plan import Plan, PlanError, uses_seed
 from .commands import producers_dir, seed_dir, unit_dir
 from .units import COMMAND, missing_units, stage_seconds, unit_result
+from .views import given_folder
 
 RECORD_FIELDS = ("accuracy", "macro_f1", "n", "classes_predicted", "correct")
 #: the share of the score's range (0 to 100 points) above which a detectable difference means the design cannot
@@ -95,12 +96,14 @@ def collect_results(plan: Plan, command: Optional[List[str]] = None) -> dict:
             "arms": [{"name": a.name, "task": a.task, "updates": a.updates, "options": list(a.options),
                       "data": str(a.data) if a.data else None, "from_scratch": a.from_scratch,
                       "finetune_task": a.finetune_task or plan.finetune.task,
-                      "finetune_options": list(a.finetune_options)} for a in plan.arms],
+                      "finetune_options": list(a.finetune_options), "seed_offset": a.seed_offset,
+                      "label_noise": a.label_noise} for a in plan.arms],
             "produce": [list(c) for c in plan.produce], "seed_produce": [list(c) for c in plan.seed_produce],
             "finetune_command": list(plan.finetune_command), "evaluate_command": list(plan.evaluate_command),
             "splits": list(plan.splits), "compared": list(plan.compared),
             "seeds": [str(s) for s in plan.seeds],
-            "corpus": str(plan.corpus) if plan.corpus else None, "task": str(plan.labelled),
+            "corpus": str(given_folder(plan, "corpus")) if plan.corpus else None,
+            "task": str(given_folder(plan, "labelled")),
             "model": str(plan.model), "version": __version__, "commit": source_commit(),
             "devices": unit_devices(plan),
             "family": [list(pair) for pair in plan.family()], "effect": plan.report.effect,
