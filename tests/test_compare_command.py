@@ -269,6 +269,18 @@ def test_a_plan_runs_resumes_collects_and_scales_out(toy, tmp_path):
     # the pre-training drew from each unit's seed: the two seeds' checkpoints differ
     assert (out / "units" / "random__seed1" / "pretrain" / "checkpoint_last.pt").read_bytes() != \
         (out / "units" / "random__seed2" / "pretrain" / "checkpoint_last.pt").read_bytes()
+    # issue 90: each unit's compute, read from its logs: 2 fine-tuning epochs over the task's 200 train sentences
+    # (each with its </s> and the <s> --init-token adds), at most 4 updates of 8 blocks of 32 tokens of pre-training
+    from fairseq.data import Dictionary, data_utils
+
+    sizes = data_utils.load_indexed_dataset(str(toy / "task" / "input0" / "train"),
+                                            Dictionary.load(str(toy / "task" / "input0" / "dict.txt"))).sizes
+    fine_tuned = 2 * int(sum(sizes + 1))
+    for unit in data["compute"]:
+        assert abs(unit["finetune_tokens"] - fine_tuned) <= 0.01 * fine_tuned, (unit, fine_tuned)
+        assert (unit["pretrain_tokens"] is None) == (unit["row"] == "none")
+        assert unit["row"] == "none" or 4 * 8 * 16 < unit["pretrain_tokens"] <= 4 * 8 * 32
+    assert len(data["compute"]) == 4 and data["meta"]["parameters"] > 0 and "## compute of each arm" in report
 
     # a unit's results lost: --collect names it; a rerun retrains only what that unit lacks
     for split in ("valid", "test"):
@@ -391,7 +403,7 @@ produce = [["fairseq-maskplug-pmi-units", "--data", "{corpus}", "--splits", "tra
     given = listing(corpus)
     assert main([str(plan), "--produce"]) == 0
     # the track lands in the plan's view of the corpus (issue 89), the user's corpus is not written
-    view = toy / "produce" / "data" / "corpus"
+    view = toy / "produce" / "views" / "corpus"
     assert "produce commands have run" in capsys.readouterr().out and list(view.glob("train.pmi*"))
     assert listing(corpus) == given and (view / "train.bin").resolve() == (corpus / "train.bin").resolve()
     assert main([str(plan), "--print-jobs"]) == 0
@@ -539,7 +551,7 @@ def test_an_arm_that_differs_in_fine_tuning_produces_its_track_on_the_task_and_t
     given = listing(task)
     assert main([str(plan), "--produce"]) == 0
     capsys.readouterr()
-    view = toy / "finetuning" / "data" / "task"
+    view = toy / "finetuning" / "views" / "task"
     assert all((view / "input0" / f"{split}.plt.bin").is_file() for split in ("train", "valid", "test"))
     assert listing(task) == given  # the plan's view of the task holds the track, not the user's folder
     assert main([str(plan), "--print-jobs"]) == 0
@@ -611,8 +623,8 @@ def test_seed_produce_runs_each_seed_s_chain_after_the_unit_it_reads(toy, tmp_pa
     for seed in (1, 2):
         assert (out / "units" / f"none__seed{seed}" / "result.test.json").is_file()  # the classifier unit, whole
         assert (out / "producers" / f"seed{seed}" / "tagger" / "checkpoint_best.pt").is_file()
-        assert all((out / "data" / "corpus" / f"{split}.importance_s{seed}.bin").is_file() for split in ("train", "valid"))
-        assert all((out / "data" / "task" / "input0" / f"{split}.importance_s{seed}.bin").is_file()
+        assert all((out / "views" / "corpus" / f"{split}.importance_s{seed}.bin").is_file() for split in ("train", "valid"))
+        assert all((out / "views" / "task" / "input0" / f"{split}.importance_s{seed}.bin").is_file()
                    for split in ("train", "valid"))
         # each seed's classifier scored the task (a stage's log begins with its command)
         first = (out / "producers" / f"seed{seed}" / "logs" / f"seed{seed}.1.log").read_text().splitlines()[0]
@@ -1145,7 +1157,7 @@ def test_an_arm_with_label_noise_fine_tunes_on_a_copy_whose_train_labels_flipped
     plan = read_plan(write_plan(toy, "noise.toml", PLAN + "\n[arms.harm]\npretrain = false\nlabel_noise = 0.25\n"))
     harm = plan.arm("harm")
     assert harm.produce[0][:5] == ("fairseq-maskplug-flip-labels", "--data", "{task}", "--share", "0.25")
-    assert finetune_command(plan, harm, 1, [], [])[0] == str(plan.out / "data" / "noisy-harm")
+    assert finetune_command(plan, harm, 1, [], [])[0] == str(plan.out / "noisy-labels" / "harm")
     assert str(plan.labelled) in evaluate_command(plan, harm, 1)  # scored on the clean labels
     with pytest.raises(PlanError, match=r"\[arms.harm\].label_noise must lie in \[0, 1\], got 1.5"):
         read_plan(write_plan(toy, "noise.toml", PLAN + "\n[arms.harm]\npretrain = false\nlabel_noise = 1.5\n"))
@@ -1166,3 +1178,20 @@ def test_the_control_plans_are_replicates_of_one_arm_and_known_harms():
     harm = read_plan(REPO / "recipes" / "compare_plans" / "harm.toml")
     assert [arm.label_noise for arm in harm.arms] == [0.0, 0.1, 0.25, 0.4] and harm.baseline == "clean"
     assert all(arm.task is None and arm.seed_offset == 0 for arm in harm.arms)
+
+
+def test_a_stage_s_tokens_are_its_epochs_tokens_per_batch_times_their_updates(tmp_path):
+    from fairseq_maskplug.compare.compute import compute_lines, stage_tokens
+
+    log = tmp_path / "finetune.log"
+    records = [{"epoch": 1, "train_wpb": "250.5", "train_num_updates": "10"},
+               {"epoch": 2, "train_wpb": "240", "train_num_updates": "18"}]
+    log.write_text("".join(f"2026-12-02 | INFO | train_inner | {{\"wpb\": \"1\"}}\n2026-12-02 | INFO | train | "
+                           f"{json.dumps(r)}\n" for r in records))
+    assert stage_tokens(log) == round(250.5 * 10 + 240 * 8) and stage_tokens(tmp_path / "none.log") is None
+    data = {"meta": {"parameters": 1000, "arms": [{"name": "a"}, {"name": "b"}]},
+            "compute": [{"row": "a", "seed": 1, "pretrain_tokens": 100, "finetune_tokens": 50},
+                        {"row": "a", "seed": 2, "pretrain_tokens": 300, "finetune_tokens": 50},
+                        {"row": "b", "seed": 1, "pretrain_tokens": None, "finetune_tokens": 60}]}
+    lines = compute_lines(data)
+    assert "| a | 2 | 200 | 50 | 1.50e+06 |" in lines and "| b | 1 | - | 60 | 3.60e+05 |" in lines

@@ -182,7 +182,7 @@ ARM_KEYS = {"pretrain": bool, "task": str, "updates": int, "options": list, "pro
             "finetune_options": list, "finetune_task": str, "data": str, "from_scratch": bool, "seed_offset": int,
             "label_noise": float}
 #: where an arm with ``label_noise`` reads its noisy copy of the task (``{out}``-relative; ARM: the arm's name)
-NOISY_TASK = "data/noisy-{arm}"
+NOISY_TASK = "noisy-labels/{arm}"
 #: what a ``produce`` command's words may name: the corpus, the labelled task's folder, the plan's model, the
 #: plan's output folder (where a produce command writes data an arm reads)
 PLACEHOLDERS = ("{corpus}", "{task}", "{model}", "{out}")

@@ -38,6 +38,7 @@ from .plan import Plan, PlanError, uses_seed
 from .commands import producers_dir, seed_dir, unit_dir
 from .units import COMMAND, missing_units, stage_seconds, unit_result
 from .views import given_folder
+from .compute import compute_lines, model_parameters, unit_compute
 
 RECORD_FIELDS = ("accuracy", "macro_f1", "n", "classes_predicted", "correct")
 #: the share of the score's range (0 to 100 points) above which a detectable difference means the design cannot
@@ -105,7 +106,7 @@ def collect_results(plan: Plan, command: Optional[List[str]] = None) -> dict:
             "corpus": str(given_folder(plan, "corpus")) if plan.corpus else None,
             "task": str(given_folder(plan, "labelled")),
             "model": str(plan.model), "version": __version__, "commit": source_commit(),
-            "devices": unit_devices(plan),
+            "devices": unit_devices(plan), "parameters": model_parameters(plan.model),
             "family": [list(pair) for pair in plan.family()], "effect": plan.report.effect,
             "stage_seconds": {f"{arm}:{seed}": seconds for arm, seed in plan.units()
                               if (seconds := stage_seconds(plan, arm, seed))},
@@ -113,7 +114,9 @@ def collect_results(plan: Plan, command: Optional[List[str]] = None) -> dict:
             "command": shlex.join(command) if command else None}
     records.check_same_items([unit_dir(plan, arm, seed) for arm, seed in plan.units()
                               if any(s["row"] == arm and s["seed"] == seed for s in scores)])
-    data = {"meta": meta, "scores": scores, "health": collect_health(plan, scores), "missing": missing_units(plan)}
+    data = {"meta": meta, "scores": scores, "health": collect_health(plan, scores), "missing": missing_units(plan),
+            "compute": [{"row": arm, "seed": seed, **unit_compute(unit_dir(plan, arm, seed))}
+                        for arm, seed in plan.units() if unit_result(plan, arm, seed, plan.compared[0])]}
     if plan.pretrain.score_every:
         data["curves"] = collect_curves(plan)
     return data
@@ -228,8 +231,8 @@ def health_lines(data: dict) -> list:
 def report_parts(data: dict, found: Optional[list] = None) -> dict:
     """The report's parts from the stored dictionary alone (what a page's generated block reads), each a list of
     lines starting with its ``## `` heading: ``verdicts`` (with the warnings where the design cannot see);
-    ``health``; ``scores``; ``versus-SPLIT`` for each compared split; ``curves`` where the plan scored its
-    pre-training. ``found``: the family's comparisons where the caller has them (:func:`comparisons_of`)."""
+    ``health``; ``scores``; ``versus-SPLIT`` for each compared split; ``compute`` (:mod:`.compute`) where the units'
+    logs were read; ``curves`` where the plan scored its pre-training. ``found``: the family's comparisons where the caller has them (:func:`comparisons_of`)."""
     meta, scores = data["meta"], data["scores"]
     rows = [arm["name"] for arm in meta["arms"]]
     baseline, splits, compared = meta["baseline"], meta["splits"], meta["compared"]
@@ -266,6 +269,9 @@ def report_parts(data: dict, found: Optional[list] = None) -> dict:
     for split in compared:
         parts[f"versus-{split}"] = ([f"## the family's comparisons on {split} (paired over seeds and {split} items)"]
                                     + report.comparison_tables(found, split, f"{split} accuracy"))
+    if data.get("compute"):
+        parts["compute"] = ["## compute of each arm: the tokens its stages trained on (mean over its units) and the "
+                            "training FLOPs they took (6 N D, Kaplan et al. 2020)", ""] + compute_lines(data)
     if data.get("curves"):
         pretrained = {arm["name"] for arm in meta["arms"] if arm["task"]}
         curve_pairs = [(a, b) for a, b in family_pairs(meta) if a in pretrained and b in pretrained]

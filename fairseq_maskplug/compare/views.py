@@ -1,4 +1,4 @@
-"""The plan's own views of its data folders (issue 89): ``OUT/data/corpus`` and ``OUT/data/task`` mirror the corpus
+"""The plan's own views of its data folders (issue 89): ``OUT/views/corpus`` and ``OUT/views/task`` mirror the corpus
 and the labelled task file by file with symbolic links, and every produce command, check, unit and report of the
 plan reads the views. A producer writes its tracks atomically (a new file renamed over the name: the link is
 replaced, never the file it names), so what a plan's run writes lands under its output folder and the user's folders
@@ -13,14 +13,14 @@ from typing import Optional
 
 from .plan import Plan
 
-#: the view of each data folder of a plan, under ``OUT/data/``
+#: the view of each data folder of a plan, under ``OUT/views/`` (a plan's own commands may write ``OUT/data/``)
 VIEWS = {"corpus": "corpus", "labelled": "task"}
 #: what the views mirror, written when they are made (``{"corpus": PATH or null, "task": PATH}``)
 SOURCES = "sources.json"
 
 
 def views_dir(plan: Plan) -> Path:
-    return plan.out / "data"
+    return plan.out / "views"
 
 
 def mirror(source: Path, view: Path) -> None:
