@@ -45,11 +45,25 @@ def result_parts(data: dict) -> dict:
     return science_results.summary_parts(data)
 
 
+#: each stored file's data and parts, read once per version of the file (several blocks cite one file; its
+#: comparisons' simulations take seconds)
+_READ = {}
+
+
+def stored_parts(path: Path):
+    """``(data, parts)`` of a stored results file, computed once while the file is unchanged."""
+    stat = path.stat()
+    key = (str(path), stat.st_mtime_ns, stat.st_size)
+    if key not in _READ:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        _READ[key] = (data, result_parts(data))
+    return _READ[key]
+
+
 def page_block(results: Path, part: str) -> str:
     """The text of a page's block: the part's heading as a sentence with the file's provenance, then its tables
     (and notes), from the stored results file (a path under the repository)."""
-    data = json.loads((ROOT / results).read_text(encoding="utf-8"))
-    parts = result_parts(data)
+    data, parts = stored_parts(ROOT / results)
     if part not in parts:
         raise ValueError(f"{results} has no part {part!r} (it has {', '.join(parts)})")
     heading, *lines = parts[part]

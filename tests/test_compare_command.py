@@ -273,9 +273,10 @@ def test_a_plan_runs_resumes_collects_and_scales_out(toy, tmp_path):
     # (each with its </s> and the <s> --init-token adds), at most 4 updates of 8 blocks of 32 tokens of pre-training
     from fairseq.data import Dictionary, data_utils
 
-    sizes = data_utils.load_indexed_dataset(str(toy / "task" / "input0" / "train"),
-                                            Dictionary.load(str(toy / "task" / "input0" / "dict.txt"))).sizes
-    fine_tuned = 2 * int(sum(sizes + 1))
+    dataset = data_utils.load_indexed_dataset(str(toy / "task" / "input0" / "train"),
+                                              Dictionary.load(str(toy / "task" / "input0" / "dict.txt")))
+    fine_tuned = 2 * int((dataset.sizes + 1).sum())  # (read while the dataset, and so its memory map, is open)
+    del dataset
     for unit in data["compute"]:
         assert abs(unit["finetune_tokens"] - fine_tuned) <= 0.01 * fine_tuned, (unit, fine_tuned)
         assert (unit["pretrain_tokens"] is None) == (unit["row"] == "none")

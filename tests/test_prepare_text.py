@@ -55,6 +55,7 @@ def test_the_layouts_and_the_text_the_tokens_spell(own, capsys):
     assert (own / "mine" / "notes.txt").read_text() == "keep"
 
 
+@pytest.mark.full  # three runs of the command: 48 s of the quick tier's 10 minutes (2026-12-02)
 def test_a_rerun_keeps_the_tracks_and_files_it_did_not_write_and_refuses_to_leave_one_stale(own, tmp_path, capsys):
     """The producers' tracks go beside the splits (the documented layout): an identical rerun replaced them with
     nothing, exit 0. Now it keeps them (and a file of the user's), byte for byte; a rerun that changes the tokens
