@@ -29,4 +29,5 @@ threads=$(( $(nproc) / workers ))
 (( threads >= 1 )) || threads=1
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$threads}"
 export MKL_NUM_THREADS="${MKL_NUM_THREADS:-$OMP_NUM_THREADS}" OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-$OMP_NUM_THREADS}"
-python -m pytest -n "$workers" --dist loadfile ${tier[@]+"${tier[@]}"} ${args[@]+"${args[@]}"}
+# --no-loadscope-reorder: the files go out in tests/conftest.py's order, the longest first
+python -m pytest -n "$workers" --dist loadfile --no-loadscope-reorder ${tier[@]+"${tier[@]}"} ${args[@]+"${args[@]}"}
