@@ -420,6 +420,10 @@ produce = [["fairseq-maskplug-pmi-units", "--data", "{corpus}", "--splits", "tra
     build_views(read_plan(plan))
     assert (view / "notes.txt").read_text() == "mine\n" and not (view / "gone.txt").is_symlink()
     assert not (view / "train.pmi_units.bin").is_symlink() and listing(corpus) == sorted([*given, "notes.txt"])
+    # the same output folder on another corpus: its views hold this one's files and tracks, refused before any work
+    other = shutil.copytree(toy / "corpus", tmp_path / "other")
+    assert main([str(plan), "--set", f"data.corpus={other}", "--print-jobs"]) == 2
+    assert f"was run on another corpus, {corpus}" in capsys.readouterr().err
 
 
 def listing(folder):

@@ -238,7 +238,7 @@ def work(args) -> int:
     from .report import write_report
     from .units import (StageFailed, check_units, missing_units, parse_unit, produce, produce_plan, produce_seeds,
                         produced, run_unit, seed_produced)
-    from .views import build_views, on_views, views_built
+    from .views import build_views, check_views, on_views, views_built
 
     import time
 
@@ -248,6 +248,7 @@ def work(args) -> int:
     given = read_plan(args.plan, overrides, [(key, value) for key, value, _ in settings])
     # the plan reads its own views of the corpus and task (.views): made when it claims its output folder, so that
     # its producers never write the user's folders
+    check_views(given)
     plan = on_views(given) if views_built(given) else given
 
     def claim():

@@ -55,13 +55,30 @@ def build_views(plan: Plan) -> None:
 
 
 def views_built(plan: Plan) -> bool:
-    """Whether an earlier run made the views of these very folders."""
+    """Whether an earlier run made the views of these very folders (:func:`check_views` refuses others')."""
     path = views_dir(plan) / SOURCES
     if not path.is_file():
         return False
     sources = json.loads(path.read_text(encoding="utf-8"))
     return all(sources.get(name) == (str(getattr(plan, key)) if getattr(plan, key) else None)
                for key, name in VIEWS.items())
+
+
+def check_views(plan: Plan) -> None:
+    """Refuse, before any work, an output folder whose views mirror other folders than the plan's (its data
+    changed since it ran): their links and tracks are another folder's, and a unit would read them."""
+    from .plan import PlanError
+
+    path = views_dir(plan) / SOURCES
+    if not path.is_file():
+        return
+    sources = json.loads(path.read_text(encoding="utf-8"))
+    for key, name in VIEWS.items():
+        given = str(getattr(plan, key)) if getattr(plan, key) else None
+        if sources.get(name) and given and sources[name] != given:
+            raise PlanError(f"{plan.path}: out {plan.out} was run on another {name}, {sources[name]} (its views, "
+                            f"{views_dir(plan) / name}, hold that folder's files and tracks), not {given}: give "
+                            "another out")
 
 
 def on_views(plan: Plan) -> Plan:
