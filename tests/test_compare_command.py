@@ -673,6 +673,7 @@ def test_the_tlm_plan_file_is_the_stored_tlm_run_s_shape():
     assert retrieve[retrieve.index("--backend") + 1] == default("TLM_BACKEND")
 
 
+@pytest.mark.full  # a unit's two stages: 30 s of the quick tier's 10 minutes (2026-12-02: 582 s)
 def test_an_arm_trained_from_scratch_on_the_task_reads_data_the_plan_produced(toy, tmp_path, capsys):
     """TLM's shape of plan: the plan's own produce commands write external data into its output folder ({out})
     once, for every arm; an arm's first stage trains from scratch (the model's shape, not its weights) on the
