@@ -85,12 +85,10 @@ def filled(plan: Plan, command, seed: Optional[int] = None, model: List[str] = (
     always the sizes (:data:`~.plan.SIZE_PLACEHOLDERS`): ``{finetune_schedule}`` (:func:`finetune_schedule`, read
     only where a command names it: it counts the task's train split) and ``{tokens_per_sample}``.
     ``{split}`` is left to the command."""
-    from .views import given_folder
+    from .views import given_parents
 
-    # before {corpus} and {task}: a view's parent is its folder's
-    parents = {f"{{{name}}}/..": given_folder(plan, key).parent
-               for key, name in (("corpus", "corpus"), ("labelled", "task")) if given_folder(plan, key) is not None}
-    values = {**parents, "{corpus}": plan.corpus, "{task}": plan.labelled, "{model}": plan.model,  # corpus: checked
+    # the parents before {corpus} and {task}: a view's parent is its folder's
+    values = {**given_parents(plan), "{corpus}": plan.corpus, "{task}": plan.labelled, "{model}": plan.model,  # corpus: checked
               "{out}": plan.out, "{tokens_per_sample}": plan.pretrain.tokens_per_sample}
     if seed is not None:
         values.update({"{seed}": seed, "{seed_dir}": seed_dir(plan, seed)})

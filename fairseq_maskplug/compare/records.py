@@ -30,13 +30,12 @@ class UnitChanged(PlanError):
 
 def placeholders(plan: Plan, words: List[str]) -> List[str]:
     """``words`` less the tool and the device's options, the plan's paths written as their placeholders."""
-    from .views import given_folder
+    from .views import given_parents
 
     paths = [(str(plan.out), "{out}"), (str(plan.labelled), "{task}"), (str(plan.model), "{model}")]
     if plan.corpus is not None:
         paths.append((str(plan.corpus), "{corpus}"))
-    paths += [(str(given_folder(plan, key).parent), f"{{{name}}}/..") for key, name in (("labelled", "task"),
-              ("corpus", "corpus")) if given_folder(plan, key) is not None]  # commands.filled's parents
+    paths += [(str(parent), name) for name, parent in given_parents(plan).items()]  # commands.filled's parents
     paths.sort(key=lambda pair: -len(pair[0]))  # the longest first: a folder inside another
     out, skip = [], 0
     for word in list(words)[1:]:

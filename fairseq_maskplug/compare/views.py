@@ -13,8 +13,9 @@ from typing import Optional
 
 from .plan import Plan
 
-#: the view of each data folder of a plan, under ``OUT/views/`` (a plan's own commands may write ``OUT/data/``)
-VIEWS = {"corpus": "corpus", "labelled": "task"}
+#: the view of each data folder of a plan, under ``OUT/views/`` (a plan's own commands may write ``OUT/data/``); the
+#: task first: where both folders have one parent, a path there is written back as ``{task}/..``
+VIEWS = {"labelled": "task", "corpus": "corpus"}
 #: what the views mirror, written when they are made (``{"corpus": PATH or null, "task": PATH}``)
 SOURCES = "sources.json"
 
@@ -43,25 +44,30 @@ def mirror(source: Path, view: Path) -> None:
                 path.unlink(missing_ok=True)
 
 
+def sources(plan: Plan) -> dict:
+    """``{"corpus": PATH or None, "task": PATH}``: the folders the views of ``plan`` (as read) mirror."""
+    return {name: str(getattr(plan, key)) if getattr(plan, key) else None for key, name in VIEWS.items()}
+
+
+def recorded_sources(plan: Plan) -> Optional[dict]:
+    """What an earlier run's views mirror (:data:`SOURCES`), or None where none was made."""
+    path = views_dir(plan) / SOURCES
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
 def build_views(plan: Plan) -> None:
     """Make or refresh the views of the plan's folders (``plan``: as read, on the user's folders)."""
     from ..common.atomic import write_text
 
-    sources = {VIEWS[key]: str(getattr(plan, key)) if getattr(plan, key) else None for key in VIEWS}
     for key, name in VIEWS.items():
         if getattr(plan, key) is not None:
             mirror(getattr(plan, key), views_dir(plan) / name)
-    write_text(str(views_dir(plan) / SOURCES), json.dumps(sources) + "\n")
+    write_text(str(views_dir(plan) / SOURCES), json.dumps(sources(plan)) + "\n")
 
 
 def views_built(plan: Plan) -> bool:
     """Whether an earlier run made the views of these very folders (:func:`check_views` refuses others')."""
-    path = views_dir(plan) / SOURCES
-    if not path.is_file():
-        return False
-    sources = json.loads(path.read_text(encoding="utf-8"))
-    return all(sources.get(name) == (str(getattr(plan, key)) if getattr(plan, key) else None)
-               for key, name in VIEWS.items())
+    return recorded_sources(plan) == sources(plan)
 
 
 def check_views(plan: Plan) -> None:
@@ -69,16 +75,19 @@ def check_views(plan: Plan) -> None:
     changed since it ran): their links and tracks are another folder's, and a unit would read them."""
     from .plan import PlanError
 
-    path = views_dir(plan) / SOURCES
-    if not path.is_file():
-        return
-    sources = json.loads(path.read_text(encoding="utf-8"))
-    for key, name in VIEWS.items():
-        given = str(getattr(plan, key)) if getattr(plan, key) else None
-        if sources.get(name) and given and sources[name] != given:
-            raise PlanError(f"{plan.path}: out {plan.out} was run on another {name}, {sources[name]} (its views, "
-                            f"{views_dir(plan) / name}, hold that folder's files and tracks), not {given}: give "
-                            "another out")
+    recorded, given = recorded_sources(plan) or {}, sources(plan)
+    for name in VIEWS.values():
+        if recorded.get(name) and given[name] and recorded[name] != given[name]:
+            raise PlanError(f"{plan.path}: out {plan.out} was run on another {name}, {recorded[name]} (its views, "
+                            f"{views_dir(plan) / name}, hold that folder's files and tracks), not {given[name]}: "
+                            "give another out")
+
+
+def given_parents(plan: Plan) -> dict:
+    """``{"{corpus}/..": PATH, "{task}/..": PATH}``: the user's folders' parents, which a view's ``..`` stands for
+    (the placeholders :func:`.commands.filled` fills and :func:`.records.placeholders` writes back)."""
+    return {f"{{{name}}}/..": given_folder(plan, key).parent for key, name in VIEWS.items()
+            if given_folder(plan, key) is not None}
 
 
 def on_views(plan: Plan) -> Plan:
@@ -93,4 +102,4 @@ def given_folder(plan: Plan, key: str) -> Optional[Path]:
     """The user's folder of ``corpus`` or ``labelled``, whether or not ``plan`` reads its view."""
     if plan.given is None:
         return getattr(plan, key)
-    return plan.given[list(VIEWS).index(key)]
+    return dict(zip(("corpus", "labelled"), plan.given))[key]
