@@ -58,33 +58,25 @@ def parse_args(argv=None):
 
 def write(args) -> int:
     import torch
-    from fairseq.data import Dictionary, data_utils, indexed_dataset
+    from fairseq.data import Dictionary
 
     from fairseq_maskplug.common.atomic import check_output_directory
     from fairseq_maskplug.compare.views import mirror
-    from fairseq_maskplug.tools.binarize import atomic_directory
+    from fairseq_maskplug.tools.binarize import atomic_directory, read_items, write_items
 
     label_dir = args.data / "label"
     if not (label_dir / "dict.txt").is_file() or not (args.data / "input0").is_dir():
         raise ValueError(f"--data {args.data}: not a labelled task (no input0/ or label/dict.txt)")
     check_output_directory(args.out, "--out", COMMAND, others=[("--data", str(args.data))])
     dictionary = Dictionary.load(str(label_dir / "dict.txt"))
-    dataset = data_utils.load_indexed_dataset(str(label_dir / "train"), dictionary)
-    if dataset is None:
-        raise ValueError(f"--data {args.data}: no binarized label/train split")
-    items = [dataset[i] for i in range(len(dataset))]
+    items = read_items(label_dir / "train", dictionary)
     labels = np.array([int(item[0]) for item in items])
     classes = np.arange(dictionary.nspecial, len(dictionary))
     flipped, positions = flip_labels(labels, classes, args.share, np.random.default_rng(args.seed))
     with atomic_directory(args.out, COMMAND) as tmp:
         mirror(args.data, tmp)
-        for suffix in (".bin", ".idx"):
-            (tmp / "label" / f"train{suffix}").unlink()
-        builder = indexed_dataset.make_builder(str(tmp / "label" / "train.bin"), impl="mmap",
-                                               vocab_size=len(dictionary))
-        for item, label in zip(items, flipped):
-            builder.add_item(torch.cat([torch.tensor([label], dtype=item.dtype), item[1:]]))
-        builder.finalize(str(tmp / "label" / "train.idx"))
+        write_items(tmp / "label" / "train", (torch.cat([torch.tensor([label], dtype=item.dtype), item[1:]])
+                                              for item, label in zip(items, flipped)), len(dictionary))
         record = {"data": str(args.data), "share": args.share, "seed": args.seed, "lines": int(labels.size),
                   "flipped": int(positions.size), "positions": positions.tolist()}
         (tmp / "flipped.json").write_text(json.dumps(record) + "\n", encoding="utf-8")

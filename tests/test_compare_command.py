@@ -442,11 +442,14 @@ def test_the_fe_plan_file_is_the_stored_fe_run_s_shape():
     knobs = stored["meta"]["environment_knobs"]
     assert plan.pretrain.updates == int(knobs["FE_UPDATES"]) and plan.finetune.epochs == int(knobs["FE_FINETUNE_EPOCHS"])
     assert plan.pretrain.score_every == int(knobs["FE_VALID_EVERY"])  # the curves' checkpoints
-    assert [arm.name for arm in plan.arms] == ["mlm", "fe_subword"] and plan.baseline == "mlm"
-    assert {row for row in (s["row"] for s in stored["scores"])} == {"mlm", "fe_subword"}
+    assert [arm.name for arm in plan.arms] == ["mlm", "fe_subword", "mlm_span", "fe_span"] and plan.baseline == "mlm"
+    assert {row for row in (s["row"] for s in stored["scores"])} == {"mlm", "fe_subword"}  # the span arms came later
+    assert plan.report.family == [["fe_subword", "mlm"], ["fe_span", "mlm_span"]]
+    for name, task in (("mlm_span", "guided_mlm"), ("fe_span", "fe_mlm")):  # the recipe's span rows
+        assert plan.arm(name).task == task and plan.arm(name).options[-2:] == ("--mask-policy", "span")
     assert list(plan.seeds) == [int(seed) for seed in stored["meta"]["seeds"]]
-    fe = plan.arm("fe_subword")
-    assert fe.task == "fe_mlm" and fe.options[:4] == ("--batch-size", "8", "--fe-views", "4")
+    for fe in (plan.arm("fe_subword"), plan.arm("fe_span")):
+        assert fe.task == "fe_mlm" and fe.options[:4] == ("--batch-size", "8", "--fe-views", "4")
     assert (plan.pretrain.lr, plan.pretrain.batch_size, plan.finetune.lr, plan.finetune.batch_size) == (1e-3, 32, 2e-4, 32)
 
 
@@ -1167,6 +1170,56 @@ def test_an_arm_with_label_noise_fine_tunes_on_a_copy_whose_train_labels_flipped
     assert str(plan.labelled) in evaluate_command(plan, harm, 1)  # scored on the clean labels
     with pytest.raises(PlanError, match=r"\[arms.harm\].label_noise must lie in \[0, 1\], got 1.5"):
         read_plan(write_plan(toy, "noise.toml", PLAN + "\n[arms.harm]\npretrain = false\nlabel_noise = 1.5\n"))
+
+
+def test_subsample_task_keeps_exactly_its_examples_in_order_and_moves_the_rest_to_test(toy, tmp_path):
+    """Issue 88's low-resource shape: fairseq-maskplug-subsample-task keeps N train examples drawn without
+    replacement in their order, appends the others to test after the task's own test items, leaves valid linked
+    and the task untouched; a track of a replaced split is not carried over (it would not align)."""
+    import numpy as np
+    from fairseq.data import Dictionary, data_utils
+
+    from preprocess.subsample_task import choose_examples
+
+    for seed in range(20):  # uniform without replacement: sorted, distinct, in range, every size
+        kept = choose_examples(50, 7, np.random.default_rng(seed))
+        assert kept.tolist() == sorted(set(kept.tolist())) and len(kept) == 7 and 0 <= kept[0] and kept[-1] < 50
+    # each position is kept with probability 7/50: over 2,000 draws its count is binomial (2000, 0.14), sd 15.5;
+    # the extremes of 50 counts lie within 5 sd of 280 (a fixed or biased choice would not)
+    counts = np.bincount(np.concatenate([choose_examples(50, 7, np.random.default_rng(s)) for s in range(2000)]),
+                         minlength=50)
+    assert np.abs(counts - 280).max() < 5 * 15.5
+    with pytest.raises(ValueError, match=r"keep must lie in \[1, 50\]"):
+        choose_examples(50, 51, np.random.default_rng(0))
+
+    given = listing(toy / "task")
+    check(run([BIN / "fairseq-maskplug-subsample-task", "--data", toy / "task", "--train-examples", "30",
+               "--rest-to-test", "--seed", "4", "--out", tmp_path / "few"]))
+    few = tmp_path / "few"
+
+    def items(task, part, split):
+        dictionary = Dictionary.load(str(task / part / "dict.txt"))
+        dataset = data_utils.load_indexed_dataset(str(task / part / split), dictionary)
+        return [dataset[i].tolist() for i in range(len(dataset))]
+
+    record = json.loads((few / "subset.json").read_text())
+    kept = record["kept"]
+    for part in ("input0", "label"):
+        train = items(toy / "task", part, "train")
+        assert items(few, part, "train") == [train[i] for i in kept]
+        rest = [row for i, row in enumerate(train) if i not in set(kept)]
+        assert items(few, part, "test") == items(toy / "task", part, "test") + rest
+        assert items(few, part, "valid") == items(toy / "task", part, "valid")
+    assert len(kept) == 30 and record["test_lines"] == len(items(few, "label", "test"))
+    assert (few / "input0" / "valid.bin").resolve() == (toy / "task" / "input0" / "valid.bin").resolve()
+    assert listing(toy / "task") == given
+    # without --rest-to-test the test split is the task's; more examples than train is refused in one line
+    check(run([BIN / "fairseq-maskplug-subsample-task", "--data", toy / "task", "--train-examples", "30",
+               "--out", tmp_path / "few2"]))
+    assert items(tmp_path / "few2", "label", "test") == items(toy / "task", "label", "test")
+    refused = run([BIN / "fairseq-maskplug-subsample-task", "--data", toy / "task", "--train-examples", "100000",
+                   "--out", tmp_path / "few3"])
+    assert refused.returncode != 0 and "has only" in refused.stderr and not (tmp_path / "few3").exists()
 
 
 def test_the_control_plans_are_replicates_of_one_arm_and_known_harms():

@@ -261,3 +261,27 @@ def fairseq_preprocess(destdir: Path, splits: dict, srcdict: Path = None, worker
             raise OSError(code, os.strerror(code), str(destdir))
     if result.returncode != 0:
         raise RuntimeError(f"fairseq-preprocess failed for {destdir}:\n{result.stderr[-3000:]}")
+
+
+def read_items(prefix: Path, dictionary) -> list:
+    """Every item of the binarized split ``prefix`` (``PREFIX.{bin,idx}``), as fairseq loads them; a missing split
+    is refused naming it."""
+    from fairseq.data import data_utils
+
+    dataset = data_utils.load_indexed_dataset(str(prefix), dictionary)
+    if dataset is None:
+        raise ValueError(f"{prefix}: no binarized split ({prefix}.bin/.idx)")
+    return [dataset[i] for i in range(len(dataset))]
+
+
+def write_items(prefix: Path, items: Iterable, vocab_size: int) -> None:
+    """Write ``items`` (1-d tensors of ids) as the binarized split ``prefix`` (fairseq's mmap format), replacing a
+    file or link of that name (a mirror's link is removed, never written through)."""
+    from fairseq.data import indexed_dataset
+
+    for suffix in (".bin", ".idx"):
+        Path(f"{prefix}{suffix}").unlink(missing_ok=True)
+    builder = indexed_dataset.make_builder(f"{prefix}.bin", impl="mmap", vocab_size=vocab_size)
+    for item in items:
+        builder.add_item(item)
+    builder.finalize(f"{prefix}.idx")
