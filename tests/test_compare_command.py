@@ -195,6 +195,27 @@ def test_a_produce_command_sizes_itself_to_the_task_as_the_fine_tuning_does(toy)
                                                                        "baseline")))
 
 
+def test_a_plan_without_a_block_length_takes_the_model_s_positions_at_most_128(toy):
+    """``[pretrain] tokens_per_sample`` 0 (the default): the model's positions, at most 128, in the arms' commands
+    and ``{tokens_per_sample}`` alike, so the page's plan runs on QUICK=1's 64-position model as on a 512-position
+    release (issue 89); a length the plan gives is kept."""
+    from fairseq_maskplug.compare.commands import block_length, filled, model_options, pretrain_command
+
+    text = PLAN.replace("tokens_per_sample = 32\n", "").replace(
+        "baseline", 'seed_produce = [["true", "--tokens-per-sample", "{tokens_per_sample}"]]\nbaseline')
+    plan = read_plan(write_plan(toy, "unsized.toml", text))
+    assert plan.pretrain.tokens_per_sample == 0
+    words = model_options(plan.model)  # the toy model's own positions
+    expected = min(128, int(words[words.index("--max-positions") + 1]))
+    assert block_length(plan) == expected and filled(plan, plan.seed_produce[0], seed=1)[-1] == str(expected)
+    for model, length in ((["--max-positions", "64"], 64), (["--max-positions", "512"], 128),
+                          (["--max-source-positions", "100"], 100), ([], expected)):
+        assert block_length(plan, model) == length
+        words = pretrain_command(plan, plan.arm("random"), 1, model, ["--cpu"])
+        assert words[words.index("--tokens-per-sample") + 1] == str(length)
+    assert block_length(read_plan(toy / "plan.toml"), ["--max-positions", "512"]) == 32  # the plan's own
+
+
 def test_the_plan_reads_paths_beside_it_and_lists_its_units_seed_by_seed(toy):
     plan = read_plan(toy / "plan.toml")
     assert plan.corpus == toy / "corpus" and plan.out == toy / "toy"

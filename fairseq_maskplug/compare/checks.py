@@ -20,7 +20,7 @@ import filecmp
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
-from .commands import device_options, finetune_command, model_options, pretrain_command
+from .commands import device_options, finetune_command, model_options, model_positions, pretrain_command
 from .plan import Plan, PlanError
 from .units import produced
 
@@ -86,15 +86,6 @@ def check_model(plan: Plan) -> list:
         return model_options(plan.model)
     except (ValueError, OSError, KeyError) as error:
         raise PlanError(f"{where} {plan.model}: {error}") from None
-
-
-def model_positions(model: list) -> Optional[int]:
-    """The positions of the model whose architecture options ``model`` are (``--max-positions``, BART's
-    ``--max-source-positions``); None where they do not say."""
-    for flag in ("--max-positions", "--max-source-positions"):
-        if flag in model[:-1]:
-            return int(model[model.index(flag) + 1])
-    return None
 
 
 def block_length_key(plan: Plan, arm) -> str:

@@ -44,6 +44,29 @@ def model_options(checkpoint: Path) -> List[str]:
     return options(read_model_args(checkpoint))
 
 
+#: the blocks' length where ``[pretrain] tokens_per_sample`` is 0: the recipes' MASKPLUG_TOKENS, cut to the model's
+#: positions (:func:`block_length`)
+DEFAULT_BLOCK = 128
+
+
+def model_positions(model: List[str]) -> Optional[int]:
+    """The positions of the model whose architecture options ``model`` are (``--max-positions``, BART's
+    ``--max-source-positions``); None where they do not say."""
+    for flag in ("--max-positions", "--max-source-positions"):
+        if flag in model[:-1]:
+            return int(model[model.index(flag) + 1])
+    return None
+
+
+def block_length(plan: Plan, model: Optional[List[str]] = None) -> int:
+    """``[pretrain] tokens_per_sample``, or where it is 0 (the default) the model's positions, at most
+    :data:`DEFAULT_BLOCK` (``model``: its architecture options, read from the plan's checkpoint where not given)."""
+    if plan.pretrain.tokens_per_sample:
+        return plan.pretrain.tokens_per_sample
+    positions = model_positions(list(model) if model else model_options(plan.model))
+    return min(DEFAULT_BLOCK, positions) if positions else DEFAULT_BLOCK
+
+
 def split_size(prefix: Path) -> int:
     """Sentences in a binarized split (``PREFIX.idx``, fairseq's mmap index: the count at byte 18)."""
     with open(f"{prefix}.idx", "rb") as index:
@@ -83,13 +106,14 @@ def filled(plan: Plan, command, seed: Optional[int] = None, model: List[str] = (
     also ``{seed}``, ``{seed_dir}``, ``{unit:ARM}`` (that arm's unit of the seed) and the words
     ``{model_options}`` and ``{device}``; with an ``arm`` (a unit's own commands) ``{unit}`` and ``{start}``;
     always the sizes (:data:`~.plan.SIZE_PLACEHOLDERS`): ``{finetune_schedule}`` (:func:`finetune_schedule`, read
-    only where a command names it: it counts the task's train split) and ``{tokens_per_sample}``.
+    only where a command names it: it counts the task's train split) and ``{tokens_per_sample}``
+    (:func:`block_length`).
     ``{split}`` is left to the command."""
     from .views import given_parents
 
     # the parents before {corpus} and {task}: a view's parent is its folder's
     values = {**given_parents(plan), "{corpus}": plan.corpus, "{task}": plan.labelled, "{model}": plan.model,  # corpus: checked
-              "{out}": plan.out, "{tokens_per_sample}": plan.pretrain.tokens_per_sample}
+              "{out}": plan.out}
     if seed is not None:
         values.update({"{seed}": seed, "{seed_dir}": seed_dir(plan, seed)})
     if arm is not None:
@@ -102,6 +126,8 @@ def filled(plan: Plan, command, seed: Optional[int] = None, model: List[str] = (
         if word == "{finetune_schedule}":
             words += finetune_schedule(plan)
             continue
+        if "{tokens_per_sample}" in word:  # (read only where named: 0 reads the model's positions)
+            word = word.replace("{tokens_per_sample}", str(block_length(plan, model)))
         for placeholder, value in values.items():
             word = word.replace(placeholder, str(value))
         if seed is not None:
@@ -149,7 +175,7 @@ def pretrain_command(plan: Plan, arm: Arm, seed: int, model: List[str], device: 
     settings, updates = plan.pretrain, arm.updates
     start = [] if arm.from_scratch else ["--finetune-from-model", str(plan.model)]
     return [str(arm.data or plan.corpus), "--task", arm.task, *model, *COMMON, *device,
-            "--tokens-per-sample", str(settings.tokens_per_sample), *([] if arm.task in NO_BLOCKS else BLOCKS),
+            "--tokens-per-sample", str(block_length(plan, model)), *([] if arm.task in NO_BLOCKS else BLOCKS),
             "--batch-size", str(settings.batch_size),
             "--lr-scheduler", "polynomial_decay", "--lr", str(settings.lr), "--warmup-updates", str(updates // 10 + 1),
             "--total-num-update", str(updates), "--max-update", str(updates), "--seed", str(arm.draws(seed)),

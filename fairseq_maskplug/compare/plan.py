@@ -41,8 +41,10 @@ class PretrainSettings:
                           source="ours (the recipes' quickstart TaskPT length, recipes/selective_masking.sh)")
     lr: float = option(1e-3, "peak learning rate (polynomial decay, 10% warm-up)", range="(0, inf)",
                        source="ours (the recipes' MASKPLUG_PRETRAIN_LR)")
-    tokens_per_sample: int = option(128, "tokens per block (at most the model's positions)", range="[2, inf)",
-                                    source="ours (the recipes' MASKPLUG_TOKENS)")
+    tokens_per_sample: int = option(0, "tokens per block (at most the model's positions); 0: the model's positions, "
+                                    "at most 128", range="[0, inf)",
+                                    source="ours (the recipes' MASKPLUG_TOKENS, 128, cut to a smaller model's "
+                                    "positions: QUICK=1's has 64)")
     batch_size: int = option(32, "sequences per batch", range="[1, inf)", source="ours (the recipes' MASKPLUG_BATCH)")
     score_every: int = option(0, "keep a checkpoint every this many updates and score each on the pre-training "
                               "data's valid split under one fixed set of random masks (validation loss against "
