@@ -787,12 +787,12 @@ def test_the_bart_plan_file_is_the_stored_bart_run_s_shape():
     plan = read_plan(REPO / "recipes" / "compare_plans" / "bart.toml")
     stored = json.loads((REPO / "docs" / "results" / "compare_bart_cpu_2026-11-28.json").read_text())
     assert stored["meta"]["environment_knobs"] == {} and stored["meta"]["shape_knobs"] == {}
-    assert {a.name for a in plan.arms} == {s["row"] for s in stored["scores"]}
+    assert {a.name for a in plan.arms} == {s["row"] for s in stored["scores"]} | {"orig"}  # +Orig: added after it
     assert set(plan.splits) == set(plan.compared) == {s["split"] for s in stored["scores"]}
     default = lambda knob: recipe_default("bart_policies.sh", knob)  # noqa: E731
     assert plan.pretrain.task == "guided_denoising" and plan.pretrain.updates == int(default("BART_INTERMEDIATE_UPDATES"))
     recipe = (REPO / "recipes" / "bart_policies.sh").read_text()
-    for arm in ("rand", "ssm"):
+    for arm in ("rand", "ssm", "orig"):
         assert f'[{arm}]="{" ".join(plan.arm(arm).options)}"' in recipe  # the recipe's POLICY row
     assert plan.arm("none").task is None
     command = plan.finetune_command
