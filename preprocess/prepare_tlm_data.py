@@ -15,7 +15,10 @@ at random (``random/``), report the share of review documents of both, and token
 binarize both with the demo's tokenizer (its sentencepiece model, or the GPT-2 BPE of a released
 model when the demo data was made with ``prepare_demo --gpt2-bpe``) and ``dict.txt``
 (``bin_bm25/``, ``bin_random/``). ``--selected NAME``: also a selection in the same layout in
-``OUT/NAME/`` (``fairseq-maskplug-select``'s DSIR output), binarized to ``bin_NAME/``.
+``OUT/NAME/`` (``fairseq-maskplug-select``'s DSIR output), binarized to ``bin_NAME/``. ``--whole``: also the
+whole general corpus in the masked-LM layout (``bin_corpus/``: train, and the corpus's last 2% of documents as
+valid), the data of a general model pre-trained on the corpus TLM retrieves from (the paper's baselines, its
+section 4.1: PLMs and TLM see the same general corpus).
 
 Example::
 
@@ -99,16 +102,22 @@ WRITES = {"corpus": ("corpus.txt", "corpus.source", "queries.txt", "manifest.jso
 STEP_OUTPUTS = {"corpus": ("corpus",), "external": ("bin_bm25", "bin_random")}
 
 
+#: the share of the general corpus's documents (its last ones: the corpus is shuffled) kept as ``bin_corpus``'s valid
+#: split (ours: the demo data's 2% valid split of its corpora, prepare_demo)
+WHOLE_VALID_SHARE = 0.02
+
+
 def step_outputs(args):
     """The directories the step writes in ``--out``."""
-    return STEP_OUTPUTS[args.step] + tuple(f"bin_{name}" for name in args.selected)
+    return (STEP_OUTPUTS[args.step] + tuple(f"bin_{name}" for name in args.selected)
+            + (("bin_corpus",) if args.whole else ()))
 
 
 def check_outputs(args) -> None:
     """Refuse, before any work, an output of the step that may not be replaced (atomic.py's rule),
     and a ``--selected`` selection that is missing or named like a built-in one."""
-    if args.selected and args.step != "external":
-        raise ValueError("--selected belongs to the external step")
+    if (args.selected or args.whole) and args.step != "external":
+        raise ValueError(f"{'--selected' if args.selected else '--whole'} belongs to the external step")
     for name in args.selected:
         if name in ("bm25", "random", "corpus") or "/" in name:
             raise ValueError(f"--selected {name}: give the name of a directory of --out other than bm25, random "
@@ -152,15 +161,28 @@ def external_step(args) -> dict:
                **{f"review_share_{name}": review_share(ids, sources) for name, ids in selections.items()},
                **{f"documents_{name}": len(ids) for name, ids in selections.items() if name in args.selected}}
     for name, ids in selections.items():
-        with atomic_directory(args.out / f"bin_{name}", COMMAND, WRITES.get(f"bin_{name}", ())) as out:
-            tokenized = out / "train.tok"
-            texts, bpe_dir = [docs[i] for i in ids], demo_gpt2_bpe(args.demo)
-            write_lines(tokenized, encode_gpt2(bpe_dir, texts, f"external {name}") if bpe_dir is not None
-                        else encode(args.demo / "spm.model", texts, f"external {name}"))
-            fairseq_preprocess(out, {"train": tokenized}, srcdict=args.demo / "dict.txt")
-            tokenized.unlink()
+        binarize(args, f"bin_{name}", {"train": [docs[i] for i in ids]})
+    if args.whole:
+        valid = max(1, int(round(WHOLE_VALID_SHARE * len(docs))))
+        binarize(args, "bin_corpus", {"train": docs[:-valid], "valid": docs[-valid:]})
+        summary.update(documents_whole_train=len(docs) - valid, documents_whole_valid=valid)
     (args.out / "external.json").write_text(json.dumps(summary, indent=1) + "\n")
     return summary
+
+
+def binarize(args, name: str, splits: dict) -> None:
+    """Tokenize ``{split: documents}`` with the demo's tokenizer and binarize them with its ``dict.txt`` into
+    ``OUT/NAME`` (atomically)."""
+    bpe_dir = demo_gpt2_bpe(args.demo)
+    with atomic_directory(args.out / name, COMMAND, WRITES.get(name, ())) as out:
+        files = {}
+        for split, texts in splits.items():
+            files[split] = out / f"{split}.tok"
+            write_lines(files[split], encode_gpt2(bpe_dir, texts, f"external {name} {split}") if bpe_dir is not None
+                        else encode(args.demo / "spm.model", texts, f"external {name} {split}"))
+        fairseq_preprocess(out, files, srcdict=args.demo / "dict.txt")
+        for path in files.values():
+            path.unlink()
 
 
 def main(argv=None) -> int:
@@ -178,6 +200,9 @@ def main(argv=None) -> int:
     parser.add_argument("--selected", action="append", default=[], metavar="NAME",
                         help="external step: also binarize the selection in OUT/NAME/ (retrieve's layout, e.g. "
                              "fairseq-maskplug-select's DSIR output) to OUT/bin_NAME/; repeatable")
+    parser.add_argument("--whole", action="store_true",
+                        help="external step: also binarize the whole general corpus to OUT/bin_corpus/ (train, and "
+                             "its last 2%% of documents as valid): a general model's pre-training data")
     args = parser.parse_args(argv)
     try:
         check_outputs(args)

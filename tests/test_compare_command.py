@@ -676,13 +676,15 @@ def test_the_tlm_plan_file_is_the_stored_tlm_run_s_shape():
 
     plan = read_plan(REPO / "recipes" / "compare_plans" / "tlm.toml")
     default = lambda knob: recipe_default("tlm.sh", knob)  # noqa: E731
-    assert [a.name for a in plan.arms] == ["task-only", "tlm-bm25", "tlm-dsir", "tlm-random", "general-ft"]
+    assert [a.name for a in plan.arms] == ["task-only", "tlm-bm25", "tlm-dsir", "tlm-random", "general-ft",
+                                           "general-corpus-ft"]
     assert plan.pretrain.task == "tlm" and plan.pretrain.updates == int(default("TLM_UPDATES"))
-    options = plan.pretrain.options
-    assert options[options.index("--max-tokens") + 1] == default("TLM_MAX_TOKENS")
-    assert options[options.index("--tlm-task-mlm-weight") + 1] == default("TLM_MLM_WEIGHT")
+    assert not plan.pretrain.options  # TLM's stage-1 options are each TLM arm's (general-corpus-ft trains an MLM)
     assert plan.finetune.epochs == int(default("TLM_FT_EPOCHS")) and plan.finetune.task == "sentence_prediction"
     for arm in plan.arms[:4]:
+        options = arm.options
+        assert options[options.index("--max-tokens") + 1] == default("TLM_MAX_TOKENS")
+        assert options[options.index("--tlm-task-mlm-weight") + 1] == default("TLM_MLM_WEIGHT")
         assert arm.from_scratch and arm.data == plan.labelled and arm.finetune_task == "tlm"
         ratio = arm.options[arm.options.index("--tlm-external-ratio") + 1]
         assert ratio == ("0" if arm.name == "task-only" else default("TLM_RATIO"))
@@ -692,6 +694,14 @@ def test_the_tlm_plan_file_is_the_stored_tlm_run_s_shape():
         assert ft[ft.index("--patience") + 1] == default("TLM_PATIENCE")
         assert ft[ft.index("--tlm-task-mlm-weight") + 1] == "0" and "tlm_finetune_head" in ft
     assert plan.arm("general-ft").task is None and not plan.arm("general-ft").finetune_options
+    # the paper's baseline: a general model pre-trained from scratch on the corpus TLM retrieves from (the
+    # produce's --whole), as long as the recipes' general model (recipes/lib.sh: 1,000 updates of 32 blocks)
+    general = plan.arm("general-corpus-ft")
+    assert general.task == "guided_mlm" and general.from_scratch and general.data == plan.out / "data" / "bin_corpus"
+    assert general.updates == 1000 and general.options[:2] == ("--batch-size", "32") and not general.finetune_task
+    assert "--whole" in next(c for c in plan.produce if c[:4] == ("python", "-m", "preprocess.prepare_tlm_data",
+                                                                  "external"))
+    assert ["tlm-bm25", "general-corpus-ft"] in plan.report.family
     retrieve = next(c for c in plan.produce if c[0] == "fairseq-maskplug-retrieve")
     assert retrieve[retrieve.index("--top-k") + 1] == default("TLM_TOP_K")
     assert retrieve[retrieve.index("--backend") + 1] == default("TLM_BACKEND")

@@ -329,9 +329,10 @@ def _read_evaluate(where: str, table, finetune_command: Tuple[str, ...]) -> dict
             "splits": tuple(splits), "compared": tuple(compared)}
 
 
-def _read_arm(path: Path, at: str, name: str, table, pretrain: PretrainSettings, labelled: Path) -> Arm:
+def _read_arm(path: Path, at: str, name: str, table, pretrain: PretrainSettings, labelled: Path, out: Path) -> Arm:
     """One ``[arms.NAME]`` table as an :class:`Arm` (``at``: where, for the errors; ``labelled``: the task's
-    folder, what ``data = "{task}"`` names)."""
+    folder, what ``data = "{task}"`` names; ``out``: the plan's output folder, what ``data = "{out}/..."`` starts
+    with: data a produce command writes there)."""
     if not isinstance(table, dict):
         raise PlanError(f"{at}: must be a table")
     if not ARM_NAME.match(name):
@@ -358,10 +359,19 @@ def _read_arm(path: Path, at: str, name: str, table, pretrain: PretrainSettings,
                produce=flip + _commands(f"{at}.produce", table.get("produce", []), PLACEHOLDERS + SIZE_PLACEHOLDERS),
                finetune_options=_option_list(f"{at}.finetune_options", table.get("finetune_options", [])),
                finetune_task=table.get("finetune_task"),
-               data=(labelled if table.get("data") == "{task}" else _path(path, f"{at}.data", table["data"]))
-               if "data" in table else None,
+               data=_arm_data(path, f"{at}.data", table["data"], labelled, out) if "data" in table else None,
                from_scratch=table.get("from_scratch", False), seed_offset=table.get("seed_offset", 0),
                label_noise=noise)
+
+
+def _arm_data(path: Path, where: str, text: str, labelled: Path, out: Path) -> Path:
+    """An arm's ``data``: ``"{task}"`` (the labelled task's folder), ``"{out}/REST"`` (below the plan's output
+    folder, written by a produce command) or a path."""
+    if text == "{task}":
+        return labelled
+    if text.startswith("{out}/") and text[len("{out}/"):].strip("/"):
+        return out / text[len("{out}/"):]
+    return _path(path, where, text)
 
 
 def _read_commands(where: str, raw: dict, arms: List[Arm]) -> Dict[str, Tuple[Tuple[str, ...], ...]]:
@@ -402,7 +412,8 @@ def parse_setting(text: str, cwd: Path) -> Tuple[str, object, str]:
 
     The value is read as a TOML value where it is one (``3``, ``1e-3``, ``true``, ``["--mask-policy", "pmi"]``),
     else as text. A path key's (:data:`PATH_KEYS`) relative value is made absolute from ``cwd``, so the word
-    means the same from any folder; ``{task}`` (an arm's data: the labelled task) stays as it is."""
+    means the same from any folder; ``{task}`` and ``{out}/...`` (an arm's data: the labelled task, the plan's
+    output) stay as they are."""
     key, sep, value_text = text.partition("=")
     key = key.strip()
     if not sep or not key or any(not part for part in key.split(".")):
@@ -414,7 +425,8 @@ def parse_setting(text: str, cwd: Path) -> Tuple[str, object, str]:
     parts = _key_parts(key)
     if ".".join(["arms", "ARM", parts[-1]] if parts[0] == "arms" and len(parts) == 3 else parts) in PATH_KEYS:
         value = value if isinstance(value, str) else value_text
-        if value.strip() and value != "{task}" and not Path(value).expanduser().is_absolute():
+        if value.strip() and value != "{task}" and not value.startswith("{out}/") \
+                and not Path(value).expanduser().is_absolute():
             value = str((cwd / Path(value).expanduser()).resolve())
         value_text = value
     return key, value, f"{key}={value_text}"
@@ -481,7 +493,8 @@ def read_plan(path, overrides: Optional[dict] = None, settings=()) -> Plan:
     finetune = _settings(f"{where} [finetune]", finetune_table, FinetuneSettings)
     evaluate = _read_evaluate(f"{where} [evaluate]", raw.get("evaluate", {}), finetune_command)
     labelled = _path(path, f"{where} [data]: task", raw["data"]["task"])
-    arms = [_read_arm(path, f"{where} [arms.{arm_name}]", arm_name, table, pretrain, labelled)
+    out = _path(path, f"{where}: out", raw.get("out", name))
+    arms = [_read_arm(path, f"{where} [arms.{arm_name}]", arm_name, table, pretrain, labelled, out)
             for arm_name, table in raw["arms"].items()]
     if len(arms) < 2:
         raise PlanError(f"{where}: a comparison needs at least two arms, got {len(arms)}")
@@ -511,7 +524,7 @@ def read_plan(path, overrides: Optional[dict] = None, settings=()) -> Plan:
                 or pair[0] == pair[1]):
             raise PlanError(f"{where} [report] family: {pair!r} must be two different arms [A, B] (arms: "
                             f"{', '.join(sorted(names))})")
-    return Plan(path=path, name=name, out=_path(path, f"{where}: out", raw.get("out", name)),
+    return Plan(path=path, name=name, out=out,
                 corpus=_path(path, f"{where} [data]: corpus", corpus) if corpus is not None else None,
                 labelled=labelled,
                 model=_path(path, f"{where} [model]: checkpoint", raw["model"]["checkpoint"]),
