@@ -1172,6 +1172,29 @@ def test_flip_labels_flips_exactly_its_share_each_to_another_class_drawn_uniform
         flip_labels(np.array([4, 9]), np.arange(4, 7), 0.5, np.random.default_rng(0))
 
 
+def test_a_from_scratch_arm_without_pre_training_fine_tunes_a_fresh_model(toy):
+    """Issue 88's diagnosis row: ``from_scratch = true`` with ``pretrain = false`` fine-tunes a fresh model of the
+    checkpoint's shape (no --finetune-from-model; its record does not read the checkpoint), so a report says what
+    the model's own pre-training is worth; with the plan's own fine-tuning command (from {start}) it is refused."""
+    from fairseq_maskplug.compare.commands import finetune_command
+    from fairseq_maskplug.compare.records import Fingerprints, stage_inputs
+
+    plan = read_plan(write_plan(toy, "fresh.toml", PLAN + "\n[arms.fresh]\npretrain = false\nfrom_scratch = true\n"))
+    fresh, none = plan.arm("fresh"), plan.arm("none")
+    assert fresh.task is None and fresh.from_scratch
+    words, baseline = finetune_command(plan, fresh, 1, [], []), finetune_command(plan, none, 1, [], [])
+    assert "--finetune-from-model" not in words and "--finetune-from-model" in baseline
+    assert [w for w in baseline if w not in ("--finetune-from-model", str(plan.model))] == \
+        [w.replace("fresh__", "none__") for w in words]  # otherwise the same fine-tuning
+    prints = Fingerprints(plan)
+    assert "{model}" not in stage_inputs(plan, fresh, "finetune", words, prints)
+    assert "{model}" in stage_inputs(plan, none, "finetune", baseline, prints)
+    own = PLAN.replace("[finetune]\nepochs = 2\nbatch_size = 8\n", '[finetune]\ncommand = ["fairseq-maskplug-train", '
+                       '"{task}", "--finetune-from-model", "{start}"]\n\n[evaluate]\ncommand = ["true", "{unit}"]\nsplits = ["test"]\n')
+    with pytest.raises(PlanError, match="arm fresh's from_scratch without pre-training would be ignored"):
+        read_plan(write_plan(toy, "fresh.toml", own + "\n[arms.fresh]\npretrain = false\nfrom_scratch = true\n"))
+
+
 def test_an_arm_with_label_noise_fine_tunes_on_a_copy_whose_train_labels_flipped_exactly_its_share(toy, tmp_path):
     """Issue 88's known harm: fairseq-maskplug-flip-labels writes the copy (valid, test and the text linked, the
     task untouched); a plan's arm with label_noise runs it first and fine-tunes on it, and is scored on the task."""

@@ -204,7 +204,9 @@ def finetune_schedule(plan: Plan) -> List[str]:
 
 def finetune_command(plan: Plan, arm: Arm, seed: int, model: List[str], device: List[str]) -> List[str]:
     """``fairseq-maskplug-train`` arguments of the arm's fine-tuning: ``[finetune] task`` with the criterion of
-    the same name, the best valid accuracy kept; ``[finetune] options``, then the arm's ``finetune_options``."""
+    the same name, the best valid accuracy kept; ``[finetune] options``, then the arm's ``finetune_options``. It
+    starts from the arm's pre-trained checkpoint or the plan's model, or (``from_scratch`` without pre-training) from
+    a fresh model of the model's shape."""
     if plan.finetune_command:  # the plan's own (its tool's arguments), then the arm's options
         return [*filled(plan, plan.finetune_command, seed, model, device, arm)[1:],
                 *arm_words(plan, arm.finetune_options, seed)]
@@ -217,7 +219,8 @@ def finetune_command(plan: Plan, arm: Arm, seed: int, model: List[str], device: 
             "--num-classes", str(label_count(plan.labelled)), *extra, *model, *COMMON, *device,
             *finetune_schedule(plan), "--seed", str(arm.draws(seed)), "--best-checkpoint-metric", "accuracy",
             "--maximize-best-checkpoint-metric", "--save-dir", str(unit_dir(plan, arm.name, seed) / "finetune"),
-            "--no-epoch-checkpoints", "--finetune-from-model", str(start), *settings.options,
+            "--no-epoch-checkpoints", *([] if arm.from_scratch and not arm.task else ["--finetune-from-model", str(start)]),
+            *settings.options,
             *arm_words(plan, arm.finetune_options, seed)]
 
 

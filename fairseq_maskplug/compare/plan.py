@@ -99,7 +99,8 @@ class Arm:
     finetune_task: Optional[str] = None
     #: the pre-training stage's data where it is not the corpus (TLM's stage 1 reads the labelled task)
     data: Optional[Path] = None
-    #: pre-train from a fresh initialisation of the model's shape, not from its weights (TLM)
+    #: pre-train from a fresh initialisation of the model's shape, not from its weights (TLM); with no pre-training,
+    #: fine-tune a fresh model (a classifier from scratch: what the model's own pre-training is worth)
     from_scratch: bool = False
     #: added to the seed every training stage of the arm's units draws from (``--seed``): an arm identical to
     #: another but for its offset is an independent replicate of it (a null control, issue 88); ``{seed}`` (the
@@ -339,7 +340,8 @@ def _read_arm(path: Path, at: str, name: str, table, pretrain: PretrainSettings,
         raise PlanError(f"{at}: an arm's name must be letters, digits, '_', '.' or '-'")
     _check_table(at, table, ARM_KEYS)
     stage = table.get("pretrain", True)
-    ignored = set(table) - {"pretrain", "produce", "finetune_options", "finetune_task", "seed_offset", "label_noise"}
+    ignored = set(table) - {"pretrain", "produce", "finetune_options", "finetune_task", "seed_offset", "label_noise",
+                            "from_scratch"}
     if not stage and ignored:
         raise PlanError(f"{at}: pretrain = false, so {', '.join(sorted(ignored))} would be ignored; remove them")
     updates = table.get("updates", pretrain.updates)
@@ -499,6 +501,10 @@ def read_plan(path, overrides: Optional[dict] = None, settings=()) -> Plan:
     if len(arms) < 2:
         raise PlanError(f"{where}: a comparison needs at least two arms, got {len(arms)}")
     commands = _read_commands(where, raw, arms)
+    fresh = [arm for arm in arms if arm.from_scratch and not arm.task]
+    if finetune_command and fresh:
+        raise PlanError(f"{where}: [finetune] command is the whole fine-tuning, starting from {{start}}, so arm "
+                        f"{fresh[0].name}'s from_scratch without pre-training would be ignored")
     for key in ("finetune_task", "seed_offset", "label_noise"):
         if finetune_command and any(getattr(arm, key) for arm in arms):
             raise PlanError(f"{where}: [finetune] command is the whole fine-tuning, so arm "

@@ -119,7 +119,7 @@ def stage_inputs(plan: Plan, arm, stage: str, words: List[str], prints: Fingerpr
                 **({} if arm.from_scratch else prints.model())}
     if stage == "finetune":
         return {**prints.data(plan.labelled, ["train", "valid"], "{task}", words),
-                **({} if arm.task else prints.model())}
+                **({} if arm.task or arm.from_scratch else prints.model())}
     if stage == "evaluate":
         return prints.data(plan.labelled, list(plan.splits), "{task}", words)
     return {}
