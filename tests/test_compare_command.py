@@ -1195,6 +1195,23 @@ def test_a_from_scratch_arm_without_pre_training_fine_tunes_a_fresh_model(toy):
         read_plan(write_plan(toy, "fresh.toml", own + "\n[arms.fresh]\npretrain = false\nfrom_scratch = true\n"))
 
 
+def test_an_arm_on_data_a_produce_command_writes_below_out_is_checked_after_it(toy):
+    """``data = "{out}/..."`` (TLM's general-corpus-ft reads the corpus the plan's produce binarizes): the folder
+    below the plan's output, its stage parsed only once the produce commands have run (before, it has no
+    dictionary to parse against), not refused before any work."""
+    from fairseq_maskplug.compare.checks import check_plan, produced_data
+
+    text = (PLAN.replace('name = "toy"', 'name = "made"').replace("baseline", 'produce = [["true"]]\nbaseline')
+            + '\n[arms.made]\ndata = "{out}/data/made"\noptions = ["--mask-policy", "random"]\n')
+    plan = read_plan(write_plan(toy, "made.toml", text))
+    assert plan.arm("made").data == plan.out / "data" / "made" and produced_data(plan, plan.arm("made"))
+    assert not produced_data(plan, plan.arm("random"))
+    said = []
+    check_plan(plan, say=said.append)
+    assert any("arm made: its data" in line and "checked after them" in line for line in said), said
+    assert any(line.startswith("checking arm random") for line in said)
+
+
 def test_an_arm_with_label_noise_fine_tunes_on_a_copy_whose_train_labels_flipped_exactly_its_share(toy, tmp_path):
     """Issue 88's known harm: fairseq-maskplug-flip-labels writes the copy (valid, test and the text linked, the
     task untouched); a plan's arm with label_noise runs it first and fine-tunes on it, and is scored on the task."""

@@ -196,6 +196,12 @@ def check_produce_commands(plan: Plan, model: list, device: list) -> None:
                 raise PlanError(f"{plan.path} {name} command {number} ({command[0]}): {problem}")
 
 
+def produced_data(plan: Plan, arm) -> bool:
+    """Whether the arm pre-trains on data below the plan's output folder (``data = "{out}/..."``): a produce
+    command writes it, so its stage is parsed only once that has run (it needs the data's dictionary)."""
+    return arm.data is not None and plan.out.resolve() in Path(arm.data).resolve().parents
+
+
 def check_plan(plan: Plan, arms: Optional[Iterable[str]] = None, say: Callable[[str], None] = lambda line: None) -> list:
     """Every check (module docstring) for ``arms`` (default: all); the model's architecture options."""
     check_data(plan)
@@ -204,7 +210,9 @@ def check_plan(plan: Plan, arms: Optional[Iterable[str]] = None, say: Callable[[
     check_produce_commands(plan, model, device)
     chosen = [plan.arm(name) for name in arms] if arms is not None else list(plan.arms)
     for arm in chosen:
-        if arm.task:
+        if arm.task and produced_data(plan, arm) and not produced(plan, arm):
+            say(f"arm {arm.name}: its data {arm.data} is written by the produce commands: checked after them")
+        elif arm.task:
             say(f"checking arm {arm.name}: {arm.task} {' '.join(arm.options)}".rstrip())
             check_arm_training(plan, arm, model, device, load=produced(plan, arm))
         check_arm_finetuning(plan, arm, model, device, load=produced(plan, arm))
