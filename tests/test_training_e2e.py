@@ -53,7 +53,26 @@ def test_training_logs_what_the_policy_did(tiny_data, tmp_path):
     last_valid = json_logs(result, "valid")[-1]
     assert score["updates"] == int(last_valid["valid_num_updates"])
     assert round(score["loss"], 3) == float(last_valid["valid_loss"])
-    assert score["units"] == "bits per masked token" and score["masked"] > 0
+    assert score["units"] == "bits per masked token" and score["masked"] > 0 and "unigram_loss" not in score
+    # --unigram-from: the same masked tokens scored by the corpus's add-one smoothed frequencies, the model's own
+    # loss unchanged
+    with_unigram = check(run([BIN / "python", "-m", "fairseq_maskplug.evaluation.evaluate_mlm", "--data",
+                              tiny_data / "bin", "--unigram-from", tiny_data / "bin",
+                              tmp_path / "ck" / "checkpoint_last.pt"]))
+    unigram = json.loads(with_unigram.stdout.strip().splitlines()[-1])
+    assert unigram["loss"] == score["loss"] and unigram["masked"] == score["masked"]
+    from fairseq.data import Dictionary
+    types = len(Dictionary.load(str(tiny_data / "bin" / "dict.txt")))
+    assert 0 < unigram["unigram_loss"] < math.log2(types)  # frequencies know more than a uniform guess
+
+
+def test_unigram_bits_are_the_add_one_smoothed_frequencies():
+    from fairseq_maskplug.evaluation.evaluate_mlm import unigram_bits
+
+    bits = unigram_bits([0, 2, 6])  # (1, 3, 7) / 11
+    assert bits.tolist() == pytest.approx([math.log2(11), math.log2(11 / 3), math.log2(11 / 7)])
+    with pytest.raises(ValueError, match="non-negative counts"):
+        unigram_bits([1, -1])
 
 
 def test_tensorboard_event_files_hold_the_losses_and_the_mask_statistics(tiny_data, tmp_path):
