@@ -104,3 +104,26 @@ def test_a_stage_reads_the_splits_dictionaries_and_only_the_tracks_its_command_n
                            ("train.importance_s2.bin", False), ("valid.pmi_units.bin", False),
                            ("train.q-a.q.bin", True)):
         assert read_by(name, ["train", "valid"], words) == expected, name
+
+
+def test_the_raw_p_part_counts_each_distinct_comparison_once_below_alpha():
+    """Issue 88's null control reads the family's p-values before Holm: how many of the distinct comparisons fall
+    below 0.05 (by the rule's p and by the t over seeds), and how many Holm named."""
+    import math
+
+    from fairseq_maskplug.compare.report import raw_p_lines
+    from fairseq_maskplug.evaluation.paired_comparison import Comparison
+
+    def comparison(a, rule_p, p, reading="no difference shown", same_as=None):
+        return Comparison(a=a, b="base", seeds=5, items=100, difference=0.0, seed_se=1.0, seed_interval=(-1, 1),
+                          crossed_interval=(-1, 1), p=p, crossed_p=rule_p, rule_p=rule_p, uncapped_rule_p=rule_p,
+                          excludes="", components=(0, 0, 0), discordant=(0, 0), reading=reading, same_as=same_as)
+
+    found = [comparison("r1", 0.03, 0.01, "A better"), comparison("r2", 0.2, 0.04), comparison("r3", 0.7, 0.6),
+             comparison("r4", 0.03, 0.01, same_as="r1 − base"), comparison("r5", math.nan, math.nan)]
+    lines = raw_p_lines(found)
+    assert "(3 distinct comparison(s))" in lines[0]
+    assert lines[2].endswith("1 of 3 (33%) below 0.05; sorted: 0.030, 0.200, 0.700")
+    assert lines[3].endswith("2 of 3 (67%) below 0.05; sorted: 0.010, 0.040, 0.600")
+    assert lines[4] == "- named after Holm: 1"
+    assert raw_p_lines([])[-1] == "- none to read yet"

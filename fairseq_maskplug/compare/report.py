@@ -231,7 +231,7 @@ def health_lines(data: dict) -> list:
 def report_parts(data: dict, found: Optional[list] = None) -> dict:
     """The report's parts from the stored dictionary alone (what a page's generated block reads), each a list of
     lines starting with its ``## `` heading: ``verdicts`` (with the warnings where the design cannot see);
-    ``health``; ``scores``; ``versus-SPLIT`` for each compared split; ``compute`` (:mod:`.compute`) where the units'
+    ``health``; ``scores``; ``versus-SPLIT`` for each compared split; ``raw-p`` (:func:`raw_p_lines`); ``compute`` (:mod:`.compute`) where the units'
     logs were read; ``curves`` where the plan scored its pre-training. ``found``: the family's comparisons where the caller has them (:func:`comparisons_of`)."""
     meta, scores = data["meta"], data["scores"]
     rows = [arm["name"] for arm in meta["arms"]]
@@ -269,6 +269,7 @@ def report_parts(data: dict, found: Optional[list] = None) -> dict:
     for split in compared:
         parts[f"versus-{split}"] = ([f"## the family's comparisons on {split} (paired over seeds and {split} items)"]
                                     + report.comparison_tables(found, split, f"{split} accuracy"))
+    parts["raw-p"] = raw_p_lines(found)
     if data.get("compute"):
         parts["compute"] = ["## compute of each arm: the tokens its stages trained on (mean over its units) and the "
                             "training FLOPs they took (6 N D, Kaplan et al. 2020)", ""] + compute_lines(data)
@@ -282,6 +283,23 @@ def report_parts(data: dict, found: Optional[list] = None) -> dict:
         else:
             lines += ["", f"(no table: the baseline {baseline} has no pre-training to compare with)"]
     return parts
+
+
+def raw_p_lines(found: list, alpha: float = 0.05) -> list:
+    """The family's p-values before Holm's adjustment (each distinct comparison once), and how many fall below
+    ``alpha``: where every arm is the same configuration (a null control) about ``alpha`` of them should, and Holm
+    should name none (Holm 1979 holds the family-wise error at ``alpha``)."""
+    distinct = [c for c in found if c.same_as is None and not math.isnan(c.rule_p)]
+    lines = [f"## the family's p-values before Holm ({len(distinct)} distinct comparison(s)): how many fall below "
+             f"{alpha:g}", ""]
+    if not distinct:
+        return lines + ["- none to read yet"]
+    for label, of in (("the rule's p (both intervals: the larger of the two t tests)", lambda c: c.rule_p),
+                      ("the paired t over seeds", lambda c: c.p)):
+        below = sum(of(c) < alpha for c in distinct)
+        lines.append(f"- {label}: {below} of {len(distinct)} ({100 * below / len(distinct):.0f}%) below {alpha:g}; "
+                     f"sorted: {', '.join(f'{of(c):.3f}' for c in sorted(distinct, key=of))}")
+    return lines + [f"- named after Holm: {sum(c.reading != rule.NONE for c in distinct)}"]
 
 
 def provenance(meta: dict) -> str:
