@@ -8,6 +8,11 @@
 #   bash recipes/compare.sh METHOD [SEED...] [--set KEY=VALUE ...]
 #       METHOD: selective, l3, fe, tlm or bart; seeds 1 2 3 4 5 by default; --set changes one key of the plan
 #       (e.g. --set finetune.epochs=3), as fairseq-maskplug-compare's --set does
+#   bash recipes/compare.sh null|harm|taskpt [SEED...] [--set KEY=VALUE ...]
+#       issue 88's controls (docs/compare.md, "Can it say yes?") at the low-resource shape: MR with 400 train
+#       sentences, the other 2,800 added to test ($WORK/data/mr-400, fairseq-maskplug-subsample-task): eight identical
+#       arms (null), label noise (harm), in-domain continued pre-training against none and a classifier from
+#       scratch (taskpt)
 #   bash recipes/compare.sh general
 #       the demo data and the general model only ($WORK/general/checkpoint_last.pt: 4 layers of dim 128, 1,000
 #       updates on the demo's news, about 7 minutes on 2 idle cores; its MR classifiers reach 63-71%): the model
@@ -22,8 +27,8 @@
 set -euo pipefail
 method=${1:-}
 case "$method" in
-    selective|l3|fe|tlm|bart|general) shift ;;
-    *) echo "usage: bash recipes/compare.sh selective|l3|fe|tlm|bart [SEED...] [--set KEY=VALUE ...], or" \
+    selective|l3|fe|tlm|bart|null|harm|taskpt|general) shift ;;
+    *) echo "usage: bash recipes/compare.sh selective|l3|fe|tlm|bart|null|harm|taskpt [SEED...] [--set KEY=VALUE ...], or" \
             "bash recipes/compare.sh general" >&2; exit 2 ;;
 esac
 if [ "$method" = general ] && [ $# -gt 0 ]; then
@@ -55,8 +60,15 @@ else
              "text for it with fairseq-maskplug-prepare-text --like $WORK/general/checkpoint_last.pt (docs/compare.md)"
         exit 0
     fi
-    paths=(--set "data.task=$WORK/data/mr" --set "model.checkpoint=$WORK/general/checkpoint_last.pt")
-    [ "$method" = tlm ] || paths+=(--set "data.corpus=$WORK/data/indomain")  # TLM's corpus is its produce's
+    task="$WORK/data/mr"
+    if [[ $method =~ ^(null|harm|taskpt)$ ]]; then  # issue 88's low-resource shape
+        task="$WORK/data/mr-400"
+        [ -f "$task/subset.json" ] || fairseq-maskplug-subsample-task --data "$WORK/data/mr" --train-examples 400 \
+            --rest-to-test --out "$task" > "$WORK/logs/subsample_mr-400.log" 2>&1 \
+            || { tail -5 "$WORK/logs/subsample_mr-400.log"; echo "[compare] failed" >&2; exit 1; }
+    fi
+    paths=(--set "data.task=$task" --set "model.checkpoint=$WORK/general/checkpoint_last.pt")
+    [[ $method =~ ^(tlm|null|harm)$ ]] || paths+=(--set "data.corpus=$WORK/data/indomain")  # TLM's: its produce's
 fi
 out="$WORK/compare_plans/$method"
 echo "[compare] recipes/compare_plans/$method.toml over seeds ${seeds[*]} -> $out/report-vs-*.{json,md,png}"

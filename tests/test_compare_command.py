@@ -1308,6 +1308,16 @@ def test_the_control_plans_are_replicates_of_one_arm_and_known_harms():
     harm = read_plan(REPO / "recipes" / "compare_plans" / "harm.toml")
     assert [arm.label_noise for arm in harm.arms] == [0.0, 0.1, 0.25, 0.4] and harm.baseline == "clean"
     assert all(arm.task is None and arm.seed_offset == 0 for arm in harm.arms)
+    # the positive control the methods build on: continued pre-training on the corpus against none and scratch
+    taskpt = read_plan(REPO / "recipes" / "compare_plans" / "taskpt.toml")
+    assert [(a.name, a.task, a.from_scratch) for a in taskpt.arms] == [
+        ("none", None, False), ("taskpt", "guided_mlm", False), ("scratch", None, True)]
+    assert taskpt.arm("taskpt").options == ("--mask-policy", "random") and taskpt.seeds == (1, 2, 3, 4, 5)
+    # all three at the low-resource shape recipes/compare.sh makes: 400 train sentences, 10 epochs
+    for plan in (null, harm, taskpt):
+        assert plan.labelled.name == "mr-400" and plan.finetune.epochs == 10, plan.name
+    recipe = (REPO / "recipes" / "compare.sh").read_text()
+    assert "--train-examples 400 \\\n            --rest-to-test" in recipe and "null|harm|taskpt" in recipe
 
 
 def test_a_stage_s_tokens_are_its_epochs_tokens_per_batch_times_their_updates(tmp_path):
