@@ -62,6 +62,12 @@ QUICK_PREAMBLE = PREAMBLE.replace("W=work ", "W=work_quick ", 1)
 #: a path under the quickstart's directory written out instead of through ``$W``
 HARD_CODED_WORK = re.compile(r"(?<![\w$./-])work/")
 FIRST_STEPS = first_steps_blocks()
+#: the blocks tests/test_recipe_stages.py runs after a real ``QUICK=1`` quickstart, on its output: the First steps,
+#: the BART page's salient-span step (its model feeds the next) and the Hugging Face page top to bottom;
+#: tests/test_readme_demo.py runs every other runnable block
+AFTER_QUICKSTART = FIRST_STEPS + [(line, body) for line, body in RUNNABLE if line.startswith("docs/bart-policies.md:")
+                                  and "--save-dir $W/first-steps/ssm" in body] \
+    + [(line, body) for line, body in RUNNABLE if line.startswith("docs/huggingface.md:")]
 
 
 def test_every_docs_page_is_in_the_site():

@@ -87,7 +87,7 @@ def test_quick_quickstart_runs_every_stage_and_says_it_is_a_smoke_run(tmp_path):
     assert [f'data-run="{row}"' in plot for row in ("no-TaskPT", "matched-random", "selective")] == [True] * 3
 
     # the README's First steps, as written, after this run: W=work_quick, as the preamble's comment says
-    from test_readme import FIRST_STEPS, PREAMBLE, run_readme_block
+    from test_readme import AFTER_QUICKSTART, FIRST_STEPS, PREAMBLE, run_readme_block
 
     assert "--layers" not in PREAMBLE and "W=work " in PREAMBLE
     preamble = PREAMBLE.replace("W=work ", "W=work_quick ", 1)
@@ -99,13 +99,10 @@ def test_quick_quickstart_runs_every_stage_and_says_it_is_a_smoke_run(tmp_path):
     # export with its tokenizer, the five-line script, the BART of the salient-span step (the quick route's
     # $W/first-steps/ssm, made by the BART page's block) exported and generating as fairseq does, the Trainer
     # with a policy's collator; then raw text through HF gives fairseq's ids and logits, in any case
-    from test_readme import RUNNABLE
-    ssm = [(line, body) for line, body in RUNNABLE if line.startswith("docs/bart-policies.md:")
-           and "--save-dir $W/first-steps/ssm" in body]
-    hf_page = [(line, body) for line, body in RUNNABLE if line.startswith("docs/huggingface.md:")]
-    assert len(ssm) == 1 and len(hf_page) == 5
+    ssm_and_hf_page = AFTER_QUICKSTART[len(FIRST_STEPS):]
+    assert len(ssm_and_hf_page) == 1 + 5 and "first-steps/ssm" in ssm_and_hf_page[0][1]
     (tmp_path / "examples").symlink_to(REPO / "examples")  # the page runs examples/hf_trainer.py from the root
-    for line, body in ssm + hf_page:
+    for line, body in ssm_and_hf_page:
         run_readme_block(tmp_path, line, body, preamble)
     assert_hf_export_gives_fairseq_logits(tmp_path / "work_quick")
 
