@@ -211,7 +211,8 @@ def check_plan(plan: Plan, arms: Optional[Iterable[str]] = None, say: Callable[[
     chosen = [plan.arm(name) for name in arms] if arms is not None else list(plan.arms)
     for arm in chosen:
         if arm.task and produced_data(plan, arm) and not produced(plan, arm):
-            say(f"arm {arm.name}: its data {arm.data} is written by the produce commands: checked after them")
+            say(f"arm {arm.name}: its data {arm.data} is written by the produce commands: checked after "
+                "them")
         elif arm.task:
             say(f"checking arm {arm.name}: {arm.task} {' '.join(arm.options)}".rstrip())
             check_arm_training(plan, arm, model, device, load=produced(plan, arm))

@@ -219,9 +219,9 @@ def finetune_command(plan: Plan, arm: Arm, seed: int, model: List[str], device: 
             "--num-classes", str(label_count(plan.labelled)), *extra, *model, *COMMON, *device,
             *finetune_schedule(plan), "--seed", str(arm.draws(seed)), "--best-checkpoint-metric", "accuracy",
             "--maximize-best-checkpoint-metric", "--save-dir", str(unit_dir(plan, arm.name, seed) / "finetune"),
-            "--no-epoch-checkpoints", *([] if arm.from_scratch and not arm.task else ["--finetune-from-model", str(start)]),
-            *settings.options,
-            *arm_words(plan, arm.finetune_options, seed)]
+            "--no-epoch-checkpoints", *([] if arm.from_scratch and not arm.task else ["--finetune-from-model",
+                                                                                    str(start)]),
+            *settings.options, *arm_words(plan, arm.finetune_options, seed)]
 
 
 def evaluate_command(plan: Plan, arm: Arm, seed: int) -> List[str]:

@@ -231,8 +231,8 @@ def health_lines(data: dict) -> list:
 def report_parts(data: dict, found: Optional[list] = None) -> dict:
     """The report's parts from the stored dictionary alone (what a page's generated block reads), each a list of
     lines starting with its ``## `` heading: ``verdicts`` (with the warnings where the design cannot see);
-    ``health``; ``scores``; ``versus-SPLIT`` for each compared split; ``raw-p`` (:func:`raw_p_lines`); ``compute`` (:mod:`.compute`) where the units'
-    logs were read; ``curves`` where the plan scored its pre-training. ``found``: the family's comparisons where the caller has them (:func:`comparisons_of`)."""
+    ``health``; ``scores``; ``versus-SPLIT`` for each compared split; ``raw-p`` (:func:`raw_p_lines`); ``compute``
+    (:mod:`.compute`) where the units' logs were read; ``curves`` where the plan scored its pre-training. ``found``: the family's comparisons where the caller has them (:func:`comparisons_of`)."""
     meta, scores = data["meta"], data["scores"]
     rows = [arm["name"] for arm in meta["arms"]]
     baseline, splits, compared = meta["baseline"], meta["splits"], meta["compared"]
