@@ -164,3 +164,49 @@ def test_like_writes_ones_own_text_as_the_models_data_which_the_comparison_accep
         load_checked_state(str(model), str(tmp_path / "own_tokenizer" / "mine"))
     assert prepare_text.main(["--out", str(tmp_path / "x"), "--like", str(tmp_path / "nosuch.pt"), *labelled]) == 2
     assert "--like" in capsys.readouterr().err
+
+
+@pytest.mark.e2e
+@pytest.mark.full
+def test_the_first_hour_from_ones_own_text_to_a_report_at_toy_size(own, tmp_path):
+    """Issue 89's Done-when at toy size, through the documented steps (docs/compare.md's three): a general model
+    (trained on prepared text, as `recipes/compare.sh general` does at full size), one's own labelled text and corpus
+    prepared ``--like`` it, a plan of no continued pre-training against random masks over one seed; the comparison
+    writes its report, and every classifier predicts both of the task's classes. The user's folders are unchanged."""
+    from fairseq_helpers import BIN, CPU_RUN, TINY_ROBERTA, check, run
+
+    general = tmp_path / "general_data"
+    assert prepare_text.main(["--out", str(general), "--vocab-size", "90", "--unlabelled", "news",
+                              str(own / "reviews.train.txt"), str(own / "reviews.valid.txt")]) == 0
+    check(run([BIN / "fairseq-maskplug-train", general / "news", "--task", "guided_mlm", "--tokens-per-sample", "64",
+               "--save-dir", tmp_path / "general", "--max-update", "20", *TINY_ROBERTA, *CPU_RUN]))
+    model = tmp_path / "general" / "checkpoint_last.pt"
+    assert prepare_text.main(["--out", str(tmp_path / "mydata"), "--like", str(model), *corpus_args(own)]) == 0
+    before = sorted(str(p.relative_to(tmp_path / "mydata")) for p in (tmp_path / "mydata").rglob("*"))
+    (tmp_path / "plan.toml").write_text(f"""
+name = "mine"
+seeds = [1]
+baseline = "none"
+[data]
+corpus = "mydata/reviews"
+task = "mydata/sentiment"
+[model]
+checkpoint = "{model}"
+[pretrain]
+updates = 20
+batch_size = 8
+[finetune]
+epochs = 10
+lr = 1e-3
+batch_size = 8
+[arms.none]
+pretrain = false
+[arms.random]
+options = ["--mask-policy", "random"]
+""", encoding="utf-8")
+    result = run([BIN / "fairseq-maskplug-compare", tmp_path / "plan.toml"], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads((tmp_path / "mine" / "report-vs-none.json").read_text())
+    assert {s["row"] for s in report["scores"]} == {"none", "random"} and not report["missing"]
+    assert all(s["classes_predicted"] == 2 for s in report["scores"]), report["scores"]
+    assert sorted(str(p.relative_to(tmp_path / "mydata")) for p in (tmp_path / "mydata").rglob("*")) == before
