@@ -5,6 +5,7 @@ then the part's tables, then ``<!-- end results -->``; ``--update`` rewrites eve
 
     python benchmarks/pages.py --update                       # regenerate every page's blocks
     python benchmarks/pages.py --show docs/results/FILE.json  # a stored result's parts, as the pages show them
+    python benchmarks/pages.py --store OUT/report-vs-B.json docs/results/FILE.json  # store a report, paths relative
 
 A stored result is a plan's report (``fairseq-maskplug-compare``, ``"kind": "comparison"``), a policy or collator
 speed table (``benchmarks/gpu_policy_speed.py``, ``benchmarks/bench_collators.py``), or a results file of the GPU
@@ -99,12 +100,40 @@ def provenance(meta: dict) -> str:
     return science_results.provenance(meta)
 
 
+def repository_relative(value, root: Path = ROOT):
+    """``value`` (a stored result's JSON) with every path below the repository's root written relative to it (the
+    machine's folders stay out of the stored files, as the harness's results kept them)."""
+    if isinstance(value, dict):
+        return {key: repository_relative(item, root) for key, item in value.items()}
+    if isinstance(value, list):
+        return [repository_relative(item, root) for item in value]
+    if isinstance(value, str):
+        return value.replace(f"{root.resolve()}/", "")
+    return value
+
+
+def store(report: Path, stored: Path) -> None:
+    """Copy a report (``fairseq-maskplug-compare``'s ``report*.json``) to ``stored`` under ``docs/results/``, its
+    paths made repository-relative (:func:`repository_relative`); refused where it has missing units (a page cites
+    only what finished)."""
+    data = json.loads(report.read_text(encoding="utf-8"))
+    if data.get("missing"):
+        raise SystemExit(f"{report}: units missing ({' '.join(data['missing'])}): run them, or --seeds the finished")
+    stored.write_text(json.dumps(repository_relative(data), indent=1) + "\n", encoding="utf-8")
+    print(f"[pages] stored {report} as {stored}")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--update", action="store_true", help="regenerate every page's blocks from their stored results")
     action.add_argument("--show", type=Path, metavar="FILE", help="print a stored result's parts and stop")
+    action.add_argument("--store", type=Path, nargs=2, metavar=("REPORT", "STORED"),
+                        help="copy a comparison's report.json to docs/results/STORED, paths repository-relative")
     args = parser.parse_args(argv)
+    if args.store:
+        store(*args.store)
+        return 0
     if args.show:
         data = json.loads(args.show.read_text(encoding="utf-8"))
         print(f"# {args.show}: {provenance(data['meta'])}")

@@ -6,6 +6,8 @@ figure no stored file produces cannot stay, and changing one stored outcome chan
 import json
 import sys
 
+import pytest
+
 from fairseq_helpers import REPO
 
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -60,3 +62,21 @@ def test_changing_one_stored_outcome_changes_the_page(tmp_path):
             copy["curves"][0]["points"][-1][1] += 0.01
         changed.write_text(json.dumps(copy))
         assert pages.page_block(changed, part) != pages.page_block(source.relative_to(REPO), part), part
+
+
+def test_a_stored_report_names_no_folder_of_the_machine_it_ran_on(tmp_path):
+    """``benchmarks/pages.py --store``: a report's paths below the repository's root are stored relative to it, and
+    a report with missing units is refused; every stored file names no absolute folder of the repository."""
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"meta": {"plan": str(REPO / "recipes" / "x.toml"), "other": "/elsewhere/y",
+                                           "command": f"compare {REPO}/recipes/x.toml --set out={REPO}/work/o"},
+                                  "scores": [], "missing": []}))
+    pages.store(report, tmp_path / "stored.json")
+    meta = json.loads((tmp_path / "stored.json").read_text())["meta"]
+    assert meta == {"plan": "recipes/x.toml", "other": "/elsewhere/y",
+                    "command": "compare recipes/x.toml --set out=work/o"}
+    report.write_text(json.dumps({"meta": {}, "scores": [], "missing": ["a:1"]}))
+    with pytest.raises(SystemExit, match="units missing"):
+        pages.store(report, tmp_path / "refused.json")
+    for path in (REPO / "docs" / "results").glob("*.json"):
+        assert str(REPO.resolve()) not in path.read_text(encoding="utf-8"), path
