@@ -42,6 +42,14 @@ def flip_labels(labels: np.ndarray, classes: np.ndarray, share: float, rng: np.r
     return flipped, positions
 
 
+def label_classes(dictionary) -> np.ndarray:
+    """The ids of a label ``dict.txt``'s real labels: not its specials, not the ``madeupword`` rows fairseq-preprocess
+    pads it with (a label flipped to one of those is a class the classifier does not have)."""
+    from fairseq_maskplug.data.classification import label_names
+
+    return np.array([dictionary.index(name) for name in label_names(dictionary)])
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__, formatter_class=HelpFormatter)
     add_version(parser)
@@ -71,7 +79,7 @@ def write(args) -> int:
     dictionary = Dictionary.load(str(label_dir / "dict.txt"))
     items = read_items(label_dir / "train", dictionary)
     labels = np.array([int(item[0]) for item in items])
-    classes = np.arange(dictionary.nspecial, len(dictionary))
+    classes = label_classes(dictionary)
     flipped, positions = flip_labels(labels, classes, args.share, np.random.default_rng(args.seed))
     with atomic_directory(args.out, COMMAND) as tmp:
         mirror(args.data, tmp)

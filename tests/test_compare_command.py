@@ -1168,6 +1168,17 @@ def test_flip_labels_flips_exactly_its_share_each_to_another_class_drawn_uniform
     assert abs(int((flipped == 5).sum()) - 1500) < 137 and set(flipped.tolist()) == {5, 6}
     with pytest.raises(ValueError, match="at least two classes"):
         flip_labels(np.full(10, 4), np.array([4]), 0.5, np.random.default_rng(0))
+    # the classes of a label dict.txt that fairseq-preprocess padded (madeupword rows: not classes; the harm plan's
+    # fine-tuning failed on labels flipped to them, 2026-12-02)
+    from fairseq.data import Dictionary
+
+    from preprocess.flip_labels import label_classes
+
+    padded = Dictionary()
+    for label in ("0", "1"):
+        padded.add_symbol(label)
+    padded.pad_to_multiple_(8)
+    assert len(padded) == 8 and label_classes(padded).tolist() == [padded.index("0"), padded.index("1")]
     with pytest.raises(ValueError, match=r"labels \[9\] are not classes"):
         flip_labels(np.array([4, 9]), np.arange(4, 7), 0.5, np.random.default_rng(0))
 
