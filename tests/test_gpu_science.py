@@ -159,7 +159,7 @@ def test_two_c_extensions_build_side_by_side_with_torchs_build_extension(tmp_pat
 @pytest.mark.full
 def test_the_science_command_runs_at_toy_size_and_keeps_every_finished_row(tmp_path):
     """The CPU run of the device command: toy data and model, the general model trained, then FE-MLM's plan by the
-    compare command for one seed (its loss curves and its MR rows; two seeds took 206 s of the full tier, and the
+    compare command for one seed, its four arms (their loss curves and MR rows; two seeds took 206 s of the full tier, the
     report's reading over seeds is the compare command's own test), its report stored and summarized."""
     from release_helpers import fake_demo_sources
 
@@ -177,9 +177,10 @@ def test_the_science_command_runs_at_toy_size_and_keeps_every_finished_row(tmp_p
     assert fe["meta"]["kind"] == "comparison" and fe["meta"]["harness"]["shape"] == "tiny"
     assert fe["meta"]["harness"]["command"][:2] == ["python", "benchmarks/gpu_science.py"]
     tested = {(s["row"], s["seed"]) for s in fe["scores"] if s["split"] == "test"}
-    assert tested == {("mlm", 1), ("fe_subword", 1)}  # MR fine-tuning (one seed: the plan's two units side by side)
+    units = {(arm, 1) for arm in ("mlm", "fe_subword", "mlm_span", "fe_span")}  # the plan's four arms, one seed
+    assert tested == units  # MR fine-tuning
     assert all(len(s["correct"]) == s["n"] for s in fe["scores"])
-    assert {(c["row"], c["seed"]) for c in fe["curves"]} == {("mlm", 1), ("fe_subword", 1)}
+    assert {(c["row"], c["seed"]) for c in fe["curves"]} == units
     assert "| fe_subword − mlm | 1 × " in result.stdout  # the paired table of the MR rows (not read: one seed)
     assert (out / "summary.md").read_text().strip() in result.stdout
     assert re.fullmatch(r"ratio_fe_test_accuracy=\d+\.\d{4} ratio_fe_valid_loss=\d+\.\d{4}",
