@@ -159,8 +159,8 @@ def test_two_c_extensions_build_side_by_side_with_torchs_build_extension(tmp_pat
 @pytest.mark.full
 def test_the_science_command_runs_at_toy_size_and_keeps_every_finished_row(tmp_path):
     """The CPU run of the device command: toy data and model, the general model trained, then FE-MLM's plan by the
-    compare command for one seed, its four arms (their loss curves and MR rows; two seeds took 206 s of the full tier, the
-    report's reading over seeds is the compare command's own test), its report stored and summarized."""
+    compare command for one seed, its four arms (their loss curves and MR rows; two seeds took 206 s of the full
+    tier, the report's reading over seeds is the compare command's own test), its report stored and summarized."""
     from release_helpers import fake_demo_sources
 
     data = tmp_path / "data"
