@@ -366,14 +366,18 @@ def _read_arm(path: Path, at: str, name: str, table, pretrain: PretrainSettings,
                label_noise=noise)
 
 
+def _placeholder_data(text: str) -> bool:
+    """Whether an arm's ``data`` names a plan folder by placeholder: ``"{task}"`` or ``"{out}/REST"`` (resolved by
+    :func:`_arm_data`, kept as written by a ``--set``)."""
+    return text == "{task}" or (text.startswith("{out}/") and bool(text[len("{out}/"):].strip("/")))
+
+
 def _arm_data(path: Path, where: str, text: str, labelled: Path, out: Path) -> Path:
     """An arm's ``data``: ``"{task}"`` (the labelled task's folder), ``"{out}/REST"`` (below the plan's output
     folder, written by a produce command) or a path."""
-    if text == "{task}":
-        return labelled
-    if text.startswith("{out}/") and text[len("{out}/"):].strip("/"):
-        return out / text[len("{out}/"):]
-    return _path(path, where, text)
+    if not _placeholder_data(text):
+        return _path(path, where, text)
+    return labelled if text == "{task}" else out / text[len("{out}/"):]
 
 
 def _read_commands(where: str, raw: dict, arms: List[Arm]) -> Dict[str, Tuple[Tuple[str, ...], ...]]:
@@ -427,8 +431,7 @@ def parse_setting(text: str, cwd: Path) -> Tuple[str, object, str]:
     parts = _key_parts(key)
     if ".".join(["arms", "ARM", parts[-1]] if parts[0] == "arms" and len(parts) == 3 else parts) in PATH_KEYS:
         value = value if isinstance(value, str) else value_text
-        if value.strip() and value != "{task}" and not value.startswith("{out}/") \
-                and not Path(value).expanduser().is_absolute():
+        if value.strip() and not _placeholder_data(value) and not Path(value).expanduser().is_absolute():
             value = str((cwd / Path(value).expanduser()).resolve())
         value_text = value
     return key, value, f"{key}={value_text}"

@@ -159,11 +159,13 @@ def score_checkpoints(args) -> int:
     if args.unigram_from:
         import filecmp
 
-        corpus, scored = (os.path.join(token_data_dir(path), "dict.txt") for path in (args.unigram_from, args.data))
-        if not os.path.isfile(corpus) or not filecmp.cmp(corpus, scored, shallow=False):
+        corpus = token_data_dir(args.unigram_from)
+        scored = os.path.join(token_data_dir(args.data), "dict.txt")
+        if not os.path.isfile(os.path.join(corpus, "dict.txt")) or \
+                not filecmp.cmp(os.path.join(corpus, "dict.txt"), scored, shallow=False):
             raise ValueError(f"--unigram-from {args.unigram_from}: its dict.txt is not --data's ({scored}): the "
                              "frequencies must count the scored data's tokens")
-        unigram = token_counts(token_data_dir(args.unigram_from))
+        unigram = token_counts(corpus)
     scorer = FixedMaskScorer(token_data_dir(args.data), args.split, args.mask_prob, args.seed, unigram=unigram)
     lines = []
     for checkpoint in args.checkpoints:
