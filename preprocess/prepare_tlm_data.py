@@ -8,7 +8,9 @@ corpus ``corpus.txt``, one document per line, shuffled: news documents (3 consec
 sentences of an article) mixed with review documents (3 consecutive lines of a movie
 review, the demo's in-domain text, never an MR sentence); ``corpus.source`` says ``news`` or ``review`` per line, so the relevance of a
 retrieval is measurable. ``queries.txt``: the MR training texts (decoded from the demo's
-tokenized split, so line k is training item k).
+tokenized split, so line k is training item k). ``--task TASK``: the labelled task the queries are the training
+texts of; where it is a ``fairseq-maskplug-subsample-task`` copy of MR (its ``subset.json``), the lines it kept, in
+their order (:func:`task_queries`): the others are its test items there, never queries (issue 88's low-resource shape).
 
 ``external``: given the BM25 output (``preprocess.retrieve``), draw as many documents uniformly
 at random (``random/``), report the share of review documents of both, and tokenize and
@@ -118,6 +120,14 @@ def check_outputs(args) -> None:
     and a ``--selected`` selection that is missing or named like a built-in one."""
     if (args.selected or args.whole) and args.step != "external":
         raise ValueError(f"{'--selected' if args.selected else '--whole'} belongs to the external step")
+    if args.task is not None:
+        if args.step != "corpus":
+            raise ValueError("--task belongs to the corpus step")
+        if not (args.task / "input0" / "dict.txt").is_file():
+            raise ValueError(f"--task {args.task}: not a labelled task (no input0/dict.txt)")
+        subset = read_subset(args.task)
+        if subset is not None:  # refused here, before the corpus is built, not after
+            task_queries(decode_split(args.demo, "mr.train"), subset)
     for name in args.selected:
         if name in ("bm25", "random", "corpus") or "/" in name:
             raise ValueError(f"--selected {name}: give the name of a directory of --out other than bm25, random "
@@ -130,16 +140,41 @@ def check_outputs(args) -> None:
                                [("--demo", args.demo), ("--cache", args.cache)], legacy=WRITES.get(name, ()))
 
 
+def task_queries(queries: list, subset: dict) -> list:
+    """The queries of a low-resource copy of the task (``fairseq-maskplug-subsample-task``'s ``subset.json``,
+    ``subset``): the train texts it kept (its ``kept`` line numbers, increasing), in their order. ``queries`` are the
+    train texts of the task it was made from; a record made from a split of another length is refused."""
+    kept, lines = subset.get("kept"), subset.get("train_lines")
+    if not isinstance(kept, list) or not isinstance(lines, int):
+        raise ValueError("subset.json: no 'kept' list or 'train_lines' count (not fairseq-maskplug-subsample-task's)")
+    if lines != len(queries):
+        raise ValueError(f"subset.json was made from a train split of {lines} lines; the demo's MR train split has "
+                         f"{len(queries)}")
+    if any(not isinstance(i, int) or not 0 <= i < lines for i in kept) or kept != sorted(set(kept)):
+        raise ValueError(f"subset.json: 'kept' must be increasing line numbers in [0, {lines})")
+    return [queries[i] for i in kept]
+
+
+def read_subset(task: Path):
+    """``task``'s ``subset.json`` (a ``fairseq-maskplug-subsample-task`` copy), or None where it has none."""
+    record = task / "subset.json"
+    return json.loads(record.read_text(encoding="utf-8")) if record.is_file() else None
+
+
 def corpus_step(args) -> dict:
     queries = decode_split(args.demo, "mr.train")
+    subset = read_subset(args.task) if args.task is not None else None
     mr_texts = set(queries) | set(decode_split(args.demo, "mr.valid")) | set(decode_split(args.demo, "mr.test"))
+    if subset is not None:
+        queries = task_queries(queries, subset)
     docs, sources = general_corpus(args.cache or args.demo.parent / "downloads", mr_texts, args.group, args.seed)
     args.out.mkdir(parents=True, exist_ok=True)
     with atomic_directory(args.out / "corpus", COMMAND, WRITES["corpus"]) as out:
         write_lines(out / "corpus.txt", docs)
         write_lines(out / "corpus.source", sources)
         write_lines(out / "queries.txt", queries)
-        summary = {"documents": len(docs), **Counter(sources), "queries": len(queries), "seed": args.seed}
+        summary = {"documents": len(docs), **Counter(sources), "queries": len(queries), "seed": args.seed,
+                   "task": str(args.task) if subset is not None else None}
         (out / "manifest.json").write_text(json.dumps(summary, indent=1) + "\n")
     return summary
 
@@ -193,6 +228,9 @@ def main(argv=None) -> int:
                         help="prepare_demo output (dict.txt, text/, and spm.model or the GPT-2 BPE its manifest names)")
     parser.add_argument("--out", type=Path, required=True, help="TLM data directory")
     parser.add_argument("--cache", type=Path, default=None, help="download cache (default: DEMO/../downloads)")
+    parser.add_argument("--task", type=Path, default=None,
+                        help="corpus step: the labelled task the queries are the train texts of (default: the "
+                             "demo's MR); a fairseq-maskplug-subsample-task copy of it gives the lines it kept")
     parser.add_argument("--group", type=number("[1, inf)", int),
                         default=3, help="sentences (lines) per corpus document")
     parser.add_argument("--seed", type=number("[0, inf)", int),

@@ -13,6 +13,10 @@
 #       sentences, the other 2,800 added to test ($WORK/data/mr-400, fairseq-maskplug-subsample-task): eight identical
 #       arms (null), label noise (harm), in-domain continued pre-training against none and a classifier from
 #       scratch (taskpt, from the general model trained 4,000 updates: $WORK/general-4k, made once)
+#   LOW_RESOURCE=1 bash recipes/compare.sh selective|l3|fe|tlm [SEED...] [--arms ARM...] [--set KEY=VALUE ...]
+#       a paper's plan at the controls' low-resource shape (issue 88): MR with 400 train sentences ($WORK/data/mr-400,
+#       the other 2,800 scored as test), fine-tuned 10 epochs, from $WORK/general-4k; writes
+#       $WORK/compare_plans/METHOD-400. --arms runs some of the plan's arms (fairseq-maskplug-compare's --arms)
 #   bash recipes/compare.sh general
 #       the demo data and the general model only ($WORK/general/checkpoint_last.pt: 4 layers of dim 128, 1,000
 #       updates on the demo's news, about 7 minutes on 2 idle cores; its MR classifiers reach 63-71%): the model
@@ -38,10 +42,21 @@ seeds=()
 while [ $# -gt 0 ] && [[ $1 =~ ^[0-9]+$ ]]; do seeds+=("$1"); shift; done
 [ ${#seeds[@]} -gt 0 ] || seeds=(1 2 3 4 5)
 settings=()
+if [ $# -gt 0 ] && [ "$1" = --arms ]; then
+    settings+=(--arms); shift
+    while [ $# -gt 0 ] && [ "$1" != --set ]; do settings+=("$1"); shift; done
+fi
 while [ $# -gt 0 ]; do
-    [ "$1" = --set ] && [ $# -ge 2 ] || { echo "recipes/compare.sh: after the seeds, only --set KEY=VALUE (got: $1)" >&2; exit 2; }
+    [ "$1" = --set ] && [ $# -ge 2 ] || { echo "recipes/compare.sh: after the seeds, only --arms ARM... and --set KEY=VALUE (got: $1)" >&2; exit 2; }
     settings+=(--set "$2"); shift 2
 done
+low=${LOW_RESOURCE:-0}
+case "$low" in
+    0) ;;
+    1) [[ $method =~ ^(selective|l3|fe|tlm)$ ]] \
+           || { echo "recipes/compare.sh: LOW_RESOURCE=1 is for selective, l3, fe and tlm (got: $method)" >&2; exit 2; } ;;
+    *) echo "recipes/compare.sh: LOW_RESOURCE must be 0 or 1 (got: $low)" >&2; exit 2 ;;
+esac
 MASKPLUG_EXTRAS=bench source "$(dirname "${BASH_SOURCE[0]}")/setup_env.sh"  # matplotlib for the plot
 source "$MASKPLUG_ROOT/recipes/lib.sh"  # cd to the repository root, WORK
 mkdir -p "$WORK/logs"
@@ -61,14 +76,14 @@ else
         exit 0
     fi
     task="$WORK/data/mr"
-    if [[ $method =~ ^(null|harm|taskpt)$ ]]; then  # issue 88's low-resource shape
+    if [[ $method =~ ^(null|harm|taskpt)$ ]] || [ "$low" = 1 ]; then  # issue 88's low-resource shape
         task="$WORK/data/mr-400"
         [ -f "$task/subset.json" ] || fairseq-maskplug-subsample-task --data "$WORK/data/mr" --train-examples 400 \
             --rest-to-test --out "$task" > "$WORK/logs/subsample_mr-400.log" 2>&1 \
             || { tail -5 "$WORK/logs/subsample_mr-400.log"; echo "[compare] failed" >&2; exit 1; }
     fi
     model="$WORK/general/checkpoint_last.pt"
-    if [ "$method" = taskpt ]; then  # the general model past its unigram plateau: 4,000 updates (docs/compare.md)
+    if [ "$method" = taskpt ] || [ "$low" = 1 ]; then  # past the unigram plateau: 4,000 updates (docs/compare.md)
         echo "[compare] the general model at 4,000 updates ($WORK/general-4k; about 33 minutes on one core)"
         stage general4k "$WORK/logs/general4k.log" pretrain guided_mlm "$WORK/data/general" "$WORK/general-4k" 4000
         model="$WORK/general-4k/checkpoint_last.pt"
@@ -77,9 +92,13 @@ else
     [[ $method =~ ^(tlm|null|harm)$ ]] || paths+=(--set "data.corpus=$WORK/data/indomain")  # TLM's: its produce's
 fi
 out="$WORK/compare_plans/$method"
+if [ "$low" = 1 ]; then  # the controls' fine-tuning at this shape: 10 epochs of 13 batches
+    out="$WORK/compare_plans/$method-400"
+    paths+=(--set finetune.epochs=10)
+fi
 echo "[compare] recipes/compare_plans/$method.toml over seeds ${seeds[*]} -> $out/report-vs-*.{json,md,png}"
 fairseq-maskplug-compare "recipes/compare_plans/$method.toml" --seeds "${seeds[@]}" --set "out=$out" "${paths[@]}" \
-    --parallel "${COMPARE_PARALLEL:-1}" ${settings[@]+"${settings[@]}"} > "$WORK/logs/compare_$method.log" 2>&1 \
-    || { tail -20 "$WORK/logs/compare_$method.log"; echo "[compare] failed; log: $WORK/logs/compare_$method.log" >&2; exit 1; }
+    --parallel "${COMPARE_PARALLEL:-1}" ${settings[@]+"${settings[@]}"} > "$WORK/logs/compare_${out##*/}.log" 2>&1 \
+    || { tail -20 "$WORK/logs/compare_${out##*/}.log"; echo "[compare] failed; log: $WORK/logs/compare_${out##*/}.log" >&2; exit 1; }
 cat "$(ls -t "$out"/report-vs-*.md | head -1)"
 quick_note

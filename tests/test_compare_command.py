@@ -265,6 +265,41 @@ def test_print_jobs_carries_the_settings_to_each_unit_s_command(toy, tmp_path, m
     assert not (toy / "toy").exists()
 
 
+THREE_ARMS = PLAN + """
+[arms.span]
+options = ["--mask-policy", "span"]
+
+[report]
+family = [["random", "none"], ["span", "none"], ["span", "random"]]
+"""
+
+
+def test_arms_keeps_only_the_named_arms_and_the_family_s_pairs_of_them(toy, tmp_path, monkeypatch, capsys):
+    """``--arms``: a plan's subset (TLM's arms at the low-resource shape, issue 88), each unit the same as in the
+    whole plan, so a later run of more arms resumes; a name, a baseline or a family it would lose is refused."""
+    from fairseq_maskplug.compare.cli import main
+
+    path = write_plan(toy, "three.toml", THREE_ARMS)
+    whole = read_plan(path)
+    some = read_plan(path, None, (), ["none", "span"])
+    assert [a.name for a in some.arms] == ["none", "span"] and some.family() == [("span", "none")]
+    assert some.arm("span") == whole.arm("span") and some.units() == [("none", 1), ("span", 1), ("none", 2),
+                                                                        ("span", 2)]
+    for arms, message in ((["none", "spam"], "--arms spam: no such arm (arms: none, random, span)"),
+                          (["random", "span"], "the baseline 'none' is not among them"),
+                          (["none"], "a comparison needs at least two arms, got 1")):
+        with pytest.raises(PlanError, match=re.escape(message)):
+            read_plan(path, None, (), arms)
+    only_pairs_of_others = THREE_ARMS.replace('["random", "none"], ["span", "none"], ', "")
+    with pytest.raises(PlanError, match="no pair of \\[report\\] family lies within them"):
+        read_plan(write_plan(toy, "other_pairs.toml", only_pairs_of_others), None, (), ["none", "span"])
+    monkeypatch.chdir(tmp_path)
+    assert main([str(path), "--print-jobs", "--seeds", "1", "--arms", "none", "span", "--set", "out=moved"]) == 0
+    jobs = capsys.readouterr().out.splitlines()
+    assert [job.split(" --unit ")[1].split()[0] for job in jobs] == ["none:1", "span:1"]
+    assert all(job.endswith(f"--seeds 1 --arms none span --set out={tmp_path / 'moved'}") for job in jobs), jobs
+
+
 def report_without_dates(path):
     data = json.loads(path.read_text())
     data["meta"].pop("date")
@@ -702,6 +737,8 @@ def test_the_tlm_plan_file_is_the_stored_tlm_run_s_shape():
     assert "--whole" in next(c for c in plan.produce if c[:4] == ("python", "-m", "preprocess.prepare_tlm_data",
                                                                   "external"))
     assert ["tlm-bm25", "general-corpus-ft"] in plan.report.family
+    corpus = next(c for c in plan.produce if c[:4] == ("python", "-m", "preprocess.prepare_tlm_data", "corpus"))
+    assert corpus[corpus.index("--task") + 1] == "{task}"  # a low-resource copy's queries are its kept lines only
     retrieve = next(c for c in plan.produce if c[0] == "fairseq-maskplug-retrieve")
     assert retrieve[retrieve.index("--top-k") + 1] == default("TLM_TOP_K")
     assert retrieve[retrieve.index("--backend") + 1] == default("TLM_BACKEND")

@@ -1,6 +1,8 @@
 """--task tlm: the alternation schedule, the loss weighting by hand, gradients on external batches,
 stage 2's fresh head, exact resume, two data-parallel workers and bad input, with real fairseq."""
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -295,3 +297,18 @@ def test_tlm_trains_in_half_precision_with_a_settling_loss_scale(data, tmp_path)
     """--memory-efficient-fp16 --cpu: eight updates (an overflowing one is skipped and not counted),
     finite losses of both sources, the loss scale above fairseq's minimum at the end."""
     assert_half_precision_run(train_tlm(data, tmp_path / "ck", "--max-update", "8", *HALF_PRECISION), 8)
+
+
+def test_the_queries_of_a_low_resource_task_are_the_train_lines_it_kept_in_order():
+    """``prepare_tlm_data corpus --task``: on ``fairseq-maskplug-subsample-task``'s copy the queries are the kept
+    lines only (issue 88: the others are its test items there); a record of another split is refused."""
+    from preprocess.prepare_tlm_data import task_queries
+
+    queries = [f"text {i}" for i in range(6)]
+    assert task_queries(queries, {"kept": [0, 3, 4], "train_lines": 6}) == ["text 0", "text 3", "text 4"]
+    for record, message in (({"kept": [0, 1], "train_lines": 5}, "a train split of 5 lines"),
+                            ({"kept": [3, 1], "train_lines": 6}, "increasing line numbers in [0, 6)"),
+                            ({"kept": [1, 6], "train_lines": 6}, "increasing line numbers in [0, 6)"),
+                            ({"train_lines": 6}, "not fairseq-maskplug-subsample-task's")):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            task_queries(queries, record)

@@ -13,6 +13,7 @@ corpus and labelled task, over seeds, with paired statistics (``docs/compare.md`
                                                         cut, report what finished; the same command resumes
     fairseq-maskplug-compare plan.toml --set data.task=my/task --set finetune.epochs=3
                                                         the plan with these keys changed (any of the above)
+    fairseq-maskplug-compare plan.toml --arms a b base  these arms only (any of the above)
 
 The plan (TOML, :mod:`fairseq_maskplug.compare.plan`) names the data, the starting model, the seeds and the arms;
 each ``(arm, seed)`` is one resumable unit in ``OUT/units/ARM__seedS`` (:mod:`.units`). Before any work the
@@ -57,6 +58,10 @@ def parse_args(argv=None):
                              "running are stopped and recorded as cut (OUT/cut.json), none is started after it, "
                              "the report reads what finished; the same command later resumes the rest")
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="override the plan's seeds")
+    parser.add_argument("--arms", nargs="+", default=None, metavar="ARM",
+                        help="only these arms of the plan (its baseline among them); [report] family keeps the pairs "
+                             "of them. A unit is the same whichever arms are run, so a later run of more arms "
+                             "resumes")
     parser.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="settings",
                         help="override one key of the plan (repeatable): a dotted key as in the file, e.g. "
                              "finetune.epochs=3, data.task=my/task, arms.pmi.updates=800; the value a TOML value "
@@ -245,7 +250,7 @@ def work(args) -> int:
     started = time.monotonic()  # --budget counts from here: the checks and produce steps (run whole) count too
     overrides = {"seeds": args.seeds} if args.seeds else None
     settings = [parse_setting(text, Path.cwd()) for text in args.settings]
-    given = read_plan(args.plan, overrides, [(key, value) for key, value, _ in settings])
+    given = read_plan(args.plan, overrides, [(key, value) for key, value, _ in settings], args.arms or ())
     # the plan reads its own views of the corpus and task (.views): made when it claims its output folder, so that
     # its producers never write the user's folders
     check_views(given)
@@ -257,6 +262,7 @@ def work(args) -> int:
         build_views(given)
         plan = on_views(given)
     argv_tail = ["--seeds", *map(str, args.seeds)] if args.seeds else []
+    argv_tail += ["--arms", *args.arms] if args.arms else []
     for _, _, word in settings:  # a unit's process, or a printed job, reads the plan as this one did
         argv_tail += ["--set", word]
     if args.print_jobs:  # a job is one line: refused before any work (the unit names are ARM_NAME's)

@@ -18,7 +18,7 @@ import math
 import re
 import tomllib
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..common.option_ranges import option, out_of_range, declared_range
 
@@ -449,10 +449,34 @@ def apply_setting(raw: dict, key: str, value) -> None:
     table[parts[-1]] = value
 
 
-def read_plan(path, overrides: Optional[dict] = None, settings=()) -> Plan:
+def keep_arms(raw: dict, names: Sequence[str]) -> None:
+    """Keep only the arms ``names`` of the plan's table ``raw`` (``--arms``), and the pairs of ``[report] family``
+    that lie within them; an unknown name, or a family left with no pair, is refused."""
+    arms = raw.get("arms")
+    if not isinstance(arms, dict):
+        return  # (read_plan names the missing [arms])
+    unknown = [name for name in names if name not in arms]
+    if unknown:
+        raise PlanError(f"--arms {unknown[0]}: no such arm (arms: {', '.join(arms)})")
+    if len(set(names)) < 2:
+        raise PlanError(f"--arms {' '.join(names)}: a comparison needs at least two arms, got {len(set(names))}")
+    if raw.get("baseline") not in names:
+        raise PlanError(f"--arms {' '.join(names)}: the baseline {raw.get('baseline')!r} is not among them (add it, or "
+                        "--set baseline=ARM)")
+    raw["arms"] = {name: table for name, table in arms.items() if name in names}
+    family = raw.get("report", {}).get("family") if isinstance(raw.get("report"), dict) else None
+    if isinstance(family, list) and family:
+        kept = [pair for pair in family if isinstance(pair, list) and all(arm in names for arm in pair)]
+        if not kept:
+            raise PlanError(f"--arms {' '.join(names)}: no pair of [report] family lies within them (family: "
+                            f"{family!r})")
+        raw["report"]["family"] = kept
+
+
+def read_plan(path, overrides: Optional[dict] = None, settings=(), arms: Sequence[str] = ()) -> Plan:
     """The plan in the TOML file ``path`` (``overrides``: top-level keys given on the command line, e.g.
-    ``{"seeds": [1, 2]}``; ``settings``: ``(key, value)`` of each ``--set``, :func:`parse_setting`), or a
-    :class:`PlanError` naming the file and the key."""
+    ``{"seeds": [1, 2]}``; ``settings``: ``(key, value)`` of each ``--set``, :func:`parse_setting`; ``arms``: only
+    these arms, :func:`keep_arms`), or a :class:`PlanError` naming the file and the key."""
     path = Path(path).resolve()
     try:
         with open(path, "rb") as handle:
@@ -464,6 +488,8 @@ def read_plan(path, overrides: Optional[dict] = None, settings=()) -> Plan:
     for key, value in settings:
         apply_setting(raw, key, value)
     raw.update(overrides or {})
+    if arms:
+        keep_arms(raw, arms)
     where = str(path)
     _check_table(where, raw, TOP_KEYS)
     for key in ("data", "model", "baseline", "arms"):
