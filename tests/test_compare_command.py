@@ -1371,6 +1371,22 @@ def test_the_control_plans_are_replicates_of_one_arm_and_known_harms():
     assert "--train-examples 400 \\\n            --rest-to-test" in recipe and "null|harm|taskpt" in recipe
 
 
+def test_the_recipe_refuses_a_low_resource_run_it_has_no_shape_for_before_any_work(tmp_path):
+    """``LOW_RESOURCE=1 bash recipes/compare.sh METHOD``: the papers' MR plans only (the controls are at that shape
+    already, BART has no MR task); a bad value or argument is refused before the set-up, naming it."""
+    from fairseq_helpers import REPO
+
+    env = {**os.environ, "MASKPLUG_WORK": str(tmp_path / "work")}
+    for low, argv, message in (("1", ["null"], "LOW_RESOURCE=1 is for selective, l3, fe and tlm (got: null)"),
+                               ("1", ["bart"], "LOW_RESOURCE=1 is for selective, l3, fe and tlm (got: bart)"),
+                               ("yes", ["l3"], "LOW_RESOURCE must be 0 or 1 (got: yes)"),
+                               ("1", ["tlm", "1", "extra=1"], "only --arms ARM... and --set KEY=VALUE (got: extra=1)")):
+        result = subprocess.run(["bash", str(REPO / "recipes" / "compare.sh"), *argv], cwd=tmp_path, text=True,
+                                capture_output=True, env={**env, "LOW_RESOURCE": low}, timeout=60)
+        assert result.returncode == 2 and message in result.stderr, (argv, result.stderr)
+    assert not (tmp_path / "work").exists()
+
+
 def test_a_stage_s_tokens_are_its_epochs_tokens_per_batch_times_their_updates(tmp_path):
     from fairseq_maskplug.compare.compute import compute_lines, stage_tokens
 
