@@ -84,7 +84,7 @@ else
     fi
     model="$WORK/general/checkpoint_last.pt"
     if [ "$method" = taskpt ] || [ "$low" = 1 ]; then  # past the unigram plateau: 4,000 updates (docs/compare.md)
-        echo "[compare] the general model at 4,000 updates ($WORK/general-4k; about 33 minutes on one core)"
+        echo "[compare] the general model at 4,000 updates ($WORK/general-4k; 33 minutes on an idle core, 74 beside a second training)"
         stage general4k "$WORK/logs/general4k.log" pretrain guided_mlm "$WORK/data/general" "$WORK/general-4k" 4000
         model="$WORK/general-4k/checkpoint_last.pt"
     fi
