@@ -96,9 +96,10 @@ if [ "$low" = 1 ]; then  # the controls' fine-tuning at this shape: 10 epochs of
     out="$WORK/compare_plans/$method-400"
     paths+=(--set finetune.epochs=10)
 fi
+log="$WORK/logs/compare_${out##*/}.log"
 echo "[compare] recipes/compare_plans/$method.toml over seeds ${seeds[*]} -> $out/report-vs-*.{json,md,png}"
 fairseq-maskplug-compare "recipes/compare_plans/$method.toml" --seeds "${seeds[@]}" --set "out=$out" "${paths[@]}" \
-    --parallel "${COMPARE_PARALLEL:-1}" ${settings[@]+"${settings[@]}"} > "$WORK/logs/compare_${out##*/}.log" 2>&1 \
-    || { tail -20 "$WORK/logs/compare_${out##*/}.log"; echo "[compare] failed; log: $WORK/logs/compare_${out##*/}.log" >&2; exit 1; }
+    --parallel "${COMPARE_PARALLEL:-1}" ${settings[@]+"${settings[@]}"} > "$log" 2>&1 \
+    || { tail -20 "$log"; echo "[compare] failed; log: $log" >&2; exit 1; }
 cat "$(ls -t "$out"/report-vs-*.md | head -1)"
 quick_note
