@@ -17,6 +17,11 @@
 #       a paper's plan at the controls' low-resource shape (issue 88): MR with 400 train sentences ($WORK/data/mr-400,
 #       the other 2,800 scored as test), fine-tuned 10 epochs, from $WORK/general-4k; writes
 #       $WORK/compare_plans/METHOD-400. --arms runs some of the plan's arms (fairseq-maskplug-compare's --arms)
+#   bash recipes/compare.sh lexicon [SEED...] [--arms ARM...] [--set KEY=VALUE ...]
+#       issue 100's pre-training controls at the renamed-lexicon shape: the low-resource task and the in-domain reviews
+#       with MR's 300 most label-bearing word types replaced by pseudo-words ($WORK/data/lexicon,
+#       fairseq-maskplug-rename-lexicon; LEXICON_WORDS changes the 300), then recipes/compare_plans/lexicon.toml:
+#       TaskPT against none, TaskPT on word-shuffled reviews, and a classifier from scratch
 #   bash recipes/compare.sh general
 #       the demo data and the general model only ($WORK/general/checkpoint_last.pt: 4 layers of dim 128, 1,000
 #       updates on the demo's news, about 7 minutes on 2 idle cores; its MR classifiers reach 63-71%): the model
@@ -31,8 +36,8 @@
 set -euo pipefail
 method=${1:-}
 case "$method" in
-    selective|l3|fe|tlm|bart|null|harm|taskpt|general) shift ;;
-    *) echo "usage: bash recipes/compare.sh selective|l3|fe|tlm|bart|null|harm|taskpt [SEED...] [--set KEY=VALUE ...], or" \
+    selective|l3|fe|tlm|bart|null|harm|taskpt|lexicon|general) shift ;;
+    *) echo "usage: bash recipes/compare.sh selective|l3|fe|tlm|bart|null|harm|taskpt|lexicon [SEED...] [--set KEY=VALUE ...], or" \
             "bash recipes/compare.sh general" >&2; exit 2 ;;
 esac
 if [ "$method" = general ] && [ $# -gt 0 ]; then
@@ -76,7 +81,7 @@ else
         exit 0
     fi
     task="$WORK/data/mr"
-    if [[ $method =~ ^(null|harm|taskpt)$ ]] || [ "$low" = 1 ]; then  # issue 88's low-resource shape
+    if [[ $method =~ ^(null|harm|taskpt|lexicon)$ ]] || [ "$low" = 1 ]; then  # issue 88's low-resource shape
         task="$WORK/data/mr-400"
         [ -f "$task/subset.json" ] || fairseq-maskplug-subsample-task --data "$WORK/data/mr" --train-examples 400 \
             --rest-to-test --out "$task" > "$WORK/logs/subsample_mr-400.log" 2>&1 \
@@ -89,7 +94,21 @@ else
         model="$WORK/general-4k/checkpoint_last.pt"
     fi
     paths=(--set "data.task=$task" --set "model.checkpoint=$model")
-    [[ $method =~ ^(tlm|null|harm)$ ]] || paths+=(--set "data.corpus=$WORK/data/indomain")  # TLM's: its produce's
+    if [ "$method" = lexicon ]; then  # issue 100's renamed lexicon, chosen on all of MR's train labels
+        lexicon="$WORK/data/lexicon" words=${LEXICON_WORDS:-300}
+        [[ $words =~ ^[0-9]+$ ]] || { echo "recipes/compare.sh: LEXICON_WORDS must be a number (got: $words)" >&2; exit 2; }
+        if ! python -c 'import json, sys; sys.exit(json.load(open(sys.argv[1]))["words"] != int(sys.argv[2]))' \
+                "$lexicon/lexicon.json" "$words" 2>/dev/null; then
+            echo "[compare] the renamed lexicon: $words word types ($lexicon)"
+            fairseq-maskplug-rename-lexicon --task "$task" --select-from "$WORK/data/mr" --corpus "$WORK/data/indomain" \
+                --general "$WORK/data/general" --words "$words" --shuffled-corpus --out "$lexicon" \
+                > "$WORK/logs/rename_lexicon.log" 2>&1 \
+                || { tail -5 "$WORK/logs/rename_lexicon.log"; echo "[compare] failed" >&2; exit 1; }
+        fi
+        paths=(--set "data.task=$lexicon/task" --set "data.corpus=$lexicon/corpus" --set "model.checkpoint=$model"
+               --set "arms.shuffled.data=$lexicon/corpus-shuffled")
+    fi
+    [[ $method =~ ^(tlm|null|harm|lexicon)$ ]] || paths+=(--set "data.corpus=$WORK/data/indomain")  # TLM's: its produce's
 fi
 out="$WORK/compare_plans/$method"
 if [ "$low" = 1 ]; then  # the controls' fine-tuning at this shape: 10 epochs of 13 batches

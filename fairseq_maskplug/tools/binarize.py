@@ -275,13 +275,14 @@ def read_items(prefix: Path, dictionary) -> list:
 
 
 def write_items(prefix: Path, items: Iterable, vocab_size: int) -> None:
-    """Write ``items`` (1-d tensors of ids) as the binarized split ``prefix`` (fairseq's mmap format), replacing a
-    file or link of that name (a mirror's link is removed, never written through)."""
+    """Write ``items`` (1-d tensors or arrays of ids) as the binarized split ``prefix`` (fairseq's mmap format),
+    replacing a file or link of that name (a mirror's link is removed, never written through)."""
+    import torch
     from fairseq.data import indexed_dataset
 
     for suffix in (".bin", ".idx"):
         Path(f"{prefix}{suffix}").unlink(missing_ok=True)
     builder = indexed_dataset.make_builder(f"{prefix}.bin", impl="mmap", vocab_size=vocab_size)
     for item in items:
-        builder.add_item(item)
+        builder.add_item(torch.as_tensor(item))
     builder.finalize(f"{prefix}.idx")
