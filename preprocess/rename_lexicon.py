@@ -9,7 +9,8 @@ The words are chosen by their z-scored log-odds between each class and the rest 
 (default: the task's own; Monroe et al. 2008), ``--words`` in all shared evenly among the classes. With a small
 task copy (``fairseq-maskplug-subsample-task``) and ``--select-from`` the full task, the labelled train split holds
 only part of the renamed lexicon: the test items whose pseudo-words it never holds are written as the split
-``test_unseen`` (their meaning can come only from the unlabelled text). Every pseudo-word is the dictionary's own
+``test_unseen``: those holding a pseudo-word that the train split never holds (what that word means can come only
+from the unlabelled text). Every pseudo-word is the dictionary's own
 short letter pieces in an order no corpus read holds as a word (``--general`` is read for that and never written).
 
 OUT (a new or empty folder, or this command's earlier output, replaced atomically):
@@ -175,7 +176,10 @@ def write(args) -> int:
             write_items(task / "input0" / "test_unseen", (out["--task"]["test"][i] for i in unseen), vocab)
             write_items(task / "label" / "test_unseen", (test_labels[i] for i in unseen), len(task_labels))
             record["test_unseen"] = {"items": int(unseen.size), "of_test": len(out["--task"]["test"]),
-                                     "with_pseudo_words": sum(1 for words in present("test") if words)}
+                                     "with_pseudo_words": sum(1 for words in present("test") if words),
+                                     "with_only_unseen": int(lexicon.unseen_items(present("test"), present("train"),
+                                                                                  every=True).size),
+                                     "types_in_train": len(set().union(*present("train")))}
         if args.shuffled_corpus:
             shuffled = tmp / "corpus-shuffled"
             mirror(args.corpus, shuffled)
@@ -183,8 +187,8 @@ def write(args) -> int:
             for split, items in out["--corpus"].items():
                 write_items(shuffled / split, lexicon.shuffle_words(items, starts, nspecial, rng), vocab)
         (tmp / "lexicon.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-    unseen_note = (f"; {record['test_unseen']['items']} of {record['test_unseen']['of_test']} test items hold only "
-                   "pseudo-words the train split never holds (test_unseen)") if "test_unseen" in record else ""
+    unseen_note = (f"; {record['test_unseen']['items']} of {record['test_unseen']['of_test']} test items hold a "
+                   "pseudo-word the train split never holds (test_unseen)") if "test_unseen" in record else ""
     print(f"{COMMAND}: {len(chosen)} word types renamed in {args.task} and {args.corpus}{unseen_note}; "
           f"into {args.out}")
     return 0

@@ -81,10 +81,11 @@ def test_rename_replaces_whole_words_only_and_inverts():
     assert back.tolist() == item
 
 
-def test_unseen_items_hold_pseudo_words_the_train_split_never_holds():
+def test_unseen_items_hold_a_pseudo_word_the_train_split_never_holds():
     a, b, c = (8, 9), (11, 10), (8, 10)
     test = [{a}, {b}, set(), {a, c}, {c}]
-    assert lexicon.unseen_items(test, [{a}, set()]).tolist() == [1, 4]
+    assert lexicon.unseen_items(test, [{a}, set()]).tolist() == [1, 3, 4]  # 3 holds c beside the seen a
+    assert lexicon.unseen_items(test, [{a}, set()], every=True).tolist() == [1, 4]
     assert lexicon.unseen_items(test, []).tolist() == [0, 1, 3, 4]
 
 
@@ -205,14 +206,14 @@ def test_the_command_renames_the_cue_words_in_task_and_corpus_never_in_general(s
     assert not spelled & {w for line in general for w in spelled_words(line)}
     assert {p.name: p.read_bytes() for p in (shape / "general").iterdir()} == general_before
     assert (out / "task" / "label" / "train.bin").is_symlink()  # the labels are carried, not rewritten
-    # test_unseen: the test items holding a pseudo-word, none of which the 4 train lines hold
+    # test_unseen: the test items holding a pseudo-word that the 4 train lines never hold
     seen = {p for line in read_lines(out / "task" / "input0" / "train") for p in pseudo if p in line}
-    expected = [line for line in renamed_test if any(p in line for p in pseudo) and not any(p in line for p in seen)]
+    expected = [line for line in renamed_test if any(p in line and p not in seen for p in pseudo)]
     assert read_lines(out / "task" / "input0" / "test_unseen") == expected and 0 < len(expected) < len(renamed_test)
     test_labels = read_lines(shape / "task-4" / "label" / "test")
     unseen_labels = read_lines(out / "task" / "label" / "test_unseen")
     assert unseen_labels == [test_labels[renamed_test.index(line)] for line in expected]
-    assert record["test_unseen"]["items"] == len(expected)
+    assert record["test_unseen"]["items"] == len(expected) and record["test_unseen"]["types_in_train"] == len(seen)
     # the shuffled corpus: the same words, other neighbours
     renamed_corpus, shuffled = read_lines(out / "corpus" / "train"), read_lines(out / "corpus-shuffled" / "train")
     assert sorted(" ".join(renamed_corpus).split()) == sorted(" ".join(shuffled).split())
