@@ -1371,6 +1371,27 @@ def test_the_control_plans_are_replicates_of_one_arm_and_known_harms():
     assert "--train-examples 400 \\\n            --rest-to-test" in recipe and "null|harm|taskpt" in recipe
 
 
+def test_the_lexicon_plan_is_the_pre_training_controls_on_the_renamed_shape():
+    """Issue 100's plan: TaskPT against none, TaskPT on the word-shuffled renamed reviews (the harm) and a classifier
+    from scratch, on the renamed low-resource task, scored and compared on test_unseen first, then test; the recipe
+    makes the shape with fairseq-maskplug-rename-lexicon before the plan runs."""
+    from fairseq_helpers import REPO
+
+    plan = read_plan(REPO / "recipes" / "compare_plans" / "lexicon.toml")
+    assert [(a.name, a.task, a.from_scratch) for a in plan.arms] == [
+        ("none", None, False), ("taskpt", "guided_mlm", False), ("shuffled", "guided_mlm", False),
+        ("scratch", None, True)]
+    taskpt, shuffled = plan.arm("taskpt"), plan.arm("shuffled")
+    assert taskpt.options == shuffled.options == ("--mask-policy", "random") and taskpt.updates == shuffled.updates
+    assert shuffled.data.name == "corpus-shuffled" and plan.corpus.name == "corpus"
+    assert plan.labelled.parts[-2:] == ("lexicon", "task") and plan.finetune.epochs == 10
+    assert plan.compared == ("test_unseen", "test") and set(plan.splits) == {"valid", "test_unseen", "test"}
+    assert plan.family() == [("taskpt", "none"), ("taskpt", "shuffled"), ("none", "scratch")]
+    recipe = (REPO / "recipes" / "compare.sh").read_text()
+    assert "fairseq-maskplug-rename-lexicon --task \"$task\" --select-from \"$WORK/data/mr\"" in recipe
+    assert "--shuffled-corpus" in recipe and "arms.shuffled.data=$lexicon/corpus-shuffled" in recipe
+
+
 def test_the_recipe_refuses_a_low_resource_run_it_has_no_shape_for_before_any_work(tmp_path):
     """``LOW_RESOURCE=1 bash recipes/compare.sh METHOD``: the papers' MR plans only (the controls are at that shape
     already, BART has no MR task); a bad value or argument is refused before the set-up, naming it."""
