@@ -22,6 +22,9 @@
 #       with MR's 300 most label-bearing word types replaced by pseudo-words ($WORK/data/lexicon,
 #       fairseq-maskplug-rename-lexicon; LEXICON_WORDS changes the 300), then recipes/compare_plans/lexicon.toml:
 #       TaskPT against none, TaskPT on word-shuffled reviews, and a classifier from scratch
+#   bash recipes/compare.sh lexicon-policies [SEED...] [--arms ARM...] [--set KEY=VALUE ...]
+#       the papers' policies (FE views, PMI units, L3's probabilities) against random masks at that shape, at 100 and
+#       400 updates (recipes/compare_plans/lexicon-policies.toml)
 #   bash recipes/compare.sh general
 #       the demo data and the general model only ($WORK/general/checkpoint_last.pt: 4 layers of dim 128, 1,000
 #       updates on the demo's news, about 7 minutes on 2 idle cores; its MR classifiers reach 63-71%): the model
@@ -36,8 +39,8 @@
 set -euo pipefail
 method=${1:-}
 case "$method" in
-    selective|l3|fe|tlm|bart|null|harm|taskpt|lexicon|general) shift ;;
-    *) echo "usage: bash recipes/compare.sh selective|l3|fe|tlm|bart|null|harm|taskpt|lexicon [SEED...] [--set KEY=VALUE ...], or" \
+    selective|l3|fe|tlm|bart|null|harm|taskpt|lexicon|lexicon-policies|general) shift ;;
+    *) echo "usage: bash recipes/compare.sh selective|l3|fe|tlm|bart|null|harm|taskpt|lexicon|lexicon-policies [SEED...] [--set KEY=VALUE ...], or" \
             "bash recipes/compare.sh general" >&2; exit 2 ;;
 esac
 if [ "$method" = general ] && [ $# -gt 0 ]; then
@@ -81,7 +84,7 @@ else
         exit 0
     fi
     task="$WORK/data/mr"
-    if [[ $method =~ ^(null|harm|taskpt|lexicon)$ ]] || [ "$low" = 1 ]; then  # issue 88's low-resource shape
+    if [[ $method =~ ^(null|harm|taskpt|lexicon.*)$ ]] || [ "$low" = 1 ]; then  # issue 88's low-resource shape
         task="$WORK/data/mr-400"
         [ -f "$task/subset.json" ] || fairseq-maskplug-subsample-task --data "$WORK/data/mr" --train-examples 400 \
             --rest-to-test --out "$task" > "$WORK/logs/subsample_mr-400.log" 2>&1 \
@@ -94,7 +97,7 @@ else
         model="$WORK/general-4k/checkpoint_last.pt"
     fi
     paths=(--set "data.task=$task" --set "model.checkpoint=$model")
-    if [ "$method" = lexicon ]; then  # issue 100's renamed lexicon, chosen on all of MR's train labels
+    if [[ $method =~ ^lexicon ]]; then  # issue 100's renamed lexicon, chosen on all of MR's train labels
         lexicon="$WORK/data/lexicon" words=${LEXICON_WORDS:-300}
         [[ $words =~ ^[0-9]+$ ]] || { echo "recipes/compare.sh: LEXICON_WORDS must be a number (got: $words)" >&2; exit 2; }
         if ! python -c 'import json, sys; sys.exit(json.load(open(sys.argv[1]))["words"] != int(sys.argv[2]))' \
@@ -105,10 +108,10 @@ else
                 > "$WORK/logs/rename_lexicon.log" 2>&1 \
                 || { tail -5 "$WORK/logs/rename_lexicon.log"; echo "[compare] failed" >&2; exit 1; }
         fi
-        paths=(--set "data.task=$lexicon/task" --set "data.corpus=$lexicon/corpus" --set "model.checkpoint=$model"
-               --set "arms.shuffled.data=$lexicon/corpus-shuffled")
+        paths=(--set "data.task=$lexicon/task" --set "data.corpus=$lexicon/corpus" --set "model.checkpoint=$model")
+        [ "$method" = lexicon ] && paths+=(--set "arms.shuffled.data=$lexicon/corpus-shuffled")
     fi
-    [[ $method =~ ^(tlm|null|harm|lexicon)$ ]] || paths+=(--set "data.corpus=$WORK/data/indomain")  # TLM's: its produce's
+    [[ $method =~ ^(tlm|null|harm|lexicon.*)$ ]] || paths+=(--set "data.corpus=$WORK/data/indomain")  # TLM's: its produce's
 fi
 out="$WORK/compare_plans/$method"
 if [ "$low" = 1 ]; then  # the controls' fine-tuning at this shape: 10 epochs of 13 batches

@@ -106,6 +106,22 @@ def test_quick_quickstart_runs_every_stage_and_says_it_is_a_smoke_run(tmp_path):
         run_readme_block(tmp_path, line, body, preamble)
     assert_hf_export_gives_fairseq_logits(tmp_path / "work_quick")
 
+    # issue 100's renamed-lexicon shape as one command, on this run's data and model, at toy size (one seed, a few
+    # updates): the low-resource copy, the renamed task and reviews, then the plan's four arms, compared on
+    # test_unseen first; the general corpus is never written
+    work = tmp_path / "work_quick"
+    general = {p.name: p.stat().st_mtime_ns for p in (work / "data" / "general").iterdir()}
+    result = subprocess.run(["bash", str(REPO / "recipes" / "compare.sh"), "lexicon", "1", "--set", "pretrain.updates=4",
+                             "--set", "finetune.epochs=1"], capture_output=True, text=True, cwd=REPO, timeout=900,
+                            env={**env, "MASKPLUG_CURRENT_PYTHON": "1", "LEXICON_WORDS": "20"})
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    record = json.loads((work / "data" / "lexicon" / "lexicon.json").read_text())
+    assert len(record["lexicon"]) == 20 and record["sources"]["--task"] == str((work / "data" / "mr-400").resolve())
+    report = json.loads(sorted((work / "compare_plans" / "lexicon").glob("report-vs-*.json"))[-1].read_text())
+    assert report["meta"]["compared"] == ["test_unseen", "test"]
+    assert {s["row"] for s in report["scores"] if s["split"] == "test_unseen"} == {"none", "taskpt", "shuffled", "scratch"}
+    assert {p.name: p.stat().st_mtime_ns for p in (work / "data" / "general").iterdir()} == general
+
 
 def assert_hf_export_gives_fairseq_logits(work):
     import torch
