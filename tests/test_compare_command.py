@@ -1375,18 +1375,21 @@ def test_the_lexicon_plan_is_the_pre_training_controls_on_the_renamed_shape():
     """Issue 100's plan: TaskPT against none, TaskPT on the word-shuffled renamed reviews (the harm) and a classifier
     from scratch, on the renamed low-resource task, scored and compared on test_unseen first, then test; the recipe
     makes the shape with fairseq-maskplug-rename-lexicon before the plan runs."""
+    import dataclasses
+
     from fairseq_helpers import REPO
 
     plan = read_plan(REPO / "recipes" / "compare_plans" / "lexicon.toml")
     assert [(a.name, a.task, a.from_scratch) for a in plan.arms] == [
         ("none", None, False), ("taskpt", "guided_mlm", False), ("shuffled", "guided_mlm", False),
-        ("scratch", None, True)]
+        ("scratch", None, True), ("none-r1", None, False)]
     taskpt, shuffled = plan.arm("taskpt"), plan.arm("shuffled")
     assert taskpt.options == shuffled.options == ("--mask-policy", "random") and taskpt.updates == shuffled.updates
     assert shuffled.data.name == "corpus-shuffled" and plan.corpus.name == "corpus"
     assert plan.labelled.parts[-2:] == ("lexicon", "task") and plan.finetune.epochs == 10
     assert plan.compared == ("test_unseen", "test") and set(plan.splits) == {"valid", "test_unseen", "test"}
-    assert plan.family() == [("taskpt", "none"), ("taskpt", "shuffled"), ("none", "scratch")]
+    assert plan.family() == [("taskpt", "none"), ("taskpt", "shuffled"), ("none", "scratch"), ("none-r1", "none")]
+    assert dataclasses.replace(plan.arm("none-r1"), name="none", seed_offset=0) == plan.arm("none")  # the null
     recipe = (REPO / "recipes" / "compare.sh").read_text()
     assert "fairseq-maskplug-rename-lexicon --task \"$task\" --select-from \"$WORK/data/mr\"" in recipe
     assert "--shuffled-corpus" in recipe and "arms.shuffled.data=$lexicon/corpus-shuffled" in recipe

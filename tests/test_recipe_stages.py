@@ -119,7 +119,8 @@ def test_quick_quickstart_runs_every_stage_and_says_it_is_a_smoke_run(tmp_path):
     assert len(record["lexicon"]) == 20 and record["sources"]["--task"] == str((work / "data" / "mr-400").resolve())
     report = json.loads(sorted((work / "compare_plans" / "lexicon").glob("report-vs-*.json"))[-1].read_text())
     assert report["meta"]["compared"] == ["test_unseen", "test"]
-    assert {s["row"] for s in report["scores"] if s["split"] == "test_unseen"} == {"none", "taskpt", "shuffled", "scratch"}
+    rows = {s["row"] for s in report["scores"] if s["split"] == "test_unseen"}
+    assert rows == {"none", "taskpt", "shuffled", "scratch", "none-r1"}
     assert {p.name: p.stat().st_mtime_ns for p in (work / "data" / "general").iterdir()} == general
 
 
