@@ -39,6 +39,9 @@ def result_parts(data: dict) -> dict:
     if kind == "comparison":  # fairseq-maskplug-compare's report.json
         from fairseq_maskplug.compare.report import report_parts
         return report_parts(data)
+    if kind == "general_model_diagnosis":  # issue 100's general models probed (fairseq-maskplug-probe-features)
+        from fairseq_maskplug.evaluation.feature_probe import diagnosis_parts
+        return diagnosis_parts(data)
     if kind in ("policy_speed", "collator_speed"):
         import bench_collators
         import gpu_policy_speed
@@ -95,7 +98,7 @@ def provenance(meta: dict) -> str:
     if meta.get("kind") == "comparison":
         from fairseq_maskplug.compare.report import provenance as plan_provenance
         return plan_provenance(meta)
-    if meta.get("kind") in ("policy_speed", "collator_speed"):
+    if meta.get("kind") in ("policy_speed", "collator_speed", "general_model_diagnosis"):
         return f"{meta.get('device')}, commit {meta.get('commit')}, {meta.get('date')}, {meta.get('elapsed_s', '?')} s"
     return science_results.provenance(meta)
 

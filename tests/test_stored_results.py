@@ -39,6 +39,10 @@ def test_every_cited_file_is_stored_and_records_how_it_was_made():
             assert all(len(times) == data["meta"]["repeats"] for rows in sets.values() for times in rows.values()), \
                 results
             continue
+        if data["meta"].get("kind") == "general_model_diagnosis":  # issue 100's general models probed: how each was
+            assert {"device", "commit", "date", "commands", "test_items", "train_items"} <= set(data["meta"]), results
+            assert all({"model", "options", "peak_lr", "updates"} <= set(row) for row in data["rows"]), results
+            continue
         if data["meta"].get("kind") == "comparison":  # fairseq-maskplug-compare's report: the plan is the shape
             assert {"devices", "plan", "arms", "seeds", "commit", "date", "command"} <= set(data["meta"]), results
             assert data["meta"]["devices"] and not data.get("missing"), results  # a page cites only what finished

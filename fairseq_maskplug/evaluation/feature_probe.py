@@ -140,6 +140,23 @@ def probe(checkpoint: str, data: str, splits, random_init: bool = False, seed: i
     return result
 
 
+def diagnosis_parts(data: dict) -> dict:
+    """The page parts of a stored general-model diagnosis (``"kind": "general_model_diagnosis"``: rows of a
+    model's masked-LM loss beside the unigram's and its :func:`probe` figures on test): ``{"table": [heading,
+    lines...]}``, as ``benchmarks/pages.py`` renders a stored result."""
+    def cell(value, form="{:.3f}"):
+        return "-" if value is None else form.format(value)
+
+    lines = ["| start | masked-LM loss on MR valid (bits) | the news unigram's (bits) | embedding cosine | "
+             "sentence-feature cosine (mean-pooled) | frozen probe, `<s>` / mean-pooled (%) |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for row in data["rows"]:
+        lines.append(f"| {row['model']} | {cell(row['mlm_loss_bits'])} | {cell(row['unigram_bits'])} | "
+                     f"{row['embedding_cosine'] + 0.0:.2f} | {row['feature_cosine_mean_test']:.2f} | "
+                     f"{row['probe_accuracy_cls_test']:.1f} / {row['probe_accuracy_mean_test']:.1f} |")
+    return {"table": ["## each start's masked-LM loss, anisotropy and frozen probe on the test items", *lines]}
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(prog="fairseq-maskplug-probe-features", description=__doc__,
                                      formatter_class=HelpFormatter)
