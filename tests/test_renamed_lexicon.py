@@ -247,3 +247,34 @@ def test_the_command_refuses_bad_inputs_before_writing(shape, tmp_path, change, 
     result = run([BIN / "fairseq-maskplug-rename-lexicon", *args])
     assert result.returncode == 2 and message in result.stderr.strip().splitlines()[-1], result.stderr
     assert not out.exists()
+
+
+def test_word_positions_mark_every_piece_of_the_listed_words():
+    item = [0, 4, 5, 7, 6, 4, 2]  # <s> ▁gr eat ▁the ▁dull ▁gr </s>
+    assert lexicon.word_positions(item, {(4, 5), (6,)}, STARTS, 4).tolist() == [0, 1, 1, 0, 1, 0, 0]
+
+
+@pytest.mark.e2e
+def test_evaluate_mlm_scores_the_pseudo_words_apart(shape, tmp_path):
+    """``evaluate-mlm --words-from``: on the renamed text some masked tokens lie inside pseudo-words and their loss is
+    given apart; on the original text none do; a record of another dictionary is refused in one line."""
+    from fairseq_helpers import CPU_RUN, TINY_ROBERTA
+
+    out = tmp_path / "lex"
+    check(lexicon_command(shape, out))
+    check(run([BIN / "fairseq-maskplug-train", out / "corpus", "--task", "guided_mlm", "--tokens-per-sample", "32",
+               "--save-dir", tmp_path / "model", "--max-update", "3", *TINY_ROBERTA, *CPU_RUN]))
+
+    def score(data, record=out / "lexicon.json"):
+        return run([BIN / "fairseq-maskplug-evaluate-mlm", tmp_path / "model" / "checkpoint_last.pt", "--data", data,
+                    "--split", "test", "--mask-prob", "0.5", "--words-from", record])
+
+    renamed, original = (json.loads(check(score(d)).stdout.strip().splitlines()[-1])
+                         for d in (out / "task", shape / "task-4"))
+    assert 0 < renamed["words_masked"] < renamed["masked"] and np.isfinite(renamed["words_loss"])
+    assert original["words_masked"] == 0 and original["words_loss"] is None
+    other = json.loads((out / "lexicon.json").read_text())
+    other["lexicon"][0]["pseudo_word"] = "nosuchpiece"
+    (tmp_path / "other.json").write_text(json.dumps(other))
+    refused = score(out / "task", tmp_path / "other.json")
+    assert refused.returncode == 2 and "has a piece the dictionary does not hold" in refused.stderr.splitlines()[-1]

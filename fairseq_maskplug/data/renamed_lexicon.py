@@ -163,6 +163,30 @@ def rename(tokens: Sequence[int], renamed: Dict[Word, Word], starts: np.ndarray,
     return np.asarray(out, dtype=np.int64)
 
 
+def word_positions(tokens: Sequence[int], vocabulary: Set[Word], starts: np.ndarray, nspecial: int) -> np.ndarray:
+    """Boolean array over ``tokens``: True at every position of a word of ``vocabulary`` (the pseudo-words, whose
+    masked-LM loss issue 100 reads apart)."""
+    out = []
+    for word in split_words(tokens, starts, nspecial):
+        out.extend([word in vocabulary] * len(word))
+    return np.asarray(out, dtype=bool)
+
+
+def pseudo_words_of(record: dict, dictionary) -> Set[Word]:
+    """The pseudo-words of a ``lexicon.json`` record (``fairseq-maskplug-rename-lexicon``'s) as id tuples of
+    ``dictionary``; a piece it does not hold is refused (the record was made with another dictionary)."""
+    words = set()
+    for entry in record.get("lexicon", []):
+        pieces = entry["pseudo_word"].split()
+        ids = tuple(dictionary.index(piece) for piece in pieces)
+        if any(i == dictionary.unk() for i in ids):
+            raise ValueError(f"pseudo-word {entry['pseudo_word']!r} has a piece the dictionary does not hold")
+        words.add(ids)
+    if not words:
+        raise ValueError("the record names no pseudo-word (not a fairseq-maskplug-rename-lexicon lexicon.json)")
+    return words
+
+
 def words_present(items: Iterable[Sequence[int]], vocabulary: Set[Word], starts: np.ndarray,
                   nspecial: int) -> List[Set[Word]]:
     """Per item, the words of ``vocabulary`` it holds."""

@@ -11,6 +11,8 @@ epoch 1); prints one JSON line per checkpoint: ``{"checkpoint", "updates", "loss
 model that knows only CORPUS's token frequencies (:func:`unigram_bits`, add-one smoothed over the dictionary), the
 plateau a masked LM reaches before it uses context; a checkpoint near it has learned little beyond frequencies (the
 quickstart's general model: 10.745 bits against the news unigram's 10.752 on MR's valid text, 2026-12-02).
+``--words-from LEXICON_JSON`` adds ``words_loss`` and ``words_masked``: the loss over the masked tokens that lie
+inside a renamed lexicon's pseudo-words (``fairseq-maskplug-rename-lexicon``'s record), issue 100's third outcome.
 """
 
 import argparse
@@ -60,13 +62,15 @@ class FixedMaskScorer:
     """
 
     def __init__(self, data: str, split: str = "valid", mask_prob: float = 0.15, seed: int = 1,
-                 batch_size: int = 32, unigram: "torch.Tensor" = None):
+                 batch_size: int = 32, unigram: "torch.Tensor" = None, words=None):
         """``unigram``: a corpus's :func:`token_counts` (its dictionary the scored data's, before the task's added
-        ``<mask>``), for ``unigram_loss``."""
+        ``<mask>``), for ``unigram_loss``; ``words``: ``(id tuples, word-start symbols, nspecial)`` of words whose
+        masked tokens are also scored apart (``words_loss``: a renamed lexicon's pseudo-words)."""
         import fairseq_maskplug.plugin  # noqa: F401  (registers the tasks with fairseq)
 
         self.data, self.split, self.mask_prob, self.seed, self.batch_size = data, split, mask_prob, seed, batch_size
         self.unigram = unigram  # token_counts of a corpus: each score adds unigram_loss on the same masked tokens
+        self.words = words
         self._tasks = {}
 
     def _task(self, tokens_per_sample, sample_break_mode, shorten_method):
@@ -107,23 +111,43 @@ class FixedMaskScorer:
         # next_epoch_itr, and the masks (drawn from seed, epoch and index) with it
         batches = task.get_batch_iterator(task.dataset(self.split), max_sentences=self.batch_size, seed=self.seed,
                                           epoch=1, disable_iterator_cache=True).next_epoch_itr(shuffle=False)
-        total, unigram, count = 0.0, 0.0, 0
+        total, unigram, count, in_words, words_count = 0.0, 0.0, 0, 0.0, 0
         bits = self._unigram_bits(len(task.source_dictionary)) if self.unigram is not None else None
         for sample in batches:
             if torch.cuda.is_available():
                 sample = utils.move_to_cuda(sample)
             masked = sample["target"].ne(task.source_dictionary.pad())
             logits = model(**sample["net_input"], masked_tokens=masked)[0]
-            total += float(torch.nn.functional.cross_entropy(logits.float(), sample["target"][masked],
-                                                             reduction="sum"))
+            losses = torch.nn.functional.cross_entropy(logits.float(), sample["target"][masked], reduction="none")
+            total += float(losses.sum())
             if bits is not None:
                 unigram += float(bits[sample["target"][masked].cpu()].sum())
             count += int(masked.sum())
+            if self.words is not None:
+                inside = self._inside_words(sample, masked, task.source_dictionary.pad())[masked.cpu()]
+                in_words += float(losses.cpu()[inside].sum())
+                words_count += int(inside.sum())
         scores = {"checkpoint": checkpoint, "updates": int(state["optimizer_history"][-1]["num_updates"]),
                   "loss": total / count / math.log(2), "units": "bits per masked token", "masked": count}
         if self.unigram is not None:
             scores["unigram_loss"] = unigram / count
+        if self.words is not None:
+            scores["words_loss"] = in_words / words_count / math.log(2) if words_count else None
+            scores["words_masked"] = words_count
         return scores
+
+    def _inside_words(self, sample, masked, pad: int) -> "torch.Tensor":
+        """Per position of the batch, whether it lies inside one of :attr:`words` in the uncorrupted text (the
+        masked positions' targets put back into the input)."""
+        from ..data.renamed_lexicon import word_positions
+
+        words, starts, nspecial = self.words
+        original = torch.where(masked, sample["target"], sample["net_input"]["src_tokens"]).cpu()
+        inside = torch.zeros_like(original, dtype=torch.bool)
+        for row, tokens in enumerate(original):
+            kept = tokens.ne(pad)
+            inside[row, kept] = torch.from_numpy(word_positions(tokens[kept].numpy(), words, starts, nspecial))
+        return inside
 
 
 def parse_args(argv=None):
@@ -141,6 +165,10 @@ def parse_args(argv=None):
                         help="also score the same masked tokens by CORPUS's unigram frequencies (its train split, "
                              "add-one smoothed; a masked-LM folder with the scored data's dictionary): unigram_loss, "
                              "the plateau before a model uses context")
+    parser.add_argument("--words-from", metavar="LEXICON_JSON",
+                        help="also score apart the masked tokens inside the pseudo-words of this "
+                             "fairseq-maskplug-rename-lexicon record (words_loss, words_masked): what a model learned "
+                             "of words the general corpus never held")
     parser.add_argument("--output", help="write the JSON lines to this file (whole, once every checkpoint is "
                                          "scored) as well as printing them")
     add_user_dir(parser)
@@ -166,7 +194,23 @@ def score_checkpoints(args) -> int:
             raise ValueError(f"--unigram-from {args.unigram_from}: its dict.txt is not --data's ({scored}): the "
                              "frequencies must count the scored data's tokens")
         unigram = token_counts(corpus)
-    scorer = FixedMaskScorer(token_data_dir(args.data), args.split, args.mask_prob, args.seed, unigram=unigram)
+    words = None
+    if args.words_from:
+        from fairseq.data import Dictionary
+
+        from ..data.renamed_lexicon import pseudo_words_of
+        from ..data.word_boundaries import word_start_symbols
+
+        dictionary = Dictionary.load(os.path.join(token_data_dir(args.data), "dict.txt"))
+        try:
+            with open(args.words_from, encoding="utf-8") as handle:
+                record = json.load(handle)
+            vocabulary = pseudo_words_of(record, dictionary)
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise ValueError(f"--words-from {args.words_from}: {error}") from None
+        words = (vocabulary, word_start_symbols(dictionary)[0], dictionary.nspecial)
+    scorer = FixedMaskScorer(token_data_dir(args.data), args.split, args.mask_prob, args.seed, unigram=unigram,
+                             words=words)
     lines = []
     for checkpoint in args.checkpoints:
         lines.append(json.dumps(scorer.score(checkpoint)))
