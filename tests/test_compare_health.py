@@ -81,9 +81,37 @@ def test_the_report_warns_before_its_tables_and_marks_the_failed_arm_seed():
     assert "1 arm-seed(s) did not measure what their arm is for (selective: seed 1)" in text
     assert "| selective | 2 | 50.0 ± 0.0 | fails in seed 1 |" in text
     # 2 seeds x 40 items: the rule would need more than the score's whole range; said so, never "excludes 203 points"
-    assert "This design cannot see the differences the papers report: 1 of its 1 comparison(s)" in text
+    assert "This design cannot see a difference of 2 points, the plan's effect of interest: 1 of its 1 comparison(s)" \
+        in text
     assert "finds no difference inside the score's range" in text and "nothing inside the score's range" in text
     assert json.dumps(records)  # the records are stored as they are
+
+
+def test_the_cannot_see_warning_reads_the_plan_s_own_effect_of_interest():
+    """Issue 101: the warning fires exactly when a comparison's detectable difference exceeds ``[report] effect``
+    (not a fixed fifth of the range): 5 seeds x 400 items whose arms differ by item noise find about 5 points, so an
+    effect of 2 warns, naming the comparison and its figure, and an effect above the detectable difference does not."""
+    import numpy as np
+
+    from fairseq_maskplug.compare.report import comparisons_of
+
+    rng = np.random.default_rng(3)
+    scores = []
+    for seed in (1, 2, 3, 4, 5):
+        for row, share in (("random", 0.6), ("selective", 0.6 + rng.normal(0, 0.02))):
+            right = rng.random(400) < share
+            scores.append({"row": row, "seed": seed, "split": "test", "accuracy": 100 * right.mean(),
+                           "macro_f1": None, "n": 400, "classes_predicted": 2,
+                           "correct": "".join("1" if r else "0" for r in right)})
+    data = stored(scores, [], [1, 2, 3, 4, 5])
+    detectable = comparisons_of(data)[0].detectable
+    assert 2 < detectable < 20, detectable  # between the effect and the old fixed threshold: the case that changed
+    for effect, warned in ((2.0, True), (detectable - 0.01, True), (detectable + 0.01, False), (25.0, False)):
+        data["meta"]["effect"] = effect
+        text = markdown(data)
+        assert ("This design cannot see a difference of" in text) is warned, (effect, detectable)
+        if warned:
+            assert f"selective − random on test: {detectable:.1f}" in text
 
 
 def test_a_producers_tagger_quality_is_its_best_valid_f1(tmp_path):

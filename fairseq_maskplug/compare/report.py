@@ -9,7 +9,7 @@ family, a short fingerprint of it), so reading one set of units against another 
 - ``STEM.md``: first what it found, a verdict per comparison in one line, read by the package's one rule
   (:mod:`~fairseq_maskplug.evaluation.reading_rule`: a direction only where it survives Holm over the family),
   with what the design could have found; then a warning where the design cannot see (fewer than 3 seeds, a
-  detectable difference above a fifth of the score's range) and the health of every arm and seed; then each
+  detectable difference above the plan's effect of interest) and the health of every arm and seed; then each
   arm's scores (mean ± standard error over seeds, the arms whose health failed marked), and on each compared
   split (test by default) the family's comparisons with their intervals, p values and sensitivity
   (:mod:`~fairseq_maskplug.evaluation.comparison_report`);
@@ -41,9 +41,6 @@ from .views import given_folder
 from .compute import compute_lines, model_parameters, unit_compute
 
 RECORD_FIELDS = ("accuracy", "macro_f1", "n", "classes_predicted", "correct")
-#: the share of the score's range (0 to 100 points) above which a detectable difference means the design cannot
-#: see the differences the papers report: ours (a fifth: 20 points of accuracy)
-BLIND_SHARE = 0.2
 #: fewer seeds than this and the report warns that the design cannot see: ours (2 seeds leave the interval over
 #: seeds 1 degree of freedom)
 FEWEST_SEEDS = 3
@@ -179,22 +176,25 @@ def comparisons_of(data: dict, sims: int = pc.SIMS) -> list:
 
 
 def warnings(data: dict, found: list) -> list:
-    """Sentences saying where the design cannot see: too few seeds, a detectable difference above
-    :data:`BLIND_SHARE` of the score's range, arms and seeds whose health failed, constant predictors."""
+    """Sentences saying where the design cannot see: too few seeds, a detectable difference above the plan's effect
+    of interest (``[report] effect``, the difference its seeds-needed figures are for), arms and seeds whose health
+    failed, constant predictors."""
     meta, out = data["meta"], []
     seeds = max((c.seeds for c in found), default=0)
     if found and seeds < FEWEST_SEEDS:
         out.append(f"Only {seeds} seed{'s' if seeds != 1 else ''} with paired outcomes: the interval over seeds has "
                    f"{max(seeds - 1, 0)} degree{'s' if seeds != 2 else ''} of freedom, so this design measures almost "
                    f"nothing; run at least {FEWEST_SEEDS} (5 is better) before reading it.")
-    blind = [c for c in found if c.same_as is None and c.detectable > BLIND_SHARE * 100]
+    effect = meta.get("effect", rule.DEFAULT_EFFECT)
+    blind = [c for c in found if c.same_as is None and c.detectable > effect]
     if blind:
         worst = max(blind, key=lambda c: c.detectable)
         read = [c for c in found if c.same_as is None and not math.isnan(c.rule_p)]
-        out.append(f"This design cannot see the differences the papers report: {len(blind)} of its {len(read)} "
-                   f"comparison(s) find only differences above {BLIND_SHARE * 100:.0f} points with 80% probability ({worst.name} on "
-                   f"{worst.split}: {worst.detectable:.1f} points). \"No difference shown\" here says nothing of a "
-                   "difference of a few points.")
+        out.append(f"This design cannot see a difference of {rule.number(effect)} points, the plan's effect of "
+                   f"interest: {len(blind)} of its {len(read)} comparison(s) find with 80% probability only larger "
+                   f"ones ({', '.join(f'{c.name} on {c.split}: {c.detectable:.1f}' for c in blind)} points; the "
+                   f"largest, {worst.name} on {worst.split}). \"No difference shown\" there says nothing of a "
+                   f"difference of {rule.number(effect)} points.")
     failed = health.failing(data)
     if failed:
         out.append(f"{sum(map(len, failed.values()))} arm-seed(s) did not measure what their arm is for "
