@@ -1389,7 +1389,9 @@ def test_the_lexicon_plan_is_the_pre_training_controls_on_the_renamed_shape():
     assert plan.labelled.parts[-2:] == ("lexicon", "task") and plan.finetune.epochs == 10
     assert plan.compared == ("test_unseen", "test") and set(plan.splits) == {"valid", "test_unseen", "test"}
     assert plan.family() == [("taskpt", "none"), ("taskpt", "shuffled"), ("none", "scratch"), ("none-r1", "none")]
-    assert dataclasses.replace(plan.arm("none-r1"), name="none", seed_offset=0) == plan.arm("none")  # the null
+    assert dataclasses.replace(plan.arm("none-r1"), name="none", seed_offset=0) == plan.arm("none")  # the null,
+    # on streams no other arm draws from at any of the plan's seeds (an offset of 1 made none-r1's seed s none's s+1)
+    assert not {s + plan.arm("none-r1").seed_offset for s in plan.seeds} & set(plan.seeds)
     recipe = (REPO / "recipes" / "compare.sh").read_text()
     assert "fairseq-maskplug-rename-lexicon --task \"$task\" --select-from \"$WORK/data/mr\"" in recipe
     assert "--shuffled-corpus" in recipe and "arms.shuffled.data=$lexicon/corpus-shuffled" in recipe
