@@ -147,6 +147,7 @@ def write(args) -> int:
     out = {option: {split: [lexicon.rename(item, renamed, starts, nspecial) for item in items]
                     for split, items in corpora[option].items()} for option in ("--task", "--corpus")}
     vocab = len(dictionary)
+    words_in = {split: lexicon.words_present(items, pseudo, starts, nspecial) for split, items in out["--task"].items()}
     record = {"command": COMMAND, "seed": args.seed, "words": args.words, "pieces": args.pieces, "prior": args.prior,
               "dictionary_sha256": checked["fingerprint"],
               "sources": {option: str(Path(folder).resolve()) for option, folder in
@@ -155,9 +156,17 @@ def write(args) -> int:
               "lexicon": [{"word": text(types[w]), "pseudo_word": " ".join(symbols[i] for i in renamed[types[w]]),
                            "class": label_dictionary[classes[c]], "z": round(float(z[w, c]), 4),
                            "select_count": int(counts[w].sum())} for (w, c) in chosen],
-              "renamed_tokens": {f"{name}/{split}": int(sum(sum(len(word) for word in lexicon.split_words(
-                  item, starts, nspecial) if word in pseudo) for item in items)) for name, option in
-                  (("task", "--task"), ("corpus", "--corpus")) for split, items in out[option].items()}}
+              "renamed_tokens": {f"{name}/{split}": renamed_tokens(items, pseudo, starts, nspecial)
+                                 for name, option in (("task", "--task"), ("corpus", "--corpus"))
+                                 for split, items in out[option].items()}}
+    unseen = None
+    if "train" in words_in and "test" in words_in:
+        unseen = lexicon.unseen_items(words_in["test"], words_in["train"])
+        record["test_unseen"] = {
+            "items": int(unseen.size), "of_test": len(words_in["test"]),
+            "with_pseudo_words": sum(1 for words in words_in["test"] if words),
+            "with_only_unseen": int(lexicon.unseen_items(words_in["test"], words_in["train"], every=True).size),
+            "types_in_train": len(set().union(*words_in["train"]))}
     with atomic_directory(args.out, COMMAND) as tmp:
         task, corpus = tmp / "task", tmp / "corpus"
         mirror(args.task, task)
@@ -168,18 +177,11 @@ def write(args) -> int:
             write_items(task / "input0" / split, items, vocab)
         for split, items in out["--corpus"].items():
             write_items(corpus / split, items, vocab)
-        if "train" in out["--task"] and "test" in out["--task"]:
-            present = lambda split: lexicon.words_present(out["--task"][split], pseudo, starts, nspecial)  # noqa: E731
-            unseen = lexicon.unseen_items(present("test"), present("train"))
+        if unseen is not None:
             task_labels = Dictionary.load(str(args.task / "label" / "dict.txt"))
             test_labels = read_items(args.task / "label" / "test", task_labels)
             write_items(task / "input0" / "test_unseen", (out["--task"]["test"][i] for i in unseen), vocab)
             write_items(task / "label" / "test_unseen", (test_labels[i] for i in unseen), len(task_labels))
-            record["test_unseen"] = {"items": int(unseen.size), "of_test": len(out["--task"]["test"]),
-                                     "with_pseudo_words": sum(1 for words in present("test") if words),
-                                     "with_only_unseen": int(lexicon.unseen_items(present("test"), present("train"),
-                                                                                  every=True).size),
-                                     "types_in_train": len(set().union(*present("train")))}
         if args.shuffled_corpus:
             shuffled = tmp / "corpus-shuffled"
             mirror(args.corpus, shuffled)
@@ -192,6 +194,13 @@ def write(args) -> int:
     print(f"{COMMAND}: {len(chosen)} word types renamed in {args.task} and {args.corpus}{unseen_note}; "
           f"into {args.out}")
     return 0
+
+
+def renamed_tokens(items, pseudo, starts, nspecial) -> int:
+    """How many tokens of ``items`` lie inside a pseudo-word."""
+    from fairseq_maskplug.data.renamed_lexicon import word_positions
+
+    return int(sum(word_positions(item, pseudo, starts, nspecial).sum() for item in items))
 
 
 def _drop_stale_links(folder: Path, replaced: dict) -> None:
