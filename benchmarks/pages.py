@@ -42,6 +42,9 @@ def result_parts(data: dict) -> dict:
     if kind == "general_model_diagnosis":  # issue 100's general models probed (fairseq-maskplug-probe-features)
         from fairseq_maskplug.evaluation.feature_probe import diagnosis_parts
         return diagnosis_parts(data)
+    if kind == "mlm_scores":  # fairseq-maskplug-evaluate-mlm's lines of several models, stored
+        from fairseq_maskplug.evaluation.evaluate_mlm import scores_parts
+        return scores_parts(data)
     if kind in ("policy_speed", "collator_speed"):
         import bench_collators
         import gpu_policy_speed
@@ -98,7 +101,7 @@ def provenance(meta: dict) -> str:
     if meta.get("kind") == "comparison":
         from fairseq_maskplug.compare.report import provenance as plan_provenance
         return plan_provenance(meta)
-    if meta.get("kind") in ("policy_speed", "collator_speed", "general_model_diagnosis"):
+    if meta.get("kind") in ("policy_speed", "collator_speed", "general_model_diagnosis", "mlm_scores"):
         return f"{meta.get('device')}, commit {meta.get('commit')}, {meta.get('date')}, {meta.get('elapsed_s', '?')} s"
     return science_results.provenance(meta)
 

@@ -43,6 +43,10 @@ def test_every_cited_file_is_stored_and_records_how_it_was_made():
             assert {"device", "commit", "date", "commands", "test_items", "train_items"} <= set(data["meta"]), results
             assert all({"model", "options", "peak_lr", "updates"} <= set(row) for row in data["rows"]), results
             continue
+        if data["meta"].get("kind") == "mlm_scores":  # evaluate-mlm's lines: the command, what was scored, each model
+            assert {"device", "commit", "date", "commands", "scored", "mask_prob", "seed"} <= set(data["meta"]), results
+            assert all({"model", "checkpoint", "loss", "masked"} <= set(row) for row in data["rows"]), results
+            continue
         if data["meta"].get("kind") == "comparison":  # fairseq-maskplug-compare's report: the plan is the shape
             assert {"devices", "plan", "arms", "seeds", "commit", "date", "command"} <= set(data["meta"]), results
             assert data["meta"]["devices"] and not data.get("missing"), results  # a page cites only what finished

@@ -150,6 +150,26 @@ class FixedMaskScorer:
         return inside
 
 
+def scores_parts(data: dict) -> dict:
+    """The page parts of stored scores of this command (``"kind": "mlm_scores"``: ``rows`` of a model's name beside
+    one JSON line of this command): ``{"table": [heading, lines...]}``, as ``benchmarks/pages.py`` renders a stored
+    result. The pseudo-word columns show where the scores have them (``--words-from``)."""
+    def bits(value):
+        return "-" if value is None else f"{value:.3f}"
+
+    words = any("words_loss" in row for row in data["rows"])
+    head = "| model | updates | masked-LM loss (bits) | unigram (bits) | masked |"
+    lines = [head + (" at pseudo-words (bits) | masked at pseudo-words |" if words else ""),
+             "| --- " * (5 + 2 * words) + "|"]
+    for row in data["rows"]:
+        line = (f"| {row['model']} | {row['updates']:,} | {bits(row['loss'])} | {bits(row.get('unigram_loss'))} | "
+                f"{row['masked']:,} |")
+        if words:
+            line += f" {bits(row.get('words_loss'))} | {row.get('words_masked', 0):,} |"
+        lines.append(line)
+    return {"table": [f"## masked-LM loss under one fixed set of masks ({data['meta']['scored']})", *lines]}
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(prog="fairseq-maskplug-evaluate-mlm", description=__doc__,
                                      formatter_class=HelpFormatter)
