@@ -106,21 +106,19 @@ def test_quick_quickstart_runs_every_stage_and_says_it_is_a_smoke_run(tmp_path):
         run_readme_block(tmp_path, line, body, preamble)
     assert_hf_export_gives_fairseq_logits(tmp_path / "work_quick")
 
-    # issue 100's renamed-lexicon shape as one command, on this run's data and model, at toy size (one seed, a few
-    # updates): the low-resource copy, the renamed task and reviews, then the plan's four arms, compared on
-    # test_unseen first; the general corpus is never written
+    # issue 100's renamed-lexicon shape as one command, on this run's data and model: the low-resource copy, then
+    # the renamed task and reviews (20 words). This toy task's label-bearing word types all occur in its 400 train
+    # sentences, so no test item holds an unseen pseudo-word: the command says so in one line before writing
+    # anything and before any unit of the plan runs (the plan ran at full size:
+    # docs/results/compare_lexicon_cpu_2026-12-06.json)
     work = tmp_path / "work_quick"
     general = {p.name: p.stat().st_mtime_ns for p in (work / "data" / "general").iterdir()}
-    result = subprocess.run(["bash", str(REPO / "recipes" / "compare.sh"), "lexicon", "1", "--set", "pretrain.updates=4",
-                             "--set", "finetune.epochs=1"], capture_output=True, text=True, cwd=REPO, timeout=900,
-                            env={**env, "MASKPLUG_CURRENT_PYTHON": "1", "LEXICON_WORDS": "20"})
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    record = json.loads((work / "data" / "lexicon" / "lexicon.json").read_text())
-    assert len(record["lexicon"]) == 20 and record["sources"]["--task"] == str((work / "data" / "mr-400").resolve())
-    report = json.loads(sorted((work / "compare_plans" / "lexicon").glob("report-vs-*.json"))[-1].read_text())
-    assert report["meta"]["compared"] == ["test_unseen", "test"]
-    rows = {s["row"] for s in report["scores"] if s["split"] == "test_unseen"}
-    assert rows == {"none", "taskpt", "shuffled", "scratch", "none-r1"}
+    result = subprocess.run(["bash", str(REPO / "recipes" / "compare.sh"), "lexicon", "1"], capture_output=True,
+                            text=True, cwd=REPO, timeout=900, env={**env, "MASKPLUG_CURRENT_PYTHON": "1", "LEXICON_WORDS": "20"})
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "no test item holds a pseudo-word that its train split never holds" in result.stdout + result.stderr
+    assert (work / "data" / "mr-400" / "subset.json").is_file() and not (work / "data" / "lexicon").exists()
+    assert not (work / "compare_plans" / "lexicon").exists()
     assert {p.name: p.stat().st_mtime_ns for p in (work / "data" / "general").iterdir()} == general
 
 

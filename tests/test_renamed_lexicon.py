@@ -231,6 +231,7 @@ def test_the_command_renames_the_cue_words_in_task_and_corpus_never_in_general(s
     (lambda s, o: ["--words", "1"], "argument --words: must lie in [2, inf)"),
     (lambda s, o: ["--prior", "nan"], "argument --prior: must lie in (0, inf)"),
     (lambda s, o: ["--out", s / "task"], "--out"),
+    (lambda s, o: ["--task", s / "task", "--words", "2"], "no test item holds a pseudo-word that its train split never"),
 ])
 def test_the_command_refuses_bad_inputs_before_writing(shape, tmp_path, change, message):
     other = shape / "other"

@@ -106,6 +106,11 @@ def write_shape(args) -> int:
     unseen = None
     if "train" in words_in and "test" in words_in:
         unseen = lexicon.unseen_items(words_in["test"], words_in["train"])
+        if not unseen.size:  # an empty split would fail every unit's scoring later, far from its cause
+            raise ValueError(f"--task {args.task}: no test item holds a pseudo-word that its train split never holds "
+                             f"(the train split holds {len(set().union(*words_in['train']))} of the {len(chosen)} "
+                             "renamed types, the test items none of the others): rename more word types (--words) or "
+                             "keep fewer train examples")
         record["test_unseen"] = {
             "items": int(unseen.size), "of_test": len(words_in["test"]),
             "with_pseudo_words": sum(1 for words in words_in["test"] if words),
