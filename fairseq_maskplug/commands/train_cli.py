@@ -321,17 +321,22 @@ def lock_save_dir(cfg):
 
 
 def console_main() -> None:
-    """The console script: :func:`main`, then out as a worker leaves (:func:`leave_worker`), without the
-    interpreter's finalization, in a single process too. fairseq's batch iterator prefetches in a daemon thread
-    (``--data-buffer-size``, 10 by default); finalization ends that thread wherever it is, and where that is inside
-    torch's C++ code (collating a batch) the process aborts after training finished and saved ("terminate called
-    without an active exception", exit status 134): seen in 5 of 8 runs of a ``selective_mlm`` stage of the QUICK
-    quickstart on 2 busy cores, and in none of 8 with ``--data-buffer-size 0``."""
+    """The console script: :func:`main`, then, where a daemon thread is still alive, out as a worker leaves
+    (:func:`leave_worker`), without the interpreter's finalization. fairseq's batch iterator prefetches in a daemon
+    thread (``--data-buffer-size``, 10 by default), alive when training stops inside an epoch; finalization ends it
+    wherever it is, and where that is inside torch's C++ code (collating a batch) the process aborts after training
+    finished and saved ("terminate called without an active exception", exit status 134): seen in 5 of 8 runs of a
+    ``selective_mlm`` stage of the QUICK quickstart on 2 busy cores, and in none of 8 with ``--data-buffer-size 0``.
+    With no such thread (``--version``, ``--help``, bad input) it leaves as ``sys.exit`` does."""
+    import threading
+
     status = main(in_process=False)
-    if status is not None and not isinstance(status, int):  # as sys.exit(status) would: the text, status 1
-        print(status, file=sys.stderr)
-        status = 1
-    leave_worker(status or 0)
+    if any(thread.daemon and thread.is_alive() for thread in threading.enumerate()):
+        if status is not None and not isinstance(status, int):  # as sys.exit(status) would: the text, status 1
+            print(status, file=sys.stderr)
+            status = 1
+        leave_worker(status or 0)
+    sys.exit(status)
 
 
 def build_in_process(argv):
