@@ -213,6 +213,23 @@ def preprocess(destdir: Path, trainpref: Path, validpref: Path = None) -> Path:
     return destdir
 
 
+def w0_task(root: Path, sizes=(("train", 200, 1), ("valid", 40, 2), ("test", 40, 3))) -> Path:
+    """Under ``root``: ``corpus/`` (the train and valid lines of :func:`write_corpus`, binarized) and the labelled task
+    ``task/`` (``input0/`` with the corpus's dictionary, ``label/``: whether the line holds ``w0``), one split per
+    ``(name, lines, seed)`` of ``sizes``."""
+    for split, n, seed in sizes:
+        write_corpus(root / f"{split}.txt", n, seed=seed)
+        lines = (root / f"{split}.txt").read_text().splitlines()
+        (root / f"{split}.label").write_text("\n".join("yes" if "w0" in l.split() else "no" for l in lines) + "\n")
+    preprocess(root / "corpus", root / "train.txt", root / "valid.txt")
+    splits = [f"--{split}pref" for split, _, _ in sizes]
+    for part, suffix, extra in (("input0", "txt", ["--srcdict", root / "corpus" / "dict.txt"]), ("label", "label", [])):
+        check(run([BIN / "fairseq-preprocess", "--only-source",
+                   *(word for flag, (split, _, _) in zip(splits, sizes) for word in (flag, root / f"{split}.{suffix}")),
+                   *extra, "--destdir", root / "task" / part, "--workers", "1"]))
+    return root
+
+
 def merge_gives_the_whole_tracks(capsys, data: Path, tracks, whole) -> None:
     """``fairseq-maskplug-merge-shards data`` merges a counting producer's parts into ``whole`` (as ``tracks(data)``
     reads them) and removes the parts and the shards' counts."""

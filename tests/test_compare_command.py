@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from fairseq_helpers import BIN, CPU_RUN, TINY_ROBERTA, check, preprocess, run, write_corpus
+from fairseq_helpers import BIN, CPU_RUN, TINY_ROBERTA, check, run, w0_task
 from fairseq_maskplug.compare.plan import PlanError, read_plan
 
 pytestmark = pytest.mark.e2e
@@ -48,20 +48,7 @@ options = ["--mask-policy", "random"]
 def toy(tmp_path_factory):
     """A corpus, a labelled task (label: whether the line holds w0) binarized with its dictionary, a general
     model trained 6 updates on the corpus, and the plan beside them."""
-    root = tmp_path_factory.mktemp("compare")
-    write_corpus(root / "train.txt", 200, seed=1)
-    write_corpus(root / "valid.txt", 40, seed=2)
-    write_corpus(root / "test.txt", 40, seed=3)
-    preprocess(root / "corpus", root / "train.txt", root / "valid.txt")
-    for split in ("train", "valid", "test"):
-        lines = (root / f"{split}.txt").read_text().splitlines()
-        (root / f"{split}.label").write_text("\n".join("yes" if "w0" in l.split() else "no" for l in lines) + "\n")
-    check(run([BIN / "fairseq-preprocess", "--only-source", "--trainpref", root / "train.txt", "--validpref",
-               root / "valid.txt", "--testpref", root / "test.txt", "--srcdict", root / "corpus" / "dict.txt",
-               "--destdir", root / "task" / "input0", "--workers", "1"]))
-    check(run([BIN / "fairseq-preprocess", "--only-source", "--trainpref", root / "train.label", "--validpref",
-               root / "valid.label", "--testpref", root / "test.label", "--destdir", root / "task" / "label",
-               "--workers", "1"]))
+    root = w0_task(tmp_path_factory.mktemp("compare"))
     check(run([BIN / "fairseq-maskplug-train", root / "corpus", "--task", "guided_mlm", "--tokens-per-sample", "32",
                "--save-dir", root / "general", "--max-update", "6", *TINY_ROBERTA, *CPU_RUN]))
     (root / "plan.toml").write_text(PLAN)

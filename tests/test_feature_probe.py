@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from fairseq_helpers import BIN, CPU_RUN, TINY_ROBERTA, check, preprocess, run, write_corpus
+from fairseq_helpers import BIN, CPU_RUN, TINY_ROBERTA, check, run, w0_task
 from fairseq_maskplug.evaluation.feature_probe import linear_probe, mean_pairwise_cosine
 
 pytestmark = pytest.mark.e2e
@@ -47,18 +47,7 @@ def test_the_probe_reads_a_separable_label_and_not_a_random_one():
 @pytest.fixture(scope="module")
 def general(tmp_path_factory):
     """A corpus, a labelled task (label: whether the line holds w0) and a general model trained 20 updates."""
-    root = tmp_path_factory.mktemp("probe")
-    for split, n, seed in (("train", 200, 1), ("valid", 40, 2), ("test", 60, 3)):
-        write_corpus(root / f"{split}.txt", n, seed=seed)
-        lines = (root / f"{split}.txt").read_text().splitlines()
-        (root / f"{split}.label").write_text("\n".join("yes" if "w0" in l.split() else "no" for l in lines) + "\n")
-    preprocess(root / "corpus", root / "train.txt", root / "valid.txt")
-    check(run([BIN / "fairseq-preprocess", "--only-source", "--trainpref", root / "train.txt", "--validpref",
-               root / "valid.txt", "--testpref", root / "test.txt", "--srcdict", root / "corpus" / "dict.txt",
-               "--destdir", root / "task" / "input0", "--workers", "1"]))
-    check(run([BIN / "fairseq-preprocess", "--only-source", "--trainpref", root / "train.label", "--validpref",
-               root / "valid.label", "--testpref", root / "test.label", "--destdir", root / "task" / "label",
-               "--workers", "1"]))
+    root = w0_task(tmp_path_factory.mktemp("probe"), (("train", 200, 1), ("valid", 40, 2), ("test", 60, 3)))
     check(run([BIN / "fairseq-maskplug-train", root / "corpus", "--task", "guided_mlm", "--tokens-per-sample", "32",
                "--save-dir", root / "general", "--max-update", "20", *TINY_ROBERTA, *CPU_RUN]))
     return root
