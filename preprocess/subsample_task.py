@@ -55,7 +55,7 @@ def write(args) -> int:
     from fairseq.data import Dictionary
 
     from fairseq_maskplug.common.atomic import check_output_directory
-    from fairseq_maskplug.compare.views import mirror
+    from fairseq_maskplug.compare.views import mirror, unlink_split_links
     from fairseq_maskplug.tools.binarize import atomic_directory, read_items, write_items
 
     if not all((args.data / part / "dict.txt").is_file() for part in PARTS):
@@ -75,9 +75,7 @@ def write(args) -> int:
     with atomic_directory(args.out, COMMAND) as tmp:
         mirror(args.data, tmp)
         replaced = ("train", "test") if args.rest_to_test else ("train",)
-        for link in tmp.rglob("*"):  # a track of a replaced split would not align with the copy's lines
-            if link.is_symlink() and link.name.split(".", 1)[0] in replaced:
-                link.unlink()
+        unlink_split_links(tmp, replaced)  # a track of a replaced split would not align with the copy's lines
         for part in PARTS:
             vocab = len(dictionaries[part])
             write_items(tmp / part / "train", (train[part][i] for i in kept), vocab)

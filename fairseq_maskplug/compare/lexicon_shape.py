@@ -47,7 +47,7 @@ def check_inputs(args) -> dict:
 def write_shape(args) -> int:
     from fairseq.data import Dictionary
 
-    from .views import mirror
+    from .views import mirror, unlink_split_links
     from ..data import renamed_lexicon as lexicon
     from ..data.word_boundaries import SPM_SPACE, word_start_symbols
     from ..tools.binarize import atomic_directory, read_items, write_items
@@ -106,22 +106,23 @@ def write_shape(args) -> int:
     unseen = None
     if "train" in words_in and "test" in words_in:
         unseen = lexicon.unseen_items(words_in["test"], words_in["train"])
+        seen_types = len(set().union(*words_in["train"]))
         if not unseen.size:  # an empty split would fail every unit's scoring later, far from its cause
             raise ValueError(f"--task {args.task}: no test item holds a pseudo-word that its train split never holds "
-                             f"(the train split holds {len(set().union(*words_in['train']))} of the {len(chosen)} "
+                             f"(the train split holds {seen_types} of the {len(chosen)} "
                              "renamed types, the test items none of the others): rename more word types (--words) or "
                              "keep fewer train examples")
         record["test_unseen"] = {
             "items": int(unseen.size), "of_test": len(words_in["test"]),
             "with_pseudo_words": sum(1 for words in words_in["test"] if words),
             "with_only_unseen": int(lexicon.unseen_items(words_in["test"], words_in["train"], every=True).size),
-            "types_in_train": len(set().union(*words_in["train"]))}
+            "types_in_train": seen_types}
     with atomic_directory(args.out, COMMAND) as tmp:
         task, corpus = tmp / "task", tmp / "corpus"
         mirror(args.task, task)
         mirror(args.corpus, corpus)
-        _drop_stale_links(task / "input0", out["--task"])
-        _drop_stale_links(corpus, out["--corpus"])
+        unlink_split_links(task / "input0", out["--task"])
+        unlink_split_links(corpus, out["--corpus"])
         for split, items in out["--task"].items():
             write_items(task / "input0" / split, items, vocab)
         for split, items in out["--corpus"].items():
@@ -134,7 +135,7 @@ def write_shape(args) -> int:
         if args.shuffled_corpus:
             shuffled = tmp / "corpus-shuffled"
             mirror(args.corpus, shuffled)
-            _drop_stale_links(shuffled, out["--corpus"])
+            unlink_split_links(shuffled, out["--corpus"])
             for split, items in out["--corpus"].items():
                 write_items(shuffled / split, lexicon.shuffle_words(items, starts, nspecial, rng), vocab)
         (tmp / "lexicon.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
@@ -151,9 +152,3 @@ def renamed_tokens(items, pseudo, starts, nspecial) -> int:
 
     return int(sum(word_positions(item, pseudo, starts, nspecial).sum() for item in items))
 
-
-def _drop_stale_links(folder: Path, replaced: dict) -> None:
-    """Remove the links of ``folder`` to a replaced split's files (its tokens and any track of it)."""
-    for link in folder.iterdir():
-        if link.is_symlink() and link.name.split(".", 1)[0] in replaced:
-            link.unlink()

@@ -44,6 +44,15 @@ def mirror(source: Path, view: Path) -> None:
                 path.unlink(missing_ok=True)
 
 
+def unlink_split_links(folder: Path, splits) -> None:
+    """Remove every link below ``folder`` (a :func:`mirror`) to a file of one of ``splits`` (``SPLIT.bin``, a
+    producer's ``SPLIT.NAME.bin``, ...): a copy that replaces those splits' lines must not keep tracks that no longer
+    align with them."""
+    for link in folder.rglob("*"):
+        if link.is_symlink() and link.name.split(".", 1)[0] in splits:
+            link.unlink()
+
+
 def sources(plan: Plan) -> dict:
     """``{"corpus": PATH or None, "task": PATH}``: the folders the views of ``plan`` (as read) mirror."""
     return {name: str(getattr(plan, key)) if getattr(plan, key) else None for key, name in VIEWS.items()}
