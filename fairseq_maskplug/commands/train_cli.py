@@ -209,7 +209,7 @@ def user_error_message(error: BaseException):
 
 def main(argv=None, in_process: bool = True) -> int:
     """``fairseq-maskplug-train`` with ``argv``; 0 when training ran, 2 for bad input. With
-    ``in_process=False`` (the console command) a data-parallel worker ends here (:func:`leave_worker`).
+    ``in_process=False`` (the console command) the process ends here once training ran (:func:`leave_worker`).
     ``--version`` prints the package's version (every command's :func:`~..tools.cli.version_line`)."""
     if "--version" in (sys.argv[1:] if argv is None else argv):
         from ..tools.cli import version_line
@@ -245,7 +245,10 @@ def main(argv=None, in_process: bool = True) -> int:
                   f"(--max-update {cfg.optimization.max_update}): nothing to do; raise --max-update to go on")
             return 0
         distributed_utils.call_main(cfg, fairseq_main)
-        if shut_down_process_group() and not in_process:
+        shut_down_process_group()
+        if not in_process:  # the console command, a data-parallel worker or one process: out without finalization
+            lock.release()  # (console_main says why)
+            lock = None
             leave_worker(0)
     except Exception as error:  # noqa: BLE001  (bad input becomes one line; anything else keeps its traceback)
         message = user_error_message(error)
@@ -321,22 +324,14 @@ def lock_save_dir(cfg):
 
 
 def console_main() -> None:
-    """The console script: :func:`main`, then, where a daemon thread is still alive, out as a worker leaves
-    (:func:`leave_worker`), without the interpreter's finalization. fairseq's batch iterator prefetches in a daemon
-    thread (``--data-buffer-size``, 10 by default), alive when training stops inside an epoch; finalization ends it
-    wherever it is, and where that is inside torch's C++ code (collating a batch) the process aborts after training
-    finished and saved ("terminate called without an active exception", exit status 134): seen in 5 of 8 runs of a
+    """The console script. Once training ran, :func:`main` ends the process as a worker leaves (:func:`leave_worker`),
+    without the interpreter's finalization, in one process too: fairseq's batch iterator prefetches in a daemon thread
+    (``--data-buffer-size``, 10 by default), alive when training stops inside an epoch; finalization ends it wherever
+    it is, and where that is inside torch's C++ code (collating a batch) the process aborts after training finished and
+    saved ("terminate called without an active exception", exit status 134): seen in 5 of 8 runs of a
     ``selective_mlm`` stage of the QUICK quickstart on 2 busy cores, and in none of 8 with ``--data-buffer-size 0``.
-    With no such thread (``--version``, ``--help``, bad input) it leaves as ``sys.exit`` does."""
-    import threading
-
-    status = main(in_process=False)
-    if any(thread.daemon and thread.is_alive() for thread in threading.enumerate()):
-        if status is not None and not isinstance(status, int):  # as sys.exit(status) would: the text, status 1
-            print(status, file=sys.stderr)
-            status = 1
-        leave_worker(status or 0)
-    sys.exit(status)
+    ``--version``, ``--help``, nothing to do and bad input return here and leave as ``sys.exit`` does."""
+    sys.exit(main(in_process=False))
 
 
 def build_in_process(argv):
