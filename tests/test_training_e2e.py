@@ -213,3 +213,13 @@ def test_a_finished_run_stays_finished(tiny_data, tmp_path, task):
     assert {name: (tmp_path / "ck" / name).stat().st_mtime_ns for name in names} == before
     assert all(torch.equal(v, model_params(tmp_path / "ck" / "checkpoint_last.pt")[k]) for k, v in params.items())
     assert [int(r["num_updates"]) for r in json_logs(go(7), "train_inner")] == [6, 7]
+
+
+def test_the_console_command_trains_without_a_save_directory_lock(tiny_data, tmp_path):
+    """With --no-save the console command holds no lock on --save-dir, as every data-parallel rank but 0 does;
+    it still ends as a worker leaves (status 0, the updates taken). A release of the absent lock once failed
+    every torchrun run's rank 1, and only the full tier ran torchrun."""
+    result = check(run([BIN / "fairseq-maskplug-train", tiny_data / "bin", "--task", "guided_mlm", "--tokens-per-sample",
+                        "32", "--save-dir", tmp_path / "ck", "--max-update", "2", "--no-save", *TINY_ROBERTA, *CPU_RUN], new_process=True))
+    assert [int(r["num_updates"]) for r in json_logs(result, "train_inner")] == [1, 2]
+    assert not (tmp_path / "ck").exists() or not any((tmp_path / "ck").iterdir())

@@ -247,8 +247,9 @@ def main(argv=None, in_process: bool = True) -> int:
         distributed_utils.call_main(cfg, fairseq_main)
         shut_down_process_group()
         if not in_process:  # the console command, a data-parallel worker or one process: out without finalization
-            lock.release()  # (console_main says why)
-            lock = None
+            if lock is not None:  # only the save directory's writer (rank 0) holds it
+                lock.release()
+                lock = None
             leave_worker(0)
     except Exception as error:  # noqa: BLE001  (bad input becomes one line; anything else keeps its traceback)
         message = user_error_message(error)
