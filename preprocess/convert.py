@@ -5,7 +5,10 @@
 
 Models: fairseq ``roberta`` (masked LM, or a classifier with ``--head``) <-> HF
 ``RobertaForMaskedLM`` / ``RobertaForSequenceClassification``; fairseq ``bart`` (a release,
-or any checkpoint ``guided_denoising`` writes) <-> HF ``BartForConditionalGeneration``.
+or any checkpoint ``guided_denoising`` writes) <-> HF ``BartForConditionalGeneration``; and one way, a BERT-type
+encoder (HF ``BertModel``, e.g. all-MiniLM-L6-v2, or ``BertForMaskedLM``) -> fairseq ``roberta`` with BERT's
+``vocab.txt`` beside it (``prepare-text --like OUT`` writes text with it; a ``BertModel``'s masked-LM head is fresh;
+compared by the encoders' hidden states; ``fairseq_maskplug.interop.bert``).
 
 Tokenizers: the export writes the tokenizer that gives fairseq's ids for raw text
 (``tokenizer.json``, loaded by ``AutoTokenizer``): for GPT-2 BPE data (fairseq's releases) from

@@ -14,7 +14,7 @@
 Both may be repeated. Every corpus shares one sentencepiece model (``OUT/spm.model``, a unigram
 model trained on the training texts, ``--vocab-size``; or ``--spm-model`` to reuse one) and one
 ``OUT/dict.txt``. ``--like MODEL`` writes the data a model reads: its own tokenizer (the sentencepiece model its
-data was written with, or a release's GPT-2 BPE) and its own ``dict.txt``, and its data's lower-casing, found as
+data was written with, a release's GPT-2 BPE, or a converted BERT's WordPiece ``vocab.txt``) and its own ``dict.txt``, and its data's lower-casing, found as
 ``fairseq-maskplug-convert --from-fairseq`` finds them; that is what ``fairseq-maskplug-compare`` needs of one's
 own text for a general model (a checkpoint, or a release folder such as ``--from-hf``'s). Lines are whitespace-normalised, and lower-cased with ``--lowercase`` (recorded in
 ``OUT/spm.text.json``, which the Hugging Face export reads); ``OUT/text/NAME.SPLIT.txt`` holds each split's
@@ -77,8 +77,8 @@ def parse_args(argv=None):
     names = [entry[0] for entry in args.unlabelled + args.labelled]
     if not names:
         parser.error("give at least one --unlabelled or --labelled corpus")
-    if len(set(names)) != len(names) or set(names) & {"text", "dict.txt", "spm.model", "spm.vocab", "spm.text.json"}:
-        parser.error(f"corpus names must differ from each other and from text, dict.txt, spm.*: {names}")
+    if len(set(names)) != len(names) or set(names) & {"text", "dict.txt", "vocab.txt", "spm.model", "spm.vocab", "spm.text.json"}:
+        parser.error(f"corpus names must differ from each other and from text, dict.txt, vocab.txt, spm.*: {names}")
     return args
 
 
@@ -147,6 +147,9 @@ def prepare(args) -> int:
     if like is not None and like.spm_model is not None:
         from fairseq_maskplug.common.text_case import is_lowercased
         args.lowercase, args.spm_model = is_lowercased(like.spm_model), like.spm_model
+    if like is not None and like.wordpiece_dir is not None:  # BERT's basic tokenizer lower-cases an uncased model's
+        from fairseq_maskplug.interop.tokenizer import wordpiece_lowercase
+        args.lowercase = wordpiece_lowercase(like.wordpiece_dir)
     texts, labels = read_corpora(args)
     with atomic_directory(args.out, COMMAND, keep_others=True) as out:
         text_dir = out / "text"
@@ -154,7 +157,8 @@ def prepare(args) -> int:
         training = [line for splits in texts.values() for line in splits["train"]]
         encoded = encode_corpora(texts, out, spm_model=args.spm_model, spm_texts=training,
                                  vocab_size=args.vocab_size, lowercased=args.lowercase,
-                                 gpt2_bpe=like.bpe_dir if like else None, srcdict=like.dict_path if like else None)
+                                 gpt2_bpe=like.bpe_dir if like else None, srcdict=like.dict_path if like else None,
+                                 pieces=wordpiece(like.wordpiece_dir, out) if like and like.wordpiece_dir else None)
         for name, splits in texts.items():
             for split, lines in splits.items():
                 write_lines(text_dir / f"{name}.{split}.txt", lines)
@@ -163,12 +167,25 @@ def prepare(args) -> int:
         binarize_corpora(labels, text_dir, lambda name: out / name / "label", suffix="label", workers=args.workers)
         manifest = {"corpora": {name: {split: len(lines) for split, lines in splits.items()}
                                 for name, splits in texts.items()},
-                    "labelled": sorted(labels), "spm_model": str(args.spm_model or "trained"),
+                    "labelled": sorted(labels), "spm_model": str(args.spm_model or ("none (WordPiece)" if like and like.wordpiece_dir else "trained")),
                     **({"like": str(args.like)} if like else {}),
                     "vocab_size": args.vocab_size, "lowercase": args.lowercase}
         (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     print(f"[data] wrote {args.out}: {json.dumps(manifest['corpora'])}", flush=True)
     return 0
+
+
+def wordpiece(release: Path, out: Path):
+    """A converted BERT's tokenizer (:func:`fairseq_maskplug.interop.tokenizer.wordpiece_pieces`), its ``vocab.txt``
+    copied into ``out`` beside ``dict.txt``."""
+    import shutil
+    from functools import partial
+
+    from fairseq_maskplug.interop.tokenizer import wordpiece_pieces
+
+    shutil.copyfile(release / "vocab.txt", out / "vocab.txt")
+    print("[data] WordPiece (the model's vocab.txt)", flush=True)
+    return partial(wordpiece_pieces, release)
 
 
 def model_encoding(model: Path):

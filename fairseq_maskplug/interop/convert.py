@@ -36,10 +36,12 @@ def require(path: Path, what: str) -> Path:
 @dataclass
 class TextIds:
     """The files that turn raw text into the ids a model was trained on: ``dict.txt`` and either GPT-2
-    BPE's ``encoder.json``/``vocab.bpe`` (``bpe_dir``) or a sentencepiece model (``spm_model``)."""
+    BPE's ``encoder.json``/``vocab.bpe`` (``bpe_dir``), a sentencepiece model (``spm_model``) or a BERT WordPiece
+    ``vocab.txt`` (``wordpiece_dir``, :mod:`.bert`)."""
     dict_path: Path
     bpe_dir: Optional[Path] = None
     spm_model: Optional[Path] = None
+    wordpiece_dir: Optional[Path] = None
 
     def dictionary(self):
         """fairseq's dictionary with the ``<mask>`` the masked-LM and BART tasks add."""
@@ -49,7 +51,9 @@ class TextIds:
         return dictionary
 
     def ids(self, dictionary, text: str) -> List[int]:
-        from .tokenizer import gpt2_ids, sentencepiece_ids
+        from .tokenizer import gpt2_ids, sentencepiece_ids, wordpiece_ids
+        if self.wordpiece_dir is not None:
+            return wordpiece_ids(self.wordpiece_dir, dictionary, text)
         if self.spm_model is not None:
             return sentencepiece_ids(self.spm_model, dictionary, text)
         return gpt2_ids(self.bpe_dir, dictionary, text)
@@ -226,8 +230,10 @@ def hf_to_fairseq(args) -> str:
 
     src = args.from_hf
     config = transformers.AutoConfig.from_pretrained(src)
+    if config.model_type == "bert":
+        return bert_to_fairseq(transformers, args, config)
     if config.model_type not in ("roberta", "bart"):
-        raise ValueError(f"{src}/config.json: model_type {config.model_type!r}; roberta and bart convert")
+        raise ValueError(f"{src}/config.json: model_type {config.model_type!r}; roberta, bart and bert convert")
     is_bart = config.model_type == "bart"
     classifier = any("ForSequenceClassification" in a for a in (config.architectures or []))
     if is_bart and classifier:
@@ -269,6 +275,76 @@ def hf_to_fairseq(args) -> str:
             f"{worst:.2e}\nuse it: {use}")
 
 
+#: files of a BERT directory copied into the release: the tokenizer's, and the weights' licence and notice
+BERT_FILES = ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json", "LICENSE", "NOTICE")
+
+
+def bert_to_fairseq(transformers, args, config) -> str:
+    """A BERT-type encoder (``BertModel`` or ``BertForMaskedLM``) as a fairseq ``roberta`` release (:mod:`.bert`):
+    ``model.pt``, ``dict.txt`` in fairseq's id order, ``vocab.txt`` (raw text -> ids: ``prepare-text --like``) and
+    the licence files; checked by the encoder's last hidden states on :data:`CHECK_SENTENCES` (a ``BertModel`` has
+    no masked-LM head to compare: the release's is fresh)."""
+    import torch
+
+    from . import bert
+    from .gpt2_vocab import write_dict
+    from .release import build_model, save_release
+    from ..tools.binarize import atomic_directory
+
+    src = args.from_hf
+    if args.head:
+        raise ValueError("--head: a BERT model converts as an encoder with its masked-LM head (fresh where it has "
+                         "none); fine-tune it for a classification head")
+    tokens = require(src / "vocab.txt", "BERT's WordPiece vocabulary").read_text(encoding="utf-8").splitlines()
+    symbols, rows = bert.vocabulary_order(tokens)
+    if len(rows) != config.vocab_size:
+        raise ValueError(f"{src / 'vocab.txt'} has {len(rows)} tokens, config.json vocab_size {config.vocab_size}")
+    model_args = bert.fairseq_args(config)
+    model_args[model_args.index("--activation-fn") + 1] = FAIRSEQ_ACTIVATION[config.hidden_act]
+    check_hf_weights(src, config.vocab_size)
+    masked_lm = any("ForMaskedLM" in a for a in (config.architectures or []))
+    hf_model = load_hf_weights(transformers.BertForMaskedLM if masked_lm else transformers.BertModel, src).eval()
+    state = bert.hf_to_fairseq_state(hf_model.state_dict(), rows)
+    with atomic_directory(args.out, COMMAND) as out:
+        write_dict(out / "dict.txt", symbols)
+        for name in BERT_FILES:
+            if (src / name).is_file():
+                shutil.copyfile(src / name, out / name)
+        torch.manual_seed(0)  # the fresh masked-LM head of a BertModel: the same for every conversion
+        fs_model, fs_args = build_model(model_args, out)
+        missing, unexpected = fs_model.load_state_dict(state, strict=False)
+        fresh = [k for k in missing if k.startswith("encoder.lm_head.")]
+        if unexpected or set(missing) - set(fresh) or (masked_lm and fresh):
+            raise ValueError(f"parameters not mapped: missing {missing}, unexpected {unexpected}")
+        save_release(out, fs_model, fs_args)
+        worst = compare_bert(hf_model, fs_model, TextIds(out / "dict.txt", wordpiece_dir=out), args.tolerance)
+    head = "its masked-LM head" if masked_lm else "a fresh masked-LM head (the BERT model had none)"
+    return (f"wrote {args.out}: fairseq RoBERTa-shaped encoder from BERT, {config.num_hidden_layers} layers, dim "
+            f"{config.hidden_size}, vocabulary {config.vocab_size}, {head}; max |hidden-state difference| vs HF "
+            f"{worst:.2e}\nuse it: fairseq-maskplug-prepare-text --like {args.out} ..., then --finetune-from-model "
+            f"{args.out}/model.pt (or model.checkpoint in a compare plan)")
+
+
+def compare_bert(hf_model, fs_model, text_ids: TextIds, tolerance: float) -> float:
+    """Largest |difference| of the encoders' last hidden states over the check sentences, ids mapped by
+    ``dict.txt`` (fairseq) and by BERT's own tokenizer through the vocabulary (HF)."""
+    import torch
+
+    from .bert import vocabulary_order
+
+    dictionary, worst = text_ids.dictionary(), 0.0
+    tokens = (text_ids.wordpiece_dir / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    rows = torch.as_tensor(vocabulary_order(tokens)[1])
+    encoder = getattr(hf_model, "bert", hf_model)
+    for sentence in CHECK_SENTENCES:
+        ids = torch.tensor(text_ids.ids(dictionary, sentence)).unsqueeze(0)
+        with torch.no_grad():
+            fs_hidden = fs_model(ids, features_only=True)[0]
+            hf_hidden = encoder(input_ids=rows[ids]).last_hidden_state
+        worst = max(worst, (fs_hidden.double() - hf_hidden.double()).abs().max().item())
+    return within(worst, tolerance)
+
+
 # ---------------------------------------------------------------------------------------------
 # fairseq -> HF
 
@@ -282,7 +358,11 @@ def find_beside(start: Path, name: str, fallbacks=(), missing: Optional[str] = N
 
 
 def fairseq_text_ids(args, checkpoint: Path, data: Optional[Path], dict_path: Path, symbols) -> TextIds:
-    """GPT-2 BPE files for a dictionary of GPT-2 labels, else the sentencepiece model the data was written with."""
+    """GPT-2 BPE files for a dictionary of GPT-2 labels, BERT's WordPiece for a release with ``vocab.txt`` beside it
+    (:mod:`.bert`), else the sentencepiece model the data was written with."""
+    if args.spm_model is None and args.gpt2_bpe is None and (checkpoint.parent / "vocab.txt").is_file() \
+            and any(s.startswith("##") for s in symbols):
+        return TextIds(dict_path, wordpiece_dir=checkpoint.parent)
     if is_gpt2_dictionary(symbols) and args.spm_model is None:
         bpe_dir = args.gpt2_bpe or checkpoint.parent
         require(bpe_dir / "encoder.json", "GPT-2 BPE; give --gpt2-bpe DIR")

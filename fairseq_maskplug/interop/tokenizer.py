@@ -146,3 +146,37 @@ def _gpt2_encoder(encoder_json: str, size: int, mtime: int, vocab_bpe: str, bpe_
     """fairseq's GPT-2 BPE encoder of an ``encoder.json`` and ``vocab.bpe``, read once."""
     from fairseq.data.encoders.gpt2_bpe_utils import get_encoder
     return get_encoder(encoder_json, vocab_bpe)
+
+
+def wordpiece_lowercase(directory: Path) -> bool:
+    """Whether a BERT tokenizer lower-cases: ``tokenizer_config.json``'s ``do_lower_case`` where the file says so,
+    else True (the uncased models, BERT's ``BertTokenizer`` default)."""
+    import json
+
+    config = Path(directory) / "tokenizer_config.json"
+    if config.is_file():
+        return bool(json.loads(config.read_text(encoding="utf-8")).get("do_lower_case", True))
+    return True
+
+
+def wordpiece_pieces(directory: Path, texts: Sequence[str]) -> List[str]:
+    """Each text as the space-separated WordPieces of ``DIR/vocab.txt`` (BERT's basic tokenizer, then greedy
+    longest-match-first; Devlin et al. 2019, section 3 and its ``tokenization.py``), without ``[CLS]``/``[SEP]``:
+    what fairseq-preprocess reads with the converted release's ``dict.txt`` (:mod:`.bert`)."""
+    vocab = Path(directory) / "vocab.txt"
+    tokenizer = _wordpiece(*_file_key(vocab), wordpiece_lowercase(directory))
+    return [" ".join(encoding.tokens) for encoding in tokenizer.encode_batch(list(texts), add_special_tokens=False)]
+
+
+def wordpiece_ids(directory: Path, dictionary, text: str) -> List[int]:
+    """fairseq's ids for ``text`` of WordPiece data: ``<s>``, the pieces' ``dict.txt`` rows, ``</s>``."""
+    pieces = wordpiece_pieces(directory, [text])[0]
+    return [dictionary.bos(), *dictionary.encode_line(pieces, append_eos=False, add_if_not_exist=False).tolist(),
+            dictionary.eos()]
+
+
+@lru_cache(maxsize=4)
+def _wordpiece(vocab: str, size: int, mtime: int, lowercase: bool):
+    """``tokenizers``' BERT WordPiece tokenizer of a ``vocab.txt``, read once."""
+    from tokenizers import BertWordPieceTokenizer
+    return BertWordPieceTokenizer(vocab, lowercase=lowercase)

@@ -166,15 +166,20 @@ Corpora = Dict[str, Dict[str, Sequence[str]]]  # {corpus name: {split: lines}}
 
 def encode_corpora(corpora: Corpora, out: Path, *, gpt2_bpe: Path = None, srcdict: Path = None,
                    spm_model: Path = None, spm_texts: Sequence[str] = (), vocab_size: int,
-                   lowercased: bool, counted: Sequence[str] = None) -> Corpora:
+                   lowercased: bool, counted: Sequence[str] = None,
+                   pieces: Callable[[Sequence[str]], List[str]] = None) -> Corpora:
     """Every split of every corpus encoded one way, and ``OUT/dict.txt`` for them all.
 
+    With ``pieces`` (texts -> their space-separated pieces: a BERT release's WordPiece): that, and ``srcdict`` copied.
     With ``gpt2_bpe`` (a released model's directory): fairseq's GPT-2 BPE, and the release's ``srcdict`` copied.
     Else sentencepiece: ``spm_model`` copied to ``OUT/spm.model``, or a model of ``vocab_size`` pieces trained on
     ``spm_texts`` (``OUT/spm.model`` and ``.vocab``; ``vocab_size``: the command's ``--vocab-size``, whose default
     and range are declared there), and ``srcdict`` copied (a model's own dictionary) or a ``dict.txt`` counted over
     the train splits of the corpora named in ``counted`` (every corpus by default). ``lowercased``: whether the corpora's text was
     lower-cased, recorded beside ``OUT/spm.model`` (:mod:`..common.text_case`) for the readers of raw text."""
+    if pieces is not None:  # the caller's tokenizer (a BERT release's WordPiece) with the model's own srcdict
+        shutil.copyfile(srcdict, out / "dict.txt")
+        return {name: {split: pieces(lines) for split, lines in splits.items()} for name, splits in corpora.items()}
     if gpt2_bpe is not None:
         shutil.copyfile(srcdict, out / "dict.txt")
         return {name: {split: encode_gpt2(gpt2_bpe, lines, f"{name}.{split}") for split, lines in splits.items()}
