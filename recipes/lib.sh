@@ -223,14 +223,18 @@ first_steps_args() {
 # Knobs: MASKPLUG_GENERAL_SENTENCES (40000) news sentences, MASKPLUG_INDOMAIN_SENTENCES (20000)
 #   review lines, MASKPLUG_MR_SENTENCES (0: all) MR sentences, MASKPLUG_VOCAB_SIZE (8000)
 #   sentencepiece pieces, MASKPLUG_GENERAL_UPDATES (1000) general MLM updates.
-general_model() {
+demo_data() {  # $WORK/data: the demo's news, reviews and MR (preprocess/prepare_demo.py; kept when up to date)
     mkdir -p "$WORK/logs"
     local bpe_args=()
     [ -n "${PRETRAINED:-}" ] && bpe_args=(--gpt2-bpe "$GPT2_BPE" --srcdict "$PRETRAINED/dict.txt")
     python -m preprocess.prepare_demo --out "$WORK/data" --cache "${MASKPLUG_DOWNLOADS:-$WORK/downloads}" \
         --general-sentences "${MASKPLUG_GENERAL_SENTENCES:-40000}" \
         --indomain-sentences "${MASKPLUG_INDOMAIN_SENTENCES:-20000}" "${bpe_args[@]}" \
-        --vocab-size "${MASKPLUG_VOCAB_SIZE:-8000}" --mr-sentences "${MASKPLUG_MR_SENTENCES:-0}" || return 1
+        --vocab-size "${MASKPLUG_VOCAB_SIZE:-8000}" --mr-sentences "${MASKPLUG_MR_SENTENCES:-0}"
+}
+
+general_model() {
+    demo_data || return 1
     if [ -n "${PRETRAINED:-}" ]; then
         GENERAL_CHECKPOINT="$PRETRAINED/model.pt"
         echo "    released model $GENERAL_CHECKPOINT: ${MODEL_ARGS[*]}"

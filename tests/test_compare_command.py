@@ -1380,22 +1380,40 @@ def test_the_lexicon_plan_is_the_pre_training_controls_on_the_renamed_shape():
     # on streams no other arm draws from at any of the plan's seeds (an offset of 1 made none-r1's seed s none's s+1)
     assert not {s + plan.arm("none-r1").seed_offset for s in plan.seeds} & set(plan.seeds)
     recipe = (REPO / "recipes" / "compare.sh").read_text()
-    assert "fairseq-maskplug-rename-lexicon --task \"$task\" --select-from \"$WORK/data/mr\"" in recipe
+    assert "fairseq-maskplug-rename-lexicon --task \"$task\" --select-from \"$data/mr\"" in recipe
     assert "--shuffled-corpus" in recipe and "arms.shuffled.data=$lexicon/corpus-shuffled" in recipe
+
+
+def test_the_minilm_lexicon_plan_differs_from_the_lexicon_plan_only_where_the_model_does():
+    """``START=minilm``'s plan: the same arms, family, fine-tuning and scoring; its own data and model, and continued
+    pre-training at BERT's rate on 128-token blocks (its header says why)."""
+    from fairseq_helpers import REPO
+
+    ours, theirs = (read_plan(REPO / "recipes" / "compare_plans" / f"{n}.toml") for n in ("lexicon-minilm", "lexicon"))
+    assert ours.family() == theirs.family() and ours.compared == theirs.compared and ours.finetune == theirs.finetune
+    assert [(a.name, a.options, a.updates, a.from_scratch, a.seed_offset) for a in ours.arms] == [
+        (a.name, a.options, a.updates, a.from_scratch, a.seed_offset) for a in theirs.arms]
+    assert "minilm" in ours.model.parts and ours.labelled.parts[-4:] == ("minilm", "data", "lexicon", "task")
+    assert ours.arm("shuffled").data.parts[-4:] == ("minilm", "data", "lexicon", "corpus-shuffled")
+    assert ours.pretrain.lr == 1e-4 and ours.pretrain.tokens_per_sample == 128 and theirs.pretrain.lr == 1e-3
 
 
 def test_the_recipe_refuses_a_low_resource_run_it_has_no_shape_for_before_any_work(tmp_path):
     """``LOW_RESOURCE=1 bash recipes/compare.sh METHOD``: the papers' MR plans only (the controls are at that shape
-    already, BART has no MR task); a bad value or argument is refused before the set-up, naming it."""
+    already, BART has no MR task); ``START=minilm``: the lexicon shape only; a bad value or argument is refused before
+    the set-up, naming it."""
     from fairseq_helpers import REPO
 
     env = {**os.environ, "MASKPLUG_WORK": str(tmp_path / "work")}
     for low, argv, message in (("1", ["null"], "LOW_RESOURCE=1 is for selective, l3, fe and tlm (got: null)"),
                                ("1", ["bart"], "LOW_RESOURCE=1 is for selective, l3, fe and tlm (got: bart)"),
                                ("yes", ["l3"], "LOW_RESOURCE must be 0 or 1 (got: yes)"),
-                               ("1", ["tlm", "1", "extra=1"], "only --arms ARM... and --set KEY=VALUE (got: extra=1)")):
+                               ("1", ["tlm", "1", "extra=1"], "only --arms ARM... and --set KEY=VALUE (got: extra=1)"),
+                               ("0", ["taskpt"], "START=minilm is for lexicon (got: taskpt)"),
+                               ("0", ["lexicon"], "START must be general or minilm (got: bert)")):
+        start = {"taskpt": "minilm", "lexicon": "bert"}.get(argv[0], "general")
         result = subprocess.run(["bash", str(REPO / "recipes" / "compare.sh"), *argv], cwd=tmp_path, text=True,
-                                capture_output=True, env={**env, "LOW_RESOURCE": low}, timeout=60)
+                                capture_output=True, env={**env, "LOW_RESOURCE": low, "START": start}, timeout=60)
         assert result.returncode == 2 and message in result.stderr, (argv, result.stderr)
     assert not (tmp_path / "work").exists()
 

@@ -72,6 +72,16 @@ def test_letter_pieces_are_short_lowercase_letters():
     assert [SYMBOLS[i] for i in continuations] == ["eat", "z", "ka"]
 
 
+def test_wordpiece_letter_pieces_start_bare_and_continue_with_hashes():
+    """BERT's WordPiece marks continuations (``##``) where sentencepiece marks starts: the same pieces by its marks."""
+    symbols = ["<s>", "<pad>", "</s>", "<unk>", "gr", "##eat", "the", "##z", "dull", "##ing", "#", "##9", "Ab"]
+    starts, continuations = lexicon.letter_pieces(symbols, 4, "", "##")
+    assert [symbols[i] for i in starts] == ["gr", "the"]  # not dull (4 letters), #, Ab
+    assert [symbols[i] for i in continuations] == ["##eat", "##z", "##ing"]
+    with pytest.raises(ValueError, match="exactly one"):
+        lexicon.letter_pieces(symbols, 4, "", "")
+
+
 def test_rename_replaces_whole_words_only_and_inverts():
     renamed = {(4, 5): (8, 9, 10), (6,): (11, 10)}
     item = [0, 4, 5, 7, 6, 4, 2]  # <s> ▁gr eat ▁the ▁dull ▁gr </s>: the lone ▁gr is another word

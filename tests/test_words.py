@@ -233,6 +233,23 @@ def test_gpt2_word_starts_agree_with_fairseqs_whole_word_mask(gpt2_data):
     assert ours.tolist() == theirs.tolist() and 0 < ours.sum() < len(ours)
 
 
+def test_wordpiece_words_start_at_every_piece_without_hashes():
+    """A converted BERT's dictionary (fairseq_maskplug.interop.bert): ``##`` marks a continuation; found by ``auto``
+    where ``##`` pieces are a real share of the vocabulary, not where a corpus has a stray one."""
+    dictionary = Dictionary()
+    for symbol in ["the", "un", "##lab", "##elled", "film", "##s", ".", "#", "##", "[unused0]"]:
+        dictionary.add_symbol(symbol)
+    assert detect_boundaries(dictionary.symbols, dictionary.nspecial) == "wordpiece"
+    starts, used = word_start_symbols(dictionary)
+    assert used == "wordpiece"
+    assert [s for s, start in zip(dictionary.symbols, starts) if not start] == ["##lab", "##elled", "##s"]
+    stray = Dictionary()
+    for i in range(40):
+        stray.add_symbol(f"word{i}")
+    stray.add_symbol("##tag")
+    assert detect_boundaries(stray.symbols, stray.nspecial) == "whitespace"
+
+
 def test_whitespace_data_has_one_word_per_token(tiny_data):
     dictionary = Dictionary.load(str(tiny_data / "bin" / "dict.txt"))
     starts, used = word_start_symbols(dictionary)

@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 
 COMMAND = "fairseq-maskplug-rename-lexicon"
+#: (word-start mark, continuation mark) of the dictionaries pseudo-words are made for (renamed_lexicon.letter_pieces)
+MARKS = {"sentencepiece": ("\u2581", ""), "wordpiece": ("", "##")}
 
 
 def token_splits(folder: Path) -> list:
@@ -49,22 +51,27 @@ def write_shape(args) -> int:
 
     from .views import mirror, unlink_split_links
     from ..data import renamed_lexicon as lexicon
-    from ..data.word_boundaries import SPM_SPACE, word_start_symbols
+    from ..data.word_boundaries import word_start_symbols
     from ..tools.binarize import atomic_directory, read_items, write_items
 
     checked = check_inputs(args)
     dictionary, folders = checked["dictionary"], checked["folders"]
     starts, boundaries = word_start_symbols(dictionary)
-    if boundaries != "sentencepiece":
+    if boundaries not in MARKS:
         raise ValueError(f"--task {args.task}: its dictionary's words are {boundaries}'s; pseudo-words are made "
-                         "of sentencepiece pieces only")
+                         "of sentencepiece or WordPiece pieces only")
+    marks = MARKS[boundaries]
     nspecial, symbols = dictionary.nspecial, dictionary.symbols
 
     def text(word):
         return "".join(symbols[i] for i in word)
 
     def eligible(word):  # a word of letters: not punctuation, not a number
-        return text(word).replace(SPM_SPACE, "").isalpha()
+        return "".join(bare(symbols[i]) for i in word).isalpha()
+
+    def bare(symbol):  # the piece without its word-start or continuation mark
+        mark = next((m for m in marks if m and symbol.startswith(m)), "")
+        return symbol[len(mark):]
 
     label_dictionary = Dictionary.load(str(args.select_from / "label" / "dict.txt"))
     select_items = read_items(folders["--select-from"] / "train", dictionary)
@@ -83,7 +90,7 @@ def write_shape(args) -> int:
     # no piece of a renamed word in a pseudo-word: its embedding would carry the word's meaning over
     theirs = {piece for w, _ in chosen for piece in types[w]}
     start_pieces, continuation_pieces = ([i for i in pieces if i not in theirs]
-                                         for pieces in lexicon.letter_pieces(symbols, nspecial, SPM_SPACE))
+                                         for pieces in lexicon.letter_pieces(symbols, nspecial, *marks))
     rng = np.random.default_rng(args.seed)
     fresh = lexicon.pseudo_words(len(chosen), start_pieces, continuation_pieces, args.pieces, forbidden, rng)
     renamed = {types[w]: pseudo for (w, _), pseudo in zip(chosen, fresh)}

@@ -118,15 +118,22 @@ def choose_lexicon(z: np.ndarray, words: int, min_z: float = 0.0) -> List[Tuple[
     return chosen
 
 
-def letter_pieces(symbols: Sequence[str], nspecial: int, mark: str, longest: int = 3) -> Tuple[List[int], List[int]]:
+def letter_pieces(symbols: Sequence[str], nspecial: int, start_mark: str, continuation_mark: str = "",
+                  longest: int = 3) -> Tuple[List[int], List[int]]:
     """``(start pieces, continuation pieces)``: ids of the dictionary's symbols that are 1 to ``longest`` lower-case
-    ASCII letters, after the word-start ``mark`` (starts) or without it (continuations)."""
+    ASCII letters after ``start_mark`` (starts) or after ``continuation_mark`` (continuations): sentencepiece marks
+    a word's start (``▁``, and continuations bare), WordPiece its continuations (starts bare, ``##``). One of the
+    two marks is empty, the other not."""
+    if bool(start_mark) == bool(continuation_mark):
+        raise ValueError(f"exactly one of start_mark {start_mark!r} and continuation_mark {continuation_mark!r} is a mark")
+
     def letters(text: str) -> bool:
         return 1 <= len(text) <= longest and text.isascii() and text.isalpha() and text.islower()
 
-    starts = [i for i, s in enumerate(symbols) if i >= nspecial and s.startswith(mark) and letters(s[len(mark):])]
-    continuations = [i for i, s in enumerate(symbols) if i >= nspecial and not s.startswith(mark) and letters(s)]
-    return starts, continuations
+    def pieces(mark: str) -> List[int]:
+        return [i for i, s in enumerate(symbols) if i >= nspecial and s.startswith(mark) and letters(s[len(mark):])]
+
+    return pieces(start_mark), pieces(continuation_mark)
 
 
 def pseudo_words(n: int, start_pieces: Sequence[int], continuation_pieces: Sequence[int], pieces: int,

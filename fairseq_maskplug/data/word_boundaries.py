@@ -1,10 +1,12 @@
 """Which dictionary symbols start a word (``--mask-unit word``), read from the symbols as fairseq's
 ``get_whole_word_mask`` reads them from a BPE: a sentencepiece piece starting with ``▁``, a GPT-2 BPE
 token starting with ``Ġ`` (its space byte; fairseq stores GPT-2 tokens as the numbers of
-``encoder.json``, so that file is needed), and every symbol of a whitespace-tokenised corpus.
+``encoder.json``, so that file is needed), a BERT WordPiece *not* starting with ``##`` (a converted BERT's data,
+:mod:`..interop.bert`), and every symbol of a whitespace-tokenised corpus.
 
 ``auto`` decides from ``dict.txt``: any symbol with ``▁`` is sentencepiece; symbols that are all
-numbers are GPT-2 labels; anything else is whitespace-tokenised text.
+numbers are GPT-2 labels; a vocabulary of which at least :data:`WORDPIECE_SHARE` are ``##`` continuations is
+WordPiece (BERT's uncased one: 19%); anything else is whitespace-tokenised text.
 """
 
 import json
@@ -15,7 +17,10 @@ import numpy as np
 SPM_SPACE = "\u2581"  # sentencepiece's word-start mark
 GPT2_SPACE = "\u0120"  # GPT-2's printable stand-in for the space byte (bytes_to_unicode)
 
-BOUNDARIES = ("auto", "sentencepiece", "gpt2", "whitespace")
+WORDPIECE_MARK = "##"  # BERT's continuation mark (Devlin et al. 2019, section 3: WordPiece)
+WORDPIECE_SHARE = 0.05  # this project's choice: well below BERT's 19%, well above a corpus's stray "##x" tokens
+
+BOUNDARIES = ("auto", "sentencepiece", "gpt2", "wordpiece", "whitespace")
 
 
 def _markup(symbol: str) -> bool:
@@ -23,17 +28,24 @@ def _markup(symbol: str) -> bool:
     return symbol.startswith("<") and symbol.endswith(">")
 
 
+def is_continuation(symbol: str) -> bool:
+    """A WordPiece that continues a word: ``##`` and at least one character (``##`` alone is a word)."""
+    return len(symbol) > len(WORDPIECE_MARK) and symbol.startswith(WORDPIECE_MARK)
+
+
 def _text_symbols(symbols: Sequence[str], nspecial: int):
     return [s for s in symbols[nspecial:] if not _markup(s) and not s.startswith("madeupword")]
 
 
 def detect_boundaries(symbols: Sequence[str], nspecial: int = 4) -> str:
-    """``sentencepiece``, ``gpt2`` or ``whitespace`` for a dictionary's symbols (module docstring)."""
+    """``sentencepiece``, ``gpt2``, ``wordpiece`` or ``whitespace`` for a dictionary's symbols (module docstring)."""
     text = _text_symbols(symbols, nspecial)
     if any(SPM_SPACE in s for s in text):
         return "sentencepiece"
     if text and all(s.isdigit() for s in text):
         return "gpt2"
+    if text and sum(map(is_continuation, text)) >= WORDPIECE_SHARE * len(text):
+        return "wordpiece"
     return "whitespace"
 
 
@@ -59,9 +71,11 @@ def word_start_symbols(dictionary, boundaries: str = "auto",
             token_of_label = {str(label): token for token, label in json.load(f).items()}
         texts = [token_of_label.get(symbol) for symbol in dictionary.symbols]
         mark = GPT2_SPACE
+    elif boundaries == "wordpiece":
+        texts, mark = list(dictionary.symbols), None
     else:
         texts, mark = list(dictionary.symbols), SPM_SPACE
     for i, text in enumerate(texts):
         if i >= dictionary.nspecial and i != dictionary.unk() and text is not None and not _markup(text):
-            starts[i] = text.startswith(mark)
+            starts[i] = text.startswith(mark) if mark else not is_continuation(text)
     return starts, boundaries
