@@ -25,7 +25,7 @@
 #   START=minilm bash recipes/compare.sh lexicon [SEED...] [--arms ARM...] [--set KEY=VALUE ...]
 #       the same shape from a real English encoder instead of the recipes' general model: all-MiniLM-L6-v2 from the
 #       package registry, converted, the demo's text in its WordPiece (recipes/minilm_start.sh, $WORK/minilm), then
-#       recipes/compare_plans/lexicon-minilm.toml (its continued pre-training at lr 1e-4 on 128-token blocks)
+#       recipes/compare_plans/lexicon-minilm.toml (continued pre-training: 200 updates of 16 128-token blocks at lr 1e-4)
 #   bash recipes/compare.sh lexicon-policies [SEED...] [--arms ARM...] [--set KEY=VALUE ...]
 #       the papers' policies (FE views, PMI units, L3's probabilities) against random masks at that shape, at 100 and
 #       400 updates (recipes/compare_plans/lexicon-policies.toml)

@@ -1,4 +1,4 @@
-"""The README's policies x tasks matrix, cell by cell: every built-in policy builds in every task that
+"""The policies x tasks matrix (docs/methods.md), cell by cell: every built-in policy builds in every task that
 takes ``--mask-policy``, loads its side information with the tokens and masks items (``mask_counts``
 carried by the items), and what the items predict follows the policy's rule (its signature); ``fe_mlm``
 takes the policies that define views and refuses the others; with ``--mask-unit word`` every policy
