@@ -131,3 +131,20 @@ def test_a_commands_peak_memory_is_its_own_not_the_benchmarks():
     _, _, usage = os.wait4(direct.pid, 0)
     _, launched = run_measured([sys.executable, "-c", "pass"])
     assert usage.ru_maxrss / 1024 > 500 and launched < 100, (usage.ru_maxrss / 1024, launched, len(ballast))
+
+
+def test_every_benchmark_script_is_a_tool_the_tests_run_and_the_page_lists():
+    """docs/development.md's rule for benchmarks/: each script is named with its command on docs/benchmarks.md and
+    run by a test (its smoke run, or the test that imports it), or it goes (git keeps it)."""
+    from fairseq_helpers import REPO
+
+    page = (REPO / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    tests = "".join(path.read_text(encoding="utf-8") for path in (REPO / "tests").glob("*.py"))
+    scripts = sorted(path.stem for path in (REPO / "benchmarks").glob("*.py"))
+    assert len(scripts) >= 20
+    unlisted = [name for name in scripts if f"{name}.py" not in page]
+    text = {name: (REPO / "benchmarks" / f"{name}.py").read_text(encoding="utf-8") for name in scripts}
+    tested = {name for name in scripts if name in tests}
+    tested |= {name for name in scripts if any(f"from {name} import" in text[other] for other in tested)}  # shared
+    untested = [name for name in scripts if name not in tested]
+    assert not unlisted and not untested, (unlisted, untested)
