@@ -53,7 +53,7 @@ def test_preprocessing_tools_are_console_commands_that_run_anywhere_and_show_def
 # everything; integration/ (fairseq's patches) below the registrations; tools/ (what the commands share) below the
 # producers; evaluation/ and commands/ at the commands' layer; compare/ (a command that runs the others) above them.
 ORDER = ["_version", "common", "masking", "data", "integration", "models", "criterions", "weighting", "tasks", "plugin", "tools",
-         "scoring", "retrieval", "interop", "hf", "hf_tracks", "evaluation", "commands", "compare", "__init__"]
+         "scoring", "retrieval", "interop", "hf", "hf_tracks", "evaluation", "demo", "commands", "compare", "__init__"]
 LAYER = {name: layer for layer, name in enumerate(ORDER)}
 OUTSIDE = {"preprocess", "recipes", "benchmarks", "tests"}  # layers 5 to 8: never imported by the package
 

@@ -20,8 +20,8 @@ class MaskUnitOptions:
         source="paper (every method masks subwords; word: ours, for any policy)")
     word_boundaries: ChoiceEnum(list(BOUNDARIES)) = option(
         "auto", "with --mask-unit word: where words start: sentencepiece (a piece with the word-start mark), gpt2 (a "
-        "token with GPT-2's space byte; needs --gpt2-encoder-json), whitespace (every token is a word); auto reads "
-        "dict.txt", source="fairseq (get_whole_word_mask's rule)")
+        "token with GPT-2's space byte; needs --gpt2-encoder-json), wordpiece (a converted BERT's data: a piece without ##), "
+        "whitespace (every token is a word); auto reads dict.txt", source="fairseq (get_whole_word_mask's rule)")
     gpt2_encoder_json: str = option("", "with --mask-unit word on GPT-2 BPE data: the BPE's encoder.json")
 
 
