@@ -119,8 +119,14 @@ def test_a_bert_converts_and_fairseq_reads_prepared_text_as_hf_does(tmp_path, ma
         if masked_lm:
             fs_logits = hub.model(batch)[0]
             assert (fs_logits - hf_out.logits[..., to_hf])[keep].abs().max() <= 1e-4
+    # its blocks are its positions long (masked_lm's default 1,024 outran them in evaluate-mlm)
+    assert hub.model.args.tokens_per_sample == hub.model.args.max_positions == 64
     # BERT's 1e-12 in every LayerNorm is carried, not fairseq's 1e-5
     assert {m.eps for m in hub.model.modules() if isinstance(m, torch.nn.LayerNorm)} == {1e-12}
+    # the fixed-mask scorer reads it by its own options (a release's blocks once outran its positions there)
+    scored = check(run([BIN / "fairseq-maskplug-evaluate-mlm", "--data", tmp_path / "data" / "reviews",
+                        tmp_path / "fs" / "model.pt"]))
+    assert json.loads(scored.stdout.strip().splitlines()[-1])["masked"] > 0
     # continued pre-training starts from it
     trained = check(run([BIN / "fairseq-maskplug-train", tmp_path / "data" / "reviews", "--task", "guided_mlm",
                          "--finetune-from-model", tmp_path / "fs" / "model.pt", "--save-dir", tmp_path / "ck",

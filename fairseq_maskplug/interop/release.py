@@ -69,13 +69,18 @@ def model_options(args: Namespace) -> List[str]:
 
 def build_model(model_args: List[str], data_dir: Path, head: str = None, num_classes: int = None):
     """``(model, args)``: a model built as ``fairseq-train`` builds it (task masked_lm on ``data_dir``'s
-    ``dict.txt``, on the CPU), with the classification head ``head`` if given, in eval mode."""
+    ``dict.txt``, on the CPU), with the classification head ``head`` if given, in eval mode. Its blocks are its
+    positions long (``--tokens-per-sample`` = ``--max-positions``, as in fairseq's releases; masked_lm's default,
+    1,024, would outrun a 512-position model in a reader that blocks by the release's own options)."""
     from fairseq import options, tasks
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
+    blocks = []
+    if "--max-positions" in model_args and "--tokens-per-sample" not in model_args:
+        blocks = ["--tokens-per-sample", model_args[model_args.index("--max-positions") + 1]]
     args = options.parse_args_and_arch(options.get_training_parser(),
                                        [str(data_dir), "--task", "masked_lm", "--criterion", "masked_lm",
-                                        "--cpu", *model_args])
+                                        "--cpu", *blocks, *model_args])
     cfg = convert_namespace_to_omegaconf(args)
     model = tasks.setup_task(cfg.task).build_model(cfg.model)
     if head is not None:
