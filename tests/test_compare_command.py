@@ -441,6 +441,13 @@ produce = [["fairseq-maskplug-pmi-units", "--data", "{corpus}", "--splits", "tra
 """)
     from fairseq_maskplug.compare.cli import main
 
+    # the first real problem first (issue 106): a task or corpus that is not there is named before "produce first"
+    assert main([str(plan), "--print-jobs", "--set", f"data.task={tmp_path / 'gone'}"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert f"task {tmp_path / 'gone'}: no such folder" in error and "--produce" not in error
+    assert main([str(plan), "--print-jobs", "--set", f"data.corpus={tmp_path / 'gone'}"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert f"corpus {tmp_path / 'gone'} has no dict.txt" in error and "--produce" not in error
     assert main([str(plan), "--print-jobs"]) == 2
     error = capsys.readouterr().err.strip()
     assert "--produce` first, once" in error and "arm(s) pmi" in error and len(error.splitlines()) == 1

@@ -42,6 +42,15 @@ def first_line(error: Exception) -> str:
 
 def check_data(plan: Plan) -> None:
     """The corpus and the labelled task are where the plan says, binarized, with one dictionary."""
+    on_corpus = check_corpus(plan)
+    if check_task(plan) and on_corpus and not filecmp.cmp(plan.corpus / "dict.txt", plan.labelled / "input0" / "dict.txt",
+                                                         shallow=False):
+        raise PlanError(f"{plan.path} [data]: the corpus's dict.txt and the task's input0/dict.txt differ: binarize "
+                        "both with one dictionary (the model's)")
+
+
+def check_corpus(plan: Plan) -> bool:
+    """The corpus is where the plan says, binarized (where an arm pre-trains on it); whether one does."""
     where = f"{plan.path} [data]"
     on_corpus = any(arm.task and not arm.data for arm in plan.arms)
     if on_corpus:
@@ -52,10 +61,19 @@ def check_data(plan: Plan) -> None:
             missing = _split_missing(plan.corpus / split)
             if missing:
                 raise PlanError(f"{where}: corpus has no {split} split ({missing} not found)")
-    if plan.finetune_command:  # the plan's own fine-tuning reads the task: its parser and loading check it
+    return on_corpus
+
+
+def check_task(plan: Plan) -> bool:
+    """The labelled task is where the plan says, binarized with train, valid and test; False where the plan's own
+    fine-tuning command reads it (its parser and loading check the rest)."""
+    where = f"{plan.path} [data]"
+    if plan.finetune_command:
         if not plan.labelled.is_dir():
             raise PlanError(f"{where}: task {plan.labelled}: no such folder")
-        return
+        return False
+    if not plan.labelled.is_dir():
+        raise PlanError(f"{where}: task {plan.labelled}: no such folder")
     if not (plan.labelled / "label").is_dir():
         raise PlanError(f"{where}: task {plan.labelled} has no label/ folder: a comparison fine-tunes and scores "
                         "a labelled task (fairseq-maskplug-prepare-text with labels writes input0/ and label/)")
@@ -68,9 +86,7 @@ def check_data(plan: Plan) -> None:
                 how = (" (the report scores test: fairseq-maskplug-prepare-text --labelled NAME TRAIN VALID TEST "
                        "writes it, e.g. from a held-out share of your labelled lines)") if split == "test" else ""
                 raise PlanError(f"{where}: task has no {part} {split} split ({missing} not found){how}")
-    if on_corpus and not filecmp.cmp(plan.corpus / "dict.txt", plan.labelled / "input0" / "dict.txt", shallow=False):
-        raise PlanError(f"{where}: the corpus's dict.txt and the task's input0/dict.txt differ: binarize both with "
-                        "one dictionary (the model's)")
+    return True
 
 
 def check_model(plan: Plan) -> list:

@@ -276,6 +276,11 @@ def work(args) -> int:
         data = write_report(plan, [COMMAND, str(plan.path), "--collect", *argv_tail])
         return 0 if data["scores"] else 1
     unproduced = [arm.name for arm in plan.arms if not produced(plan, arm)]
+    if unproduced:  # the first real problem first: the data the producers read, before "produce first"
+        from .checks import check_corpus, check_task
+        check_task(plan)
+        if not plan.produce:  # a plan-level produce may write the corpus
+            check_corpus(plan)
     first = (f"run `{COMMAND} {plan.path} --produce` first, once: it writes the tracks of arm(s) "
              f"{', '.join(unproduced)} (the plan's produce commands, their own, or seed_produce's for each seed)")
     if args.unit:
