@@ -18,6 +18,7 @@ from scipy import stats
 from fairseq_maskplug.evaluation.paired_comparison import (
     MeanSquares, adjusted, compare, crossed_interval, detectable, excluded, outcome_matrix, reading, rule_power,
     seed_interval, simulate)
+from fairseq_maskplug.evaluation import paired_comparison as pc
 
 RUNS = 400
 SEEDS, ITEMS = 5, 400
@@ -139,3 +140,49 @@ def test_one_comparison_from_the_arms_outcomes():
     assert result.rule_p == max(result.p, result.crossed_p) and result.reading == "no difference shown"
     with pytest.raises(ValueError, match="the same items"):
         outcome_matrix({1: "101", 2: "10"}, {1: "100", 2: "11"})
+
+
+def test_the_seeds_upper_bound_is_the_chi_square_bound_of_their_mean_square():
+    """Known answer: components (4, 1, 100), 5 seeds, 50 items: the seed mean square's expectation is 100 + 50 x 4 =
+    300, its one-sided 95% upper bound 300 x 4 / chi2_0.05(4), and the seeds' component (that less 100) / 50; the items'
+    and residual components are kept."""
+    from scipy import stats
+
+    upper = pc.seed_component_upper((4.0, 1.0, 100.0), seeds=5, items=50)
+    bound = 300.0 * 4 / stats.chi2.ppf(0.05, 4)
+    assert upper == pytest.approx(((bound - 100.0) / 50, 1.0, 100.0), rel=1e-12)
+    assert upper[0] == pytest.approx(31.77, abs=0.01)  # about 8 times the estimate: 4 degrees of freedom
+    with pytest.raises(ValueError, match="seeds >= 2"):
+        pc.seed_component_upper((4.0, 1.0, 100.0), seeds=1, items=50)
+
+
+def test_the_seeds_upper_bound_covers_their_true_component_95_percent_of_the_time():
+    """Over 20,000 runs of the normal model with a planted seeds' component, the bound read from each run's seed
+    mean square and residual is at least the planted one in 95% of runs, within 4 binomial standard errors (the
+    residual mean square, with 196 degrees of freedom, is taken as known: its noise moves the share little)."""
+    truth, seeds, items, sims = (4.0, 1.0, 100.0), 5, 50, 20_000
+    runs = pc.SimulatedRuns.draw(truth, seeds, items, sims, seed=3)
+    covered = 0
+    for ms_seed, ms_residual in zip(runs.seed, runs.residual):
+        estimate = pc.MeanSquares(seeds, items, float(ms_seed), 0.0, float(ms_residual)).components()
+        covered += pc.seed_component_upper(estimate, seeds, items, seed_mean_square=float(ms_seed))[0] >= truth[0]
+    share, error = covered / sims, 4 * math.sqrt(0.95 * 0.05 / sims)
+    assert abs(share - 0.95) <= error, share
+    # read back from clamped components instead, the bound errs high: here the residual alone clears it every time
+    clamped = pc.seed_component_upper(pc.MeanSquares(seeds, items, 50.0, 0.0, 100.0).components(), seeds, items)
+    assert clamped[0] > pc.seed_component_upper((0.0, 0.0, 100.0), seeds, items, seed_mean_square=50.0)[0]
+
+
+def test_the_verdict_says_what_the_design_finds_at_the_seeds_upper_bound():
+    """The plug-in figure is the optimistic one: the verdict also gives the difference found, and the seeds needed,
+    with the seeds' component at its 95% upper bound, each at least the plug-in one."""
+    from fairseq_maskplug.evaluation import reading_rule as rule
+
+    d = np.random.default_rng(5).normal(1.0, 1.0, (5, 1)) + np.random.default_rng(6).normal(0.0, 20.0, (5, 200))
+    c = rule.read_family([compare("A", "B", d)], effect=2.0, sims=4000)[0]
+    assert c.detectable_upper >= c.detectable > 0
+    assert c.seeds_needed_upper is None or c.seeds_needed_upper >= c.seeds_needed
+    upper = pc.detectable(pc.seed_component_upper(c.components, 5, 200, seed_mean_square=c.seed_mean_square), 5, 200,
+                          sims=4000, family=1)
+    assert c.detectable_upper == upper
+    assert f"{rule.number(c.detectable_upper)} with the seeds' variance at its 95% upper bound" in rule.verdict(c)

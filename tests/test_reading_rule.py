@@ -182,6 +182,26 @@ def test_a_family_reads_each_distinct_comparison_once_with_holm_over_them():
     assert "Holm over a family of 3 comparisons" in rule.family_text(found)
 
 
+def test_the_same_outcomes_on_two_splits_are_two_comparisons():
+    """A comparison is its outcomes on its split: identical matrices on test and on a held-out split are both in
+    the family (neither read with the other)."""
+    d = matrix(3, delta=6.0)
+    found = rule.read_family([comparison("a-b", d), comparison("a-b", d, "heldout")], sensitivity=False)
+    assert [c.family for c in found] == [2, 2] and [c.same_as for c in found] == [None, None]
+    assert found[0].adjusted_p == pytest.approx(min(1.0, 2 * pc.rule_p(d)))
+
+
+def test_the_power_figures_are_holms_over_the_whole_family():
+    """Each comparison's detectable difference is the rule's at 0.05 / family, with the family of every distinct
+    comparison read together (not the comparison alone), and more than it would be alone."""
+    found = [comparison(f"a{k}-b", matrix(20 + k)) for k in range(3)]
+    rule.read_family(found, sims=2000)
+    c = found[0]
+    assert c.family == 3
+    assert c.detectable == pc.detectable(c.components, c.seeds, c.items, sims=2000, family=3)
+    assert c.detectable > pc.detectable(c.components, c.seeds, c.items, sims=2000, family=1)
+
+
 def test_a_direction_that_does_not_survive_holm_is_not_named():
     """A comparison whose own p is below 0.05 but whose Holm p is not: "no difference shown"."""
     rng = np.random.default_rng(4)

@@ -57,6 +57,13 @@ MUTATIONS = [
      "seed_se = float(seed_means.std(ddof=1) / math.sqrt(seeds))", "seed_se = float(seed_means.std(ddof=0) / math.sqrt(seeds))"),
     ("discordant counts swapped", PC, "return int((d > 0).sum()), int((d < 0).sum())",
      "return int((d < 0).sum()), int((d > 0).sum())"),
+    ("the seeds' upper bound at the chi-square's upper quantile", PC, "stats.chi2.ppf(1 - confidence, df)",
+     "stats.chi2.ppf(confidence, df)"),
+    ("the seeds' upper bound keeps the residual in", PC, "return max(su, (bound - se) / items), sv, se",
+     "return max(su, bound / items), sv, se"),
+    ("power figures for a family of 1", RULE, "c.detectable = pc.detectable(c.components, c.seeds, c.items, sims=sims, "
+     "family=max(size, 1))", "c.detectable = pc.detectable(c.components, c.seeds, c.items, sims=sims, family=1)"),
+    ("the split dropped from the comparison key", PC, "repr((split, d.shape))", "repr(d.shape)"),
     ("identical comparisons counted twice", RULE, "first.setdefault(c.key, c)",
      "first.setdefault(c.key + c.name + c.split, c)"),
     ("a direction named on the unadjusted p", RULE, "for c, p in zip(comparisons, out_p)]",

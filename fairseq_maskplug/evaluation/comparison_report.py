@@ -73,8 +73,9 @@ def comparison_tables(found: Sequence, split: str = "test", what: str = "test ac
                  "| --- | --- | --- | --- | --- | --- | --- |"]
     effect = number(here[0].effect) if here else "-"
     tests = ["", f"| A − B | p (t over seeds) | p (crossed t) | p of the rule (the larger), Holm over "
-             f"{here[0].family if here else 0} | found with 80% probability by the rule (Monte Carlo band) | "
-             f"seeds / items the rule needs for {effect} points (none: no number of them alone) | A only / B only "
+             f"{here[0].family if here else 0} | found with 80% probability by the rule (Monte Carlo band; with the seeds' "
+             f"variance at its 95% upper bound) | seeds / items the rule needs for {effect} points (none: no number "
+             "of them alone; seeds at the upper bound) | A only / B only "
              "right (all pairs) |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for c in here:
@@ -83,10 +84,12 @@ def comparison_tables(found: Sequence, split: str = "test", what: str = "test ac
                          f"{interval_text(c.seed_interval)} | {interval_text(c.crossed_interval)} | {reading} | "
                          f"{c.excludes} |")
         low, high = c.detectable_band
-        detect = "-" if math.isnan(c.detectable) else f"{c.detectable:.2f} ({low:.2f} to {high:.2f})"
+        detect = "-" if math.isnan(c.detectable) else f"{c.detectable:.2f} ({low:.2f} to {high:.2f}; {c.detectable_upper:.2f})"
         never = not math.isnan(c.detectable) and c.detectable > c.effect  # None then means "beyond the search"
+        upper_never = not math.isnan(c.detectable_upper) and c.detectable_upper > c.effect
         needs = (f"{c.seeds_needed or ('none' if never else '-')} / "
-                 f"{f'{c.items_needed:,}' if c.items_needed else ('none' if never else '-')}")
+                 f"{f'{c.items_needed:,}' if c.items_needed else ('none' if never else '-')}; "
+                 f"{c.seeds_needed_upper or ('none' if upper_never else '-')}")
         tests.append(f"| {c.a} − {c.b} | {p_text(c.p)} | {p_text(c.crossed_p)} | {p_text(c.adjusted_p)} | {detect} | "
                      f"{needs} | {c.discordant[0]} / {c.discordant[1]} |")
     return intervals + tests + ["", rule.family_text(found) + "."]

@@ -285,6 +285,33 @@ class SimulatedRuns:
         return float(np.mean(named if delta == 0 else named & (sign == np.sign(delta))))
 
 
+#: the one-sided confidence of the upper bound the seeds' variance component is also read at (issue 101): the
+#: plug-in figures condition on an estimate with S - 1 degrees of freedom (4 at 5 seeds)
+UPPER = 0.95
+
+
+def seed_component_upper(components, seeds: int, items: int, confidence: float = UPPER,
+                         seed_mean_square: float = math.nan) -> Tuple[float, float, float]:
+    """The variance components with the seeds' at its one-sided ``confidence`` upper bound. The seed mean square
+    (expectation ``s_e^2 + N s_u^2``, S - 1 degrees of freedom) is that expectation times a chi-square over its
+    degrees of freedom in the normal model (:class:`SimulatedRuns`), so with ``confidence`` the expectation is below
+    ``MS_seed (S - 1) / chi2_{1 - confidence}(S - 1)``; less ``s_e^2`` (the residual mean square, with many more
+    degrees of freedom, taken as known), over N, bounds ``s_u^2`` (the bound of Graybill's method for one variance
+    component; never below the estimate). ``seed_mean_square``: the run's; without it, read back from the clamped
+    components as ``s_e^2 + N s_u^2``, which overstates it where the seeds' component was clamped at 0, so the
+    bound errs high there. The items' and residual components are kept as estimated."""
+    from scipy import stats
+
+    if seeds < 2 or items < 1 or not 0 < confidence < 1:
+        raise ValueError(f"seed_component_upper: need seeds >= 2, items >= 1 and a confidence in (0, 1), got "
+                         f"{seeds}, {items}, {confidence}")
+    su, sv, se = (max(0.0, float(c)) for c in components)
+    df = seeds - 1
+    mean_square = se + items * su if math.isnan(seed_mean_square) else max(0.0, float(seed_mean_square))
+    bound = mean_square * df / float(stats.chi2.ppf(1 - confidence, df))
+    return max(su, (bound - se) / items), sv, se
+
+
 def family_level(family: int, alpha: float = ALPHA) -> float:
     """The level at which one comparison of a family of ``family`` must be found for Holm's adjustment to name it
     whatever the others show: ``alpha / family`` (Holm rejects every p at or below it, its first step being
@@ -428,6 +455,10 @@ class Comparison:
     effect: float = math.nan  #: the difference the seeds and items needed are for
     seeds_needed: Optional[int] = None
     items_needed: Optional[int] = None
+    #: the same two figures with the seeds' variance component at its 95% upper bound (:func:`seed_component_upper`)
+    detectable_upper: float = math.nan
+    seeds_needed_upper: Optional[int] = None
+    seed_mean_square: float = math.nan  #: the two-way analysis's, which the upper bound reads
     extra: dict = field(default_factory=dict)
 
     @property
@@ -455,8 +486,10 @@ def compare(name_a: str, name_b: str, d: np.ndarray, split: str = "test") -> Com
     seeds, items = d.shape
     seed_se = float(seed_means.std(ddof=1) / math.sqrt(seeds)) if seeds >= 2 else math.nan
     crossed = crossed_interval(d)
-    components = MeanSquares.of(d).components() if seeds >= 2 and items >= 2 else (math.nan,) * 3
+    squares = MeanSquares.of(d) if seeds >= 2 and items >= 2 else None
+    components = squares.components() if squares else (math.nan,) * 3
     return Comparison(
         name_a, name_b, seeds, items, float(d.mean()), seed_se, seed_interval(d), crossed, seed_p(d), crossed_p(d),
         rule_p(d) if seeds >= 2 else math.nan, rule_p(d, cap=False) if seeds >= 2 else math.nan, excluded(crossed),
-        components, discordant_counts(d), split, matrix_key(d, split))
+        components, discordant_counts(d), split, matrix_key(d, split),
+        seed_mean_square=squares.seed if squares else math.nan)

@@ -10,7 +10,10 @@
 3. **The power** said beside it is that of this rule: the difference found with 80% probability at the level
    ``0.05 / family`` (:func:`~.paired_comparison.family_level`: Holm's first step, which names the comparison
    whatever the others show), simulated with the run's variance components, with its Monte Carlo band; the seeds
-   and items needed are for the same rule at a stated difference (``effect``).
+   and items needed are for the same rule at a stated difference (``effect``). Those components are estimates (the
+   seeds' from S - 1 degrees of freedom), so the difference found and the seeds needed are also said with the seeds'
+   component at its 95% upper confidence bound (:func:`~.paired_comparison.seed_component_upper`): the plug-in
+   figure is the optimistic one.
 4. **The crossed interval's degrees of freedom** are capped at S − 1 where the seeds' component enters (the
    coverage the module :mod:`.paired_comparison` documents); where that cap decides a reading, the verdict says
    what the uncapped rule reads.
@@ -68,6 +71,9 @@ def read_family(comparisons: List[pc.Comparison], effect: float = DEFAULT_EFFECT
             c.detectable_band = pc.detectable_band(c.components, c.seeds, c.items, sims=sims, family=max(size, 1))
             c.seeds_needed = pc.seeds_needed(effect, c.components, c.items, max(size, 1), sims=sims)
             c.items_needed = pc.items_needed(effect, c.components, c.seeds, max(size, 1), sims=sims)
+            upper = pc.seed_component_upper(c.components, c.seeds, c.items, seed_mean_square=c.seed_mean_square)
+            c.detectable_upper = pc.detectable(upper, c.seeds, c.items, sims=sims, family=max(size, 1))
+            c.seeds_needed_upper = pc.seeds_needed(effect, upper, c.items, max(size, 1), sims=sims)
     return comparisons
 
 
@@ -104,11 +110,15 @@ def sensitivity_text(c: pc.Comparison) -> str:
     if c.detectable > pc.SPAN:
         return (f"this design finds no difference inside the score's range (±{pc.SPAN:g} points) with 80% probability "
                 f"(Holm over {c.family}): it measured nothing")
+    upper = ("" if math.isnan(c.detectable_upper) else
+             f"; {number(c.detectable_upper)} with the seeds' variance at its 95% upper bound")
     text = (f"this design finds {number(c.detectable)} points with 80% probability (Monte Carlo band "
-            f"{number(low)} to {number(high)}; Holm over {c.family})")
+            f"{number(low)} to {number(high)}; Holm over {c.family}{upper})")
     needs = []
     if c.seeds_needed:
-        needs.append(f"about {c.seeds_needed} seeds at these {c.items} items")
+        at_upper = (f", {c.seeds_needed_upper} at the upper bound" if c.seeds_needed_upper else
+                    ", more than 1000 at the upper bound" if not math.isnan(c.detectable_upper) else "")
+        needs.append(f"about {c.seeds_needed} seeds at these {c.items} items{at_upper}")
     elif c.detectable > c.effect:
         needs.append(f"no number of seeds at these {c.items} items")
     if c.items_needed and c.detectable > c.effect:
