@@ -1435,9 +1435,12 @@ def test_a_stage_s_tokens_are_its_epochs_tokens_per_batch_times_their_updates(tm
     log.write_text("".join(f"2026-12-02 | INFO | train_inner | {{\"wpb\": \"1\"}}\n2026-12-02 | INFO | train | "
                            f"{json.dumps(r)}\n" for r in records))
     assert stage_tokens(log) == round(250.5 * 10 + 240 * 8) and stage_tokens(tmp_path / "none.log") is None
-    data = {"meta": {"parameters": 1000, "arms": [{"name": "a"}, {"name": "b"}]},
+    data = {"meta": {"parameters": 1000, "arms": [{"name": "a"}, {"name": "b"}],
+                     "stage_seconds": {"a:1": {"pretrain": 30.0, "finetune": 10.0}, "a:2": {"finetune": 20.0},
+                                       "ab:1": {"finetune": 999.0}}},
             "compute": [{"row": "a", "seed": 1, "pretrain_tokens": 100, "finetune_tokens": 50},
                         {"row": "a", "seed": 2, "pretrain_tokens": 300, "finetune_tokens": 50},
                         {"row": "b", "seed": 1, "pretrain_tokens": None, "finetune_tokens": 60}]}
     lines = compute_lines(data)
-    assert "| a | 2 | 200 | 50 | 1.50e+06 |" in lines and "| b | 1 | - | 60 | 3.60e+05 |" in lines
+    # the wall time of a unit: its stages summed, the mean over the arm's timed units (arm ab's are not a's)
+    assert "| a | 2 | 200 | 50 | 1.50e+06 | 30 (2) |" in lines and "| b | 1 | - | 60 | 3.60e+05 | - |" in lines

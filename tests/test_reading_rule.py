@@ -295,3 +295,12 @@ def test_where_the_df_cap_decides_a_reading_the_verdict_says_what_the_uncapped_r
     c.rule_p, c.uncapped_rule_p = 0.08, 0.09
     rule.read_family([c], sensitivity=False)
     assert c.cap_decides is None and "uncapped" not in rule.verdict(c)
+
+
+def test_a_table_of_comparisons_no_family_read_never_says_holm_over_0():
+    """One seed gives no comparison to read: the table says so, never "Holm over 0"."""
+    from fairseq_maskplug.evaluation.comparison_report import comparison_tables
+
+    found = rule.read_family([comparison("a-b", matrix(1)[:1])], sensitivity=False)
+    text = "\n".join(comparison_tables(found))
+    assert found[0].family == 0 and "Holm over 0" not in text and "not read (no comparison in 2 seeds)" in text

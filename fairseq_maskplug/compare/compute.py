@@ -49,11 +49,14 @@ def model_parameters(checkpoint: Path) -> Optional[int]:
 
 
 def compute_lines(data: dict) -> list:
-    """The report's compute table: per arm, the mean tokens of its pre-training and fine-tuning over its units and
-    the FLOPs estimate of both (6 N D), with N the model's parameters (``meta.parameters``)."""
+    """The report's compute table: per arm, the mean tokens of its pre-training and fine-tuning over its units, the
+    FLOPs estimate of both (6 N D), with N the model's parameters (``meta.parameters``), and the mean wall time of a
+    unit, its stages summed (``meta.stage_seconds``; in brackets how many units were timed)."""
     parameters = data["meta"].get("parameters")
-    lines = ["| arm | units | pre-training tokens | fine-tuning tokens | training FLOPs (6 N D) |",
-             "| --- | --- | --- | --- | --- |"]
+    seconds = data["meta"].get("stage_seconds") or {}
+    lines = ["| arm | units | pre-training tokens | fine-tuning tokens | training FLOPs (6 N D) | wall time a unit "
+             "(s, mean of its timed units, stages summed) |",
+             "| --- | --- | --- | --- | --- | --- |"]
     for arm in [a["name"] for a in data["meta"]["arms"]]:
         units = [c for c in data.get("compute", []) if c["row"] == arm]
         mean = {}
@@ -63,7 +66,9 @@ def compute_lines(data: dict) -> list:
         total = sum(v for v in mean.values() if v is not None)
         flops = f"{FLOPS_PER_PARAMETER_TOKEN * parameters * total:.2e}" if parameters and total else "-"
         cells = [f"{mean[s]:,.0f}" if mean[s] is not None else "-" for s in STAGES]
-        lines.append(f"| {arm} | {len(units)} | {cells[0]} | {cells[1]} | {flops} |")
+        walls = [sum(stages.values()) for unit, stages in seconds.items() if unit.rsplit(":", 1)[0] == arm and stages]
+        wall = f"{sum(walls) / len(walls):,.0f} ({len(walls)})" if walls else "-"
+        lines.append(f"| {arm} | {len(units)} | {cells[0]} | {cells[1]} | {flops} | {wall} |")
     lines.append("")
     lines.append(f"N = {parameters:,} parameters (every one, embeddings included); tokens: each stage's tokens per "
                  "batch times its updates, from its log." if parameters else "N: the model was not readable.")

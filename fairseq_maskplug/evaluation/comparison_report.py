@@ -72,8 +72,9 @@ def comparison_tables(found: Sequence, split: str = "test", what: str = "test ac
                  "the run excludes |",
                  "| --- | --- | --- | --- | --- | --- | --- |"]
     effect = number(here[0].effect) if here else "-"
-    tests = ["", f"| A − B | p (t over seeds) | p (crossed t) | p of the rule (the larger), Holm over "
-             f"{here[0].family if here else 0} | found with 80% probability by the rule (Monte Carlo band; with the seeds' "
+    family = here[0].family if here else 0
+    tests = ["", f"| A − B | p (t over seeds) | p (crossed t) | p of the rule (the larger), "
+             f"{f'Holm over {family}' if family else 'not read (no comparison in 2 seeds)'} | found with 80% probability by the rule (Monte Carlo band; with the seeds' "
              f"variance at its 95% upper bound) | seeds / items the rule needs for {effect} points (none: no number "
              "of them alone; seeds at the upper bound) | A only / B only "
              "right (all pairs) |",
