@@ -22,10 +22,11 @@
 #       with MR's 300 most label-bearing word types replaced by pseudo-words ($WORK/data/lexicon,
 #       fairseq-maskplug-rename-lexicon; LEXICON_WORDS changes the 300), then recipes/compare_plans/lexicon.toml:
 #       TaskPT against none, TaskPT on word-shuffled reviews, and a classifier from scratch
-#   START=minilm bash recipes/compare.sh lexicon [SEED...] [--arms ARM...] [--set KEY=VALUE ...]
+#   START=minilm bash recipes/compare.sh lexicon|taskpt [SEED...] [--arms ARM...] [--set KEY=VALUE ...]
 #       the same shape from a real English encoder instead of the recipes' general model: all-MiniLM-L6-v2 from the
 #       package registry, converted, the demo's text in its WordPiece (recipes/minilm_start.sh, $WORK/minilm), then
-#       recipes/compare_plans/lexicon-minilm.toml (continued pre-training: 200 updates of 16 128-token blocks at lr 1e-4)
+#       recipes/compare_plans/lexicon-minilm.toml or taskpt-minilm.toml (continued pre-training: 200 updates of 16
+#       128-token blocks at lr 1e-4)
 #   bash recipes/compare.sh lexicon-policies [SEED...] [--arms ARM...] [--set KEY=VALUE ...]
 #       the papers' policies (FE views, PMI units, L3's probabilities) against random masks at that shape, at 100 and
 #       400 updates (recipes/compare_plans/lexicon-policies.toml)
@@ -65,7 +66,8 @@ done
 start=${START:-general}
 case "$start" in
     general) ;;
-    minilm) [ "$method" = lexicon ] || { echo "recipes/compare.sh: START=minilm is for lexicon (got: $method)" >&2; exit 2; } ;;
+    minilm) [[ $method =~ ^(lexicon|taskpt)$ ]] \
+                || { echo "recipes/compare.sh: START=minilm is for lexicon and taskpt (got: $method)" >&2; exit 2; } ;;
     *) echo "recipes/compare.sh: START must be general or minilm (got: $start)" >&2; exit 2 ;;
 esac
 low=${LOW_RESOURCE:-0}
@@ -108,7 +110,7 @@ else
             || { tail -5 "$WORK/logs/subsample_mr-400.log"; echo "[compare] failed" >&2; exit 1; }
     fi
     model="$WORK/general/checkpoint_last.pt"
-    if [ "$method" = taskpt ] || [ "$low" = 1 ]; then  # past the unigram plateau: 4,000 updates (docs/compare.md)
+    if { [ "$method" = taskpt ] || [ "$low" = 1 ]; } && [ "$start" = general ]; then  # past the unigram plateau: 4,000 updates
         echo "[compare] the general model at 4,000 updates ($WORK/general-4k; 33 minutes on an idle core, 74 beside a second training)"
         stage general4k "$WORK/logs/general4k.log" pretrain guided_mlm "$WORK/data/general" "$WORK/general-4k" 4000
         model="$WORK/general-4k/checkpoint_last.pt"
@@ -133,9 +135,13 @@ else
         [ "$method" = lexicon ] && paths+=(--set "arms.shuffled.data=$lexicon/corpus-shuffled")
     fi
     [[ $method =~ ^(tlm|null|harm|lexicon.*)$ ]] || paths+=(--set "data.corpus=$WORK/data/indomain")  # TLM's: its produce's
+    if [ "$start" = minilm ] && [ "$method" = taskpt ]; then
+        paths=(--set "data.task=$MINILM/data/mr-400" --set "data.corpus=$MINILM/data/indomain"
+               --set "model.checkpoint=$MINILM/model/model.pt")
+    fi
 fi
 plan=$method
-[ "$start" = minilm ] && plan=lexicon-minilm
+[ "$start" = minilm ] && plan=$method-minilm
 out="$WORK/compare_plans/$plan"
 if [ "$low" = 1 ]; then  # the controls' fine-tuning at this shape: 10 epochs of 13 batches
     out="$WORK/compare_plans/$method-400"

@@ -1391,17 +1391,20 @@ def test_the_lexicon_plan_is_the_pre_training_controls_on_the_renamed_shape():
     assert "--shuffled-corpus" in recipe and "arms.shuffled.data=$lexicon/corpus-shuffled" in recipe
 
 
-def test_the_minilm_lexicon_plan_differs_from_the_lexicon_plan_only_where_the_model_does():
-    """``START=minilm``'s plan: the same arms, family, fine-tuning and scoring; its own data and model, and continued
-    pre-training at BERT's rate on 128-token blocks, 200 updates of 16 (its header says why)."""
+@pytest.mark.parametrize("method", ["lexicon", "taskpt"])
+def test_the_minilm_plans_differ_from_their_plans_only_where_the_model_does(method):
+    """``START=minilm``'s plans: the same arms, family, fine-tuning and scoring; their own data and model, and
+    continued pre-training at BERT's rate on 128-token blocks, 200 updates of 16 (their headers say why)."""
     from fairseq_helpers import REPO
 
-    ours, theirs = (read_plan(REPO / "recipes" / "compare_plans" / f"{n}.toml") for n in ("lexicon-minilm", "lexicon"))
+    ours, theirs = (read_plan(REPO / "recipes" / "compare_plans" / f"{n}.toml") for n in (f"{method}-minilm", method))
     assert ours.family() == theirs.family() and ours.compared == theirs.compared and ours.finetune == theirs.finetune
     assert [(a.name, a.options, a.from_scratch, a.seed_offset) for a in ours.arms] == [
         (a.name, a.options, a.from_scratch, a.seed_offset) for a in theirs.arms]
-    assert "minilm" in ours.model.parts and ours.labelled.parts[-4:] == ("minilm", "data", "lexicon", "task")
-    assert ours.arm("shuffled").data.parts[-4:] == ("minilm", "data", "lexicon", "corpus-shuffled")
+    assert "minilm" in ours.model.parts and "minilm" in ours.labelled.parts and "minilm" in ours.corpus.parts
+    if method == "lexicon":
+        assert ours.labelled.parts[-4:] == ("minilm", "data", "lexicon", "task")
+        assert ours.arm("shuffled").data.parts[-4:] == ("minilm", "data", "lexicon", "corpus-shuffled")
     assert ours.pretrain.lr == 1e-4 and ours.pretrain.tokens_per_sample == 128 and theirs.pretrain.lr == 1e-3
     assert (ours.pretrain.updates, ours.pretrain.batch_size) == (200, 16)
 
@@ -1417,9 +1420,9 @@ def test_the_recipe_refuses_a_low_resource_run_it_has_no_shape_for_before_any_wo
                                ("1", ["bart"], "LOW_RESOURCE=1 is for selective, l3, fe and tlm (got: bart)"),
                                ("yes", ["l3"], "LOW_RESOURCE must be 0 or 1 (got: yes)"),
                                ("1", ["tlm", "1", "extra=1"], "only --arms ARM... and --set KEY=VALUE (got: extra=1)"),
-                               ("0", ["taskpt"], "START=minilm is for lexicon (got: taskpt)"),
+                               ("0", ["null"], "START=minilm is for lexicon and taskpt (got: null)"),
                                ("0", ["lexicon"], "START must be general or minilm (got: bert)")):
-        start = {"taskpt": "minilm", "lexicon": "bert"}.get(argv[0], "general")
+        start = {"null": "minilm", "lexicon": "bert"}.get(argv[0], "general")
         result = subprocess.run(["bash", str(REPO / "recipes" / "compare.sh"), *argv], cwd=tmp_path, text=True,
                                 capture_output=True, env={**env, "LOW_RESOURCE": low, "START": start}, timeout=60)
         assert result.returncode == 2 and message in result.stderr, (argv, result.stderr)
