@@ -1420,9 +1420,9 @@ def test_the_recipe_refuses_a_low_resource_run_it_has_no_shape_for_before_any_wo
                                ("1", ["bart"], "LOW_RESOURCE=1 is for selective, l3, fe and tlm (got: bart)"),
                                ("yes", ["l3"], "LOW_RESOURCE must be 0 or 1 (got: yes)"),
                                ("1", ["tlm", "1", "extra=1"], "only --arms ARM... and --set KEY=VALUE (got: extra=1)"),
-                               ("0", ["null"], "START=minilm is for lexicon and taskpt (got: null)"),
+                               ("0", ["selective"], "START=minilm is for lexicon and taskpt (got: selective)"),
                                ("0", ["lexicon"], "START must be general or minilm (got: bert)")):
-        start = {"null": "minilm", "lexicon": "bert"}.get(argv[0], "general")
+        start = {"selective": "minilm", "lexicon": "bert"}.get(argv[0], "general")
         result = subprocess.run(["bash", str(REPO / "recipes" / "compare.sh"), *argv], cwd=tmp_path, text=True,
                                 capture_output=True, env={**env, "LOW_RESOURCE": low, "START": start}, timeout=60)
         assert result.returncode == 2 and message in result.stderr, (argv, result.stderr)
