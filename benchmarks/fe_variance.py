@@ -328,7 +328,7 @@ def covariance_by_distance(args, g, maskable, tau, g_bar, rng) -> None:
         fig.savefig(args.out.with_suffix(".png"), dpi=120)
         print(f"plot: {args.out.with_suffix('.png')}")
     except ImportError:
-        print("matplotlib not installed (pip install -e .[bench]): no PNG, CSV only")
+        print("matplotlib not installed (MASKPLUG_EXTRAS=plot bash recipes/setup_env.sh): no PNG, CSV only")
     print("hamming  covariance  (+- stderr)")
     for r in rows:
         print(f"{r['hamming_per_sequence']:7.1f}  {r['covariance']:.4e}  (+- {r['stderr']:.1e})")

@@ -77,7 +77,7 @@ case "$low" in
            || { echo "recipes/compare.sh: LOW_RESOURCE=1 is for selective, l3, fe and tlm (got: $method)" >&2; exit 2; } ;;
     *) echo "recipes/compare.sh: LOW_RESOURCE must be 0 or 1 (got: $low)" >&2; exit 2 ;;
 esac
-MASKPLUG_EXTRAS=bench source "$(dirname "${BASH_SOURCE[0]}")/setup_env.sh"  # matplotlib for the plot
+MASKPLUG_EXTRAS=plot source "$(dirname "${BASH_SOURCE[0]}")/setup_env.sh"  # matplotlib for the plot
 source "$MASKPLUG_ROOT/recipes/lib.sh"  # cd to the repository root, WORK
 mkdir -p "$WORK/logs"
 if [ "$method" = bart ]; then

@@ -13,8 +13,8 @@
 # FE_FINETUNE_EPOCHS (5), FE_SEEDS ("1"), FE_PROBE (1; 0 skips the gradient-variance probe), FE_ROWS (the rows
 # to train: "mlm fe_subword mlm_span fe_span mlm_schedule"), and those of recipes/lib.sh.
 set -euo pipefail
-# matplotlib (the bench extra) draws the probe's PNG; without the probe (FE_PROBE=0) the environment as it is
-extras=bench
+# matplotlib (the plot extra) draws the probe's PNG; without the probe (FE_PROBE=0) the environment as it is
+extras=plot
 [ "${FE_PROBE:-1}" = 0 ] && extras="${MASKPLUG_EXTRAS:-}"
 MASKPLUG_EXTRAS=$extras source "$(dirname "${BASH_SOURCE[0]}")/setup_env.sh"
 source "$MASKPLUG_ROOT/recipes/lib.sh"  # cd to the repository root, WORK

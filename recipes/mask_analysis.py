@@ -10,7 +10,7 @@ over the first ``--lines`` sentences of the recipe's corpus, one policy draw per
 
 Policies: ``rand`` (random 15%), ``ssm`` (salient_span), and learned span policies named by
 their tracks ``span_start_NAME``/``span_end_NAME`` (``preprocess.score_spans``). Prints one
-JSON summary and writes a PNG (matplotlib, the ``[bench]`` extra)::
+JSON summary and writes a PNG (matplotlib, the ``[plot]`` extra)::
 
     python recipes/mask_analysis.py --data work/bart/data --output masks.png --policies rand ssm sup meta
 """

@@ -298,3 +298,18 @@ def sentencepiece_roberta(work: Path) -> Path:
     shutil.copyfile(work / "spm.text.json", data / "spm.text.json")
     check(train(data, data / "ck", "--mask-policy", "random", "--max-update", "2"))
     return data
+
+
+def test_one_extra_for_one_need():
+    """Issue 106: the recipes, the report and the benchmarks ask for matplotlib by one name, the ``plot`` extra, and no
+    two extras are the same list."""
+    import tomllib
+
+    from fairseq_helpers import REPO
+
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    lists = [tuple(sorted(v)) for v in extras.values()]
+    assert len(lists) == len(set(lists)) and extras["plot"] == ["matplotlib"]
+    texts = [path.read_text(encoding="utf-8") for folder in ("recipes", "benchmarks", "fairseq_maskplug", "docs")
+             for path in (REPO / folder).rglob("*") if path.suffix in (".sh", ".py", ".md")]
+    assert not any("EXTRAS=bench" in t or "[bench]" in t or "extras=bench" in t or "`bench` adds" in t for t in texts)
