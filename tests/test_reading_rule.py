@@ -304,3 +304,6 @@ def test_a_table_of_comparisons_no_family_read_never_says_holm_over_0():
     found = rule.read_family([comparison("a-b", matrix(1)[:1])], sensitivity=False)
     text = "\n".join(comparison_tables(found))
     assert found[0].family == 0 and "Holm over 0" not in text and "not read (no comparison in 2 seeds)" in text
+    # and its row says it was not read, not "no difference shown" (issue 106)
+    row = next(line for line in text.splitlines() if line.startswith("| a − b | 1 × "))
+    assert "not read (fewer than 2 seeds" in row and rule.NONE not in row

@@ -80,7 +80,8 @@ def comparison_tables(found: Sequence, split: str = "test", what: str = "test ac
              "right (all pairs) |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for c in here:
-        reading = c.reading + (f" (same outcomes as {c.same_as})" if c.same_as else "")
+        reading = ("not read (fewer than 2 seeds with paired outcomes)" if math.isnan(c.rule_p) else
+                   c.reading + (f" (same outcomes as {c.same_as})" if c.same_as else ""))
         intervals.append(f"| {c.a} − {c.b} | {c.seeds} × {c.items} | {fmt(c.difference, c.seed_se)} | "
                          f"{interval_text(c.seed_interval)} | {interval_text(c.crossed_interval)} | {reading} | "
                          f"{c.excludes} |")
