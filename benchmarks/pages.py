@@ -118,14 +118,34 @@ def repository_relative(value, root: Path = ROOT):
     return value
 
 
-def store(report: Path, stored: Path) -> None:
+#: what names a run in a stored report's meta: a file holding another run is never replaced unasked
+RUN_KEYS = ("name", "plan", "commit", "date", "seeds")
+
+
+def store(report: Path, stored: Path, replace: bool = False) -> None:
     """Copy a report (``fairseq-maskplug-compare``'s ``report*.json``) to ``stored`` under ``docs/results/``, its
-    paths made repository-relative (:func:`repository_relative`); refused where it has missing units (a page cites
-    only what finished)."""
-    data = json.loads(report.read_text(encoding="utf-8"))
+    paths made repository-relative (:func:`repository_relative`), written atomically. Refused, in one line, before
+    anything is written: a file that is no comparison report, a report with missing units (a page cites only what
+    finished), and a ``stored`` file that holds another run (another plan, commit, date or seeds: :data:`RUN_KEYS`)
+    unless ``replace``."""
+    from fairseq_maskplug.common.atomic import write_text
+
+    try:
+        data = json.loads(report.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise SystemExit(f"{report}: not a readable report ({error})") from None
+    if not isinstance(data, dict) or (data.get("meta") or {}).get("kind") != "comparison":
+        raise SystemExit(f"{report}: not a fairseq-maskplug-compare report (its meta.kind is not 'comparison')")
     if data.get("missing"):
         raise SystemExit(f"{report}: units missing ({' '.join(data['missing'])}): run them, or --seeds the finished")
-    stored.write_text(json.dumps(repository_relative(data), indent=1) + "\n", encoding="utf-8")
+    new = repository_relative(data)
+    if stored.exists() and not replace:
+        old = (json.loads(stored.read_text(encoding="utf-8")).get("meta") or {})
+        if any(old.get(key) != new["meta"].get(key) for key in RUN_KEYS):
+            said = lambda meta: ", ".join(f"{key} {meta.get(key)}" for key in RUN_KEYS)  # noqa: E731
+            raise SystemExit(f"{stored} holds another run ({said(old)}) than {report} ({said(new['meta'])}): give "
+                             "--replace to replace it, or store it under another name")
+    write_text(str(stored), json.dumps(new, indent=1) + "\n")
     print(f"[pages] stored {report} as {stored}")
 
 
@@ -136,9 +156,11 @@ def main(argv=None) -> int:
     action.add_argument("--show", type=Path, metavar="FILE", help="print a stored result's parts and stop")
     action.add_argument("--store", type=Path, nargs=2, metavar=("REPORT", "STORED"),
                         help="copy a comparison's report.json to docs/results/STORED, paths repository-relative")
+    parser.add_argument("--replace", action="store_true",
+                        help="with --store: replace a stored file that holds another run")
     args = parser.parse_args(argv)
     if args.store:
-        store(*args.store)
+        store(*args.store, replace=args.replace)
         return 0
     if args.show:
         data = json.loads(args.show.read_text(encoding="utf-8"))

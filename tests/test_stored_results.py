@@ -76,15 +76,31 @@ def test_a_stored_report_names_no_folder_of_the_machine_it_ran_on(tmp_path):
     """``benchmarks/pages.py --store``: a report's paths below the repository's root are stored relative to it, and
     a report with missing units is refused; every stored file names no absolute folder of the repository."""
     report = tmp_path / "report.json"
-    report.write_text(json.dumps({"meta": {"plan": str(REPO / "recipes" / "x.toml"), "other": "/elsewhere/y",
+    report.write_text(json.dumps({"meta": {"kind": "comparison", "plan": str(REPO / "recipes" / "x.toml"),
+                                           "other": "/elsewhere/y", "commit": "abc1234",
                                            "command": f"compare {REPO}/recipes/x.toml --set out={REPO}/work/o"},
                                   "scores": [], "missing": []}))
     pages.store(report, tmp_path / "stored.json")
     meta = json.loads((tmp_path / "stored.json").read_text())["meta"]
-    assert meta == {"plan": "recipes/x.toml", "other": "/elsewhere/y",
+    assert meta == {"kind": "comparison", "plan": "recipes/x.toml", "other": "/elsewhere/y", "commit": "abc1234",
                     "command": "compare recipes/x.toml --set out=work/o"}
-    report.write_text(json.dumps({"meta": {}, "scores": [], "missing": ["a:1"]}))
+    pages.store(report, tmp_path / "stored.json")  # the same run again: replaced as it was
+    report.write_text(json.dumps({"meta": {"kind": "comparison", "commit": "abc1234"}, "scores": [], "missing": ["a:1"]}))
     with pytest.raises(SystemExit, match="units missing"):
         pages.store(report, tmp_path / "refused.json")
+    # issue 104: a stored file holding another run is never replaced unasked; what is not a report is refused
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"meta": {"kind": "comparison", "plan": "recipes/y.toml", "commit": "def5678"},
+                                 "scores": [], "missing": []}))
+    before = (tmp_path / "stored.json").read_text()
+    with pytest.raises(SystemExit, match="holds another run .*plan recipes/x.toml.*--replace"):
+        pages.store(other, tmp_path / "stored.json")
+    assert (tmp_path / "stored.json").read_text() == before
+    pages.store(other, tmp_path / "stored.json", replace=True)
+    assert json.loads((tmp_path / "stored.json").read_text())["meta"]["plan"] == "recipes/y.toml"
+    other.write_text(json.dumps({"meta": {"kind": "mlm_scores"}, "rows": []}))
+    with pytest.raises(SystemExit, match="not a fairseq-maskplug-compare report"):
+        pages.store(other, tmp_path / "refused.json")
+    assert not (tmp_path / "refused.json").exists()
     for path in (REPO / "docs" / "results").glob("*.json"):
         assert str(REPO.resolve()) not in path.read_text(encoding="utf-8"), path
