@@ -462,6 +462,18 @@ def test_tools_name_a_damaged_checkpoint(tiny_data, mlm_checkpoint, tmp_path, co
                       "--splits", "valid"])
     one_line_error(result, f"checkpoint {broken} is damaged: it is cut short", "copy it again")
 
+def test_evaluate_mlm_names_data_of_another_dictionary(tiny_data, mlm_checkpoint, tmp_path):
+    """Issue 104: data binarized with a dictionary other than the scored model's is one line naming both and the
+    command that writes the model's data (it was fairseq's size-mismatch traceback)."""
+    import shutil
+
+    other = shutil.copytree(tiny_data / "bin", tmp_path / "other")
+    with open(other / "dict.txt", "a", encoding="utf-8") as f:
+        f.writelines(f"extra{i} 1\n" for i in range(16))
+    one_line_error(run([BIN / "fairseq-maskplug-evaluate-mlm", "--data", other, mlm_checkpoint]),
+                   f"{mlm_checkpoint}: its parameters do not fit --data {other}'s dictionary", "prepare-text --like")
+
+
 def cut(path, lost):
     data = path.read_bytes()
     path.write_bytes(data[:len(data) - lost])

@@ -102,7 +102,16 @@ class FixedMaskScorer:
 
         overrides = {"data": self.data}
         state = checkpoint_utils.load_checkpoint_to_cpu(checkpoint, overrides)
-        models, saved, _ = checkpoint_utils.load_model_ensemble_and_task([checkpoint], overrides, state=state)
+        try:
+            models, saved, _ = checkpoint_utils.load_model_ensemble_and_task([checkpoint], overrides, state=state)
+        except Exception as error:  # fairseq wraps torch's size mismatch: data of another dictionary (issue 104)
+            cause = f"{error} {error.__cause__ or ''} {error.__context__ or ''}"
+            if "size mismatch for " not in cause:
+                raise
+            first = cause.split("size mismatch for ", 1)[1].splitlines()[0].strip()
+            raise ValueError(f"{checkpoint}: its parameters do not fit --data {self.data}'s dictionary (size mismatch "
+                             f"for {first}): score data written with the model's own dictionary "
+                             f"(fairseq-maskplug-prepare-text --like {checkpoint})") from None
         model = models[0].eval()
         if torch.cuda.is_available():
             model = model.cuda()
