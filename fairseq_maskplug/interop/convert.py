@@ -317,7 +317,7 @@ def bert_to_fairseq(transformers, args, config) -> str:
         if unexpected or set(missing) - set(fresh) or (masked_lm and fresh):
             raise ValueError(f"parameters not mapped: missing {missing}, unexpected {unexpected}")
         save_release(out, fs_model, fs_args)
-        worst = compare_bert(hf_model, fs_model, TextIds(out / "dict.txt", wordpiece_dir=out), args.tolerance)
+        worst = compare_bert(hf_model, fs_model, TextIds(out / "dict.txt", wordpiece_dir=out), rows, args.tolerance)
     head = "its masked-LM head" if masked_lm else "a fresh masked-LM head (the BERT model had none)"
     return (f"wrote {args.out}: fairseq RoBERTa-shaped encoder from BERT, {config.num_hidden_layers} layers, dim "
             f"{config.hidden_size}, vocabulary {config.vocab_size}, {head}; max |hidden-state difference| vs HF "
@@ -325,16 +325,13 @@ def bert_to_fairseq(transformers, args, config) -> str:
             f"{args.out}/model.pt (or model.checkpoint in a compare plan)")
 
 
-def compare_bert(hf_model, fs_model, text_ids: TextIds, tolerance: float) -> float:
-    """Largest |difference| of the encoders' last hidden states over the check sentences, ids mapped by
-    ``dict.txt`` (fairseq) and by BERT's own tokenizer through the vocabulary (HF)."""
+def compare_bert(hf_model, fs_model, text_ids: TextIds, rows, tolerance: float) -> float:
+    """Largest |difference| of the encoders' last hidden states over the check sentences, fairseq's ids (``dict.txt``)
+    mapped to BERT's by ``rows`` (:func:`.bert.vocabulary_order`'s: the BERT row of each fairseq id)."""
     import torch
 
-    from .bert import vocabulary_order
-
     dictionary, worst = text_ids.dictionary(), 0.0
-    tokens = (text_ids.wordpiece_dir / "vocab.txt").read_text(encoding="utf-8").splitlines()
-    rows = torch.as_tensor(vocabulary_order(tokens)[1])
+    rows = torch.as_tensor(rows)
     encoder = getattr(hf_model, "bert", hf_model)
     for sentence in CHECK_SENTENCES:
         ids = torch.tensor(text_ids.ids(dictionary, sentence)).unsqueeze(0)
@@ -360,8 +357,10 @@ def find_beside(start: Path, name: str, fallbacks=(), missing: Optional[str] = N
 def fairseq_text_ids(args, checkpoint: Path, data: Optional[Path], dict_path: Path, symbols) -> TextIds:
     """GPT-2 BPE files for a dictionary of GPT-2 labels, BERT's WordPiece for a release with ``vocab.txt`` beside it
     (:mod:`.bert`), else the sentencepiece model the data was written with."""
+    from ..data.word_boundaries import detect_boundaries
+
     if args.spm_model is None and args.gpt2_bpe is None and (checkpoint.parent / "vocab.txt").is_file() \
-            and any(s.startswith("##") for s in symbols):
+            and detect_boundaries(symbols, nspecial=0) == "wordpiece":
         return TextIds(dict_path, wordpiece_dir=checkpoint.parent)
     if is_gpt2_dictionary(symbols) and args.spm_model is None:
         bpe_dir = args.gpt2_bpe or checkpoint.parent
