@@ -28,7 +28,7 @@
 # encoded with its GPT-2 BPE (GPT2_BPE, default PRETRAINED) and dict.txt and its architecture
 # replaces BART_ARCH; and MASKPLUG_TOKENS / MASKPLUG_BATCH / MASKPLUG_CPU_WORKERS / LAUNCH of recipes/lib.sh.
 set -euo pipefail
-MASKPLUG_EXTRAS=spans,bench source "$(dirname "${BASH_SOURCE[0]}")/setup_env.sh"
+MASKPLUG_EXTRAS=spans,plot source "$(dirname "${BASH_SOURCE[0]}")/setup_env.sh"
 source "$MASKPLUG_ROOT/recipes/lib.sh"  # cd to the repository root, WORK
 
 OUT="$WORK/bart"

@@ -5,7 +5,8 @@
 # Set MASKPLUG_EXTRAS to install extras too, comma-separated (test, hf, spans, ...: pyproject.toml lists them): run
 # `MASKPLUG_EXTRAS=hf bash recipes/setup_env.sh` rather than `pip install -e ".[hf]"`, which brings back the
 # torchaudio this script removes (below). MASKPLUG_CURRENT_PYTHON=1 to use an environment where the plugin is
-# installed already (below).
+# installed already (below). It installs only into the .venv it made: an active environment where the plugin is
+# installed is used as it is, and a .venv made otherwise is used as it is or refused (below).
 set -euo pipefail
 MASKPLUG_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export MASKPLUG_ROOT
@@ -20,9 +21,64 @@ if [ -n "${MASKPLUG_CURRENT_PYTHON:-}" ]; then
     export PYTHONWARNINGS="${PYTHONWARNINGS:-ignore::FutureWarning}"
     return 0 2>/dev/null || exit 0
 fi
-if [ ! -x "$MASKPLUG_ROOT/.venv/bin/python" ]; then
-    echo "[setup] creating $MASKPLUG_ROOT/.venv"
-    "$PYTHON" -m venv "$MASKPLUG_ROOT/.venv"
+# The extras of MASKPLUG_EXTRAS whose requirements $1 (a python) lacks, comma-separated (an extra pyproject.toml does
+# not list counts as lacking).
+maskplug_missing_extras() {
+    "$1" - "${MASKPLUG_EXTRAS:-}" <<'PY'
+import importlib.metadata as meta, re, sys
+wanted = [e for e in sys.argv[1].split(",") if e]
+requires = meta.requires("fairseq-maskplug") or []
+def lacks(extra):
+    names = [re.split(r"[\s;<>=!~\[(]", r, maxsplit=1)[0] for r in requires if re.search(rf"extra == .{extra}.", r)]
+    if not names:
+        return True
+    for name in names:
+        try:
+            meta.distribution(name)
+        except meta.PackageNotFoundError:
+            return True
+    return False
+print(",".join(e for e in wanted if lacks(e)))
+PY
+}
+# An environment this script did not make is never installed into (issue 106). An active virtualenv or conda
+# environment other than .venv where fairseq_maskplug imports is used as it is; a .venv this script did not make
+# (no .maskplug-created or .maskplug-installed-* stamp in it) is used as it is if it has the plugin, else refused.
+maskplug_use_as_is() {  # $1: its python, $2: what it is, in words
+    local missing
+    missing="$(maskplug_missing_extras "$1")" || missing="$MASKPLUG_EXTRAS"
+    if [ -n "$missing" ]; then
+        echo "[setup] $2 has fairseq_maskplug but not the extra(s) $missing, and this script installs nothing into" \
+             "an environment it did not make: install them there (pip install -e \"$MASKPLUG_ROOT[$missing]\")" >&2
+        return 1
+    fi
+    echo "[setup] using $2, where fairseq_maskplug is installed: nothing installed"
+    export PYTHONWARNINGS="${PYTHONWARNINGS:-ignore::FutureWarning}"
+}
+maskplug_venv="$MASKPLUG_ROOT/.venv"
+maskplug_active="${VIRTUAL_ENV:-${CONDA_PREFIX:-}}"
+if [ -n "$maskplug_active" ] && [ "$(cd "$maskplug_active" 2>/dev/null && pwd -P)" != "$(cd "$maskplug_venv" 2>/dev/null \
+        && pwd -P)" ] && "$PYTHON" -c "import fairseq_maskplug.plugin" 2>/dev/null; then
+    maskplug_use_as_is "$PYTHON" "the active environment ($maskplug_active)" || return 1 2>/dev/null || exit 1
+    return 0 2>/dev/null || exit 0
+fi
+if [ -d "$maskplug_venv" ] && [ ! -f "$maskplug_venv/.maskplug-created" ] \
+        && ! compgen -G "$maskplug_venv/.maskplug-installed-*" > /dev/null; then
+    if [ -x "$maskplug_venv/bin/python" ] && "$maskplug_venv/bin/python" -c "import fairseq_maskplug.plugin" 2>/dev/null; then
+        # shellcheck disable=SC1091
+        source "$maskplug_venv/bin/activate"
+        maskplug_use_as_is python "$maskplug_venv (not made by this script)" || return 1 2>/dev/null || exit 1
+        return 0 2>/dev/null || exit 0
+    fi
+    echo "[setup] $maskplug_venv was not made by recipes/setup_env.sh and has no fairseq_maskplug: this script" \
+         "installs only into a .venv it made; install the plugin there yourself (then it is used as it is), or move" \
+         "it aside" >&2
+    return 1 2>/dev/null || exit 1
+fi
+if [ ! -x "$maskplug_venv/bin/python" ]; then
+    echo "[setup] creating $maskplug_venv"
+    "$PYTHON" -m venv "$maskplug_venv"
+    touch "$maskplug_venv/.maskplug-created"
 fi
 # shellcheck disable=SC1091
 source "$MASKPLUG_ROOT/.venv/bin/activate"

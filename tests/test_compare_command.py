@@ -244,7 +244,7 @@ def test_print_jobs_carries_the_settings_to_each_unit_s_command(toy, tmp_path, m
     from fairseq_maskplug.compare.cli import main
 
     monkeypatch.chdir(tmp_path)
-    assert main([str(toy / "plan.toml"), "--print-jobs", "--seeds", "1", "--set", "out=moved",
+    assert main([str(toy / "plan.toml"), "--no-estimate", "--print-jobs", "--seeds", "1", "--set", "out=moved",
                  "--set", "finetune.epochs=1"]) == 0
     jobs = capsys.readouterr().out.splitlines()
     assert len(jobs) == 2 and all(job.endswith(f"--seeds 1 --set out={tmp_path / 'moved'} --set finetune.epochs=1")
@@ -281,7 +281,7 @@ def test_arms_keeps_only_the_named_arms_and_the_family_s_pairs_of_them(toy, tmp_
     with pytest.raises(PlanError, match="no pair of \\[report\\] family lies within them"):
         read_plan(write_plan(toy, "other_pairs.toml", only_pairs_of_others), None, (), ["none", "span"])
     monkeypatch.chdir(tmp_path)
-    assert main([str(path), "--print-jobs", "--seeds", "1", "--arms", "none", "span", "--set", "out=moved"]) == 0
+    assert main([str(path), "--no-estimate", "--print-jobs", "--seeds", "1", "--arms", "none", "span", "--set", "out=moved"]) == 0
     jobs = capsys.readouterr().out.splitlines()
     assert [job.split(" --unit ")[1].split()[0] for job in jobs] == ["none:1", "span:1"]
     assert all(job.endswith(f"--seeds 1 --arms none span --set out={tmp_path / 'moved'}") for job in jobs), jobs
@@ -300,7 +300,7 @@ def report_without_dates(path):
 @pytest.mark.full
 def test_a_plan_runs_resumes_collects_and_scales_out(toy, tmp_path):
     plan = toy / "plan.toml"
-    result = check(run([BIN / "fairseq-maskplug-compare", plan, "--parallel", "2"], new_process=True))
+    result = check(run([BIN / "fairseq-maskplug-compare", plan, "--no-estimate", "--parallel", "2"], new_process=True))
     assert "4 unit(s) to run, 2 at a time" in result.stdout
     out = toy / "toy"
     data = json.loads((out / "report-vs-none.json").read_text())
@@ -333,7 +333,7 @@ def test_a_plan_runs_resumes_collects_and_scales_out(toy, tmp_path):
     collected = run([BIN / "fairseq-maskplug-compare", plan, "--collect"], new_process=True)
     assert collected.returncode == 0 and "missing units (1): random:2" in collected.stdout
     assert json.loads((out / "report-vs-none.json").read_text())["missing"] == ["random:2"]
-    again = check(run([BIN / "fairseq-maskplug-compare", plan], new_process=True))
+    again = check(run([BIN / "fairseq-maskplug-compare", plan, "--no-estimate"], new_process=True))
     assert "1 unit(s) to run" in again.stdout
     unit_log = (out / "logs" / "random__seed2.log").read_text()
     assert "pretrain done before" in unit_log and "finetune done before" in unit_log
@@ -345,7 +345,7 @@ def test_a_plan_runs_resumes_collects_and_scales_out(toy, tmp_path):
     copy.write_text(PLAN.replace('name = "toy"', f'name = "jobs"\nout = "{tmp_path / "jobs"}"')
                     .replace('"corpus"', f'"{toy / "corpus"}"').replace('"task"', f'"{toy / "task"}"')
                     .replace('"general/', f'"{toy / "general"}/'))
-    jobs = check(run([BIN / "fairseq-maskplug-compare", copy, "--print-jobs"], new_process=True)).stdout.splitlines()
+    jobs = check(run([BIN / "fairseq-maskplug-compare", copy, "--no-estimate", "--print-jobs"], new_process=True)).stdout.splitlines()
     assert len(jobs) == 4 and all("--unit" in job for job in jobs)
     env_path = f"PATH={BIN}:$PATH"
     loops = [subprocess.Popen(["bash", "-c", f"export {env_path}; " + "; ".join(jobs[i::2])], stdout=subprocess.PIPE,
@@ -369,7 +369,7 @@ def test_a_budget_cuts_the_running_units_records_them_and_the_same_command_resum
     from fairseq_maskplug.compare.cli import main
 
     plan = write_plan(toy, "budget.toml", PLAN.replace('name = "toy"', 'name = "budget"'))
-    assert main([str(plan), "--budget", "6", "--parallel", "2"]) == 0
+    assert main([str(plan), "--no-estimate", "--budget", "6", "--parallel", "2"]) == 0
     said = capsys.readouterr().out
     cut = json.loads((toy / "budget" / "cut.json").read_text())
     assert cut["budget_s"] == 6 and cut["units"] == ["none:1", "none:2", "random:1", "random:2"], cut
@@ -381,7 +381,7 @@ def test_a_budget_cuts_the_running_units_records_them_and_the_same_command_resum
     import time
 
     stopped = write_plan(toy, "stopped.toml", PLAN.replace('name = "toy"', 'name = "stopped"'))
-    command = subprocess.Popen([BIN / "fairseq-maskplug-compare", stopped, "--parallel", "2"], stdout=subprocess.PIPE,
+    command = subprocess.Popen([BIN / "fairseq-maskplug-compare", stopped, "--no-estimate", "--parallel", "2"], stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
     units = lambda: subprocess.run(["pgrep", "-f", f"{stopped} --unit"], capture_output=True, text=True).stdout.split()  # noqa: E731
     waited = time.monotonic()
@@ -390,7 +390,7 @@ def test_a_budget_cuts_the_running_units_records_them_and_the_same_command_resum
     assert units(), "no unit started"
     command.send_signal(signal.SIGTERM)
     assert command.wait(timeout=120) == 143 and not units()
-    assert main([str(plan), "--parallel", "2"]) == 0
+    assert main([str(plan), "--no-estimate", "--parallel", "2"]) == 0
     assert not (toy / "budget" / "cut.json").exists()
     assert not json.loads((toy / "budget" / "report-vs-none.json").read_text()).get("missing")
     with pytest.raises(SystemExit):
@@ -457,7 +457,7 @@ produce = [["fairseq-maskplug-pmi-units", "--data", "{corpus}", "--splits", "tra
     view = toy / "produce" / "views" / "corpus"
     assert "produce commands have run" in capsys.readouterr().out and list(view.glob("train.pmi*"))
     assert listing(corpus) == given and (view / "train.bin").resolve() == (corpus / "train.bin").resolve()
-    assert main([str(plan), "--print-jobs"]) == 0
+    assert main([str(plan), "--no-estimate", "--print-jobs"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 6  # 3 arms x 2 seeds, the pmi track loaded by the check
     log = (toy / "produce" / "producers" / "logs" / "pmi.1.log").read_text()
     assert log.strip() and f"--data {view} " in log.splitlines()[0]
@@ -612,7 +612,7 @@ def test_an_arm_that_differs_in_fine_tuning_produces_its_track_on_the_task_and_t
     view = toy / "finetuning" / "views" / "task"
     assert all((view / "input0" / f"{split}.plt.bin").is_file() for split in ("train", "valid", "test"))
     assert listing(task) == given  # the plan's view of the task holds the track, not the user's folder
-    assert main([str(plan), "--print-jobs"]) == 0
+    assert main([str(plan), "--no-estimate", "--print-jobs"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 4  # 2 arms x 2 seeds
     assert main([str(plan), "--unit", "l3:1"]) == 0
     assert listing(task) == given
@@ -687,7 +687,7 @@ def test_seed_produce_runs_each_seed_s_chain_after_the_unit_it_reads(toy, tmp_pa
         # each seed's classifier scored the task (a stage's log begins with its command)
         first = (out / "producers" / f"seed{seed}" / "logs" / f"seed{seed}.1.log").read_text().splitlines()[0]
         assert first.startswith("$ ") and f"units/none__seed{seed}/finetune/checkpoint_best.pt" in first
-    assert main([str(plan), "--print-jobs"]) == 0
+    assert main([str(plan), "--no-estimate", "--print-jobs"]) == 0
     jobs = capsys.readouterr().out.splitlines()
     assert [job.rsplit(" ", 1)[1] for job in jobs] == ["random:1", "random:2"]  # the classifiers ran already
     assert main([str(plan), "--unit", "random:2"]) == 0
@@ -889,7 +889,7 @@ def test_score_every_scores_each_arm_s_checkpoints_under_the_same_masks_and_the_
             .replace('baseline = "none"', 'baseline = "random"').replace("updates = 4", "updates = 4\nscore_every = 2")
             .replace("[arms.none]\npretrain = false\n", '[arms.span]\noptions = ["--mask-policy", "span"]\n'))
     plan = write_plan(toy, "curves.toml", text)
-    assert main([str(plan)]) == 0
+    assert main([str(plan), "--no-estimate"]) == 0
     capsys.readouterr()
     unit = toy / "curves" / "units" / "span__seed1"
     records = [json.loads(line) for line in (unit / "curve.jsonl").read_text().splitlines()]
@@ -1135,7 +1135,7 @@ def test_the_estimate_uses_each_arms_measured_stage_times(tmp_path):
         for stage, value in seconds.items():
             (done / stage).write_text(f"{value}\n")
     left = [unit for unit in todo if not unit.endswith(":1")]  # 2 none (60 s) and 2 random (260 s)
-    assert estimate(plan, left, 2) == "about 5 min (4 unit(s), 2 at a time, from the 2 finished unit(s)' measured times)"
+    assert estimate(plan, left, 2) == "about 5 min (4 unit(s), 2 at a time, from measured times)"
 
 
 def test_an_arm_s_seed_offset_changes_only_the_seed_its_training_draws_from(toy):
@@ -1166,7 +1166,7 @@ def test_identical_arms_on_one_stream_give_identical_outcomes_and_an_offset_stre
             .replace('[arms.random]\noptions = ["--mask-policy", "random"]\n', "")
             + "\n[arms.same]\npretrain = false\n\n[arms.offset]\npretrain = false\nseed_offset = 1000\n")
     plan = write_plan(toy, "streams.toml", text)
-    assert main([str(plan)]) == 0
+    assert main([str(plan), "--no-estimate"]) == 0
     capsys.readouterr()
     outcomes = {arm: json.loads((toy / "streams" / "units" / f"{arm}__seed1" / "result.valid.json").read_text())
                 for arm in ("none", "same", "offset")}
@@ -1447,3 +1447,65 @@ def test_a_stage_s_tokens_are_its_epochs_tokens_per_batch_times_their_updates(tm
     lines = compute_lines(data)
     # the wall time of a unit: its stages summed, the mean over the arm's timed units (arm ab's are not a's)
     assert "| a | 2 | 200 | 50 | 1.50e+06 | 30 (2) |" in lines and "| b | 1 | - | 60 | 3.60e+05 | - |" in lines
+
+
+def test_the_estimate_before_any_unit_probes_each_distinct_stage_once_and_says_each_arm_s_time(toy, tmp_path,
+                                                                                               monkeypatch, capsys):
+    """Issue 106, item 2: ``--print-jobs`` (and a run) say each unit's wall time before any unit runs, from a probe of
+    each distinct training stage on this machine: the two arms' fine-tunings differ only in their seed, save folder
+    and start, so 2 probes (random's pre-training, the fine-tuning) size 4 units; the jobs on stdout stay alone."""
+    from fairseq_maskplug.compare.cli import main
+    from fairseq_maskplug.compare.commands import device_options, model_options
+    from fairseq_maskplug.compare.estimate import probe_key, stage_size
+    from fairseq_maskplug.compare.units import unit_stages
+
+    plan = read_plan(toy / "plan.toml")
+    model = model_options(plan.model)
+    stages = {(arm, seed): dict(unit_stages(plan, plan.arm(arm), seed, model, device_options()))
+              for arm, seed in plan.units()}
+    assert probe_key(stages["none", 1]["finetune"]) == probe_key(stages["random", 2]["finetune"])
+    assert probe_key(stages["random", 1]["pretrain"]) != probe_key(stages["random", 1]["finetune"])
+    assert stage_size(stages["random", 1]["pretrain"]) == (4, 1)
+    updates, epochs = stage_size(stages["none", 1]["finetune"])
+    assert epochs == 2 and updates == 2 * (plan_train_size(plan) // 8 + 1)
+    monkeypatch.chdir(tmp_path)
+    assert main([str(toy / "plan.toml"), "--print-jobs", "--set", "out=estimated"]) == 0
+    captured = capsys.readouterr()
+    assert len(captured.out.splitlines()) == 4 and "[estimate]" not in captured.out
+    said = [line for line in captured.err.splitlines() if line.startswith("[estimate]")]
+    assert said[0] == "[estimate] probing 2 training stage(s), 5 updates each, 1 at a time", said
+    minutes = {arm: float(re.search(rf"\[estimate\] {arm}: 2 unit\(s\), about ([\d.]+) min each \(probed\)",
+                                    "\n".join(said)).group(1)) for arm in ("none", "random")}
+    assert 0 < minutes["none"] < minutes["random"], said  # random adds a pre-training to the same fine-tuning
+    assert re.fullmatch(r"\[estimate\] about \d+ min in all for 4 unit\(s\), 1 at a time .*", said[-1]), said
+    assert not (tmp_path / "estimated").exists()  # --print-jobs writes nothing
+
+
+def plan_train_size(plan):
+    from fairseq_maskplug.compare.commands import split_size
+
+    return split_size(plan.labelled / "input0" / "train")
+
+
+@pytest.mark.full  # a probe and three units: about a minute
+def test_the_estimate_made_before_the_units_is_within_a_factor_of_2_of_their_measured_wall_time(toy, capsys):
+    """Issue 106, item 2, done when: a run writes its estimate (``OUT/estimate.json``) before its first unit, and
+    each unit's measured wall time (its stages' timed seconds) lies within a factor of 2 of it; arms whose units
+    finished are estimated from those after."""
+    from fairseq_maskplug.compare.cli import main
+    from fairseq_maskplug.compare.units import stage_seconds
+
+    path = write_plan(toy, "timed.toml", PLAN.replace('name = "toy"', 'name = "timed"')
+                      .replace("seeds = [1, 2]", "seeds = [1]"))
+    assert main([str(path)]) == 0
+    said = capsys.readouterr()
+    estimate = json.loads((toy / "timed" / "estimate.json").read_text())
+    assert estimate["sources"] == {"none": "probed", "random": "probed"} and estimate["parallel"] == 1
+    for unit, seconds in estimate["units_s"].items():
+        arm, seed = unit.split(":")
+        took = sum(stage_seconds(read_plan(path), arm, int(seed)).values())
+        assert 0.5 <= took / seconds <= 2, (unit, seconds, took, said.err)
+    assert main([str(path), "--seeds", "1", "2"]) == 0  # the second seed's units: from the first's measured times
+    again = json.loads((toy / "timed" / "estimate.json").read_text())
+    assert again["sources"] == {"none": "measured", "random": "measured"}
+    assert set(again["units_s"]) == {"none:2", "random:2"}

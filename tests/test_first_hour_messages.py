@@ -223,3 +223,45 @@ def test_a_shard_without_lines_says_so():
     assert shard_lines_text(Shard(3, 1, None), range(5, 9), "documents") == "shard 1 of 3 (documents 6 to 9)"
     assert shard_lines_text(Shard(9, 8, None), range(7, 7), "documents") == \
         "shard 8 of 9 (no documents: there are fewer documents than shards)"
+
+
+# --- the recipes install only into the environment they made ------------------------------------------------------
+
+
+def _setup(root, env):
+    """``source recipes/setup_env.sh`` from a copy of the script in ``root`` (no network: every case here stops or
+    uses an environment before pip)."""
+    (root / "recipes").mkdir(exist_ok=True)
+    shutil.copy(os.path.join(os.path.dirname(__file__), "..", "recipes", "setup_env.sh"), root / "recipes")
+    clean = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX", "MASKPLUG_EXTRAS",
+                                                                "MASKPLUG_CURRENT_PYTHON", "PYTHON")}
+    return subprocess.run(["bash", "-c", "source recipes/setup_env.sh && echo SOURCED"], cwd=root, capture_output=True,
+                          text=True, env=dict(clean, **env), timeout=120)
+
+
+@pytest.mark.e2e  # sources setup_env.sh (it stops before pip here)
+def test_the_recipes_never_install_into_an_environment_they_did_not_make(tmp_path):
+    """Issue 106, item 4: an active environment where the plugin is installed is used as it is (no .venv made, no
+    pip); one lacking an extra a recipe needs is named with the pip line, not installed into; a .venv the script did
+    not make and without the plugin is refused in one line, left as it was."""
+    active = tmp_path / "mine"
+    active.mkdir()
+    used = _setup(tmp_path, {"VIRTUAL_ENV": str(active), "PYTHON": sys.executable})
+    assert used.returncode == 0 and "SOURCED" in used.stdout, used.stderr
+    assert f"[setup] using the active environment ({active}), where fairseq_maskplug is installed: nothing " \
+           "installed" in used.stdout
+    assert not (tmp_path / ".venv").exists()
+    lacking = _setup(tmp_path, {"VIRTUAL_ENV": str(active), "PYTHON": sys.executable, "MASKPLUG_EXTRAS": "test,nosuch"})
+    assert lacking.returncode == 1 and "SOURCED" not in lacking.stdout
+    error = lacking.stderr.strip().splitlines()
+    assert len(error) == 1 and "has fairseq_maskplug but not the extra(s) nosuch," in error[0], lacking.stderr
+    assert f'pip install -e "{tmp_path}[nosuch]"' in error[0] and not (tmp_path / ".venv").exists()
+    # a .venv made otherwise (here without pip or the plugin): refused before pip, nothing written into it
+    check(subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / ".venv")], capture_output=True,
+                         text=True))
+    before = sorted(p.name for p in (tmp_path / ".venv").iterdir())
+    refused = _setup(tmp_path, {})
+    assert refused.returncode == 1 and "SOURCED" not in refused.stdout
+    error = refused.stderr.strip().splitlines()
+    assert len(error) == 1 and "was not made by recipes/setup_env.sh and has no fairseq_maskplug" in error[0], error
+    assert sorted(p.name for p in (tmp_path / ".venv").iterdir()) == before

@@ -313,3 +313,12 @@ def test_one_extra_for_one_need():
     texts = [path.read_text(encoding="utf-8") for folder in ("recipes", "benchmarks", "fairseq_maskplug", "docs")
              for path in (REPO / folder).rglob("*") if path.suffix in (".sh", ".py", ".md")]
     assert not any("EXTRAS=bench" in t or "[bench]" in t or "extras=bench" in t or "`bench` adds" in t for t in texts)
+    # every extra a recipe or test script asks setup_env.sh for is one pyproject.toml has (pip only warns of another)
+    import re
+
+    scripts = [path for folder in ("recipes", "tests", ".ci") for path in (REPO / folder).rglob("*")
+               if path.suffix == ".sh" or path.name == "run"]
+    asked = {(path.name, name) for path in scripts
+             for value in re.findall(r"(?:MASKPLUG_EXTRAS|extras)=([\w,-]+)", path.read_text(encoding="utf-8"))
+             for name in value.split(",") if name}
+    assert asked and not {(script, name) for script, name in asked if name not in extras}, asked

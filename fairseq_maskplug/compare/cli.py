@@ -57,6 +57,10 @@ def parse_args(argv=None):
                         help="stop at this many seconds after the start (a time-limited allocation): units still "
                              "running are stopped and recorded as cut (OUT/cut.json), none is started after it, "
                              "the report reads what finished; the same command later resumes the rest")
+    parser.add_argument("--no-estimate", action="store_true",
+                        help="before the units (a run, --print-jobs), do not probe this machine's speed: each "
+                             "distinct training stage runs a few updates first (seconds each) to estimate every "
+                             "unit's wall time; arms with finished units are estimated from their measured times")
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="override the plan's seeds")
     parser.add_argument("--arms", nargs="+", default=None, metavar="ARM",
                         help="only these arms of the plan (its baseline among them); [report] family keeps the pairs "
@@ -70,6 +74,8 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if args.parallel is not None and args.parallel < 1:
         parser.error(f"--parallel must be at least 1, got {args.parallel}")
+    if args.no_estimate and (args.unit or args.produce or args.collect):
+        parser.error("--no-estimate: only a run of the units or --print-jobs estimates them")
     if args.budget is not None and (args.print_jobs or args.unit or args.produce or args.collect):
         parser.error("--budget bounds a run of the units: not with --print-jobs, --unit, --produce or --collect")
     return args
@@ -104,21 +110,15 @@ def claim_out(plan) -> None:
 def estimate(plan, units, parallel: int) -> str:
     """What ``units`` (``ARM:SEED``) will take, ``parallel`` at a time: each arm's measured wall time (the mean over
     its finished units' timed stages, else over every finished unit's), in words."""
-    from .units import parse_unit, stage_seconds
+    from .estimate import measured
+    from .units import parse_unit
 
-    measured = {}
-    for arm, seed in plan.units():
-        seconds = stage_seconds(plan, arm, seed)
-        if seconds and f"{arm}:{seed}" not in units:
-            measured.setdefault(arm, []).append(sum(seconds.values()))
-    if not measured:
+    each = measured(plan, units)
+    if not each:
         return "no estimate yet (no unit has finished; each stage is timed, and the next estimate uses them)"
-    overall = [t for times in measured.values() for t in times]
-    each = {arm: sum(times) / len(times) for arm, times in measured.items()}
-    fallback = sum(overall) / len(overall)
+    fallback = sum(each.values()) / len(each)
     total = sum(each.get(parse_unit(unit)[0], fallback) for unit in units)
-    return (f"about {total / parallel / 60:.0f} min ({len(units)} unit(s), {parallel} at a time, from the "
-            f"{len(overall)} finished unit(s)' measured times)")
+    return f"about {total / parallel / 60:.0f} min ({len(units)} unit(s), {parallel} at a time, from measured times)"
 
 
 #: seconds a unit stopped at the budget has to end its stage after SIGTERM, before SIGKILL
@@ -320,6 +320,13 @@ def work(args) -> int:
         print(f"the arms' produce commands have run (logs in {plan.out / 'producers'})")
         return 0
     todo = missing_units(plan)
+    parallel = args.parallel or plan.parallel
+    found = None
+    if todo and not args.no_estimate:  # before any unit: what each will take, from a probe of this machine
+        from .estimate import describe, estimate_units
+        found = estimate_units(plan, todo, model, device_options(), parallel, say)
+        for line in describe(found, parallel, args.budget):
+            say(line)
     if args.print_jobs:
         for unit in todo:
             print(shlex.join([COMMAND, str(plan.path), "--unit", unit, *argv_tail]))
@@ -328,8 +335,11 @@ def work(args) -> int:
                 f"{shlex.join([COMMAND, str(plan.path), '--collect'])} writes the report")
         return 0
     claim()
+    if found is not None:
+        from .estimate import write_estimate
+        write_estimate(plan, found, parallel)
     left = None if args.budget is None else max(0.0, args.budget - (time.monotonic() - started))
-    failed, cut = run_units(plan, todo, args.parallel or plan.parallel, argv_tail, left) if todo else ([], [])
+    failed, cut = run_units(plan, todo, parallel, argv_tail, left) if todo else ([], [])
     record_cut(plan, cut, args.budget)  # (a run that cut nothing removes an earlier run's record)
     write_report(plan, [COMMAND, str(plan.path), *argv_tail])
     if cut:
