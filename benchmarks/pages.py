@@ -67,9 +67,73 @@ def stored_parts(path: Path):
     return _READ[key]
 
 
+#: the part of a block that shows the directions its file (or glob) names, with Holm across every stored comparison
+FINDINGS = "findings"
+RESULTS = "docs/results"
+
+
+#: :func:`stored_families`, read once per state of the stored files (several blocks show it)
+_FAMILIES = {}
+
+
+def stored_families(root: Path = ROOT) -> list:
+    """``[(file, comparisons)]``: every stored comparison family under ``docs/results/``, each read by the rule in
+    its own family (a plan's report: its ``[report] family``; the harness's earlier files: each experiment's), in
+    file order; files with no comparison (speed tables, diagnoses) have none."""
+    from fairseq_maskplug.compare.report import comparisons_of
+
+    paths = sorted((root / RESULTS).glob("*.json"))
+    key = tuple((str(path), path.stat().st_mtime_ns, path.stat().st_size) for path in paths)
+    if key in _FAMILIES:
+        return _FAMILIES[key]
+    out = _FAMILIES[key] = []
+    for path in paths:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        name = f"{RESULTS}/{path.name}"
+        kind = data["meta"].get("kind")
+        if kind == "comparison":
+            out.append((name, comparisons_of(data, sensitivity=False)))
+        elif kind is None and data.get("scores"):
+            out.extend((f"{name} ({exp})", found) for exp, found in science_results.families(data))
+    return out
+
+
+def findings_block(pattern: str, root: Path = ROOT) -> str:
+    """The directions named within their runs, of the stored files matching ``pattern`` (a file or a glob), each
+    with its Holm p within its run and across every distinct comparison stored
+    (:func:`~fairseq_maskplug.evaluation.reading_rule.across_runs`, issue 101 item 3)."""
+    import fnmatch
+
+    from fairseq_maskplug.evaluation import reading_rule as rule
+    from fairseq_maskplug.evaluation.comparison_report import p_text
+
+    runs = stored_families(root)
+    rows, size = rule.across_runs(runs)
+    shown = [(run, c, p) for run, c, p in rows if fnmatch.fnmatch(run.split(" (")[0], pattern)
+             and c.reading != rule.NONE and c.same_as is None]
+    named = sorted({c.key for _, c, p in rows if p < 0.05})
+    lines = [f"Directions named within their run{'s' if '*' in pattern else ''} (`{pattern}`), each with its Holm p "
+             f"within its run and across all {size} distinct comparisons of the {len(runs)} stored families under "
+             f"`{RESULTS}/` (one outcome matrix counted once; generated):", "",
+             "| stored run | A − B (split) | difference (points) | Holm p within its run (family) | Holm p across "
+             f"all stored ({size}) | named across all stored |", "| --- | --- | --- | --- | --- | --- |"]
+    for run, c, p in shown:
+        lines.append(f"| `{run}` | {c.name} ({c.split}) | {c.difference:+.2f} | {p_text(c.adjusted_p)} ({c.family}) | "
+                     f"{p_text(p)} | {'yes' if p < 0.05 else 'no'} |")
+    if not shown:
+        lines.append("| (none) | | | | | |")
+    lines += ["", f"Across all stored comparisons Holm names {len(named)} distinct comparison(s)"
+              + (": " + "; ".join(sorted({f"{c.name} ({c.split}) in `{run}`" for run, c, p in rows
+                                          if p < 0.05 and c.same_as is None})) if named else "") + "."]
+    return "\n".join(lines) + "\n"
+
+
 def page_block(results: Path, part: str) -> str:
     """The text of a page's block: the part's heading as a sentence with the file's provenance, then its tables
-    (and notes), from the stored results file (a path under the repository)."""
+    (and notes), from the stored results file (a path under the repository); the :data:`FINDINGS` part of a file or
+    glob: :func:`findings_block`."""
+    if part == FINDINGS:
+        return findings_block(str(results))
     data, parts = stored_parts(ROOT / results)
     if part not in parts:
         raise ValueError(f"{results} has no part {part!r} (it has {', '.join(parts)})")

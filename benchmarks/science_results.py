@@ -24,11 +24,25 @@ SPLITS = {"bart": {"seen": "EM on seen questions", "heldout": "EM on held-out qu
 
 
 
-def comparisons(exp: str, table: dict, sims: int = pc.SIMS) -> list:
+def comparisons(exp: str, table: dict, sims: int = pc.SIMS, sensitivity: bool = True) -> list:
     """The paired comparisons of the experiment's family, each pair of ``COMPARISONS[exp]`` on each of its compared
     splits, read together (:func:`~fairseq_maskplug.evaluation.comparison_report.paired_comparisons`)."""
     splits = list(SPLITS.get(exp, {"test": ""}))
-    return report.paired_comparisons(report.split_family(COMPARISONS[exp], splits), table, sims)
+    return report.paired_comparisons(report.split_family(COMPARISONS[exp], splits), table, sims,
+                                     sensitivity=sensitivity)
+
+
+def experiment_table(data: dict, exp: str) -> dict:
+    """``{row: {(split, seed): score}}`` of one experiment of a results file."""
+    scores = [s for s in data["scores"] if s["experiment"] == exp]
+    return {row: {(s["split"], s["seed"]): s for s in scores if s["row"] == row} for row in {s["row"] for s in scores}}
+
+
+def families(data: dict) -> list:
+    """``[(experiment, comparisons)]`` of a results file, each experiment's family read by the rule without power
+    figures (the cross-run family of ``benchmarks/pages.py``)."""
+    return [(exp, comparisons(exp, experiment_table(data, exp), sensitivity=False)) for exp in COMPARISONS
+            if any(s["experiment"] == exp for s in data.get("scores", []))]
 
 
 def provenance(meta: dict) -> str:

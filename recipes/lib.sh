@@ -180,13 +180,48 @@ stage_progress() {
     fi
 }
 
+# stage_lock NAME / stage_unlock NAME: hold $WORK/.locks/NAME (a folder made atomically, holding this shell's pid)
+# while a stage runs: a second recipe running the same stage at once (two `compare.sh` needing the general model)
+# waits for the first, says so once, then finds the stage done. A lock whose holder has ended (a killed run) is
+# taken over.
+stage_lock() {
+    local dir="$WORK/.locks/$1" said="" owner
+    mkdir -p "$WORK/.locks"
+    while ! mkdir "$dir" 2>/dev/null; do
+        owner=$(cat "$dir/pid" 2>/dev/null || true)
+        if [ -n "$owner" ] && ! kill -0 "$owner" 2>/dev/null; then
+            rm -rf "$dir"
+            continue
+        fi
+        if [ -z "$said" ]; then
+            echo "    [$1] another run (pid ${owner:-starting}) is running this stage: waiting for it to end"
+            said=1
+        fi
+        sleep 2
+    done
+    echo $$ > "$dir/pid"
+}
+stage_unlock() { rm -rf "$WORK/.locks/$1"; }
+
 # stage NAME LOG COMMAND...: run COMMAND unless it finished before (marker $WORK/.done/NAME),
 # output to LOG; says when it starts (with LOG), where it is every MASKPLUG_PROGRESS_SECONDS (25)
 # and when it ends (wall time); on failure shows the end of LOG. An interrupted stage resumes
 # from its checkpoint_last.pt when run again; a finished one is not run again.
+# Under stage_lock NAME.
 stage() {
     local name=$1 log=$2; shift 2
     if [ -f "$WORK/.done/$name" ]; then echo "    done before: $name"; return 0; fi
+    stage_lock "$name"
+    if [ -f "$WORK/.done/$name" ]; then stage_unlock "$name"; echo "    done meanwhile by another run: $name"; return 0; fi
+    local code=0
+    stage_run "$name" "$log" "$@" || code=$?
+    stage_unlock "$name"
+    return $code
+}
+
+# stage_run NAME LOG COMMAND...: stage's work, under its lock
+stage_run() {
+    local name=$1 log=$2; shift 2
     local total="" previous="" arg
     for arg in "$@"; do [ "$previous" = --max-update ] && total=$arg; previous=$arg; done
     echo "    [$name] started $(date +%H:%M:%S), log: $log"
@@ -227,10 +262,14 @@ demo_data() {  # $WORK/data: the demo's news, reviews and MR (preprocess/prepare
     mkdir -p "$WORK/logs"
     local bpe_args=()
     [ -n "${PRETRAINED:-}" ] && bpe_args=(--gpt2-bpe "$GPT2_BPE" --srcdict "$PRETRAINED/dict.txt")
+    stage_lock demo_data  # (two recipes at once: the second waits, then finds the data up to date)
+    local code=0
     python -m preprocess.prepare_demo --out "$WORK/data" --cache "${MASKPLUG_DOWNLOADS:-$WORK/downloads}" \
         --general-sentences "${MASKPLUG_GENERAL_SENTENCES:-40000}" \
         --indomain-sentences "${MASKPLUG_INDOMAIN_SENTENCES:-20000}" "${bpe_args[@]}" \
-        --vocab-size "${MASKPLUG_VOCAB_SIZE:-8000}" --mr-sentences "${MASKPLUG_MR_SENTENCES:-0}"
+        --vocab-size "${MASKPLUG_VOCAB_SIZE:-8000}" --mr-sentences "${MASKPLUG_MR_SENTENCES:-0}" || code=$?
+    stage_unlock demo_data
+    return $code
 }
 
 general_model() {

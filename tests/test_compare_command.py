@@ -1509,3 +1509,28 @@ def test_the_estimate_made_before_the_units_is_within_a_factor_of_2_of_their_mea
     again = json.loads((toy / "timed" / "estimate.json").read_text())
     assert again["sources"] == {"none": "measured", "random": "measured"}
     assert set(again["units_s"]) == {"none:2", "random:2"}
+
+
+def test_a_produce_command_that_ran_with_other_settings_is_refused_before_any_work(toy, tmp_path, monkeypatch,
+                                                                                   capsys):
+    """Issue 104, item 3: each produce command records what it ran (its command line in the plan's placeholders,
+    ``OUT/producers/.ran/ARM.N.json``); a later run whose plan gives it other settings (labels flipped at another
+    share) is refused in one line naming the arm, the option and what to remove, never reusing the copy as if the
+    plan had made it; the same settings are reused."""
+    from fairseq_maskplug.compare.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    plan = write_plan(toy, "noisy_reuse.toml", PLAN.replace('name = "toy"', 'name = "noisy_reuse"')
+                      + "\n[arms.harm]\npretrain = false\nlabel_noise = 0.25\n")
+    out = toy / "noisy_reuse"
+    assert main([str(plan), "--produce"]) == 0
+    ran = json.loads((out / "producers" / ".ran" / "harm.1.json").read_text())
+    assert ran["command"][:4] == ["--data", "{task}", "--share", "0.25"], ran
+    capsys.readouterr()
+    assert main([str(plan), "--produce", "--set", "arms.harm.label_noise=0.5"]) == 2
+    error = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]  # (after the checks)
+    assert len(error) == 1 and "producers harm: its harm.1 ran with other settings (--share '0.25' is now '0.5')" \
+        in error[0], error
+    assert f"remove {out / 'producers' / '.done' / 'harm'}," in error[0]
+    assert json.loads((out / "noisy-labels" / "harm" / "flipped.json").read_text())["share"] == 0.25
+    assert main([str(plan), "--produce"]) == 0  # the settings it ran with: reused

@@ -47,6 +47,22 @@ def test_the_mask_rate_is_read_from_fairseqs_json_log_lines(tmp_path):
     assert health.mask_rate(tmp_path / "none.log") is None
 
 
+def test_a_policy_s_own_units_rate_is_read_and_shown_beside_the_tokens(tmp_path):
+    """Issue 106, item 5: where a policy masks units of several tokens (whole words, PMI n-grams, spans), the
+    health gives the share of its units chosen (``unit_mask_rate``, logged by the MLM tasks) beside the tokens'."""
+    from fairseq_maskplug.compare.report import health_lines
+
+    log = tmp_path / "pretrain.log"
+    log.write_text('2026-12-07 | INFO | train | {"epoch": 1, "train_mask_rate": "0.15", "train_unit_mask_rate": '
+                   '"0.12"}\n2026-12-07 | INFO | train | {"epoch": 2, "train_mask_rate": "0.15", '
+                   '"train_unit_mask_rate": "0.14"}\n')
+    assert abs(health.mask_rate(log, "unit_mask_rate") - 0.13) < 1e-12
+    words, tokens = dict(record("pmi", 1, 0.15), unit_mask_rate=0.13), dict(record("random", 1, 0.15),
+                                                                            unit_mask_rate=None)
+    lines = health_lines({"health": health.problems([words, tokens], "random")})
+    assert "| pmi | 1 | 15.0% (13.0% of units) |" in lines[2] and "| random | 1 | 15.0% |" in lines[3], lines
+
+
 def test_the_tasks_classes_leave_out_fairseqs_filler_words(tmp_path):
     (tmp_path / "label").mkdir()
     (tmp_path / "label" / "dict.txt").write_text("pos 10\nneg 9\nmadeupword0000 0\n")

@@ -182,6 +182,22 @@ def test_a_family_reads_each_distinct_comparison_once_with_holm_over_them():
     assert "Holm over a family of 3 comparisons" in rule.family_text(found)
 
 
+def test_across_runs_is_holm_over_every_distinct_comparison_of_all_runs_with_shared_ones_counted_once():
+    """Issue 101, item 3: the pages' cross-run family. Two runs, each read in its own family; a comparison held by
+    both (a plan's report stored beside the harness's file of the same units) is one member; a comparison with no p
+    is outside; the p across is statsmodels' Holm over the distinct members, never below the run's own."""
+    strong, weak, flat = matrix(5, delta=12.0), matrix(6, delta=3.0), matrix(7, delta=0.0)
+    one = rule.read_family([comparison("x-y", strong), comparison("z-y", weak)], sensitivity=False)
+    two = rule.read_family([comparison("x-y", strong), comparison("w-y", flat), comparison("v-y", strong[:1])],
+                           sensitivity=False)
+    rows, size = rule.across_runs([("one", one), ("two", two)])
+    assert size == 3 and math.isnan(two[2].rule_p) and math.isnan(rows[-1][2])
+    holm = multipletests([pc.rule_p(strong), pc.rule_p(weak), pc.rule_p(flat)], method="holm")[1]
+    assert [p for _, _, p in rows[:4]] == pytest.approx([holm[0], holm[1], holm[0], holm[2]])
+    assert [run for run, _, _ in rows] == ["one", "one", "two", "two", "two"]
+    assert all(p >= c.adjusted_p - 1e-12 for _, c, p in rows[:4])
+
+
 def test_the_same_outcomes_on_two_splits_are_two_comparisons():
     """A comparison is its outcomes on its split: identical matrices on test and on a held-out split are both in
     the family (neither read with the other)."""

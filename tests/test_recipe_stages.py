@@ -61,6 +61,45 @@ def test_a_stage_reports_start_progress_end_and_failure(tmp_path):
                       f"it inherit: {tmp_path}/warnings.txt"
 
 
+RACE = """
+set -euo pipefail
+source recipes/lib.sh
+built() { echo built >> "$WORK/built.txt"; sleep 15; }
+stage shared "$WORK/shared.log" built
+"""
+
+
+@pytest.mark.e2e  # it sources recipes/lib.sh (no training)
+def test_two_recipes_running_one_stage_at_once_build_it_once_the_second_waiting(tmp_path):
+    """Issue 104, item 2: two recipes needing one shared stage at once (two ``compare.sh`` and the general model):
+    the second waits for the first, says so in one line, and finds the stage done; a lock left by a killed run
+    (its holder ended) is taken over."""
+    env = dict(os.environ, MASKPLUG_ROOT=str(REPO), MASKPLUG_WORK=str(tmp_path), OMP_NUM_THREADS="1")
+    first = subprocess.Popen(["bash", "-c", RACE], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                             cwd=REPO)
+    import time
+
+    waited = time.monotonic()
+    while not (tmp_path / ".locks" / "shared" / "pid").exists() and time.monotonic() - waited < 60:
+        time.sleep(0.1)
+    second = subprocess.run(["bash", "-c", RACE], capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
+    assert first.wait(timeout=120) == 0 and second.returncode == 0, second.stderr
+    assert (tmp_path / "built.txt").read_text() == "built\n"  # built once
+    said = second.stdout.splitlines()
+    assert sum("another run (pid " in line and "is running this stage: waiting for it to end" in line
+               for line in said) == 1, said
+    assert said[-1] == "    done meanwhile by another run: shared", said
+    assert not (tmp_path / ".locks" / "shared").exists()
+    # a lock whose holder has ended (a killed run): taken over, the stage runs
+    (tmp_path / ".locks" / "again").mkdir(parents=True)
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    (tmp_path / ".locks" / "again" / "pid").write_text(f"{ended.pid}\n")
+    again = subprocess.run(["bash", "-c", RACE.replace('stage shared "$WORK/shared.log" built', 'stage again "$WORK/again.log" true')], capture_output=True,
+                           text=True, env=env, cwd=REPO, timeout=120)
+    assert again.returncode == 0 and "waiting" not in again.stdout and "[again] finished in" in again.stdout
+
+
 @pytest.mark.e2e
 @pytest.mark.full
 def test_quick_quickstart_runs_every_stage_and_says_it_is_a_smoke_run(tmp_path):

@@ -68,6 +68,10 @@ MUTATIONS = [
      "first.setdefault(c.key + c.name + c.split, c)"),
     ("a direction named on the unadjusted p", RULE, "for c, p in zip(comparisons, out_p)]",
      "for c, p in zip(comparisons, map(p_of, comparisons))]"),
+    ("across runs: a comparison held by two runs counted twice", RULE, "first.setdefault(c.key, c.rule_p)",
+     "first.setdefault(c.key + str(id(found)), c.rule_p)"),
+    ("across runs: each run's own Holm p kept", RULE, "return [(run, c, adjusted.get(c.key, math.nan))",
+     "return [(run, c, c.adjusted_p)"),
 ]
 
 

@@ -15,10 +15,19 @@ import pages  # noqa: E402
 
 
 def blocks():
+    """``(page, file, part)`` of every generated block; a findings block's glob gives each file it matches that
+    holds comparisons (at least one)."""
     found = []
     for pattern in pages.PAGES:
         for page in sorted(REPO.glob(pattern)):
-            found += [(page, m["file"], m["part"]) for m in pages.RESULTS_BLOCK.finditer(page.read_text())]
+            for m in pages.RESULTS_BLOCK.finditer(page.read_text()):
+                if m["part"] != pages.FINDINGS:
+                    found.append((page, m["file"], m["part"]))
+                    continue
+                read = {run.split(" (")[0] for run, _ in pages.stored_families()}  # the files holding comparisons
+                matched = sorted(str(path.relative_to(REPO)) for path in REPO.glob(m["file"]))
+                assert set(matched) & read, (page, m["file"])
+                found += [(page, name, m["part"]) for name in matched if name in read]
     return found
 
 

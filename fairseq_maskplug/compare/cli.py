@@ -241,7 +241,7 @@ def work(args) -> int:
     from .checks import check_plan
     from .plan import PlanError, parse_setting, read_plan
     from .report import write_report
-    from .units import (StageFailed, check_units, missing_units, parse_unit, produce, produce_plan, produce_seeds,
+    from .units import (StageFailed, check_producers, check_units, missing_units, parse_unit, produce, produce_plan, produce_seeds,
                         produced, run_unit, seed_produced)
     from .views import build_views, check_views, on_views, views_built
 
@@ -305,6 +305,7 @@ def work(args) -> int:
     model = check_plan(plan, say=say)
     from .commands import device_options
     check_units(plan, model, device_options())  # a unit that ran with another plan or data: refused before any work
+    check_producers(plan, model, device_options())  # and a produce command that ran with other settings
     if unproduced or not all(seed_produced(plan, seed) for seed in plan.seeds):
         claim()
         try:

@@ -24,13 +24,14 @@ LOG_RECORD = re.compile(r"\| (train_inner|train|valid) \| (\{.*\})\s*$")
 DEGENERATE = "masks as if it had no information"
 
 
-def mask_rate(log: Path) -> Optional[float]:
+def mask_rate(log: Path, key: str = "mask_rate") -> Optional[float]:
     """The realised mask rate of a pre-training log (``mask_rate``, the share of maskable tokens chosen, logged by
-    the package's MLM tasks): the mean of its epoch records, else of its interval records; None where the log
-    has neither (no pre-training, or a task that does not log it)."""
+    the package's MLM tasks; with ``key="unit_mask_rate"`` the share of the policy's own units chosen, logged where
+    a unit spans several tokens: whole words, PMI n-grams, spans, entities): the mean of its epoch records, else of
+    its interval records; None where the log has neither (no pre-training, or a task that does not log it)."""
     found = log_records(log)
-    epochs = [float(r["train_mask_rate"]) for kind, r in found if kind == "train" and "train_mask_rate" in r]
-    intervals = [float(r["mask_rate"]) for kind, r in found if kind == "train_inner" and "mask_rate" in r]
+    epochs = [float(r[f"train_{key}"]) for kind, r in found if kind == "train" and f"train_{key}" in r]
+    intervals = [float(r[key]) for kind, r in found if kind == "train_inner" and key in r]
     values = epochs or intervals
     return sum(values) / len(values) if values else None
 

@@ -135,26 +135,39 @@ def first_difference(was: List[str], now: List[str]) -> str:
     return f"it {which} {' '.join(longer[min(len(was), len(now)):])!r}"
 
 
-def check_stage(unit: Path, stage: str, command: List[str], inputs: Dict[str, str]) -> None:
-    """Refuse (:class:`UnitChanged`) where the stage ran, or began, with another command or other inputs."""
+def check_stage(unit: Path, stage: str, command: List[str], inputs: Dict[str, str], who: Optional[str] = None,
+                remove: Optional[str] = None) -> None:
+    """Refuse (:class:`UnitChanged`) where the stage ran, or began, with another command or other inputs; ``who``
+    and ``remove`` (what to remove to run it again) say it of a producers' folder (:func:`check_producer`)."""
     path = unit / RAN / f"{stage}.json"
     if not path.is_file():
         return
+    who, remove = who or f"unit {unit.name}", remove or f"the unit's folder {unit}"
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
-        raise UnitChanged(f"unit {unit.name}: its record {path} is damaged: remove the unit's folder {unit} to run "
-                          "it again") from None
-    again = f"remove the unit's folder {unit} to run it again under the plan as it is now, or give the plan back " \
-            "its earlier settings"
+        raise UnitChanged(f"{who}: its record {path} is damaged: remove {remove} to run it again") from None
+    again = f"remove {remove} to run it again under the plan as it is now, or give the plan back its earlier settings"
     if record.get("command") != command:
-        raise UnitChanged(f"unit {unit.name}: its {stage} ran with other settings "
+        raise UnitChanged(f"{who}: its {stage} ran with other settings "
                           f"({first_difference(record.get('command', []), command)}); {again}")
     changed = sorted(key for key in set(record.get("inputs", {})) | set(inputs)
                      if record.get("inputs", {}).get(key) != inputs.get(key))
     if changed:
-        raise UnitChanged(f"unit {unit.name}: its {stage} read {changed[0]} with other contents than the plan's data "
+        raise UnitChanged(f"{who}: its {stage} read {changed[0]} with other contents than the plan's data "
                           f"has now{f' (and {len(changed) - 1} more files)' if len(changed) > 1 else ''}; {again}")
+
+
+def check_producer(folder: Path, name: str, commands: list, recorded) -> None:
+    """Refuse (:class:`UnitChanged`) where the produce commands ``NAME.1``, ``NAME.2``, ... of a producers' folder
+    ran, or began, with other settings than ``commands`` give now (``recorded(command)``: its :func:`placeholders`'
+    form, computed only for a command that recorded a run): a task copy with other flipped labels, a subset of
+    another size or seed, a track of other options is never reused as if the plan had made it (issue 104, item 3)."""
+    remove = (f"{folder / '.done' / name}, {folder / '.done' / name}.* and {folder / RAN / name}.*.json (what "
+              "they ran; they rewrite their outputs)")
+    for number, command in enumerate(commands, 1):
+        if (folder / RAN / f"{name}.{number}.json").is_file():
+            check_stage(folder, f"{name}.{number}", recorded(command), {}, who=f"{folder.name} {name}", remove=remove)
 
 
 def record_stage(unit: Path, stage: str, command: List[str], inputs: Dict[str, str]) -> None:

@@ -136,6 +136,7 @@ def collect_health(plan: Plan, scores: list) -> list:
         quality = [f"{log.stem}: best valid F1 {f1:.1f}%" for log in producers
                    for f1 in [health.best_valid_f1(log)] if f1 is not None]
         found.append({"row": arm, "seed": seed, "mask_rate": health.mask_rate(unit / "logs" / "pretrain.log"),
+                      "unit_mask_rate": health.mask_rate(unit / "logs" / "pretrain.log", "unit_mask_rate"),
                         "classes": classes, "classes_predicted": headline[(arm, seed)].get("classes_predicted"),
                         "warnings": health.degenerate_lines(logs + producers), "producers": quality})
     return health.problems(found, plan.baseline)
@@ -166,13 +167,14 @@ def family_pairs(meta: dict) -> list:
     return [(arm["name"], meta["baseline"]) for arm in meta["arms"] if arm["name"] != meta["baseline"]]
 
 
-def comparisons_of(data: dict, sims: int = pc.SIMS) -> list:
-    """The family's comparisons of a stored report (:func:`family_pairs` on every compared split), read by the rule."""
+def comparisons_of(data: dict, sims: int = pc.SIMS, sensitivity: bool = True) -> list:
+    """The family's comparisons of a stored report (:func:`family_pairs` on every compared split), read by the rule
+    (without ``sensitivity``: no power figures, no simulation)."""
     meta, scores = data["meta"], data["scores"]
     rows = [arm["name"] for arm in meta["arms"]]
     table = {row: {(s["split"], s["seed"]): s for s in scores if s["row"] == row} for row in rows}
     return report.paired_comparisons(report.split_family(family_pairs(meta), meta["compared"]), table, sims,
-                                     meta.get("effect", rule.DEFAULT_EFFECT))
+                                     meta.get("effect", rule.DEFAULT_EFFECT), sensitivity)
 
 
 def warnings(data: dict, found: list) -> list:
@@ -211,14 +213,18 @@ def warnings(data: dict, found: list) -> list:
 
 
 def health_lines(data: dict) -> list:
-    """The health of every arm and seed: the realised mask rate, the classes predicted, the problems."""
+    """The health of every arm and seed: the realised mask rate (and the units' where a policy masks units of
+    several tokens), the classes predicted, the problems."""
     records = data.get("health") or []
     if not records:
         return ["(not recorded: a report stored before units recorded their health)"]
-    lines = ["| arm | seed | realised mask rate | classes predicted | its producers' trained models | health |",
+    lines = ["| arm | seed | realised mask rate (tokens; the policy's own units where they span several tokens) | "
+             "classes predicted | its producers' trained models | health |",
              "| --- | --- | --- | --- | --- | --- |"]
     for r in records:
         rate = "-" if r.get("mask_rate") is None else f"{100 * r['mask_rate']:.1f}%"
+        if r.get("unit_mask_rate") is not None:  # (a report stored before it was recorded has none)
+            rate += f" ({100 * r['unit_mask_rate']:.1f}% of units)"
         classes = ("-" if r.get("classes_predicted") is None else
                    f"{r['classes_predicted']} of {r['classes']}" if r.get("classes") else str(r["classes_predicted"]))
         said = "; ".join(r.get("problems") or []) or "ok"

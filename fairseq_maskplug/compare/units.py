@@ -205,15 +205,18 @@ def own_produced(plan: Plan, arm) -> bool:
 
 
 def run_commands(folder: Path, name: str, commands, words_of: Callable, done: Path,
-                 say: Callable[[str], None]) -> None:
+                 say: Callable[[str], None], plan: Optional[Plan] = None) -> None:
     """Run ``commands`` (each filled by ``words_of``) as the stages ``NAME.1``, ``NAME.2``, ... of ``folder``
-    under its lock, then mark them all done with the file ``done``."""
+    under its lock, then mark them all done with the file ``done``; with ``plan``, each stage records its command
+    first (:func:`~.records.check_producer` compares it)."""
     folder.mkdir(parents=True, exist_ok=True)
     lock = lock_output(str(folder), COMMAND, directory=True, log=say)
     try:
         for number, command in enumerate(commands, 1):
             words = words_of(command)
-            run_stage(folder, f"{name}.{number}", [tool(words[0]), *words[1:]], say)
+            argv = [tool(words[0]), *words[1:]]
+            run_stage(folder, f"{name}.{number}", argv, say,
+                      None if plan is None else (records.placeholders(plan, argv), {}))
         done.parent.mkdir(parents=True, exist_ok=True)
         done.touch()
     finally:
@@ -225,7 +228,7 @@ def produce_plan(plan: Plan, say: Callable[[str], None] = print) -> None:
     ``OUT/producers/``, unless they ran before."""
     if not plan_produced(plan):
         run_commands(producers_dir(plan), "plan", plan.produce, lambda command: filled(plan, command),
-                     producers_dir(plan) / ".done" / "plan", say)
+                     producers_dir(plan) / ".done" / "plan", say, plan)
 
 
 def produce(plan: Plan, arm, say: Callable[[str], None] = print) -> None:
@@ -233,7 +236,7 @@ def produce(plan: Plan, arm, say: Callable[[str], None] = print) -> None:
     (log ``ARM.N.log``), unless they ran before."""
     if not own_produced(plan, arm):
         run_commands(producers_dir(plan), arm.name, arm.produce, lambda command: filled(plan, command),
-                     producers_dir(plan) / ".done" / arm.name, say)
+                     producers_dir(plan) / ".done" / arm.name, say, plan)
 
 
 def thread_share(parallel: int) -> str:
@@ -282,4 +285,22 @@ def produce_seed(plan: Plan, seed: int, model: List[str], device: List[str],
         run_unit(plan, arm, seed, model, device, say)
     run_commands(seed_dir(plan, seed), f"seed{seed}", plan.seed_produce,
                  lambda command: filled(plan, command, seed, model, device),
-                 producers_dir(plan) / ".done" / f"seed{seed}", say)
+                 producers_dir(plan) / ".done" / f"seed{seed}", say, plan)
+
+
+def check_producers(plan: Plan, model: List[str], device: List[str]) -> None:
+    """:func:`~.records.check_producer` for the plan's produce commands, each arm's and ``seed_produce``'s for each
+    seed, before any work."""
+    def recorded(seed=None):
+        def words(command):
+            filled_words = filled(plan, command, seed, model, device) if seed is not None else filled(plan, command)
+            return records.placeholders(plan, [tool(filled_words[0]), *filled_words[1:]])
+        return words
+    folder = producers_dir(plan)
+    if plan.produce:
+        records.check_producer(folder, "plan", plan.produce, recorded())
+    for arm in plan.arms:
+        if arm.produce:
+            records.check_producer(folder, arm.name, arm.produce, recorded())
+    for seed in plan.seeds if plan.seed_produce else ():
+        records.check_producer(seed_dir(plan, seed), f"seed{seed}", plan.seed_produce, recorded(seed))

@@ -52,6 +52,23 @@ def holm_readings(comparisons: Sequence[pc.Comparison], p_of) -> tuple:
     return out_p, readings, len(distinct)
 
 
+def across_runs(runs: Sequence[tuple]) -> tuple:
+    """Holm over the comparisons of several runs at once, each run already read in its own family
+    (:func:`read_family`): ``([(run, comparison, p across)], family size)`` for every comparison of every
+    ``(run, comparisons)`` of ``runs``. The family is every distinct comparison of them all: one outcome matrix
+    (its key) is counted once, whichever runs hold it (a plan's report stored beside the harness's file of the same
+    units); a comparison with no p (fewer than 2 seeds) is outside it (NaN). A direction named within its run can
+    only lose here: the stored runs are the family a reader of all the pages meets (issue 101, item 3)."""
+    first = {}
+    for _, found in runs:
+        for c in found:
+            if not math.isnan(c.rule_p):
+                first.setdefault(c.key, c.rule_p)
+    keys = list(first)
+    adjusted = dict(zip(keys, pc.adjusted([first[k] for k in keys], "holm")))
+    return [(run, c, adjusted.get(c.key, math.nan)) for run, found in runs for c in found], len(keys)
+
+
 def read_family(comparisons: List[pc.Comparison], effect: float = DEFAULT_EFFECT, sims: int = pc.SIMS,
                 sensitivity: bool = True) -> List[pc.Comparison]:
     """Read ``comparisons`` as one family (module docstring), in place: each one's Holm-adjusted p, reading, family
