@@ -136,7 +136,7 @@ class Estimate:
 
     seconds: Dict[str, Optional[float]]
     unknown: Dict[str, str]
-    sources: Dict[str, str]  # arm -> "measured on N unit(s)" or "probed"
+    sources: Dict[str, str]  # arm -> "measured" (its finished units' times) or "probed"
 
     def total(self, parallel: int) -> float:
         """Wall seconds of the estimated units, ``parallel`` at a time (their sum over ``parallel``)."""

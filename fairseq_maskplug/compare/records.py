@@ -158,13 +158,14 @@ def check_stage(unit: Path, stage: str, command: List[str], inputs: Dict[str, st
                           f"has now{f' (and {len(changed) - 1} more files)' if len(changed) > 1 else ''}; {again}")
 
 
-def check_producer(folder: Path, name: str, commands: list, recorded) -> None:
+def check_producer(folder: Path, name: str, commands: list, recorded, done: Path) -> None:
     """Refuse (:class:`UnitChanged`) where the produce commands ``NAME.1``, ``NAME.2``, ... of a producers' folder
     ran, or began, with other settings than ``commands`` give now (``recorded(command)``: its :func:`placeholders`'
     form, computed only for a command that recorded a run): a task copy with other flipped labels, a subset of
-    another size or seed, a track of other options is never reused as if the plan had made it (issue 104, item 3)."""
-    remove = (f"{folder / '.done' / name}, {folder / '.done' / name}.* and {folder / RAN / name}.*.json (what "
-              "they ran; they rewrite their outputs)")
+    another size or seed, a track of other options is never reused as if the plan had made it (issue 104, item 3).
+    ``done``: the marker of them all (:func:`~.units.run_commands`')."""
+    remove = (f"{done}, {folder / '.done' / name}.* and {folder / RAN / name}.*.json (what they ran; they rewrite "
+              "their outputs)")
     for number, command in enumerate(commands, 1):
         if (folder / RAN / f"{name}.{number}.json").is_file():
             check_stage(folder, f"{name}.{number}", recorded(command), {}, who=f"{folder.name} {name}", remove=remove)

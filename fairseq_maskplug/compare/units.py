@@ -298,9 +298,10 @@ def check_producers(plan: Plan, model: List[str], device: List[str]) -> None:
         return words
     folder = producers_dir(plan)
     if plan.produce:
-        records.check_producer(folder, "plan", plan.produce, recorded())
+        records.check_producer(folder, "plan", plan.produce, recorded(), folder / ".done" / "plan")
     for arm in plan.arms:
         if arm.produce:
-            records.check_producer(folder, arm.name, arm.produce, recorded())
+            records.check_producer(folder, arm.name, arm.produce, recorded(), folder / ".done" / arm.name)
     for seed in plan.seeds if plan.seed_produce else ():
-        records.check_producer(seed_dir(plan, seed), f"seed{seed}", plan.seed_produce, recorded(seed))
+        records.check_producer(seed_dir(plan, seed), f"seed{seed}", plan.seed_produce, recorded(seed),
+                               folder / ".done" / f"seed{seed}")
