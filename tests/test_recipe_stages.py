@@ -70,6 +70,7 @@ stage shared "$WORK/shared.log" built
 
 
 @pytest.mark.e2e  # it sources recipes/lib.sh (no training)
+@pytest.mark.full  # mostly a 15-second stage held while a second recipe waits for it
 def test_two_recipes_running_one_stage_at_once_build_it_once_the_second_waiting(tmp_path):
     """Issue 104, item 2: two recipes needing one shared stage at once (two ``compare.sh`` and the general model):
     the second waits for the first, says so in one line, and finds the stage done; a lock left by a killed run
