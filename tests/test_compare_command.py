@@ -1256,7 +1256,8 @@ def test_an_arm_on_data_a_produce_command_writes_below_out_is_checked_after_it(t
 
 def test_an_arm_with_label_noise_fine_tunes_on_a_copy_whose_train_labels_flipped_exactly_its_share(toy, tmp_path):
     """Issue 88's known harm: fairseq-maskplug-flip-labels writes the copy (valid, test and the text linked, the
-    task untouched); a plan's arm with label_noise runs it first and fine-tunes on it, and is scored on the task."""
+    task untouched); each unit of a plan's arm with label_noise runs it as its own stage, drawn from the unit's seed
+    (flips redrawn in every seed: issue 101, item 4), fine-tunes on it, and is scored on the task."""
     from fairseq.data import Dictionary, data_utils
 
     from fairseq_maskplug.compare.commands import evaluate_command, finetune_command
@@ -1278,12 +1279,21 @@ def test_an_arm_with_label_noise_fine_tunes_on_a_copy_whose_train_labels_flipped
 
     plan = read_plan(write_plan(toy, "noise.toml", PLAN + "\n[arms.harm]\npretrain = false\nlabel_noise = 0.25\n"))
     harm = plan.arm("harm")
-    assert harm.produce[0][:5] == ("fairseq-maskplug-flip-labels", "--data", "{task}", "--share", "0.25")
-    assert finetune_command(plan, harm, 1, [], [])[0] == str(plan.out / "noisy-labels" / "harm")
+    from fairseq_maskplug.compare.commands import unit_dir
+    from fairseq_maskplug.compare.units import unit_stages
+
+    assert not harm.produce
+    for seed in (1, 2):
+        stages = dict(unit_stages(plan, harm, seed, [], []))
+        assert list(stages) == ["flip", "finetune", "evaluate"]
+        copy = unit_dir(plan, "harm", seed) / "noisy-task"
+        assert stages["flip"][1:] == ["--data", str(plan.labelled), "--share", "0.25", "--seed", str(seed), "--out",
+                                      str(copy)]
+        assert finetune_command(plan, harm, seed, [], [])[0] == str(copy)
     assert str(plan.labelled) in evaluate_command(plan, harm, 1)  # scored on the clean labels
-    from fairseq_maskplug.compare.checks import check_plan  # before its produce writes the copy: checked on the task
+    from fairseq_maskplug.compare.checks import check_plan  # before its units write their copies: checked on the task
     check_plan(plan)
-    assert not (plan.out / "noisy-labels").exists()
+    assert not (plan.out / "units").exists()
     with pytest.raises(PlanError, match=r"\[arms.harm\].label_noise must lie in \[0, 1\], got 1.5"):
         read_plan(write_plan(toy, "noise.toml", PLAN + "\n[arms.harm]\npretrain = false\nlabel_noise = 1.5\n"))
 
@@ -1339,8 +1349,8 @@ def test_subsample_task_keeps_exactly_its_examples_in_order_and_moves_the_rest_t
 
 
 def test_the_control_plans_are_replicates_of_one_arm_and_known_harms():
-    """Issue 88's plans: null.toml's eight arms differ only in the stream they draw from; harm.toml's noisy arms only
-    in the share of train labels flipped; both fine-tune the general model as the quickstart's no-TaskPT row."""
+    """Issue 88's plans: null.toml's eight arms differ only in the stream they draw from; harm.toml's noisy arms in
+    the share of train labels flipped and their stream; both fine-tune the general model as the quickstart's no-TaskPT row."""
     import dataclasses
 
     from fairseq_helpers import REPO
@@ -1352,7 +1362,8 @@ def test_the_control_plans_are_replicates_of_one_arm_and_known_harms():
     assert len(null.family()) == 7 and null.seeds == (1, 2, 3, 4, 5)
     harm = read_plan(REPO / "recipes" / "compare_plans" / "harm.toml")
     assert [arm.label_noise for arm in harm.arms] == [0.0, 0.1, 0.25, 0.4] and harm.baseline == "clean"
-    assert all(arm.task is None and arm.seed_offset == 0 for arm in harm.arms)
+    assert all(arm.task is None for arm in harm.arms)  # each on its own stream, flips redrawn per seed (issue 101)
+    assert len({arm.seed_offset for arm in harm.arms}) == 4
     # the positive control the methods build on: continued pre-training on the corpus against none and scratch
     taskpt = read_plan(REPO / "recipes" / "compare_plans" / "taskpt.toml")
     assert [(a.name, a.task, a.from_scratch) for a in taskpt.arms] == [
@@ -1516,21 +1527,42 @@ def test_a_produce_command_that_ran_with_other_settings_is_refused_before_any_wo
     """Issue 104, item 3: each produce command records what it ran (its command line in the plan's placeholders,
     ``OUT/producers/.ran/ARM.N.json``); a later run whose plan gives it other settings (labels flipped at another
     share) is refused in one line naming the arm, the option and what to remove, never reusing the copy as if the
-    plan had made it; the same settings are reused."""
+    plan had made it (a copy of the task with labels flipped at another share); the same settings are reused."""
     from fairseq_maskplug.compare.cli import main
 
     monkeypatch.chdir(tmp_path)
+    flip = '["fairseq-maskplug-flip-labels", "--data", "{task}", "--share", "%s", "--out", "{out}/noisy"]'
     plan = write_plan(toy, "noisy_reuse.toml", PLAN.replace('name = "toy"', 'name = "noisy_reuse"')
-                      + "\n[arms.harm]\npretrain = false\nlabel_noise = 0.25\n")
+                      + f"\n[arms.harm]\npretrain = false\nproduce = [{flip % '0.25'}]\n")
     out = toy / "noisy_reuse"
     assert main([str(plan), "--produce"]) == 0
     ran = json.loads((out / "producers" / ".ran" / "harm.1.json").read_text())
     assert ran["command"][:4] == ["--data", "{task}", "--share", "0.25"], ran
     capsys.readouterr()
-    assert main([str(plan), "--produce", "--set", "arms.harm.label_noise=0.5"]) == 2
+    assert main([str(plan), "--produce", "--set", f"arms.harm.produce=[{flip % '0.5'}]"]) == 2
     error = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]  # (after the checks)
     assert len(error) == 1 and "producers harm: its harm.1 ran with other settings (--share '0.25' is now '0.5')" \
         in error[0], error
     assert f"remove {out / 'producers' / '.done' / 'harm'}," in error[0]
-    assert json.loads((out / "noisy-labels" / "harm" / "flipped.json").read_text())["share"] == 0.25
+    assert json.loads((out / "noisy" / "flipped.json").read_text())["share"] == 0.25
     assert main([str(plan), "--produce"]) == 0  # the settings it ran with: reused
+
+
+@pytest.mark.full  # four fine-tunings and two flips: about a minute
+def test_a_label_noise_arm_flips_other_labels_in_each_seed_as_its_units_first_stage(toy):
+    """Issue 101, item 4: the harm's flips are redrawn in every seed (each unit's own ``flip`` stage, from the unit's
+    draw seed), so its noise between seeds is a user's; the flipped share is exact in each, the task untouched."""
+    from fairseq_maskplug.compare.cli import main
+
+    given = listing(toy / "task")
+    plan = write_plan(toy, "reflip.toml", PLAN.replace('name = "toy"', 'name = "reflip"').replace(
+        "[arms.random]\noptions", "[arms.harm]\npretrain = false\nlabel_noise = 0.25\nseed_offset = 7\n\n"
+        "[arms.random]\noptions"))
+    assert main([str(plan), "--no-estimate", "--arms", "none", "harm"]) == 0
+    flips = [json.loads((toy / "reflip" / "units" / f"harm__seed{seed}" / "noisy-task" / "flipped.json").read_text())
+             for seed in (1, 2)]
+    assert [f["seed"] for f in flips] == [8, 9] and all(f["share"] == 0.25 and f["flipped"] == 50 for f in flips)
+    assert flips[0]["positions"] != flips[1]["positions"]
+    assert listing(toy / "task") == given
+    ran = json.loads((toy / "reflip" / "units" / "harm__seed1" / ".ran" / "flip.json").read_text())
+    assert ran["command"][:4] == ["--data", "{task}", "--share", "0.25"] and "{task}/label/train.bin" in ran["inputs"]

@@ -233,9 +233,9 @@ def check_plan(plan: Plan, arms: Optional[Iterable[str]] = None, say: Callable[[
         elif arm.task:
             say(f"checking arm {arm.name}: {arm.task} {' '.join(arm.options)}".rstrip())
             check_arm_training(plan, arm, model, device, load=produced(plan, arm))
-        # an arm with label_noise fine-tunes on the copy its produce writes: until then its words are checked on the
+        # an arm with label_noise fine-tunes on the copy each unit's flip stage writes: its words are checked on the
         # clean task (the same files but the train labels)
         ready = produced(plan, arm)
-        check_arm_finetuning(plan, arm if ready else dataclasses.replace(arm, label_noise=0.0), model, device,
-                             load=ready)
+        check_arm_finetuning(plan, dataclasses.replace(arm, label_noise=0.0) if arm.label_noise else arm, model,
+                             device, load=ready)
     return model

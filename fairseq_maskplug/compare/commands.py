@@ -214,7 +214,7 @@ def finetune_command(plan: Plan, arm: Arm, seed: int, model: List[str], device: 
     start = start_checkpoint(plan, arm, seed)
     task = arm.finetune_task or settings.task
     extra = SENTENCE_PREDICTION if task == "sentence_prediction" else []
-    data = plan.out / NOISY_TASK.format(arm=arm.name) if arm.label_noise else plan.labelled  # scored on the clean
+    data = unit_dir(plan, arm.name, seed) / NOISY_TASK if arm.label_noise else plan.labelled  # scored on the clean
     return [str(data), "--task", task, "--criterion", task,
             "--num-classes", str(label_count(plan.labelled)), *extra, *model, *COMMON, *device,
             *finetune_schedule(plan), "--seed", str(arm.draws(seed)), "--best-checkpoint-metric", "accuracy",
@@ -222,6 +222,14 @@ def finetune_command(plan: Plan, arm: Arm, seed: int, model: List[str], device: 
             "--no-epoch-checkpoints", *([] if arm.from_scratch and not arm.task else ["--finetune-from-model",
                                                                                     str(start)]),
             *settings.options, *arm_words(plan, arm.finetune_options, seed)]
+
+
+def flip_command(plan: Plan, arm: Arm, seed: int) -> List[str]:
+    """``fairseq-maskplug-flip-labels`` arguments of a unit of an arm with ``label_noise``: the task's train labels
+    flipped at that share, drawn from the unit's seed (every seed its own flips), into the unit's
+    :data:`~.plan.NOISY_TASK`, which its fine-tuning reads."""
+    return ["--data", str(plan.labelled), "--share", str(arm.label_noise), "--seed", str(arm.draws(seed)),
+            "--out", str(unit_dir(plan, arm.name, seed) / NOISY_TASK)]
 
 
 def evaluate_command(plan: Plan, arm: Arm, seed: int) -> List[str]:

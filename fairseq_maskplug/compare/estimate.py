@@ -195,6 +195,8 @@ def estimate_units(plan: Plan, units: Sequence[str], model: List[str], device: L
             key = probe_key(argv)
             if stage == "evaluate" and finetune is not None and SCORING in argv:
                 total += scoring_seconds(plan, finetune)
+            elif stage == "flip" and finetune is not None:  # a process's start, the labels read and written
+                total += max(0.0, finetune.start - finetune.update)
             elif key in speeds and is_training(argv):
                 total += speeds[key].stage(*stage_size(argv))
             else:

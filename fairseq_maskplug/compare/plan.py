@@ -106,8 +106,9 @@ class Arm:
     #: another but for its offset is an independent replicate of it (a null control, issue 88); ``{seed}`` (the
     #: tracks' names) stays the unit's seed
     seed_offset: int = 0
-    #: the share of the task's train labels its fine-tuning reads flipped (``fairseq-maskplug-flip-labels``, run as
-    #: the arm's first produce command into :data:`NOISY_TASK`): a known harm, the positive control of issue 88
+    #: the share of the task's train labels its fine-tuning reads flipped (``fairseq-maskplug-flip-labels``, each unit's
+    #: own stage ``flip``, drawn from the unit's seed, into :data:`NOISY_TASK`): a known harm, the positive control of
+    #: issue 88, whose flips are redrawn in every seed (issue 101, item 4)
     label_noise: float = 0.0
 
     def draws(self, seed: int) -> int:
@@ -184,8 +185,8 @@ MODEL_KEYS = {"checkpoint": str}
 ARM_KEYS = {"pretrain": bool, "task": str, "updates": int, "options": list, "produce": list,
             "finetune_options": list, "finetune_task": str, "data": str, "from_scratch": bool, "seed_offset": int,
             "label_noise": float}
-#: where an arm with ``label_noise`` reads its noisy copy of the task (``{out}``-relative; ARM: the arm's name)
-NOISY_TASK = "noisy-labels/{arm}"
+#: where a unit of an arm with ``label_noise`` writes and reads its noisy copy of the task (in the unit's folder)
+NOISY_TASK = "noisy-task"
 #: what a ``produce`` command's words may name: the corpus, the labelled task's folder, the plan's model, the
 #: plan's output folder (where a produce command writes data an arm reads)
 PLACEHOLDERS = ("{corpus}", "{task}", "{model}", "{out}")
@@ -352,13 +353,11 @@ def _read_arm(path: Path, at: str, name: str, table, pretrain: PretrainSettings,
     noise = table.get("label_noise", 0.0)
     if not 0 <= noise <= 1:
         raise PlanError(f"{at}.label_noise must lie in [0, 1], got {noise}")
-    flip = ((("fairseq-maskplug-flip-labels", "--data", "{task}", "--share", str(noise), "--out",
-              "{out}/" + NOISY_TASK.format(arm=name)),) if noise else ())
     for key in ("options", "finetune_options"):
         _check_placeholders(f"{at}.{key}", map(str, table.get(key, [])), OPTION_PLACEHOLDERS)
     return Arm(name, table.get("task", pretrain.task) if stage else None, updates if stage else 0,
                _option_list(f"{at}.options", table.get("options", [])) if stage else (),
-               produce=flip + _commands(f"{at}.produce", table.get("produce", []), PLACEHOLDERS + SIZE_PLACEHOLDERS),
+               produce=_commands(f"{at}.produce", table.get("produce", []), PLACEHOLDERS + SIZE_PLACEHOLDERS),
                finetune_options=_option_list(f"{at}.finetune_options", table.get("finetune_options", [])),
                finetune_task=table.get("finetune_task"),
                data=_arm_data(path, f"{at}.data", table["data"], labelled, out) if "data" in table else None,

@@ -111,7 +111,8 @@ class Fingerprints:
 def stage_inputs(plan: Plan, arm, stage: str, words: List[str], prints: Fingerprints) -> Dict[str, str]:
     """What a stage of an arm's unit (its command's ``words``) reads, fingerprinted: pre-training its data's train
     and valid splits and the plan's checkpoint (unless from scratch); fine-tuning the task's train and valid splits
-    (and the checkpoint where the arm does not pre-train); scoring the task's scored splits."""
+    (and the checkpoint where the arm does not pre-train); a label-noise unit's flip the task's train split; scoring
+    the task's scored splits."""
     if stage == "pretrain":
         data = arm.data or plan.corpus
         label = "{task}" if arm.data == plan.labelled else "{corpus}" if data == plan.corpus else str(data)
@@ -122,6 +123,8 @@ def stage_inputs(plan: Plan, arm, stage: str, words: List[str], prints: Fingerpr
                 **({} if arm.task or arm.from_scratch else prints.model())}
     if stage == "evaluate":
         return prints.data(plan.labelled, list(plan.splits), "{task}", words)
+    if stage == "flip":  # the labels it flips (its share and seed are in its command)
+        return prints.data(plan.labelled, ["train"], "{task}", words)
     return {}
 
 

@@ -18,8 +18,8 @@ from typing import Callable, Dict, List, Optional
 
 from ..common.locks import lock_output
 from ..tools.cli import console_command as tool
-from .commands import (curve_command, device_name, evaluate_command, filled, finetune_command, pretrain_command, producers_dir,
-                       seed_dir, unit_dir)
+from .commands import (curve_command, device_name, evaluate_command, filled, finetune_command, flip_command,
+                       pretrain_command, producers_dir, seed_dir, unit_dir)
 from . import records
 from .plan import Plan, PlanError, uses_seed
 
@@ -86,6 +86,8 @@ def unit_stages(plan: Plan, arm, seed: int, model: List[str], device: List[str])
     checkpoints, is not recorded)."""
     train = tool("fairseq-maskplug-train")
     stages = [("pretrain", [train, *pretrain_command(plan, arm, seed, model, device)])] if arm.task else []
+    if arm.label_noise:  # the unit's own noisy copy of the task, before its fine-tuning reads it
+        stages.append(("flip", [tool("fairseq-maskplug-flip-labels"), *flip_command(plan, arm, seed)]))
     return stages + [("finetune", [train, *finetune_command(plan, arm, seed, model, device)]),
                      ("evaluate", evaluate_command(plan, arm, seed))]
 
