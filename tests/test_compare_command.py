@@ -1485,9 +1485,9 @@ def test_the_estimate_before_any_unit_probes_each_distinct_stage_once_and_says_e
     assert len(captured.out.splitlines()) == 4 and "[estimate]" not in captured.out
     said = [line for line in captured.err.splitlines() if line.startswith("[estimate]")]
     assert said[0] == "[estimate] probing 2 training stage(s), 5 updates each, 1 at a time", said
-    minutes = {arm: float(re.search(rf"\[estimate\] {arm}: 2 unit\(s\), about ([\d.]+) min each \(probed\)",
+    seconds = {arm: float(re.search(rf"\[estimate\] {arm}: 2 unit\(s\), about (\d+) s each \(probed\)",
                                     "\n".join(said)).group(1)) for arm in ("none", "random")}
-    assert 0 < minutes["none"] < minutes["random"], said  # random adds a pre-training to the same fine-tuning
+    assert 0 < seconds["none"] < seconds["random"], said  # random adds a pre-training to the same fine-tuning
     assert re.fullmatch(r"\[estimate\] about \d+ min in all for 4 unit\(s\), 1 at a time .*", said[-1]), said
     assert not (tmp_path / "estimated").exists()  # --print-jobs writes nothing
 

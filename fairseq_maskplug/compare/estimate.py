@@ -217,6 +217,11 @@ def is_training(argv: Sequence[str]) -> bool:
     return Path(argv[0]).name == "fairseq-maskplug-train"
 
 
+def duration(seconds: float) -> str:
+    """``seconds`` in words: seconds under 10 minutes, else minutes."""
+    return f"{seconds:.0f} s" if seconds < 600 else f"{seconds / 60:.1f} min"
+
+
 def describe(found: Estimate, parallel: int, budget: Optional[float] = None) -> List[str]:
     """Lines saying the estimate: each arm's seconds per unit and where they came from, the total ``parallel`` at a
     time, and what ``budget`` (seconds) leaves out."""
@@ -229,7 +234,7 @@ def describe(found: Estimate, parallel: int, budget: Optional[float] = None) -> 
             why = next(found.unknown[u] for u in found.seconds if parse_unit(u)[0] == arm and u in found.unknown)
             lines.append(f"[estimate] {arm}: {len(values) - len(known)} unit(s) not estimated ({why})")
         if known:
-            lines.append(f"[estimate] {arm}: {len(known)} unit(s), about {max(known) / 60:.1f} min each "
+            lines.append(f"[estimate] {arm}: {len(known)} unit(s), about {duration(max(known))} each "
                          f"({found.sources[arm]})")
     total = found.total(parallel)
     lines.append(f"[estimate] about {total / 60:.0f} min in all for {len(found.seconds)} unit(s), {parallel} at a "
