@@ -158,10 +158,11 @@ def record_cut(plan, cut: list, budget: float) -> None:
                                       "units": sorted(cut)}, indent=1) + "\n")
 
 
-def run_units(plan, units, parallel: int, argv_tail: list, budget: float = None) -> tuple:
+def run_units(plan, units, parallel: int, argv_tail: list, budget: float = None, probed: float = None) -> tuple:
     """Run ``units`` (``ARM:SEED``), ``parallel`` at a time, each as its own process (its own session, so that a
     stop reaches its training); ``(failed lines, cut units)``. With ``budget`` (seconds from now), a unit still
-    running then is stopped (:func:`stop_group`) and none starts after it: those are cut, to resume later."""
+    running then is stopped (:func:`stop_group`) and none starts after it: those are cut, to resume later.
+    ``probed``: the probe's estimate of them all (seconds), said where no unit has measured times yet."""
     import time
 
     env = dict(os.environ)
@@ -204,8 +205,10 @@ def run_units(plan, units, parallel: int, argv_tail: list, budget: float = None)
             print(f"[{done[0]}/{len(units)}] unit {unit} {'finished' if code == 0 else 'FAILED'}"
                   + (f"; left: {estimate(plan, left, parallel)}" if left else ""), flush=True)
 
-    print(f"{len(units)} unit(s) to run, {parallel} at a time; logs in {plan.out / 'logs'}; "
-          f"{estimate(plan, units, parallel)}", flush=True)
+    said = estimate(plan, units, parallel)
+    if probed is not None and said.startswith("no estimate yet"):  # the probe's, said before
+        said = f"about {probed / 60:.0f} min by the probe's estimate above"
+    print(f"{len(units)} unit(s) to run, {parallel} at a time; logs in {plan.out / 'logs'}; {said}", flush=True)
     pool = ThreadPoolExecutor(max_workers=parallel)
     previous = stop_on_sigterm()
     try:
@@ -340,7 +343,8 @@ def work(args) -> int:
         from .estimate import write_estimate
         write_estimate(plan, found, parallel)
     left = None if args.budget is None else max(0.0, args.budget - (time.monotonic() - started))
-    failed, cut = run_units(plan, todo, parallel, argv_tail, left) if todo else ([], [])
+    probed = None if found is None else found.total(parallel)
+    failed, cut = run_units(plan, todo, parallel, argv_tail, left, probed) if todo else ([], [])
     record_cut(plan, cut, args.budget)  # (a run that cut nothing removes an earlier run's record)
     write_report(plan, [COMMAND, str(plan.path), *argv_tail])
     if cut:
