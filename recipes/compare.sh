@@ -147,6 +147,9 @@ if [ "$low" = 1 ]; then  # the controls' fine-tuning at this shape: 10 epochs of
     out="$WORK/compare_plans/$method-400"
     paths+=(--set finetune.epochs=10)
 fi
+for setting in ${settings[@]+"${settings[@]}"}; do  # a --set out=DIR of the user's: the report is there
+    [[ $setting == out=* ]] && out="${setting#out=}"
+done
 log="$WORK/logs/compare_${out##*/}.log"
 echo "[compare] recipes/compare_plans/$plan.toml over seeds ${seeds[*]} -> $out/report-vs-*.{json,md,png}"
 fairseq-maskplug-compare "recipes/compare_plans/$plan.toml" --seeds "${seeds[@]}" --set "out=$out" "${paths[@]}" \
