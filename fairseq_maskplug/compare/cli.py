@@ -107,13 +107,16 @@ def claim_out(plan) -> None:
         write_text(str(plan.out / OWNER_FILE), json.dumps({"command": COMMAND}) + "\n")
 
 
-def estimate(plan, units, parallel: int) -> str:
+def estimate(plan, units, parallel: int, probed: float = None) -> str:
     """What ``units`` (``ARM:SEED``) will take, ``parallel`` at a time: each arm's measured wall time (the mean over
-    its finished units' timed stages, else over every finished unit's), in words."""
+    its finished units' timed stages, else the mean of the measured arms'), in words; before any unit has finished,
+    ``probed`` (the probe's estimate of them all, seconds) where there is one."""
     from .estimate import measured
     from .units import parse_unit
 
     each = measured(plan, units)
+    if not each and probed is not None:
+        return f"about {probed / 60:.0f} min by the probe's estimate above"
     if not each:
         return "no estimate yet (no unit has finished; each stage is timed, and the next estimate uses them)"
     fallback = sum(each.values()) / len(each)
@@ -205,10 +208,8 @@ def run_units(plan, units, parallel: int, argv_tail: list, budget: float = None,
             print(f"[{done[0]}/{len(units)}] unit {unit} {'finished' if code == 0 else 'FAILED'}"
                   + (f"; left: {estimate(plan, left, parallel)}" if left else ""), flush=True)
 
-    said = estimate(plan, units, parallel)
-    if probed is not None and said.startswith("no estimate yet"):  # the probe's, said before
-        said = f"about {probed / 60:.0f} min by the probe's estimate above"
-    print(f"{len(units)} unit(s) to run, {parallel} at a time; logs in {plan.out / 'logs'}; {said}", flush=True)
+    print(f"{len(units)} unit(s) to run, {parallel} at a time; logs in {plan.out / 'logs'}; "
+          f"{estimate(plan, units, parallel, probed)}", flush=True)
     pool = ThreadPoolExecutor(max_workers=parallel)
     previous = stop_on_sigterm()
     try:
@@ -244,8 +245,8 @@ def work(args) -> int:
     from .checks import check_plan
     from .plan import PlanError, parse_setting, read_plan
     from .report import write_report
-    from .units import (StageFailed, check_producers, check_units, missing_units, parse_unit, produce, produce_plan, produce_seeds,
-                        produced, run_unit, seed_produced)
+    from .units import (StageFailed, check_producers, check_units, missing_units, parse_unit, produce, produce_plan,
+                        produce_seeds, produced, run_unit, seed_produced)
     from .views import build_views, check_views, on_views, views_built
 
     import time

@@ -50,10 +50,16 @@ class StageSpeed:
         return self.start + (updates - 1) * self.update + epochs * self.end
 
 
-def option_value(argv: Sequence[str], flag: str) -> Optional[str]:
-    """The value after the last ``flag`` in ``argv`` (argparse's: the last one given wins), or None."""
+def value_at(argv: Sequence[str], flag: str) -> Optional[int]:
+    """The index of the value after the last ``flag`` in ``argv`` (argparse's: the last one given wins), or None."""
     at = [i for i, word in enumerate(argv[:-1]) if word == flag]
-    return argv[at[-1] + 1] if at else None
+    return at[-1] + 1 if at else None
+
+
+def option_value(argv: Sequence[str], flag: str) -> Optional[str]:
+    """The value after the last ``flag`` in ``argv``, or None."""
+    at = value_at(argv, flag)
+    return None if at is None else argv[at]
 
 
 def probe_key(argv: Sequence[str]) -> tuple:
@@ -84,9 +90,9 @@ def probe_command(argv: Sequence[str], model: Path, folder: str) -> List[str]:
     scratch save folder); a ``--finetune-from-model`` not written yet (an arm's pre-trained checkpoint) is the plan's
     ``model``, whose shape it has."""
     words = list(argv)
-    start = option_value(words, "--finetune-from-model")
-    if start is not None and not Path(start).is_file():
-        words[len(words) - 1 - words[::-1].index("--finetune-from-model") + 1] = str(model)
+    start = value_at(words, "--finetune-from-model")
+    if start is not None and not Path(words[start]).is_file():
+        words[start] = str(model)
     return [*words, "--max-update", str(PROBE_UPDATES), "--no-save", "--save-dir", folder,
             "--log-format", "json", "--log-interval", "1", "--no-progress-bar"]
 
