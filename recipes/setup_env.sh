@@ -11,20 +11,26 @@ set -euo pipefail
 MASKPLUG_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export MASKPLUG_ROOT
 PYTHON="${PYTHON:-python3}"
+case "$PYTHON" in */*) PYTHON="$(cd "$(dirname "$PYTHON")" && pwd)/$(basename "$PYTHON")" ;; esac  # asked from / below
+# Whether $1 (a python, on PATH or an absolute path) has the plugin installed. Asked from /: run from the root, the
+# repository's own fairseq_maskplug/ folder would answer for an environment without the plugin.
+maskplug_has_plugin() {
+    (cd / && "$1" -c "import fairseq_maskplug.plugin") > /dev/null 2>&1
+}
 # MASKPLUG_CURRENT_PYTHON=1: use the python on PATH, where the plugin is installed already (an offline
 # machine after recipes/offline_bundle.sh's install.py): no .venv, no pip
 if [ -n "${MASKPLUG_CURRENT_PYTHON:-}" ]; then
-    if ! "$PYTHON" -c "import fairseq_maskplug.plugin" 2>/dev/null; then
+    if ! maskplug_has_plugin "$PYTHON"; then
         echo "[setup] MASKPLUG_CURRENT_PYTHON is set but $PYTHON cannot import fairseq_maskplug: install it first" >&2
         return 1 2>/dev/null || exit 1
     fi
     export PYTHONWARNINGS="${PYTHONWARNINGS:-ignore::FutureWarning}"
     return 0 2>/dev/null || exit 0
 fi
-# The extras of MASKPLUG_EXTRAS whose requirements $1 (a python) lacks, comma-separated (an extra pyproject.toml does
-# not list counts as lacking).
+# The extras of MASKPLUG_EXTRAS whose requirements $1 (a python, asked from / as above) lacks, comma-separated (an
+# extra pyproject.toml does not list counts as lacking).
 maskplug_missing_extras() {
-    "$1" - "${MASKPLUG_EXTRAS:-}" <<'PY'
+    (cd / && "$1" - "${MASKPLUG_EXTRAS:-}") <<'PY'
 import importlib.metadata as meta, re, sys
 wanted = [e for e in sys.argv[1].split(",") if e]
 requires = meta.requires("fairseq-maskplug") or []
@@ -57,14 +63,15 @@ maskplug_use_as_is() {  # $1: its python, $2: what it is, in words
 }
 maskplug_venv="$MASKPLUG_ROOT/.venv"
 maskplug_active="${VIRTUAL_ENV:-${CONDA_PREFIX:-}}"
-if [ -n "$maskplug_active" ] && [ "$(cd "$maskplug_active" 2>/dev/null && pwd -P)" != "$(cd "$maskplug_venv" 2>/dev/null \
-        && pwd -P)" ] && "$PYTHON" -c "import fairseq_maskplug.plugin" 2>/dev/null; then
+if [ -n "$maskplug_active" ] \
+        && [ "$(cd "$maskplug_active" 2>/dev/null && pwd -P)" != "$(cd "$maskplug_venv" 2>/dev/null && pwd -P)" ] \
+        && maskplug_has_plugin "$PYTHON"; then
     maskplug_use_as_is "$PYTHON" "the active environment ($maskplug_active)" || return 1 2>/dev/null || exit 1
     return 0 2>/dev/null || exit 0
 fi
 if [ -d "$maskplug_venv" ] && [ ! -f "$maskplug_venv/.maskplug-created" ] \
         && ! compgen -G "$maskplug_venv/.maskplug-installed-*" > /dev/null; then
-    if [ -x "$maskplug_venv/bin/python" ] && "$maskplug_venv/bin/python" -c "import fairseq_maskplug.plugin" 2>/dev/null; then
+    if [ -x "$maskplug_venv/bin/python" ] && maskplug_has_plugin "$maskplug_venv/bin/python"; then
         # shellcheck disable=SC1091
         source "$maskplug_venv/bin/activate"
         maskplug_use_as_is python "$maskplug_venv (not made by this script)" || return 1 2>/dev/null || exit 1

@@ -265,3 +265,10 @@ def test_the_recipes_never_install_into_an_environment_they_did_not_make(tmp_pat
     error = refused.stderr.strip().splitlines()
     assert len(error) == 1 and "was not made by recipes/setup_env.sh and has no fairseq_maskplug" in error[0], error
     assert sorted(p.name for p in (tmp_path / ".venv").iterdir()) == before
+    # run from a repository root, its own fairseq_maskplug/ folder does not count as the plugin installed there
+    (tmp_path / "fairseq_maskplug").mkdir()
+    (tmp_path / "fairseq_maskplug" / "__init__.py").write_text("")
+    (tmp_path / "fairseq_maskplug" / "plugin.py").write_text("")
+    refused = _setup(tmp_path, {})
+    assert refused.returncode == 1 and "has no fairseq_maskplug" in refused.stderr, refused.stdout + refused.stderr
+    assert sorted(p.name for p in (tmp_path / ".venv").iterdir()) == before
