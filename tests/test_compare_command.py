@@ -1121,19 +1121,29 @@ def test_a_name_with_a_line_break_never_reaches_a_jobs_file_and_the_documented_s
 
 def test_the_estimate_uses_each_arms_measured_stage_times(tmp_path):
     """Issue 86, item 6: before and during a run, units x each arm's measured wall time (its finished units' timed
-    stages, else every finished unit's mean), parallel at a time; none before any unit is timed."""
+    stages), parallel at a time; none before any unit is timed; an arm with no finished unit is said to be not
+    estimated (another arm's time is not its: it may add a pre-training), or takes the estimate made before the run."""
     from fairseq_maskplug.compare.cli import estimate
     from fairseq_maskplug.compare.commands import unit_dir
+    from fairseq_maskplug.compare.estimate import Estimate
 
     plan = read_plan(write_plan(tmp_path, "plan.toml", PLAN.replace("seeds = [1, 2]", "seeds = [1, 2, 3]")))
     todo = [f"{arm}:{seed}" for arm, seed in plan.units()]
     assert estimate(plan, todo, 1).startswith("no estimate yet")
-    for arm, seconds in (("none", {"finetune": 50.0, "evaluate": 10.0}),
-                         ("random", {"pretrain": 200.0, "finetune": 50.0, "evaluate": 10.0})):
+    timed = {"none": {"finetune": 50.0, "evaluate": 10.0}, "random": {"pretrain": 200.0, "finetune": 50.0,
+                                                                       "evaluate": 10.0}}
+    for arm, seconds in timed.items():
         done = unit_dir(plan, arm, 1) / ".done"
         done.mkdir(parents=True)
         for stage, value in seconds.items():
             (done / stage).write_text(f"{value}\n")
+        if arm == "none":  # random not finished yet: its units are not none's 60 s
+            left = [unit for unit in todo if not unit.endswith(":1")]
+            assert estimate(plan, left, 2) == "about 1 min (2 unit(s), 2 at a time, from measured times); 2 " \
+                                              "unit(s) not estimated yet"
+            before = Estimate({"random:2": 300.0, "random:3": 300.0}, {}, {"random": "probed"})
+            assert estimate(plan, left, 2, before) == "about 6 min (4 unit(s), 2 at a time, from measured times " \
+                                                      "and the estimate above)"
     left = [unit for unit in todo if not unit.endswith(":1")]  # 2 none (60 s) and 2 random (260 s)
     assert estimate(plan, left, 2) == "about 5 min (4 unit(s), 2 at a time, from measured times)"
 
@@ -1490,6 +1500,36 @@ def test_the_estimate_before_any_unit_probes_each_distinct_stage_once_and_says_e
     assert 0 < seconds["none"] < seconds["random"], said  # random adds a pre-training to the same fine-tuning
     assert re.fullmatch(r"\[estimate\] about \d+ min in all for 4 unit\(s\), 1 at a time .*", said[-1]), said
     assert not (tmp_path / "estimated").exists()  # --print-jobs writes nothing
+
+
+def test_a_stage_that_ran_in_another_unit_is_estimated_from_its_time_and_only_the_rest_is_probed(toy, tmp_path):
+    """Issue 106, item 2, found on the lexicon plans: a plan's own ``fairseq-maskplug-evaluate`` command is the
+    plugin's scoring (sized from the fine-tuning's probe, not "not estimated"), and an arm whose fine-tuning and
+    scoring ran in another arm's units (arm none's, timed) is estimated from those times, probing only its
+    pre-training: the arms' estimate is then that probe's stage plus the measured 50 + 10 s."""
+    from fairseq_maskplug.compare.commands import device_options, model_options, unit_dir
+    from fairseq_maskplug.compare.estimate import estimate_units
+
+    own = ('[evaluate]\ncommand = ["fairseq-maskplug-evaluate", "--checkpoint", "{unit}/finetune/checkpoint_best.pt",'
+           ' "--data", "{task}", "--split", "valid,test", "--output", "{unit}/result.{split}.json"]\n'
+           'splits = ["valid", "test"]\n')
+    plan = read_plan(write_plan(toy, "staged.toml", PLAN.replace('name = "toy"', f'name = "staged"\nout = '
+                                                                 f'"{tmp_path / "staged"}"') + own))
+    model, device = model_options(plan.model), device_options()
+    said = []
+    fresh = estimate_units(plan, ["random:1"], model, device, 1, said.append)
+    assert said == ["[estimate] probing 2 training stage(s), 5 updates each, 1 at a time"], said
+    assert not fresh.unknown and fresh.sources == {"random": "probed"} and fresh.seconds["random:1"] > 0
+    for seed in (1, 2):
+        done = unit_dir(plan, "none", seed) / ".done"
+        done.mkdir(parents=True)
+        (done / "finetune").write_text("50\n")
+        (done / "evaluate").write_text("10\n")
+    said.clear()
+    found = estimate_units(plan, ["random:1", "random:2"], model, device, 1, said.append)
+    assert said == ["[estimate] probing 1 training stage(s), 5 updates each, 1 at a time"], said
+    assert not found.unknown and found.sources == {"random": "measured and probed"}
+    assert found.seconds["random:1"] == found.seconds["random:2"] > 60
 
 
 def plan_train_size(plan):

@@ -107,21 +107,29 @@ def claim_out(plan) -> None:
         write_text(str(plan.out / OWNER_FILE), json.dumps({"command": COMMAND}) + "\n")
 
 
-def estimate(plan, units, parallel: int, probed: float = None) -> str:
-    """What ``units`` (``ARM:SEED``) will take, ``parallel`` at a time: each arm's measured wall time (the mean over
-    its finished units' timed stages, else the mean of the measured arms'), in words; before any unit has finished,
-    ``probed`` (the probe's estimate of them all, seconds) where there is one."""
+def estimate(plan, units, parallel: int, found=None) -> str:
+    """What ``units`` (``ARM:SEED``) will take, ``parallel`` at a time, in words: a unit of an arm with finished units
+    at their mean wall time (their timed stages), else at ``found``'s figure (:class:`~.estimate.Estimate`, made
+    before the run) where it has one; the units with neither are named as not estimated."""
     from .estimate import measured
     from .units import parse_unit
 
     each = measured(plan, units)
-    if not each and probed is not None:
-        return f"about {probed / 60:.0f} min by the probe's estimate above"
-    if not each:
-        return "no estimate yet (no unit has finished; each stage is timed, and the next estimate uses them)"
-    fallback = sum(each.values()) / len(each)
-    total = sum(each.get(parse_unit(unit)[0], fallback) for unit in units)
-    return f"about {total / parallel / 60:.0f} min ({len(units)} unit(s), {parallel} at a time, from measured times)"
+    total, estimated, how = 0.0, 0, set()
+    for unit in units:
+        arm = parse_unit(unit)[0]
+        if arm in each:
+            total, estimated = total + each[arm], estimated + 1
+            how.add("measured times")
+        elif found is not None and found.seconds.get(unit) is not None:
+            total, estimated = total + found.seconds[unit], estimated + 1
+            how.add("the estimate above")
+    if not estimated:
+        return "no estimate yet (no unit of these arms has finished; each stage is timed, and the next estimate " \
+               "uses them)"
+    text = f"about {total / parallel / 60:.0f} min ({estimated} unit(s), {parallel} at a time, from " \
+           f"{' and '.join(sorted(how))})"
+    return text + (f"; {len(units) - estimated} unit(s) not estimated yet" if estimated < len(units) else "")
 
 
 #: seconds a unit stopped at the budget has to end its stage after SIGTERM, before SIGKILL
@@ -161,11 +169,12 @@ def record_cut(plan, cut: list, budget: float) -> None:
                                       "units": sorted(cut)}, indent=1) + "\n")
 
 
-def run_units(plan, units, parallel: int, argv_tail: list, budget: float = None, probed: float = None) -> tuple:
+def run_units(plan, units, parallel: int, argv_tail: list, budget: float = None, found=None) -> tuple:
     """Run ``units`` (``ARM:SEED``), ``parallel`` at a time, each as its own process (its own session, so that a
     stop reaches its training); ``(failed lines, cut units)``. With ``budget`` (seconds from now), a unit still
     running then is stopped (:func:`stop_group`) and none starts after it: those are cut, to resume later.
-    ``probed``: the probe's estimate of them all (seconds), said where no unit has measured times yet."""
+    ``found``: the estimate made before the run (:class:`~.estimate.Estimate`), said for the units of arms not
+    measured yet."""
     import time
 
     env = dict(os.environ)
@@ -206,10 +215,10 @@ def run_units(plan, units, parallel: int, argv_tail: list, budget: float = None,
                 failed.append(f"unit {unit} failed: {lines[-1] if lines else f'exit status {code}'} (log {log})")
             left = units[done[0]:]
             print(f"[{done[0]}/{len(units)}] unit {unit} {'finished' if code == 0 else 'FAILED'}"
-                  + (f"; left: {estimate(plan, left, parallel)}" if left else ""), flush=True)
+                  + (f"; left: {estimate(plan, left, parallel, found)}" if left else ""), flush=True)
 
     print(f"{len(units)} unit(s) to run, {parallel} at a time; logs in {plan.out / 'logs'}; "
-          f"{estimate(plan, units, parallel, probed)}", flush=True)
+          f"{estimate(plan, units, parallel, found)}", flush=True)
     pool = ThreadPoolExecutor(max_workers=parallel)
     previous = stop_on_sigterm()
     try:
@@ -344,8 +353,7 @@ def work(args) -> int:
         from .estimate import write_estimate
         write_estimate(plan, found, parallel)
     left = None if args.budget is None else max(0.0, args.budget - (time.monotonic() - started))
-    probed = None if found is None else found.total(parallel)
-    failed, cut = run_units(plan, todo, parallel, argv_tail, left, probed) if todo else ([], [])
+    failed, cut = run_units(plan, todo, parallel, argv_tail, left, found) if todo else ([], [])
     record_cut(plan, cut, args.budget)  # (a run that cut nothing removes an earlier run's record)
     write_report(plan, [COMMAND, str(plan.path), *argv_tail])
     if cut:

@@ -7,10 +7,12 @@ the first update's end: imports, data, model), the seconds of one update after i
 process's exit: one validation pass). A stage of ``U`` updates over ``E`` epochs then takes about
 ``start + (U - 1) x update + E x end``; the scoring, about a start and one validation pass per split scored.
 
-Arms whose units finished before are estimated from their measured stage times instead (:func:`measured`), and
-stages whose command is not ``fairseq-maskplug-train`` (a plan's own scoring tool) are not estimated: the figures
-say which. Stages with the same command line but for their data, output folder, seed and starting checkpoint are
-probed once (a fine-tuning from an arm's pre-trained checkpoint is probed from the plan's model: the same shape).
+A stage that ran before in another unit with the same command but for its unit's folder, seed and start (a
+fine-tuning of arm ``none`` for the same fine-tuning of arm ``taskpt``; a scoring of any arm) is estimated from its
+measured times instead (:func:`measured_stages`); stages that neither ran nor are ``fairseq-maskplug-train`` (a
+plan's own tool) are not estimated, and the figures say which. Stages with the same command line but for their
+data, output folder, seed and starting checkpoint are probed once (a fine-tuning from an arm's pre-trained
+checkpoint is probed from the plan's model: the same shape).
 """
 
 import json
@@ -136,17 +138,50 @@ def measured(plan: Plan, units: Sequence[str]) -> Dict[str, float]:
     return {arm: sum(values) / len(values) for arm, values in times.items()}
 
 
+def stage_key(plan: Plan, arm: str, seed: int, stage: str, argv: Sequence[str]) -> tuple:
+    """What a stage's cost depends on: a training stage's :func:`probe_key`; another stage's name and command with
+    its unit's folder written ``{unit}`` and its ``--seed`` left out (the scoring of every arm has one key)."""
+    if is_training(argv):
+        return probe_key(argv)
+    folder, words, skip = str(unit_dir(plan, arm, seed)), [], False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word == "--seed":
+            skip = True
+        else:
+            words.append(word.replace(folder, "{unit}"))
+    return (stage, *words)
+
+
+def measured_stages(plan: Plan, model: List[str], device: List[str]) -> Dict[tuple, float]:
+    """``{stage_key: mean wall seconds}`` over every timed stage of the plan's units (finished or not)."""
+    times = {}
+    for arm, seed in plan.units():
+        seconds = stage_seconds(plan, arm, seed)
+        if not seconds:
+            continue
+        for stage, argv in unit_stages(plan, plan.arm(arm), seed, model, device):
+            if stage in seconds:
+                times.setdefault(stage_key(plan, arm, seed, stage, argv), []).append(seconds[stage])
+    return {key: sum(values) / len(values) for key, values in times.items()}
+
+
 @dataclass
 class Estimate:
     """Seconds per unit (None: not estimated, with ``unknown[unit]`` saying why), and where they came from."""
 
     seconds: Dict[str, Optional[float]]
     unknown: Dict[str, str]
-    sources: Dict[str, str]  # arm -> "measured" (its finished units' times) or "probed"
+    sources: Dict[str, str]  # arm -> "measured" (stages timed in earlier units), "probed", or "measured and probed"
 
     def total(self, parallel: int) -> float:
         """Wall seconds of the estimated units, ``parallel`` at a time (their sum over ``parallel``)."""
         return sum(s for s in self.seconds.values() if s is not None) / parallel
+
+    def estimated(self) -> int:
+        """How many units have an estimate."""
+        return sum(s is not None for s in self.seconds.values())
 
     def to_json(self, parallel: int) -> dict:
         return {"units_s": {unit: None if s is None else round(s, 1) for unit, s in self.seconds.items()},
@@ -156,23 +191,25 @@ class Estimate:
 
 def estimate_units(plan: Plan, units: Sequence[str], model: List[str], device: List[str], parallel: int,
                    say: Callable[[str], None] = print) -> Estimate:
-    """The estimate of ``units`` (``ARM:SEED``): measured for arms with finished units, else probed (one probe per
-    distinct stage, ``parallel`` at a time, each at a unit's share of the cores); a unit's stages that finished
-    before count nothing."""
-    known = measured(plan, units)
-    stages, left = {}, {}  # unit -> [(stage, argv)]: all its stages, the ones left to run
+    """The estimate of ``units`` (``ARM:SEED``), stage by stage: a stage that ran before in another unit
+    (:func:`stage_key`) from its measured times, else from a probe (one per distinct training stage, ``parallel`` at
+    a time, each at a unit's share of the cores); a unit's stages that finished before count nothing."""
+    known = measured_stages(plan, model, device)
+    stages, left = {}, {}  # unit -> [(stage, argv, key)]: all its stages, the ones left to run
     for unit in units:
         arm, seed = parse_unit(unit)
         done = unit_dir(plan, arm, seed) / ".done"
-        stages[unit] = unit_stages(plan, plan.arm(arm), seed, model, device)
-        left[unit] = [(stage, argv) for stage, argv in stages[unit] if not (done / stage).exists()]
-    keys = {}  # the training stages left, and the fine-tuning whose speed sizes a scoring left
+        stages[unit] = [(stage, argv, stage_key(plan, arm, seed, stage, argv))
+                        for stage, argv in unit_stages(plan, plan.arm(arm), seed, model, device)]
+        left[unit] = [item for item in stages[unit] if not (done / item[0]).exists()]
+    keys = {}  # the training stages left and not measured, and the fine-tuning whose speed sizes a scoring left
     for unit in units:
-        if parse_unit(unit)[0] in known or not left[unit]:
-            continue
-        for stage, argv in stages[unit]:
-            if is_training(argv) and (stage in dict(left[unit]) or stage == "finetune"):
-                keys.setdefault(probe_key(argv), argv)
+        unmeasured = {stage for stage, _, key in left[unit] if key not in known}
+        if unmeasured - {"finetune", "pretrain"}:
+            unmeasured.add("finetune")
+        for stage, argv, key in stages[unit]:
+            if is_training(argv) and stage in unmeasured:
+                keys.setdefault(key, argv)
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", thread_share(parallel))
     speeds, failures = {}, {}
@@ -190,16 +227,15 @@ def estimate_units(plan: Plan, units: Sequence[str], model: List[str], device: L
     out = Estimate({}, {}, {})
     for unit in units:
         arm = parse_unit(unit)[0]
-        if arm in known:
-            out.seconds[unit] = known[arm] if left[unit] else 0.0
-            out.sources[arm] = "measured"
-            continue
-        out.sources[arm] = "probed"
-        finetune = speeds.get(probe_key(dict(stages[unit])["finetune"]))
-        total = 0.0
-        for stage, argv in left[unit]:
-            key = probe_key(argv)
-            if stage == "evaluate" and finetune is not None and SCORING in argv:
+        finetune = speeds.get(next(key for stage, _, key in stages[unit] if stage == "finetune"))
+        total, how = 0.0, set()
+        for stage, argv, key in left[unit]:
+            if key in known:
+                total += known[key]
+                how.add("measured")
+                continue
+            how.add("probed")
+            if stage == "evaluate" and finetune is not None and is_scoring(argv):
                 total += scoring_seconds(plan, finetune)
             elif stage == "flip" and finetune is not None:  # a process's start, the labels read and written
                 total += max(0.0, finetune.start - finetune.update)
@@ -207,15 +243,25 @@ def estimate_units(plan: Plan, units: Sequence[str], model: List[str], device: L
                 total += speeds[key].stage(*stage_size(argv))
             else:
                 out.unknown[unit] = (f"{stage}: its probe failed ({failures[key]})" if key in failures else
-                                     f"{stage}: its command is the plan's own")
+                                     f"{stage}: its command is the plan's own, and no unit has run it yet")
                 total = None
                 break
         out.seconds[unit] = total
+        named = " and ".join(sorted(how)) or "measured"
+        if out.sources.get(arm, named) != named:
+            named = "measured and probed"
+        out.sources[arm] = named
     return out
 
 
 #: the module of the plugin's scoring stage (:func:`~.commands.evaluate_command`)
 SCORING = "fairseq_maskplug.evaluation.evaluate"
+
+
+def is_scoring(argv: Sequence[str]) -> bool:
+    """Whether a stage's command is the plugin's scoring (``fairseq-maskplug-evaluate``, or the module the plan's
+    default scoring runs)."""
+    return Path(argv[0]).name == "fairseq-maskplug-evaluate" or SCORING in argv
 
 
 def is_training(argv: Sequence[str]) -> bool:
@@ -242,8 +288,14 @@ def describe(found: Estimate, parallel: int, budget: Optional[float] = None) -> 
         if known:
             lines.append(f"[estimate] {arm}: {len(known)} unit(s), about {duration(max(known))} each "
                          f"({found.sources[arm]})")
-    total = found.total(parallel)
-    lines.append(f"[estimate] about {total / 60:.0f} min in all for {len(found.seconds)} unit(s), {parallel} at a "
+    total, estimated = found.total(parallel), found.estimated()
+    if not estimated:
+        lines.append(f"[estimate] none of the {len(found.seconds)} unit(s) estimated; the first finished units' "
+                     "stage times estimate the others")
+        return lines
+    some = "" if estimated == len(found.seconds) else \
+        f" (the {estimated} estimated of {len(found.seconds)}; the others not included)"
+    lines.append(f"[estimate] about {total / 60:.0f} min in all for {estimated} unit(s){some}, {parallel} at a "
                  "time (the produce steps not included; a probe times this machine as it is now: other work "
                  "started later slows the units)")
     if budget is not None and total > budget:
